@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency from Debian packages. Idempotent:
+# packages already present are skipped without touching apt.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config ccache clang libclang-rt-14-dev
+      libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libfmt-dev libcli11-dev
+      libopenmpi-dev openmpi-bin libcpp-httplib-dev libpcre2-dev python3-numpy)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null ||
+    { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }
+fi
+echo "setup: all dependencies present"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds a preset (default: release) and runs every test.
+# Usage: scripts/test.sh [release|asan]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=${1:-release}
+scripts/setup.sh
+scripts/build.sh "$preset"
+if [ "$preset" = asan ]; then
+  # OpenMPI's own allocations are not ours to fix.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+fi
+ctest --preset "$preset" -j "$(nproc)"

@@ -1,0 +1,1 @@
+// Keeps static libraries with no sources of their own linkable.

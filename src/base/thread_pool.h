@@ -1,0 +1,47 @@
+// Persistent worker pool: the one threading idiom of dsv4. run(fn) calls
+// fn(tid, nthreads) once on every worker (the caller is worker 0) and returns
+// when all are done. No allocation per call; no nested parallel regions.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dsv4 {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  template <class Fn>
+  void run(Fn&& fn) {
+    auto thunk = [](void* ctx, int tid, int n) { (*static_cast<Fn*>(ctx))(tid, n); };
+    dispatch(thunk, &fn);
+  }
+
+ private:
+  using Thunk = void (*)(void*, int, int);
+  void dispatch(Thunk thunk, void* ctx);
+  void worker(int tid);
+
+  int n_threads_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::condition_variable done_cv_;
+  Thunk thunk_ = nullptr;
+  void* ctx_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace dsv4
