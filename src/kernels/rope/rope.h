@@ -1,0 +1,35 @@
+// Rotary position embedding (model.md §4, §0.4.5 A5): fp32 frequency table per
+// profile (rope_theta without YaRN, or compress_rope_theta with YaRN),
+// interleaved adjacent pairs on the last Dr dims of each head vector; results
+// rounded to bf16. The inverse rotation (s -> -s) de-rotates attention output.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "numeric/bf16.h"
+
+namespace dsv4::kernels {
+
+struct RopeParams {
+  int rope_dim = 0;              // Dr (even)
+  double theta = 10000.0;
+  bool yarn = false;
+  double yarn_factor = 16.0;
+  double original_max_pos = 65536.0;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+};
+
+// inv[i], i = 0 .. Dr/2-1, in the Level-A fp32 op order.
+std::vector<float> rope_inv_freq(const RopeParams& p);
+
+// Rotates the last Dr dims of each of n_vec vectors of length dim (stride dim)
+// of row t, at position pos[t], for t in [0, T). inverse = de-rotation.
+// x: [T, n_vec, dim] bf16, in place.
+void rope_ref(const float* inv_freq, int rope_dim, bf16* x, int64_t T, int n_vec, int dim,
+              const int64_t* pos, bool inverse);
+void rope(const float* inv_freq, int rope_dim, bf16* x, int64_t T, int n_vec, int dim,
+          const int64_t* pos, bool inverse, int tid, int nthreads);
+
+}  // namespace dsv4::kernels
