@@ -1,0 +1,46 @@
+// Deployment limits (not model config): they fix every scratch buffer and
+// cache pool once at start-up (runtime.md §1.2). A step outside them is
+// rejected before any kernel runs, with an error naming the limit.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "base/status.h"
+
+namespace dsv4 {
+
+struct Limits {
+  int32_t max_batch = 16;        // B_MAX: requests per step
+  int32_t max_rows = 64;         // T_MAX: rows per step (all requests)
+  int32_t max_decode_rows = 2;   // S_MAX: 1 + drafts per decode request
+  int32_t max_chunk = 32;        // largest prefill chunk of one request
+  int32_t max_seqs = 32;         // live sequences (cache slots)
+  int64_t max_context = 1024;    // positions per sequence
+  int32_t n_threads = 1;
+
+  // R_MAX: most rows one request contributes to a step (runtime.md §2.1).
+  int32_t r_max() const { return std::max(max_decode_rows, max_chunk); }
+};
+
+inline Status validate_limits(const Limits& l) {
+  auto positive = [](const char* name, int64_t v) -> Status {
+    return v > 0 ? Status() : Status::errorf("limit {} = {} must be positive", name, v);
+  };
+  for (auto [n, v] : {std::pair<const char*, int64_t>{"max_batch", l.max_batch},
+                      {"max_rows", l.max_rows}, {"max_decode_rows", l.max_decode_rows},
+                      {"max_chunk", l.max_chunk}, {"max_seqs", l.max_seqs},
+                      {"max_context", l.max_context}, {"n_threads", l.n_threads}}) {
+    Status s = positive(n, v);
+    if (!s.ok()) return s;
+  }
+  if (l.max_chunk > l.max_rows)
+    return Status::errorf("limit max_chunk = {} exceeds max_rows = {}", l.max_chunk, l.max_rows);
+  if (l.max_decode_rows > l.max_rows)
+    return Status::errorf("limit max_decode_rows = {} exceeds max_rows = {}", l.max_decode_rows, l.max_rows);
+  if (l.max_batch > l.max_seqs)
+    return Status::errorf("limit max_batch = {} exceeds max_seqs = {}", l.max_batch, l.max_seqs);
+  return Status();
+}
+
+}  // namespace dsv4
