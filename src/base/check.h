@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -15,11 +17,16 @@ namespace dsv4::detail {
   std::fflush(stderr);
   std::abort();
 }
+inline std::string check_message() { return {}; }
+template <class... Args>
+std::string check_message(fmt::format_string<Args...> f, Args&&... args) {
+  return fmt::format(f, std::forward<Args>(args)...);
+}
 }  // namespace dsv4::detail
 
 #define DSV4_CHECK(cond, ...)                                                      \
   do {                                                                             \
     if (__builtin_expect(!(cond), 0))                                              \
       ::dsv4::detail::check_failed(__FILE__, __LINE__, #cond,                      \
-                                   ::fmt::format("" __VA_OPT__(, ) __VA_ARGS__)); \
+                                   ::dsv4::detail::check_message(__VA_ARGS__));   \
   } while (0)

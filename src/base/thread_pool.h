@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace dsv4 {
@@ -23,8 +24,9 @@ class ThreadPool {
 
   template <class Fn>
   void run(Fn&& fn) {
-    auto thunk = [](void* ctx, int tid, int n) { (*static_cast<Fn*>(ctx))(tid, n); };
-    dispatch(thunk, &fn);
+    using F = std::remove_reference_t<Fn>;
+    auto thunk = [](void* ctx, int tid, int n) { (*static_cast<F*>(ctx))(tid, n); };
+    dispatch(thunk, const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
  private:

@@ -34,23 +34,23 @@ T sentinel_value() {
   else return static_cast<T>(kSentinelI32);
 }
 
-template <class T>
+template <class E>
 struct RowBuffer {
   int64_t width;
   int64_t capacity;
-  std::vector<T> v;
+  std::vector<E> v;
   RowBuffer(int64_t capacity_rows, int64_t w) : width(w), capacity(capacity_rows), v(capacity_rows * w) {}
-  T* data() { return v.data(); }
-  T* row(int64_t r) { return v.data() + r * width; }
+  E* data() { return v.data(); }
+  E* row(int64_t r) { return v.data() + r * width; }
   // NaN everywhere, sentinel in rows >= T.
   void poison(int64_t T) {
-    for (auto& x : v) x = nan_value<T>();
-    for (int64_t i = T * width; i < capacity * width; ++i) v[i] = sentinel_value<T>();
+    for (auto& x : v) x = nan_value<E>();
+    for (int64_t i = T * width; i < capacity * width; ++i) v[i] = sentinel_value<E>();
   }
   ::testing::AssertionResult sentinel_intact(int64_t T) const {
-    const T s = sentinel_value<T>();
+    const E s = sentinel_value<E>();
     for (int64_t i = T * width; i < capacity * width; ++i)
-      if (std::memcmp(&v[i], &s, sizeof(T)) != 0)
+      if (std::memcmp(&v[i], &s, sizeof(E)) != 0)
         return ::testing::AssertionFailure() << "row " << i / width << " (>= T=" << T
                                              << ") was written, element " << i % width;
     return ::testing::AssertionSuccess();

@@ -8,6 +8,20 @@
 //   actq_rows(x -> xq), then linear(w, xq -> y).
 // Every output element sums K in one fixed order (ascending 128-wide K blocks)
 // that depends on nothing but (o, in): rows are bit-identical whatever T is.
+//
+// Engine K order (per output element, fixed by the weight shape only):
+//   beta_kb = fp32 dot over K block kb = columns [128kb, min(128kb+128, in)):
+//             16 lanes, lane l sums the products k ≡ l (mod 16) of the block in
+//             ascending k, lanes folded (l += l+8, l += l+4, l += l+2, l += l+1);
+//   y       = (...((beta_0 + beta_1) + beta_2) + ...)      blocks chained ascending
+// or, with LinearSlice::k_group, the grouped tree of runtime.md §6.7:
+//   pi_g = chain of the blocks of group g;  y = (...((pi_0 + pi_1) + pi_2) + ...)
+// The weight is dequantized block by block on the fly (FP8: e4m3 value times the
+// 128x128 block scale; FP4: e2m1 value times the per-32 scale), exactly, so an
+// FP8/FP4 linear is the fp32 dot of x̂ = actq(x) and the dequantized weight
+// (model.md §0.4.4 equivalence). Partial K blocks (in % 128 != 0: BF16/F32 and
+// FP8 without actq, e.g. wo_a [512, 80]) and FP8 scale grids with dims < 128
+// (ceil) are supported; FP4 needs in % 32 == 0, actq needs in % 128 == 0.
 #pragma once
 
 #include <cstdint>
@@ -38,5 +52,26 @@ void linear(const LinearWeight& w, const bf16* x, int64_t T, bf16* y, int tid, i
 // fp32 out, fp32 copy of a bf16 input / fp32 input, no actq.
 void linear_f32(const LinearWeight& w, const bf16* x, int64_t T, float* y, int tid, int nthreads);
 void linear_f32_in(const LinearWeight& w, const float* x, int64_t T, float* y, int tid, int nthreads);
+
+// General engine form: outputs [o0, o1) of W over strided rows, K columns
+// [k0, k1), optional grouped K tree. linear / linear_f32 / linear_f32_in are
+// this with the defaults.
+struct LinearSlice {
+  int64_t o0 = 0;         // first output (row of W)
+  int64_t o1 = -1;        // one past the last output; -1: w.out
+  int64_t k0 = 0;         // first K column summed; a multiple of 128
+  int64_t k1 = -1;        // one past the last; -1: w.in; a multiple of 128 unless == w.in
+  int64_t x_stride = -1;  // x row t is x + t*x_stride, indexed by W's column k; -1: w.in
+  int64_t y_stride = -1;  // y row t is y + t*y_stride, output o at (o - o0); -1: o1 - o0
+  int64_t k_group = 0;    // 0: plain block chain; else width (multiple of 128 dividing
+                          // k1 - k0) of the K groups of the grouped tree (runtime.md §6.7)
+};
+// Output columns [o0, o1) split over threads; rows [0, T) only.
+void linear_slice(const LinearWeight& w, const LinearSlice& s, const bf16* x, int64_t T, bf16* y,
+                  int tid, int nthreads);
+void linear_slice(const LinearWeight& w, const LinearSlice& s, const bf16* x, int64_t T, float* y,
+                  int tid, int nthreads);
+void linear_slice(const LinearWeight& w, const LinearSlice& s, const float* x, int64_t T, float* y,
+                  int tid, int nthreads);
 
 }  // namespace dsv4::kernels

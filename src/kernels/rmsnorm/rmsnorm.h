@@ -10,11 +10,14 @@
 
 namespace dsv4::kernels {
 
-// fp32 RMS factor ρ_n of one row (bf16 or fp32 input), Level-A op order.
+// fp32 RMS factor ρ_n of one row (bf16 or fp32 input), Level-A op order; the
+// sum of squares uses 16 fixed lanes (lane l: i ≡ l mod 16, ascending; lanes
+// folded l += l+8, +4, +2, +1), rsqrt evaluated as 1/sqrt. Depends on n only.
 float rms_factor(const bf16* x, int64_t n, float eps);
 float rms_factor(const float* x, int64_t n, float eps);
 
 void rmsnorm_ref(const bf16* x, const bf16* w, bf16* y, int64_t T, int64_t n, float eps);
+// Engine: rows split over threads; rms_factor for ρ.
 void rmsnorm(const bf16* x, const bf16* w, bf16* y, int64_t T, int64_t n, float eps, int tid,
              int nthreads);
 

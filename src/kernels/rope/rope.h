@@ -21,12 +21,19 @@ struct RopeParams {
   double beta_slow = 1.0;
 };
 
-// inv[i], i = 0 .. Dr/2-1, in the Level-A fp32 op order.
+// Largest Dr the engine supports (stack tables of Dr/2 cos/sin).
+constexpr int kRopeMaxDim = 256;
+
+// inv[i], i = 0 .. Dr/2-1, in the Level-A fp32 op order. Setup-time (allocates).
 std::vector<float> rope_inv_freq(const RopeParams& p);
+// YaRN ramp bounds lo, hi of §4.1 (double, as the demo; hi += 0.001 when equal).
+void yarn_ramp_bounds(const RopeParams& p, double* lo, double* hi);
 
 // Rotates the last Dr dims of each of n_vec vectors of length dim (stride dim)
 // of row t, at position pos[t], for t in [0, T). inverse = de-rotation.
-// x: [T, n_vec, dim] bf16, in place.
+// x: [T, n_vec, dim] bf16, in place. angle = f32(fp32(p)·inv[i]); cos/sin are
+// std::cos/std::sin of the fp32 angle; a' = bf16(a·c − b·s), b' = bf16(a·s + b·c)
+// with s -> −s for the inverse. The engine splits the T·n_vec vectors over threads.
 void rope_ref(const float* inv_freq, int rope_dim, bf16* x, int64_t T, int n_vec, int dim,
               const int64_t* pos, bool inverse);
 void rope(const float* inv_freq, int rope_dim, bf16* x, int64_t T, int n_vec, int dim,

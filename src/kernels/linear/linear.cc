@@ -1,0 +1,206 @@
+// Engine linear (see linear.h for the fixed K order): weights dequantized one
+// 128-wide K block at a time into a stack buffer, reused across a tile of rows;
+// output columns split over threads.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+
+#include "base/check.h"
+#include "base/math.h"
+#include "kernels/linear/linear.h"
+#include "numeric/e4m3.h"
+#include "numeric/quant.h"
+
+namespace dsv4::kernels {
+namespace {
+
+constexpr int kBlock = 128;   // K block of the chain (= the actq / FP8 scale block)
+constexpr int kLanes = 16;    // fixed accumulation lanes inside a block
+constexpr int kRowTile = 8;   // rows sharing one decoded weight block
+constexpr int kOutTile = 8;   // outputs sharing one converted input block
+
+inline void store(bf16* y, float v) { *y = bf16::from_float(v); }
+inline void store(float* y, float v) { *y = v; }
+
+// e2m1 nibble -> value (sign included), the values of e2m1_decode.
+constexpr float kE2M1Signed[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+// ue8m0 byte -> 2^(b−127) without a libm call (ue8m0_decode's values: 255 is NaN,
+// 0 is the fp32 subnormal 2^−127).
+inline float scale_value(uint8_t b) {
+  if (b == 255) return std::numeric_limits<float>::quiet_NaN();
+  if (b == 0) return 0x1p-127f;
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 23);
+}
+
+// Weight row o, columns [k, k + n) (k a multiple of 128, n <= 128) as fp32.
+void decode_block(const LinearWeight& w, int64_t o, int64_t k, int n, float* wb) {
+  switch (w.format) {
+    case WeightFormat::kBF16: {
+      const bf16* p = static_cast<const bf16*>(w.data) + o * w.in + k;
+      for (int j = 0; j < n; ++j) wb[j] = p[j].to_float();
+      return;
+    }
+    case WeightFormat::kF32:
+      std::memcpy(wb, static_cast<const float*>(w.data) + o * w.in + k, sizeof(float) * n);
+      return;
+    case WeightFormat::kFP8: {
+      const int64_t nbk = ceil_div<int64_t>(w.in, kBlock);
+      const float s = scale_value(w.scale[(o / kBlock) * nbk + k / kBlock]);
+      const uint8_t* p = static_cast<const uint8_t*>(w.data) + o * w.in + k;
+      for (int j = 0; j < n; ++j) wb[j] = e4m3_decode(p[j]) * s;
+      return;
+    }
+    case WeightFormat::kFP4: {
+      const uint8_t* p = static_cast<const uint8_t*>(w.data) + o * (w.in / 2) + k / 2;
+      const uint8_t* sc = w.scale + o * (w.in / 32) + k / 32;
+      for (int c = 0; c < n / 32; ++c) {
+        const float s = scale_value(sc[c]);
+        for (int j = 0; j < 16; ++j) {
+          const uint8_t b = p[c * 16 + j];
+          wb[c * 32 + 2 * j] = kE2M1Signed[b & 0xF] * s;
+          wb[c * 32 + 2 * j + 1] = kE2M1Signed[b >> 4] * s;
+        }
+      }
+      return;
+    }
+  }
+}
+
+// beta of one K block on fp32 operands: 16 fixed lanes, folded by a fixed tree.
+inline float block_dot(const float* x, const float* wb, int n) {
+  float lane[kLanes] = {};
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += x[j + l] * wb[j + l];
+  for (int l = 0; j + l < n; ++l) lane[l] += x[j + l] * wb[j + l];
+  for (int h = kLanes / 2; h > 0; h /= 2)
+    for (int l = 0; l < h; ++l) lane[l] += lane[l + h];
+  return lane[0];
+}
+
+// Two outputs of one full 128-wide block sharing the input loads; the same
+// lanes and fold as block_dot (lane l = element l % 4 of accumulator l / 4).
+typedef float v4f __attribute__((vector_size(16)));
+inline v4f load4(const float* p) {
+  v4f v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline float fold(v4f a0, v4f a1, v4f a2, v4f a3) {
+  a0 += a2;  // l += l+8
+  a1 += a3;
+  a0 += a1;  // l += l+4
+  const float l0 = a0[0] + a0[2], l1 = a0[1] + a0[3];  // l += l+2
+  return l0 + l1;                                       // l += l+1
+}
+inline void block_dot_x2(const float* x, const float* w0, const float* w1, float* r0, float* r1) {
+  v4f a0{}, a1{}, a2{}, a3{}, b0{}, b1{}, b2{}, b3{};
+  for (int j = 0; j < kBlock; j += kLanes) {
+    const v4f x0 = load4(x + j), x1 = load4(x + j + 4), x2 = load4(x + j + 8), x3 = load4(x + j + 12);
+    a0 += x0 * load4(w0 + j);
+    a1 += x1 * load4(w0 + j + 4);
+    a2 += x2 * load4(w0 + j + 8);
+    a3 += x3 * load4(w0 + j + 12);
+    b0 += x0 * load4(w1 + j);
+    b1 += x1 * load4(w1 + j + 4);
+    b2 += x2 * load4(w1 + j + 8);
+    b3 += x3 * load4(w1 + j + 12);
+  }
+  *r0 = fold(a0, a1, a2, a3);
+  *r1 = fold(b0, b1, b2, b3);
+}
+
+inline void load_block(const bf16* x, int n, float* xb) {
+  for (int j = 0; j < n; ++j) xb[j] = x[j].to_float();
+}
+inline void load_block(const float* x, int n, float* xb) { std::memcpy(xb, x, sizeof(float) * n); }
+
+// Tiles: kRowTile rows x kOutTile outputs share the decoded weight and input blocks.
+template <class XT, class YT>
+void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int64_t T, YT* y,
+               int tid, int nthreads) {
+  LinearSlice s = s_in;
+  if (s.o1 < 0) s.o1 = w.out;
+  if (s.k1 < 0) s.k1 = w.in;
+  if (s.x_stride < 0) s.x_stride = w.in;
+  if (s.y_stride < 0) s.y_stride = s.o1 - s.o0;
+  DSV4_CHECK(s.o0 >= 0 && s.o0 <= s.o1 && s.o1 <= w.out, "outputs [{}, {}) of {}", s.o0, s.o1, w.out);
+  DSV4_CHECK(s.k0 >= 0 && s.k0 % kBlock == 0 && s.k0 < s.k1 && s.k1 <= w.in &&
+                 (s.k1 % kBlock == 0 || s.k1 == w.in),
+             "K range [{}, {}) of {}", s.k0, s.k1, w.in);
+  DSV4_CHECK(s.k_group == 0 || (s.k_group % kBlock == 0 && (s.k1 - s.k0) % s.k_group == 0),
+             "k_group {} for K width {}", s.k_group, s.k1 - s.k0);
+  DSV4_CHECK(w.format != WeightFormat::kFP4 || w.in % 32 == 0, "FP4 in {} % 32", w.in);
+  DSV4_CHECK(s.x_stride >= s.k1 && s.y_stride >= s.o1 - s.o0, "strides");
+  const Range r = split_range(s.o1 - s.o0, tid, nthreads);
+  if (r.size() == 0 || T <= 0) return;
+
+  const int64_t n_blk = ceil_div<int64_t>(s.k1 - s.k0, kBlock);
+  const int64_t g_blk = s.k_group > 0 ? s.k_group / kBlock : n_blk;
+  alignas(64) float wb[kOutTile][kBlock];
+  alignas(64) float xb[kRowTile][kBlock];
+  float part[kRowTile][kOutTile], total[kRowTile][kOutTile];
+  for (int64_t t0 = 0; t0 < T; t0 += kRowTile) {
+    const int nt = static_cast<int>(std::min<int64_t>(kRowTile, T - t0));
+    for (int64_t oa = s.o0 + r.begin; oa < s.o0 + r.end; oa += kOutTile) {
+      const int no = static_cast<int>(std::min<int64_t>(kOutTile, s.o0 + r.end - oa));
+      for (int64_t b = 0; b < n_blk; ++b) {
+        const int64_t k = s.k0 + b * kBlock;
+        const int n = static_cast<int>(std::min<int64_t>(kBlock, s.k1 - k));
+        for (int j = 0; j < no; ++j) decode_block(w, oa + j, k, n, wb[j]);
+        for (int i = 0; i < nt; ++i) load_block(x + (t0 + i) * s.x_stride + k, n, xb[i]);
+        const bool g_first = b % g_blk == 0;
+        const bool g_last = (b + 1) % g_blk == 0 || b + 1 == n_blk;
+        float beta[kRowTile][kOutTile];
+        for (int i = 0; i < nt; ++i) {
+          int j = 0;
+          if (n == kBlock)
+            for (; j + 2 <= no; j += 2) block_dot_x2(xb[i], wb[j], wb[j + 1], &beta[i][j], &beta[i][j + 1]);
+          for (; j < no; ++j) beta[i][j] = block_dot(xb[i], wb[j], n);
+        }
+        for (int i = 0; i < nt; ++i)
+          for (int j = 0; j < no; ++j) {
+            part[i][j] = g_first ? beta[i][j] : part[i][j] + beta[i][j];
+            if (g_last) total[i][j] = b < g_blk ? part[i][j] : total[i][j] + part[i][j];
+          }
+      }
+      for (int i = 0; i < nt; ++i)
+        for (int j = 0; j < no; ++j) store(y + (t0 + i) * s.y_stride + (oa + j - s.o0), total[i][j]);
+    }
+  }
+}
+
+}  // namespace
+
+void actq_rows(const bf16* x, int64_t T, int64_t in, bf16* xq, int tid, int nthreads) {
+  const Range r = split_range(T, tid, nthreads);
+  for (int64_t t = r.begin; t < r.end; ++t) actq_dequant_row(x + t * in, in, xq + t * in);
+}
+
+void linear(const LinearWeight& w, const bf16* x, int64_t T, bf16* y, int tid, int nthreads) {
+  run_slice(w, LinearSlice{}, x, T, y, tid, nthreads);
+}
+void linear_f32(const LinearWeight& w, const bf16* x, int64_t T, float* y, int tid, int nthreads) {
+  run_slice(w, LinearSlice{}, x, T, y, tid, nthreads);
+}
+void linear_f32_in(const LinearWeight& w, const float* x, int64_t T, float* y, int tid, int nthreads) {
+  run_slice(w, LinearSlice{}, x, T, y, tid, nthreads);
+}
+
+void linear_slice(const LinearWeight& w, const LinearSlice& s, const bf16* x, int64_t T, bf16* y,
+                  int tid, int nthreads) {
+  run_slice(w, s, x, T, y, tid, nthreads);
+}
+void linear_slice(const LinearWeight& w, const LinearSlice& s, const bf16* x, int64_t T, float* y,
+                  int tid, int nthreads) {
+  run_slice(w, s, x, T, y, tid, nthreads);
+}
+void linear_slice(const LinearWeight& w, const LinearSlice& s, const float* x, int64_t T, float* y,
+                  int tid, int nthreads) {
+  run_slice(w, s, x, T, y, tid, nthreads);
+}
+
+}  // namespace dsv4::kernels

@@ -1,0 +1,130 @@
+// Engine router. Gate dots: element i of a row goes to fp32 lane i % kLanes, the lanes are
+// combined by a fixed tree; rows are processed kRowTile at a time per gate row with the same
+// per-row arithmetic, so a row's scores depend only on D.
+#include <bit>
+#include <cmath>
+
+#include "base/check.h"
+#include "base/math.h"
+#include "kernels/moe_gate/moe_gate.h"
+
+namespace dsv4::kernels {
+namespace {
+
+constexpr int kLanes = 8;
+constexpr int kRowTile = 4;
+
+inline float to_f32(bf16 v) { return std::bit_cast<float>(static_cast<uint32_t>(v.bits) << 16); }
+inline float to_f32(float v) { return v; }
+
+inline float reduce_lanes(const float* a) {
+  const float s0 = a[0] + a[4], s1 = a[1] + a[5], s2 = a[2] + a[6], s3 = a[3] + a[7];
+  return (s0 + s2) + (s1 + s3);
+}
+
+template <int R, class W>
+void dot_rows(const W* w, const bf16* const* x, int64_t n, float* out) {
+  float acc[R][kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int r = 0; r < R; ++r)
+      for (int l = 0; l < kLanes; ++l) acc[r][l] += to_f32(w[c + l]) * to_f32(x[r][c + l]);
+  for (; c < n; ++c)
+    for (int r = 0; r < R; ++r) acc[r][c % kLanes] += to_f32(w[c]) * to_f32(x[r][c]);
+  for (int r = 0; r < R; ++r) out[r] = reduce_lanes(acc[r]);
+}
+
+inline float sqrt_softplus(float z) {
+  if (z > 20.0f) return std::sqrt(z);
+  const float e = std::exp(z);
+  return std::sqrt(std::log1p(e));
+}
+
+template <class W>
+void scores_for(const W* weight, const bf16* f, int64_t D, int64_t E, int64_t T, Range experts,
+                float* scores) {
+  for (int64_t e = experts.begin; e < experts.end; ++e) {
+    const W* w = weight + e * D;
+    int64_t t = 0;
+    for (; t + kRowTile <= T; t += kRowTile) {
+      const bf16* x[kRowTile];
+      float l[kRowTile];
+      for (int q = 0; q < kRowTile; ++q) x[q] = f + (t + q) * D;
+      dot_rows<kRowTile>(w, x, D, l);
+      for (int q = 0; q < kRowTile; ++q) scores[(t + q) * E + e] = sqrt_softplus(l[q]);
+    }
+    for (; t < T; ++t) {
+      const bf16* x[1] = {f + t * D};
+      float l;
+      dot_rows<1>(w, x, D, &l);
+      scores[t * E + e] = sqrt_softplus(l);
+    }
+  }
+}
+
+}  // namespace
+
+void moe_topk(const float* scores, const float* bias, int64_t E, int64_t K, int32_t* ids) {
+  DSV4_CHECK(K >= 1 && K <= E && K <= kMoeMaxTopK, "num_experts_per_tok {} (E={})", K, E);
+  // Sorted list (key descending, equal keys in ascending id: a later id is placed after them).
+  float keys[kMoeMaxTopK];
+  int64_t n = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const float key = bias ? scores[e] + bias[e] : scores[e];
+    if (n == K && !(key > keys[K - 1])) continue;
+    int64_t pos = n < K ? n++ : K - 1;
+    for (; pos > 0 && key > keys[pos - 1]; --pos) {
+      keys[pos] = keys[pos - 1];
+      ids[pos] = ids[pos - 1];
+    }
+    keys[pos] = key;
+    ids[pos] = static_cast<int32_t>(e);
+  }
+}
+
+void moe_gate_scores(const bf16* f, const MoeGateWeights& w, const MoeGateParams& p, int64_t T,
+                     float* scores, int tid, int nthreads) {
+  const int64_t D = p.hidden, E = p.n_routed_experts;
+  DSV4_CHECK(w.weight.out == E && w.weight.in == D, "gate.weight [{}, {}] for E={} D={}",
+             w.weight.out, w.weight.in, E, D);
+  const Range r = split_range(E, tid, nthreads);
+  if (w.weight.format == WeightFormat::kBF16)
+    scores_for(static_cast<const bf16*>(w.weight.data), f, D, E, T, r, scores);
+  else if (w.weight.format == WeightFormat::kF32)
+    scores_for(static_cast<const float*>(w.weight.data), f, D, E, T, r, scores);
+  else
+    DSV4_CHECK(false, "gate.weight must be BF16 or F32");
+}
+
+void moe_gate_route(const float* scores, const MoeGateWeights& w, const int32_t* tokens,
+                    const MoeGateParams& p, int64_t T, int32_t* ids, float* weights, int tid,
+                    int nthreads) {
+  const int64_t E = p.n_routed_experts, K = p.num_experts_per_tok;
+  const bool hash = w.tid2eid.data != nullptr;
+  DSV4_CHECK(hash != (w.bias != nullptr), "exactly one of gate.bias and gate.tid2eid");
+  DSV4_CHECK(K >= 1 && K <= E && K <= kMoeMaxTopK, "num_experts_per_tok {} (E={})", K, E);
+  const Range r = split_range(T, tid, nthreads);
+  for (int64_t t = r.begin; t < r.end; ++t) {
+    const float* s = scores + t * E;
+    int32_t* sel = ids + t * K;
+    if (hash) {
+      const int64_t tok = tokens[t];
+      DSV4_CHECK(tok >= 0 && tok < w.tid2eid.vocab, "token {} outside tid2eid [0, {})", tok,
+                 w.tid2eid.vocab);
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t e = w.tid2eid.is_int64
+                              ? static_cast<const int64_t*>(w.tid2eid.data)[tok * K + k]
+                              : static_cast<const int32_t*>(w.tid2eid.data)[tok * K + k];
+        DSV4_CHECK(e >= 0 && e < E, "tid2eid[{}][{}] = {} outside [0, {})", tok, k, e, E);
+        sel[k] = static_cast<int32_t>(e);
+      }
+    } else {
+      moe_topk(s, w.bias, E, K, sel);
+    }
+    float sum = 0.0f;
+    for (int64_t k = 0; k < K; ++k) sum += s[sel[k]];
+    for (int64_t k = 0; k < K; ++k) weights[t * K + k] = s[sel[k]] / sum * p.routed_scaling_factor;
+  }
+}
+
+}  // namespace dsv4::kernels

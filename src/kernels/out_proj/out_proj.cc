@@ -1,0 +1,50 @@
+// Engine output projection: the phases of out_proj.h over rope / linear_slice.
+#include "base/check.h"
+#include "base/math.h"
+#include "kernels/linear/linear.h"
+#include "kernels/out_proj/out_proj.h"
+#include "kernels/rope/rope.h"
+
+namespace dsv4::kernels {
+
+int64_t out_proj_scratch_elems(const OutProjParams& p, int64_t capacity) {
+  return 2 * capacity * p.u_width();
+}
+
+void out_proj(int phase, const OutProjParams& p, const OutProjWeights& w, const OutProjIO& io,
+              int tid, int nthreads) {
+  const int64_t T = io.T;
+  const int64_t hd = int64_t{p.n_heads} * p.head_dim, uw = p.u_width();
+  bf16* u = io.scratch;
+  bf16* uq = u + T * uw;
+  switch (phase) {
+    case 0:
+      DSV4_CHECK(p.n_heads % p.o_groups == 0, "heads {} % o_groups {}", p.n_heads, p.o_groups);
+      DSV4_CHECK(w.wo_a.out == uw && w.wo_a.in == p.group_in(), "wo_a [{}, {}]", w.wo_a.out, w.wo_a.in);
+      DSV4_CHECK(w.wo_b.out == p.hidden && w.wo_b.in == uw, "wo_b [{}, {}]", w.wo_b.out, w.wo_b.in);
+      rope(w.inv_freq, p.rope_dim, io.o, T, p.n_heads, p.head_dim, io.pos, true, tid, nthreads);
+      return;
+    case 1:
+      for (int g = 0; g < p.o_groups; ++g) {
+        LinearSlice s;
+        s.o0 = g * p.o_lora_rank;
+        s.o1 = s.o0 + p.o_lora_rank;
+        s.x_stride = hd;
+        s.y_stride = uw;
+        linear_slice(w.wo_a, s, io.o + g * p.group_in(), T, u + s.o0, tid, nthreads);
+      }
+      return;
+    case 2:
+      if (w.wo_b.quantized()) actq_rows(u, T, uw, uq, tid, nthreads);
+      return;
+    case 3: {
+      LinearSlice s;
+      s.k_group = p.wo_b_k_group();
+      linear_slice(w.wo_b, s, w.wo_b.quantized() ? uq : u, T, io.out, tid, nthreads);
+      return;
+    }
+  }
+  DSV4_CHECK(false, "out_proj phase {} of {}", phase, kOutProjPhases);
+}
+
+}  // namespace dsv4::kernels

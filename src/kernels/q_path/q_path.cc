@@ -1,0 +1,84 @@
+// Engine query path: the phases of q_path.h over linear / rmsnorm / rope.
+#include <cmath>
+
+#include "base/check.h"
+#include "base/math.h"
+#include "kernels/linear/linear.h"
+#include "kernels/q_path/q_path.h"
+#include "kernels/rmsnorm/rmsnorm.h"
+#include "kernels/rope/rope.h"
+#include "numeric/quant.h"
+
+namespace dsv4::kernels {
+namespace {
+
+// A4 on one head vector (ascending sum, as the reference).
+void head_rms_one(bf16* v, int head_dim, float inv_n, float eps) {
+  float sum = 0.0f;
+  for (int i = 0; i < head_dim; ++i) {
+    const float x = v[i].to_float();
+    sum += round_bf16(x * x);
+  }
+  const float mu = round_bf16(sum * inv_n);
+  const float var = round_bf16(mu + eps);
+  const float r = round_bf16(1.0f / std::sqrt(var));
+  for (int i = 0; i < head_dim; ++i) v[i] = bf16::from_float(v[i].to_float() * r);
+}
+
+}  // namespace
+
+void head_rms(bf16* q, int64_t T, int n_heads, int head_dim, float eps, int tid, int nthreads) {
+  const float inv_n = static_cast<float>(1.0 / head_dim);
+  const Range r = split_range(T * n_heads, tid, nthreads);
+  for (int64_t i = r.begin; i < r.end; ++i) head_rms_one(q + i * head_dim, head_dim, inv_n, eps);
+}
+
+int64_t q_path_scratch_elems(const QPathParams& p, int64_t capacity) {
+  return capacity * (p.hidden + 2 * p.q_lora_rank);
+}
+
+void q_path(int phase, const QPathParams& p, const QPathWeights& w, const QPathIO& io, int tid,
+            int nthreads) {
+  const int64_t T = io.T;
+  bf16* aq = io.scratch;
+  bf16* qa = aq + T * p.hidden;
+  bf16* qrq = qa + T * p.q_lora_rank;
+  const bf16* a_in = w.wq_a.quantized() ? aq : io.a;
+  const bf16* qr_in = w.wq_b.quantized() ? qrq : io.qr;
+  switch (phase) {
+    case 0:
+      DSV4_CHECK(w.wq_a.in == p.hidden && w.wq_a.out == p.q_lora_rank, "wq_a [{}, {}]", w.wq_a.out, w.wq_a.in);
+      DSV4_CHECK(w.wq_b.in == p.q_lora_rank && w.wq_b.out == int64_t{p.n_heads} * p.head_dim,
+                 "wq_b [{}, {}]", w.wq_b.out, w.wq_b.in);
+      if (w.wq_a.quantized()) actq_rows(io.a, T, p.hidden, aq, tid, nthreads);
+      return;
+    case 1:
+      linear(w.wq_a, a_in, T, qa, tid, nthreads);
+      return;
+    case 2: {
+      const Range r = split_range(T, tid, nthreads);
+      rmsnorm(qa + r.begin * p.q_lora_rank, w.q_norm, io.qr + r.begin * p.q_lora_rank, r.size(),
+              p.q_lora_rank, p.eps, 0, 1);
+      if (w.wq_b.quantized())
+        actq_rows(io.qr + r.begin * p.q_lora_rank, r.size(), p.q_lora_rank,
+                  qrq + r.begin * p.q_lora_rank, 0, 1);
+      return;
+    }
+    case 3:
+      linear(w.wq_b, qr_in, T, io.q, tid, nthreads);
+      return;
+    case 4: {
+      const float inv_n = static_cast<float>(1.0 / p.head_dim);
+      const Range r = split_range(T * p.n_heads, tid, nthreads);
+      for (int64_t i = r.begin; i < r.end; ++i) {
+        bf16* v = io.q + i * p.head_dim;
+        head_rms_one(v, p.head_dim, inv_n, p.eps);
+        rope(w.inv_freq, p.rope_dim, v, 1, 1, p.head_dim, io.pos + i / p.n_heads, false, 0, 1);
+      }
+      return;
+    }
+  }
+  DSV4_CHECK(false, "q_path phase {} of {}", phase, kQPathPhases);
+}
+
+}  // namespace dsv4::kernels

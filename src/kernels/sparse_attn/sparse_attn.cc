@@ -1,0 +1,160 @@
+// Engine Level-A sparse attention: (row, head) pairs split over threads; per
+// row, each 64-entry block of keys is gathered once into fp32 (row-major for
+// P·V, transposed for the logits) and reused by all of the thread's heads.
+// Loops vectorize across list entries (logits) and across dims (P·V) while
+// every output keeps the reference's per-element summation order.
+#include <cmath>
+#include <limits>
+
+#include "base/check.h"
+#include "base/math.h"
+#include "kernels/sparse_attn/sparse_attn.h"
+
+namespace dsv4::kernels {
+namespace {
+
+int64_t per_thread_floats(const SparseAttnParams& p) {
+  const int64_t H = p.n_heads, Dh = p.head_dim;
+  return 2 * kAttnBlock * Dh  // kb [64, Dh], kt [Dh, 64]
+         + H * Dh             // acc [H, Dh]
+         + 2 * H              // m, S [H]
+         + kAttnBlock         // logits / probabilities of one head [64]
+         + Dh;                // q_h as fp32 [Dh]
+}
+
+// s[j] += Σ_d q[d]·kt[d, j] for j < nr, each s[j] summed in ascending d (four
+// dims per pass, added one at a time: the same order as a plain loop).
+void logits_tile(const float* __restrict q, const float* __restrict kt, int Dh, int nr,
+                 float* __restrict s) {
+  int d = 0;
+  for (; d + 4 <= Dh; d += 4) {
+    const float q0 = q[d], q1 = q[d + 1], q2 = q[d + 2], q3 = q[d + 3];
+    const float* k0 = kt + d * kAttnBlock;
+    const float* k1 = k0 + kAttnBlock;
+    const float* k2 = k1 + kAttnBlock;
+    const float* k3 = k2 + kAttnBlock;
+    for (int j = 0; j < nr; ++j) {
+      float v = s[j];
+      v = v + q0 * k0[j];
+      v = v + q1 * k1[j];
+      v = v + q2 * k2[j];
+      v = v + q3 * k3[j];
+      s[j] = v;
+    }
+  }
+  for (; d < Dh; ++d)
+    for (int j = 0; j < nr; ++j) s[j] = s[j] + q[d] * kt[d * kAttnBlock + j];
+}
+
+// acc[d] += Σ_j pb[j]·kb[j, d] for j < nr, each acc[d] in ascending j (four
+// entries per pass, added one at a time).
+void accumulate_pv(const float* __restrict pb, const float* __restrict kb, int Dh, int nr,
+                   float* __restrict acc) {
+  int j = 0;
+  for (; j + 4 <= nr; j += 4) {
+    const float p0 = pb[j], p1 = pb[j + 1], p2 = pb[j + 2], p3 = pb[j + 3];
+    const float* k0 = kb + static_cast<int64_t>(j) * Dh;
+    const float* k1 = k0 + Dh;
+    const float* k2 = k1 + Dh;
+    const float* k3 = k2 + Dh;
+    for (int d = 0; d < Dh; ++d) {
+      float v = acc[d];
+      v = v + p0 * k0[d];
+      v = v + p1 * k1[d];
+      v = v + p2 * k2[d];
+      v = v + p3 * k3[d];
+      acc[d] = v;
+    }
+  }
+  for (; j < nr; ++j) {
+    const float* k = kb + static_cast<int64_t>(j) * Dh;
+    for (int d = 0; d < Dh; ++d) acc[d] = acc[d] + pb[j] * k[d];
+  }
+}
+
+}  // namespace
+
+int64_t sparse_attn_scratch_floats(const SparseAttnParams& p, int nthreads) {
+  return per_thread_floats(p) * nthreads;
+}
+
+void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const AttnList& list,
+                 const AttnKeys& keys, const float* sink, bf16* o, float* scratch, int tid,
+                 int nthreads) {
+  const int H = p.n_heads, Dh = p.head_dim;
+  const float scale = attn_softmax_scale(Dh);
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  float* kb = scratch + per_thread_floats(p) * tid;
+  float* kt = kb + kAttnBlock * Dh;
+  float* acc_all = kt + kAttnBlock * Dh;
+  float* m_all = acc_all + static_cast<int64_t>(H) * Dh;
+  float* s_all = m_all + H;
+  float* sj = s_all + H;
+  float* qf = sj + kAttnBlock;
+
+  const Range units = split_range(T * H, tid, nthreads);
+  for (int64_t t = units.begin / H; t * H < units.end; ++t) {
+    const int h0 = static_cast<int>(units.begin > t * H ? units.begin - t * H : 0);
+    const int h1 = static_cast<int>(units.end < (t + 1) * H ? units.end - t * H : H);
+    if (h0 >= h1) continue;
+    const int32_t* entries = list.entries + t * list.stride;
+    const int64_t n = list.len[t];
+    const int64_t n_win = list.n_win[t];
+    for (int h = h0; h < h1; ++h) {
+      m_all[h] = kNegInf;
+      s_all[h] = 0.0f;
+      float* acc = acc_all + static_cast<int64_t>(h) * Dh;
+      for (int d = 0; d < Dh; ++d) acc[d] = 0.0f;
+    }
+    for (int64_t b0 = 0; b0 < n; b0 += kAttnBlock) {
+      const int64_t b1 = b0 + kAttnBlock < n ? b0 + kAttnBlock : n;
+      // Gather the block's real keys (compacted, list order kept).
+      int nr = 0;
+      for (int64_t j = b0; j < b1; ++j) {
+        const int32_t e = entries[j];
+        if (e < 0) continue;
+        const bf16* k = j < n_win ? keys.win[t].row(e)
+                                  : keys.cmp[t].row(e);
+        float* kr = kb + static_cast<int64_t>(nr) * Dh;
+        for (int d = 0; d < Dh; ++d) kr[d] = k[d].to_float();
+        for (int d = 0; d < Dh; ++d) kt[d * kAttnBlock + nr] = kr[d];
+        ++nr;
+      }
+      if (nr == 0) continue;  // all-empty block: state unchanged
+      for (int h = h0; h < h1; ++h) {
+        const bf16* qh = q + (t * H + h) * Dh;
+        for (int d = 0; d < Dh; ++d) qf[d] = qh[d].to_float();
+        for (int j = 0; j < nr; ++j) sj[j] = 0.0f;
+        logits_tile(qf, kt, Dh, nr, sj);
+        float bmax = kNegInf;
+        for (int j = 0; j < nr; ++j) {
+          sj[j] = sj[j] * scale;
+          bmax = sj[j] > bmax ? sj[j] : bmax;
+        }
+        const float m = m_all[h];
+        const float m_new = m > bmax ? m : bmax;
+        const float alpha = m == kNegInf ? 0.0f : std::exp(m - m_new);
+        float psum = 0.0f;
+        for (int j = 0; j < nr; ++j) {
+          sj[j] = std::exp(sj[j] - m_new);
+          psum += sj[j];
+        }
+        const float s_scaled = s_all[h] * alpha;
+        s_all[h] = s_scaled + psum;
+        m_all[h] = m_new;
+        float* acc = acc_all + static_cast<int64_t>(h) * Dh;
+        for (int d = 0; d < Dh; ++d) acc[d] = acc[d] * alpha;
+        for (int j = 0; j < nr; ++j) sj[j] = round_bf16(sj[j]);
+        accumulate_pv(sj, kb, Dh, nr, acc);
+      }
+    }
+    for (int h = h0; h < h1; ++h) {
+      const float S = s_all[h] + std::exp(sink[h] - m_all[h]);
+      const float* acc = acc_all + static_cast<int64_t>(h) * Dh;
+      bf16* oh = o + (t * H + h) * Dh;
+      for (int d = 0; d < Dh; ++d) oh[d] = bf16::from_float(acc[d] / S);
+    }
+  }
+}
+
+}  // namespace dsv4::kernels

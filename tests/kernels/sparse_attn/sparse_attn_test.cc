@@ -1,0 +1,312 @@
+// sparse_attn: engine vs reference at every T (mixed list lengths up to 200,
+// empty entries, all-empty blocks, window rings), row independence, and
+// hand-computed Level-A cases: uniform logits over lists of 73 and 130 entries,
+// the sink joining once, a two-block case written out step by step, and a
+// constructed case where a single-block (global max) evaluation differs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/sparse_attn/sparse_attn.h"
+#include "support/poison.h"
+#include "support/tolerance.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using test::kCapacity;
+using test::RowBuffer;
+
+struct Preset {
+  const char* name;
+  int H, Dh, W;
+};
+constexpr Preset kTiny{"tiny", 4, 80, 8};      // model.md §14.1
+constexpr Preset kTiny2{"tiny2", 4, 192, 16};  // model.md §14.1a
+
+constexpr int kSeqs = 3;
+constexpr int kCmpRows = 160;  // compressed entries per test sequence
+constexpr int kStride = 200;   // list capacity per row
+
+bf16 rand_bf16(std::mt19937& rng, float sd) {
+  return bf16::from_float(std::normal_distribution<float>(0.0f, sd)(rng));
+}
+
+// Keys, queries, sinks and lists for kCapacity rows; row t belongs to sequence t % kSeqs.
+struct World {
+  SparseAttnParams p;
+  int ring;
+  std::vector<bf16> q;                       // [cap, H, Dh]
+  std::vector<std::vector<bf16>> win, cmp;   // per sequence: [ring, Dh], [kCmpRows, Dh]
+  // Paged views with reversed page tables, so address arithmetic errors show.
+  std::vector<int32_t> win_table, cmp_table;
+  std::vector<PagedRows> win_rows, cmp_rows;
+  RowBuffer<int32_t> list{kCapacity, kStride};
+  std::vector<int32_t> len, n_win;
+  std::vector<float> sink;
+
+  World(const Preset& pr, uint32_t seed) : ring(pr.W) {
+    p.n_heads = pr.H;
+    p.head_dim = pr.Dh;
+    std::mt19937 rng(seed);
+    q.resize(static_cast<size_t>(kCapacity) * pr.H * pr.Dh);
+    for (auto& v : q) v = rand_bf16(rng, 2.5f);
+    win.assign(kSeqs, std::vector<bf16>(static_cast<size_t>(ring) * pr.Dh));
+    cmp.assign(kSeqs, std::vector<bf16>(static_cast<size_t>(kCmpRows) * pr.Dh));
+    for (auto& s : win) for (auto& v : s) v = rand_bf16(rng, 1.0f);
+    for (auto& s : cmp) for (auto& v : s) v = rand_bf16(rng, 1.0f);
+    sink.resize(pr.H);
+    for (auto& v : sink) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+    const int lengths[] = {1, 2, 8, 16, 63, 64, 65, 73, 100, 127, 128, 129, 130, 150, 200};
+    len.resize(kCapacity);
+    n_win.resize(kCapacity);
+    const int32_t win_page = ring % 4 == 0 ? 4 : 1, cmp_page = 16;
+    for (int32_t i = ring / win_page - 1; i >= 0; --i) win_table.push_back(i);
+    for (int32_t i = kCmpRows / cmp_page - 1; i >= 0; --i) cmp_table.push_back(i);
+    for (int t = 0; t < kCapacity; ++t) {
+      win_rows.push_back({win[t % kSeqs].data(), win_table.data(), win_page, ring / win_page, pr.Dh});
+      cmp_rows.push_back({cmp[t % kSeqs].data(), cmp_table.data(), cmp_page, 0, pr.Dh});
+      len[t] = t < 15 ? lengths[t] : std::uniform_int_distribution<int>(1, kStride)(rng);
+      n_win[t] = std::min(len[t], std::uniform_int_distribution<int>(1, pr.W)(rng));
+      int32_t* row = list.row(t);
+      const int32_t p0 = std::uniform_int_distribution<int32_t>(0, 300)(rng);
+      std::bernoulli_distribution empty(0.2);
+      for (int j = 0; j < len[t]; ++j) {
+        if (j < n_win[t]) row[j] = (j == 0 || !empty(rng)) ? p0 + j : -1;
+        else row[j] = empty(rng) ? -1 : std::uniform_int_distribution<int32_t>(0, kCmpRows - 1)(rng);
+      }
+      // Whole empty blocks: the middle block of row 14 (200 entries), the trailing
+      // block of row 12 (130 entries: entries 128, 129).
+      if (t == 14) for (int j = 64; j < 128; ++j) row[j] = -1;
+      if (t == 12) row[128] = row[129] = -1;
+    }
+  }
+  AttnList view() const { return {list.v.data(), kStride, len.data(), n_win.data()}; }
+  AttnKeys keys() const { return {win_rows.data(), cmp_rows.data()}; }
+};
+
+void run_engine(ThreadPool* pool, const World& w, int64_t T, bf16* o, float* scratch) {
+  const AttnList l = w.view();
+  const AttnKeys k = w.keys();
+  if (pool) {
+    pool->run([&](int tid, int n) { sparse_attn(w.p, w.q.data(), T, l, k, w.sink.data(), o, scratch, tid, n); });
+  } else {
+    sparse_attn(w.p, w.q.data(), T, l, k, w.sink.data(), o, scratch, 0, 1);
+  }
+}
+
+class SparseAttnTest : public ::testing::TestWithParam<Preset> {};
+
+TEST_P(SparseAttnTest, EngineMatchesRefEveryT) {
+  const Preset pr = GetParam();
+  const World w(pr, 1234u);
+  const int64_t width = static_cast<int64_t>(pr.H) * pr.Dh;
+  ThreadPool pool(2);
+  std::vector<float> scratch(sparse_attn_scratch_floats(w.p, 2));
+  RowBuffer<bf16> want(kCapacity, width), got(kCapacity, width);
+  want.poison(kCapacity);
+  sparse_attn_ref(w.p, w.q.data(), kCapacity, w.view(), w.keys(), w.sink.data(), want.data());
+  for (int64_t T = 0; T <= kCapacity; ++T) {
+    for (ThreadPool* pl : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      got.poison(T);
+      std::fill(scratch.begin(), scratch.end(), std::numeric_limits<float>::quiet_NaN());
+      run_engine(pl, w, T, got.data(), scratch.data());
+      ASSERT_TRUE(got.sentinel_intact(T)) << "T=" << T;
+      ASSERT_TRUE(test::all_close(got.data(), want.data(), T * width, test::kExact, "o"))
+          << pr.name << " T=" << T << " threads=" << (pl ? 2 : 1);
+    }
+  }
+  // The reference at a smaller T gives the same rows (its rows are independent too).
+  RowBuffer<bf16> want5(kCapacity, width);
+  want5.poison(5);
+  sparse_attn_ref(w.p, w.q.data(), 5, w.view(), w.keys(), w.sink.data(), want5.data());
+  EXPECT_TRUE(want5.sentinel_intact(5));
+  EXPECT_EQ(std::memcmp(want5.data(), want.data(), 5 * width * sizeof(bf16)), 0);
+}
+
+TEST_P(SparseAttnTest, RowIndependence) {
+  const Preset pr = GetParam();
+  const World w(pr, 777u);
+  const int64_t width = static_cast<int64_t>(pr.H) * pr.Dh;
+  ThreadPool pool(2);
+  std::vector<float> scratch(sparse_attn_scratch_floats(w.p, 2));
+  RowBuffer<bf16> all(kCapacity, width);
+  all.poison(kCapacity);
+  run_engine(&pool, w, kCapacity, all.data(), scratch.data());
+  for (int t = 0; t < kCapacity; ++t) {
+    std::vector<bf16> one(width);
+    const int32_t l = w.len[t], nw = w.n_win[t];
+    const AttnList view{w.list.v.data() + t * kStride, kStride, &l, &nw};
+    const AttnKeys keys{&w.win_rows[t], &w.cmp_rows[t]};
+    sparse_attn(w.p, w.q.data() + t * width, 1, view, keys, w.sink.data(), one.data(),
+                scratch.data(), 0, 1);
+    ASSERT_EQ(std::memcmp(one.data(), all.row(t), width * sizeof(bf16)), 0) << "row " << t;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, SparseAttnTest, ::testing::Values(kTiny, kTiny2),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// --- hand-computed cases (one row, one head unless stated) ---
+
+// Runs ref and engine (2 threads) on one row; checks they agree bit for bit.
+std::vector<bf16> attend_one(const SparseAttnParams& p, const std::vector<bf16>& q,
+                             const std::vector<int32_t>& entries, int32_t n_win,
+                             const std::vector<bf16>& win, int64_t ring,
+                             const std::vector<bf16>& cmp, const std::vector<float>& sink) {
+  const int32_t len = static_cast<int32_t>(entries.size());
+  const AttnList l{entries.data(), len, &len, &n_win};
+  const int32_t page0 = 0;
+  const PagedRows wr{win.data(), &page0, static_cast<int32_t>(ring), 1, p.head_dim};
+  const PagedRows cr{cmp.data(), &page0, 1 << 30, 0, p.head_dim};
+  const AttnKeys k{&wr, &cr};
+  const int64_t width = static_cast<int64_t>(p.n_heads) * p.head_dim;
+  std::vector<bf16> want(width), got(width);
+  sparse_attn_ref(p, q.data(), 1, l, k, sink.data(), want.data());
+  std::vector<float> scratch(sparse_attn_scratch_floats(p, 2));
+  ThreadPool pool(2);
+  pool.run([&](int tid, int n) { sparse_attn(p, q.data(), 1, l, k, sink.data(), got.data(), scratch.data(), tid, n); });
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), width * sizeof(bf16)), 0);
+  return want;
+}
+
+// q = 0: every real logit is 0, so m = 0, p_j = 1, α = 1 after block 0, and
+// o = bf16( f32( ΣK_j / f32(n_real + exp(sink)) ) ) with ΣK_j exact (small integers).
+void uniform_case(int Dh, int n_list, const std::vector<int>& empty, float sink_value) {
+  const SparseAttnParams p{1, Dh};
+  const int ring = 8;
+  std::vector<bf16> q(Dh, bf16::from_float(0.0f));
+  std::vector<bf16> win(static_cast<size_t>(ring) * Dh), cmp(static_cast<size_t>(n_list) * Dh);
+  for (int r = 0; r < ring; ++r)
+    for (int d = 0; d < Dh; ++d) win[r * Dh + d] = bf16::from_float(static_cast<float>((r * 7 + d) % 11 - 5));
+  for (int r = 0; r < n_list; ++r)
+    for (int d = 0; d < Dh; ++d) cmp[r * Dh + d] = bf16::from_float(static_cast<float>((r * 3 + d * 5) % 13 - 6));
+  // Window part: positions 20..27 (ring slots 4..7, 0..3); compressed part: entry j-8 -> row j-8.
+  std::vector<int32_t> entries(n_list);
+  for (int j = 0; j < n_list; ++j) entries[j] = j < ring ? 20 + j : j - ring;
+  for (int j : empty) entries[j] = -1;
+  std::vector<double> sum(Dh, 0.0);
+  int n_real = 0;
+  for (int j = 0; j < n_list; ++j) {
+    if (entries[j] < 0) continue;
+    ++n_real;
+    const bf16* k = j < ring ? &win[((20 + j) % ring) * Dh] : &cmp[(j - ring) * Dh];
+    for (int d = 0; d < Dh; ++d) sum[d] += k[d].to_float();
+  }
+  const float S = static_cast<float>(n_real) + std::exp(sink_value);
+  const auto o = attend_one(p, q, entries, ring, win, ring, cmp, {sink_value});
+  for (int d = 0; d < Dh; ++d)
+    ASSERT_EQ(o[d].bits, bf16::from_float(static_cast<float>(sum[d]) / S).bits) << "d=" << d;
+}
+
+TEST(SparseAttnHand, Uniform73WithEmptyEntries) { uniform_case(80, 73, {3, 9, 40, 63, 64, 70}, 0.0f); }
+TEST(SparseAttnHand, Uniform130TrailingEmptyBlock) {
+  // Block 2 (entries 128, 129) is all empty; the sink joins once (S = 128 + e^1.5, not + 3·e^1.5).
+  uniform_case(192, 130, {128, 129}, 1.5f);
+}
+TEST(SparseAttnHand, UniformLargeSink) { uniform_case(80, 65, {1}, 9.0f); }
+
+// Two blocks written out: block 0 has 64 keys with logit 0 (K[0] = 0, q = c·e_0),
+// block 1 has 9 keys with logits s_j = f32(f32(c·x_j)·σa) > 0.
+struct TwoBlock {
+  static constexpr int Dh = 80;
+  std::vector<bf16> q, cmp;
+  std::vector<int32_t> entries;
+  std::vector<float> s1;  // block-1 logits
+  float sink = 0.25f;
+  TwoBlock() {
+    std::mt19937 rng(5);
+    q.assign(Dh, bf16::from_float(0.0f));
+    q[0] = bf16::from_float(16.0f);
+    cmp.resize(73 * Dh);
+    for (int r = 0; r < 73; ++r)
+      for (int d = 0; d < Dh; ++d) cmp[r * Dh + d] = rand_bf16(rng, 1.0f);
+    for (int r = 0; r < 64; ++r) cmp[r * Dh] = bf16::from_float(0.0f);
+    const float sa = attn_softmax_scale(Dh);
+    for (int r = 64; r < 73; ++r) {
+      cmp[r * Dh] = bf16::from_float(0.5f + 0.25f * static_cast<float>(r - 64));
+      s1.push_back(f32mul(f32mul(16.0f, cmp[r * Dh].to_float()), sa));
+    }
+    entries.resize(73);
+    for (int j = 0; j < 73; ++j) entries[j] = j;  // n_win = 0: all compressed entries
+  }
+  static float f32mul(float a, float b) { return a * b; }
+};
+
+TEST(SparseAttnHand, TwoBlocksStepByStep) {
+  const TwoBlock c;
+  constexpr int Dh = TwoBlock::Dh;
+  // Block 0: m = 0, p = 1, S = 64, acc = ΣK.
+  std::vector<float> acc(Dh, 0.0f);
+  for (int j = 0; j < 64; ++j)
+    for (int d = 0; d < Dh; ++d) acc[d] = acc[d] + 1.0f * c.cmp[j * Dh + d].to_float();
+  float S = 64.0f;
+  // Block 1.
+  float m1 = 0.0f;
+  for (float s : c.s1) m1 = s > m1 ? s : m1;
+  const float alpha = std::exp(0.0f - m1);
+  float psum = 0.0f;
+  std::vector<float> pj;
+  for (float s : c.s1) {
+    pj.push_back(std::exp(s - m1));
+    psum += pj.back();
+  }
+  S = S * alpha + psum;
+  for (int d = 0; d < Dh; ++d) acc[d] = acc[d] * alpha;
+  for (int j = 0; j < 9; ++j)
+    for (int d = 0; d < Dh; ++d) acc[d] = acc[d] + round_bf16(pj[j]) * c.cmp[(64 + j) * Dh + d].to_float();
+  S = S + std::exp(c.sink - m1);
+  const auto o = attend_one({1, Dh}, c.q, c.entries, 0, c.cmp, 1, c.cmp, {c.sink});
+  for (int d = 0; d < Dh; ++d) ASSERT_EQ(o[d].bits, bf16::from_float(acc[d] / S).bits) << "d=" << d;
+}
+
+TEST(SparseAttnHand, GlobalMaxSingleBlockDiffers) {
+  // The same inputs evaluated as one block with the global maximum (Level B form):
+  // block 0's probabilities become exp(−m1), rounded to bf16 before P·V, instead of 1
+  // later scaled by α in fp32. The outputs differ in some elements.
+  const TwoBlock c;
+  constexpr int Dh = TwoBlock::Dh;
+  float m = 0.0f;
+  for (float s : c.s1) m = s > m ? s : m;
+  std::vector<float> acc(Dh, 0.0f);
+  float S = 0.0f;
+  for (int j = 0; j < 73; ++j) {
+    const float s = j < 64 ? 0.0f : c.s1[j - 64];
+    const float pj = std::exp(s - m);
+    S += pj;
+    for (int d = 0; d < Dh; ++d) acc[d] = acc[d] + round_bf16(pj) * c.cmp[j * Dh + d].to_float();
+  }
+  S = S + std::exp(c.sink - m);
+  const auto o = attend_one({1, Dh}, c.q, c.entries, 0, c.cmp, 1, c.cmp, {c.sink});
+  int differ = 0;
+  for (int d = 0; d < Dh; ++d) differ += o[d].bits != bf16::from_float(acc[d] / S).bits;
+  EXPECT_GT(differ, 0);
+  // Level A with the blocks in the other order (block of 9 first) differs as well:
+  // the block layout of the list is part of Level A.
+  std::vector<int32_t> swapped(73);
+  for (int j = 0; j < 73; ++j) swapped[j] = j < 9 ? 64 + j : j - 9;
+  const auto o2 = attend_one({1, Dh}, c.q, swapped, 0, c.cmp, 1, c.cmp, {c.sink});
+  int differ2 = 0;
+  for (int d = 0; d < Dh; ++d) differ2 += o2[d].bits != o[d].bits;
+  EXPECT_GT(differ2, 0);
+}
+
+TEST(SparseAttnHand, EmptyEntriesAndOrderInsideABlock) {
+  // Inside one block the entry order and interleaved empty entries change nothing
+  // in exact arithmetic; with the fixed ascending order the result is also stable
+  // under inserting empties (they contribute exactly 0).
+  const TwoBlock c;
+  constexpr int Dh = TwoBlock::Dh;
+  std::vector<int32_t> a = {64, 65, 66, 67}, b = {64, -1, 65, -1, 66, 67, -1};
+  const auto oa = attend_one({1, Dh}, c.q, a, 0, c.cmp, 1, c.cmp, {c.sink});
+  const auto ob = attend_one({1, Dh}, c.q, b, 0, c.cmp, 1, c.cmp, {c.sink});
+  EXPECT_EQ(std::memcmp(oa.data(), ob.data(), Dh * sizeof(bf16)), 0);
+}
+
+}  // namespace
+}  // namespace dsv4::kernels
