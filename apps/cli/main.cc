@@ -1,9 +1,35 @@
-// dsv4 command-line entry point.
+// dsv4 command-line entry point: registers every subcommand (one file each,
+// cmd_<name>.cc), parses argv and runs the chosen one. Usage errors and
+// failures print a message to stderr and exit with code 1.
+#include <cstdio>
+#include <exception>
+#include <vector>
+
 #include <CLI/CLI.hpp>
+
+#include "commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"dsv4: DeepSeek-V4-Flash inference engine"};
   app.require_subcommand(1);
-  CLI11_PARSE(app, argc, argv);
-  return 0;
+
+  const std::vector<dsv4::cli::Command> commands = {
+      dsv4::cli::add_make_tiny(app),
+      dsv4::cli::add_inspect(app),
+  };
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 1;
+  }
+  try {
+    for (const dsv4::cli::Command& c : commands)
+      if (c.sub->parsed()) return c.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dsv4: error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
 }

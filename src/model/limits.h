@@ -18,6 +18,8 @@ struct Limits {
   int32_t max_seqs = 32;         // live sequences (cache slots)
   int64_t max_context = 1024;    // positions per sequence
   int32_t n_threads = 1;
+  int32_t cmp_pages = 0;         // compressed-KV pool pages; 0 = enough for max_seqs at max_context
+  int32_t page_rows = 16;        // rows per cache page
 
   // R_MAX: most rows one request contributes to a step (runtime.md §2.1).
   int32_t r_max() const { return std::max(max_decode_rows, max_chunk); }
@@ -38,6 +40,13 @@ inline Status validate_limits(const Limits& l) {
     return Status::errorf("limit max_chunk = {} exceeds max_rows = {}", l.max_chunk, l.max_rows);
   if (l.max_decode_rows > l.max_rows)
     return Status::errorf("limit max_decode_rows = {} exceeds max_rows = {}", l.max_decode_rows, l.max_rows);
+  if (l.max_decode_rows > 2)
+    return Status::errorf("limit max_decode_rows = {} exceeds 2: compressor state rings hold one "
+                          "compression window, which covers one draft (MTP-1) per step",
+                          l.max_decode_rows);
+  if (l.page_rows < 1 || l.cmp_pages < 0)
+    return Status::errorf("limits page_rows = {} must be positive and cmp_pages = {} not negative",
+                          l.page_rows, l.cmp_pages);
   if (l.max_batch > l.max_seqs)
     return Status::errorf("limit max_batch = {} exceeds max_seqs = {}", l.max_batch, l.max_seqs);
   return Status();

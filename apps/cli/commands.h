@@ -1,0 +1,37 @@
+// dsv4 subcommands. Each command lives in its own cmd_<name>.cc: add_<name>()
+// registers its subcommand and options on the app and returns it with the
+// function main() runs when it was chosen (exit code: 0 success, 1 error).
+// Parsed options live in state owned by that function; nothing is global.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace dsv4::cli {
+
+struct Command {
+  CLI::App* sub = nullptr;
+  std::function<int()> run;
+};
+
+Command add_make_tiny(CLI::App& app);
+Command add_inspect(CLI::App& app);
+
+// Prints "dsv4: error: <message>" to stderr and returns exit code 1.
+int fail(const Status& status);
+
+// The user's dsv4 cache directory: $XDG_CACHE_HOME/dsv4, else $HOME/.cache/dsv4
+// (the only place the CLI reads the environment for it).
+Result<std::string> user_cache_root();
+
+// --model DIR if given, else the built-in tiny model (generated on first use
+// into the user's cache directory).
+Result<std::string> resolve_model_dir(const std::string& model_flag);
+
+}  // namespace dsv4::cli

@@ -1,0 +1,643 @@
+// Level-B forward (float_forward.h). One function per operator of model.md, each over all
+// rows of the call; row t is position t. Shapes: T rows, D hidden, N hc_mult, H heads,
+// Dh head_dim, Dr qk_rope_head_dim, Rq q_lora_rank, Hi/Di indexer heads/dim, E experts,
+// V vocab. The hyper-connection stack of a row is stored flat, [N·D] stream-major.
+#include "model/float_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+#include <utility>
+
+#include "base/check.h"
+#include "base/math.h"
+#include "numeric/bf16.h"
+#include "numeric/e2m1.h"
+#include "numeric/e4m3.h"
+#include "numeric/ue8m0.h"
+
+namespace dsv4 {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Row-major fp32 matrix [rows, cols].
+struct Mat {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::vector<float> v;
+
+  Mat() = default;
+  Mat(int64_t r, int64_t c) : rows(r), cols(c), v(static_cast<size_t>(r * c), 0.0f) {}
+  float* row(int64_t i) { return v.data() + i * cols; }
+  const float* row(int64_t i) const { return v.data() + i * cols; }
+};
+
+// ---------------------------------------------------------------- fp32 element-wise helpers
+
+// Σ a_i·b_i in fp32: eight interleaved partial sums combined in a fixed tree, then the tail.
+// The order depends on n only.
+float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) +
+         tail;
+}
+
+float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
+float silu(float g) { return g / (1.0f + std::exp(-g)); }
+float softplus(float z) { return z > 20.0f ? z : std::log1p(std::exp(z)); }  // torch semantics
+
+// urms(x) = 1/sqrt(mean(x²) + ε) (model.md §3.4).
+float urms(const float* x, int64_t n, float eps) {
+  return 1.0f / std::sqrt(dot(x, x, n) / static_cast<float>(n) + eps);
+}
+
+// Ordering key of a score: NaN (only from non-finite weights) sorts last.
+float order_key(float s) { return std::isnan(s) ? kNegInf : s; }
+
+// The k largest of score[0..n) in descending order, exact ties -> lower index.
+std::vector<int32_t> top_k(const std::vector<float>& score, int64_t k) {
+  std::vector<int32_t> idx(score.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    const float sa = order_key(score[a]), sb = order_key(score[b]);
+    return sa > sb || (sa == sb && a < b);
+  });
+  idx.resize(static_cast<size_t>(k));
+  return idx;
+}
+
+// ------------------------------------------------------------------- weights and linears
+
+// Row o of W [out, in], dequantized exactly to fp32 (checkpoint.md §4.1–§4.3).
+void dequant_row(const LinearWeight& w, int64_t o, float* out) {
+  const int64_t in = w.in;
+  switch (w.format) {
+    case WeightFormat::kBF16: {
+      const bf16* d = static_cast<const bf16*>(w.data) + o * in;
+      for (int64_t i = 0; i < in; ++i) out[i] = d[i].to_float();
+      return;
+    }
+    case WeightFormat::kF32:
+      std::memcpy(out, static_cast<const float*>(w.data) + o * in, sizeof(float) * in);
+      return;
+    case WeightFormat::kFP8: {  // codes [out, in], scale [ceil(out/128), ceil(in/128)]
+      const uint8_t* q = static_cast<const uint8_t*>(w.data) + o * in;
+      const uint8_t* s = w.scale + (o / 128) * ceil_div<int64_t>(in, 128);
+      for (int64_t i0 = 0; i0 < in; i0 += 128) {
+        const float scale = ue8m0_decode(s[i0 / 128]);
+        for (int64_t i = i0; i < std::min(in, i0 + 128); ++i) out[i] = e4m3_decode(q[i]) * scale;
+      }
+      return;
+    }
+    case WeightFormat::kFP4: {  // packed [out, in/2], scale [out, in/32]
+      const uint8_t* q = static_cast<const uint8_t*>(w.data) + o * (in / 2);
+      const uint8_t* s = w.scale + o * (in / 32);
+      for (int64_t i0 = 0; i0 < in; i0 += 32) {
+        const float scale = ue8m0_decode(s[i0 / 32]);
+        for (int64_t i = i0; i < i0 + 32; ++i) out[i] = e2m1_decode(e2m1_nibble(q, i)) * scale;
+      }
+      return;
+    }
+  }
+  DSV4_CHECK(false, "unknown weight format");
+}
+
+// y = W·x per row; with `groups` > 1 the block-diagonal form of model.md §6.6: output row o
+// of group g = o / (out/groups) reads the input slice [g·in, (g+1)·in).
+// x [T, groups·in] -> [T, out]. W is dequantized 64 rows at a time.
+Mat linear(const Linear& W, const Mat& x, int64_t groups = 1) {
+  const int64_t in = W.w.in, out = W.w.out;
+  DSV4_CHECK(x.cols == groups * in && out % groups == 0, "linear [{}, {}] x{} on width {}", out,
+             in, groups, x.cols);
+  Mat y(x.rows, out);
+  if (x.rows == 0) return y;
+  constexpr int64_t kRowBlock = 64;
+  const int64_t rows_per_group = out / groups;
+  std::vector<float> wb(static_cast<size_t>(kRowBlock * in));
+  for (int64_t o0 = 0; o0 < out; o0 += kRowBlock) {
+    const int64_t o1 = std::min(out, o0 + kRowBlock);
+    for (int64_t o = o0; o < o1; ++o) dequant_row(W.w, o, wb.data() + (o - o0) * in);
+    for (int64_t t = 0; t < x.rows; ++t)
+      for (int64_t o = o0; o < o1; ++o)
+        y.row(t)[o] = dot(wb.data() + (o - o0) * in, x.row(t) + (o / rows_per_group) * in, in);
+  }
+  return y;
+}
+
+// RMSNorm (model.md §3.3) of every row: y = w ⊙ x · urms(x). x [T, n] -> [T, n].
+Mat rmsnorm(const Mat& x, const bf16* w, float eps) {
+  Mat y(x.rows, x.cols);
+  for (int64_t t = 0; t < x.rows; ++t) {
+    const float r = urms(x.row(t), x.cols, eps);
+    for (int64_t i = 0; i < x.cols; ++i) y.row(t)[i] = w[i].to_float() * (x.row(t)[i] * r);
+  }
+  return y;
+}
+
+// -------------------------------------------------------------------------------- RoPE
+
+// cos/sin of one profile (model.md §4.1) for positions 0..n_pos-1: inv[i] formed in double
+// and rounded to fp32, angle = fp32(p)·inv[i] (one fp32 multiply), cos/sin of that angle.
+struct RopeTable {
+  int64_t dr = 0;               // Dr
+  std::vector<float> cos, sin;  // [n_pos, Dr/2]
+};
+
+RopeTable make_rope_table(const ModelConfig& cfg, bool compress, int64_t n_pos) {
+  RopeTable rt;
+  rt.dr = cfg.qk_rope_head_dim;
+  const int64_t half = rt.dr / 2;
+  const double dr = static_cast<double>(rt.dr);
+  const double theta = compress ? cfg.compress_rope_theta : cfg.rope_theta;
+  double lo = 0, hi = 0;
+  if (compress) {  // YaRN ramp bounds
+    const RopeScaling& ys = cfg.rope_scaling;
+    auto c = [&](double beta) {
+      return dr * std::log(static_cast<double>(ys.original_max_position_embeddings) /
+                           (2.0 * std::numbers::pi * beta)) /
+             (2.0 * std::log(theta));
+    };
+    lo = std::max(std::floor(c(ys.beta_fast)), 0.0);
+    hi = std::min(std::ceil(c(ys.beta_slow)), dr - 1.0);
+    if (lo == hi) hi += 0.001;
+  }
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    double f = 1.0 / std::pow(theta, 2.0 * static_cast<double>(i) / dr);
+    if (compress) {
+      const double ramp = std::clamp((static_cast<double>(i) - lo) / (hi - lo), 0.0, 1.0);
+      f = f / cfg.rope_scaling.factor * ramp + f * (1.0 - ramp);
+    }
+    inv[i] = static_cast<float>(f);
+  }
+  rt.cos.resize(static_cast<size_t>(n_pos * half));
+  rt.sin.resize(static_cast<size_t>(n_pos * half));
+  for (int64_t p = 0; p < n_pos; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(p) * inv[i];
+      rt.cos[p * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      rt.sin[p * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+  return rt;
+}
+
+// Rotates the last Dr dims of v [len] at position p, adjacent pairs (model.md §4.2);
+// inverse: sin -> −sin.
+void rope_apply(const RopeTable& rt, float* v, int64_t len, int64_t p, bool inverse) {
+  const int64_t half = rt.dr / 2;
+  float* r = v + len - rt.dr;
+  for (int64_t i = 0; i < half; ++i) {
+    const float c = rt.cos[p * half + i];
+    const float s = inverse ? -rt.sin[p * half + i] : rt.sin[p * half + i];
+    const float a = r[2 * i], b = r[2 * i + 1];
+    r[2 * i] = a * c - b * s;
+    r[2 * i + 1] = a * s + b * c;
+  }
+}
+
+// ---------------------------------------------------------------- hyper-connections (§5)
+
+struct HcMix {
+  Mat y;                    // [T, D] mixed sub-block input
+  std::vector<float> post;  // [T, N]
+  std::vector<float> comb;  // [T, N, N], comb[j][k]: source j, destination k
+};
+
+// HcPre (model.md §5.1): pre/post gates and the Sinkhorn-normalized comb matrix from the
+// flattened stack, y = Σ_k pre_k·X_k. X [T, N·D].
+HcMix hc_pre(const ModelConfig& cfg, const HcParams& hc, const Mat& X) {
+  const int64_t N = cfg.hc_mult, D = cfg.hidden_size, M = cfg.hc_mix();
+  const float eps = static_cast<float>(cfg.rms_norm_eps), heps = static_cast<float>(cfg.hc_eps);
+  HcMix out{Mat(X.rows, D), std::vector<float>(static_cast<size_t>(X.rows * N)),
+            std::vector<float>(static_cast<size_t>(X.rows * N * N))};
+  std::vector<float> m(static_cast<size_t>(M)), pre(static_cast<size_t>(N));
+  for (int64_t t = 0; t < X.rows; ++t) {
+    const float* x = X.row(t);
+    const float rho = urms(x, N * D, eps);
+    for (int64_t i = 0; i < M; ++i) m[i] = dot(hc.fn + i * N * D, x, N * D) * rho;
+    float* post = out.post.data() + t * N;
+    float* C = out.comb.data() + t * N * N;
+    for (int64_t k = 0; k < N; ++k) {
+      pre[k] = sigmoid(m[k] * hc.scale[0] + hc.base[k]) + heps;
+      post[k] = 2.0f * sigmoid(m[N + k] * hc.scale[1] + hc.base[N + k]);
+    }
+    for (int64_t j = 0; j < N; ++j) {  // row softmax of the comb logits, + εh
+      float* Cj = C + j * N;
+      float mx = kNegInf;
+      for (int64_t k = 0; k < N; ++k) {
+        Cj[k] = m[2 * N + j * N + k] * hc.scale[2] + hc.base[2 * N + j * N + k];
+        mx = std::max(mx, Cj[k]);
+      }
+      float sum = 0.0f;
+      for (int64_t k = 0; k < N; ++k) sum += (Cj[k] = std::exp(Cj[k] - mx));
+      for (int64_t k = 0; k < N; ++k) Cj[k] = Cj[k] / sum + heps;
+    }
+    auto normalize_columns = [&] {
+      for (int64_t k = 0; k < N; ++k) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < N; ++j) s += C[j * N + k];
+        for (int64_t j = 0; j < N; ++j) C[j * N + k] /= s + heps;
+      }
+    };
+    normalize_columns();
+    for (int it = 1; it < cfg.hc_sinkhorn_iters; ++it) {
+      for (int64_t j = 0; j < N; ++j) {
+        float s = 0.0f;
+        for (int64_t k = 0; k < N; ++k) s += C[j * N + k];
+        for (int64_t k = 0; k < N; ++k) C[j * N + k] /= s + heps;
+      }
+      normalize_columns();
+    }
+    float* y = out.y.row(t);
+    for (int64_t d = 0; d < D; ++d) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < N; ++k) s += pre[k] * x[k * D + d];
+      y[d] = s;
+    }
+  }
+  return out;
+}
+
+// HcPost (model.md §5.2): X'_k = post_k·f + Σ_j comb[j][k]·X_j, streams kept in fp32.
+void hc_post(const ModelConfig& cfg, const Mat& f, const HcMix& mix, Mat& X) {
+  const int64_t N = cfg.hc_mult, D = cfg.hidden_size;
+  std::vector<float> next(static_cast<size_t>(N * D));
+  for (int64_t t = 0; t < X.rows; ++t) {
+    const float* x = X.row(t);
+    const float* post = mix.post.data() + t * N;
+    const float* C = mix.comb.data() + t * N * N;
+    for (int64_t k = 0; k < N; ++k)
+      for (int64_t d = 0; d < D; ++d) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < N; ++j) s += C[j * N + k] * x[j * D + d];
+        next[k * D + d] = post[k] * f.row(t)[d] + s;
+      }
+    std::copy(next.begin(), next.end(), X.row(t));
+  }
+}
+
+// HcHead (model.md §5.3): y = Σ_k pre_k·X_k with pre from hc_head_fn. X [T, N·D] -> [T, D].
+Mat hc_head(const ModelConfig& cfg, const HcParams& hc, const Mat& X) {
+  const int64_t N = cfg.hc_mult, D = cfg.hidden_size;
+  const float eps = static_cast<float>(cfg.rms_norm_eps), heps = static_cast<float>(cfg.hc_eps);
+  Mat y(X.rows, D);
+  std::vector<float> pre(static_cast<size_t>(N));
+  for (int64_t t = 0; t < X.rows; ++t) {
+    const float* x = X.row(t);
+    const float rho = urms(x, N * D, eps);
+    for (int64_t k = 0; k < N; ++k)
+      pre[k] = sigmoid(dot(hc.fn + k * N * D, x, N * D) * rho * hc.scale[0] + hc.base[k]) + heps;
+    for (int64_t d = 0; d < D; ++d) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < N; ++k) s += pre[k] * x[k * D + d];
+      y.row(t)[d] = s;
+    }
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------- attention (§6–§8)
+
+// Compressed entries E_i for every complete block, i < ⌊T/r⌋ (model.md §7.2–§7.3): per
+// channel a softmax over the block's gate logits B (+ ape[p mod r]) pools the values A; with
+// overlap (r = 4) the previous block's first-half columns join as r more candidates. Then
+// RMSNorm and RoPE at position i·r. a [T, D] -> [⌊T/r⌋, dim].
+Mat compress(const ModelConfig& cfg, const CompressorWeights& cw, const Mat& a,
+             const RopeTable& rope) {
+  const int64_t r = cw.ratio, dim = cw.dim, width = cw.width;
+  const bool overlap = r == kCsaRatio;
+  DSV4_CHECK(width == (overlap ? 2 : 1) * dim, "compressor width {} dim {}", width, dim);
+  const Mat A = linear(cw.wkv, a);  // [T, width]
+  Mat B = linear(cw.wgate, a);      // [T, width]
+  for (int64_t p = 0; p < B.rows; ++p)
+    for (int64_t c = 0; c < width; ++c) B.row(p)[c] += cw.ape[(p % r) * width + c];
+
+  const int64_t nb = a.rows / r;
+  Mat P(nb, dim);
+  std::vector<std::pair<float, float>> cand;  // (logit, value)
+  for (int64_t i = 0; i < nb; ++i)
+    for (int64_t ch = 0; ch < dim; ++ch) {
+      cand.clear();
+      if (overlap && i > 0)
+        for (int64_t j = (i - 1) * r; j < i * r; ++j) cand.emplace_back(B.row(j)[ch], A.row(j)[ch]);
+      const int64_t col = overlap ? dim + ch : ch;
+      for (int64_t j = i * r; j < (i + 1) * r; ++j) cand.emplace_back(B.row(j)[col], A.row(j)[col]);
+      float mx = kNegInf;
+      for (const auto& [logit, value] : cand) mx = std::max(mx, logit);
+      float sum = 0.0f, pooled = 0.0f;
+      for (const auto& [logit, value] : cand) {
+        const float e = std::exp(logit - mx);
+        sum += e;
+        pooled += e * value;
+      }
+      P.row(i)[ch] = pooled / sum;
+    }
+  Mat E = rmsnorm(P, cw.norm, static_cast<float>(cfg.rms_norm_eps));
+  for (int64_t i = 0; i < nb; ++i) rope_apply(rope, E.row(i), dim, i * r, false);
+  return E;
+}
+
+// Lightning indexer (model.md §8): for every row p, the min(Ki, n(p)) visible index entries
+// (n(p) = ⌊(p+1)/4⌋) with the largest score Σ_h σi·ω_h·relu(qi_h · J_i), descending, ties
+// -> lower index. No Hadamard (it cancels in fp32 dot products) and no FP4 simulation.
+std::vector<std::vector<int32_t>> indexer_topk(const ModelConfig& cfg, const IndexerWeights& iw,
+                                               const Mat& a, const Mat& qr,
+                                               const RopeTable& rope) {
+  const int64_t Hi = cfg.index_n_heads, Di = cfg.index_head_dim, r = iw.compressor.ratio;
+  const float sigma_i = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Di)) /
+                                           std::sqrt(static_cast<double>(Hi)));
+  const Mat J = compress(cfg, iw.compressor, a, rope);  // [⌊T/4⌋, Di]
+  Mat qi = linear(iw.wq_b, qr);                         // [T, Hi·Di]
+  const Mat omega = linear(iw.weights_proj, a);         // [T, Hi]
+  std::vector<std::vector<int32_t>> picks(static_cast<size_t>(a.rows));
+  std::vector<float> score;
+  for (int64_t p = 0; p < a.rows; ++p) {
+    for (int64_t h = 0; h < Hi; ++h) rope_apply(rope, qi.row(p) + h * Di, Di, p, false);
+    const int64_t n_vis = (p + 1) / r;
+    score.assign(static_cast<size_t>(n_vis), 0.0f);
+    for (int64_t i = 0; i < n_vis; ++i) {
+      float s = 0.0f;
+      for (int64_t h = 0; h < Hi; ++h) {
+        const float d = dot(qi.row(p) + h * Di, J.row(i), Di);
+        s += omega.row(p)[h] * sigma_i * std::max(d, 0.0f);
+      }
+      score[i] = s;
+    }
+    picks[p] = top_k(score, std::min<int64_t>(cfg.index_topk, n_vis));
+  }
+  return picks;
+}
+
+// One query head over its candidate keys (model.md §6.5): s_j = σa·q·K_j, softmax over
+// [s, sink] with the sink column dropped, o = Σ_j p_j·K_j (values = keys).
+void attend_head(const float* q, const std::vector<const float*>& keys, int64_t dh, float scale,
+                 float sink, float* o) {
+  std::vector<float> s(keys.size());
+  float mx = sink;  // the maximum may include the sink at Level B
+  for (size_t j = 0; j < keys.size(); ++j) {
+    s[j] = dot(q, keys[j], dh) * scale;
+    mx = std::max(mx, s[j]);
+  }
+  float z = std::exp(sink - mx);
+  std::fill(o, o + dh, 0.0f);
+  for (size_t j = 0; j < keys.size(); ++j) {
+    const float e = std::exp(s[j] - mx);
+    z += e;
+    for (int64_t d = 0; d < dh; ++d) o[d] += e * keys[j][d];
+  }
+  for (int64_t d = 0; d < dh; ++d) o[d] /= z;
+}
+
+// Records one decision per row.
+struct DecisionLog {
+  std::vector<FloatDecision>* out = nullptr;
+  bool mtp = false;
+  int layer = 0;
+  void add(bool idx, int64_t pos, std::vector<int32_t> selected) const {
+    out->push_back(FloatDecision{mtp, idx, layer, pos, std::move(selected)});
+  }
+};
+
+// Attention_l (model.md §6): query path (per-head RMS and RoPE), key/value path, candidate
+// set S(p) = window ∪ Cmp(p) (SWA: none; HCA: every visible entry; CSA: indexer top-k),
+// sparse attention with sink, de-rotation, grouped wo_a, wo_b. a [T, D] -> [T, D].
+Mat attention(const ModelConfig& cfg, const LayerWeights& lw, const Mat& a, const RopeTable& rope,
+              const DecisionLog& log) {
+  const AttentionWeights& aw = lw.attn;
+  const int64_t T = a.rows, H = cfg.num_attention_heads, Dh = cfg.head_dim;
+  const int64_t W = cfg.sliding_window;
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  const float sigma_a = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+
+  // Query path (§6.1).
+  const Mat qr = rmsnorm(linear(aw.wq_a, a), aw.q_norm, eps);  // [T, Rq]
+  Mat q = linear(aw.wq_b, qr);                                 // [T, H·Dh]
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      float* qh = q.row(t) + h * Dh;
+      const float r = urms(qh, Dh, eps);
+      for (int64_t d = 0; d < Dh; ++d) qh[d] *= r;
+      rope_apply(rope, qh, Dh, t, false);
+    }
+
+  // Key/value path (§6.2): kv[t] is key and value of position t.
+  Mat kv = rmsnorm(linear(aw.wkv, a), aw.kv_norm, eps);  // [T, Dh]
+  for (int64_t t = 0; t < T; ++t) rope_apply(rope, kv.row(t), Dh, t, false);
+
+  // Compressed entries (§7) and, for CSA, the indexer's picks (§8).
+  Mat cmp;  // [⌊T/r⌋, Dh]
+  std::vector<std::vector<int32_t>> picks;
+  if (lw.kind != AttentionKind::kSWA) cmp = compress(cfg, aw.compressor, a, rope);
+  if (lw.kind == AttentionKind::kCSA) {
+    picks = indexer_topk(cfg, aw.indexer, a, qr, rope);
+    for (int64_t p = 0; p < T; ++p) log.add(true, p, picks[p]);
+  }
+
+  // Sparse attention over S(p) (§6.3–§6.5), then de-rotation (§6.6).
+  Mat o(T, H * Dh);
+  std::vector<const float*> keys;
+  for (int64_t p = 0; p < T; ++p) {
+    keys.clear();
+    for (int64_t j = std::max<int64_t>(0, p - W + 1); j <= p; ++j) keys.push_back(kv.row(j));
+    if (lw.kind == AttentionKind::kHCA)
+      for (int64_t i = 0; i < (p + 1) / lw.ratio; ++i) keys.push_back(cmp.row(i));
+    if (lw.kind == AttentionKind::kCSA)
+      for (int32_t i : picks[p]) keys.push_back(cmp.row(i));
+    for (int64_t h = 0; h < H; ++h) {
+      float* oh = o.row(p) + h * Dh;
+      attend_head(q.row(p) + h * Dh, keys, Dh, sigma_a, aw.attn_sink[h], oh);
+      rope_apply(rope, oh, Dh, p, true);
+    }
+  }
+
+  // Grouped output projection (§6.6).
+  const Mat u = linear(aw.wo_a, o, cfg.o_groups);  // [T, G·Ro]
+  return linear(aw.wo_b, u);                       // [T, D]
+}
+
+// ------------------------------------------------------------------------------- MoE (§9)
+
+// SwiGLU expert with clamp (model.md §9.2): h = silu(min(g, L))·clamp(u, −L, L), scaled per
+// row by `row_weight` (routed experts; empty for the shared expert), out = w2·h.
+// x [R, D] -> [R, D].
+Mat expert(const ModelConfig& cfg, const ExpertWeights& ew, const Mat& x,
+           const std::vector<float>& row_weight) {
+  const float lim = static_cast<float>(cfg.swiglu_limit);
+  const Mat g = linear(ew.w1, x);  // [R, F]
+  Mat h = linear(ew.w3, x);        // [R, F]
+  for (int64_t t = 0; t < h.rows; ++t)
+    for (int64_t i = 0; i < h.cols; ++i) {
+      float gi = g.row(t)[i], ui = h.row(t)[i];
+      if (lim > 0.0f) {
+        gi = std::min(gi, lim);
+        ui = std::clamp(ui, -lim, lim);
+      }
+      float hi = silu(gi) * ui;
+      if (!row_weight.empty()) hi *= row_weight[t];
+      h.row(t)[i] = hi;
+    }
+  return linear(ew.w2, h);
+}
+
+// MoE_l (model.md §9): router (sqrtsoftplus scores; hash layers select tid2eid[token], score
+// layers the K largest s_e + bias_e; weights s/Σs · routed_scaling_factor), the routed
+// experts each applied once per token, summed in ascending expert id, then the shared
+// expert. f [T, D], tok [T] -> [T, D].
+Mat moe(const ModelConfig& cfg, const LayerWeights& lw, const Mat& f,
+        const std::vector<int32_t>& tok, const DecisionLog& log) {
+  const MoeWeights& mw = lw.ffn;
+  const int64_t T = f.rows, D = cfg.hidden_size, E = cfg.n_routed_experts;
+  const int64_t K = cfg.num_experts_per_tok;
+  const float rsf = static_cast<float>(cfg.routed_scaling_factor);
+
+  // Router (§9.1): per expert, the rows that selected it and their weights.
+  const Mat logits = linear(mw.gate, f);  // [T, E]
+  std::vector<std::vector<int64_t>> rows_of(static_cast<size_t>(E));
+  std::vector<std::vector<float>> weight_of(static_cast<size_t>(E));
+  std::vector<float> s(static_cast<size_t>(E)), key(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t e = 0; e < E; ++e) {
+      s[e] = std::sqrt(softplus(logits.row(t)[e]));
+      key[e] = lw.hash ? s[e] : s[e] + mw.bias[e];
+    }
+    std::vector<int32_t> sel;
+    if (lw.hash)
+      sel.assign(mw.tid2eid.begin() + tok[t] * K, mw.tid2eid.begin() + (tok[t] + 1) * K);
+    else
+      sel = top_k(key, K);
+    float sum = 0.0f;
+    for (int32_t e : sel) sum += s[e];
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t e = sel[k];
+      if (!rows_of[e].empty() && rows_of[e].back() == t) continue;  // repeated id: once
+      rows_of[e].push_back(t);
+      weight_of[e].push_back(s[e] / sum * rsf);
+    }
+    log.add(false, t, std::move(sel));
+  }
+
+  // Routed experts (§9.2) and combine (§9.3).
+  Mat y(T, D);
+  for (int64_t e = 0; e < E; ++e) {
+    if (rows_of[e].empty()) continue;
+    Mat xe(static_cast<int64_t>(rows_of[e].size()), D);
+    for (int64_t i = 0; i < xe.rows; ++i) std::copy_n(f.row(rows_of[e][i]), D, xe.row(i));
+    const Mat oe = expert(cfg, mw.experts[e], xe, weight_of[e]);
+    for (int64_t i = 0; i < xe.rows; ++i)
+      for (int64_t d = 0; d < D; ++d) y.row(rows_of[e][i])[d] += oe.row(i)[d];
+  }
+  if (cfg.n_shared_experts > 0) {
+    const Mat sh = expert(cfg, mw.shared, f, {});
+    for (size_t i = 0; i < y.v.size(); ++i) y.v[i] += sh.v[i];
+  }
+  return y;
+}
+
+// ------------------------------------------------------------------------------ the model
+
+struct RopeTables {
+  RopeTable main;      // rope_theta, no YaRN: ratio-0 layers
+  RopeTable compress;  // compress_rope_theta with YaRN: compressed layers
+  const RopeTable& of(const LayerWeights& lw) const { return lw.ratio == 0 ? main : compress; }
+};
+
+// Block_l (model.md §2.2) on the streams X [T, N·D], in place. tok [T] (hash routing).
+void block(const ModelConfig& cfg, const LayerWeights& lw, Mat& X, const std::vector<int32_t>& tok,
+           const RopeTables& ropes, const DecisionLog& log) {
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  HcMix mix = hc_pre(cfg, lw.hc_attn, X);
+  const Mat a = rmsnorm(mix.y, lw.attn_norm, eps);
+  const Mat o = attention(cfg, lw, a, ropes.of(lw), log);
+  hc_post(cfg, o, mix, X);
+
+  mix = hc_pre(cfg, lw.hc_ffn, X);
+  const Mat f = rmsnorm(mix.y, lw.ffn_norm, eps);
+  const Mat m = moe(cfg, lw, f, tok, log);
+  hc_post(cfg, m, mix, X);
+}
+
+// logits = head · RMSNorm(HcHead(X); norm) (model.md §5.3, §10.1). X [T, N·D] -> [T, V].
+std::vector<float> lm_logits(const ModelConfig& cfg, const HcParams& hc, const bf16* norm,
+                             const Linear& head, const Mat& X) {
+  const Mat y = rmsnorm(hc_head(cfg, hc, X), norm, static_cast<float>(cfg.rms_norm_eps));
+  return linear(head, y).v;
+}
+
+// X [T, N·D]: every stream of row t is embed[tok[t]] (model.md §3.1).
+Mat embed_streams(const ModelConfig& cfg, const bf16* embed, const std::vector<int32_t>& tok) {
+  const int64_t N = cfg.hc_mult, D = cfg.hidden_size;
+  Mat X(static_cast<int64_t>(tok.size()), N * D);
+  for (int64_t t = 0; t < X.rows; ++t)
+    for (int64_t k = 0; k < N; ++k)
+      for (int64_t d = 0; d < D; ++d) X.row(t)[k * D + d] = embed[tok[t] * D + d].to_float();
+  return X;
+}
+
+// MTP input (model.md §11), rows p = 0..T-1 with next[p] = t_{p+1}:
+// Z_k = e_proj·RMSNorm(embed[next]; enorm) + h_proj·RMSNorm(Xfinal_p[k]; hnorm).
+// Xfinal [≥T, N·D] -> [T, N·D].
+Mat mtp_input(const ModelConfig& cfg, const bf16* embed, const MtpWeights& mw, const Mat& Xfinal,
+              const std::vector<int32_t>& next) {
+  const int64_t N = cfg.hc_mult, D = cfg.hidden_size, T = static_cast<int64_t>(next.size());
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  Mat e(T, D), streams(T * N, D);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t d = 0; d < D; ++d) e.row(t)[d] = embed[next[t] * D + d].to_float();
+    std::copy_n(Xfinal.row(t), N * D, streams.row(t * N));
+  }
+  const Mat ep = linear(mw.e_proj, rmsnorm(e, mw.enorm, eps));        // [T, D]
+  const Mat hp = linear(mw.h_proj, rmsnorm(streams, mw.hnorm, eps));  // [T·N, D]
+  Mat Z(T, N * D);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < N; ++k)
+      for (int64_t d = 0; d < D; ++d) Z.row(t)[k * D + d] = ep.row(t)[d] + hp.row(t * N + k)[d];
+  return Z;
+}
+
+}  // namespace
+
+Result<FloatForwardOutput> float_forward(const ModelConfig& cfg, const Weights& w,
+                                         const std::vector<int32_t>& tokens, bool mtp) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return Status::error("float_forward: tokens: empty sequence");
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= cfg.vocab_size)
+      return Status::errorf("float_forward: tokens[{}] = {} outside [0, vocab_size = {})", i,
+                            tokens[i], cfg.vocab_size);
+  if (mtp && w.mtp.empty())
+    return Status::error("float_forward: mtp requested but the model has no MTP layer "
+                         "(num_nextn_predict_layers = 0)");
+  DSV4_CHECK(static_cast<int>(w.layers.size()) == cfg.num_hidden_layers, "{} layers, config {}",
+             w.layers.size(), cfg.num_hidden_layers);
+
+  FloatForwardOutput out;
+  out.n_tokens = n;
+  out.vocab = cfg.vocab_size;
+  const RopeTables ropes{make_rope_table(cfg, false, n), make_rope_table(cfg, true, n)};
+
+  // Main model (§2.1).
+  Mat X = embed_streams(cfg, w.embed, tokens);  // [n, N·D]
+  for (int l = 0; l < cfg.num_hidden_layers; ++l)
+    block(cfg, w.layers[l], X, tokens, ropes, DecisionLog{&out.decisions, false, l});
+  out.logits = lm_logits(cfg, w.hc_head, w.norm, w.head, X);
+
+  // MTP layer (§11): rows p = 0..n-2 from Xfinal_p and t_{p+1}.
+  if (mtp) {
+    const MtpWeights& mw = w.mtp[0];
+    const std::vector<int32_t> next(tokens.begin() + 1, tokens.end());
+    Mat Z = mtp_input(cfg, w.embed, mw, X, next);
+    block(cfg, mw.block, Z, next, ropes, DecisionLog{&out.decisions, true, 0});
+    out.mtp_logits = lm_logits(cfg, mw.hc_head, mw.norm, w.head, Z);
+  }
+  return out;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,53 @@
+// Level-B ("float reference", model.md §0.3) forward of DeepSeek-V4 over one whole
+// sequence: the `--numerics float` mode of `dsv4 logits` and the model-level oracle of the
+// Level-A engine (whose logits are close to these, not equal).
+//
+// Numerics: every weight dequantized exactly to fp32 (checkpoint.md §4), fp32 activations,
+// fp32 hyper-connection streams, fp32 accumulation; no actq / fp8sim / fp4sim / Hadamard /
+// bf16 rounding anywhere (per-head query RMS in fp32, compressor pooled vector unrounded,
+// indexer scores fp32). Exact ties in a top-k go to the lower index.
+//
+// Semantics: teacher-forced over tokens[0..n) at positions 0..n-1 in one call without
+// caches; each row is computed from the per-position definitions (model.md §2–§11), so the
+// first k rows of a call equal, bit for bit, a call on tokens[0..k).
+//   logits      [n, V]    row p predicts token p+1 (model.md §2.1, §10.1)
+//   mtp_logits  [n-1, V]  row p from Xfinal_p and embed(tokens[p+1]) through the MTP block
+//                         (own SWA over MTP rows <= p); predicts token p+2 (model.md §11)
+// Memory: weights are dequantized a block of rows at a time; routed experts only when a
+// token of the call selects them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace dsv4 {
+
+// One discrete decision of the run: the routed experts of the token at `pos` in a layer
+// (kind moe, selection order: tid2eid row order on hash layers, descending biased score
+// otherwise) or the compressed entries the indexer picked for the query at `pos` (kind
+// idx, descending score; empty while no entry is visible). The MTP block is layer 0.
+struct FloatDecision {
+  bool mtp = false;  // block "mtp" or "main"
+  bool idx = false;  // kind "idx" or "moe"
+  int layer = 0;
+  int64_t pos = 0;
+  std::vector<int32_t> selected;
+};
+
+struct FloatForwardOutput {
+  int64_t n_tokens = 0;
+  int64_t vocab = 0;
+  std::vector<float> logits;             // [n, V]
+  std::vector<float> mtp_logits;         // [n-1, V] with mtp, else empty
+  std::vector<FloatDecision> decisions;  // per block in order: per layer idx rows, moe rows
+};
+
+// Errors: empty `tokens`, a token outside [0, vocab_size), `mtp` without an MTP layer.
+Result<FloatForwardOutput> float_forward(const ModelConfig& cfg, const Weights& w,
+                                         const std::vector<int32_t>& tokens, bool mtp);
+
+}  // namespace dsv4

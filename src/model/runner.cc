@@ -1,0 +1,567 @@
+#include "model/runner.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "base/check.h"
+#include "base/math.h"
+#include "kernels/attn_select/attn_select.h"
+#include "kernels/embed/embed.h"
+#include "kernels/hc/hc.h"
+#include "kernels/indexer/indexer.h"
+#include "kernels/kv_path/kv_path.h"
+#include "kernels/linear/linear.h"
+#include "kernels/lm_head/lm_head.h"
+#include "kernels/moe_combine/moe_combine.h"
+#include "kernels/moe_expert/moe_expert.h"
+#include "kernels/moe_gate/moe_gate.h"
+#include "kernels/mtp_proj/mtp_proj.h"
+#include "kernels/out_proj/out_proj.h"
+#include "kernels/q_path/q_path.h"
+#include "kernels/rmsnorm/rmsnorm.h"
+#include "kernels/rope/rope.h"
+#include "kernels/sparse_attn/sparse_attn.h"
+
+namespace dsv4 {
+
+namespace k = kernels;
+
+namespace {
+
+// Capacity-sized buffer that is never resized after construction.
+template <class T>
+struct Buf {
+  std::vector<T> v;
+  void size_to(int64_t n) { v.assign(static_cast<size_t>(n), T{}); }
+  T* data() { return v.data(); }
+};
+
+k::CompressorWeights compressor_view(const CompressorWeights& c, const float* inv_freq) {
+  k::CompressorWeights w;
+  w.wkv = c.wkv.w;
+  w.wgate = c.wgate.w;
+  w.ape = c.ape;
+  w.norm = c.norm;
+  w.inv_freq = inv_freq;
+  return w;
+}
+
+k::CompressorParams compressor_params(const ModelConfig& cfg, const CompressorWeights& c, bool indexer) {
+  k::CompressorParams p;
+  p.kind = indexer ? k::CompressorKind::kIndexer : k::CompressorKind::kMain;
+  p.hidden = static_cast<int>(cfg.hidden_size);
+  p.dim = static_cast<int>(c.dim);
+  p.rope_dim = static_cast<int>(cfg.qk_rope_head_dim);
+  p.ratio = c.ratio;
+  p.eps = static_cast<float>(cfg.rms_norm_eps);
+  return p;
+}
+
+}  // namespace
+
+// One compressor instance of one layer: per-sequence state and the kernel views.
+struct CompressorSlot {
+  bool present = false;
+  k::CompressorParams params;
+  k::CompressorWeights weights;
+  std::vector<float> storage;                 // [max_seqs, 2, κr·κc]
+  std::vector<k::CompressorState> states;     // [max_seqs]
+};
+
+struct ModelRunner::LayerCaches {
+  std::vector<bf16> ori;   // [ori physical rows, Dh] window KV
+  std::vector<bf16> cmp;   // [cmp physical rows, Dh] compressed KV (ratio > 0)
+  std::vector<bf16> idx;   // [cmp physical rows, Di] indexer keys (CSA)
+  CompressorSlot main_cmp;
+  CompressorSlot idx_cmp;
+  std::vector<k::ExpertWeights> experts;
+  k::ExpertWeights shared;
+  const float* inv_freq = nullptr;
+};
+
+struct ModelRunner::Scratch {
+  Buf<bf16> X, Z;                    // [T, N·D] main / MTP streams
+  Buf<float> mix, post, comb;        // [T, M], [T, N], [T, N·N]
+  Buf<bf16> a, qr, q, kv, o, attn_out, y, m;
+  Buf<bf16> qpath, kvpath, oproj, mtpproj;
+  Buf<float> cmp;                    // compressor projections
+  Buf<k::CompressorEmit> emits;      // [T]
+  Buf<bf16> entries;                 // [T, max(Dh, Di)]
+  Buf<bf16> qr_q, qi, omega, wgt, scores;
+  Buf<int32_t> picks, n_picks, count;
+  Buf<float> idx_scores;
+  int64_t score_stride = 0;
+  Buf<int32_t> list, len;
+  int64_t list_stride = 0;
+  Buf<PagedRows> win_rows, cmp_rows, idx_rows;
+  Buf<float> attn;
+  Buf<float> gate_scores, route_w;   // [T, E], [T, K]
+  Buf<int32_t> ids;                  // [T, K]
+  Buf<uint8_t> moe;                  // expert work
+  k::MoeWork moe_work;
+};
+
+ModelRunner::ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits)
+    : cfg_(cfg), w_(w), limits_(limits), pool_(limits.n_threads), md_([&] {
+        StepCapacity c;
+        c.max_batch = limits.max_batch;
+        c.max_rows = limits.max_rows;
+        c.max_request_rows = limits.r_max();
+        c.max_seqs = limits.max_seqs;
+        c.max_context = limits.max_context;
+        c.window = static_cast<int32_t>(cfg.sliding_window);
+        c.vocab_size = cfg.vocab_size;
+        return c;
+      }()) {}
+
+ModelRunner::~ModelRunner() = default;
+
+Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelConfig& cfg, const Weights& w,
+                                                         const Limits& limits) {
+  Status st = validate_limits(limits);
+  if (!st.ok()) return st;
+  st = validate_level_a(cfg);
+  if (!st.ok()) return st;
+  std::unique_ptr<ModelRunner> r(new ModelRunner(cfg, w, limits));
+  st = r->init();
+  if (!st.ok()) return st;
+  return r;
+}
+
+Status ModelRunner::init() {
+  const ModelConfig& c = cfg_;
+  const int64_t T = limits_.max_rows, D = c.hidden_size, N = c.hc_mult, H = c.num_attention_heads;
+  const int64_t Dh = c.head_dim, Di = c.index_head_dim, Hi = c.index_n_heads;
+  const int32_t P = limits_.page_rows;
+  const int32_t W = static_cast<int32_t>(c.sliding_window);
+
+  k::RopeParams rp;
+  rp.rope_dim = static_cast<int>(c.qk_rope_head_dim);
+  rp.theta = c.rope_theta;
+  inv_main_ = k::rope_inv_freq(rp);
+  rp.theta = c.compress_rope_theta;
+  rp.yarn = true;
+  rp.yarn_factor = c.rope_scaling.factor;
+  rp.original_max_pos = static_cast<double>(c.rope_scaling.original_max_position_embeddings);
+  rp.beta_fast = c.rope_scaling.beta_fast;
+  rp.beta_slow = c.rope_scaling.beta_slow;
+  inv_compress_ = k::rope_inv_freq(rp);
+
+  // Cache groups: the window ring spans W - 1 + R_MAX positions (runtime.md §2.2);
+  // compressed rows grow with the sequence, at most max_context / (smallest ratio).
+  int min_ratio = 0;
+  for (int l = 0; l < c.n_layers_total(); ++l) {
+    const int r = c.layer_ratio(l);
+    if (r > 0 && (min_ratio == 0 || r < min_ratio)) min_ratio = r;
+  }
+  const int32_t ring = ring_pages_for_span(W - 1 + limits_.r_max(), P);
+  ori_ = std::make_unique<CacheGroup>(CacheGroupSpec{"window_kv", P, ring, ring * limits_.max_seqs, 0},
+                                      limits_.max_seqs);
+  const int64_t cmp_rows = min_ratio > 0 ? limits_.max_context / min_ratio : 0;
+  const int32_t cmp_pages_per_seq = static_cast<int32_t>(ceil_div<int64_t>(cmp_rows, P));
+  const int32_t cmp_pages = limits_.cmp_pages > 0 ? limits_.cmp_pages : cmp_pages_per_seq * limits_.max_seqs;
+  cmp_ = std::make_unique<CacheGroup>(
+      CacheGroupSpec{"compressed_kv", P, 0, std::max<int32_t>(cmp_pages, 1), std::max<int64_t>(cmp_rows, 1)},
+      limits_.max_seqs);
+
+  auto make_slot = [&](CompressorSlot& slot, const CompressorWeights& cw, bool indexer, const float* inv) -> Status {
+    if (!cw.present) return Status();
+    slot.present = true;
+    slot.params = compressor_params(c, cw, indexer);
+    Status st = k::compressor_check_params(slot.params);
+    if (!st.ok()) return st;
+    slot.weights = compressor_view(cw, inv);
+    const int64_t n = k::compressor_state_floats(slot.params);
+    slot.storage.assign(static_cast<size_t>(2 * n * limits_.max_seqs), 0.0f);
+    slot.states.resize(limits_.max_seqs);
+    for (int32_t s = 0; s < limits_.max_seqs; ++s) {
+      slot.states[s].kv = slot.storage.data() + 2 * n * s;
+      slot.states[s].score = slot.states[s].kv + n;
+    }
+    return Status();
+  };
+  auto expert_view = [](const ExpertWeights& e) {
+    k::ExpertWeights v;
+    v.w1 = e.w1.w;
+    v.w2 = e.w2.w;
+    v.w3 = e.w3.w;
+    return v;
+  };
+
+  const int64_t ori_rows = ori_->physical_rows(), cmp_phys = cmp_->physical_rows();
+  int64_t max_comp_floats = 0;
+  for (int l = 0; l < c.n_layers_total(); ++l) {
+    const LayerWeights& lw = c.is_mtp_layer(l) ? w_.mtp[l - c.num_hidden_layers].block : w_.layers[l];
+    auto lc = std::make_unique<LayerCaches>();
+    lc->inv_freq = lw.ratio > 0 ? inv_compress_.data() : inv_main_.data();
+    lc->ori.assign(static_cast<size_t>(ori_rows * Dh), bf16{});
+    if (lw.ratio > 0) lc->cmp.assign(static_cast<size_t>(cmp_phys * Dh), bf16{});
+    if (lw.kind == AttentionKind::kCSA) lc->idx.assign(static_cast<size_t>(cmp_phys * Di), bf16{});
+    Status st = make_slot(lc->main_cmp, lw.attn.compressor, false, lc->inv_freq);
+    if (!st.ok()) return st;
+    st = make_slot(lc->idx_cmp, lw.attn.indexer.compressor, true, lc->inv_freq);
+    if (!st.ok()) return st;
+    for (const CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
+      if (s->present) max_comp_floats = std::max(max_comp_floats, k::compressor_scratch_floats(s->params, T));
+    for (const ExpertWeights& e : lw.ffn.experts) lc->experts.push_back(expert_view(e));
+    lc->shared = expert_view(lw.ffn.shared);
+    layers_.push_back(std::move(lc));
+  }
+
+  // Scratch at capacity.
+  s_ = std::make_unique<Scratch>();
+  Scratch& s = *s_;
+  const int64_t M = c.hc_mix(), Rq = c.q_lora_rank, E = c.n_routed_experts, K = c.num_experts_per_tok;
+  s.X.size_to(T * N * D);
+  s.Z.size_to(T * N * D);
+  s.mix.size_to(T * std::max<int64_t>(M, N));
+  s.post.size_to(T * N);
+  s.comb.size_to(T * N * N);
+  for (Buf<bf16>* b : {&s.a, &s.attn_out, &s.y, &s.m}) b->size_to(T * D);
+  s.qr.size_to(T * Rq);
+  s.q.size_to(T * H * Dh);
+  s.o.size_to(T * H * Dh);
+  s.kv.size_to(T * Dh);
+  k::QPathParams qp{D, Rq, static_cast<int>(H), static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim),
+                    static_cast<float>(c.rms_norm_eps)};
+  s.qpath.size_to(k::q_path_scratch_elems(qp, T));
+  k::KvPathParams kp{D, static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim), static_cast<float>(c.rms_norm_eps)};
+  s.kvpath.size_to(k::kv_path_scratch_elems(kp, T));
+  k::OutProjParams op{static_cast<int>(H), static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim), c.o_groups,
+                      c.o_lora_rank, D};
+  s.oproj.size_to(k::out_proj_scratch_elems(op, T));
+  k::MtpProjParams mp{c.vocab_size, D, c.hc_mult, static_cast<float>(c.rms_norm_eps)};
+  s.mtpproj.size_to(k::mtp_proj_scratch_elems(mp, T));
+  s.cmp.size_to(std::max<int64_t>(max_comp_floats, 1));
+  s.emits.size_to(T);
+  s.entries.size_to(T * std::max(Dh, Di));
+  // Indexer (CSA layers): visible entries at most max_context / 4.
+  s.score_stride = std::max<int64_t>(limits_.max_context / kCsaRatio, 1);
+  s.qr_q.size_to(T * Rq);
+  s.qi.size_to(T * std::max<int64_t>(Hi * Di, 1));
+  s.omega.size_to(T * std::max<int64_t>(Hi, 1));
+  s.wgt.size_to(T * std::max<int64_t>(Hi, 1));
+  s.scores.size_to(T * s.score_stride);
+  s.picks.size_to(T * std::max<int64_t>(c.index_topk, 1));
+  s.n_picks.size_to(T);
+  s.count.size_to(T);
+  k::IndexerParams ip{static_cast<int>(Hi), static_cast<int>(Di), static_cast<int>(c.qk_rope_head_dim),
+                      static_cast<int>(c.index_topk)};
+  s.idx_scores.size_to(k::indexer_scores_scratch_floats(ip, pool_.size()));
+  // Attention list: window part plus the most compressed entries a row can have.
+  int64_t max_cmp_list = 0;
+  for (int l = 0; l < c.n_layers_total(); ++l) {
+    const int r = c.layer_ratio(l);
+    if (r == kCsaRatio) max_cmp_list = std::max<int64_t>(max_cmp_list, c.index_topk);
+    else if (r > 0) max_cmp_list = std::max<int64_t>(max_cmp_list, limits_.max_context / r);
+  }
+  s.list_stride = W + max_cmp_list;
+  s.list.size_to(T * s.list_stride);
+  s.len.size_to(T);
+  s.win_rows.size_to(T);
+  s.cmp_rows.size_to(T);
+  s.idx_rows.size_to(T);
+  s.attn.size_to(k::sparse_attn_scratch_floats(k::SparseAttnParams{static_cast<int>(H), static_cast<int>(Dh)},
+                                               pool_.size()));
+  s.gate_scores.size_to(T * E);
+  s.route_w.size_to(T * K);
+  s.ids.size_to(T * K);
+  const k::MoeExpertParams ep{D, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
+  const k::MoeDispatchParams dp{K, 0, E, T};
+  const int64_t moe_bytes = k::moe_expert_scratch_bytes(ep, dp);
+  s.moe.size_to(moe_bytes + 64);
+  void* base = s.moe.data();
+  size_t space = static_cast<size_t>(moe_bytes + 64);
+  void* aligned = std::align(64, static_cast<size_t>(moe_bytes), base, space);
+  s.moe_work = k::moe_expert_scratch_carve(ep, dp, aligned, moe_bytes);
+
+  active_.assign(limits_.max_seqs, 0);
+  return Status();
+}
+
+Status ModelRunner::start_sequence(int32_t seq) {
+  if (seq < 0 || seq >= limits_.max_seqs)
+    return Status::errorf("sequence slot {} outside [0, max_seqs = {})", seq, limits_.max_seqs);
+  if (active_[seq]) return Status::errorf("sequence slot {} is already in use", seq);
+  Status st = ori_->admit(seq);
+  if (!st.ok()) return st;
+  st = cmp_->admit(seq);
+  if (!st.ok()) {
+    ori_->release(seq);
+    return st;
+  }
+  for (auto& lc : layers_)
+    for (CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
+      if (s->present) k::compressor_state_reset(s->params, s->states[seq]);
+  active_[seq] = 1;
+  return Status();
+}
+
+void ModelRunner::end_sequence(int32_t seq) {
+  if (seq < 0 || seq >= limits_.max_seqs || !active_[seq]) return;
+  ori_->release(seq);
+  cmp_->release(seq);
+  active_[seq] = 0;
+}
+
+bool ModelRunner::active(int32_t seq) const { return seq >= 0 && seq < limits_.max_seqs && active_[seq]; }
+
+Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
+  Status st = validate_step(reqs, md_.cap);
+  if (!st.ok()) return st;
+  for (const StepRequest& q : reqs)
+    if (!active_[q.seq]) return Status::errorf("sequence slot {} was not started", q.seq);
+  // Compressed rows the step can emit: entries [0, (p0 + n) / r) for the smallest ratio.
+  if (!mtp) {
+    int min_ratio = 0;
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+      const int r = cfg_.layer_ratio(l);
+      if (r > 0 && (min_ratio == 0 || r < min_ratio)) min_ratio = r;
+    }
+    if (min_ratio > 0) {
+      int32_t need = 0;
+      for (const StepRequest& q : reqs) need += cmp_->pages_short(q.seq, (q.p0 + q.n) / min_ratio);
+      if (need > cmp_->pool().n_free())
+        return Status::errorf("cache 'compressed_kv' exhausted: the step needs {} more pages, {} of {} free",
+                              need, cmp_->pool().n_free(), cmp_->pool().n_pages());
+      for (const StepRequest& q : reqs) {
+        st = cmp_->reserve(q.seq, (q.p0 + q.n) / min_ratio);
+        if (!st.ok()) return st;
+      }
+    }
+  }
+  build_step_metadata(reqs, *ori_, md_);
+  return Status();
+}
+
+Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
+                            StepDecisions* decisions) {
+  Status st = prepare_step(reqs, false);
+  if (!st.ok()) return st;
+  const int64_t T = md_.T;
+  if (T == 0) return Status();
+  Scratch& s = *s_;
+  const k::EmbedParams ep{cfg_.vocab_size, cfg_.hidden_size, cfg_.hc_mult};
+  pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, md_.token.data(), T, s.X.data(), tid, n); });
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l)
+    run_block(w_.layers[l], *layers_[l], false, s.X.data(), decisions);
+  if (xfinal_out) std::memcpy(xfinal_out, s.X.data(), sizeof(bf16) * T * stream_width());
+  if (logits) run_head(w_.hc_head, w_.norm, s.X.data(), logits);
+  return Status();
+}
+
+Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
+                                StepDecisions* decisions) {
+  if (w_.mtp.empty()) return Status::error("the checkpoint has no MTP layer (num_nextn_predict_layers = 0)");
+  Status st = prepare_step(reqs, true);
+  if (!st.ok()) return st;
+  const int64_t T = md_.T;
+  if (T == 0) return Status();
+  Scratch& s = *s_;
+  const MtpWeights& mw = w_.mtp[0];
+  const k::MtpProjParams mp{cfg_.vocab_size, cfg_.hidden_size, cfg_.hc_mult, static_cast<float>(cfg_.rms_norm_eps)};
+  const k::MtpProjWeights mpw{w_.embed, mw.enorm, mw.hnorm, mw.e_proj.w, mw.h_proj.w};
+  const k::MtpProjIO io{T, md_.token.data(), X, s.Z.data(), s.mtpproj.data()};
+  for (int ph = 0; ph < k::kMtpProjPhases; ++ph)
+    pool_.run([&](int tid, int n) { k::mtp_proj(ph, mp, mpw, io, tid, n); });
+  run_block(mw.block, *layers_[cfg_.num_hidden_layers], true, s.Z.data(), decisions);
+  if (logits) run_head(mw.hc_head, mw.norm, s.Z.data(), logits);
+  return Status();
+}
+
+void ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X,
+                            StepDecisions* decisions) {
+  Scratch& s = *s_;
+  const int64_t T = md_.T;
+  const k::HcParams hp{cfg_.hc_mult, cfg_.hidden_size, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
+                       static_cast<float>(cfg_.rms_norm_eps)};
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const int64_t D = cfg_.hidden_size;
+  auto hc_pre = [&](const HcParams& h, const bf16* norm_w) {
+    const k::HcPreWeights hw{h.fn, h.scale, h.base};
+    pool_.run([&](int tid, int n) { k::hc_mix(X, h.fn, hp.n_mix(), hp, T, s.mix.data(), tid, n); });
+    pool_.run([&](int tid, int n) {
+      k::hc_pre_apply(X, hw, hp, T, s.mix.data(), s.a.data(), s.post.data(), s.comb.data(), tid, n);
+    });
+    pool_.run([&](int tid, int n) { k::rmsnorm(s.a.data(), norm_w, s.a.data(), T, D, eps, tid, n); });
+  };
+  auto hc_post = [&](const bf16* f) {
+    pool_.run([&](int tid, int n) { k::hc_post(f, X, s.post.data(), s.comb.data(), hp, T, X, tid, n); });
+  };
+  // attention sub-block: hc_pre -> attn_norm -> attention -> hc_post
+  hc_pre(lw.hc_attn, lw.attn_norm);
+  run_attention(lw, lc, mtp_block, decisions);
+  hc_post(s.attn_out.data());
+  // MoE sub-block: hc_pre -> ffn_norm -> MoE -> hc_post
+  hc_pre(lw.hc_ffn, lw.ffn_norm);
+  run_moe(lw, mtp_block, decisions);
+  hc_post(s.m.data());
+}
+
+void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block,
+                                StepDecisions* decisions) {
+  Scratch& s = *s_;
+  const ModelConfig& c = cfg_;
+  const int64_t T = md_.T, D = c.hidden_size, Dh = c.head_dim, Di = c.index_head_dim;
+  const int H = c.num_attention_heads, Dr = static_cast<int>(c.qk_rope_head_dim);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const AttentionWeights& aw = lw.attn;
+  const int64_t* pos = md_.pos.data();
+
+  // q path (also keeps qr for the indexer) and kv path.
+  const k::QPathParams qp{D, c.q_lora_rank, H, static_cast<int>(Dh), Dr, eps};
+  const k::QPathWeights qw{aw.wq_a.w, aw.q_norm, aw.wq_b.w, lc.inv_freq};
+  const k::QPathIO qio{T, s.a.data(), pos, s.qr.data(), s.q.data(), s.qpath.data()};
+  for (int ph = 0; ph < k::kQPathPhases; ++ph) pool_.run([&](int tid, int n) { k::q_path(ph, qp, qw, qio, tid, n); });
+  const k::KvPathParams kp{D, static_cast<int>(Dh), Dr, eps};
+  const k::KvPathWeights kw{aw.wkv.w, aw.kv_norm, lc.inv_freq};
+  const k::KvPathIO kio{T, s.a.data(), pos, s.kv.data(), s.kvpath.data()};
+  for (int ph = 0; ph < k::kKvPathPhases; ++ph) pool_.run([&](int tid, int n) { k::kv_path(ph, kp, kw, kio, tid, n); });
+
+  // Cache writes before any read (runtime.md §2.9): window KV of every row.
+  for (int64_t t = 0; t < T; ++t)
+    std::memcpy(lc.ori.data() + md_.ori_slot[t] * Dh, s.kv.data() + t * Dh, sizeof(bf16) * Dh);
+
+  const k::CompressorStep cstep{T, md_.row_seq.data(), pos};
+  auto compress = [&](CompressorSlot& slot, std::vector<bf16>& cache, int64_t width) {
+    pool_.run([&](int tid, int n) { k::compressor_project(slot.params, slot.weights, s.a.data(), T, s.cmp.data(), tid, n); });
+    pool_.run([&](int tid, int n) {
+      k::compressor_emit(slot.params, slot.weights, cstep, slot.states.data(), s.cmp.data(), s.emits.data(),
+                         s.entries.data(), tid, n);
+    });
+    pool_.run([&](int tid, int n) {
+      k::compressor_commit(slot.params, slot.weights, cstep, slot.states.data(), s.cmp.data(), tid, n);
+    });
+    const int64_t n_emit = k::compressor_count_emits(pos, T, slot.params.ratio);
+    for (int64_t e = 0; e < n_emit; ++e) {
+      const k::CompressorEmit& em = s.emits.data()[e];
+      std::memcpy(cache.data() + cmp_->slot(em.seq, em.index) * width, s.entries.data() + e * width,
+                  sizeof(bf16) * width);
+    }
+  };
+  if (lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, Dh);
+  if (lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, Di);
+
+  // Per-row views of this layer's paged caches.
+  const CacheGroupSpec& os = ori_->spec();
+  const CacheGroupSpec& cs = cmp_->spec();
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t seq = md_.row_seq[t];
+    s.win_rows.data()[t] = PagedRows{lc.ori.data(), ori_->table(seq).data(), os.page_rows, os.ring_pages, Dh};
+    if (lw.ratio > 0)
+      s.cmp_rows.data()[t] = PagedRows{lc.cmp.data(), cmp_->table(seq).data(), cs.page_rows, 0, Dh};
+    if (lw.kind == AttentionKind::kCSA)
+      s.idx_rows.data()[t] = PagedRows{lc.idx.data(), cmp_->table(seq).data(), cs.page_rows, 0, Di};
+  }
+
+  // CSA: lightning indexer picks the compressed entries.
+  const int32_t* picks = nullptr;
+  const int32_t* n_picks = nullptr;
+  int64_t picks_stride = 0;
+  if (lw.kind == AttentionKind::kCSA) {
+    const IndexerWeights& iw = aw.indexer;
+    const k::IndexerParams ip{c.index_n_heads, static_cast<int>(Di), Dr, static_cast<int>(c.index_topk)};
+    const bf16* qr_in = s.qr.data();
+    if (iw.wq_b.w.quantized()) {
+      pool_.run([&](int tid, int n) { k::actq_rows(s.qr.data(), T, c.q_lora_rank, s.qr_q.data(), tid, n); });
+      qr_in = s.qr_q.data();
+    }
+    pool_.run([&](int tid, int n) {
+      k::indexer_project(ip, iw.wq_b.w, iw.weights_proj.w, qr_in, s.a.data(), T, s.qi.data(), s.omega.data(), tid, n);
+    });
+    pool_.run([&](int tid, int n) {
+      k::indexer_finish(ip, lc.inv_freq, pos, T, s.qi.data(), s.omega.data(), s.wgt.data(), tid, n);
+    });
+    for (int64_t t = 0; t < T; ++t) s.count.data()[t] = static_cast<int32_t>(k::visible_entries(pos[t], kCsaRatio));
+    const k::IndexEntries entries{s.idx_rows.data(), s.count.data()};
+    pool_.run([&](int tid, int n) {
+      k::indexer_scores(ip, s.qi.data(), s.wgt.data(), entries, T, s.scores.data(), s.score_stride,
+                        s.idx_scores.data(), tid, n);
+    });
+    pool_.run([&](int tid, int n) {
+      k::indexer_topk(ip, s.scores.data(), s.score_stride, s.count.data(), T, s.picks.data(), s.n_picks.data(), tid, n);
+    });
+    picks = s.picks.data();
+    n_picks = s.n_picks.data();
+    picks_stride = c.index_topk;
+    if (decisions)
+      for (int64_t t = 0; t < T; ++t)
+        decisions->entries.push_back({mtp_block, false, lw.layer, pos[t], md_.row_seq[t],
+                                      std::vector<int32_t>(picks + t * picks_stride, picks + t * picks_stride + n_picks[t])});
+  }
+
+  // Attention list (window part + compressed part) and the Level-A kernel.
+  k::AttnSelectParams sp;
+  sp.kind = lw.kind == AttentionKind::kSWA ? k::AttnKind::kSWA
+            : lw.kind == AttentionKind::kHCA ? k::AttnKind::kHCA : k::AttnKind::kCSA;
+  sp.window = static_cast<int>(c.sliding_window);
+  sp.ratio = lw.ratio;
+  sp.stride = s.list_stride;
+  pool_.run([&](int tid, int n) {
+    k::attn_select(sp, T, pos, md_.window_len.data(), picks, picks_stride, n_picks, s.list.data(), s.len.data(), tid, n);
+  });
+  const k::AttnList list{s.list.data(), s.list_stride, s.len.data(), md_.window_len.data()};
+  const k::AttnKeys keys{s.win_rows.data(), lw.ratio > 0 ? s.cmp_rows.data() : nullptr};
+  const k::SparseAttnParams ap{H, static_cast<int>(Dh)};
+  pool_.run([&](int tid, int n) {
+    k::sparse_attn(ap, s.q.data(), T, list, keys, aw.attn_sink, s.o.data(), s.attn.data(), tid, n);
+  });
+
+  // De-rotation and grouped output projection.
+  const k::OutProjParams op{H, static_cast<int>(Dh), Dr, c.o_groups, c.o_lora_rank, D};
+  const k::OutProjWeights ow{aw.wo_a.w, aw.wo_b.w, lc.inv_freq};
+  const k::OutProjIO oio{T, s.o.data(), pos, s.attn_out.data(), s.oproj.data()};
+  for (int ph = 0; ph < k::kOutProjPhases; ++ph) pool_.run([&](int tid, int n) { k::out_proj(ph, op, ow, oio, tid, n); });
+}
+
+void ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, StepDecisions* decisions) {
+  Scratch& s = *s_;
+  const ModelConfig& c = cfg_;
+  const int64_t T = md_.T, E = c.n_routed_experts, K = c.num_experts_per_tok;
+  const LayerCaches& lc = *layers_[lw.layer];
+  const k::MoeGateParams gp{c.hidden_size, E, K, static_cast<float>(c.routed_scaling_factor)};
+  k::MoeGateWeights gw;
+  gw.weight = lw.ffn.gate.w;
+  gw.bias = lw.ffn.bias;
+  if (lw.hash) gw.tid2eid = k::Tid2Eid{lw.ffn.tid2eid.data(), false, c.vocab_size};
+  pool_.run([&](int tid, int n) { k::moe_gate_scores(s.a.data(), gw, gp, T, s.gate_scores.data(), tid, n); });
+  pool_.run([&](int tid, int n) {
+    k::moe_gate_route(s.gate_scores.data(), gw, md_.token.data(), gp, T, s.ids.data(), s.route_w.data(), tid, n);
+  });
+  if (decisions)
+    for (int64_t t = 0; t < T; ++t)
+      decisions->entries.push_back({mtp_block, true, mtp_block ? 0 : lw.layer, md_.pos[t], md_.row_seq[t],
+                                    std::vector<int32_t>(s.ids.data() + t * K, s.ids.data() + (t + 1) * K)});
+  const k::MoeExpertParams ep{c.hidden_size, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
+  const k::MoeDispatchParams dp{K, 0, E, limits_.max_rows};
+  k::moe_dispatch_build(s.ids.data(), T, dp, &s.moe_work);
+  const k::MoeWork& mw = s.moe_work;
+  pool_.run([&](int tid, int n) { k::moe_experts_in(s.a.data(), lc.experts.data(), lc.shared, ep, dp, mw, tid, n); });
+  pool_.run([&](int tid, int n) { k::moe_experts_up(lc.experts.data(), lc.shared, ep, dp, mw, tid, n); });
+  pool_.run([&](int tid, int n) {
+    k::moe_experts_act(s.route_w.data(), lc.experts.data(), lc.shared, ep, dp, mw, tid, n);
+  });
+  pool_.run([&](int tid, int n) { k::moe_experts_down(lc.experts.data(), lc.shared, ep, dp, mw, tid, n); });
+  const k::MoeCombineParams cp{c.hidden_size, K};
+  pool_.run([&](int tid, int n) {
+    k::moe_combine(mw.x, mw.slot_entry, s.ids.data(), k::shared_out(mw, ep), cp, T, s.m.data(), tid, n);
+  });
+}
+
+void ModelRunner::run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits) {
+  Scratch& s = *s_;
+  const int64_t T = md_.T, D = cfg_.hidden_size, V = cfg_.vocab_size;
+  const k::HcParams hp{cfg_.hc_mult, D, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
+                       static_cast<float>(cfg_.rms_norm_eps)};
+  const k::HcHeadWeights hw{hc.fn, hc.scale, hc.base};
+  pool_.run([&](int tid, int n) { k::hc_mix(X, hc.fn, cfg_.hc_mult, hp, T, s.mix.data(), tid, n); });
+  pool_.run([&](int tid, int n) { k::hc_head_apply(X, hw, hp, T, s.mix.data(), s.y.data(), tid, n); });
+  pool_.run([&](int tid, int n) {
+    k::rmsnorm(s.y.data(), norm, s.y.data(), T, D, static_cast<float>(cfg_.rms_norm_eps), tid, n);
+  });
+  const k::LmHeadParams lp{0, V, V};
+  pool_.run([&](int tid, int n) { k::lm_head(lp, w_.head.w, s.y.data(), T, logits, tid, n); });
+}
+
+}  // namespace dsv4

@@ -1,0 +1,99 @@
+// ModelRunner: the Level-A forward of DeepSeek-V4 over one step of T rows from
+// B requests (model.md §2, §12; runtime.md §1-§2), with paged caches and one
+// plan: every scratch buffer and cache pool is sized once from Limits at
+// construction; a step allocates nothing and runs any B in [0, B_MAX].
+//
+//   forward(reqs):  embed -> L blocks -> Xfinal -> hc_head -> norm -> head
+//   forward_mtp(reqs, X): mtp_proj(embed(t_{p+1}), Xfinal_p) -> MTP block ->
+//                   MTP hc_head -> MTP norm -> head
+// Each request contributes n rows at positions p0 .. p0+n-1 (a prompt chunk or
+// 1 + drafts); prefill and decode are the same call. Caches are written by
+// absolute position, so rows later rejected by verification need no rollback
+// (runtime.md §3.1) as long as S_MAX <= 2 (compressor state rings hold κr rows).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "cache/cache_group.h"
+#include "cache/step_metadata.h"
+#include "kernels/compressor/compressor.h"
+#include "model/config.h"
+#include "model/limits.h"
+#include "model/weights.h"
+#include "numeric/bf16.h"
+#include "numeric/paged_rows.h"
+
+namespace dsv4 {
+
+// Discrete decisions of one step (for --decisions-out and replay tests):
+// routed experts per (block, layer, row) and indexer picks per (layer, row).
+struct StepDecisions {
+  struct Entry {
+    bool mtp = false;
+    bool moe = false;  // false: indexer picks
+    int layer = 0;
+    int64_t pos = 0;
+    int32_t seq = 0;
+    std::vector<int32_t> selected;
+  };
+  std::vector<Entry> entries;
+};
+
+class ModelRunner {
+ public:
+  static Result<std::unique_ptr<ModelRunner>> create(const ModelConfig& cfg, const Weights& w,
+                                                     const Limits& limits);
+  ~ModelRunner();
+
+  const ModelConfig& config() const { return cfg_; }
+  const Limits& limits() const { return limits_; }
+
+  // Sequence slots: start resets the compressor states and allocates the
+  // window rings; end frees every page of the slot.
+  Status start_sequence(int32_t seq);
+  void end_sequence(int32_t seq);
+  bool active(int32_t seq) const;
+
+  // Main model over one step. logits [T, V] for every row (nullptr: none);
+  // xfinal_out [T, N, D] bf16 copy of the final HC stack (nullptr: none).
+  Status forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
+                 StepDecisions* decisions = nullptr);
+  // MTP layer: request r's rows are positions p0..p0+n-1 with tokens = the
+  // NEXT tokens t_{p+1}; X [T, N, D] holds Xfinal_p of every row.
+  Status forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
+                     StepDecisions* decisions = nullptr);
+
+  int64_t vocab_size() const { return cfg_.vocab_size; }
+  int64_t stream_width() const { return cfg_.hc_mult * cfg_.hidden_size; }  // N·D
+
+ private:
+  struct LayerCaches;
+  struct Scratch;
+  ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits);
+  Status init();
+  Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
+  void run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X,
+                 StepDecisions* decisions);
+  void run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, StepDecisions* decisions);
+  void run_moe(const LayerWeights& lw, bool mtp_block, StepDecisions* decisions);
+  void run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits);
+
+  const ModelConfig& cfg_;
+  const Weights& w_;
+  Limits limits_;
+  ThreadPool pool_;
+  std::unique_ptr<CacheGroup> ori_;   // window KV ring (every layer + MTP)
+  std::unique_ptr<CacheGroup> cmp_;   // compressed KV and indexer keys (growing)
+  std::vector<std::unique_ptr<LayerCaches>> layers_;  // main layers, then MTP layers
+  std::unique_ptr<Scratch> s_;
+  StepMetadata md_;
+  std::vector<uint8_t> active_;
+  std::vector<float> inv_main_, inv_compress_;  // RoPE tables of both profiles
+};
+
+}  // namespace dsv4

@@ -1,0 +1,424 @@
+// Checkpoint loader: takes every tensor of the table with its dtype and shape, checks the
+// contents the checklist of checkpoint.md §7 names, and builds the Weights views.
+#include "model/weights.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
+#include "base/check.h"
+#include "base/math.h"
+#include "model/checkpoint_table.h"
+#include "numeric/e4m3.h"
+#include "numeric/ue8m0.h"
+
+namespace dsv4 {
+
+namespace {
+
+std::string describe(DType dtype, const std::vector<int64_t>& shape) {
+  return fmt::format("{} [{}]", dtype_name(dtype), fmt::join(shape, ", "));
+}
+
+std::string describe(const TensorView& v) { return describe(v.dtype, v.shape); }
+
+// Index (row, col) of a flat position in a 2-D tensor, for messages.
+std::string position(const std::vector<int64_t>& shape, int64_t i) {
+  if (shape.size() != 2 || shape[1] == 0) return fmt::format("index {}", i);
+  return fmt::format("index {} (row {}, column {})", i, i / shape[1], i % shape[1]);
+}
+
+// A matrix as found in the file: its form and the views of weight and scale.
+struct FoundMatrix {
+  StorageForm form = StorageForm::kBF16;
+  const TensorView* weight = nullptr;
+  const TensorView* scale = nullptr;
+};
+
+// True when any byte of [p, p+n) is 0x7F or 0xFF (e4m3 NaN). Returns its index in *at.
+bool find_fp8_nan(const uint8_t* p, size_t n, size_t* at) {
+  constexpr uint64_t k7f = 0x7F7F7F7F7F7F7F7Full, k01 = 0x0101010101010101ull,
+                     k80 = 0x8080808080808080ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    const uint64_t z = (w & k7f) ^ k7f;  // a zero byte where the low 7 bits are all set
+    if (((z - k01) & ~z & k80) != 0) break;
+  }
+  for (; i < n; ++i) {
+    if ((p[i] & 0x7F) == 0x7F) {
+      *at = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+class Loader {
+ public:
+  Loader(const SafetensorsSet& files, const ModelConfig& cfg, LoadReport& report)
+      : files_(files), cfg_(cfg), report_(report) {}
+
+  Result<Weights> run() {
+    const std::vector<TensorSpec> table = expected_tensors(cfg_);
+    std::vector<std::string> missing;
+    for (const TensorSpec& spec : table) {
+      if (spec.role == TensorRole::kScale) continue;  // taken with its matrix
+      const TensorView* v = files_.find(spec.name);
+      if (!v) {
+        missing.push_back(spec.name);
+        continue;
+      }
+      if (spec.role == TensorRole::kPlain) {
+        DSV4_RETURN_IF_ERROR(take_plain(spec, *v));
+      } else {
+        DSV4_RETURN_IF_ERROR(take_matrix(spec, *v));
+      }
+    }
+    if (!missing.empty()) {
+      std::string first;
+      const size_t n_show = std::min<size_t>(missing.size(), 5);
+      for (size_t i = 0; i < n_show; ++i) first += (i ? ", " : "") + missing[i];
+      return Status::errorf("checkpoint is missing {} of the {} expected tensors (first: {}{})",
+                            missing.size(), table.size(), first,
+                            missing.size() > n_show ? ", ..." : "");
+    }
+    for (const auto& [name, view] : files_.tensors())
+      if (!used_.count(name)) report_.unexpected.push_back(name);
+    return build();
+  }
+
+ private:
+  void use(const TensorView& v) {
+    used_.insert(v.name);
+    ++report_.n_tensors;
+    report_.n_bytes += static_cast<int64_t>(v.n_bytes);
+  }
+
+  Status take_plain(const TensorSpec& spec, const TensorView& v) {
+    if (v.dtype != spec.dtype || v.shape != spec.shape)
+      return Status::errorf("tensor '{}': expected {}, found {}", spec.name,
+                            describe(spec.dtype, spec.shape), describe(v));
+    use(v);
+    plain_[spec.name] = &v;
+    if (spec.dtype == DType::kI64 && spec.name.ends_with("ffn.gate.tid2eid"))
+      return check_tid2eid(spec, v);
+    return Status();
+  }
+
+  // Accepted forms per checkpoint.md §5.7: the table's form; BF16 in place of FP8/FP4;
+  // FP4 experts when expert_dtype is absent (with a warning).
+  Status take_matrix(const TensorSpec& spec, const TensorView& v) {
+    StorageForm form;
+    const bool fp4_detect = spec.routed_expert && spec.form == StorageForm::kFP8 &&
+                            !cfg_.expert_dtype && spec.in % 32 == 0;
+    if (v.dtype == DType::kBF16) {
+      form = StorageForm::kBF16;
+    } else if (v.dtype == DType::kF8_E4M3 && spec.form == StorageForm::kFP8) {
+      form = StorageForm::kFP8;
+    } else if (v.dtype == DType::kI8 && (spec.form == StorageForm::kFP4 || fp4_detect)) {
+      form = StorageForm::kFP4;
+    } else {
+      return Status::errorf("tensor '{}': expected {}, found {}", spec.name,
+                            expected_forms(spec), describe(v));
+    }
+    const std::vector<TensorSpec> want = matrix_specs(spec, form);
+    if (v.shape != want[0].shape)
+      return Status::errorf("tensor '{}': expected {}, found {}", spec.name,
+                            expected_forms(spec), describe(v));
+    FoundMatrix m;
+    m.form = form;
+    m.weight = &v;
+    const std::string sname = scale_name_for(spec.name);
+    const TensorView* s = files_.find(sname);
+    if (form == StorageForm::kBF16) {
+      if (s)
+        return Status::errorf("tensor '{}': a scale tensor next to the BF16 matrix '{}' (a BF16 "
+                              "matrix has no .scale, checkpoint.md §5.7)",
+                              sname, spec.name);
+      if (spec.form != StorageForm::kBF16) ++report_.n_bf16_fallback;
+    } else {
+      if (!s)
+        return Status::errorf("tensor '{}': missing; the {} matrix '{}' needs it", sname,
+                              storage_form_name(form), spec.name);
+      if (s->dtype != want[1].dtype || s->shape != want[1].shape)
+        return Status::errorf("tensor '{}': expected {}, found {}", sname,
+                              describe(want[1].dtype, want[1].shape), describe(*s));
+      DSV4_RETURN_IF_ERROR(check_scale(*s));
+      if (form == StorageForm::kFP8) {
+        size_t at = 0;
+        if (find_fp8_nan(v.data, v.n_bytes, &at))
+          return Status::errorf("tensor '{}': FP8 NaN code 0x{:02X} at {} (checkpoint.md §7)",
+                                spec.name, v.data[at], position(v.shape, static_cast<int64_t>(at)));
+      }
+      if (form == StorageForm::kFP4 && spec.form != StorageForm::kFP4 && !warned_fp4_) {
+        warned_fp4_ = true;
+        report_.warnings.push_back(fmt::format(
+            "config.json has quantization_config but no expert_dtype; the routed experts are "
+            "stored as packed FP4 (I8 with [O, I/32] scales, first: '{}') and are read as FP4 "
+            "(checkpoint.md §5.7)",
+            spec.name));
+      }
+      m.scale = s;
+      use(*s);
+    }
+    use(v);
+    matrices_[spec.name] = m;
+    return Status();
+  }
+
+  std::string expected_forms(const TensorSpec& spec) const {
+    std::string r;
+    auto add = [&](StorageForm f) {
+      const auto w = matrix_specs(spec, f);
+      r += fmt::format("{}{} ({})", r.empty() ? "" : " or ", describe(w[0].dtype, w[0].shape),
+                       storage_form_name(f));
+    };
+    add(spec.form);
+    if (spec.routed_expert && spec.form == StorageForm::kFP8 && !cfg_.expert_dtype &&
+        spec.in % 32 == 0)
+      add(StorageForm::kFP4);
+    if (spec.form != StorageForm::kBF16) add(StorageForm::kBF16);
+    return r;
+  }
+
+  static Status check_scale(const TensorView& s) {
+    for (size_t i = 0; i < s.n_bytes; ++i) {
+      const uint8_t b = s.data[i];
+      if (!ue8m0_checkpoint_ok(b))
+        return Status::errorf("tensor '{}': scale byte {} at {} is outside the accepted range "
+                              "{}..{} (checkpoint.md §4.5)",
+                              s.name, b, position(s.shape, static_cast<int64_t>(i)),
+                              kUe8m0CheckpointMin, kUe8m0CheckpointMax);
+    }
+    return Status();
+  }
+
+  Status check_tid2eid(const TensorSpec& spec, const TensorView& v) {
+    const int64_t V = spec.shape[0], K = spec.shape[1], E = cfg_.n_routed_experts;
+    std::vector<int32_t> ids(static_cast<size_t>(V * K));
+    int64_t n_dup_rows = 0;
+    constexpr int64_t kMaxListed = 5;
+    for (int64_t t = 0; t < V; ++t) {
+      bool dup = false;
+      for (int64_t k = 0; k < K; ++k) {
+        int64_t id;
+        std::memcpy(&id, v.data + (t * K + k) * 8, 8);
+        if (id < 0 || id >= E)
+          return Status::errorf("tensor '{}': expert id {} at token {}, slot {} is outside "
+                                "[0, n_routed_experts = {})",
+                                spec.name, id, t, k, E);
+        ids[t * K + k] = static_cast<int32_t>(id);
+        for (int64_t k2 = 0; k2 < k; ++k2) dup |= ids[t * K + k2] == ids[t * K + k];
+      }
+      if (dup) {
+        if (n_dup_rows < kMaxListed)
+          report_.warnings.push_back(fmt::format(
+              "layer {}: tid2eid row of token {} repeats an expert id ([{}]); the repeated "
+              "expert's output is added once (model.md §9.1)",
+              spec.layer, t, fmt::join(ids.begin() + t * K, ids.begin() + (t + 1) * K, ", ")));
+        ++n_dup_rows;
+      }
+    }
+    if (n_dup_rows > kMaxListed)
+      report_.warnings.push_back(fmt::format("layer {}: {} tid2eid rows repeat an expert id in "
+                                             "total ({} listed)",
+                                             spec.layer, n_dup_rows, kMaxListed));
+    tid2eid_[spec.name] = std::move(ids);
+    return Status();
+  }
+
+  // ---- building the Weights views (every name below was checked above) ----
+
+  const uint8_t* aligned(Weights& w, const TensorView& v) {
+    const size_t align = dtype_size(v.dtype);
+    if (reinterpret_cast<uintptr_t>(v.data) % align == 0) return v.data;
+    w.realigned.emplace_back(v.data, v.data + v.n_bytes);
+    ++report_.n_realigned;
+    return w.realigned.back().data();
+  }
+
+  template <class T>
+  const T* ptr(Weights& w, const std::string& name) {
+    auto it = plain_.find(name);
+    DSV4_CHECK(it != plain_.end(), "tensor '{}' not loaded", name);
+    return reinterpret_cast<const T*>(aligned(w, *it->second));
+  }
+
+  // A BF16-only projection (kPlain in the table).
+  Linear bf16_linear(Weights& w, const std::string& name) {
+    auto it = plain_.find(name);
+    DSV4_CHECK(it != plain_.end(), "tensor '{}' not loaded", name);
+    const TensorView& v = *it->second;
+    Linear l;
+    l.w = LinearWeight{WeightFormat::kBF16, v.shape[0], v.shape[1], aligned(w, v), nullptr};
+    l.stored = StorageForm::kBF16;
+    l.actq = false;
+    return l;
+  }
+
+  Linear linear(Weights& w, const std::string& name) {
+    auto it = matrices_.find(name);
+    DSV4_CHECK(it != matrices_.end(), "matrix '{}' not loaded", name);
+    const FoundMatrix& m = it->second;
+    Linear l;
+    l.stored = m.form;
+    l.actq = m.form != StorageForm::kBF16;
+    const int64_t out = m.weight->shape[0];
+    switch (m.form) {
+      case StorageForm::kBF16:
+        l.w = LinearWeight{WeightFormat::kBF16, out, m.weight->shape[1], aligned(w, *m.weight),
+                           nullptr};
+        break;
+      case StorageForm::kFP8:
+        l.w = LinearWeight{WeightFormat::kFP8, out, m.weight->shape[1], m.weight->data,
+                           m.scale->data};
+        break;
+      case StorageForm::kFP4:
+        l.w = LinearWeight{WeightFormat::kFP4, out, 2 * m.weight->shape[1], m.weight->data,
+                           m.scale->data};
+        break;
+      default: DSV4_CHECK(false, "matrix '{}' in form {}", name, storage_form_name(m.form));
+    }
+    return l;
+  }
+
+  // wo_a: bf16 as used, no actq (model.md §0.4.4); an FP8 file copy is dequantized exactly.
+  Linear wo_a(Weights& w, const std::string& name, std::vector<bf16>& owned) {
+    Linear l = linear(w, name);
+    if (l.stored == StorageForm::kFP8) {
+      const int64_t O = l.w.out, I = l.w.in, n_sc = ceil_div<int64_t>(I, 128);
+      owned.resize(static_cast<size_t>(O * I));
+      const uint8_t* codes = static_cast<const uint8_t*>(l.w.data);
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t b = 0; b < n_sc; ++b) {
+          const float s = ue8m0_decode(l.w.scale[(o / 128) * n_sc + b]);  // exact (§4.5)
+          for (int64_t i = b * 128; i < std::min(I, (b + 1) * 128); ++i)
+            owned[o * I + i] = bf16::from_float(e4m3_decode(codes[o * I + i]) * s);
+        }
+      l.w = LinearWeight{WeightFormat::kBF16, O, I, owned.data(), nullptr};
+    }
+    DSV4_CHECK(l.w.format == WeightFormat::kBF16, "wo_a '{}' must be bf16 as used", name);
+    l.actq = false;
+    return l;
+  }
+
+  HcParams hc(Weights& w, const std::string& p, const std::string& which) {
+    return HcParams{ptr<float>(w, p + which + "_fn"), ptr<float>(w, p + which + "_base"),
+                    ptr<float>(w, p + which + "_scale")};
+  }
+
+  CompressorWeights compressor(Weights& w, const std::string& p, int ratio, int64_t dim) {
+    CompressorWeights c;
+    c.present = true;
+    c.ratio = ratio;
+    c.dim = dim;
+    c.width = ratio == kCsaRatio ? 2 * dim : dim;
+    c.wkv = bf16_linear(w, p + "wkv.weight");
+    c.wgate = bf16_linear(w, p + "wgate.weight");
+    c.ape = ptr<float>(w, p + "ape");
+    c.norm = ptr<bf16>(w, p + "norm.weight");
+    return c;
+  }
+
+  ExpertWeights expert(Weights& w, const std::string& p) {
+    return ExpertWeights{linear(w, p + "w1.weight"), linear(w, p + "w2.weight"),
+                         linear(w, p + "w3.weight")};
+  }
+
+  LayerWeights layer(Weights& w, int l) {
+    const std::string p = layer_prefix(cfg_, l);
+    LayerWeights L;
+    L.layer = l;
+    L.ratio = cfg_.layer_ratio(l);
+    L.kind = cfg_.attention_kind(l);
+    L.hash = !cfg_.is_mtp_layer(l) && cfg_.is_hash_layer(l);
+    L.attn_norm = ptr<bf16>(w, p + "attn_norm.weight");
+    L.ffn_norm = ptr<bf16>(w, p + "ffn_norm.weight");
+    L.hc_attn = hc(w, p, "hc_attn");
+    L.hc_ffn = hc(w, p, "hc_ffn");
+    AttentionWeights& a = L.attn;
+    a.attn_sink = ptr<float>(w, p + "attn.attn_sink");
+    a.wq_a = linear(w, p + "attn.wq_a.weight");
+    a.q_norm = ptr<bf16>(w, p + "attn.q_norm.weight");
+    a.wq_b = linear(w, p + "attn.wq_b.weight");
+    a.wkv = linear(w, p + "attn.wkv.weight");
+    a.kv_norm = ptr<bf16>(w, p + "attn.kv_norm.weight");
+    a.wo_a = wo_a(w, p + "attn.wo_a.weight", a.wo_a_dequant);
+    a.wo_b = linear(w, p + "attn.wo_b.weight");
+    if (L.ratio != 0) a.compressor = compressor(w, p + "attn.compressor.", L.ratio, cfg_.head_dim);
+    if (L.ratio == kCsaRatio) {
+      a.indexer.present = true;
+      a.indexer.wq_b = linear(w, p + "attn.indexer.wq_b.weight");
+      a.indexer.weights_proj = bf16_linear(w, p + "attn.indexer.weights_proj.weight");
+      a.indexer.compressor =
+          compressor(w, p + "attn.indexer.compressor.", L.ratio, cfg_.index_head_dim);
+    }
+    MoeWeights& f = L.ffn;
+    f.gate = bf16_linear(w, p + "ffn.gate.weight");
+    if (L.hash) {
+      auto it = tid2eid_.find(p + "ffn.gate.tid2eid");
+      DSV4_CHECK(it != tid2eid_.end(), "tid2eid of layer {} not loaded", l);
+      f.tid2eid = std::move(it->second);
+    } else {
+      f.bias = ptr<float>(w, p + "ffn.gate.bias");
+    }
+    f.shared = expert(w, p + "ffn.shared_experts.");
+    f.experts.reserve(cfg_.n_routed_experts);
+    for (int e = 0; e < cfg_.n_routed_experts; ++e)
+      f.experts.push_back(expert(w, fmt::format("{}ffn.experts.{}.", p, e)));
+    return L;
+  }
+
+  Result<Weights> build() {
+    Weights w;
+    w.files = files_;
+    w.embed = ptr<bf16>(w, "embed.weight");
+    w.head = bf16_linear(w, "head.weight");
+    w.norm = ptr<bf16>(w, "norm.weight");
+    w.hc_head = hc(w, "", "hc_head");
+    w.layers.reserve(cfg_.num_hidden_layers);
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l) w.layers.push_back(layer(w, l));
+    w.mtp.reserve(cfg_.num_nextn_predict_layers);
+    for (int i = 0; i < cfg_.num_nextn_predict_layers; ++i) {
+      const int l = cfg_.num_hidden_layers + i;
+      const std::string p = layer_prefix(cfg_, l);
+      MtpWeights m;
+      m.block = layer(w, l);
+      m.e_proj = linear(w, p + "e_proj.weight");
+      m.h_proj = linear(w, p + "h_proj.weight");
+      m.enorm = ptr<bf16>(w, p + "enorm.weight");
+      m.hnorm = ptr<bf16>(w, p + "hnorm.weight");
+      m.norm = ptr<bf16>(w, p + "norm.weight");
+      m.hc_head = hc(w, p, "hc_head");
+      w.mtp.push_back(std::move(m));
+    }
+    return w;
+  }
+
+  const SafetensorsSet& files_;
+  const ModelConfig& cfg_;
+  LoadReport& report_;
+  std::set<std::string> used_;
+  std::unordered_map<std::string, const TensorView*> plain_;
+  std::unordered_map<std::string, FoundMatrix> matrices_;
+  std::unordered_map<std::string, std::vector<int32_t>> tid2eid_;
+  bool warned_fp4_ = false;
+};
+
+}  // namespace
+
+Result<Weights> load_weights(const SafetensorsSet& files, const ModelConfig& cfg,
+                             LoadReport* report) {
+  DSV4_RETURN_IF_ERROR(validate(cfg));
+  LoadReport local;
+  LoadReport& r = report ? *report : local;
+  r = LoadReport{};
+  Loader loader(files, cfg, r);
+  return loader.run();
+}
+
+}  // namespace dsv4
