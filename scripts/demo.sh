@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh release
-exec build/release/apps/cli/dsv4 inspect "$@"
+exec build/release/apps/cli/dsv4 generate "$@"

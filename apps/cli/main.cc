@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   const std::vector<dsv4::cli::Command> commands = {
       dsv4::cli::add_make_tiny(app),
       dsv4::cli::add_inspect(app),
+      dsv4::cli::add_logits(app),
+      dsv4::cli::add_generate(app),
   };
 
   try {

@@ -11,7 +11,7 @@
 // caches; each row is computed from the per-position definitions (model.md §2–§11), so the
 // first k rows of a call equal, bit for bit, a call on tokens[0..k).
 //   logits      [n, V]    row p predicts token p+1 (model.md §2.1, §10.1)
-//   mtp_logits  [n-1, V]  row p from Xfinal_p and embed(tokens[p+1]) through the MTP block
+//   mtp_logits  [n-1, V]  row p from Xfinal_p and embed(tokens[p+1]) through the mtp.0 block
 //                         (own SWA over MTP rows <= p); predicts token p+2 (model.md §11)
 // Memory: weights are dequantized a block of rows at a time; routed experts only when a
 // token of the call selects them.

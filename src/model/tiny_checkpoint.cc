@@ -2,7 +2,6 @@
 #include "model/tiny_checkpoint.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>

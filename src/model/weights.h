@@ -13,7 +13,8 @@
 //                    scale [3]} f32
 //   AttentionWeights: attn_sink [H] f32; wq_a [Rq, D]; q_norm [Rq]; wq_b [H·Dh, Rq];
 //                    wkv [Dh, D]; kv_norm [Dh]; wo_a [G·Ro, H·Dh/G]; wo_b [D, G·Ro]
-//   CompressorWeights: wkv, wgate [c, D] bf16; ape [ratio, c] f32; norm [c/(ratio==4?2:1)]
+//   CompressorWeights: wkv, wgate [c, D] bf16; ape [ratio, c] f32; norm [dim]; c = 2·dim
+//                    for ratio 4 (overlap), dim otherwise (dim = Dh main, Di indexer)
 //   IndexerWeights:  wq_b [Hi·Di, Rq]; weights_proj [Hi, D] bf16; compressor (ratio 4, Di)
 //   MoeWeights:      gate [E, D] bf16; bias [E] f32 (score layers) | tid2eid [V, K] int32
 //                    (hash layers); shared expert and E routed experts w1/w3 [F, D], w2 [D, F]

@@ -90,6 +90,7 @@ FloatForwardOutput run(const TinyModel& m, const std::vector<int32_t>& tokens, b
 // Rows [r0, r1) of two [*, V] logit arrays are bit-identical.
 bool rows_equal(const std::vector<float>& a, const std::vector<float>& b, int64_t V, int64_t r0,
                 int64_t r1) {
+  if (r1 <= r0) return true;
   return std::memcmp(a.data() + r0 * V, b.data() + r0 * V, sizeof(float) * (r1 - r0) * V) == 0;
 }
 

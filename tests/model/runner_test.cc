@@ -207,6 +207,49 @@ INSTANTIATE_TEST_SUITE_P(Presets, RunnerTest,
                            return std::string(info.param.preset) + "_" + std::string(tiny_quant_name(info.param.quant));
                          });
 
+// Teacher-forced logits: prompt of plen tokens in chunks of `chunk`, then one row per step.
+std::vector<float> prompt_then_decode(ModelRunner& r, const std::vector<int32_t>& toks, int plen, int chunk) {
+  const int64_t V = r.vocab_size();
+  const int n = static_cast<int>(toks.size());
+  std::vector<float> out(static_cast<size_t>(n) * V), step(static_cast<size_t>(r.limits().max_rows) * V);
+  EXPECT_TRUE(r.start_sequence(2).ok());
+  for (int p0 = 0; p0 < n;) {
+    const int c = p0 < plen ? std::min(chunk, plen - p0) : 1;
+    const StepRequest q{2, p0, c, plen, toks.data() + p0};
+    Status st = r.forward({&q, 1}, step.data(), nullptr);
+    EXPECT_TRUE(st.ok()) << st.message();
+    std::copy(step.begin(), step.begin() + static_cast<int64_t>(c) * V, out.begin() + static_cast<int64_t>(p0) * V);
+    p0 += c;
+  }
+  r.end_sequence(2);
+  return out;
+}
+
+// model.md §14.3: on tiny the HCA list passes 64 entries from p = 455 on, so prompt
+// rows and decode rows carry two-block lists; a 480-token prompt decoded on to 520
+// equals pure token-by-token decoding.
+TEST(Runner, LongSequenceWithTwoBlockLists) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  const auto toks = tokens(520, 21, m.cfg.vocab_size);
+  auto r = ModelRunner::create(m.cfg, *m.w, limits(48));
+  ASSERT_TRUE(r.ok()) << r.message();
+  const auto chunked = prompt_then_decode(**r, toks, 480, 48);
+  const auto decoded = prompt_then_decode(**r, toks, 1, 1);
+  ASSERT_EQ(chunked, decoded);
+}
+
+// Decoding that starts at p mod 4 != 0 after a prompt shorter than 4 (and after 6).
+TEST(Runner, ShortPromptsThenDecode) {
+  for (const char* preset : {"tiny", "tiny2"}) {
+    const Loaded& m = model(preset, TinyQuant::kFp8);
+    auto r = ModelRunner::create(m.cfg, *m.w, limits(8));
+    ASSERT_TRUE(r.ok()) << r.message();
+    const auto toks = tokens(30, 4, m.cfg.vocab_size);
+    const auto decoded = prompt_then_decode(**r, toks, 1, 1);
+    for (int plen : {2, 3, 6}) ASSERT_EQ(prompt_then_decode(**r, toks, plen, 8), decoded) << preset << " " << plen;
+  }
+}
+
 TEST(Runner, EmptyStepAndCapacityErrors) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
   auto r = ModelRunner::create(m.cfg, *m.w, limits(8));

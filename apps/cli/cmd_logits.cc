@@ -1,0 +1,128 @@
+// dsv4 logits [--model DIR] --tokens 1,2,3 --out FILE.npy [--mtp] [--chunk N] [--decode]
+//             [--numerics demo|float] [--decisions-out FILE.json] [--threads N]:
+// teacher-forced logits of one token sequence as float32 .npy [n, vocab] (--mtp: the
+// MTP head's [n-1, vocab]) and optionally every discrete decision as JSON
+// (runtime/teacher_forced.h). The interface is the contract for external
+// conformance checks: keep it stable. Prints a one-line summary to stderr.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "runtime/teacher_forced.h"
+
+namespace dsv4::cli {
+namespace {
+struct LogitsArgs {
+  std::string model;
+  std::string tokens;
+  std::string out;
+  bool mtp = false;
+  int32_t chunk = 0;
+  bool decode = false;
+  std::string numerics = "demo";
+  std::string decisions_out;
+  int32_t threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+};
+
+// Writes text through a temporary file and rename, so `path` is either old or complete.
+Status write_text_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return Status::errorf("cannot open {} for writing", tmp);
+  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!wrote || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status::errorf("cannot write {}", path);
+  }
+  return Status();
+}
+
+int run_logits(const LogitsArgs& a) {
+  Result<std::vector<int32_t>> tokens = parse_token_ids(a.tokens);
+  if (!tokens.ok()) return fail(tokens.status().with_context("--tokens"));
+  Result<Numerics> numerics = parse_numerics(a.numerics);
+  if (!numerics.ok()) return fail(numerics.status().with_context("--numerics"));
+  Result<std::string> dir = resolve_model_dir(a.model);
+  if (!dir.ok()) return fail(dir.status());
+
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<ModelConfig> cfg = load_config(dir.value());
+  if (!cfg.ok()) return fail(cfg.status());
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(dir.value());
+  if (!files.ok()) return fail(files.status());
+  Result<Weights> w = load_weights(files.value(), cfg.value(), nullptr);
+  if (!w.ok()) return fail(w.status().with_context(dir.value()));
+  const auto t1 = std::chrono::steady_clock::now();
+
+  TeacherForcedOptions opt;
+  opt.mtp = a.mtp;
+  opt.chunk = a.chunk;
+  opt.decode = a.decode;
+  opt.numerics = numerics.value();
+  opt.collect_decisions = !a.decisions_out.empty();
+  opt.n_threads = a.threads;
+  Result<TeacherForcedOutput> r = teacher_forced_logits(cfg.value(), w.value(), tokens.value(), opt);
+  if (!r.ok()) return fail(r.status());
+  const auto t2 = std::chrono::steady_clock::now();
+
+  const TeacherForcedOutput& o = r.value();
+  Status st = write_npy_f32(a.out, o.logits.data(), {o.rows, o.vocab});
+  if (!st.ok()) return fail(st);
+  if (!a.decisions_out.empty()) {
+    st = write_text_file(a.decisions_out, decisions_to_json(o.decisions));
+    if (!st.ok()) return fail(st);
+  }
+  const std::string feed = a.numerics == "float" ? "whole sequence"
+                           : a.decode           ? "decode steps"
+                           : a.chunk > 0        ? "prefill chunks of " + std::to_string(a.chunk)
+                                                : "whole-prompt prefill";
+  std::fprintf(stderr, "dsv4 logits: %s [%lld, %lld] float32 -> %s (%s numerics, %s, threads %d); "
+               "load %.3f s, forward %.3f s",
+               a.mtp ? "mtp" : "main", static_cast<long long>(o.rows), static_cast<long long>(o.vocab),
+               a.out.c_str(), a.numerics.c_str(), feed.c_str(), a.threads,
+               std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
+  if (!a.decisions_out.empty())
+    std::fprintf(stderr, "; %zu decisions -> %s", o.decisions.size(), a.decisions_out.c_str());
+  std::fprintf(stderr, "\n");
+  return 0;
+}
+}  // namespace
+
+Command add_logits(CLI::App& app) {
+  auto args = std::make_shared<LogitsArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "logits", "Teacher-forced logits of a token sequence as float32 .npy [n, vocab] "
+                "(--mtp: the MTP head's [n-1, vocab])");
+  sub->add_option("--model", args->model,
+                  "Checkpoint directory (default: the built-in tiny model, generated on first use)");
+  sub->add_option("--tokens", args->tokens, "Comma-separated token ids, e.g. 1,2,3")->required();
+  sub->add_option("--out", args->out, "Output .npy file (float32, C order)")->required();
+  sub->add_flag("--mtp", args->mtp,
+                "MTP head's logits: row i from the final hidden state at position i and token i+1");
+  sub->add_option("--chunk", args->chunk, "Prefill in chunks of N rows (0: whole prompt)")
+      ->capture_default_str();
+  sub->add_flag("--decode", args->decode,
+                "First token as a one-token prompt, every later token as its own decode step");
+  sub->add_option("--numerics", args->numerics,
+                  "demo (Level A, the default) or float (Level B: dequantized weights, fp32 activations)")
+      ->check(CLI::IsMember({"demo", "float"}))
+      ->capture_default_str();
+  sub->add_option("--decisions-out", args->decisions_out,
+                  "Write every routed-expert and indexer decision as JSON to this file");
+  sub->add_option("--threads", args->threads, "Worker threads (demo numerics)")->capture_default_str();
+  return {sub, [args]() { return run_logits(*args); }};
+}
+
+}  // namespace dsv4::cli

@@ -1,0 +1,236 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "base/check.h"
+
+namespace dsv4 {
+
+struct Engine::Running {
+  int id = 0;
+  int32_t seq = -1;
+  std::vector<int32_t> tokens;  // prompt, then committed outputs
+  int64_t prompt_len = 0;
+  int64_t n_cached = 0;         // positions in the main caches (and the MTP cache)
+  int32_t draft = -1;           // MTP draft for position tokens.size(), or -1
+  int32_t generated = 0;
+  bool done = false;
+  // This step:
+  int32_t rows = 0;
+  int64_t row_begin = 0;
+};
+
+Engine::Engine(const ModelConfig& cfg, const Weights& w, const Limits& limits, const EngineOptions& opt,
+               std::unique_ptr<ModelRunner> runner)
+    : cfg_(cfg), limits_(limits), opt_(opt), runner_(std::move(runner)) {
+  (void)w;
+  const int64_t T = limits.max_rows, V = cfg.vocab_size, ND = cfg.hc_mult * cfg.hidden_size;
+  seq_used_.assign(limits.max_seqs, 0);
+  reqs_.reserve(limits.max_batch);
+  planned_.reserve(limits.max_batch);
+  mtp_reqs_.reserve(limits.max_batch);
+  row_tokens_.resize(T);
+  mtp_tokens_.resize(T);
+  logits_.resize(static_cast<size_t>(T * V));
+  mtp_logits_.resize(static_cast<size_t>(T * V));
+  xfinal_.resize(static_cast<size_t>(T * ND));
+  mtp_x_.resize(static_cast<size_t>(T * ND));
+  sample_scratch_.resize(static_cast<size_t>(kernels::sample_scratch_bytes(V, 1) / 8 + 1));
+}
+
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Weights& w, const Limits& limits,
+                                               const EngineOptions& opt) {
+  if (opt.mtp && w.mtp.empty())
+    return Status::error("--mtp needs an MTP layer, but num_nextn_predict_layers = 0");
+  Limits l = limits;
+  if (opt.mtp) l.max_decode_rows = std::max(l.max_decode_rows, 2);
+  auto runner = ModelRunner::create(cfg, w, l);
+  if (!runner.ok()) return runner.status();
+  return std::unique_ptr<Engine>(new Engine(cfg, w, l, opt, std::move(*runner)));
+}
+
+Result<int> Engine::add_request(GenerationRequest req) {
+  if (req.prompt.empty()) return Status::error("request: prompt is empty (need at least one token id)");
+  for (size_t i = 0; i < req.prompt.size(); ++i)
+    if (req.prompt[i] < 0 || req.prompt[i] >= cfg_.vocab_size)
+      return Status::errorf("request: prompt token {} at index {} outside the vocabulary [0, {})", req.prompt[i], i,
+                            cfg_.vocab_size);
+  Status st = kernels::validate_sampling_params(req.sampling);
+  if (!st.ok()) return st.with_context("request");
+  if (req.max_tokens < 1) return Status::errorf("request: max_tokens = {} must be at least 1", req.max_tokens);
+  if (static_cast<int64_t>(req.prompt.size()) + 1 > limits_.max_context)
+    return Status::errorf("request: prompt of {} tokens leaves no room in max_context = {}", req.prompt.size(),
+                          limits_.max_context);
+  const int id = static_cast<int>(results_.size());
+  RequestResult res;
+  res.id = id;
+  res.prompt = req.prompt;
+  results_.push_back(std::move(res));
+  requests_.push_back(std::move(req));
+  waiting_.push_back(id);
+  return id;
+}
+
+int32_t Engine::sample_row(const float* logits, const kernels::SamplingParams& sp, int64_t position, int slot) {
+  const kernels::SampleRow row{sp, position, slot};
+  int32_t tok = 0;
+  kernels::sample(logits, 1, cfg_.vocab_size, &row, &tok, sample_scratch_.data(),
+                  static_cast<int64_t>(sample_scratch_.size() * 8), 0, 1);
+  return tok;
+}
+
+void Engine::finish(Running& r, const char* reason) {
+  r.done = true;
+  RequestResult& res = results_[r.id];
+  res.finished = true;
+  res.finish_reason = reason;
+  runner_->end_sequence(r.seq);
+  seq_used_[r.seq] = 0;
+}
+
+Result<StepReport> Engine::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  StepReport rep;
+  // Admission: a waiting request takes a free sequence slot.
+  while (!waiting_.empty()) {
+    int32_t seq = -1;
+    for (int32_t s = 0; s < limits_.max_seqs; ++s)
+      if (!seq_used_[s]) {
+        seq = s;
+        break;
+      }
+    if (seq < 0) break;
+    const int id = waiting_.front();
+    Status st = runner_->start_sequence(seq);
+    if (!st.ok()) return st;
+    waiting_.pop_front();
+    seq_used_[seq] = 1;
+    auto r = std::make_unique<Running>();
+    r->id = id;
+    r->seq = seq;
+    r->tokens = requests_[id].prompt;
+    r->prompt_len = static_cast<int64_t>(r->tokens.size());
+    running_.push_back(std::move(r));
+  }
+
+  // Plan: rows per request within B_MAX and T_MAX, in admission order.
+  reqs_.clear();
+  std::vector<Running*>& planned = planned_;
+  planned.clear();
+  int64_t T = 0;
+  for (auto& rp : running_) {
+    Running& r = *rp;
+    if (static_cast<int32_t>(reqs_.size()) >= limits_.max_batch) break;
+    int32_t rows;
+    const int32_t* toks;
+    if (r.n_cached < r.prompt_len) {
+      rows = static_cast<int32_t>(std::min<int64_t>({r.prompt_len - r.n_cached, limits_.max_chunk, limits_.max_rows - T}));
+      toks = r.tokens.data() + r.n_cached;
+    } else {
+      rows = r.draft >= 0 ? 2 : 1;
+      if (T + rows > limits_.max_rows) continue;
+      row_tokens_[T] = r.tokens.back();
+      if (rows == 2) row_tokens_[T + 1] = r.draft;
+      toks = row_tokens_.data() + T;
+    }
+    if (rows <= 0) continue;
+    r.rows = rows;
+    r.row_begin = T;
+    reqs_.push_back(StepRequest{r.seq, r.n_cached, rows, r.prompt_len, toks});
+    planned.push_back(&r);
+    T += rows;
+  }
+  rep.batch = static_cast<int32_t>(reqs_.size());
+  rep.rows = static_cast<int32_t>(T);
+  if (reqs_.empty()) return rep;
+
+  Status st = runner_->forward(reqs_, logits_.data(), opt_.mtp ? xfinal_.data() : nullptr);
+  if (!st.ok()) return st;
+
+  // Sampling, verification, commit.
+  const int64_t V = cfg_.vocab_size, ND = runner_->stream_width();
+  mtp_reqs_.clear();
+  int64_t mtp_T = 0;
+  for (Running* rp : planned) {
+    Running& r = *rp;
+    const GenerationRequest& g = requests_[r.id];
+    const int64_t old_cached = r.n_cached;
+    const int64_t last = r.row_begin + r.rows - 1;
+    auto commit = [&](int32_t tok) {
+      if (r.done) return;
+      r.tokens.push_back(tok);
+      results_[r.id].output.push_back(tok);
+      ++r.generated;
+      ++rep.committed;
+      if (g.stop_at_eos && tok == cfg_.eos_token_id) finish(r, "eos");
+      else if (r.generated >= g.max_tokens) finish(r, "length");
+      else if (static_cast<int64_t>(r.tokens.size()) + 1 >= limits_.max_context) finish(r, "context");
+    };
+    if (old_cached < r.prompt_len) {
+      r.n_cached += r.rows;
+      if (r.n_cached == r.prompt_len) {
+        const int64_t q = r.n_cached;  // position of the token sampled from the last prompt row
+        commit(sample_row(logits_.data() + last * V, g.sampling, q, 0));
+      }
+    } else {
+      const int64_t q = static_cast<int64_t>(r.tokens.size());  // position predicted by row 0
+      const int32_t g0 = sample_row(logits_.data() + r.row_begin * V, g.sampling, q, 0);
+      if (r.rows == 2) {
+        ++rep.drafts;
+        if (r.draft == g0) {
+          ++rep.accepted;
+          r.n_cached += 2;
+          commit(g0);
+          commit(sample_row(logits_.data() + (r.row_begin + 1) * V, g.sampling, q + 1, 0));
+        } else {
+          r.n_cached += 1;
+          commit(g0);
+        }
+      } else {
+        r.n_cached += 1;
+        commit(g0);
+      }
+      r.draft = -1;
+    }
+    // MTP rows: the positions committed to the caches this step whose next token is known.
+    if (opt_.mtp && !r.done) {
+      const int64_t n = r.n_cached - old_cached;
+      for (int64_t i = 0; i < n; ++i) mtp_tokens_[mtp_T + i] = r.tokens[old_cached + i + 1];
+      std::memcpy(mtp_x_.data() + mtp_T * ND, xfinal_.data() + r.row_begin * ND, sizeof(bf16) * n * ND);
+      mtp_reqs_.push_back(StepRequest{r.seq, old_cached, static_cast<int32_t>(n), r.prompt_len,
+                                      mtp_tokens_.data() + mtp_T});
+      r.row_begin = mtp_T;  // reused: the request's first MTP row
+      r.rows = static_cast<int32_t>(n);
+      mtp_T += n;
+    }
+  }
+
+  if (opt_.mtp && !mtp_reqs_.empty()) {
+    st = runner_->forward_mtp(mtp_reqs_, mtp_x_.data(), mtp_logits_.data());
+    if (!st.ok()) return st;
+    for (Running* rp : planned) {
+      Running& r = *rp;
+      if (r.done || r.n_cached < r.prompt_len) continue;
+      // The last MTP row (position n_cached - 1) predicts position n_cached + 1 = tokens.size().
+      const int64_t last = r.row_begin + r.rows - 1;
+      const kernels::SamplingParams greedy{0.0f, 1.0f, 0};
+      const int64_t q = static_cast<int64_t>(r.tokens.size());
+      r.draft = sample_row(mtp_logits_.data() + last * V, greedy, q, 1);
+      if (opt_.force_draft) {
+        const int32_t forced = opt_.force_draft(r.id, q);
+        if (forced >= 0) r.draft = forced;
+      }
+    }
+  }
+
+  running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->done; }),
+                 running_.end());
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+}  // namespace dsv4

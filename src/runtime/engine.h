@@ -1,0 +1,101 @@
+// Engine: continuous batching over one ModelRunner (runtime.md §1, §3, §4).
+// Each step the scheduler gives every running request rows of one forward:
+// a prompt chunk (<= max_chunk) while it prefills, then 1 row per decode step
+// (2 with an MTP draft: the last committed token and the draft). Requests join
+// when a sequence slot is free and leave when they finish, so B changes from
+// step to step. Sampling (model.md §10.2) depends only on the request's seed
+// and the position, so a request's tokens never depend on its batch.
+//
+// MTP speculative decode (model.md §11, runtime.md §3.2, §4): after the main
+// forward, the MTP layer runs on every position committed this step (its
+// Xfinal from this step, its next token now known); the last one's argmax is
+// the draft for the position after the next. The next step verifies it by
+// exact match against the token the target samples there; rejected rows leave
+// cache content behind that position-addressed writes later overwrite.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/sample/sample.h"
+#include "model/runner.h"
+
+namespace dsv4 {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  kernels::SamplingParams sampling;  // temperature 0 = greedy
+  int32_t max_tokens = 32;
+  bool stop_at_eos = true;
+};
+
+struct RequestResult {
+  int id = 0;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> output;
+  std::string finish_reason;  // "length" | "eos" | "context"
+  bool finished = false;
+};
+
+struct StepReport {
+  int32_t batch = 0;          // requests in the step (B)
+  int32_t rows = 0;           // rows of the main forward (T)
+  int32_t committed = 0;      // tokens committed to outputs this step
+  int32_t drafts = 0;         // MTP drafts verified this step
+  int32_t accepted = 0;       // of which accepted
+  double seconds = 0;
+};
+
+struct EngineOptions {
+  bool mtp = false;
+  // Forced drafts (runtime.md §8: forced accept patterns): when set, the MTP
+  // layer still runs, but the draft for (request id, position) is this
+  // function's value unless it returns -1.
+  std::function<int32_t(int, int64_t)> force_draft;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const ModelConfig& cfg, const Weights& w,
+                                                const Limits& limits, const EngineOptions& opt);
+  ~Engine();
+
+  // Validates and queues a request; returns its id.
+  Result<int> add_request(GenerationRequest req);
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  // One scheduling step (admission, forward, sampling, verification, MTP).
+  Result<StepReport> step();
+  const RequestResult& result(int id) const { return results_[id]; }
+  int n_requests() const { return static_cast<int>(results_.size()); }
+
+ private:
+  struct Running;
+  Engine(const ModelConfig& cfg, const Weights& w, const Limits& limits, const EngineOptions& opt,
+         std::unique_ptr<ModelRunner> runner);
+  int32_t sample_row(const float* logits, const kernels::SamplingParams& sp, int64_t position, int slot);
+  void finish(Running& r, const char* reason);
+
+  const ModelConfig& cfg_;
+  Limits limits_;
+  EngineOptions opt_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::deque<int> waiting_;
+  std::vector<std::unique_ptr<Running>> running_;
+  std::vector<RequestResult> results_;
+  std::vector<GenerationRequest> requests_;
+  std::vector<uint8_t> seq_used_;
+  // Step buffers, sized once.
+  std::vector<StepRequest> reqs_, mtp_reqs_;
+  std::vector<Running*> planned_;
+  std::vector<int32_t> row_tokens_, mtp_tokens_;
+  std::vector<float> logits_, mtp_logits_;
+  std::vector<bf16> xfinal_, mtp_x_;
+  std::vector<uint64_t> sample_scratch_;
+};
+
+}  // namespace dsv4

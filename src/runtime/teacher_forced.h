@@ -1,0 +1,91 @@
+// Teacher-forced logits of one token sequence (`dsv4 logits`, the interface of
+// external conformance checks; model.md §0.3, §11, §12; runtime.md §1.1a).
+//
+// Tokens t[0..n) sit at positions 0..n-1 of one sequence.
+//   main:  logits [n, V]    row p = head(Xfinal_p), predicts t[p+1]
+//   --mtp: logits [n-1, V]  row p = MTP head from Xfinal_p and embed(t[p+1]),
+//                           predicts t[p+2] (model.md §11); needs n >= 2
+// Feeding (demo numerics, the Level-A ModelRunner):
+//   default   the whole sequence is the prompt (prompt_len = n), prefilled in
+//             calls of `chunk` rows (chunk 0: one call, or calls of
+//             kMaxTeacherForcedCall rows when n is larger; the engine is
+//             row-invariant, so the split does not change any value)
+//   decode    t[0] is a one-token prompt (prompt_len = 1), every later token
+//             its own one-row decode step (list layout Wc = W, model.md §0.4.7)
+//   mtp       after each main call over positions [p0, p0+c), the MTP layer
+//             runs over the rows p in [p0, min(p0+c, n-1)) with tokens t[p+1]
+//             and the Xfinal rows of that call (one MTP row per decode step)
+// Float numerics (Level B): float_forward over the whole sequence; chunk and
+// decode are validated and accepted but do not change Level-B results.
+//
+// Decisions: every discrete decision of the run, main block and (with mtp)
+// MTP block: kind moe = the routed experts of the token at pos in layer L in
+// the order the engine produced them (hash layers included), kind idx = the
+// compressed entries the indexer picked for the query at pos in list order
+// (CSA layers only, one entry per row, empty while no entry is visible). The
+// MTP block is layer 0. With mtp the main block's decisions are listed too:
+// the MTP logits depend on them through Xfinal, so replay needs both.
+// Sorted by (block main < mtp, layer, pos, kind idx < moe) in both numerics.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace dsv4 {
+
+enum class Numerics { kDemo, kFloat };
+
+// "demo" | "float".
+Result<Numerics> parse_numerics(std::string_view name);
+std::string_view numerics_name(Numerics n);
+
+// Largest prefill call of a teacher-forced run (rows per ModelRunner step).
+constexpr int32_t kMaxTeacherForcedCall = 512;
+
+struct TeacherForcedOptions {
+  bool mtp = false;         // MTP head's logits [n-1, V] instead of the main [n, V]
+  int32_t chunk = 0;        // prefill rows per call; 0 = whole prompt
+  bool decode = false;      // one-token prompt, then one decode step per token
+  Numerics numerics = Numerics::kDemo;
+  bool collect_decisions = false;
+  int32_t n_threads = 1;    // demo numerics only
+};
+
+struct Decision {
+  bool mtp = false;  // block "mtp" | "main"
+  bool idx = false;  // kind "idx" | "moe"
+  int layer = 0;
+  int64_t pos = 0;
+  std::vector<int32_t> selected;
+};
+
+struct TeacherForcedOutput {
+  int64_t rows = 0;                  // n, or n-1 with mtp
+  int64_t vocab = 0;                 // V
+  std::vector<float> logits;         // [rows, V]
+  std::vector<Decision> decisions;   // sorted as above; empty unless collected
+};
+
+// Errors: empty tokens; a token id outside [0, vocab_size) (names the id and its
+// index); chunk < 0 or > kMaxTeacherForcedCall; decode together with chunk > 0;
+// mtp with n < 2 or without an MTP layer; any error of the runner.
+Result<TeacherForcedOutput> teacher_forced_logits(const ModelConfig& cfg, const Weights& w,
+                                                  const std::vector<int32_t>& tokens,
+                                                  const TeacherForcedOptions& opt);
+
+// Parses a comma-separated list of decimal token ids ("5,17,42"). Every item is
+// one or more ASCII digits with a value <= INT32_MAX; an empty item, any other
+// character or an overflowing value is an error naming the item and its index.
+Result<std::vector<int32_t>> parse_token_ids(std::string_view text);
+
+// {"decisions": [{"block": "main", "kind": "moe", "layer": 0, "pos": 0,
+//   "selected": [3, 5]}, ...]}, one decision per line, in the given order.
+std::string decisions_to_json(const std::vector<Decision>& decisions);
+
+}  // namespace dsv4

@@ -1,0 +1,190 @@
+// Engine: continuous batching with sampling and MTP speculative decode.
+// Greedy and seeded sampling give the same tokens with and without MTP, and
+// the same tokens whatever the batch; request validation errors.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/tiny_checkpoint.h"
+#include "model/weights.h"
+#include "runtime/engine.h"
+
+namespace dsv4 {
+namespace {
+
+struct Loaded {
+  ModelConfig cfg;
+  std::unique_ptr<SafetensorsSet> files;
+  std::unique_ptr<Weights> w;
+};
+
+const Loaded& model(const std::string& preset, TinyQuant q) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
+  const std::string key = preset + "-" + std::string(tiny_quant_name(q));
+  if (auto it = cache.find(key); it != cache.end()) return *it->second;
+  const char* t = std::getenv("DSV4_TEST_TMP");
+  const std::string dir = std::string(t ? t : "/tmp/dsv4_test_engine") + "/" + key;
+  std::filesystem::create_directories(dir);
+  EXPECT_TRUE(make_tiny_checkpoint(dir, preset, 2, q).ok());
+  auto L = std::make_unique<Loaded>();
+  L->cfg = *load_config(dir);
+  L->files = std::make_unique<SafetensorsSet>(std::move(*SafetensorsSet::open_dir(dir)));
+  auto w = load_weights(*L->files, L->cfg, nullptr);
+  EXPECT_TRUE(w.ok()) << w.message();
+  L->w = std::make_unique<Weights>(std::move(*w));
+  return *(cache[key] = std::move(L));
+}
+
+Limits limits(int batch) {
+  Limits l;
+  l.max_batch = batch;
+  l.max_seqs = batch;
+  l.max_rows = 32;
+  l.max_chunk = 16;
+  l.max_decode_rows = 2;
+  l.max_context = 512;
+  l.n_threads = 2;
+  return l;
+}
+
+struct RunStats {
+  std::vector<std::vector<int32_t>> out;
+  int drafts = 0, accepted = 0;
+  std::vector<int> batches;
+};
+
+RunStats run(const Loaded& m, int batch, bool mtp, const std::vector<GenerationRequest>& reqs,
+            std::function<int32_t(int, int64_t)> force = {}) {
+  auto e = Engine::create(m.cfg, *m.w, limits(batch), EngineOptions{mtp, force});
+  EXPECT_TRUE(e.ok()) << e.message();
+  for (const auto& r : reqs) EXPECT_TRUE((*e)->add_request(r).ok());
+  RunStats s;
+  while (!(*e)->idle()) {
+    auto rep = (*e)->step();
+    EXPECT_TRUE(rep.ok()) << rep.message();
+    if (!rep.ok()) break;
+    s.drafts += rep->drafts;
+    s.accepted += rep->accepted;
+    s.batches.push_back(rep->batch);
+  }
+  for (int i = 0; i < (*e)->n_requests(); ++i) s.out.push_back((*e)->result(i).output);
+  return s;
+}
+
+std::vector<GenerationRequest> requests(float temperature, float top_p) {
+  std::vector<GenerationRequest> v;
+  const std::vector<std::vector<int32_t>> prompts = {
+      {5, 17, 42}, {1}, {300, 12, 77, 9, 18, 400, 31, 2, 2, 7, 61, 99, 100, 101, 102, 103, 104, 105, 106, 13},
+      {8, 8, 8, 8, 8}, {444, 3}};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerationRequest g;
+    g.prompt = prompts[i];
+    g.max_tokens = 20 + 3 * static_cast<int>(i);
+    g.stop_at_eos = false;
+    g.sampling = {temperature, top_p, 1000 + i};
+    v.push_back(g);
+  }
+  return v;
+}
+
+TEST(Engine, MtpGivesTheSameTokensGreedy) {
+  for (TinyQuant q : {TinyQuant::kFp8, TinyQuant::kNone}) {
+    const Loaded& m = model("tiny", q);
+    const auto reqs = requests(0.0f, 1.0f);
+    const RunStats plain = run(m, 3, false, reqs);
+    const RunStats spec = run(m, 3, true, reqs);
+    ASSERT_EQ(plain.out, spec.out);
+    EXPECT_GT(spec.drafts, 0);
+    std::printf("tiny %s greedy: MTP acceptance %d/%d = %.2f\n", std::string(tiny_quant_name(q)).c_str(),
+                spec.accepted, spec.drafts, spec.drafts ? double(spec.accepted) / spec.drafts : 0.0);
+  }
+}
+
+// Forced accept patterns (runtime.md §8): drafts taken from the plain run are
+// accepted, wrong ones rejected; either way the committed tokens are those of
+// plain decoding, including drafts that cross CSA (4) and HCA (8) boundaries.
+TEST(Engine, ForcedAcceptAndRejectPatterns) {
+  for (const char* preset : {"tiny", "tiny2"}) {
+    const Loaded& m = model(preset, TinyQuant::kFp8);
+    for (float temp : {0.0f, 0.7f}) {
+      const auto reqs = requests(temp, 1.0f);
+      const RunStats plain = run(m, 3, false, reqs);
+      // Position q's true token is output[q - prompt_len].
+      auto truth = [&](int id, int64_t q) -> int32_t {
+        const int64_t i = q - static_cast<int64_t>(reqs[id].prompt.size());
+        return i >= 0 && i < static_cast<int64_t>(plain.out[id].size()) ? plain.out[id][i] : -1;
+      };
+      const int V = static_cast<int>(m.cfg.vocab_size);
+      const RunStats all = run(m, 3, true, reqs, truth);
+      ASSERT_EQ(all.out, plain.out) << preset;
+      EXPECT_GT(all.accepted, all.drafts / 2) << preset;
+      const RunStats none = run(m, 3, true, reqs, [&](int id, int64_t q) {
+        const int32_t t = truth(id, q);
+        return t < 0 ? -1 : (t + 1) % V;
+      });
+      ASSERT_EQ(none.out, plain.out) << preset;
+      EXPECT_EQ(none.accepted, 0);
+      const RunStats mixed = run(m, 3, true, reqs, [&](int id, int64_t q) {
+        const int32_t t = truth(id, q);
+        return t < 0 ? -1 : (q % 3 == 0 ? (t + 7) % V : t);
+      });
+      ASSERT_EQ(mixed.out, plain.out) << preset;
+      EXPECT_GT(mixed.accepted, 0);
+      EXPECT_LT(mixed.accepted, mixed.drafts);
+    }
+  }
+}
+
+TEST(Engine, MtpGivesTheSameTokensSampled) {
+  const Loaded& m = model("tiny2", TinyQuant::kFp8);
+  const auto reqs = requests(0.8f, 0.9f);
+  const RunStats plain = run(m, 2, false, reqs);
+  const RunStats spec = run(m, 2, true, reqs);
+  ASSERT_EQ(plain.out, spec.out);
+  std::printf("tiny2 sampled: MTP acceptance %d/%d\n", spec.accepted, spec.drafts);
+}
+
+TEST(Engine, TokensDoNotDependOnTheBatch) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  const auto reqs = requests(1.0f, 0.95f);
+  const RunStats together = run(m, 4, true, reqs);
+  bool varied = false;
+  for (size_t i = 1; i < together.batches.size(); ++i) varied |= together.batches[i] != together.batches[0];
+  EXPECT_TRUE(varied) << "the batch size should change as requests join and leave";
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const RunStats alone = run(m, 1, false, {reqs[i]});
+    ASSERT_EQ(alone.out[0], together.out[i]) << "request " << i;
+    EXPECT_EQ(static_cast<int>(alone.out[0].size()), reqs[i].max_tokens);
+  }
+}
+
+TEST(Engine, RejectsBadRequests) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  auto e = Engine::create(m.cfg, *m.w, limits(2), EngineOptions{false, {}});
+  ASSERT_TRUE(e.ok());
+  GenerationRequest g;
+  EXPECT_NE((*e)->add_request(g).message().find("prompt is empty"), std::string::npos);
+  g.prompt = {1, 512};
+  EXPECT_NE((*e)->add_request(g).message().find("token 512 at index 1 outside the vocabulary [0, 512)"),
+            std::string::npos);
+  g.prompt = {1};
+  g.sampling.temperature = -1;
+  EXPECT_NE((*e)->add_request(g).message().find("temperature"), std::string::npos);
+  g.sampling.temperature = 0;
+  g.sampling.top_p = 0;
+  EXPECT_NE((*e)->add_request(g).message().find("top_p"), std::string::npos);
+  g.sampling.top_p = 1;
+  g.max_tokens = 0;
+  EXPECT_NE((*e)->add_request(g).message().find("max_tokens = 0"), std::string::npos);
+  g.max_tokens = 4;
+  g.stop_at_eos = false;
+  EXPECT_TRUE((*e)->add_request(g).ok());
+}
+
+}  // namespace
+}  // namespace dsv4

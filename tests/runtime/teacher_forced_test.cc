@@ -1,0 +1,334 @@
+// Teacher-forced logits (`dsv4 logits`, runtime/teacher_forced.h): every demo feeding
+// (whole prompt, chunks 1/3/7, decode steps) gives bit-identical logits; Level B is close
+// to Level A; the MTP head's rows are causal in the next token; decision lists have the
+// documented structure and order; input errors; .npy round trip.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "io/npy.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/tiny_checkpoint.h"
+#include "model/weights.h"
+#include "runtime/teacher_forced.h"
+
+namespace dsv4 {
+namespace {
+
+struct Loaded {
+  ModelConfig cfg;
+  std::unique_ptr<SafetensorsSet> files;
+  std::unique_ptr<Weights> w;
+};
+
+std::string tmp_root() {
+  const char* t = std::getenv("DSV4_TEST_TMP");
+  std::string root = t ? t : "/tmp/dsv4_test_runtime";
+  std::filesystem::create_directories(root);
+  return root;
+}
+
+// One loaded tiny model per (preset, quant), made once per test binary.
+const Loaded& model(const std::string& preset, TinyQuant q) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
+  const std::string key = preset + "-" + std::string(tiny_quant_name(q));
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+  const std::string dir = tmp_root() + "/" + key;
+  const Status st = make_tiny_checkpoint(dir, preset, 1, q);
+  EXPECT_TRUE(st.ok()) << st.message();
+  auto L = std::make_unique<Loaded>();
+  auto cfg = load_config(dir);
+  EXPECT_TRUE(cfg.ok()) << cfg.message();
+  L->cfg = *cfg;
+  auto files = SafetensorsSet::open_dir(dir);
+  EXPECT_TRUE(files.ok()) << files.message();
+  L->files = std::make_unique<SafetensorsSet>(std::move(*files));
+  auto w = load_weights(*L->files, L->cfg, nullptr);
+  EXPECT_TRUE(w.ok()) << w.message();
+  L->w = std::make_unique<Weights>(std::move(*w));
+  return *(cache[key] = std::move(L));
+}
+
+std::vector<int32_t> tokens(int n, uint32_t seed, int64_t vocab) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+TeacherForcedOutput run(const Loaded& m, const std::vector<int32_t>& toks, TeacherForcedOptions opt) {
+  auto r = teacher_forced_logits(m.cfg, *m.w, toks, opt);
+  EXPECT_TRUE(r.ok()) << r.message();
+  return r.ok() ? std::move(*r) : TeacherForcedOutput{};
+}
+
+TeacherForcedOptions opts(bool mtp, int chunk, bool decode, Numerics num = Numerics::kDemo,
+                          bool decisions = false) {
+  TeacherForcedOptions o;
+  o.mtp = mtp;
+  o.chunk = chunk;
+  o.decode = decode;
+  o.numerics = num;
+  o.collect_decisions = decisions;
+  o.n_threads = 2;
+  return o;
+}
+
+// Relative RMS of a - b over b, and the count of rows whose argmax agrees.
+std::pair<double, int> compare(const TeacherForcedOutput& a, const TeacherForcedOutput& b) {
+  const int64_t V = b.vocab;
+  double err = 0, mag = 0;
+  int agree = 0;
+  for (int64_t t = 0; t < b.rows; ++t) {
+    const float* x = a.logits.data() + t * V;
+    const float* y = b.logits.data() + t * V;
+    agree += std::max_element(x, x + V) - x == std::max_element(y, y + V) - y;
+    for (int64_t v = 0; v < V; ++v) {
+      err += (double(x[v]) - y[v]) * (double(x[v]) - y[v]);
+      mag += double(y[v]) * y[v];
+    }
+  }
+  return {std::sqrt(err / mag), agree};
+}
+
+struct Case {
+  const char* preset;
+  TinyQuant quant;
+};
+class TeacherForcedTest : public ::testing::TestWithParam<Case> {
+ protected:
+  const Loaded& m() const { return model(GetParam().preset, GetParam().quant); }
+  // > W, > 4·index_topk + 3, several HCA windows on tiny (ratio 8).
+  int n() const { return m().cfg.sliding_window > 8 ? 40 : 37; }
+};
+
+TEST_P(TeacherForcedTest, EveryDemoFeedingIsBitIdentical) {
+  const auto toks = tokens(n(), 5, m().cfg.vocab_size);
+  const auto whole = run(m(), toks, opts(false, 0, false));
+  ASSERT_EQ(whole.rows, n());
+  ASSERT_EQ(whole.vocab, m().cfg.vocab_size);
+  ASSERT_EQ(whole.logits.size(), size_t(n()) * whole.vocab);
+  for (float v : whole.logits) ASSERT_TRUE(std::isfinite(v));
+  for (int chunk : {1, 3, 7, n(), 2 * n()}) EXPECT_EQ(run(m(), toks, opts(false, chunk, false)).logits, whole.logits)
+      << "chunk " << chunk;
+  EXPECT_EQ(run(m(), toks, opts(false, 0, true)).logits, whole.logits) << "decode";
+  TeacherForcedOptions one_thread = opts(false, 0, false);
+  one_thread.n_threads = 1;
+  EXPECT_EQ(run(m(), toks, one_thread).logits, whole.logits) << "1 thread";
+  // Prefix property: the first k rows of a run are the rows of the run on the first k tokens.
+  const std::vector<int32_t> head(toks.begin(), toks.begin() + 11);
+  const auto part = run(m(), head, opts(false, 0, true));
+  EXPECT_TRUE(std::equal(part.logits.begin(), part.logits.end(), whole.logits.begin()));
+}
+
+TEST_P(TeacherForcedTest, MtpFeedingsAreBitIdenticalAndCausal) {
+  const int64_t V = m().cfg.vocab_size;
+  auto toks = tokens(n(), 6, V);
+  const auto whole = run(m(), toks, opts(true, 0, false));
+  ASSERT_EQ(whole.rows, n() - 1);
+  ASSERT_EQ(whole.logits.size(), size_t(n() - 1) * V);
+  for (float v : whole.logits) ASSERT_TRUE(std::isfinite(v));
+  for (int chunk : {1, 3, 7}) EXPECT_EQ(run(m(), toks, opts(true, chunk, false)).logits, whole.logits)
+      << "chunk " << chunk;
+  EXPECT_EQ(run(m(), toks, opts(true, 0, true)).logits, whole.logits) << "decode";
+  // Row i depends on tokens[i+1] but not on tokens[i+2..]: change token k = 20.
+  const int k = 20;
+  toks[k] = (toks[k] + 1) % static_cast<int32_t>(V);
+  const auto changed = run(m(), toks, opts(true, 0, false));
+  auto row_equal = [&](int64_t i) {
+    return std::equal(whole.logits.begin() + i * V, whole.logits.begin() + (i + 1) * V,
+                      changed.logits.begin() + i * V);
+  };
+  for (int64_t i = 0; i < k - 1; ++i) EXPECT_TRUE(row_equal(i)) << "row " << i << " saw token " << k;
+  EXPECT_FALSE(row_equal(k - 1)) << "row " << k - 1 << " ignores its next token " << k;
+  // Two tokens: one MTP row.
+  const std::vector<int32_t> two(toks.begin(), toks.begin() + 2);
+  const auto r2 = run(m(), two, opts(true, 0, false));
+  ASSERT_EQ(r2.rows, 1);
+  EXPECT_TRUE(std::equal(r2.logits.begin(), r2.logits.end(), changed.logits.begin()));
+}
+
+TEST_P(TeacherForcedTest, FloatNumericsCloseToDemo) {
+  const auto toks = tokens(n(), 9, m().cfg.vocab_size);
+  for (bool mtp : {false, true}) {
+    const auto a = run(m(), toks, opts(mtp, 0, false));
+    const auto b = run(m(), toks, opts(mtp, 0, false, Numerics::kFloat));
+    ASSERT_EQ(b.rows, a.rows);
+    ASSERT_EQ(b.logits.size(), a.logits.size());
+    const auto [rel, agree] = compare(a, b);
+    std::printf("%s head: Level A vs Level B relative RMS %.4f, argmax agreement %d/%lld\n", mtp ? "mtp" : "main",
+                rel, agree, static_cast<long long>(a.rows));
+    EXPECT_LT(rel, 0.3);
+    EXPECT_GE(2 * agree, a.rows);
+    // chunk / decode are accepted and change nothing at Level B.
+    EXPECT_EQ(run(m(), toks, opts(mtp, 3, false, Numerics::kFloat)).logits, b.logits);
+    EXPECT_EQ(run(m(), toks, opts(mtp, 0, true, Numerics::kFloat)).logits, b.logits);
+  }
+}
+
+// Checks the JSON layout and the per-layer counts of a decision list.
+void check_decisions(const ModelConfig& cfg, const std::string& text, int64_t n, bool mtp) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  ASSERT_TRUE(j.is_object());
+  ASSERT_EQ(j.size(), 1u);
+  const nlohmann::json& d = j.at("decisions");
+  ASSERT_TRUE(d.is_array());
+  // (block, layer, kind) -> positions in order.
+  std::map<std::tuple<std::string, int, std::string>, std::vector<int64_t>> seen;
+  std::tuple<int, int, int64_t, int> prev{-1, -1, -1, -1};
+  for (const nlohmann::json& e : d) {
+    ASSERT_EQ(e.size(), 5u) << e.dump();
+    const std::string block = e.at("block"), kind = e.at("kind");
+    const int layer = e.at("layer");
+    const int64_t pos = e.at("pos");
+    ASSERT_TRUE(block == "main" || block == "mtp") << block;
+    ASSERT_TRUE(kind == "moe" || kind == "idx") << kind;
+    const std::vector<int32_t> sel = e.at("selected");
+    // Sorted by (block main < mtp, layer, pos, kind idx < moe), each key once.
+    const std::tuple<int, int, int64_t, int> key{block == "mtp", layer, pos, kind == "moe"};
+    ASSERT_LT(prev, key) << e.dump();
+    prev = key;
+    seen[{block, layer, kind}].push_back(pos);
+    if (kind == "moe") {
+      ASSERT_EQ(static_cast<int>(sel.size()), cfg.num_experts_per_tok) << e.dump();
+      for (int32_t id : sel) ASSERT_TRUE(id >= 0 && id < cfg.n_routed_experts) << e.dump();
+      ASSERT_EQ(std::set<int32_t>(sel.begin(), sel.end()).size(), sel.size()) << e.dump();
+    } else {
+      ASSERT_EQ(block, "main");
+      ASSERT_EQ(cfg.attention_kind(layer), AttentionKind::kCSA) << e.dump();
+      const int64_t want = std::min<int64_t>(cfg.index_topk, (pos + 1) / 4);
+      ASSERT_EQ(static_cast<int64_t>(sel.size()), want) << e.dump();
+      for (int32_t i : sel) ASSERT_TRUE(i >= 0 && i < (pos + 1) / 4) << e.dump();
+      ASSERT_EQ(std::set<int32_t>(sel.begin(), sel.end()).size(), sel.size()) << e.dump();
+    }
+  }
+  std::vector<int64_t> all(n), all_mtp(n - 1);
+  for (int64_t p = 0; p < n; ++p) all[p] = p;
+  for (int64_t p = 0; p + 1 < n; ++p) all_mtp[p] = p;
+  size_t groups = 0;
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    EXPECT_EQ((seen[{"main", l, "moe"}]), all) << "layer " << l;
+    ++groups;
+    if (cfg.attention_kind(l) == AttentionKind::kCSA) {
+      EXPECT_EQ((seen[{"main", l, "idx"}]), all) << "layer " << l;
+      ++groups;
+    }
+  }
+  if (mtp) {
+    EXPECT_EQ((seen[{"mtp", 0, "moe"}]), all_mtp);
+    ++groups;
+  }
+  EXPECT_EQ(seen.size(), groups);
+}
+
+TEST_P(TeacherForcedTest, Decisions) {
+  const auto toks = tokens(n(), 12, m().cfg.vocab_size);
+  for (bool mtp : {false, true}) {
+    const auto a = run(m(), toks, opts(mtp, 0, false, Numerics::kDemo, true));
+    const std::string ja = decisions_to_json(a.decisions);
+    check_decisions(m().cfg, ja, n(), mtp);
+    // Feeding changes no decision of the demo engine.
+    EXPECT_EQ(decisions_to_json(run(m(), toks, opts(mtp, 3, false, Numerics::kDemo, true)).decisions), ja);
+    EXPECT_EQ(decisions_to_json(run(m(), toks, opts(mtp, 0, true, Numerics::kDemo, true)).decisions), ja);
+    const auto b = run(m(), toks, opts(mtp, 0, false, Numerics::kFloat, true));
+    check_decisions(m().cfg, decisions_to_json(b.decisions), n(), mtp);
+    ASSERT_EQ(b.decisions.size(), a.decisions.size());
+    int same = 0;
+    for (size_t i = 0; i < a.decisions.size(); ++i) same += a.decisions[i].selected == b.decisions[i].selected;
+    std::printf("%s run: %d of %zu decisions equal between demo and float\n", mtp ? "mtp" : "main", same,
+                a.decisions.size());
+  }
+  // Without collection the list stays empty.
+  EXPECT_TRUE(run(m(), toks, opts(false, 0, false)).decisions.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, TeacherForcedTest,
+                         ::testing::Values(Case{"tiny", TinyQuant::kFp8}, Case{"tiny2", TinyQuant::kNone}),
+                         [](const auto& info) {
+                           return std::string(info.param.preset) + "_" + std::string(tiny_quant_name(info.param.quant));
+                         });
+
+// A whole prompt longer than kMaxTeacherForcedCall runs in several calls; with lists
+// past one 64-entry attention block (HCA ratio 8 on tiny: 66 entries at p = 529).
+TEST(TeacherForced, LongPromptInSeveralCalls) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  const auto toks = tokens(530, 21, m.cfg.vocab_size);
+  // MTP rows need the main model's Xfinal rows, so this also runs the main path in both splits.
+  const auto whole = run(m, toks, opts(true, 0, false));
+  ASSERT_EQ(whole.rows, 529);
+  EXPECT_EQ(run(m, toks, opts(true, 97, false)).logits, whole.logits);
+}
+
+std::string error_of(const Loaded& m, const std::vector<int32_t>& toks, TeacherForcedOptions opt) {
+  auto r = teacher_forced_logits(m.cfg, *m.w, toks, opt);
+  EXPECT_FALSE(r.ok());
+  return r.message();
+}
+
+TEST(TeacherForced, InputErrors) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  const auto has = [](const std::string& s, const std::string& part) {
+    return ::testing::AssertionResult(s.find(part) != std::string::npos) << "'" << s << "' lacks '" << part << "'";
+  };
+  EXPECT_TRUE(has(error_of(m, {}, opts(false, 0, false)), "empty"));
+  EXPECT_TRUE(has(error_of(m, {1, 2, 512, 3}, opts(false, 0, false)), "token id 512 at index 2"));
+  EXPECT_TRUE(has(error_of(m, {1, -4}, opts(false, 0, false, Numerics::kFloat)), "token id -4 at index 1"));
+  EXPECT_TRUE(has(error_of(m, {1, 2}, opts(false, -1, false)), "chunk = -1"));
+  EXPECT_TRUE(has(error_of(m, {1, 2}, opts(false, kMaxTeacherForcedCall + 1, false)), "chunk = 513"));
+  EXPECT_TRUE(has(error_of(m, {1, 2}, opts(false, 4, true)), "contradict"));
+  EXPECT_TRUE(has(error_of(m, {1, 2}, opts(false, 4, true, Numerics::kFloat)), "contradict"));
+  EXPECT_TRUE(has(error_of(m, {7}, opts(true, 0, false)), "at least 2 tokens"));
+  EXPECT_TRUE(has(error_of(m, {7}, opts(true, 0, false, Numerics::kFloat)), "at least 2 tokens"));
+  TeacherForcedOptions o = opts(false, 0, false);
+  o.n_threads = 0;
+  EXPECT_TRUE(has(error_of(m, {1}, o), "n_threads = 0"));
+  // One token without mtp is fine in every feeding.
+  for (bool decode : {false, true}) EXPECT_EQ(run(m, {7}, opts(false, 0, decode)).rows, 1);
+  EXPECT_EQ(parse_numerics("float").value(), Numerics::kFloat);
+  EXPECT_TRUE(has(parse_numerics("fp8").message(), "'fp8'"));
+}
+
+TEST(TeacherForced, ParseTokenIds) {
+  EXPECT_EQ(parse_token_ids("5,17,42").value(), (std::vector<int32_t>{5, 17, 42}));
+  EXPECT_EQ(parse_token_ids("0").value(), (std::vector<int32_t>{0}));
+  EXPECT_EQ(parse_token_ids("2147483647").value(), (std::vector<int32_t>{2147483647}));
+  const auto msg = [](const char* s) { return parse_token_ids(s).message(); };
+  EXPECT_NE(msg("").find("empty"), std::string::npos);
+  EXPECT_NE(msg("1,,2").find("item 1 is empty"), std::string::npos);
+  EXPECT_NE(msg("1,2,").find("item 2 is empty"), std::string::npos);
+  EXPECT_NE(msg(",1").find("item 0 is empty"), std::string::npos);
+  EXPECT_NE(msg("1,x3").find("item 1 'x3'"), std::string::npos);
+  EXPECT_NE(msg("1,-3").find("item 1 '-3'"), std::string::npos);
+  EXPECT_NE(msg("1, 3").find("item 1 ' 3'"), std::string::npos);
+  EXPECT_NE(msg("4,2147483648").find("item 1 '2147483648' exceeds"), std::string::npos);
+  EXPECT_NE(msg("99999999999999999999999").find("exceeds"), std::string::npos);
+}
+
+TEST(TeacherForced, NpyRoundTripAndEmptyDecisionJson) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  const auto toks = tokens(9, 3, m.cfg.vocab_size);
+  const auto a = run(m, toks, opts(true, 0, false));
+  const std::string path = tmp_root() + "/mtp_logits.npy";
+  ASSERT_TRUE(write_npy_f32(path, a.logits.data(), {a.rows, a.vocab}).ok());
+  auto back = read_npy_f32(path);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->shape, (std::vector<int64_t>{8, m.cfg.vocab_size}));
+  EXPECT_EQ(back->data, a.logits);
+  EXPECT_EQ(nlohmann::json::parse(decisions_to_json({})), nlohmann::json::parse(R"({"decisions": []})"));
+}
+
+}  // namespace
+}  // namespace dsv4
