@@ -3,7 +3,9 @@
 // loose check against the Level-B float reference.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <new>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -18,6 +20,7 @@
 #include "model/runner.h"
 #include "model/tiny_checkpoint.h"
 #include "model/weights.h"
+#include "support/alloc_counter.h"
 
 namespace dsv4 {
 namespace {
@@ -248,6 +251,75 @@ TEST(Runner, ShortPromptsThenDecode) {
     const auto decoded = prompt_then_decode(**r, toks, 1, 1);
     for (int plen : {2, 3, 6}) ASSERT_EQ(prompt_then_decode(**r, toks, plen, 8), decoded) << preset << " " << plen;
   }
+}
+
+// Every B from 1 to B_MAX: B decode requests at different positions in one step give
+// each request's logits of the step run alone, bit for bit; B decreasing after a large
+// B (stale scratch) included. The steady-state decode step allocates nothing.
+TEST(Runner, EveryBatchSizeAndNoAllocation) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  const int64_t V = m.cfg.vocab_size;
+  Limits l = limits(16);
+  auto r = ModelRunner::create(m.cfg, *m.w, l);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ModelRunner& R = **r;
+  const int B_MAX = l.max_batch;
+  // Request i: prompt of 5 + 3i tokens, then decode steps with token 7 + i.
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < B_MAX; ++i) prompts.push_back(tokens(5 + 3 * i, 50 + i, V));
+  std::vector<float> buf(static_cast<size_t>(l.max_rows) * V);
+  auto prefill = [&](int i) {
+    ASSERT_TRUE(R.start_sequence(i).ok());
+    const int n = static_cast<int>(prompts[i].size());
+    for (int p0 = 0; p0 < n; p0 += 16) {
+      const StepRequest q{i, p0, std::min(16, n - p0), n, prompts[i].data() + p0};
+      ASSERT_TRUE(R.forward({&q, 1}, buf.data(), nullptr).ok());
+    }
+  };
+  std::vector<int32_t> dec_tok(B_MAX);
+  for (int i = 0; i < B_MAX; ++i) dec_tok[i] = 7 + i;
+  // Alone: each request's first decode step.
+  std::vector<std::vector<float>> alone(B_MAX);
+  for (int i = 0; i < B_MAX; ++i) {
+    prefill(i);
+    const int n = static_cast<int>(prompts[i].size());
+    const StepRequest q{i, n, 1, n, &dec_tok[i]};
+    ASSERT_TRUE(R.forward({&q, 1}, buf.data(), nullptr).ok());
+    alone[i].assign(buf.begin(), buf.begin() + V);
+    R.end_sequence(i);
+  }
+  {
+    test::AllocCounter probe;  // the counter sees allocations at all
+    std::vector<int> v(10);
+    EXPECT_EQ(probe.allocations(), 1);
+  }
+  for (int B : {1, 2, 3, 4, 5, 6, 7, 8, 3, 1}) {
+    for (int i = 0; i < B; ++i) prefill(i);
+    std::vector<StepRequest> reqs;
+    for (int i = 0; i < B; ++i) {
+      const int n = static_cast<int>(prompts[i].size());
+      reqs.push_back({i, n, 1, n, &dec_tok[i]});
+    }
+    test::AllocCounter count;
+    const Status st = R.forward(reqs, buf.data(), nullptr);
+    const int64_t allocs = count.allocations();
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(allocs, 0) << "the decode step allocated (B = " << B << ")";
+    for (int i = 0; i < B; ++i)
+      ASSERT_TRUE(std::equal(alone[i].begin(), alone[i].end(), buf.begin() + static_cast<int64_t>(i) * V))
+          << "B = " << B << ", request " << i;
+    for (int i = 0; i < B; ++i) R.end_sequence(i);
+  }
+}
+
+// tiny2 passes several HCA ratios (128) too: a 300-token prompt in chunks of 64 equals
+// token-by-token decoding.
+TEST(Runner, Tiny2PastSeveralHcaRatios) {
+  const Loaded& m = model("tiny2", TinyQuant::kFp8);
+  const auto toks = tokens(300, 33, m.cfg.vocab_size);
+  auto r = ModelRunner::create(m.cfg, *m.w, limits(64));
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(prompt_then_decode(**r, toks, 300, 64), prompt_then_decode(**r, toks, 1, 1));
 }
 
 TEST(Runner, EmptyStepAndCapacityErrors) {

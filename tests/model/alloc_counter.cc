@@ -1,0 +1,28 @@
+// Replacement global operator new/delete that count allocations while counting
+// is on (support/alloc_counter.h). Kept in its own translation unit.
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "support/alloc_counter.h"
+
+namespace {
+std::atomic<bool> g_on{false};
+std::atomic<int64_t> g_count{0};
+}  // namespace
+
+namespace dsv4::test {
+void alloc_counting(bool on) { g_on.store(on); }
+int64_t alloc_count() { return g_count.load(); }
+}  // namespace dsv4::test
+
+void* operator new(std::size_t n) {
+  if (g_on.load(std::memory_order_relaxed)) g_count.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
