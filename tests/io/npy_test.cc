@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tmp_dir.h"
+#include "support/tmp_dir.h"
 
 namespace dsv4 {
 namespace {

@@ -18,33 +18,13 @@
 
 #include "io/safetensors.h"
 #include "model/tiny_checkpoint.h"
+#include "support/tmp_dir.h"
 
 namespace dsv4 {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    const char* base = std::getenv("DSV4_TEST_TMP");
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (char& c : name)
-      if (c == '/') c = '_';
-    path_ = fs::path(base != nullptr ? base : ::testing::TempDir()) /
-            ("inspect_" + std::to_string(::getpid()) + "_" + name + "_" + tag);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
@@ -69,9 +49,9 @@ bool has(const std::string& text, const std::string& what) {
 }
 
 TEST(Inspect, TinyFp8Report) {
-  TempDir tmp("fp8");
-  ASSERT_TRUE(make_tiny_checkpoint(tmp.str(), "tiny", 0, TinyQuant::kFp8).ok());
-  const InspectReport r = inspect_checkpoint(tmp.str());
+  test::TmpDir tmp;
+  ASSERT_TRUE(make_tiny_checkpoint(tmp.path(), "tiny", 0, TinyQuant::kFp8).ok());
+  const InspectReport r = inspect_checkpoint(tmp.path());
   EXPECT_TRUE(r.ok) << r.text;
   const std::string& t = r.text;
   // Schedule of model.md §14.1: ratios [0, 4, 8, 4, 0], hash layers 0 and 1.
@@ -104,9 +84,9 @@ TEST(Inspect, TinyFp8Report) {
 }
 
 TEST(Inspect, Tiny2BF16Report) {
-  TempDir tmp("none");
-  ASSERT_TRUE(make_tiny_checkpoint(tmp.str(), "tiny2", 0, TinyQuant::kNone).ok());
-  const InspectReport r = inspect_checkpoint(tmp.str());
+  test::TmpDir tmp;
+  ASSERT_TRUE(make_tiny_checkpoint(tmp.path(), "tiny2", 0, TinyQuant::kNone).ok());
+  const InspectReport r = inspect_checkpoint(tmp.path());
   EXPECT_TRUE(r.ok) << r.text;
   EXPECT_TRUE(has(schedule_line(r.text, 2, "layers.2"), "HCA"));
   EXPECT_TRUE(has(schedule_line(r.text, 2, "layers.2"), "128"));
@@ -125,14 +105,14 @@ TEST(Inspect, MissingDirectoryFails) {
 }
 
 TEST(Inspect, InvalidConfigNamesTheField) {
-  TempDir tmp("badcfg");
-  ASSERT_TRUE(make_tiny_checkpoint(tmp.str(), "tiny", 0, TinyQuant::kNone).ok());
-  const std::string path = tmp.str() + "/config.json";
+  test::TmpDir tmp;
+  ASSERT_TRUE(make_tiny_checkpoint(tmp.path(), "tiny", 0, TinyQuant::kNone).ok());
+  const std::string path = tmp.path() + "/config.json";
   nlohmann::json j;
   std::ifstream(path) >> j;
   j["o_groups"] = 3;  // 4 heads are not divisible into 3 groups
   std::ofstream(path, std::ios::trunc) << j.dump(2);
-  const InspectReport r = inspect_checkpoint(tmp.str());
+  const InspectReport r = inspect_checkpoint(tmp.path());
   EXPECT_FALSE(r.ok);
   EXPECT_TRUE(has(r.text, "validate: ERROR")) << r.text;
   EXPECT_TRUE(has(r.text, "o_groups")) << r.text;
@@ -158,20 +138,20 @@ void rewrite_checkpoint(const std::string& dir, const std::string& drop, const s
 }
 
 TEST(Inspect, ReportsUnexpectedTensor) {
-  TempDir tmp("extra");
-  ASSERT_TRUE(make_tiny_checkpoint(tmp.str(), "tiny", 0, TinyQuant::kFp8).ok());
-  rewrite_checkpoint(tmp.str(), "", "layers.0.attn.bogus");
-  const InspectReport r = inspect_checkpoint(tmp.str());
+  test::TmpDir tmp;
+  ASSERT_TRUE(make_tiny_checkpoint(tmp.path(), "tiny", 0, TinyQuant::kFp8).ok());
+  rewrite_checkpoint(tmp.path(), "", "layers.0.attn.bogus");
+  const InspectReport r = inspect_checkpoint(tmp.path());
   EXPECT_TRUE(r.ok) << r.text;  // reported, not fatal (checkpoint.md §7)
   EXPECT_TRUE(has(r.text, "1 unexpected")) << r.text;
   EXPECT_TRUE(has(r.text, "unexpected: layers.0.attn.bogus")) << r.text;
 }
 
 TEST(Inspect, MissingTensorFails) {
-  TempDir tmp("missing");
-  ASSERT_TRUE(make_tiny_checkpoint(tmp.str(), "tiny", 0, TinyQuant::kFp8).ok());
-  rewrite_checkpoint(tmp.str(), "layers.2.attn.compressor.ape", "");
-  const InspectReport r = inspect_checkpoint(tmp.str());
+  test::TmpDir tmp;
+  ASSERT_TRUE(make_tiny_checkpoint(tmp.path(), "tiny", 0, TinyQuant::kFp8).ok());
+  rewrite_checkpoint(tmp.path(), "layers.2.attn.compressor.ape", "");
+  const InspectReport r = inspect_checkpoint(tmp.path());
   EXPECT_FALSE(r.ok);
   EXPECT_TRUE(has(r.text, "load_weights: ERROR")) << r.text;
   EXPECT_TRUE(has(r.text, "layers.2.attn.compressor.ape")) << r.text;

@@ -20,45 +20,15 @@
 #include "model/runner.h"
 #include "model/tiny_checkpoint.h"
 #include "model/weights.h"
+#include "support/tiny_model.h"
 #include "support/alloc_counter.h"
 
 namespace dsv4 {
 namespace {
 
-struct Loaded {
-  ModelConfig cfg;
-  std::unique_ptr<SafetensorsSet> files;
-  std::unique_ptr<Weights> w;
-};
+using Loaded = test::TinyModel;
 
-std::string tmp_root() {
-  const char* t = std::getenv("DSV4_TEST_TMP");
-  std::string root = t ? t : "/tmp/dsv4_test_runner";
-  std::filesystem::create_directories(root);
-  return root;
-}
-
-// One loaded tiny model per (preset, quant), made once per test binary.
-const Loaded& model(const std::string& preset, TinyQuant q) {
-  static std::map<std::string, std::unique_ptr<Loaded>> cache;
-  const std::string key = preset + "-" + std::string(tiny_quant_name(q));
-  auto it = cache.find(key);
-  if (it != cache.end()) return *it->second;
-  const std::string dir = tmp_root() + "/" + key;
-  Status st = make_tiny_checkpoint(dir, preset, 1, q);
-  EXPECT_TRUE(st.ok()) << st.message();
-  auto L = std::make_unique<Loaded>();
-  auto cfg = load_config(dir);
-  EXPECT_TRUE(cfg.ok()) << cfg.message();
-  L->cfg = *cfg;
-  auto files = SafetensorsSet::open_dir(dir);
-  EXPECT_TRUE(files.ok()) << files.message();
-  L->files = std::make_unique<SafetensorsSet>(std::move(*files));
-  auto w = load_weights(*L->files, L->cfg, nullptr);
-  EXPECT_TRUE(w.ok()) << w.message();
-  L->w = std::make_unique<Weights>(std::move(*w));
-  return *(cache[key] = std::move(L));
-}
+const Loaded& model(const std::string& preset, TinyQuant q) { return test::tiny_model(preset, q, 1); }
 
 Limits limits(int max_chunk, int threads = 2) {
   Limits l;

@@ -4,6 +4,7 @@
 // tid2eid rows distinct and in range, scale bytes in 27..227, config.json round trip,
 // and the cached built-in model.
 #include "model/tiny_checkpoint.h"
+#include "support/tmp_dir.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -36,29 +37,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory for one test, removed at the end.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    const char* base = std::getenv("DSV4_TEST_TMP");
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (char& c : name)
-      if (c == '/') c = '_';
-    path_ = fs::path(base != nullptr ? base : ::testing::TempDir()) /
-            ("tiny_" + std::to_string(::getpid()) + "_" + name + "_" + tag);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-  std::string sub(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -262,13 +240,13 @@ class TinyRoundTrip : public ::testing::TestWithParam<Case> {};
 TEST_P(TinyRoundTrip, EveryTensorMatchesWhatWasWritten) {
   const auto& [preset, quant] = GetParam();
   constexpr uint64_t kSeed = 7;
-  TempDir tmp(preset + "_" + std::string(tiny_quant_name(quant)));
-  ASSERT_TRUE(make_tiny_checkpoint(tmp.str(), preset, kSeed, quant).ok());
-  check_config_files(tmp.str(), preset, quant);
+  test::TmpDir tmp;
+  ASSERT_TRUE(make_tiny_checkpoint(tmp.path(), preset, kSeed, quant).ok());
+  check_config_files(tmp.path(), preset, quant);
 
-  Result<ModelConfig> cfg = load_config(tmp.str());
+  Result<ModelConfig> cfg = load_config(tmp.path());
   ASSERT_TRUE(cfg.ok()) << cfg.message();
-  Result<SafetensorsSet> files = SafetensorsSet::open_dir(tmp.str());
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(tmp.path());
   ASSERT_TRUE(files.ok()) << files.message();
   LoadReport rep;
   Result<Weights> w = load_weights(files.value(), cfg.value(), &rep);
@@ -352,18 +330,18 @@ INSTANTIATE_TEST_SUITE_P(Presets, TinyRoundTrip,
                          });
 
 TEST(TinyCheckpoint, DeterministicBySeed) {
-  TempDir tmp("det");
-  ASSERT_TRUE(make_tiny_checkpoint(tmp.sub("a"), "tiny", 3, TinyQuant::kFp8).ok());
-  ASSERT_TRUE(make_tiny_checkpoint(tmp.sub("b"), "tiny", 3, TinyQuant::kFp8).ok());
-  ASSERT_TRUE(make_tiny_checkpoint(tmp.sub("c"), "tiny", 4, TinyQuant::kFp8).ok());
+  test::TmpDir tmp;
+  ASSERT_TRUE(make_tiny_checkpoint(tmp.file("a"), "tiny", 3, TinyQuant::kFp8).ok());
+  ASSERT_TRUE(make_tiny_checkpoint(tmp.file("b"), "tiny", 3, TinyQuant::kFp8).ok());
+  ASSERT_TRUE(make_tiny_checkpoint(tmp.file("c"), "tiny", 4, TinyQuant::kFp8).ok());
   for (const char* f : {"config.json", "generation_config.json", "model.safetensors"}) {
-    const std::string a = read_text(tmp.sub("a") + "/" + f);
+    const std::string a = read_text(tmp.file("a") + "/" + f);
     ASSERT_FALSE(a.empty()) << f;
-    EXPECT_EQ(a, read_text(tmp.sub("b") + "/" + f)) << f;
+    EXPECT_EQ(a, read_text(tmp.file("b") + "/" + f)) << f;
   }
-  EXPECT_EQ(read_text(tmp.sub("a") + "/config.json"), read_text(tmp.sub("c") + "/config.json"));
-  const std::string ma = read_text(tmp.sub("a") + "/model.safetensors");
-  const std::string mc = read_text(tmp.sub("c") + "/model.safetensors");
+  EXPECT_EQ(read_text(tmp.file("a") + "/config.json"), read_text(tmp.file("c") + "/config.json"));
+  const std::string ma = read_text(tmp.file("a") + "/model.safetensors");
+  const std::string mc = read_text(tmp.file("c") + "/model.safetensors");
   EXPECT_EQ(ma.size(), mc.size());  // same layout ...
   EXPECT_NE(ma, mc);                // ... other values
 
@@ -484,32 +462,32 @@ TEST(TinyCheckpoint, QuantizeFp4RowsPacksLowNibbleFirst) {
 }
 
 TEST(TinyCheckpoint, RejectsUnknownPresetAndQuant) {
-  TempDir tmp("bad");
-  const Status st = make_tiny_checkpoint(tmp.sub("x"), "flash", 0, TinyQuant::kNone);
+  test::TmpDir tmp;
+  const Status st = make_tiny_checkpoint(tmp.file("x"), "flash", 0, TinyQuant::kNone);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("flash"), std::string::npos) << st.message();
-  EXPECT_FALSE(fs::exists(tmp.sub("x") + "/model.safetensors"));
+  EXPECT_FALSE(fs::exists(tmp.file("x") + "/model.safetensors"));
   Result<TinyQuant> q = parse_tiny_quant("int8");
   ASSERT_FALSE(q.ok());
   EXPECT_NE(q.message().find("int8"), std::string::npos);
   // An output path below a regular file cannot be created.
-  std::ofstream(tmp.sub("file")) << "x";
-  const Status st2 = make_tiny_checkpoint(tmp.sub("file") + "/sub", "tiny", 0, TinyQuant::kNone);
+  std::ofstream(tmp.file("file")) << "x";
+  const Status st2 = make_tiny_checkpoint(tmp.file("file") + "/sub", "tiny", 0, TinyQuant::kNone);
   ASSERT_FALSE(st2.ok());
   EXPECT_NE(st2.message().find("file/sub"), std::string::npos) << st2.message();
 }
 
 TEST(TinyCheckpoint, BuiltinModelGeneratedOnceAndReused) {
-  TempDir tmp("builtin");
-  const std::string root = tmp.sub("cache/dsv4");
+  test::TmpDir tmp;
+  const std::string root = tmp.file("cache/dsv4");
   Result<std::string> dir = builtin_model_dir(root);
   ASSERT_TRUE(dir.ok()) << dir.message();
   EXPECT_EQ(dir.value(), root + "/tiny-fp8-seed0");
   // Same bytes as make-tiny with preset tiny, fp8, seed 0.
-  ASSERT_TRUE(make_tiny_checkpoint(tmp.sub("ref"), "tiny", 0, TinyQuant::kFp8).ok());
+  ASSERT_TRUE(make_tiny_checkpoint(tmp.file("ref"), "tiny", 0, TinyQuant::kFp8).ok());
   EXPECT_EQ(read_text(dir.value() + "/model.safetensors"),
-            read_text(tmp.sub("ref") + "/model.safetensors"));
-  EXPECT_EQ(read_text(dir.value() + "/config.json"), read_text(tmp.sub("ref") + "/config.json"));
+            read_text(tmp.file("ref") + "/model.safetensors"));
+  EXPECT_EQ(read_text(dir.value() + "/config.json"), read_text(tmp.file("ref") + "/config.json"));
 
   // Reused: a marker file in the directory survives the second call.
   std::ofstream(dir.value() + "/marker") << "x";
@@ -523,7 +501,7 @@ TEST(TinyCheckpoint, BuiltinModelGeneratedOnceAndReused) {
   ASSERT_TRUE(builtin_model_dir(root).ok());
   EXPECT_FALSE(fs::exists(dir.value() + "/marker"));
   EXPECT_EQ(read_text(dir.value() + "/model.safetensors"),
-            read_text(tmp.sub("ref") + "/model.safetensors"));
+            read_text(tmp.file("ref") + "/model.safetensors"));
 
   // A partial copy (file missing): regenerated.
   fs::remove(dir.value() + "/model.safetensors");
@@ -537,9 +515,9 @@ TEST(TinyCheckpoint, BuiltinModelGeneratedOnceAndReused) {
 }
 
 TEST(TinyCheckpoint, BuiltinModelDirUnwritableRootIsAnError) {
-  TempDir tmp("builtin_bad");
-  std::ofstream(tmp.sub("file")) << "x";
-  Result<std::string> dir = builtin_model_dir(tmp.sub("file") + "/dsv4");
+  test::TmpDir tmp;
+  std::ofstream(tmp.file("file")) << "x";
+  Result<std::string> dir = builtin_model_dir(tmp.file("file") + "/dsv4");
   ASSERT_FALSE(dir.ok());
   EXPECT_NE(dir.message().find("file/dsv4"), std::string::npos) << dir.message();
 }

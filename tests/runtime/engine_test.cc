@@ -12,33 +12,15 @@
 #include "model/config.h"
 #include "model/tiny_checkpoint.h"
 #include "model/weights.h"
+#include "support/tiny_model.h"
 #include "runtime/engine.h"
 
 namespace dsv4 {
 namespace {
 
-struct Loaded {
-  ModelConfig cfg;
-  std::unique_ptr<SafetensorsSet> files;
-  std::unique_ptr<Weights> w;
-};
+using Loaded = test::TinyModel;
 
-const Loaded& model(const std::string& preset, TinyQuant q) {
-  static std::map<std::string, std::unique_ptr<Loaded>> cache;
-  const std::string key = preset + "-" + std::string(tiny_quant_name(q));
-  if (auto it = cache.find(key); it != cache.end()) return *it->second;
-  const char* t = std::getenv("DSV4_TEST_TMP");
-  const std::string dir = std::string(t ? t : "/tmp/dsv4_test_engine") + "/" + key;
-  std::filesystem::create_directories(dir);
-  EXPECT_TRUE(make_tiny_checkpoint(dir, preset, 2, q).ok());
-  auto L = std::make_unique<Loaded>();
-  L->cfg = *load_config(dir);
-  L->files = std::make_unique<SafetensorsSet>(std::move(*SafetensorsSet::open_dir(dir)));
-  auto w = load_weights(*L->files, L->cfg, nullptr);
-  EXPECT_TRUE(w.ok()) << w.message();
-  L->w = std::make_unique<Weights>(std::move(*w));
-  return *(cache[key] = std::move(L));
-}
+const Loaded& model(const std::string& preset, TinyQuant q) { return test::tiny_model(preset, q, 2); }
 
 Limits limits(int batch) {
   Limits l;

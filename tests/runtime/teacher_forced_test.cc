@@ -22,45 +22,16 @@
 #include "model/config.h"
 #include "model/tiny_checkpoint.h"
 #include "model/weights.h"
+#include "support/tiny_model.h"
+#include "support/tmp_dir.h"
 #include "runtime/teacher_forced.h"
 
 namespace dsv4 {
 namespace {
 
-struct Loaded {
-  ModelConfig cfg;
-  std::unique_ptr<SafetensorsSet> files;
-  std::unique_ptr<Weights> w;
-};
+using Loaded = test::TinyModel;
 
-std::string tmp_root() {
-  const char* t = std::getenv("DSV4_TEST_TMP");
-  std::string root = t ? t : "/tmp/dsv4_test_runtime";
-  std::filesystem::create_directories(root);
-  return root;
-}
-
-// One loaded tiny model per (preset, quant), made once per test binary.
-const Loaded& model(const std::string& preset, TinyQuant q) {
-  static std::map<std::string, std::unique_ptr<Loaded>> cache;
-  const std::string key = preset + "-" + std::string(tiny_quant_name(q));
-  auto it = cache.find(key);
-  if (it != cache.end()) return *it->second;
-  const std::string dir = tmp_root() + "/" + key;
-  const Status st = make_tiny_checkpoint(dir, preset, 1, q);
-  EXPECT_TRUE(st.ok()) << st.message();
-  auto L = std::make_unique<Loaded>();
-  auto cfg = load_config(dir);
-  EXPECT_TRUE(cfg.ok()) << cfg.message();
-  L->cfg = *cfg;
-  auto files = SafetensorsSet::open_dir(dir);
-  EXPECT_TRUE(files.ok()) << files.message();
-  L->files = std::make_unique<SafetensorsSet>(std::move(*files));
-  auto w = load_weights(*L->files, L->cfg, nullptr);
-  EXPECT_TRUE(w.ok()) << w.message();
-  L->w = std::make_unique<Weights>(std::move(*w));
-  return *(cache[key] = std::move(L));
-}
+const Loaded& model(const std::string& preset, TinyQuant q) { return test::tiny_model(preset, q, 1); }
 
 std::vector<int32_t> tokens(int n, uint32_t seed, int64_t vocab) {
   std::mt19937 rng(seed);
@@ -321,7 +292,8 @@ TEST(TeacherForced, NpyRoundTripAndEmptyDecisionJson) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
   const auto toks = tokens(9, 3, m.cfg.vocab_size);
   const auto a = run(m, toks, opts(true, 0, false));
-  const std::string path = tmp_root() + "/mtp_logits.npy";
+  test::TmpDir tmp;
+  const std::string path = tmp.file("mtp_logits.npy");
   ASSERT_TRUE(write_npy_f32(path, a.logits.data(), {a.rows, a.vocab}).ok());
   auto back = read_npy_f32(path);
   ASSERT_TRUE(back.ok()) << back.message();

@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "base/math.h"
 #include "kernels/hadamard/hadamard.h"
+#include "kernels/common/dot_columns.h"
 #include "kernels/indexer/indexer.h"
 #include "kernels/linear/linear.h"
 #include "kernels/rope/rope.h"
@@ -24,30 +25,6 @@ int64_t per_thread_floats(const IndexerParams& p) {
          + Hi * Di        // qf [Hi, Di]
          + Hi             // wgt as fp32 [Hi]
          + 2 * kScoreTile;  // dot, score accumulators [64]
-}
-
-// s[j] += Σ_k q[k]·jt[k, j] for j < nb, each s[j] summed in ascending k (four
-// dims per pass, added one at a time: the same order as a plain loop).
-void dots_tile(const float* __restrict q, const float* __restrict jt, int Di, int nb,
-               float* __restrict s) {
-  int k = 0;
-  for (; k + 4 <= Di; k += 4) {
-    const float q0 = q[k], q1 = q[k + 1], q2 = q[k + 2], q3 = q[k + 3];
-    const float* j0 = jt + k * kScoreTile;
-    const float* j1 = j0 + kScoreTile;
-    const float* j2 = j1 + kScoreTile;
-    const float* j3 = j2 + kScoreTile;
-    for (int j = 0; j < nb; ++j) {
-      float v = s[j];
-      v = v + q0 * j0[j];
-      v = v + q1 * j1[j];
-      v = v + q2 * j2[j];
-      v = v + q3 * j3[j];
-      s[j] = v;
-    }
-  }
-  for (; k < Di; ++k)
-    for (int j = 0; j < nb; ++j) s[j] = s[j] + q[k] * jt[k * kScoreTile + j];
 }
 
 }  // namespace
@@ -118,7 +95,7 @@ void indexer_scores(const IndexerParams& p, const bf16* qi, const bf16* wgt,
       for (int h = 0; h < Hi; ++h) {
         const float* q = qf + static_cast<int64_t>(h) * Di;
         for (int j = 0; j < nb; ++j) dv[j] = 0.0f;
-        dots_tile(q, jt, Di, nb, dv);
+        dot_columns<kScoreTile>(q, jt, Di, nb, dv);
         const float w = wf[h];
         for (int j = 0; j < nb; ++j) {
           const float d = round_bf16(dv[j]);

@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/math.h"
+#include "kernels/common/dot_columns.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 
 namespace dsv4::kernels {
@@ -20,30 +21,6 @@ int64_t per_thread_floats(const SparseAttnParams& p) {
          + 2 * H              // m, S [H]
          + kAttnBlock         // logits / probabilities of one head [64]
          + Dh;                // q_h as fp32 [Dh]
-}
-
-// s[j] += Σ_d q[d]·kt[d, j] for j < nr, each s[j] summed in ascending d (four
-// dims per pass, added one at a time: the same order as a plain loop).
-void logits_tile(const float* __restrict q, const float* __restrict kt, int Dh, int nr,
-                 float* __restrict s) {
-  int d = 0;
-  for (; d + 4 <= Dh; d += 4) {
-    const float q0 = q[d], q1 = q[d + 1], q2 = q[d + 2], q3 = q[d + 3];
-    const float* k0 = kt + d * kAttnBlock;
-    const float* k1 = k0 + kAttnBlock;
-    const float* k2 = k1 + kAttnBlock;
-    const float* k3 = k2 + kAttnBlock;
-    for (int j = 0; j < nr; ++j) {
-      float v = s[j];
-      v = v + q0 * k0[j];
-      v = v + q1 * k1[j];
-      v = v + q2 * k2[j];
-      v = v + q3 * k3[j];
-      s[j] = v;
-    }
-  }
-  for (; d < Dh; ++d)
-    for (int j = 0; j < nr; ++j) s[j] = s[j] + q[d] * kt[d * kAttnBlock + j];
 }
 
 // acc[d] += Σ_j pb[j]·kb[j, d] for j < nr, each acc[d] in ascending j (four
@@ -125,7 +102,7 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
         const bf16* qh = q + (t * H + h) * Dh;
         for (int d = 0; d < Dh; ++d) qf[d] = qh[d].to_float();
         for (int j = 0; j < nr; ++j) sj[j] = 0.0f;
-        logits_tile(qf, kt, Dh, nr, sj);
+        dot_columns<kAttnBlock>(qf, kt, Dh, nr, sj);
         float bmax = kNegInf;
         for (int j = 0; j < nr; ++j) {
           sj[j] = sj[j] * scale;

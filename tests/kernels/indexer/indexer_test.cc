@@ -20,6 +20,7 @@
 #include "kernels/rope/rope.h"
 #include "numeric/quant.h"
 #include "support/poison.h"
+#include "support/threads.h"
 #include "support/quant_weights.h"
 #include "support/tolerance.h"
 
@@ -38,10 +39,7 @@ struct Preset {
 const Preset kTiny{"tiny", {2, 32, 16, 4}, 128, 128};
 const Preset kTiny2{"tiny2", {4, 128, 64, 8}, 256, 256};
 
-ThreadPool& pool2() {
-  static ThreadPool p(2);
-  return p;
-}
+using test::pool2;
 
 template <class Fn>
 void run(int nthreads, Fn&& fn) {

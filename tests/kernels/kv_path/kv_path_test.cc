@@ -14,6 +14,7 @@
 #include "kernels/rope/rope.h"
 #include "numeric/quant.h"
 #include "support/poison.h"
+#include "support/threads.h"
 #include "support/quant_weights.h"
 #include "support/tolerance.h"
 
@@ -25,15 +26,8 @@ using test::RowBuffer;
 
 constexpr float kEps = 1e-6f;
 
-ThreadPool& pool2() {
-  static ThreadPool p(2);
-  return p;
-}
-template <class Fn>
-void run(int nthreads, Fn&& fn) {
-  if (nthreads == 1) fn(0, 1);
-  else pool2().run([&fn](int tid, int n) { fn(tid, n); });
-}
+using test::pool2;
+using test::run;
 
 struct Dims {
   const char* name;

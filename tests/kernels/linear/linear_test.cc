@@ -15,6 +15,7 @@
 #include "numeric/quant.h"
 #include "numeric/ue8m0.h"
 #include "support/poison.h"
+#include "support/threads.h"
 #include "support/quant_weights.h"
 #include "support/tolerance.h"
 
@@ -24,10 +25,7 @@ namespace {
 using test::kCapacity;
 using test::RowBuffer;
 
-ThreadPool& pool2() {
-  static ThreadPool p(2);
-  return p;
-}
+using test::pool2;
 
 struct Shape {
   const char* name;

@@ -12,6 +12,7 @@
 #include "kernels/mtp_proj/mtp_proj.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "support/poison.h"
+#include "support/threads.h"
 #include "support/quant_weights.h"
 #include "support/tolerance.h"
 
@@ -21,15 +22,8 @@ namespace {
 using test::kCapacity;
 using test::RowBuffer;
 
-ThreadPool& pool2() {
-  static ThreadPool p(2);
-  return p;
-}
-template <class Fn>
-void run(int nthreads, Fn&& fn) {
-  if (nthreads == 1) fn(0, 1);
-  else pool2().run([&fn](int tid, int n) { fn(tid, n); });
-}
+using test::pool2;
+using test::run;
 
 TEST(MtpProj, EveryTMatchesRef) {
   for (int64_t D : {128, 256})

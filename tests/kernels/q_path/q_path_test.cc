@@ -13,6 +13,7 @@
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rope/rope.h"
 #include "support/poison.h"
+#include "support/threads.h"
 #include "support/quant_weights.h"
 #include "support/tolerance.h"
 
@@ -24,15 +25,8 @@ using test::RowBuffer;
 
 constexpr float kEps = 1e-6f;
 
-ThreadPool& pool2() {
-  static ThreadPool p(2);
-  return p;
-}
-template <class Fn>
-void run(int nthreads, Fn&& fn) {
-  if (nthreads == 1) fn(0, 1);
-  else pool2().run([&fn](int tid, int n) { fn(tid, n); });
-}
+using test::pool2;
+using test::run;
 
 // Level-B form: fp32 factor ρ_Dh, one rounding.
 void head_rms_fp32_factor(bf16* v, int n) {

@@ -10,6 +10,7 @@
 #include "base/thread_pool.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "support/poison.h"
+#include "support/threads.h"
 #include "support/quant_weights.h"
 #include "support/tolerance.h"
 
@@ -21,15 +22,8 @@ using test::RowBuffer;
 
 constexpr float kEps = 1e-6f;
 
-ThreadPool& pool2() {
-  static ThreadPool p(2);
-  return p;
-}
-template <class Fn>
-void run(int nthreads, Fn&& fn) {
-  if (nthreads == 1) fn(0, 1);
-  else pool2().run([&fn](int tid, int n) { fn(tid, n); });
-}
+using test::pool2;
+using test::run;
 
 // D, Rq, Dh, Di of tiny (128, 128, 80, 32) and tiny2 (256, 256, 192, 128).
 const int64_t kWidths[] = {128, 80, 32, 256, 192};

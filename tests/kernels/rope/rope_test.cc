@@ -11,6 +11,7 @@
 #include "base/thread_pool.h"
 #include "kernels/rope/rope.h"
 #include "support/poison.h"
+#include "support/threads.h"
 #include "support/quant_weights.h"
 #include "support/tolerance.h"
 
@@ -20,15 +21,8 @@ namespace {
 using test::kCapacity;
 using test::RowBuffer;
 
-ThreadPool& pool2() {
-  static ThreadPool p(2);
-  return p;
-}
-template <class Fn>
-void run(int nthreads, Fn&& fn) {
-  if (nthreads == 1) fn(0, 1);
-  else pool2().run([&fn](int tid, int n) { fn(tid, n); });
-}
+using test::pool2;
+using test::run;
 
 RopeParams profile(int dr, bool yarn) {
   RopeParams p;

@@ -1,0 +1,50 @@
+// Tiny checkpoints for model-level tests: made with make_tiny_checkpoint into
+// $DSV4_TEST_TMP (or /tmp) once per test binary and (preset, quant, seed), then
+// loaded and kept for the binary's lifetime.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/tiny_checkpoint.h"
+#include "model/weights.h"
+
+namespace dsv4::test {
+
+struct TinyModel {
+  std::string dir;
+  ModelConfig cfg;
+  std::unique_ptr<Weights> w;
+};
+
+inline const TinyModel& tiny_model(const std::string& preset, TinyQuant quant, uint64_t seed = 1) {
+  static std::map<std::string, std::unique_ptr<TinyModel>> cache;
+  const std::string key = preset + "-" + std::string(tiny_quant_name(quant)) + "-seed" + std::to_string(seed);
+  if (auto it = cache.find(key); it != cache.end()) return *it->second;
+  const char* env = std::getenv("DSV4_TEST_TMP");
+  auto m = std::make_unique<TinyModel>();
+  m->dir = std::string(env != nullptr && *env ? env : "/tmp/dsv4_test") + "/" + key;
+  std::filesystem::create_directories(m->dir);
+  const Status st = make_tiny_checkpoint(m->dir, preset, seed, quant);
+  EXPECT_TRUE(st.ok()) << st.message();
+  Result<ModelConfig> cfg = load_config(m->dir);
+  EXPECT_TRUE(cfg.ok()) << cfg.message();
+  if (cfg.ok()) m->cfg = *cfg;
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(m->dir);
+  EXPECT_TRUE(files.ok()) << files.message();
+  if (files.ok()) {
+    Result<Weights> w = load_weights(*files, m->cfg, nullptr);
+    EXPECT_TRUE(w.ok()) << w.message();
+    if (w.ok()) m->w = std::make_unique<Weights>(std::move(*w));
+  }
+  return *(cache[key] = std::move(m));
+}
+
+}  // namespace dsv4::test
