@@ -1,6 +1,8 @@
 // Persistent worker pool: the one threading idiom of dsv4. run(fn) calls
 // fn(tid, nthreads) once on every worker (the caller is worker 0) and returns
 // when all are done. No allocation per call; no nested parallel regions.
+// A step issues hundreds of short runs, so idle workers and the waiting
+// caller spin briefly on atomics before they block on a condition variable.
 #pragma once
 
 #include <atomic>
@@ -39,11 +41,11 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable done_cv_;
-  Thunk thunk_ = nullptr;
+  Thunk thunk_ = nullptr;  // written before generation_ is published
   void* ctx_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace dsv4
