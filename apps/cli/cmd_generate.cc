@@ -1,5 +1,5 @@
 // dsv4 generate [--model DIR] [--prompt-ids 5,17,42]... [--max-tokens N]
-//   [--temperature T] [--top-p P] [--seed S] [--mtp] [--batch-size B] [--threads N]
+//   [--temperature T] [--top-p P] [--seed S] [--mtp] [--batch-size B] [--threads N] [--isa I]
 // Decodes several prompts together with continuous batching (runtime/engine.h):
 // the batch changes as requests finish. Prints each step's batch size, each
 // request's tokens, tokens/s and (with --mtp) the draft acceptance rate.
@@ -34,6 +34,7 @@ struct GenerateArgs {
   int max_chunk = 64;
   int64_t max_context = 1024;
   bool quiet_steps = false;
+  std::string isa = "auto";
 };
 
 // Built-in demo prompts (token ids of the tiny vocabulary).
@@ -47,6 +48,7 @@ std::string join(const std::vector<int32_t>& v) {
 }
 
 int run_generate(const GenerateArgs& a) {
+  if (Status st = select_isa(a.isa); !st.ok()) return fail(st);
   Result<std::string> dir = resolve_model_dir(a.model);
   if (!dir.ok()) return fail(dir.status());
   Result<ModelConfig> cfg = load_config(*dir);
@@ -134,6 +136,7 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--max-chunk", a->max_chunk, "Largest prefill chunk per request")->capture_default_str();
   sub->add_option("--max-context", a->max_context, "Positions per sequence")->capture_default_str();
   sub->add_flag("--quiet-steps", a->quiet_steps, "Do not print one line per step");
+  sub->add_option("--isa", a->isa, kIsaHelp)->capture_default_str();
   return {sub, [a]() { return run_generate(*a); }};
 }
 

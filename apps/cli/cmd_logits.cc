@@ -1,5 +1,5 @@
 // dsv4 logits [--model DIR] --tokens 1,2,3 --out FILE.npy [--mtp] [--chunk N] [--decode]
-//             [--numerics demo|float] [--decisions-out FILE.json] [--threads N]:
+//             [--numerics demo|float] [--decisions-out FILE.json] [--threads N] [--isa I]:
 // teacher-forced logits of one token sequence as float32 .npy [n, vocab] (--mtp: the
 // MTP head's [n-1, vocab]) and optionally every discrete decision as JSON
 // (runtime/teacher_forced.h). The interface is the contract for external
@@ -33,6 +33,7 @@ struct LogitsArgs {
   std::string numerics = "demo";
   std::string decisions_out;
   int32_t threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string isa = "auto";
 };
 
 // Writes text through a temporary file and rename, so `path` is either old or complete.
@@ -50,6 +51,7 @@ Status write_text_file(const std::string& path, const std::string& text) {
 }
 
 int run_logits(const LogitsArgs& a) {
+  if (Status st = select_isa(a.isa); !st.ok()) return fail(st);
   Result<std::vector<int32_t>> tokens = parse_token_ids(a.tokens);
   if (!tokens.ok()) return fail(tokens.status().with_context("--tokens"));
   Result<Numerics> numerics = parse_numerics(a.numerics);
@@ -122,6 +124,7 @@ Command add_logits(CLI::App& app) {
   sub->add_option("--decisions-out", args->decisions_out,
                   "Write every routed-expert and indexer decision as JSON to this file");
   sub->add_option("--threads", args->threads, "Worker threads (demo numerics)")->capture_default_str();
+  sub->add_option("--isa", args->isa, kIsaHelp)->capture_default_str();
   return {sub, [args]() { return run_logits(*args); }};
 }
 

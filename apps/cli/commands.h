@@ -36,4 +36,9 @@ Result<std::string> user_cache_root();
 // into the user's cache directory).
 Result<std::string> resolve_model_dir(const std::string& model_flag);
 
+// Applies an --isa value ("auto" or a variant name) to the SIMD kernels.
+Status select_isa(const std::string& isa_flag);
+inline constexpr const char* kIsaHelp =
+    "SIMD variant of the kernels: auto, scalar, avx2, avx512, avx512bf16 (all give the same bits)";
+
 }  // namespace dsv4::cli

@@ -3,6 +3,8 @@
 #include <cstdlib>
 
 #include "commands.h"
+#include "base/cpu.h"
+#include "kernels/linear/linear.h"
 #include "model/tiny_checkpoint.h"
 
 namespace dsv4::cli {
@@ -28,6 +30,13 @@ Result<std::string> resolve_model_dir(const std::string& model_flag) {
   Result<std::string> root = user_cache_root();
   if (!root.ok()) return root.status();
   return builtin_model_dir(root.value());
+}
+
+Status select_isa(const std::string& isa_flag) {
+  Result<Isa> isa = parse_isa(isa_flag);
+  if (!isa.ok()) return isa.status().with_context("--isa");
+  kernels::set_linear_isa(*isa);
+  return Status();
 }
 
 }  // namespace dsv4::cli

@@ -14,7 +14,9 @@
 #include <random>
 #include <string>
 
+#include "base/cpu.h"
 #include "io/safetensors.h"
+#include "kernels/linear/linear.h"
 #include "model/config.h"
 #include "model/float_forward.h"
 #include "model/runner.h"
@@ -290,6 +292,24 @@ TEST(Runner, Tiny2PastSeveralHcaRatios) {
   auto r = ModelRunner::create(m.cfg, *m.w, limits(64));
   ASSERT_TRUE(r.ok()) << r.message();
   ASSERT_EQ(prompt_then_decode(**r, toks, 300, 64), prompt_then_decode(**r, toks, 1, 1));
+}
+
+// Every SIMD variant of the kernels gives the same logits, bit for bit.
+TEST(Runner, EverySimdVariantGivesTheSameLogits) {
+  for (const char* preset : {"tiny", "tiny2"}) {
+    const Loaded& m = model(preset, TinyQuant::kFp8);
+    const auto toks = tokens(24, 8, m.cfg.vocab_size);
+    auto r = ModelRunner::create(m.cfg, *m.w, limits(24));
+    ASSERT_TRUE(r.ok()) << r.message();
+    kernels::set_linear_isa(Isa::kScalar);
+    const auto want = run_chunked(**r, toks, 24, 24);
+    for (Isa isa : kAllIsas) {
+      if (!isa_supported(isa)) continue;
+      kernels::set_linear_isa(isa);
+      EXPECT_EQ(run_chunked(**r, toks, 24, 24), want) << preset << " " << isa_name(isa);
+    }
+    kernels::set_linear_isa(detect_isa());
+  }
 }
 
 TEST(Runner, EmptyStepAndCapacityErrors) {

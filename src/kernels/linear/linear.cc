@@ -1,7 +1,10 @@
-// Engine linear (see linear.h for the fixed K order): weights dequantized one
-// 128-wide K block at a time into a stack buffer, reused across a tile of rows;
-// output columns split over threads.
+// Engine linear (see linear.h for the fixed K order): output columns split over
+// threads, tiles of outputs x rows computed by the selected ISA variant
+// (linear_tile.h). The scalar variant here is the portable engine: weights
+// dequantized one 128-wide K block at a time into a stack buffer, reused across
+// the tile's rows.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -9,19 +12,25 @@
 #include "base/check.h"
 #include "base/math.h"
 #include "kernels/linear/linear.h"
+#include "kernels/linear/linear_tile.h"
 #include "numeric/e4m3.h"
 #include "numeric/quant.h"
 
 namespace dsv4::kernels {
 namespace {
 
-constexpr int kBlock = 128;   // K block of the chain (= the actq / FP8 scale block)
-constexpr int kLanes = 16;    // fixed accumulation lanes inside a block
-constexpr int kRowTile = 8;   // rows sharing one decoded weight block
-constexpr int kOutTile = 8;   // outputs sharing one converted input block
+using linear_tile::kBlock;
+using linear_tile::kLanes;
+using linear_tile::kRowTile;
+constexpr int kOutTile = 8;  // outputs sharing one converted input block (scalar tile)
 
-inline void store(bf16* y, float v) { *y = bf16::from_float(v); }
-inline void store(float* y, float v) { *y = v; }
+// A NaN result is stored as the positive quiet NaN: which NaN operand an add
+// propagates (sign, payload) depends on instruction operand order, which C++
+// leaves to the compiler; canonical NaNs keep every variant and thread count
+// bit-identical.
+inline float canonical(float v) { return v != v ? std::numeric_limits<float>::quiet_NaN() : v; }
+inline void store(bf16* y, float v) { *y = bf16::from_float(canonical(v)); }
+inline void store(float* y, float v) { *y = canonical(v); }
 
 // e2m1 nibble -> value (sign included), the values of e2m1_decode.
 constexpr float kE2M1Signed[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
@@ -118,7 +127,64 @@ inline void load_block(const bf16* x, int n, float* xb) {
 }
 inline void load_block(const float* x, int n, float* xb) { std::memcpy(xb, x, sizeof(float) * n); }
 
-// Tiles: kRowTile rows x kOutTile outputs share the decoded weight and input blocks.
+// Scalar tile: kRowTile rows x kOutTile outputs share the decoded weight and input blocks.
+template <class XT>
+void tile_scalar(const linear_tile::Tile& tl) {
+  const LinearWeight& w = *tl.w;
+  const XT* x = static_cast<const XT*>(tl.x);
+  const int nt = tl.nt, no = tl.no;
+  const int64_t n_blk = ceil_div<int64_t>(tl.k1 - tl.k0, kBlock);
+  const int64_t g_blk = tl.g_blk;
+  alignas(64) float wb[kOutTile][kBlock];
+  alignas(64) float xb[kRowTile][kBlock];
+  float part[kRowTile][kOutTile], total[kRowTile][kOutTile];
+  for (int64_t b = 0; b < n_blk; ++b) {
+    const int64_t k = tl.k0 + b * kBlock;
+    const int n = static_cast<int>(std::min<int64_t>(kBlock, tl.k1 - k));
+    for (int j = 0; j < no; ++j) decode_block(w, tl.o + j, k, n, wb[j]);
+    for (int i = 0; i < nt; ++i) load_block(x + i * tl.x_stride + k, n, xb[i]);
+    const bool g_first = b % g_blk == 0;
+    const bool g_last = (b + 1) % g_blk == 0 || b + 1 == n_blk;
+    float beta[kRowTile][kOutTile];
+    for (int i = 0; i < nt; ++i) {
+      int j = 0;
+      if (n == kBlock)
+        for (; j + 2 <= no; j += 2) block_dot_x2(xb[i], wb[j], wb[j + 1], &beta[i][j], &beta[i][j + 1]);
+      for (; j < no; ++j) beta[i][j] = block_dot(xb[i], wb[j], n);
+    }
+    for (int i = 0; i < nt; ++i)
+      for (int j = 0; j < no; ++j) {
+        part[i][j] = g_first ? beta[i][j] : part[i][j] + beta[i][j];
+        if (g_last) total[i][j] = b < g_blk ? part[i][j] : total[i][j] + part[i][j];
+      }
+  }
+  for (int i = 0; i < nt; ++i)
+    for (int j = 0; j < no; ++j) tl.y[i * linear_tile::kMaxOutTile + j] = total[i][j];
+}
+
+// The variant's tile kernels; detect_isa() until set_linear_isa.
+std::atomic<int> g_isa{-1};
+
+Isa current_isa() {
+  int v = g_isa.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = static_cast<int>(detect_isa());
+    g_isa.store(v, std::memory_order_relaxed);
+  }
+  return static_cast<Isa>(v);
+}
+
+const linear_tile::Kernels& kernels(Isa isa) {
+  static const linear_tile::Kernels k[] = {linear_tile::scalar_kernels(), linear_tile::avx2_kernels(),
+                                           linear_tile::avx512_kernels(), linear_tile::avx512_bf16_kernels()};
+  return k[static_cast<int>(isa)];
+}
+
+inline linear_tile::TileFn tile_fn(const linear_tile::Kernels& k, const bf16*) { return k.x_bf16; }
+inline linear_tile::TileFn tile_fn(const linear_tile::Kernels& k, const float*) { return k.x_f32; }
+
+// Output columns [o0, o1) split over threads; per thread, tiles of out_tile
+// outputs x kRowTile rows (rows inner, so a tile's weights stay in cache).
 template <class XT, class YT>
 void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int64_t T, YT* y,
                int tid, int nthreads) {
@@ -138,42 +204,42 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
   const Range r = split_range(s.o1 - s.o0, tid, nthreads);
   if (r.size() == 0 || T <= 0) return;
 
+  const linear_tile::Kernels& kern = kernels(current_isa());
+  const linear_tile::TileFn fn = tile_fn(kern, x);
   const int64_t n_blk = ceil_div<int64_t>(s.k1 - s.k0, kBlock);
-  const int64_t g_blk = s.k_group > 0 ? s.k_group / kBlock : n_blk;
-  alignas(64) float wb[kOutTile][kBlock];
-  alignas(64) float xb[kRowTile][kBlock];
-  float part[kRowTile][kOutTile], total[kRowTile][kOutTile];
-  for (int64_t t0 = 0; t0 < T; t0 += kRowTile) {
-    const int nt = static_cast<int>(std::min<int64_t>(kRowTile, T - t0));
-    for (int64_t oa = s.o0 + r.begin; oa < s.o0 + r.end; oa += kOutTile) {
-      const int no = static_cast<int>(std::min<int64_t>(kOutTile, s.o0 + r.end - oa));
-      for (int64_t b = 0; b < n_blk; ++b) {
-        const int64_t k = s.k0 + b * kBlock;
-        const int n = static_cast<int>(std::min<int64_t>(kBlock, s.k1 - k));
-        for (int j = 0; j < no; ++j) decode_block(w, oa + j, k, n, wb[j]);
-        for (int i = 0; i < nt; ++i) load_block(x + (t0 + i) * s.x_stride + k, n, xb[i]);
-        const bool g_first = b % g_blk == 0;
-        const bool g_last = (b + 1) % g_blk == 0 || b + 1 == n_blk;
-        float beta[kRowTile][kOutTile];
-        for (int i = 0; i < nt; ++i) {
-          int j = 0;
-          if (n == kBlock)
-            for (; j + 2 <= no; j += 2) block_dot_x2(xb[i], wb[j], wb[j + 1], &beta[i][j], &beta[i][j + 1]);
-          for (; j < no; ++j) beta[i][j] = block_dot(xb[i], wb[j], n);
-        }
-        for (int i = 0; i < nt; ++i)
-          for (int j = 0; j < no; ++j) {
-            part[i][j] = g_first ? beta[i][j] : part[i][j] + beta[i][j];
-            if (g_last) total[i][j] = b < g_blk ? part[i][j] : total[i][j] + part[i][j];
-          }
-      }
-      for (int i = 0; i < nt; ++i)
-        for (int j = 0; j < no; ++j) store(y + (t0 + i) * s.y_stride + (oa + j - s.o0), total[i][j]);
+  linear_tile::Tile tl{};
+  tl.w = &w;
+  tl.k0 = s.k0;
+  tl.k1 = s.k1;
+  tl.g_blk = s.k_group > 0 ? s.k_group / kBlock : n_blk;
+  tl.x_stride = s.x_stride;
+  alignas(64) float res[kRowTile * linear_tile::kMaxOutTile];
+  tl.y = res;
+  for (int64_t oa = s.o0 + r.begin; oa < s.o0 + r.end; oa += kern.out_tile) {
+    tl.o = oa;
+    tl.no = static_cast<int>(std::min<int64_t>(kern.out_tile, s.o0 + r.end - oa));
+    for (int64_t t0 = 0; t0 < T; t0 += kRowTile) {
+      tl.nt = static_cast<int>(std::min<int64_t>(kRowTile, T - t0));
+      tl.x = x + t0 * s.x_stride;
+      fn(tl);
+      for (int i = 0; i < tl.nt; ++i)
+        for (int j = 0; j < tl.no; ++j)
+          store(y + (t0 + i) * s.y_stride + (oa + j - s.o0), res[i * linear_tile::kMaxOutTile + j]);
     }
   }
 }
 
 }  // namespace
+
+namespace linear_tile {
+Kernels scalar_kernels() { return Kernels{kOutTile, tile_scalar<bf16>, tile_scalar<float>}; }
+}  // namespace linear_tile
+
+void set_linear_isa(Isa isa) {
+  DSV4_CHECK(isa_supported(isa), "linear isa {} not supported by this CPU", isa_name(isa));
+  g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+Isa linear_isa() { return current_isa(); }
 
 void actq_rows(const bf16* x, int64_t T, int64_t in, bf16* xq, int tid, int nthreads) {
   const Range r = split_range(T, tid, nthreads);

@@ -22,10 +22,14 @@
 // (model.md §0.4.4 equivalence). Partial K blocks (in % 128 != 0: BF16/F32 and
 // FP8 without actq, e.g. wo_a [512, 80]) and FP8 scale grids with dims < 128
 // (ceil) are supported; FP4 needs in % 32 == 0, actq needs in % 128 == 0.
+// The engine has scalar, AVX2, AVX-512 and AVX-512 BF16 variants (linear_tile.h),
+// all giving the same bits; one is selected at start-up (detect_isa) or by
+// set_linear_isa.
 #pragma once
 
 #include <cstdint>
 
+#include "base/cpu.h"
 #include "numeric/bf16.h"
 #include "numeric/linear_weight.h"
 
@@ -42,6 +46,13 @@ void linear_ref(const LinearWeight& w, const bf16* x, int64_t T, bf16* y, bool a
 void linear_f32_ref(const LinearWeight& w, const bf16* x, int64_t T, float* y);
 // Same on fp32 input (hc_*_fn acts on the fp32 stream vector).
 void linear_f32_in_ref(const LinearWeight& w, const float* x, int64_t T, float* y);
+
+// --- engine variant (base/cpu.h); every variant gives the same bits ---
+// Selects the variant for all later engine calls; not while a linear runs. The
+// CPU must support it (isa_supported).
+void set_linear_isa(Isa isa);
+// The selected variant: detect_isa() until set_linear_isa is called.
+Isa linear_isa();
 
 // --- engine (call inside ThreadPool::run; any nthreads; no allocation) ---
 // xq[t] = actq_dequant(x[t]) for t in [0, T) (rows split over threads).

@@ -1,0 +1,48 @@
+// __builtin_cpu_supports consults CPUID and XGETBV (OS support of the AVX and
+// AVX-512 register state).
+#include "base/cpu.h"
+
+namespace dsv4 {
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx512Bf16: return "avx512bf16";
+  }
+  return "?";
+}
+
+bool isa_supported(Isa isa) {
+  __builtin_cpu_init();  // idempotent; needed when called before libgcc's constructor
+  switch (isa) {
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl");
+    case Isa::kAvx512Bf16: return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
+  }
+  return false;
+}
+
+Isa detect_isa() {
+  if (isa_supported(Isa::kAvx512Bf16)) return Isa::kAvx512Bf16;
+  if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
+  if (isa_supported(Isa::kAvx2)) return Isa::kAvx2;
+  return Isa::kScalar;
+}
+
+Result<Isa> parse_isa(std::string_view s) {
+  if (s == "auto") return detect_isa();
+  for (Isa isa : kAllIsas) {
+    if (s != isa_name(isa)) continue;
+    if (!isa_supported(isa))
+      return Status::errorf("isa '{}' is not supported by this CPU (best: '{}')", s, isa_name(detect_isa()));
+    return isa;
+  }
+  return Status::errorf("isa '{}' unknown (accepted: auto, scalar, avx2, avx512, avx512bf16)", s);
+}
+
+}  // namespace dsv4

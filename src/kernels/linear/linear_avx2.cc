@@ -1,0 +1,441 @@
+// AVX2 + FMA tile of the linear engine (linear_tile.h), 32 outputs per tile in
+// sub-tiles of 8. Same scheme as linear_avx512.cc with a block's 16 lanes in two 8-lane vectors
+// (lanes 0..7 and 8..15): K runs in spans of up to 8 / nt blocks of 128; per
+// span and output pair, each block's weights are decoded 16 at a time and every
+// row's lane vectors (lane l sums the products k ≡ l mod 16 in ascending k,
+// separate vmulps / vaddps — no FMA, see linear_tile.h) are kept; then per block
+// the 8 outputs' lane vectors are folded together by the tree of linear.h,
+// transposed (level h adds lane l and lane l+h of every output in one vaddps),
+// and chained in ascending blocks, so each result has the scalar variant's bits.
+// Decoding, exact and equal to the scalar decode_block bit for bit:
+//   BF16: bits << 16.   F32: as stored.
+//   FP8 : e4m3 byte b -> fp32 bits sign | (b & 0x7F) << 20 = value·2^-120 (the
+//         e4m3 fields land in the fp32 ones, subnormals included), times
+//         2^(s-7) (one rounding of value·2^(s-127), as the scalar's) for scale
+//         byte s <= 134, else times 2^120 (exact) and the scale; NaN codes
+//         0x7F/0xFF give the scalar's 0x7FC00000.
+//   FP4 : nibble -> 2·value as a signed byte (vpshufb table {0, 1, 2, 3, 4, 6, 8,
+//         12, 0, -1, ...}) -> fp32, times 2^(s-128): one rounding of value·2^(s-127),
+//         the scalar's product (a zero weight's sign cannot change a lane sum:
+//         lane sums start at +0 and x + ±0 = x for x != -0).
+// Only intrinsics and linear_tile.h here (see linear_tile.h).
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/linear/linear_tile.h"
+
+namespace dsv4::kernels::linear_tile {
+namespace {
+
+constexpr int kOutTile = 8;   // outputs of one fold (a sub-tile)
+constexpr int kTileOut = 32;  // outputs per tile call: sub-tiles sharing the converted x
+constexpr int kChunks = kBlock / 16;  // 16-lane chunks per block
+constexpr int kSpan = 8;              // blocks x rows of one K span
+
+inline int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A block's 16 lanes: lo = lanes 0..7, hi = lanes 8..15.
+struct V2 {
+  __m256 lo, hi;
+};
+
+inline V2 zero2() { return V2{_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+
+// ue8m0 byte -> 2^(b-127) (the scalar's scale_value: 255 NaN, 0 2^-127) and
+// -> 2^(b-128) (half: 0 2^-128, 1 2^-127, 255 NaN).
+struct ScaleTable {
+  float v[256];
+};
+constexpr ScaleTable make_scale_table(bool half) {
+  ScaleTable t{};
+  for (uint32_t b = 0; b < 256; ++b) {
+    uint32_t u = b << 23;
+    if (half) u = b == 0 ? 0x00200000u : b == 1 ? 0x00400000u : (b - 1) << 23;
+    else if (b == 0) u = 0x00400000u;
+    t.v[b] = __builtin_bit_cast(float, b == 255 ? 0x7fc00000u : u);
+  }
+  return t;
+}
+constexpr ScaleTable kScale = make_scale_table(false);
+constexpr ScaleTable kHalfScale = make_scale_table(true);
+
+// Lanes [n, 8) of v set to zero (0 <= n <= 8).
+inline __m256 keep_below(__m256 v, int n) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane)));
+}
+
+inline __m256 bf16x8_to_ps(const uint16_t* p) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+}
+
+inline void prefetch_lines(const void* p, int bytes) {
+  for (int i = 0; i < bytes; i += 64) _mm_prefetch(static_cast<const char*>(p) + i, _MM_HINT_T0);
+}
+
+// Up to 16 elements [0, n) of p into a zeroed buffer (partial blocks only).
+template <class E>
+inline void copy_tail(const E* p, int n, E* buf) {
+  for (int i = 0; i < 16; ++i) buf[i] = i < n ? p[i] : E{};
+}
+
+// Row of x, columns [k, k + n) -> xb[0, 128·ceil(n/128)) as fp32, zero from n on.
+inline void load_x(const uint16_t* x, int n, float* xb) {
+  for (int c = 0; c < ceil_div64(n, kBlock) * kBlock; c += 8) {
+    const int rem = n - c;
+    __m256 v = _mm256_setzero_ps();
+    if (rem >= 8) {
+      v = bf16x8_to_ps(x + c);
+    } else if (rem > 0) {
+      uint16_t buf[16];
+      copy_tail(x + c, rem, buf);
+      v = bf16x8_to_ps(buf);
+    }
+    _mm256_store_ps(xb + c, v);
+  }
+}
+inline void load_x(const float* x, int n, float* xb) {
+  for (int c = 0; c < ceil_div64(n, kBlock) * kBlock; c += 8) {
+    const int rem = n - c;
+    __m256 v = _mm256_setzero_ps();
+    if (rem >= 8) {
+      v = _mm256_loadu_ps(x + c);
+    } else if (rem > 0) {
+      float buf[16];
+      copy_tail(x + c, rem, buf);
+      v = _mm256_loadu_ps(buf);
+    }
+    _mm256_store_ps(xb + c, v);
+  }
+}
+
+// Decoders of one weight, as in linear_avx512.cc: prep(o, k, pr) readies the
+// fast path for the block at column k of row o (false: use full()), chunk(pr, c)
+// gives its 16 weights [16c, 16c+16); full(o, k, out) the whole block exactly in
+// every case; part(o, k, n, out) the partial last block of width n, zero from n on.
+struct DecodeBf16 {
+  const uint16_t* data;
+  int64_t in;
+  explicit DecodeBf16(const LinearWeight& w) : data(static_cast<const uint16_t*>(w.data)), in(w.in) {}
+  void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, 2 * kBlock); }
+  struct Prep {
+    const uint16_t* p;
+  };
+  bool prep(int64_t o, int64_t k, Prep* pr) const {
+    pr->p = data + o * in + k;
+    return true;
+  }
+  static V2 chunk(const Prep& pr, int c) { return V2{bf16x8_to_ps(pr.p + 16 * c), bf16x8_to_ps(pr.p + 16 * c + 8)}; }
+  void full(int64_t o, int64_t k, V2* out) const {
+    Prep pr;
+    prep(o, k, &pr);
+    for (int c = 0; c < kChunks; ++c) out[c] = chunk(pr, c);
+  }
+  void part(int64_t o, int64_t k, int n, V2* out) const {
+    const uint16_t* p = data + o * in + k;
+    for (int c = 0; c < kChunks; ++c) {
+      uint16_t buf[16];
+      copy_tail(p + 16 * c, n - 16 * c, buf);
+      out[c] = V2{bf16x8_to_ps(buf), bf16x8_to_ps(buf + 8)};
+    }
+  }
+};
+
+struct DecodeF32 {
+  const float* data;
+  int64_t in;
+  explicit DecodeF32(const LinearWeight& w) : data(static_cast<const float*>(w.data)), in(w.in) {}
+  void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, 4 * kBlock); }
+  struct Prep {
+    const float* p;
+  };
+  bool prep(int64_t o, int64_t k, Prep* pr) const {
+    pr->p = data + o * in + k;
+    return true;
+  }
+  static V2 chunk(const Prep& pr, int c) {
+    return V2{_mm256_loadu_ps(pr.p + 16 * c), _mm256_loadu_ps(pr.p + 16 * c + 8)};
+  }
+  void full(int64_t o, int64_t k, V2* out) const {
+    Prep pr;
+    prep(o, k, &pr);
+    for (int c = 0; c < kChunks; ++c) out[c] = chunk(pr, c);
+  }
+  void part(int64_t o, int64_t k, int n, V2* out) const {
+    const float* p = data + o * in + k;
+    for (int c = 0; c < kChunks; ++c) {
+      float buf[16];
+      copy_tail(p + 16 * c, n - 16 * c, buf);
+      out[c] = V2{_mm256_loadu_ps(buf), _mm256_loadu_ps(buf + 8)};
+    }
+  }
+};
+
+struct DecodeFp8 {
+  const uint8_t* data;
+  const uint8_t* scale;
+  int64_t in, nbk;
+  explicit DecodeFp8(const LinearWeight& w)
+      : data(static_cast<const uint8_t*>(w.data)), scale(w.scale), in(w.in), nbk(ceil_div64(w.in, kBlock)) {}
+  void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, kBlock); }
+  // 8 codes as fp32 bits sign | (b & 0x7F) << 20 (value·2^-120).
+  static __m256 bits(const uint8_t* p) {
+    const __m256i sx = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(
+        _mm256_and_si256(_mm256_slli_epi32(sx, 20), _mm256_set1_epi32(static_cast<int>(0x87F00000u))));
+  }
+  // Exact decode of 8 codes at p with scale byte sb (any byte, NaN codes included).
+  static __m256 exact8(const uint8_t* p, uint8_t sb) {
+    __m256 f = bits(p);
+    if (sb <= 134) {
+      f = _mm256_mul_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32((sb + 120) << 23)));
+    } else {
+      f = _mm256_mul_ps(_mm256_mul_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(247 << 23))),
+                        _mm256_set1_ps(kScale.v[sb]));
+    }
+    const __m256i sx = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i mag = _mm256_set1_epi32(0x7F);
+    const __m256i nan = _mm256_cmpeq_epi32(_mm256_and_si256(sx, mag), mag);
+    return _mm256_blendv_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), _mm256_castsi256_ps(nan));
+  }
+  static bool has_nan_code(const uint8_t* p) {
+    const __m256i mag = _mm256_set1_epi8(0x7F);
+    int any = 0;
+    for (int i = 0; i < kBlock; i += 32) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+      any |= _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_and_si256(v, mag), mag));
+    }
+    return any != 0;
+  }
+  struct Prep {
+    const uint8_t* p;
+    __m256 m;
+  };
+  // Fast path: scale byte <= 134 (one multiply) and no NaN code in the block.
+  bool prep(int64_t o, int64_t k, Prep* pr) const {
+    pr->p = data + o * in + k;
+    const uint8_t sb = scale[(o / kBlock) * nbk + k / kBlock];
+    pr->m = _mm256_castsi256_ps(_mm256_set1_epi32((sb + 120) << 23));
+    return sb <= 134 && !has_nan_code(pr->p);
+  }
+  static V2 chunk(const Prep& pr, int c) {
+    return V2{_mm256_mul_ps(bits(pr.p + 16 * c), pr.m), _mm256_mul_ps(bits(pr.p + 16 * c + 8), pr.m)};
+  }
+  void full(int64_t o, int64_t k, V2* out) const {
+    const uint8_t* p = data + o * in + k;
+    const uint8_t sb = scale[(o / kBlock) * nbk + k / kBlock];
+    for (int c = 0; c < kChunks; ++c) out[c] = V2{exact8(p + 16 * c, sb), exact8(p + 16 * c + 8, sb)};
+  }
+  void part(int64_t o, int64_t k, int n, V2* out) const {
+    const uint8_t* p = data + o * in + k;
+    const uint8_t sb = scale[(o / kBlock) * nbk + k / kBlock];
+    for (int c = 0; c < kChunks; ++c) {
+      uint8_t buf[16];
+      copy_tail(p + 16 * c, n - 16 * c, buf);
+      // Lanes from n on: zero (scaled zero codes can be NaN).
+      out[c] = V2{keep_below(exact8(buf, sb), n - 16 * c), keep_below(exact8(buf + 8, sb), n - 16 * c - 8)};
+    }
+  }
+};
+
+struct DecodeFp4 {  // in % 32 == 0, so n % 32 == 0
+  const uint8_t* data;
+  const uint8_t* scale;
+  int64_t in;
+  explicit DecodeFp4(const LinearWeight& w) : data(static_cast<const uint8_t*>(w.data)), scale(w.scale), in(w.in) {}
+  void prefetch(int64_t o, int64_t k) const {
+    prefetch_lines(data + o * (in / 2) + k / 2, kBlock / 2);
+    _mm_prefetch(reinterpret_cast<const char*>(scale + o * (in / 32) + k / 32), _MM_HINT_T0);
+  }
+  struct Prep {
+    const uint8_t* p;
+    const uint8_t* sc;
+  };
+  bool prep(int64_t o, int64_t k, Prep* pr) const {
+    pr->p = data + o * (in / 2) + k / 2;
+    pr->sc = scale + o * (in / 32) + k / 32;
+    return true;
+  }
+  // 16 weights from 8 bytes (low nibble = even k) with scale byte sb.
+  static V2 decode16(const uint8_t* p, uint8_t sb) {
+    const __m128i twice = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    const __m128i nib = _mm_set1_epi8(0x0F);
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i lo = _mm_shuffle_epi8(twice, _mm_and_si128(b, nib));
+    const __m128i hi = _mm_shuffle_epi8(twice, _mm_and_si128(_mm_srli_epi16(b, 4), nib));
+    const __m128i v = _mm_unpacklo_epi8(lo, hi);  // 2·value of k = 0..15, signed bytes
+    const __m256 hs = _mm256_set1_ps(kHalfScale.v[sb]);
+    return V2{_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), hs),
+              _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))), hs)};
+  }
+  static V2 chunk(const Prep& pr, int c) { return decode16(pr.p + 8 * c, pr.sc[c / 2]); }
+  void full(int64_t o, int64_t k, V2* out) const {
+    Prep pr;
+    prep(o, k, &pr);
+    for (int c = 0; c < kChunks; ++c) out[c] = chunk(pr, c);
+  }
+  void part(int64_t o, int64_t k, int n, V2* out) const {
+    Prep pr;
+    prep(o, k, &pr);
+    for (int c = 0; c < kChunks; ++c) out[c] = 16 * c < n ? chunk(pr, c) : zero2();
+  }
+};
+
+// beta of 8 outputs: acc[j] is output j's 16 lanes; the fold tree of linear.h on
+// all of them at once (lane l + lane l+h per level), then back to output order.
+inline __m256 fold8(const V2* acc) {
+  __m256 v[8], s[4], u[2];
+  for (int j = 0; j < 8; ++j) v[j] = _mm256_add_ps(acc[j].lo, acc[j].hi);  // l += l+8
+  for (int p = 0; p < 4; ++p)  // l += l+4: one 128-bit half per output
+    s[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+  for (int q = 0; q < 2; ++q)  // l += l+2
+    u[q] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * q], s[2 * q + 1], 0x44),
+                         _mm256_shuffle_ps(s[2 * q], s[2 * q + 1], 0xEE));
+  const __m256 f = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], 0x88),  // l += l+1
+                                 _mm256_shuffle_ps(u[0], u[1], 0xDD));
+  // f[4h + i] is output 2i + h.
+  return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+inline void add_product(V2& a, const float* x, const V2& w) {
+  a.lo = _mm256_add_ps(a.lo, _mm256_mul_ps(_mm256_load_ps(x), w.lo));
+  a.hi = _mm256_add_ps(a.hi, _mm256_mul_ps(_mm256_load_ps(x + 8), w.hi));
+}
+
+// Fast path: lanes of R rows x NO outputs over one block, decoded 16 weights at
+// a time (each used by all R rows); 2·NO·R chains interleaved. Row r's block
+// is xb + ((i0 + r)·x_blocks + bb)·128; its lanes go to lanes[(i0 + r)·x_blocks + bb][j + q].
+template <class Dec, int NO, int R>
+inline void lanes_fast(const typename Dec::Prep (&pr)[NO], const float* xb, int x_blocks, int i0, int bb,
+                       V2 (*lanes)[kOutTile], int j) {
+  V2 a[R][NO];
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < NO; ++q) a[r][q] = zero2();
+  for (int c = 0; c < kChunks; ++c) {
+    V2 w[NO];
+    for (int q = 0; q < NO; ++q) w[q] = Dec::chunk(pr[q], c);
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < NO; ++q) add_product(a[r][q], xb + ((i0 + r) * x_blocks + bb) * kBlock + 16 * c, w[q]);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < NO; ++q) lanes[(i0 + r) * x_blocks + bb][j + q] = a[r][q];
+}
+
+// General path for one block (scale bytes > 134, NaN codes, the partial block).
+template <class Dec, int NO>
+void block_general(const Dec& dec, int64_t o, int64_t k, int width, bool partial, int nt, const float* xb,
+                   int x_blocks, int bb, V2 (*lanes)[kOutTile], int j) {
+  V2 w[NO][kChunks];
+  for (int q = 0; q < NO; ++q) {
+    if (partial) dec.part(o + q, k, width, w[q]);
+    else dec.full(o + q, k, w[q]);
+  }
+  for (int i = 0; i < nt; ++i)
+    for (int q = 0; q < NO; ++q) {
+      V2 a = zero2();
+      for (int c = 0; c < kChunks; ++c) add_product(a, xb + (i * x_blocks + bb) * kBlock + 16 * c, w[q][c]);
+      lanes[i * x_blocks + bb][j + q] = a;
+    }
+}
+
+// Lanes of outputs j .. j+NO-1, blocks [0, nb) of the span at column kb, every
+// row. Weight rows are prefetched one pair ahead (as linear_avx512.cc).
+template <class Dec, int NO>
+void span_lanes(const Dec& dec, const Tile& tl, int64_t o_sub, int j, int64_t kb, int nb, int width, bool partial,
+                const float* xb, V2 (*lanes)[kOutTile]) {
+  const int nt = tl.nt;
+  const int64_t o = o_sub + j, jt = o - tl.o;  // jt: output index within the tile
+  if (partial) {
+    block_general<Dec, NO>(dec, o, kb, width, true, nt, xb, nb, 0, lanes, j);
+    return;
+  }
+  const bool next_pair = jt + 2 < tl.no;
+  const int64_t pf_o = next_pair ? o + 2 : tl.o, pf_dk = next_pair ? 0 : int64_t{nb} * kBlock;
+  const int pf_n = next_pair ? (jt + 4 <= tl.no ? 2 : 1) : (tl.no >= 2 ? 2 : 1);
+  for (int bb = 0; bb < nb; ++bb) {
+    const int64_t k = kb + bb * kBlock;
+    if (k + pf_dk + kBlock <= tl.k1)
+      for (int q = 0; q < pf_n; ++q) dec.prefetch(pf_o + q, k + pf_dk);
+    typename Dec::Prep pr[NO];
+    bool fast = true;
+    for (int q = 0; q < NO; ++q) fast = dec.prep(o + q, k, &pr[q]) && fast;
+    if (!fast) {
+      block_general<Dec, NO>(dec, o, k, width, false, nt, xb, nb, bb, lanes, j);
+      continue;
+    }
+    int i = 0;
+    for (; i + 2 <= nt; i += 2) lanes_fast<Dec, NO, 2>(pr, xb, nb, i, bb, lanes, j);
+    if (i < nt) lanes_fast<Dec, NO, 1>(pr, xb, nb, i, bb, lanes, j);
+  }
+}
+
+// Per span: x converted once, then every 8-output sub-tile: lanes, fold, chain.
+template <class Dec, class XT>
+void tile(const Tile& tl) {
+  constexpr int kSubs = kTileOut / kOutTile;
+  const Dec dec(*tl.w);
+  const XT* x = static_cast<const XT*>(tl.x);
+  const int nt = tl.nt, no = tl.no;
+  const int64_t n_blk = ceil_div64(tl.k1 - tl.k0, kBlock);
+  const int64_t n_full = (tl.k1 - tl.k0) / kBlock;  // the last block may be partial
+  const int span = kSpan / nt;                         // blocks per span, >= 1
+  alignas(32) float xb[kSpan * kBlock];                // row i, block bb at (i·nb + bb)·128
+  V2 lanes[kSpan][kOutTile];                           // row i, block bb at [i·nb + bb][j]
+  __m256 part[kRowTile][kSubs], total[kRowTile][kSubs];
+  int64_t g_pos0 = 0;  // index within its K group of the span's first block
+  for (int64_t b0 = 0; b0 < n_blk;) {
+    const bool partial = b0 == n_full;
+    const int nb = partial ? 1 : static_cast<int>(n_full - b0 < span ? n_full - b0 : span);
+    const int64_t kb = tl.k0 + b0 * kBlock;
+    const int width = partial ? static_cast<int>(tl.k1 - kb) : nb * kBlock;
+    for (int i = 0; i < nt; ++i) load_x(x + i * tl.x_stride + kb, width, xb + i * nb * kBlock);
+    for (int sub = 0; sub * kOutTile < no; ++sub) {
+      const int ns = no - sub * kOutTile < kOutTile ? no - sub * kOutTile : kOutTile;
+      const int64_t o_sub = tl.o + sub * kOutTile;
+      if (ns < kOutTile)
+        for (int s = 0; s < kSpan; ++s)
+          for (int j = ns; j < kOutTile; ++j) lanes[s][j] = zero2();
+      int j = 0;
+      for (; j + 2 <= ns; j += 2) span_lanes<Dec, 2>(dec, tl, o_sub, j, kb, nb, width, partial, xb, lanes);
+      if (j < ns) span_lanes<Dec, 1>(dec, tl, o_sub, j, kb, nb, width, partial, xb, lanes);
+      int64_t g_pos = g_pos0;
+      for (int bb = 0; bb < nb; ++bb) {
+        const int64_t b = b0 + bb;
+        const bool g_first = g_pos == 0;
+        if (++g_pos == tl.g_blk) g_pos = 0;
+        const bool g_last = g_pos == 0 || b + 1 == n_blk;
+        const bool first_group = b < tl.g_blk;
+        for (int i = 0; i < nt; ++i) {
+          const __m256 beta = fold8(lanes[i * nb + bb]);
+          __m256& pa = part[i][sub];
+          pa = g_first ? beta : _mm256_add_ps(pa, beta);
+          if (g_last) total[i][sub] = first_group ? pa : _mm256_add_ps(total[i][sub], pa);
+        }
+      }
+    }
+    g_pos0 = (g_pos0 + nb) % tl.g_blk;
+    b0 += nb;
+  }
+  for (int i = 0; i < nt; ++i)
+    for (int sub = 0; sub * kOutTile < no; ++sub)
+      _mm256_storeu_ps(tl.y + i * kMaxOutTile + sub * kOutTile, total[i][sub]);
+}
+
+template <class XT>
+void tile_any(const Tile& tl) {
+  switch (tl.w->format) {
+    case WeightFormat::kBF16: return tile<DecodeBf16, XT>(tl);
+    case WeightFormat::kF32: return tile<DecodeF32, XT>(tl);
+    case WeightFormat::kFP8: return tile<DecodeFp8, XT>(tl);
+    case WeightFormat::kFP4: return tile<DecodeFp4, XT>(tl);
+  }
+}
+
+}  // namespace
+
+Kernels avx2_kernels() { return Kernels{kTileOut, tile_any<uint16_t>, tile_any<float>}; }
+
+}  // namespace dsv4::kernels::linear_tile

@@ -1,0 +1,53 @@
+// Internal to the linear engine: the ISA-specific inner loop. One call computes
+// the fp32 results of a tile of nt rows x no outputs over the K blocks of a
+// slice, in the fixed order of linear.h (16 lanes per 128-wide block, lane l
+// summing k ≡ l mod 16 ascending, the fold tree, blocks chained, grouped tree).
+// Every variant gives the same bits: products and sums are separately rounded
+// fp32 operations (no FMA contraction: these files build with -ffp-contract=off),
+// each in the order of the scalar variant (or, for VDPBF16PS, provably equal to them).
+//   linear.cc        scalar (the portable engine; x86-64-v2)
+//   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile
+//   linear_avx512.cc AVX-512 F/BW/VL(/BF16) flags, 64 outputs per tile; with
+//                    VDPBF16PS lane sums where a range check allows (kAvx512Bf16)
+// The ISA translation units use intrinsics and this header only: an inline
+// function with external linkage (std:: or dsv4 headers) compiled there could be
+// the copy the linker keeps for the whole program and run on a CPU without the ISA.
+#pragma once
+
+#include <cstdint>
+
+#include "numeric/linear_weight.h"
+
+namespace dsv4::kernels::linear_tile {
+
+constexpr int kBlock = 128;      // K block of the chain (= the actq / FP8 scale block)
+constexpr int kLanes = 16;       // fixed accumulation lanes inside a block
+constexpr int kRowTile = 8;      // rows of one tile call
+constexpr int kMaxOutTile = 64;  // widest output tile of any variant
+
+struct Tile {
+  const LinearWeight* w;
+  int64_t o;         // first output (row of W)
+  int no;            // outputs, 1..out_tile
+  int nt;            // rows, 1..kRowTile
+  int64_t k0, k1;    // K columns [k0, k1): k0 % 128 == 0, k1 % 128 == 0 or k1 == w->in
+  int64_t g_blk;     // K blocks per group of the grouped tree (n_blk for the plain chain)
+  const void* x;     // row i at x + i*x_stride elements (bf16 or float), indexed by k
+  int64_t x_stride;
+  float* y;          // result (i, j) at y[i*kMaxOutTile + j]
+};
+
+using TileFn = void (*)(const Tile&);
+
+struct Kernels {
+  int out_tile;   // outputs per tile, <= kMaxOutTile
+  TileFn x_bf16;  // x is bf16
+  TileFn x_f32;   // x is fp32
+};
+
+Kernels scalar_kernels();
+Kernels avx2_kernels();
+Kernels avx512_kernels();
+Kernels avx512_bf16_kernels();
+
+}  // namespace dsv4::kernels::linear_tile

@@ -1,0 +1,310 @@
+// linear ISA variants (linear_tile.h): every variant the CPU runs gives the
+// scalar engine's bits (memcmp) for bf16 out, fp32 out and fp32 in, on every
+// stored format, at every T in [1, kCapacity], with 1 and 2 threads, for the
+// tiny/tiny2 shapes plus partial K blocks, ragged output tiles, strided slices
+// and the grouped K tree; on realistic weights (where kAvx512Bf16 takes its
+// VDPBF16PS path), on every code / scale byte (NaN and subnormal codes, extreme
+// and NaN scales, Inf/NaN/subnormal bf16 and fp32 values) and on inputs where a
+// bf16 dot instruction would flush subnormals. Variants the CPU lacks are
+// skipped by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/cpu.h"
+#include "base/math.h"
+#include "base/thread_pool.h"
+#include "kernels/linear/linear.h"
+#include "numeric/quant.h"
+#include "support/poison.h"
+#include "support/quant_weights.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using test::kCapacity;
+
+ThreadPool& pool2() {
+  static ThreadPool p(2);
+  return p;
+}
+
+template <class Fn>
+void run(int nthreads, Fn&& fn) {
+  if (nthreads == 1) fn(0, 1);
+  else pool2().run([&fn](int tid, int n) { fn(tid, n); });
+}
+
+// Restores the detected variant when a test ends.
+struct IsaScope {
+  explicit IsaScope(Isa isa) { set_linear_isa(isa); }
+  ~IsaScope() { set_linear_isa(detect_isa()); }
+};
+
+struct Shape {
+  const char* name;
+  WeightFormat format;
+  int64_t out, in;
+};
+
+const Shape kShapes[] = {
+    {"tiny.wq_a", WeightFormat::kFP8, 128, 128},    {"tiny.wq_b", WeightFormat::kFP8, 320, 128},
+    {"tiny.wkv", WeightFormat::kFP8, 80, 128},      {"tiny.wo_b", WeightFormat::kFP8, 128, 512},
+    {"tiny.w1", WeightFormat::kFP4, 128, 128},      {"tiny.head", WeightFormat::kBF16, 512, 128},
+    {"tiny.wo_a", WeightFormat::kBF16, 512, 80},    {"tiny2.wq_b", WeightFormat::kFP8, 768, 256},
+    {"tiny2.wkv", WeightFormat::kFP8, 192, 256},    {"tiny2.wo_b", WeightFormat::kFP8, 256, 512},
+    {"tiny2.w2", WeightFormat::kFP4, 256, 256},     {"tiny2.wo_a", WeightFormat::kBF16, 512, 192},
+    {"tiny2.hc_fn", WeightFormat::kF32, 24, 1024},  {"tiny2.head", WeightFormat::kBF16, 512, 256},
+    // Ragged: output counts that leave partial tiles and odd pairs; partial K
+    // blocks of every tail width class; FP4 with in % 128 != 0.
+    {"fp8.partial", WeightFormat::kFP8, 37, 200},   {"fp8.k8", WeightFormat::kFP8, 19, 136},
+    {"bf16.partial", WeightFormat::kBF16, 45, 89},  {"f32.partial", WeightFormat::kF32, 23, 300},
+    {"fp4.k160", WeightFormat::kFP4, 33, 160},      {"fp4.k32", WeightFormat::kFP4, 17, 32},
+};
+
+std::vector<bf16> random_rows(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  return test::random_bf16(rng, n, 1.0f);
+}
+
+// Every byte pattern: FP8 codes and scales, FP4 nibbles and scales, bf16 / fp32
+// bit patterns (NaN, Inf, subnormal included), drawn uniformly.
+test::OwnedWeight wild_weight(WeightFormat f, int64_t out, int64_t in, uint32_t seed) {
+  auto w = test::random_weight(f, out, in, seed);
+  std::mt19937 rng(seed + 1);
+  for (auto& b : w.data) b = static_cast<uint8_t>(rng());
+  for (auto& b : w.scale) b = static_cast<uint8_t>(rng());
+  return w;
+}
+
+// Rows mixing ordinary values with subnormal, huge, zero and (when specials) Inf / NaN bf16.
+std::vector<bf16> wild_rows(int64_t n, uint32_t seed, bool specials) {
+  std::mt19937 rng(seed);
+  auto x = test::random_bf16(rng, n, 1.0f);
+  for (auto& v : x) {
+    const uint32_t r = rng() % 16;
+    if (r == 0) v = bf16::from_bits(static_cast<uint16_t>(rng() & 0x807f));  // subnormal or zero
+    if (r == 1) v = bf16::from_bits(static_cast<uint16_t>(0x7e00 | (rng() & 0x80ff)));  // ~2^125
+    if (r == 2 && specials) v = bf16::from_bits(static_cast<uint16_t>(rng()));
+  }
+  return x;
+}
+
+class LinearIsa : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks isa " << isa_name(GetParam());
+  }
+};
+
+// y of the scalar engine for all kCapacity rows (rows are T-independent), then
+// the variant at every T and thread count: the first T rows, memcmp-equal.
+template <class XT, class YT>
+void expect_same_bits(Isa isa, const LinearWeight& w, const std::vector<XT>& x, const std::string& what) {
+  std::vector<YT> want(kCapacity * w.out);
+  {
+    IsaScope scalar(Isa::kScalar);
+    linear_slice(w, LinearSlice{}, x.data(), kCapacity, want.data(), 0, 1);
+  }
+  IsaScope scope(isa);
+  std::vector<YT> got(kCapacity * w.out);
+  for (int nthreads : {1, 2})
+    for (int T = 1; T <= kCapacity; ++T) {
+      std::memset(static_cast<void*>(got.data()), 0xA5, got.size() * sizeof(YT));
+      run(nthreads, [&](int tid, int n) { linear_slice(w, LinearSlice{}, x.data(), T, got.data(), tid, n); });
+      if (std::memcmp(got.data(), want.data(), T * w.out * sizeof(YT)) != 0) {
+        int64_t i = 0;
+        while (std::memcmp(&got[i], &want[i], sizeof(YT)) == 0) ++i;
+        uint32_t g = 0, e = 0;
+        std::memcpy(&g, &got[i], sizeof(YT));
+        std::memcpy(&e, &want[i], sizeof(YT));
+        FAIL() << what << " T=" << T << " nthreads=" << nthreads << " row " << i / w.out << " output "
+               << i % w.out << ": got 0x" << std::hex << g << " want 0x" << e;
+      }
+      for (int64_t i = T * w.out; i < kCapacity * w.out; ++i) {
+        uint8_t b[sizeof(YT)];
+        std::memcpy(b, &got[i], sizeof(YT));
+        ASSERT_EQ(b[0], 0xA5) << what << " wrote row " << i / w.out << " at T=" << T;
+      }
+    }
+}
+
+void check_all_paths(Isa isa, const LinearWeight& w, const std::vector<bf16>& x, const std::string& what) {
+  std::vector<float> xf(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xf[i] = x[i].to_float() * 0.75f;  // not bf16-exact
+  expect_same_bits<bf16, bf16>(isa, w, x, what + " bf16 out");
+  expect_same_bits<bf16, float>(isa, w, x, what + " f32 out");
+  expect_same_bits<float, float>(isa, w, xf, what + " f32 in");
+}
+
+TEST_P(LinearIsa, SameBitsAsScalarEveryShapeAndT) {
+  for (const Shape& sh : kShapes) {
+    const auto ow = test::random_weight(sh.format, sh.out, sh.in, 11);
+    const LinearWeight w = ow.view();
+    auto x = random_rows(kCapacity * sh.in, 12);
+    if (w.quantized() && sh.in % 128 == 0) actq_rows(x.data(), kCapacity, sh.in, x.data(), 0, 1);
+    check_all_paths(GetParam(), w, x, sh.name);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Every code and scale byte, Inf / NaN / subnormal inputs (NaN results are
+// stored canonical, linear.cc), on one shape per format and the ragged ones.
+TEST_P(LinearIsa, SameBitsAsScalarOnEveryCodeAndScale) {
+  for (const Shape& sh : kShapes) {
+    if (sh.out * sh.in > 128 * 128 && sh.format != WeightFormat::kF32) continue;
+    for (bool specials : {false, true}) {
+      const auto ow = wild_weight(sh.format, sh.out, sh.in, specials ? 31 : 21);
+      check_all_paths(GetParam(), ow.view(), wild_rows(kCapacity * sh.in, specials ? 32 : 22, specials),
+                      std::string(sh.name) + (specials ? " inf/nan x" : ""));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// Inputs where a bf16 dot-product instruction (subnormals read and written as
+// zero) would differ from the multiply-add: subnormal products, a partial sum
+// cancelling to a subnormal, subnormal x or weights. The engine result is
+// non-zero there (a flush would give zero) and equal to the scalar one.
+struct DotEdge {
+  const char* name;
+  test::OwnedWeight w;
+  std::vector<bf16> x;  // [4, in]
+};
+
+std::vector<DotEdge> dot_edges() {
+  constexpr int64_t out = 32, in = 256, T = 4;
+  std::mt19937 rng(91);
+  std::vector<DotEdge> cases;
+  auto rows_at = [&](int e_lo, int e_hi) {  // random mantissas and signs, exponents in [e_lo, e_hi]
+    std::vector<bf16> x(T * in);
+    for (auto& v : x) {
+      const int e = e_lo + static_cast<int>(rng() % (e_hi - e_lo + 1));
+      v = bf16::from_float(std::ldexp((rng() & 1 ? -1.0f : 1.0f) * (1.0f + (rng() % 128) / 128.0f), e));
+    }
+    return x;
+  };
+  auto fp8 = [&](uint8_t sb, bool all_one) {
+    test::OwnedWeight w;
+    w.format = WeightFormat::kFP8, w.out = out, w.in = in;
+    w.data.resize(out * in);
+    for (auto& b : w.data) b = all_one ? 0x38 : static_cast<uint8_t>(rng() % 0x7F) | (rng() & 0x80);
+    w.scale.assign(ceil_div<int64_t>(out, 128) * ceil_div<int64_t>(in, 128), sb);
+    return w;
+  };
+  // FP8: every product subnormal (|x| < 2^-99, |ŵ| <= 448·2^-47).
+  cases.push_back({"fp8 subnormal products", fp8(80, false), rows_at(-101, -100)});
+  // FP8: lane 0 = (1 + 2^-7)·2^-120 - 2^-120 = 2^-127 (codes 1.0, scale 2^-120).
+  {
+    std::vector<bf16> x(T * in, bf16::from_float(0.0f));
+    for (int64_t t = 0; t < T; ++t) {
+      x[t * in + 0] = bf16::from_float(1.0f + 1.0f / 128);
+      x[t * in + 16] = bf16::from_float(-1.0f);
+    }
+    cases.push_back({"fp8 sum cancels to subnormal", fp8(7, true), x});
+  }
+  // FP8: rows 0 and 2 all subnormal bf16 inputs.
+  {
+    auto x = rows_at(-2, 2);
+    for (int64_t t : {0, 2})
+      for (int64_t k = 0; k < in; ++k) x[t * in + k] = bf16::from_bits(static_cast<uint16_t>(1 + rng() % 0x7F));
+    cases.push_back({"fp8 subnormal x", fp8(127, false), x});
+  }
+  // FP4: every product subnormal (|ŵ| <= 6·2^-70, |x| < 2^-59).
+  {
+    test::OwnedWeight w;
+    w.format = WeightFormat::kFP4, w.out = out, w.in = in;
+    w.data.resize(out * in / 2);
+    for (auto& b : w.data) b = static_cast<uint8_t>(rng());
+    w.scale.assign(out * in / 32, 57);
+    cases.push_back({"fp4 subnormal products", w, rows_at(-61, -59)});
+  }
+  // BF16: every product subnormal (|w| < 2^-69, |x| < 2^-58); then the even
+  // outputs' weights all subnormal, with ordinary x.
+  for (bool sub_w : {false, true}) {
+    test::OwnedWeight w;
+    w.format = WeightFormat::kBF16, w.out = out, w.in = in;
+    w.data.resize(out * in * 2);
+    auto* p = reinterpret_cast<bf16*>(w.data.data());
+    for (int64_t i = 0; i < out * in; ++i)
+      p[i] = sub_w && (i / in) % 2 == 0 ? bf16::from_bits(static_cast<uint16_t>(1 + rng() % 0x7F))
+                                        : bf16::from_float(std::ldexp(1.0f + (rng() % 128) / 128.0f, sub_w ? -3 : -70));
+    cases.push_back({sub_w ? "bf16 subnormal weights" : "bf16 subnormal products", w,
+                     sub_w ? rows_at(-2, 2) : rows_at(-60, -59)});
+  }
+  return cases;
+}
+
+TEST_P(LinearIsa, SameBitsAsScalarWhereBf16DotWouldFlush) {
+  constexpr int64_t T = 4;
+  for (const DotEdge& c : dot_edges()) {
+    const LinearWeight w = c.w.view();
+    std::vector<float> want(T * w.out);
+    {
+      IsaScope scalar(Isa::kScalar);
+      linear_f32(w, c.x.data(), T, want.data(), 0, 1);
+    }
+    int64_t nonzero = 0;
+    for (float v : want) nonzero += v != 0.0f;
+    ASSERT_GT(nonzero, 0) << c.name << ": the case must have results a flush would zero";
+    IsaScope scope(GetParam());
+    std::vector<float> got(T * w.out);
+    for (int nthreads : {1, 2}) {
+      run(nthreads, [&](int tid, int n) { linear_f32(w, c.x.data(), T, got.data(), tid, n); });
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << c.name;
+    }
+  }
+}
+
+// Slices: output ranges into strided rows, K ranges, the grouped tree.
+TEST_P(LinearIsa, SameBitsAsScalarOnSlices) {
+  for (WeightFormat f : {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32}) {
+    const int64_t out = 256, in = 512, xs = in + 40, ys = 300;
+    const auto ow = test::random_weight(f, out, in, 41);
+    const LinearWeight w = ow.view();
+    auto x = random_rows(kCapacity * xs, 42);
+    std::vector<LinearSlice> slices(4);
+    slices[0].o0 = 100, slices[0].o1 = 230;
+    slices[1].k0 = 128, slices[1].k1 = 384, slices[1].o0 = 3, slices[1].o1 = 250;
+    slices[2].k_group = 256;
+    slices[3].k_group = 128, slices[3].o0 = 17;
+    for (size_t si = 0; si < slices.size(); ++si) {
+      LinearSlice s = slices[si];
+      s.x_stride = xs;
+      s.y_stride = ys;
+      std::vector<float> want(kCapacity * ys, -1.0f), got(kCapacity * ys);
+      {
+        IsaScope scalar(Isa::kScalar);
+        linear_slice(w, s, x.data(), kCapacity, want.data(), 0, 1);
+      }
+      IsaScope scope(GetParam());
+      for (int nthreads : {1, 2})
+        for (int T = 1; T <= kCapacity; ++T) {
+          std::fill(got.begin(), got.end(), -1.0f);
+          run(nthreads, [&](int tid, int n) { linear_slice(w, s, x.data(), T, got.data(), tid, n); });
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), T * ys * sizeof(float)), 0)
+              << "format " << static_cast<int>(f) << " slice " << si << " T=" << T << " nthreads=" << nthreads;
+        }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(, LinearIsa, ::testing::ValuesIn(kAllIsas),
+                         [](const ::testing::TestParamInfo<Isa>& p) { return std::string(isa_name(p.param)); });
+
+TEST(LinearIsaSelect, SetAndQuery) {
+  EXPECT_EQ(linear_isa(), detect_isa());
+  for (Isa isa : kAllIsas) {
+    if (!isa_supported(isa)) continue;
+    set_linear_isa(isa);
+    EXPECT_EQ(linear_isa(), isa);
+  }
+  set_linear_isa(detect_isa());
+}
+
+}  // namespace
+}  // namespace dsv4::kernels
