@@ -26,6 +26,8 @@
 #include "numeric/e4m3.h"
 #include "numeric/ue8m0.h"
 
+#include "bandwidth.h"
+
 namespace dsv4 {
 namespace {
 
@@ -42,31 +44,6 @@ ThreadPool& pool() {
 }
 
 double g_read_gbps = 0.0;
-
-// Best-of-n 2-thread read bandwidth over a 1 GiB buffer, GB/s (1e9 bytes).
-double measure_read_bandwidth() {
-  const int64_t n = (int64_t{1} << 30) / sizeof(uint64_t);
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
-  pool().run([&](int tid, int nt) {
-    const Range r = split_range(n, tid, nt);
-    for (int64_t i = r.begin; i < r.end; ++i) buf[i] = static_cast<uint64_t>(i);
-  });
-  double best = 0.0;
-  for (int rep = 0; rep < 7; ++rep) {
-    uint64_t sums[kThreads] = {};
-    const auto t0 = std::chrono::steady_clock::now();
-    pool().run([&](int tid, int nt) {
-      const Range r = split_range(n, tid, nt);
-      uint64_t s = 0;
-      for (int64_t i = r.begin; i < r.end; ++i) s += buf[i];
-      sums[tid] = s;
-    });
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    benchmark::DoNotOptimize(sums);
-    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / sec / 1e9);
-  }
-  return best;
-}
 
 struct Shape {
   const char* name;
@@ -181,7 +158,7 @@ void bm_linear(benchmark::State& state, const Shape* shape, Isa isa) {
 int main(int argc, char** argv) {
   using namespace dsv4;
   benchmark::Initialize(&argc, argv);
-  g_read_gbps = measure_read_bandwidth();
+  g_read_gbps = bench::measure_read_bandwidth(pool());
   std::printf("read bandwidth (%d threads, 1 GiB sum, best of 7): %.1f GB/s\n", kThreads, g_read_gbps);
   benchmark::AddCustomContext("read_bandwidth_GBps", std::to_string(g_read_gbps));
   for (const Shape& s : kShapes)
