@@ -20,6 +20,7 @@
 #include "base/thread_pool.h"
 #include "kernels/linear/linear.h"
 #include "numeric/quant.h"
+#include "linear_shapes.h"
 #include "support/poison.h"
 #include "support/quant_weights.h"
 
@@ -45,31 +46,13 @@ struct IsaScope {
   ~IsaScope() { set_linear_isa(detect_isa()); }
 };
 
-struct Shape {
-  const char* name;
-  WeightFormat format;
-  int64_t out, in;
-};
-
-const Shape kShapes[] = {
-    {"tiny.wq_a", WeightFormat::kFP8, 128, 128},    {"tiny.wq_b", WeightFormat::kFP8, 320, 128},
-    {"tiny.wkv", WeightFormat::kFP8, 80, 128},      {"tiny.wo_b", WeightFormat::kFP8, 128, 512},
-    {"tiny.w1", WeightFormat::kFP4, 128, 128},      {"tiny.head", WeightFormat::kBF16, 512, 128},
-    {"tiny.wo_a", WeightFormat::kBF16, 512, 80},    {"tiny2.wq_b", WeightFormat::kFP8, 768, 256},
-    {"tiny2.wkv", WeightFormat::kFP8, 192, 256},    {"tiny2.wo_b", WeightFormat::kFP8, 256, 512},
-    {"tiny2.w2", WeightFormat::kFP4, 256, 256},     {"tiny2.wo_a", WeightFormat::kBF16, 512, 192},
-    {"tiny2.hc_fn", WeightFormat::kF32, 24, 1024},  {"tiny2.head", WeightFormat::kBF16, 512, 256},
-    // Ragged: output counts that leave partial tiles and odd pairs; partial K
-    // blocks of every tail width class; FP4 with in % 128 != 0.
-    {"fp8.partial", WeightFormat::kFP8, 37, 200},   {"fp8.k8", WeightFormat::kFP8, 19, 136},
-    {"bf16.partial", WeightFormat::kBF16, 45, 89},  {"f32.partial", WeightFormat::kF32, 23, 300},
-    {"fp4.k160", WeightFormat::kFP4, 33, 160},      {"fp4.k32", WeightFormat::kFP4, 17, 32},
-};
-
-std::vector<bf16> random_rows(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  return test::random_bf16(rng, n, 1.0f);
-}
+using linear_test::Shape;
+using linear_test::random_rows;
+const std::vector<Shape> kShapes = [] {
+  std::vector<Shape> v(std::begin(linear_test::kPresetShapes), std::end(linear_test::kPresetShapes));
+  v.insert(v.end(), std::begin(linear_test::kRaggedShapes), std::end(linear_test::kRaggedShapes));
+  return v;
+}();
 
 // Every byte pattern: FP8 codes and scales, FP4 nibbles and scales, bf16 / fp32
 // bit patterns (NaN, Inf, subnormal included), drawn uniformly.

@@ -18,6 +18,7 @@
 #include "support/threads.h"
 #include "support/quant_weights.h"
 #include "support/tolerance.h"
+#include "linear_shapes.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -27,27 +28,9 @@ using test::RowBuffer;
 
 using test::pool2;
 
-struct Shape {
-  const char* name;
-  WeightFormat format;
-  int64_t out, in;
-};
-
-// The linears of tiny (§14.1) and tiny2 (§14.1a) in their released storage.
-const Shape kShapes[] = {
-    {"tiny.wq_a", WeightFormat::kFP8, 128, 128},   {"tiny.wq_b", WeightFormat::kFP8, 320, 128},
-    {"tiny.wkv", WeightFormat::kFP8, 80, 128},     {"tiny.wo_b", WeightFormat::kFP8, 128, 512},
-    {"tiny.w1", WeightFormat::kFP4, 128, 128},     {"tiny.head", WeightFormat::kBF16, 512, 128},
-    {"tiny.wo_a", WeightFormat::kBF16, 512, 80},   {"tiny2.wq_b", WeightFormat::kFP8, 768, 256},
-    {"tiny2.wkv", WeightFormat::kFP8, 192, 256},   {"tiny2.wo_b", WeightFormat::kFP8, 256, 512},
-    {"tiny2.w2", WeightFormat::kFP4, 256, 256},    {"tiny2.wo_a", WeightFormat::kBF16, 512, 192},
-    {"tiny2.hc_fn", WeightFormat::kF32, 24, 1024}, {"tiny2.head", WeightFormat::kBF16, 512, 256},
-};
-
-std::vector<bf16> random_rows(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  return test::random_bf16(rng, n, 1.0f);
-}
+using linear_test::Shape;
+using linear_test::random_rows;
+constexpr const auto& kShapes = linear_test::kPresetShapes;
 
 // Runs fn(tid, n) on 1 thread or on the 2-thread pool.
 template <class Fn>
