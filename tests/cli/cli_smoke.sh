@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# End-to-end smoke test of the dsv4 command: every command on a fresh tiny
+# checkpoint, and bad input that must end with a clear message and exit code 1
+# (never a crash). Usage: cli_smoke.sh /path/to/dsv4 WORKDIR
+set -uo pipefail
+dsv4=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work"
+export XDG_CACHE_HOME="$work/cache"
+fails=0
+ok() {  # ok <description> <command...>: must exit 0
+  local what=$1; shift
+  if ! "$@" >"$work/out.txt" 2>&1; then echo "FAIL (exit $?): $what"; cat "$work/out.txt"; fails=$((fails + 1)); fi
+}
+bad() {  # bad <description> <expected message part> <command...>: must exit 1 with the message
+  local what=$1 msg=$2; shift 2
+  "$@" >"$work/out.txt" 2>&1
+  local code=$?
+  if [ "$code" -ne 1 ] || ! grep -qF -- "$msg" "$work/out.txt"; then
+    echo "FAIL (exit $code): $what: expected '$msg'"; cat "$work/out.txt"; fails=$((fails + 1))
+  fi
+}
+
+ok "make-tiny tiny2 none" "$dsv4" make-tiny --out "$work/t2" --preset tiny2 --quant none --seed 3
+ok "inspect" "$dsv4" inspect --model "$work/t2"
+grep -q "result: OK" "$work/out.txt" || { echo "FAIL: inspect did not report OK"; fails=$((fails + 1)); }
+ok "inspect built-in" "$dsv4" inspect
+ok "logits" "$dsv4" logits --model "$work/t2" --tokens 1,2,3,4,5 --out "$work/l.npy" --decisions-out "$work/d.json"
+[ -s "$work/l.npy" ] && [ -s "$work/d.json" ] || { echo "FAIL: logits wrote no files"; fails=$((fails + 1)); }
+ok "logits mtp float" "$dsv4" logits --model "$work/t2" --tokens 1,2,3,4,5 --out "$work/m.npy" --mtp --numerics float
+ok "generate" "$dsv4" generate --model "$work/t2" --max-tokens 4 --batch-size 2 --mtp --quiet-steps \
+  --prompt-ids 1,2,3 --prompt-ids 4
+grep -q "tokens/s" "$work/out.txt" || { echo "FAIL: generate printed no rate"; fails=$((fails + 1)); }
+
+bad "unknown preset" "tiny3" "$dsv4" make-tiny --out "$work/x" --preset tiny3
+bad "missing model dir" "nonexistent" "$dsv4" inspect --model "$work/nonexistent"
+bad "empty token item" "item 1 is empty" "$dsv4" logits --model "$work/t2" --tokens 1,,2 --out "$work/e.npy"
+bad "out-of-vocab token" "outside the vocabulary" "$dsv4" logits --model "$work/t2" --tokens 1,512 --out "$work/e.npy"
+bad "bad isa" "isa 'bogus' unknown" "$dsv4" generate --model "$work/t2" --isa bogus
+bad "bad temperature" "temperature" "$dsv4" generate --model "$work/t2" --temperature -1 --max-tokens 2
+bad "bad top-p" "top_p" "$dsv4" generate --model "$work/t2" --top-p 1.5 --max-tokens 2
+bad "zero batch" "--batch-size = 0" "$dsv4" generate --model "$work/t2" --batch-size 0
+bad "unknown flag" "--bogus" "$dsv4" generate --bogus
+# A corrupt checkpoint: truncated safetensors file.
+cp -r "$work/t2" "$work/broken"
+truncate -s 1000 "$work/broken/model.safetensors"
+bad "truncated checkpoint" "model.safetensors" "$dsv4" generate --model "$work/broken" --max-tokens 2
+
+if [ "$fails" -ne 0 ]; then echo "cli_smoke: $fails failure(s)"; exit 1; fi
+echo "cli_smoke: all checks passed"
