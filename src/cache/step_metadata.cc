@@ -14,8 +14,7 @@ StepMetadata::StepMetadata(const StepCapacity& c)
       pos(c.max_rows),
       token(c.max_rows),
       window_len(c.max_rows),
-      ori_slot(c.max_rows),
-      window_slots(static_cast<size_t>(c.max_rows) * c.window) {}
+      ori_slot(c.max_rows) {}
 
 Status validate_step(std::span<const StepRequest> reqs, const StepCapacity& cap) {
   const int64_t B = static_cast<int64_t>(reqs.size());
@@ -65,9 +64,6 @@ void build_step_metadata(std::span<const StepRequest> reqs, const CacheGroup& or
       const int32_t wc = p < q.prompt_len ? static_cast<int32_t>(std::min<int64_t>(q.prompt_len, W)) : W;
       md.window_len[t] = wc;
       md.ori_slot[t] = ori.slot(q.seq, p);
-      const int64_t w0 = std::max<int64_t>(0, p - W + 1);
-      int64_t* win = md.window_slots.data() + int64_t(t) * W;
-      for (int32_t j = 0; j < W; ++j) win[j] = (j < wc && w0 + j <= p) ? ori.slot(q.seq, w0 + j) : -1;
     }
   }
   md.row_begin[md.B] = t;

@@ -6,9 +6,9 @@
 // Rows are flat and token-major, request after request:
 //   row_begin[r] .. row_begin[r+1]-1 are the rows of request r,
 //   pos[t] = p0[r] + (t - row_begin[r]).
-// Window list of row t (model.md §0.4.7): Wc[t] entries, entry j = the window
-// key at position w0 + j (w0 = max(0, p - W + 1)) if w0 + j <= p, else empty;
-// Wc = min(prompt_len, W) for prompt rows (p < prompt_len), W for later rows.
+// Window-list length of row t (model.md §0.4.7): Wc = min(prompt_len, W) for
+// prompt rows (p < prompt_len), W for later rows; the list itself is built by
+// kernels/attn_select from the positions.
 #pragma once
 
 #include <cstdint>
@@ -52,9 +52,6 @@ struct StepMetadata {
   std::vector<int32_t> token;         // [T_MAX] token id
   std::vector<int32_t> window_len;    // [T_MAX] Wc
   std::vector<int64_t> ori_slot;      // [T_MAX] physical row of this row's window KV
-  std::vector<int64_t> window_slots;  // [T_MAX, W] physical rows of the window list, -1 = empty
-
-  const int64_t* window_row(int32_t t) const { return window_slots.data() + int64_t(t) * cap.window; }
 };
 
 // Checks a step against capacity and the request state before anything runs:

@@ -150,15 +150,14 @@ Status ModelRunner::init() {
 
   // Cache groups: the window ring spans W - 1 + R_MAX positions (runtime.md §2.2);
   // compressed rows grow with the sequence, at most max_context / (smallest ratio).
-  int min_ratio = 0;
-  for (int l = 0; l < c.n_layers_total(); ++l) {
+  for (int l = 0; l < c.num_hidden_layers; ++l) {  // the MTP layer is SWA (validated)
     const int r = c.layer_ratio(l);
-    if (r > 0 && (min_ratio == 0 || r < min_ratio)) min_ratio = r;
+    if (r > 0 && (min_ratio_ == 0 || r < min_ratio_)) min_ratio_ = r;
   }
   const int32_t ring = ring_pages_for_span(W - 1 + limits_.r_max(), P);
   ori_ = std::make_unique<CacheGroup>(CacheGroupSpec{"window_kv", P, ring, ring * limits_.max_seqs, 0},
                                       limits_.max_seqs);
-  const int64_t cmp_rows = min_ratio > 0 ? limits_.max_context / min_ratio : 0;
+  const int64_t cmp_rows = min_ratio_ > 0 ? limits_.max_context / min_ratio_ : 0;
   const int32_t cmp_pages_per_seq = static_cast<int32_t>(ceil_div<int64_t>(cmp_rows, P));
   const int32_t cmp_pages = limits_.cmp_pages > 0 ? limits_.cmp_pages : cmp_pages_per_seq * limits_.max_seqs;
   cmp_ = std::make_unique<CacheGroup>(
@@ -314,11 +313,7 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
     if (!active_[q.seq]) return Status::errorf("sequence slot {} was not started", q.seq);
   // Compressed rows the step can emit: entries [0, (p0 + n) / r) for the smallest ratio.
   if (!mtp) {
-    int min_ratio = 0;
-    for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
-      const int r = cfg_.layer_ratio(l);
-      if (r > 0 && (min_ratio == 0 || r < min_ratio)) min_ratio = r;
-    }
+    const int min_ratio = min_ratio_;
     if (min_ratio > 0) {
       int32_t need = 0;
       for (const StepRequest& q : reqs) need += cmp_->pages_short(q.seq, (q.p0 + q.n) / min_ratio);

@@ -94,6 +94,7 @@ class ModelRunner {
   StepMetadata md_;
   std::vector<uint8_t> active_;
   std::vector<float> inv_main_, inv_compress_;  // RoPE tables of both profiles
+  int min_ratio_ = 0;  // smallest non-zero compress ratio of the main layers (0: none)
 };
 
 }  // namespace dsv4

@@ -22,10 +22,9 @@ struct Engine::Running {
   int64_t row_begin = 0;
 };
 
-Engine::Engine(const ModelConfig& cfg, const Weights& w, const Limits& limits, const EngineOptions& opt,
+Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions& opt,
                std::unique_ptr<ModelRunner> runner)
     : cfg_(cfg), limits_(limits), opt_(opt), runner_(std::move(runner)) {
-  (void)w;
   const int64_t T = limits.max_rows, V = cfg.vocab_size, ND = cfg.hc_mult * cfg.hidden_size;
   seq_used_.assign(limits.max_seqs, 0);
   reqs_.reserve(limits.max_batch);
@@ -50,7 +49,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
   if (opt.mtp) l.max_decode_rows = std::max(l.max_decode_rows, 2);
   auto runner = ModelRunner::create(cfg, w, l);
   if (!runner.ok()) return runner.status();
-  return std::unique_ptr<Engine>(new Engine(cfg, w, l, opt, std::move(*runner)));
+  return std::unique_ptr<Engine>(new Engine(cfg, l, opt, std::move(*runner)));
 }
 
 Result<int> Engine::add_request(GenerationRequest req) {

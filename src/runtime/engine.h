@@ -75,7 +75,7 @@ class Engine {
 
  private:
   struct Running;
-  Engine(const ModelConfig& cfg, const Weights& w, const Limits& limits, const EngineOptions& opt,
+  Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions& opt,
          std::unique_ptr<ModelRunner> runner);
   int32_t sample_row(const float* logits, const kernels::SamplingParams& sp, int64_t position, int slot);
   void finish(Running& r, const char* reason);

@@ -3,6 +3,8 @@
 // capacity errors, and rows beyond T left untouched.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "cache/step_metadata.h"
 
 namespace dsv4 {
@@ -42,14 +44,13 @@ TEST(StepMetadata, RaggedStepRowsAndWindows) {
   EXPECT_EQ(md.token[3], 9);
   EXPECT_EQ(md.window_len[0], 3);  // prompt row of a 3-token prompt: Wc = 3
   EXPECT_EQ(md.window_len[3], 8);  // decode row: Wc = W
-  // Row 1 (p = 1): entries 0, 1 valid, entry 2 empty (position 2 is later), rest not in list.
-  const int64_t* w1 = md.window_row(1);
-  EXPECT_EQ(w1[0], ori.slot(3, 0));
-  EXPECT_EQ(w1[1], ori.slot(3, 1));
-  EXPECT_EQ(w1[2], -1);
-  // Row 3 (p = 20): positions 13..20.
-  const int64_t* w3 = md.window_row(3);
-  for (int j = 0; j < 8; ++j) EXPECT_EQ(w3[j], ori.slot(1, 13 + j));
+  // Window KV slots of every row; the prompt rows of sequence 3 and the window of row 3
+  // (positions 13..20 of sequence 1, which attention reads) never share a physical row.
+  EXPECT_EQ(md.ori_slot[0], ori.slot(3, 0));
+  EXPECT_EQ(md.ori_slot[1], ori.slot(3, 1));
+  EXPECT_EQ(md.ori_slot[2], ori.slot(3, 2));
+  std::set<int64_t> rows = {md.ori_slot[0], md.ori_slot[1], md.ori_slot[2]};
+  for (int j = 0; j < 8; ++j) EXPECT_TRUE(rows.insert(ori.slot(1, 13 + j)).second) << "position " << 13 + j;
   EXPECT_EQ(md.ori_slot[3], ori.slot(1, 20));
 }
 
