@@ -378,7 +378,7 @@ int run(const Args& a) {
   std::vector<float> logits(static_cast<size_t>(kMaxBatch * cfg.vocab_size));
   std::vector<int32_t> tokens(kMaxBatch);
   std::vector<StepRequest> reqs(kMaxBatch);
-  StepDecisions dec;
+  std::vector<Decision> dec;
   std::vector<Row> rows;
   for (const int B : {1, 4, 16}) {
     std::vector<double> ms;
@@ -388,9 +388,9 @@ int run(const Args& a) {
         tokens[r] = token();
         reqs[r] = StepRequest{r, pos[r], 1, a.prompt, &tokens[r]};
       }
-      dec.entries.clear();
+      dec.clear();
       const auto t0 = std::chrono::steady_clock::now();
-      if (Status st = runner->forward(std::span(reqs.data(), B), logits.data(), nullptr, &dec); !st.ok()) die(st);
+      if (Status st = runner->forward(std::span(reqs.data(), B), logits.data(), nullptr, DecisionIO{nullptr, &dec}); !st.ok()) die(st);
       const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       for (int r = 0; r < B; ++r) ++pos[r];
       if (it < kWarmup) continue;
@@ -398,8 +398,8 @@ int run(const Args& a) {
         if (!std::isfinite(logits[static_cast<size_t>(r * cfg.vocab_size)]))
           die(Status::errorf("non-finite logits at B={}", B));
       std::set<int32_t> distinct;
-      for (const StepDecisions::Entry& e : dec.entries)
-        if (e.moe && !e.mtp && e.layer == 0) distinct.insert(e.selected.begin(), e.selected.end());
+      for (const Decision& e : dec)
+        if (!e.idx && !e.mtp && e.layer == 0) distinct.insert(e.selected.begin(), e.selected.end());
       ms.push_back(t);
       experts_sum += static_cast<double>(distinct.size());
       bytes_sum += static_cast<double>(attn_b + hc_b + moe_fixed_b + head_b + B * D * 2 +

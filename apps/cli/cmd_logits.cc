@@ -1,8 +1,10 @@
 // dsv4 logits [--model DIR] --tokens 1,2,3 --out FILE.npy [--mtp] [--chunk N] [--decode]
-//             [--numerics demo|float] [--decisions-out FILE.json] [--threads N] [--isa I]:
+//             [--numerics demo|reference|float] [--decisions-out FILE.json]
+//             [--decisions-in FILE.json] [--threads N] [--isa I]:
 // teacher-forced logits of one token sequence as float32 .npy [n, vocab] (--mtp: the
 // MTP head's [n-1, vocab]) and optionally every discrete decision as JSON
-// (runtime/teacher_forced.h). The interface is the contract for external
+// (runtime/teacher_forced.h); --decisions-in forces the decisions a FILE lists (the JSON
+// --decisions-out writes; model/decisions.h). The interface is the contract for external
 // conformance checks: keep it stable. Prints a one-line summary to stderr.
 #include <algorithm>
 #include <chrono>
@@ -15,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "io/file_util.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "model/config.h"
@@ -23,6 +26,8 @@
 
 namespace dsv4::cli {
 namespace {
+
+constexpr uint64_t kMaxDecisionFileBytes = uint64_t{1} << 32;  // 4 GiB of JSON
 struct LogitsArgs {
   std::string model;
   std::string tokens;
@@ -32,6 +37,7 @@ struct LogitsArgs {
   bool decode = false;
   std::string numerics = "demo";
   std::string decisions_out;
+  std::string decisions_in;
   int32_t threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   std::string isa = "auto";
 };
@@ -66,6 +72,17 @@ int run_logits(const LogitsArgs& a) {
   if (!files.ok()) return fail(files.status());
   Result<Weights> w = load_weights(files.value(), cfg.value(), nullptr);
   if (!w.ok()) return fail(w.status().with_context(dir.value()));
+  DecisionTable forced;
+  if (!a.decisions_in.empty()) {
+    Result<std::vector<uint8_t>> bytes = read_file(a.decisions_in, kMaxDecisionFileBytes);
+    if (!bytes.ok()) return fail(bytes.status().with_context("--decisions-in"));
+    Result<std::vector<Decision>> parsed =
+        decisions_from_json(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
+    if (!parsed.ok()) return fail(parsed.status().with_context(a.decisions_in));
+    Result<DecisionTable> table = DecisionTable::create(cfg.value(), std::move(*parsed));
+    if (!table.ok()) return fail(table.status().with_context(a.decisions_in));
+    forced = std::move(*table);
+  }
   const auto t1 = std::chrono::steady_clock::now();
 
   TeacherForcedOptions opt;
@@ -74,6 +91,7 @@ int run_logits(const LogitsArgs& a) {
   opt.decode = a.decode;
   opt.numerics = numerics.value();
   opt.collect_decisions = !a.decisions_out.empty();
+  opt.forced = a.decisions_in.empty() ? nullptr : &forced;
   opt.n_threads = a.threads;
   Result<TeacherForcedOutput> r = teacher_forced_logits(cfg.value(), w.value(), tokens.value(), opt);
   if (!r.ok()) return fail(r.status());
@@ -95,6 +113,7 @@ int run_logits(const LogitsArgs& a) {
                a.mtp ? "mtp" : "main", static_cast<long long>(o.rows), static_cast<long long>(o.vocab),
                a.out.c_str(), a.numerics.c_str(), feed.c_str(), a.threads,
                std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
+  if (!a.decisions_in.empty()) std::fprintf(stderr, "; %zu decisions forced", forced.size());
   if (!a.decisions_out.empty())
     std::fprintf(stderr, "; %zu decisions -> %s", o.decisions.size(), a.decisions_out.c_str());
   std::fprintf(stderr, "\n");
@@ -118,11 +137,16 @@ Command add_logits(CLI::App& app) {
   sub->add_flag("--decode", args->decode,
                 "First token as a one-token prompt, every later token as its own decode step");
   sub->add_option("--numerics", args->numerics,
-                  "demo (Level A, the default) or float (Level B: dequantized weights, fp32 activations)")
-      ->check(CLI::IsMember({"demo", "float"}))
+                  "demo (Level A engine, the default), reference (the Level-A whole-model reference: "
+                  "single-threaded reference kernels, plain caches) or float (Level B: dequantized "
+                  "weights, fp32 activations)")
+      ->check(CLI::IsMember({"demo", "reference", "float"}))
       ->capture_default_str();
   sub->add_option("--decisions-out", args->decisions_out,
                   "Write every routed-expert and indexer decision as JSON to this file");
+  sub->add_option("--decisions-in", args->decisions_in,
+                  "Force the routed experts and indexer picks this JSON file lists (the format "
+                  "--decisions-out writes); decisions not listed are made as usual");
   sub->add_option("--threads", args->threads, "Worker threads (demo numerics)")->capture_default_str();
   sub->add_option("--isa", args->isa, kIsaHelp)->capture_default_str();
   return {sub, [args]() { return run_logits(*args); }};

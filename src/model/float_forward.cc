@@ -396,13 +396,19 @@ void attend_head(const float* q, const std::vector<const float*>& keys, int64_t 
   for (int64_t d = 0; d < dh; ++d) o[d] /= z;
 }
 
-// Records one decision per row.
+// Applies forced decisions and records the one used per row.
 struct DecisionLog {
-  std::vector<FloatDecision>* out = nullptr;
+  std::vector<Decision>* out = nullptr;
+  const DecisionTable* forced = nullptr;
   bool mtp = false;
   int layer = 0;
+  // Replaces `selected` by the forced decision of (idx, pos), if any.
+  void force(bool idx, int64_t pos, std::vector<int32_t>& selected) const {
+    if (forced == nullptr) return;
+    if (const Decision* d = forced->find(mtp, idx, layer, 0, pos)) selected = d->selected;
+  }
   void add(bool idx, int64_t pos, std::vector<int32_t> selected) const {
-    out->push_back(FloatDecision{mtp, idx, layer, pos, std::move(selected)});
+    out->push_back(Decision{mtp, idx, layer, 0, pos, std::move(selected)});
   }
 };
 
@@ -438,7 +444,10 @@ Mat attention(const ModelConfig& cfg, const LayerWeights& lw, const Mat& a, cons
   if (lw.kind != AttentionKind::kSWA) cmp = compress(cfg, aw.compressor, a, rope);
   if (lw.kind == AttentionKind::kCSA) {
     picks = indexer_topk(cfg, aw.indexer, a, qr, rope);
-    for (int64_t p = 0; p < T; ++p) log.add(true, p, picks[p]);
+    for (int64_t p = 0; p < T; ++p) {
+      log.force(true, p, picks[p]);
+      log.add(true, p, picks[p]);
+    }
   }
 
   // Sparse attention over S(p) (§6.3–§6.5), then de-rotation (§6.6).
@@ -513,6 +522,7 @@ Mat moe(const ModelConfig& cfg, const LayerWeights& lw, const Mat& f,
       sel.assign(mw.tid2eid.begin() + tok[t] * K, mw.tid2eid.begin() + (tok[t] + 1) * K);
     else
       sel = top_k(key, K);
+    log.force(false, t, sel);
     float sum = 0.0f;
     for (int32_t e : sel) sum += s[e];
     for (int64_t k = 0; k < K; ++k) {
@@ -605,7 +615,8 @@ Mat mtp_input(const ModelConfig& cfg, const bf16* embed, const MtpWeights& mw, c
 }  // namespace
 
 Result<FloatForwardOutput> float_forward(const ModelConfig& cfg, const Weights& w,
-                                         const std::vector<int32_t>& tokens, bool mtp) {
+                                         const std::vector<int32_t>& tokens, bool mtp,
+                                         const DecisionTable* forced) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return Status::error("float_forward: tokens: empty sequence");
   for (int64_t i = 0; i < n; ++i)
@@ -626,7 +637,7 @@ Result<FloatForwardOutput> float_forward(const ModelConfig& cfg, const Weights& 
   // Main model (§2.1).
   Mat X = embed_streams(cfg, w.embed, tokens);  // [n, N·D]
   for (int l = 0; l < cfg.num_hidden_layers; ++l)
-    block(cfg, w.layers[l], X, tokens, ropes, DecisionLog{&out.decisions, false, l});
+    block(cfg, w.layers[l], X, tokens, ropes, DecisionLog{&out.decisions, forced, false, l});
   out.logits = lm_logits(cfg, w.hc_head, w.norm, w.head, X);
 
   // MTP layer (§11): rows p = 0..n-2 from Xfinal_p and t_{p+1}.
@@ -634,7 +645,7 @@ Result<FloatForwardOutput> float_forward(const ModelConfig& cfg, const Weights& 
     const MtpWeights& mw = w.mtp[0];
     const std::vector<int32_t> next(tokens.begin() + 1, tokens.end());
     Mat Z = mtp_input(cfg, w.embed, mw, X, next);
-    block(cfg, mw.block, Z, next, ropes, DecisionLog{&out.decisions, true, 0});
+    block(cfg, mw.block, Z, next, ropes, DecisionLog{&out.decisions, forced, true, 0});
     out.mtp_logits = lm_logits(cfg, mw.hc_head, mw.norm, w.head, Z);
   }
   return out;

@@ -22,32 +22,26 @@
 
 #include "base/status.h"
 #include "model/config.h"
+#include "model/decisions.h"
 #include "model/weights.h"
 
 namespace dsv4 {
-
-// One discrete decision of the run: the routed experts of the token at `pos` in a layer
-// (kind moe, selection order: tid2eid row order on hash layers, descending biased score
-// otherwise) or the compressed entries the indexer picked for the query at `pos` (kind
-// idx, descending score; empty while no entry is visible). The MTP block is layer 0.
-struct FloatDecision {
-  bool mtp = false;  // block "mtp" or "main"
-  bool idx = false;  // kind "idx" or "moe"
-  int layer = 0;
-  int64_t pos = 0;
-  std::vector<int32_t> selected;
-};
 
 struct FloatForwardOutput {
   int64_t n_tokens = 0;
   int64_t vocab = 0;
   std::vector<float> logits;             // [n, V]
   std::vector<float> mtp_logits;         // [n-1, V] with mtp, else empty
-  std::vector<FloatDecision> decisions;  // per block in order: per layer idx rows, moe rows
+  // Every decision used (model/decisions.h; seq 0), per block in order: per layer idx rows,
+  // moe rows. The MTP block is layer 0.
+  std::vector<Decision> decisions;
 };
 
+// `forced` (decision replay, nullptr: none) replaces the routed experts and indexer picks it
+// lists (seq 0), with the route weights of the forced ids.
 // Errors: empty `tokens`, a token outside [0, vocab_size), `mtp` without an MTP layer.
 Result<FloatForwardOutput> float_forward(const ModelConfig& cfg, const Weights& w,
-                                         const std::vector<int32_t>& tokens, bool mtp);
+                                         const std::vector<int32_t>& tokens, bool mtp,
+                                         const DecisionTable* forced = nullptr);
 
 }  // namespace dsv4

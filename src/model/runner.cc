@@ -331,7 +331,7 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
 }
 
 Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
-                            StepDecisions* decisions) {
+                            const DecisionIO& dec) {
   Status st = prepare_step(reqs, false);
   if (!st.ok()) return st;
   const int64_t T = md_.T;
@@ -340,14 +340,14 @@ Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf
   const k::EmbedParams ep{cfg_.vocab_size, cfg_.hidden_size, cfg_.hc_mult};
   pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, md_.token.data(), T, s.X.data(), tid, n); });
   for (int l = 0; l < cfg_.num_hidden_layers; ++l)
-    run_block(w_.layers[l], *layers_[l], false, s.X.data(), decisions);
+    run_block(w_.layers[l], *layers_[l], false, s.X.data(), dec);
   if (xfinal_out) std::memcpy(xfinal_out, s.X.data(), sizeof(bf16) * T * stream_width());
   if (logits) run_head(w_.hc_head, w_.norm, s.X.data(), logits);
   return Status();
 }
 
 Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
-                                StepDecisions* decisions) {
+                                const DecisionIO& dec) {
   if (w_.mtp.empty()) return Status::error("the checkpoint has no MTP layer (num_nextn_predict_layers = 0)");
   Status st = prepare_step(reqs, true);
   if (!st.ok()) return st;
@@ -360,13 +360,13 @@ Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X
   const k::MtpProjIO io{T, md_.token.data(), X, s.Z.data(), s.mtpproj.data()};
   for (int ph = 0; ph < k::kMtpProjPhases; ++ph)
     pool_.run([&](int tid, int n) { k::mtp_proj(ph, mp, mpw, io, tid, n); });
-  run_block(mw.block, *layers_[cfg_.num_hidden_layers], true, s.Z.data(), decisions);
+  run_block(mw.block, *layers_[cfg_.num_hidden_layers], true, s.Z.data(), dec);
   if (logits) run_head(mw.hc_head, mw.norm, s.Z.data(), logits);
   return Status();
 }
 
 void ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X,
-                            StepDecisions* decisions) {
+                            const DecisionIO& dec) {
   Scratch& s = *s_;
   const int64_t T = md_.T;
   const k::HcParams hp{cfg_.hc_mult, cfg_.hidden_size, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
@@ -386,16 +386,16 @@ void ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_bl
   };
   // attention sub-block: hc_pre -> attn_norm -> attention -> hc_post
   hc_pre(lw.hc_attn, lw.attn_norm);
-  run_attention(lw, lc, mtp_block, decisions);
+  run_attention(lw, lc, mtp_block, dec);
   hc_post(s.attn_out.data());
   // MoE sub-block: hc_pre -> ffn_norm -> MoE -> hc_post
   hc_pre(lw.hc_ffn, lw.ffn_norm);
-  run_moe(lw, mtp_block, decisions);
+  run_moe(lw, mtp_block, dec);
   hc_post(s.m.data());
 }
 
 void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block,
-                                StepDecisions* decisions) {
+                                const DecisionIO& dec) {
   Scratch& s = *s_;
   const ModelConfig& c = cfg_;
   const int64_t T = md_.T, D = c.hidden_size, Dh = c.head_dim, Di = c.index_head_dim;
@@ -477,13 +477,18 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
     pool_.run([&](int tid, int n) {
       k::indexer_topk(ip, s.scores.data(), s.score_stride, s.count.data(), T, s.picks.data(), s.n_picks.data(), tid, n);
     });
+    picks_stride = c.index_topk;
+    const int layer = mtp_block ? 0 : lw.layer;
+    if (dec.forced)  // a forced entry has exactly n_picks ids (DecisionTable::create)
+      for (int64_t t = 0; t < T; ++t)
+        if (const Decision* f = dec.forced->find(mtp_block, true, layer, md_.row_seq[t], pos[t]))
+          std::copy(f->selected.begin(), f->selected.end(), s.picks.data() + t * picks_stride);
     picks = s.picks.data();
     n_picks = s.n_picks.data();
-    picks_stride = c.index_topk;
-    if (decisions)
+    if (dec.log)
       for (int64_t t = 0; t < T; ++t)
-        decisions->entries.push_back({mtp_block, false, lw.layer, pos[t], md_.row_seq[t],
-                                      std::vector<int32_t>(picks + t * picks_stride, picks + t * picks_stride + n_picks[t])});
+        dec.log->push_back({mtp_block, true, layer, md_.row_seq[t], pos[t],
+                            std::vector<int32_t>(picks + t * picks_stride, picks + t * picks_stride + n_picks[t])});
   }
 
   // Attention list (window part + compressed part) and the Level-A kernel.
@@ -510,7 +515,7 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
   for (int ph = 0; ph < k::kOutProjPhases; ++ph) pool_.run([&](int tid, int n) { k::out_proj(ph, op, ow, oio, tid, n); });
 }
 
-void ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, StepDecisions* decisions) {
+void ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, const DecisionIO& dec) {
   Scratch& s = *s_;
   const ModelConfig& c = cfg_;
   const int64_t T = md_.T, E = c.n_routed_experts, K = c.num_experts_per_tok;
@@ -524,10 +529,17 @@ void ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, StepDecisions*
   pool_.run([&](int tid, int n) {
     k::moe_gate_route(s.gate_scores.data(), gw, md_.token.data(), gp, T, s.ids.data(), s.route_w.data(), tid, n);
   });
-  if (decisions)
+  const int layer = mtp_block ? 0 : lw.layer;
+  if (dec.forced)
     for (int64_t t = 0; t < T; ++t)
-      decisions->entries.push_back({mtp_block, true, mtp_block ? 0 : lw.layer, md_.pos[t], md_.row_seq[t],
-                                    std::vector<int32_t>(s.ids.data() + t * K, s.ids.data() + (t + 1) * K)});
+      if (const Decision* f = dec.forced->find(mtp_block, false, layer, md_.row_seq[t], md_.pos[t])) {
+        std::copy(f->selected.begin(), f->selected.end(), s.ids.data() + t * K);
+        k::moe_route_weights(s.gate_scores.data() + t * E, s.ids.data() + t * K, gp, s.route_w.data() + t * K);
+      }
+  if (dec.log)
+    for (int64_t t = 0; t < T; ++t)
+      dec.log->push_back({mtp_block, false, layer, md_.row_seq[t], md_.pos[t],
+                          std::vector<int32_t>(s.ids.data() + t * K, s.ids.data() + (t + 1) * K)});
   const k::MoeExpertParams ep{c.hidden_size, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
   const k::MoeDispatchParams dp{K, 0, E, limits_.max_rows};
   k::moe_dispatch_build(s.ids.data(), T, dp, &s.moe_work);

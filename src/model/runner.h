@@ -23,26 +23,13 @@
 #include "cache/step_metadata.h"
 #include "kernels/compressor/compressor.h"
 #include "model/config.h"
+#include "model/decisions.h"
 #include "model/limits.h"
 #include "model/weights.h"
 #include "numeric/bf16.h"
 #include "numeric/paged_rows.h"
 
 namespace dsv4 {
-
-// Discrete decisions of one step (for --decisions-out and replay tests):
-// routed experts per (block, layer, row) and indexer picks per (layer, row).
-struct StepDecisions {
-  struct Entry {
-    bool mtp = false;
-    bool moe = false;  // false: indexer picks
-    int layer = 0;
-    int64_t pos = 0;
-    int32_t seq = 0;
-    std::vector<int32_t> selected;
-  };
-  std::vector<Entry> entries;
-};
 
 class ModelRunner {
  public:
@@ -61,12 +48,14 @@ class ModelRunner {
 
   // Main model over one step. logits [T, V] for every row (nullptr: none);
   // xfinal_out [T, N, D] bf16 copy of the final HC stack (nullptr: none).
+  // dec.forced replaces the decisions it lists (keyed by sequence slot and position);
+  // dec.log receives every decision the step used, forced or not, in execution order.
   Status forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
-                 StepDecisions* decisions = nullptr);
+                 const DecisionIO& dec = {});
   // MTP layer: request r's rows are positions p0..p0+n-1 with tokens = the
   // NEXT tokens t_{p+1}; X [T, N, D] holds Xfinal_p of every row.
   Status forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
-                     StepDecisions* decisions = nullptr);
+                     const DecisionIO& dec = {});
 
   int64_t vocab_size() const { return cfg_.vocab_size; }
   int64_t stream_width() const { return cfg_.hc_mult * cfg_.hidden_size; }  // N·D
@@ -77,10 +66,9 @@ class ModelRunner {
   ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits);
   Status init();
   Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
-  void run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X,
-                 StepDecisions* decisions);
-  void run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, StepDecisions* decisions);
-  void run_moe(const LayerWeights& lw, bool mtp_block, StepDecisions* decisions);
+  void run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X, const DecisionIO& dec);
+  void run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, const DecisionIO& dec);
+  void run_moe(const LayerWeights& lw, bool mtp_block, const DecisionIO& dec);
   void run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits);
 
   const ModelConfig& cfg_;

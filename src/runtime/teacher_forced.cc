@@ -16,6 +16,7 @@
 #include "cache/step_metadata.h"
 #include "model/float_forward.h"
 #include "model/limits.h"
+#include "model/reference_model.h"
 #include "model/runner.h"
 #include "numeric/bf16.h"
 
@@ -23,11 +24,14 @@ namespace dsv4 {
 
 Result<Numerics> parse_numerics(std::string_view name) {
   if (name == "demo") return Numerics::kDemo;
+  if (name == "reference") return Numerics::kReference;
   if (name == "float") return Numerics::kFloat;
-  return Status::errorf("numerics '{}' unknown (known: demo, float)", name);
+  return Status::errorf("numerics '{}' unknown (known: demo, reference, float)", name);
 }
 
-std::string_view numerics_name(Numerics n) { return n == Numerics::kDemo ? "demo" : "float"; }
+std::string_view numerics_name(Numerics n) {
+  return n == Numerics::kDemo ? "demo" : n == Numerics::kReference ? "reference" : "float";
+}
 
 namespace {
 
@@ -54,21 +58,47 @@ Status validate(const ModelConfig& cfg, const Weights& w, const std::vector<int3
   return Status();
 }
 
-void sort_decisions(std::vector<Decision>& d) {
-  std::stable_sort(d.begin(), d.end(), [](const Decision& a, const Decision& b) {
-    // idx before moe: !idx orders false (idx) first.
-    return std::make_tuple(a.mtp, a.layer, a.pos, !a.idx) < std::make_tuple(b.mtp, b.layer, b.pos, !b.idx);
-  });
+// Rows per main call of a Level-A feeding.
+int32_t call_rows(int64_t n, const TeacherForcedOptions& opt) {
+  return opt.decode ? 1
+         : opt.chunk > 0 ? static_cast<int32_t>(std::min<int64_t>(opt.chunk, n))
+                         : static_cast<int32_t>(std::min<int64_t>(n, kMaxTeacherForcedCall));
 }
 
-// Level A: ModelRunner over one sequence slot, sized to this run.
+// Level A: the feeding of teacher_forced.h through one sequence slot of `model`
+// (ModelRunner or ReferenceModel: the same calls).
+template <class Model>
+Status feed(Model& model, const std::vector<int32_t>& tokens, const TeacherForcedOptions& opt,
+            TeacherForcedOutput& out) {
+  const int64_t n = static_cast<int64_t>(tokens.size()), V = model.vocab_size();
+  const int32_t call = call_rows(n, opt);
+  DSV4_RETURN_IF_ERROR(model.start_sequence(0));
+  const int64_t prompt_len = opt.decode ? 1 : n;
+  std::vector<bf16> xfinal(opt.mtp ? static_cast<size_t>(call) * model.stream_width() : 0);  // [call, N·D]
+  const DecisionIO dec{opt.forced, opt.collect_decisions ? &out.decisions : nullptr};
+  for (int64_t p0 = 0; p0 < n; p0 += call) {
+    const int32_t c = static_cast<int32_t>(std::min<int64_t>(call, n - p0));
+    const StepRequest q{0, p0, c, prompt_len, tokens.data() + p0};
+    float* main_logits = opt.mtp ? nullptr : out.logits.data() + p0 * V;  // [c, V]
+    Status st = model.forward({&q, 1}, main_logits, opt.mtp ? xfinal.data() : nullptr, dec);
+    if (!st.ok()) return st.with_context(fmt::format("main step at positions [{}, {})", p0, p0 + c));
+    if (!opt.mtp) continue;
+    // MTP rows p in [p0, min(p0 + c, n - 1)) with tokens t[p+1]; Xfinal rows are the first m of the call.
+    const int32_t m = static_cast<int32_t>(std::min<int64_t>(p0 + c, n - 1) - p0);
+    if (m <= 0) continue;
+    const StepRequest qm{0, p0, m, prompt_len, tokens.data() + p0 + 1};
+    st = model.forward_mtp({&qm, 1}, xfinal.data(), out.logits.data() + p0 * V, dec);
+    if (!st.ok()) return st.with_context(fmt::format("MTP step at positions [{}, {})", p0, p0 + m));
+  }
+  model.end_sequence(0);
+  return Status();
+}
+
+// Level A, engine: ModelRunner sized to this run.
 Status run_demo(const ModelConfig& cfg, const Weights& w, const std::vector<int32_t>& tokens,
                 const TeacherForcedOptions& opt, TeacherForcedOutput& out) {
-  const int64_t n = static_cast<int64_t>(tokens.size()), V = cfg.vocab_size;
-  const int32_t call = opt.decode ? 1
-                       : opt.chunk > 0
-                           ? static_cast<int32_t>(std::min<int64_t>(opt.chunk, n))
-                           : static_cast<int32_t>(std::min<int64_t>(n, kMaxTeacherForcedCall));
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int32_t call = call_rows(n, opt);
   Limits lim;
   lim.max_batch = 1;
   lim.max_seqs = 1;
@@ -79,49 +109,27 @@ Status run_demo(const ModelConfig& cfg, const Weights& w, const std::vector<int3
   lim.n_threads = opt.n_threads;
   auto created = ModelRunner::create(cfg, w, lim);
   if (!created.ok()) return created.status().with_context("model runner");
-  ModelRunner& runner = **created;
-  DSV4_RETURN_IF_ERROR(runner.start_sequence(0));
+  return feed(**created, tokens, opt, out);
+}
 
-  const int64_t prompt_len = opt.decode ? 1 : n;
-  std::vector<bf16> xfinal(opt.mtp ? static_cast<size_t>(call) * runner.stream_width() : 0);  // [call, N·D]
-  StepDecisions sd;
-  StepDecisions* dec = opt.collect_decisions ? &sd : nullptr;
-  for (int64_t p0 = 0; p0 < n; p0 += call) {
-    const int32_t c = static_cast<int32_t>(std::min<int64_t>(call, n - p0));
-    const StepRequest q{0, p0, c, prompt_len, tokens.data() + p0};
-    float* main_logits = opt.mtp ? nullptr : out.logits.data() + p0 * V;  // [c, V]
-    Status st = runner.forward({&q, 1}, main_logits, opt.mtp ? xfinal.data() : nullptr, dec);
-    if (!st.ok()) return st.with_context(fmt::format("main step at positions [{}, {})", p0, p0 + c));
-    if (!opt.mtp) continue;
-    // MTP rows p in [p0, min(p0 + c, n - 1)) with tokens t[p+1]; Xfinal rows are the first m of the call.
-    const int32_t m = static_cast<int32_t>(std::min<int64_t>(p0 + c, n - 1) - p0);
-    if (m <= 0) continue;
-    const StepRequest qm{0, p0, m, prompt_len, tokens.data() + p0 + 1};
-    st = runner.forward_mtp({&qm, 1}, xfinal.data(), out.logits.data() + p0 * V, dec);
-    if (!st.ok()) return st.with_context(fmt::format("MTP step at positions [{}, {})", p0, p0 + m));
-  }
-  runner.end_sequence(0);
-
-  out.decisions.reserve(sd.entries.size());
-  for (StepDecisions::Entry& e : sd.entries)
-    out.decisions.push_back(Decision{e.mtp, !e.moe, e.mtp ? 0 : e.layer, e.pos, std::move(e.selected)});
-  return Status();
+// Level A, reference: ReferenceModel.
+Status run_reference(const ModelConfig& cfg, const Weights& w, const std::vector<int32_t>& tokens,
+                     const TeacherForcedOptions& opt, TeacherForcedOutput& out) {
+  auto created = ReferenceModel::create(cfg, w);
+  if (!created.ok()) return created.status().with_context("reference model");
+  return feed(**created, tokens, opt, out);
 }
 
 // Level B: float_forward over the whole sequence.
 Status run_float(const ModelConfig& cfg, const Weights& w, const std::vector<int32_t>& tokens,
                  const TeacherForcedOptions& opt, TeacherForcedOutput& out) {
-  auto r = float_forward(cfg, w, tokens, opt.mtp);
+  auto r = float_forward(cfg, w, tokens, opt.mtp, opt.forced);
   if (!r.ok()) return r.status();
   FloatForwardOutput& f = *r;
   out.logits = opt.mtp ? std::move(f.mtp_logits) : std::move(f.logits);
   DSV4_CHECK(static_cast<int64_t>(out.logits.size()) == out.rows * out.vocab, "float logits {} for [{}, {}]",
              out.logits.size(), out.rows, out.vocab);
-  if (opt.collect_decisions) {
-    out.decisions.reserve(f.decisions.size());
-    for (FloatDecision& d : f.decisions)
-      out.decisions.push_back(Decision{d.mtp, d.idx, d.layer, d.pos, std::move(d.selected)});
-  }
+  if (opt.collect_decisions) out.decisions = std::move(f.decisions);
   return Status();
 }
 
@@ -138,6 +146,9 @@ Result<TeacherForcedOutput> teacher_forced_logits(const ModelConfig& cfg, const 
   if (opt.numerics == Numerics::kDemo) {
     out.logits.assign(static_cast<size_t>(out.rows * out.vocab), 0.0f);
     DSV4_RETURN_IF_ERROR(run_demo(cfg, w, tokens, opt, out));
+  } else if (opt.numerics == Numerics::kReference) {
+    out.logits.assign(static_cast<size_t>(out.rows * out.vocab), 0.0f);
+    DSV4_RETURN_IF_ERROR(run_reference(cfg, w, tokens, opt, out));
   } else {
     DSV4_RETURN_IF_ERROR(run_float(cfg, w, tokens, opt, out));
   }
@@ -168,20 +179,6 @@ Result<std::vector<int32_t>> parse_token_ids(std::string_view text) {
     begin = comma + 1;
   }
   return ids;
-}
-
-std::string decisions_to_json(const std::vector<Decision>& decisions) {
-  std::string s = "{\"decisions\": [";
-  auto it = std::back_inserter(s);
-  for (size_t i = 0; i < decisions.size(); ++i) {
-    const Decision& d = decisions[i];
-    fmt::format_to(it, "{}\n  {{\"block\": \"{}\", \"kind\": \"{}\", \"layer\": {}, \"pos\": {}, \"selected\": [",
-                   i == 0 ? "" : ",", d.mtp ? "mtp" : "main", d.idx ? "idx" : "moe", d.layer, d.pos);
-    for (size_t k = 0; k < d.selected.size(); ++k) fmt::format_to(it, "{}{}", k == 0 ? "" : ", ", d.selected[k]);
-    s += "]}";
-  }
-  s += decisions.empty() ? "]}\n" : "\n]}\n";
-  return s;
 }
 
 }  // namespace dsv4

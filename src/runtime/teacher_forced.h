@@ -15,6 +15,7 @@
 //   mtp       after each main call over positions [p0, p0+c), the MTP layer
 //             runs over the rows p in [p0, min(p0+c, n-1)) with tokens t[p+1]
 //             and the Xfinal rows of that call (one MTP row per decode step)
+// Reference numerics: the same feeding through ReferenceModel (Level A, its own plain caches).
 // Float numerics (Level B): float_forward over the whole sequence; chunk and
 // decode are validated and accepted but do not change Level-B results.
 //
@@ -25,7 +26,9 @@
 // (CSA layers only, one entry per row, empty while no entry is visible). The
 // MTP block is layer 0. With mtp the main block's decisions are listed too:
 // the MTP logits depend on them through Xfinal, so replay needs both.
-// Sorted by (block main < mtp, layer, pos, kind idx < moe) in both numerics.
+// Sorted by (block main < mtp, layer, pos, kind idx < moe) in every numerics.
+// Forced decisions (opt.forced) replace the listed ones in every numerics; the decisions
+// reported are those used.
 #pragma once
 
 #include <cstdint>
@@ -35,13 +38,16 @@
 
 #include "base/status.h"
 #include "model/config.h"
+#include "model/decisions.h"
 #include "model/weights.h"
 
 namespace dsv4 {
 
-enum class Numerics { kDemo, kFloat };
+// kDemo: the Level-A engine (ModelRunner); kReference: the Level-A whole-model reference
+// (ReferenceModel: single-threaded, the `_ref` kernels); kFloat: the Level-B float_forward.
+enum class Numerics { kDemo, kReference, kFloat };
 
-// "demo" | "float".
+// "demo" | "reference" | "float".
 Result<Numerics> parse_numerics(std::string_view name);
 std::string_view numerics_name(Numerics n);
 
@@ -54,15 +60,8 @@ struct TeacherForcedOptions {
   bool decode = false;      // one-token prompt, then one decode step per token
   Numerics numerics = Numerics::kDemo;
   bool collect_decisions = false;
+  const DecisionTable* forced = nullptr;  // decision replay (every numerics); nullptr: none
   int32_t n_threads = 1;    // demo numerics only
-};
-
-struct Decision {
-  bool mtp = false;  // block "mtp" | "main"
-  bool idx = false;  // kind "idx" | "moe"
-  int layer = 0;
-  int64_t pos = 0;
-  std::vector<int32_t> selected;
 };
 
 struct TeacherForcedOutput {
@@ -83,9 +82,5 @@ Result<TeacherForcedOutput> teacher_forced_logits(const ModelConfig& cfg, const 
 // one or more ASCII digits with a value <= INT32_MAX; an empty item, any other
 // character or an overflowing value is an error naming the item and its index.
 Result<std::vector<int32_t>> parse_token_ids(std::string_view text);
-
-// {"decisions": [{"block": "main", "kind": "moe", "layer": 0, "pos": 0,
-//   "selected": [3, 5]}, ...]}, one decision per line, in the given order.
-std::string decisions_to_json(const std::vector<Decision>& decisions);
 
 }  // namespace dsv4

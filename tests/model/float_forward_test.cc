@@ -94,7 +94,7 @@ bool rows_equal(const std::vector<float>& a, const std::vector<float>& b, int64_
   return std::memcmp(a.data() + r0 * V, b.data() + r0 * V, sizeof(float) * (r1 - r0) * V) == 0;
 }
 
-const FloatDecision* find_decision(const FloatForwardOutput& o, bool mtp, bool idx, int layer,
+const Decision* find_decision(const FloatForwardOutput& o, bool mtp, bool idx, int layer,
                                    int64_t pos) {
   for (const auto& d : o.decisions)
     if (d.mtp == mtp && d.idx == idx && d.layer == layer && d.pos == pos) return &d;
@@ -130,14 +130,14 @@ TEST_P(FloatForwardTest, ShapesFiniteAndDecisions) {
   // layer and position with min(index_topk, ⌊(p+1)/4⌋) distinct visible entries.
   for (int l = 0; l < c.num_hidden_layers; ++l)
     for (int64_t p = 0; p < kLen; ++p) {
-      const FloatDecision* moe = find_decision(o, false, false, l, p);
+      const Decision* moe = find_decision(o, false, false, l, p);
       ASSERT_NE(moe, nullptr) << "layer " << l << " pos " << p;
       ASSERT_EQ(moe->selected.size(), static_cast<size_t>(c.num_experts_per_tok));
       std::vector<int32_t> s = moe->selected;
       std::sort(s.begin(), s.end());
       EXPECT_TRUE(std::adjacent_find(s.begin(), s.end()) == s.end());
       for (int32_t e : s) EXPECT_TRUE(e >= 0 && e < c.n_routed_experts);
-      const FloatDecision* idx = find_decision(o, false, true, l, p);
+      const Decision* idx = find_decision(o, false, true, l, p);
       if (c.attention_kind(l) != AttentionKind::kCSA) {
         EXPECT_EQ(idx, nullptr);
         continue;
@@ -211,7 +211,7 @@ TEST_P(FloatForwardTest, HashLayersRouteByTid2eid) {
     ASSERT_EQ(!t2e.empty(), c.is_hash_layer(l)) << "layer " << l;
     if (t2e.empty()) continue;
     for (int64_t p = 0; p < kLen; ++p) {
-      const FloatDecision* d = find_decision(base, false, false, l, p);
+      const Decision* d = find_decision(base, false, false, l, p);
       ASSERT_NE(d, nullptr);
       const std::vector<int32_t> row(t2e.begin() + tokens[p] * K, t2e.begin() + (tokens[p] + 1) * K);
       EXPECT_EQ(d->selected, row) << "layer " << l << " pos " << p;
@@ -241,7 +241,7 @@ TEST_P(FloatForwardTest, HashLayersRouteByTid2eid) {
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_TRUE(rows_equal(r->logits, base.logits, V, 0, first));
   EXPECT_FALSE(rows_equal(r->logits, base.logits, V, first, first + 1));
-  const FloatDecision* d = find_decision(r.value(), false, false, 0, first);
+  const Decision* d = find_decision(r.value(), false, false, 0, first);
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->selected, row);
 }

@@ -1,5 +1,7 @@
 // Reference hyper-connections: plain loops straight from model.md §0.4.5 A2, A14, A15,
-// one fp32 operation per statement; sums in ascending index order.
+// one fp32 operation per statement. The two long sums (Σx², fn·x over N·D) use the engine's
+// fixed order (element c in lane c % 8, lanes combined ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7))),
+// so engine and reference agree bit for bit; the short sums run in ascending index order.
 #include <cmath>
 #include <vector>
 
@@ -15,10 +17,13 @@ float sigmoid(float z) {
   return 1.0f / d;
 }
 
+float lanes8(const float* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); }
+
 // ρ_{N·D} of the flattened fp32 row.
 float rms_factor_ref(const std::vector<float>& x, float eps) {
-  float ss = 0.0f;
-  for (float v : x) ss += v * v;
+  float lane[8] = {};
+  for (size_t c = 0; c < x.size(); ++c) lane[c % 8] += x[c] * x[c];
+  const float ss = lanes8(lane);
   const float inv_n = static_cast<float>(1.0 / static_cast<double>(x.size()));
   const float mean = ss * inv_n;
   const float v = mean + eps;
@@ -30,9 +35,9 @@ std::vector<float> mixes_ref(const std::vector<float>& x, const float* fn, int64
                              float rho) {
   std::vector<float> m(n_mix);
   for (int64_t i = 0; i < n_mix; ++i) {
-    float acc = 0.0f;
-    for (size_t c = 0; c < x.size(); ++c) acc += fn[i * static_cast<int64_t>(x.size()) + c] * x[c];
-    m[i] = acc * rho;
+    float lane[8] = {};
+    for (size_t c = 0; c < x.size(); ++c) lane[c % 8] += fn[i * static_cast<int64_t>(x.size()) + c] * x[c];
+    m[i] = lanes8(lane) * rho;
   }
   return m;
 }

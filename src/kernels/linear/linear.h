@@ -35,9 +35,12 @@
 
 namespace dsv4::kernels {
 
-// --- reference (single-threaded, obviously correct) ---
+// --- reference (single-threaded, obviously correct; plain loops in the engine's K order) ---
 // Dequantized weight element W[o, i] as fp32 (exact for accepted checkpoints).
 float weight_at(const LinearWeight& w, int64_t o, int64_t i);
+// Σ₃₂ W[o, i]·x[i] over i < w.in in the engine K order above: the plain block chain
+// (k_group 0) or the grouped tree with K groups of k_group columns (a multiple of 128).
+float linear_dot_ref(const LinearWeight& w, int64_t o, const float* x, int64_t k_group = 0);
 // bf16 output; applies actq first when apply_actq (callers pass w.quantized(),
 // or false for wo_a).
 void linear_ref(const LinearWeight& w, const bf16* x, int64_t T, bf16* y, bool apply_actq);

@@ -1,5 +1,9 @@
-// Oracle for linear.h: per row, plain ascending fp32 sum over K of the
-// dequantized weight times the (actq-dequantized) input.
+// Oracle for linear.h: per output, the fp32 sum over K of the dequantized weight times the
+// (actq-dequantized) input, written as plain loops in the engine's fixed K order (16 lanes
+// per 128-wide block, lanes folded, blocks chained; linear.h). Level A leaves the order free
+// (model.md §0.3); pinning it here makes engine and reference agree bit for bit, which the
+// whole-model reference (model/reference_model.h) relies on.
+#include <algorithm>
 #include <vector>
 
 #include "base/check.h"
@@ -32,38 +36,50 @@ float weight_at(const LinearWeight& w, int64_t o, int64_t i) {
   return 0.0f;
 }
 
+float linear_dot_ref(const LinearWeight& w, int64_t o, const float* x, int64_t k_group) {
+  constexpr int64_t kBlock = 128, kLanes = 16;
+  float total = 0.0f, group = 0.0f;
+  for (int64_t k0 = 0; k0 < w.in; k0 += kBlock) {
+    float lane[kLanes] = {};
+    for (int64_t i = k0; i < std::min(w.in, k0 + kBlock); ++i) lane[(i - k0) % kLanes] += weight_at(w, o, i) * x[i];
+    for (int64_t h = kLanes / 2; h >= 1; h /= 2)
+      for (int64_t l = 0; l < h; ++l) lane[l] += lane[l + h];
+    if (k_group == 0) {  // blocks chained
+      total = k0 == 0 ? lane[0] : total + lane[0];
+      continue;
+    }
+    group = k0 % k_group == 0 ? lane[0] : group + lane[0];  // blocks chained inside a group,
+    if ((k0 + kBlock) % k_group == 0 || k0 + kBlock >= w.in)  // then the groups chained
+      total = k0 < k_group ? group : total + group;
+  }
+  return total;
+}
+
 void linear_ref(const LinearWeight& w, const bf16* x, int64_t T, bf16* y, bool apply_actq) {
   std::vector<bf16> xhat(w.in);
+  std::vector<float> xf(w.in);
   for (int64_t t = 0; t < T; ++t) {
     const bf16* xt = x + t * w.in;
     if (apply_actq) {
       actq_dequant_row(xt, w.in, xhat.data());
       xt = xhat.data();
     }
-    for (int64_t o = 0; o < w.out; ++o) {
-      float acc = 0.0f;
-      for (int64_t i = 0; i < w.in; ++i) acc += weight_at(w, o, i) * xt[i].to_float();
-      y[t * w.out + o] = bf16::from_float(acc);
-    }
+    for (int64_t i = 0; i < w.in; ++i) xf[i] = xt[i].to_float();
+    for (int64_t o = 0; o < w.out; ++o) y[t * w.out + o] = bf16::from_float(linear_dot_ref(w, o, xf.data()));
   }
 }
 
 void linear_f32_ref(const LinearWeight& w, const bf16* x, int64_t T, float* y) {
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t o = 0; o < w.out; ++o) {
-      float acc = 0.0f;
-      for (int64_t i = 0; i < w.in; ++i) acc += weight_at(w, o, i) * x[t * w.in + i].to_float();
-      y[t * w.out + o] = acc;
-    }
+  std::vector<float> xf(w.in);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < w.in; ++i) xf[i] = x[t * w.in + i].to_float();
+    for (int64_t o = 0; o < w.out; ++o) y[t * w.out + o] = linear_dot_ref(w, o, xf.data());
+  }
 }
 
 void linear_f32_in_ref(const LinearWeight& w, const float* x, int64_t T, float* y) {
   for (int64_t t = 0; t < T; ++t)
-    for (int64_t o = 0; o < w.out; ++o) {
-      float acc = 0.0f;
-      for (int64_t i = 0; i < w.in; ++i) acc += weight_at(w, o, i) * x[t * w.in + i];
-      y[t * w.out + o] = acc;
-    }
+    for (int64_t o = 0; o < w.out; ++o) y[t * w.out + o] = linear_dot_ref(w, o, x + t * w.in);
 }
 
 }  // namespace dsv4::kernels

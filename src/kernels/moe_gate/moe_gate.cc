@@ -121,10 +121,15 @@ void moe_gate_route(const float* scores, const MoeGateWeights& w, const int32_t*
     } else {
       moe_topk(s, w.bias, E, K, sel);
     }
-    float sum = 0.0f;
-    for (int64_t k = 0; k < K; ++k) sum += s[sel[k]];
-    for (int64_t k = 0; k < K; ++k) weights[t * K + k] = s[sel[k]] / sum * p.routed_scaling_factor;
+    moe_route_weights(s, sel, p, weights + t * K);
   }
+}
+
+void moe_route_weights(const float* scores, const int32_t* ids, const MoeGateParams& p, float* weights) {
+  const int64_t K = p.num_experts_per_tok;
+  float sum = 0.0f;
+  for (int64_t k = 0; k < K; ++k) sum += scores[ids[k]];
+  for (int64_t k = 0; k < K; ++k) weights[k] = scores[ids[k]] / sum * p.routed_scaling_factor;
 }
 
 }  // namespace dsv4::kernels

@@ -63,5 +63,8 @@ void moe_gate_scores(const bf16* f, const MoeGateWeights& w, const MoeGateParams
 void moe_gate_route(const float* scores, const MoeGateWeights& w, const int32_t* tokens,
                     const MoeGateParams& p, int64_t T, int32_t* ids, float* weights, int tid,
                     int nthreads);
+// The route weights of one row for given ids (the router's, or forced by decision replay):
+// scores [E] of the row, ids [K] -> weights [K], the w_k formula above.
+void moe_route_weights(const float* scores, const int32_t* ids, const MoeGateParams& p, float* weights);
 
 }  // namespace dsv4::kernels

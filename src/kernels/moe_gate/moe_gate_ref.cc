@@ -37,8 +37,9 @@ void moe_gate_scores_ref(const bf16* f, const MoeGateWeights& w, const MoeGatePa
              "gate.weight must be BF16 or F32");
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t e = 0; e < E; ++e) {
-      float l = 0.0f;
-      for (int64_t i = 0; i < D; ++i) l += gate_weight_at(w.weight, e, i) * f[t * D + i].to_float();
+      float lane[8] = {};  // the engine's order: element i in lane i % 8, lanes by a fixed tree
+      for (int64_t i = 0; i < D; ++i) lane[i % 8] += gate_weight_at(w.weight, e, i) * f[t * D + i].to_float();
+      const float l = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
       scores[t * E + e] = std::sqrt(softplus(l));
     }
   }

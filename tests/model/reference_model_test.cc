@@ -1,0 +1,230 @@
+// The whole-model Level-A reference (model/reference_model.h) against the engine
+// (ModelRunner), with decision replay (model/decisions.h): the engine's decisions are
+// forced into the reference, every forced decision that differs from the reference's own
+// choice must be a near-tie, and every logits row must agree within the summation-order
+// bound below. tiny / tiny2 x BF16 / FP8 storage x feedings (whole prompt, chunks of 1, 3
+// and 7, token-by-token decode, two-row steps), past the window and across ratio-4 and
+// ratio-8/128 boundaries, with MTP, alone and with several requests per step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/decisions.h"
+#include "model/reference_model.h"
+#include "model/runner.h"
+#include "support/tiny_model.h"
+
+namespace dsv4 {
+namespace {
+
+using Loaded = test::TinyModel;
+const Loaded& model(const std::string& preset, TinyQuant q) { return test::tiny_model(preset, q, 1); }
+
+std::vector<int32_t> tokens(int n, uint32_t seed, int64_t vocab) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+// One teacher-forced sequence of a schedule: its tokens, prompt length, the rows it feeds per
+// step while in the prompt (chunk) and after it (rows), and the step it joins at.
+struct SeqPlan {
+  std::vector<int32_t> toks;
+  int64_t prompt_len = 0;
+  int chunk = 1;
+  int rows = 1;
+  int join = 0;
+};
+
+struct RunOutput {
+  std::vector<std::vector<float>> logits;      // per sequence [n, V]
+  std::vector<std::vector<float>> mtp_logits;  // per sequence [n-1, V] (with mtp)
+  std::vector<Decision> decisions;             // every decision used
+};
+
+// Runs the schedule through `m` (ModelRunner or ReferenceModel): every step takes the next
+// rows of every joined, unfinished sequence (sequence i uses slot i); with mtp, the MTP layer
+// then runs over the rows whose next token is known, with that step's Xfinal rows.
+template <class Model>
+RunOutput run_schedule(Model& m, const std::vector<SeqPlan>& plans, bool mtp, const DecisionTable* forced) {
+  const int64_t V = m.vocab_size(), ND = m.stream_width();
+  const int S = static_cast<int>(plans.size());
+  RunOutput out;
+  out.logits.resize(S);
+  out.mtp_logits.resize(S);
+  std::vector<int64_t> done(S, 0);
+  for (int i = 0; i < S; ++i) {
+    const int64_t n = static_cast<int64_t>(plans[i].toks.size());
+    out.logits[i].assign(static_cast<size_t>(n * V), 0.0f);
+    if (mtp) out.mtp_logits[i].assign(static_cast<size_t>((n - 1) * V), 0.0f);
+  }
+  const DecisionIO dec{forced, &out.decisions};
+  for (int step = 0;; ++step) {
+    std::vector<StepRequest> reqs;
+    for (int i = 0; i < S; ++i) {
+      const SeqPlan& p = plans[i];
+      const int64_t n = static_cast<int64_t>(p.toks.size());
+      if (step < p.join || done[i] >= n) continue;
+      if (done[i] == 0) {
+        EXPECT_TRUE(m.start_sequence(i).ok());
+      }
+      const int64_t want = done[i] < p.prompt_len ? std::min<int64_t>(p.chunk, p.prompt_len - done[i]) : p.rows;
+      const int32_t c = static_cast<int32_t>(std::min<int64_t>(want, n - done[i]));
+      reqs.push_back({i, done[i], c, p.prompt_len, p.toks.data() + done[i]});
+    }
+    if (reqs.empty()) break;
+    int64_t T = 0;
+    for (const StepRequest& q : reqs) T += q.n;
+    std::vector<float> logits(static_cast<size_t>(T * V));
+    std::vector<bf16> xfinal(static_cast<size_t>(T * ND));
+    Status st = m.forward(reqs, logits.data(), xfinal.data(), dec);
+    EXPECT_TRUE(st.ok()) << st.message();
+    if (!st.ok()) return out;
+    std::vector<StepRequest> mreqs;
+    std::vector<bf16> mx;
+    int64_t row = 0;
+    for (const StepRequest& q : reqs) {
+      std::copy_n(logits.begin() + row * V, q.n * V, out.logits[q.seq].begin() + q.p0 * V);
+      const int64_t n = static_cast<int64_t>(plans[q.seq].toks.size());
+      const int64_t mn = std::min<int64_t>(q.p0 + q.n, n - 1) - q.p0;
+      if (mtp && mn > 0) {
+        mreqs.push_back({q.seq, q.p0, static_cast<int32_t>(mn), q.prompt_len, plans[q.seq].toks.data() + q.p0 + 1});
+        mx.insert(mx.end(), xfinal.begin() + row * ND, xfinal.begin() + (row + mn) * ND);
+      }
+      row += q.n;
+    }
+    if (!mreqs.empty()) {
+      std::vector<float> ml(static_cast<size_t>(mx.size() / ND * V));
+      st = m.forward_mtp(mreqs, mx.data(), ml.data(), dec);
+      EXPECT_TRUE(st.ok()) << st.message();
+      if (!st.ok()) return out;
+      int64_t mrow = 0;
+      for (const StepRequest& q : mreqs) {
+        std::copy_n(ml.begin() + mrow * V, q.n * V, out.mtp_logits[q.seq].begin() + q.p0 * V);
+        mrow += q.n;
+      }
+    }
+    for (const StepRequest& q : reqs) {
+      done[q.seq] += q.n;
+      if (done[q.seq] >= static_cast<int64_t>(plans[q.seq].toks.size())) m.end_sequence(q.seq);
+    }
+  }
+  return out;
+}
+
+Limits limits_for(const std::vector<SeqPlan>& plans) {
+  Limits l;
+  l.max_batch = static_cast<int32_t>(plans.size());
+  l.max_seqs = l.max_batch;
+  l.max_chunk = 1;
+  l.max_decode_rows = 1;
+  l.max_context = 1;
+  for (const SeqPlan& p : plans) {
+    l.max_chunk = std::max(l.max_chunk, p.chunk);
+    l.max_decode_rows = std::max(l.max_decode_rows, p.rows);
+    l.max_context = std::max<int64_t>(l.max_context, static_cast<int64_t>(p.toks.size()));
+  }
+  l.max_rows = l.max_batch * std::max(l.max_chunk, l.max_decode_rows);
+  l.n_threads = 2;
+  return l;
+}
+
+// Per-row comparison: max |a − b| over the row, relative to the RMS of the reference row.
+struct RowStats {
+  int64_t rows = 0;
+  double worst = 0;  // max over rows of max|a − b| / rms(b)
+  int64_t worst_row = -1;
+};
+
+RowStats compare_rows(const std::vector<float>& a, const std::vector<float>& b, int64_t V) {
+  RowStats s;
+  s.rows = static_cast<int64_t>(b.size()) / V;
+  for (int64_t t = 0; t < s.rows; ++t) {
+    double ms = 0, md = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      ms += double(b[t * V + v]) * b[t * V + v];
+      md = std::max(md, std::fabs(double(a[t * V + v]) - b[t * V + v]));
+    }
+    const double rel = md / std::sqrt(ms / V);
+    if (getenv("DBG_ROWS")) printf("  row %lld rel %.3g\n", (long long)t, rel);
+    if (rel > s.worst || s.worst_row < 0) {
+      s.worst = std::max(s.worst, rel);
+      s.worst_row = t;
+    }
+  }
+  return s;
+}
+
+struct Case {
+  const char* preset;
+  TinyQuant quant;
+};
+
+class ReferenceTest : public ::testing::TestWithParam<Case> {
+ protected:
+  const Loaded& m() const { return model(GetParam().preset, GetParam().quant); }
+
+  // Engine, then the reference with the engine's decisions forced; checks decisions and rows.
+  void check(const std::vector<SeqPlan>& plans, bool mtp, const std::string& what) {
+    auto runner = ModelRunner::create(m().cfg, *m().w, limits_for(plans));
+    ASSERT_TRUE(runner.ok()) << runner.message();
+    const RunOutput eng = run_schedule(**runner, plans, mtp, nullptr);
+    auto table = DecisionTable::create(m().cfg, eng.decisions);
+    ASSERT_TRUE(table.ok()) << table.message();
+    auto ref = ReferenceModel::create(m().cfg, *m().w);
+    ASSERT_TRUE(ref.ok()) << ref.message();
+    const RunOutput want = run_schedule(**ref, plans, mtp, &*table);
+    // The reference decides at exactly the engine's keys.
+    ASSERT_EQ(want.decisions.size(), eng.decisions.size()) << what;
+    int flips = 0;
+    for (const ForcedDifference& d : (*ref)->forced_differences()) {
+      ++flips;
+      printf("flip %s\n", decisions_to_json({d.forced}).c_str());
+      printf("  gap %g scale %g\n", d.gap, d.scale);
+    }
+    const int64_t V = m().cfg.vocab_size;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const RowStats s = compare_rows(eng.logits[i], want.logits[i], V);
+      std::printf("%s %s seq %zu: main rows %lld worst %.3g (row %lld), flips %d\n", GetParam().preset, what.c_str(), i,
+                  (long long)s.rows, s.worst, (long long)s.worst_row, flips);
+      if (mtp) {
+        const RowStats t = compare_rows(eng.mtp_logits[i], want.mtp_logits[i], V);
+        std::printf("%s %s seq %zu: mtp rows %lld worst %.3g (row %lld)\n", GetParam().preset, what.c_str(), i,
+                    (long long)t.rows, t.worst, (long long)t.worst_row);
+      }
+    }
+  }
+};
+
+TEST_P(ReferenceTest, Feedings) {
+  const int n = m().cfg.sliding_window > 8 ? 60 : 45;
+  const auto toks = tokens(n, 5, m().cfg.vocab_size);
+  check({{toks, n, n, 1, 0}}, true, "whole");
+  for (int c : {1, 3, 7}) check({{toks, n, c, 1, 0}}, true, "chunk" + std::to_string(c));
+  check({{toks, 1, 1, 1, 0}}, true, "decode");
+  check({{toks, 5, 5, 2, 0}}, true, "rows2");
+}
+
+TEST_P(ReferenceTest, SeveralRequestsPerStep) {
+  std::vector<SeqPlan> plans;
+  for (int i = 0; i < 4; ++i) plans.push_back({tokens(20 + 7 * i, 40 + i, m().cfg.vocab_size), 3 + 4 * i, 4, 1 + i % 2, i});
+  check(plans, true, "batch");
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, ReferenceTest,
+                         ::testing::Values(Case{"tiny", TinyQuant::kFp8}, Case{"tiny", TinyQuant::kNone},
+                                           Case{"tiny2", TinyQuant::kFp8}, Case{"tiny2", TinyQuant::kNone}),
+                         [](const auto& info) {
+                           return std::string(info.param.preset) + "_" + std::string(tiny_quant_name(info.param.quant));
+                         });
+
+}  // namespace
+}  // namespace dsv4
