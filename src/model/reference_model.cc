@@ -363,17 +363,31 @@ void ReferenceModel::moe(const LayerWeights& lw, bool mtp_block, const Request& 
     if (dec.log) dec.log->push_back({mtp_block, false, layer, rq.seq, rq.pos[t], std::vector<int32_t>(sel, sel + K)});
   }
 
-  // Routed experts one (row, slot) at a time (a repeated id once, with its first slot's
-  // weight), the shared expert on every row, then the Level-A combine.
+  // Routed experts: each expert once on the rows that chose it (a repeated id once per row,
+  // with its first slot's weight), its output row placed at that slot; the shared expert on
+  // every row; then the Level-A combine.
   const k::MoeExpertParams ep{D, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
   auto view = [](const ExpertWeights& e) { return k::ExpertWeights{e.w1.w, e.w3.w, e.w2.w}; };
   std::vector<bf16> routed(static_cast<size_t>(T * K * D)), shared(static_cast<size_t>(T * D));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t j = 0; j < K; ++j) {
-      const int32_t e = ids[t * K + j];
-      if (std::find(ids.begin() + t * K, ids.begin() + t * K + j, e) != ids.begin() + t * K + j) continue;
-      k::moe_expert_ref(view(lw.ffn.experts[e]), ep, f + t * D, 1, &weights[t * K + j], routed.data() + (t * K + j) * D);
+  for (int32_t e = 0; e < E; ++e) {
+    std::vector<int64_t> slots;  // t·K + j of the rows routed to e
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < K; ++j)
+        if (ids[t * K + j] == e) {
+          slots.push_back(t * K + j);
+          break;
+        }
+    if (slots.empty()) continue;
+    const int64_t n = static_cast<int64_t>(slots.size());
+    std::vector<bf16> x(static_cast<size_t>(n * D)), y(static_cast<size_t>(n * D));
+    std::vector<float> wk(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(f + slots[i] / K * D, D, x.begin() + i * D);
+      wk[i] = weights[slots[i]];
     }
+    k::moe_expert_ref(view(lw.ffn.experts[e]), ep, x.data(), n, wk.data(), y.data());
+    for (int64_t i = 0; i < n; ++i) std::copy_n(y.begin() + i * D, D, routed.begin() + slots[i] * D);
+  }
   k::moe_expert_ref(view(lw.ffn.shared), ep, f, T, nullptr, shared.data());
   k::moe_combine_ref(routed.data(), nullptr, ids.data(), shared.data(), k::MoeCombineParams{D, K}, T, out);
 }

@@ -13,7 +13,8 @@ constexpr uint8_t kUe8m0CheckpointMax = 227;
 
 inline float ue8m0_decode(uint8_t b) {
   if (b == 255) return std::bit_cast<float>(0x7fc00000u);
-  return std::ldexp(1.0f, static_cast<int>(b) - 127);
+  if (b == 0) return std::ldexp(1.0f, -127);                  // 2^-127: subnormal
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 23);  // 2^(b-127): exponent field b
 }
 constexpr bool ue8m0_checkpoint_ok(uint8_t b) {
   return b >= kUe8m0CheckpointMin && b <= kUe8m0CheckpointMax;

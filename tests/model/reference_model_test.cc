@@ -137,30 +137,25 @@ Limits limits_for(const std::vector<SeqPlan>& plans) {
   return l;
 }
 
-// Per-row comparison: max |a − b| over the row, relative to the RMS of the reference row.
-struct RowStats {
-  int64_t rows = 0;
-  double worst = 0;  // max over rows of max|a − b| / rms(b)
-  int64_t worst_row = -1;
-};
+// A forced decision may differ from the reference's own only at a near-tie: indexer scores
+// are bf16 (a tie within two bf16 ulps of the larger score; the reference sums the Hadamard
+// transform in another order than the engine), router keys fp32 (within 1e-4 relative).
+::testing::AssertionResult near_tie(const ForcedDifference& d) {
+  const float tol = d.forced.idx ? d.scale / 64 : d.scale * 1e-4f;
+  if (d.gap <= tol) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "forced decision is no near-tie (gap " << d.gap << ", scale " << d.scale
+                                       << "): engine " << decisions_to_json({d.forced}) << "reference own ids "
+                                       << ::testing::PrintToString(d.own);
+}
 
-RowStats compare_rows(const std::vector<float>& a, const std::vector<float>& b, int64_t V) {
-  RowStats s;
-  s.rows = static_cast<int64_t>(b.size()) / V;
-  for (int64_t t = 0; t < s.rows; ++t) {
-    double ms = 0, md = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      ms += double(b[t * V + v]) * b[t * V + v];
-      md = std::max(md, std::fabs(double(a[t * V + v]) - b[t * V + v]));
-    }
-    const double rel = md / std::sqrt(ms / V);
-    if (getenv("DBG_ROWS")) printf("  row %lld rel %.3g\n", (long long)t, rel);
-    if (rel > s.worst || s.worst_row < 0) {
-      s.worst = std::max(s.worst, rel);
-      s.worst_row = t;
-    }
-  }
-  return s;
+// Rows of a and b [rows, V] equal bit for bit; names the first row that differs.
+::testing::AssertionResult rows_equal(const std::vector<float>& a, const std::vector<float>& b, int64_t V) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i] && !(std::isnan(a[i]) && std::isnan(b[i])))
+      return ::testing::AssertionFailure() << "row " << i / V << " column " << i % V << ": engine " << a[i]
+                                           << " reference " << b[i];
+  return ::testing::AssertionSuccess();
 }
 
 struct Case {
@@ -168,55 +163,64 @@ struct Case {
   TinyQuant quant;
 };
 
-class ReferenceTest : public ::testing::TestWithParam<Case> {
- protected:
-  const Loaded& m() const { return model(GetParam().preset, GetParam().quant); }
+const Loaded& model_of(const Case& c) { return model(c.preset, c.quant); }
 
-  // Engine, then the reference with the engine's decisions forced; checks decisions and rows.
-  void check(const std::vector<SeqPlan>& plans, bool mtp, const std::string& what) {
-    auto runner = ModelRunner::create(m().cfg, *m().w, limits_for(plans));
-    ASSERT_TRUE(runner.ok()) << runner.message();
-    const RunOutput eng = run_schedule(**runner, plans, mtp, nullptr);
-    auto table = DecisionTable::create(m().cfg, eng.decisions);
-    ASSERT_TRUE(table.ok()) << table.message();
-    auto ref = ReferenceModel::create(m().cfg, *m().w);
-    ASSERT_TRUE(ref.ok()) << ref.message();
-    const RunOutput want = run_schedule(**ref, plans, mtp, &*table);
-    // The reference decides at exactly the engine's keys.
-    ASSERT_EQ(want.decisions.size(), eng.decisions.size()) << what;
-    int flips = 0;
-    for (const ForcedDifference& d : (*ref)->forced_differences()) {
-      ++flips;
-      printf("flip %s\n", decisions_to_json({d.forced}).c_str());
-      printf("  gap %g scale %g\n", d.gap, d.scale);
-    }
-    const int64_t V = m().cfg.vocab_size;
-    for (size_t i = 0; i < plans.size(); ++i) {
-      const RowStats s = compare_rows(eng.logits[i], want.logits[i], V);
-      std::printf("%s %s seq %zu: main rows %lld worst %.3g (row %lld), flips %d\n", GetParam().preset, what.c_str(), i,
-                  (long long)s.rows, s.worst, (long long)s.worst_row, flips);
-      if (mtp) {
-        const RowStats t = compare_rows(eng.mtp_logits[i], want.mtp_logits[i], V);
-        std::printf("%s %s seq %zu: mtp rows %lld worst %.3g (row %lld)\n", GetParam().preset, what.c_str(), i,
-                    (long long)t.rows, t.worst, (long long)t.worst_row);
-      }
-    }
+// Engine, then the reference with the engine's decisions forced: the reference decides at
+// the same keys, differs from a forced decision only at a near-tie, and gives the same
+// logits (main and MTP) bit for bit. Returns the number of rows compared.
+int64_t check_against_reference(const Loaded& m, const std::vector<SeqPlan>& plans, bool mtp) {
+  auto runner = ModelRunner::create(m.cfg, *m.w, limits_for(plans));
+  EXPECT_TRUE(runner.ok()) << runner.message();
+  if (!runner.ok()) return 0;
+  const RunOutput eng = run_schedule(**runner, plans, mtp, nullptr);
+  auto table = DecisionTable::create(m.cfg, eng.decisions);
+  EXPECT_TRUE(table.ok()) << table.message();
+  if (!table.ok()) return 0;
+  auto ref = ReferenceModel::create(m.cfg, *m.w);
+  EXPECT_TRUE(ref.ok()) << ref.message();
+  if (!ref.ok()) return 0;
+  const RunOutput want = run_schedule(**ref, plans, mtp, &*table);
+  std::vector<Decision> a = eng.decisions, b = want.decisions;
+  sort_decisions(a);
+  sort_decisions(b);
+  EXPECT_EQ(decisions_to_json(b), decisions_to_json(a)) << "the reference decides at other keys";
+  for (const ForcedDifference& d : (*ref)->forced_differences()) EXPECT_TRUE(near_tie(d));
+  const int64_t V = m.cfg.vocab_size;
+  int64_t rows = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    EXPECT_TRUE(rows_equal(eng.logits[i], want.logits[i], V)) << "sequence " << i << ", main head";
+    rows += static_cast<int64_t>(want.logits[i].size()) / V;
+    if (!mtp) continue;
+    EXPECT_TRUE(rows_equal(eng.mtp_logits[i], want.mtp_logits[i], V)) << "sequence " << i << ", MTP head";
+    rows += static_cast<int64_t>(want.mtp_logits[i].size()) / V;
   }
-};
-
-TEST_P(ReferenceTest, Feedings) {
-  const int n = m().cfg.sliding_window > 8 ? 60 : 45;
-  const auto toks = tokens(n, 5, m().cfg.vocab_size);
-  check({{toks, n, n, 1, 0}}, true, "whole");
-  for (int c : {1, 3, 7}) check({{toks, n, c, 1, 0}}, true, "chunk" + std::to_string(c));
-  check({{toks, 1, 1, 1, 0}}, true, "decode");
-  check({{toks, 5, 5, 2, 0}}, true, "rows2");
+  std::printf("  %zu sequences, %lld logits rows equal, %zu forced decisions, %zu near-ties\n", plans.size(),
+              static_cast<long long>(rows), eng.decisions.size(), (*ref)->forced_differences().size());
+  return rows;
 }
 
+class ReferenceTest : public ::testing::TestWithParam<Case> {
+ protected:
+  const Loaded& m() const { return model_of(GetParam()); }
+};
+
+// B = 1, every feeding, with MTP: past the window (W = 8 / 16) and across the ratio-4 and
+// (tiny) ratio-8 boundaries several times, CSA top-k pruning included (p >= 4·topk + 3).
+TEST_P(ReferenceTest, EveryFeedingWithMtp) {
+  const int n = m().cfg.sliding_window > 8 ? 60 : 45;
+  const auto toks = tokens(n, 5, m().cfg.vocab_size);
+  check_against_reference(m(), {{toks, n, n, 1, 0}}, true);                      // whole prompt
+  for (int c : {1, 3, 7}) check_against_reference(m(), {{toks, n, c, 1, 0}}, true);  // chunks
+  check_against_reference(m(), {{toks, 1, 1, 1, 0}}, true);                      // token by token
+  check_against_reference(m(), {{toks, 6, 6, 2, 0}}, true);                      // two-row decode steps
+}
+
+// Several requests per step: joining at different steps, prompts of different lengths in
+// chunks, one- and two-row decode steps, with MTP.
 TEST_P(ReferenceTest, SeveralRequestsPerStep) {
   std::vector<SeqPlan> plans;
   for (int i = 0; i < 4; ++i) plans.push_back({tokens(20 + 7 * i, 40 + i, m().cfg.vocab_size), 3 + 4 * i, 4, 1 + i % 2, i});
-  check(plans, true, "batch");
+  check_against_reference(m(), plans, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, ReferenceTest,
@@ -225,6 +229,18 @@ INSTANTIATE_TEST_SUITE_P(Presets, ReferenceTest,
                          [](const auto& info) {
                            return std::string(info.param.preset) + "_" + std::string(tiny_quant_name(info.param.quant));
                          });
+
+// model.md §14.3: tiny's HCA lists pass one 64-entry attention block from p = 455 on; a
+// 480-token prompt in chunks of 48, decoded on to 520.
+TEST(Reference, TinyTwoBlockLists) {
+  check_against_reference(model("tiny", TinyQuant::kFp8), {{tokens(520, 21, 512), 480, 48, 1, 0}}, false);
+}
+
+// tiny2's ratio-128 HCA layer emits at p = 127 and 255: 300 tokens, prompt 200 in chunks of 64.
+TEST(Reference, Tiny2PastTwoRatio128Entries) {
+  check_against_reference(model("tiny2", TinyQuant::kNone), {{tokens(300, 33, 512), 200, 64, 1, 0}}, false);
+}
+
 
 }  // namespace
 }  // namespace dsv4
