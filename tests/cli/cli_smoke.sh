@@ -27,6 +27,24 @@ grep -q "result: OK" "$work/out.txt" || { echo "FAIL: inspect did not report OK"
 ok "inspect built-in" "$dsv4" inspect
 ok "logits" "$dsv4" logits --model "$work/t2" --tokens 1,2,3,4,5 --out "$work/l.npy" --decisions-out "$work/d.json"
 [ -s "$work/l.npy" ] && [ -s "$work/d.json" ] || { echo "FAIL: logits wrote no files"; fails=$((fails + 1)); }
+# Decision replay: forcing the dumped decisions changes nothing, and the Level-A reference
+# with them forced gives the engine's logits bit for bit.
+ok "logits replay" "$dsv4" logits --model "$work/t2" --tokens 1,2,3,4,5 --out "$work/r.npy" --decisions-in "$work/d.json"
+cmp -s "$work/l.npy" "$work/r.npy" || { echo "FAIL: replayed logits differ"; fails=$((fails + 1)); }
+ok "logits reference" "$dsv4" logits --model "$work/t2" --tokens 1,2,3,4,5 --out "$work/f.npy" --numerics reference \
+  --decisions-in "$work/d.json"
+cmp -s "$work/l.npy" "$work/f.npy" || { echo "FAIL: reference logits differ from the engine's"; fails=$((fails + 1)); }
+sed '0,/"layer": 0/s//"layer": 9/' "$work/d.json" >"$work/bad_layer.json"
+bad "decision layer out of range" "layer 9 outside [0, 4)" "$dsv4" logits --model "$work/t2" --tokens 1,2 \
+  --out "$work/e.npy" --decisions-in "$work/bad_layer.json"
+echo '{"decisions": [{"block": "main", "kind": "moe", "layer": 2, "pos": 0, "selected": [1]}]}' >"$work/bad_count.json"
+bad "decision id count" "1 ids selected, num_experts_per_tok = 2" "$dsv4" logits --model "$work/t2" --tokens 1,2 \
+  --out "$work/e.npy" --decisions-in "$work/bad_count.json"
+echo '{"decisions": [' >"$work/bad_json.json"
+bad "decision file not JSON" "not valid JSON" "$dsv4" logits --model "$work/t2" --tokens 1,2 --out "$work/e.npy" \
+  --decisions-in "$work/bad_json.json"
+bad "missing decision file" "nothing_here.json" "$dsv4" logits --model "$work/t2" --tokens 1,2 --out "$work/e.npy" \
+  --decisions-in "$work/nothing_here.json"
 ok "logits mtp float" "$dsv4" logits --model "$work/t2" --tokens 1,2,3,4,5 --out "$work/m.npy" --mtp --numerics float
 ok "generate" "$dsv4" generate --model "$work/t2" --max-tokens 4 --batch-size 2 --mtp --quiet-steps \
   --prompt-ids 1,2,3 --prompt-ids 4

@@ -58,23 +58,6 @@ TeacherForcedOptions opts(bool mtp, int chunk, bool decode, Numerics num = Numer
   return o;
 }
 
-// Relative RMS of a - b over b, and the count of rows whose argmax agrees.
-std::pair<double, int> compare(const TeacherForcedOutput& a, const TeacherForcedOutput& b) {
-  const int64_t V = b.vocab;
-  double err = 0, mag = 0;
-  int agree = 0;
-  for (int64_t t = 0; t < b.rows; ++t) {
-    const float* x = a.logits.data() + t * V;
-    const float* y = b.logits.data() + t * V;
-    agree += std::max_element(x, x + V) - x == std::max_element(y, y + V) - y;
-    for (int64_t v = 0; v < V; ++v) {
-      err += (double(x[v]) - y[v]) * (double(x[v]) - y[v]);
-      mag += double(y[v]) * y[v];
-    }
-  }
-  return {std::sqrt(err / mag), agree};
-}
-
 struct Case {
   const char* preset;
   TinyQuant quant;
@@ -134,19 +117,101 @@ TEST_P(TeacherForcedTest, MtpFeedingsAreBitIdenticalAndCausal) {
 
 TEST_P(TeacherForcedTest, FloatNumericsCloseToDemo) {
   const auto toks = tokens(n(), 9, m().cfg.vocab_size);
+  const int64_t V = m().cfg.vocab_size;
   for (bool mtp : {false, true}) {
-    const auto a = run(m(), toks, opts(mtp, 0, false));
-    const auto b = run(m(), toks, opts(mtp, 0, false, Numerics::kFloat));
+    const auto a = run(m(), toks, opts(mtp, 0, false, Numerics::kDemo, true));
+    auto table = DecisionTable::create(m().cfg, a.decisions);
+    ASSERT_TRUE(table.ok()) << table.message();
+    TeacherForcedOptions o = opts(mtp, 0, false, Numerics::kFloat);
+    o.forced = &*table;
+    const auto b = run(m(), toks, o);
     ASSERT_EQ(b.rows, a.rows);
     ASSERT_EQ(b.logits.size(), a.logits.size());
-    const auto [rel, agree] = compare(a, b);
-    std::printf("%s head: Level A vs Level B relative RMS %.4f, argmax agreement %d/%lld\n", mtp ? "mtp" : "main",
-                rel, agree, static_cast<long long>(a.rows));
-    EXPECT_LT(rel, 0.3);
-    EXPECT_GE(2 * agree, a.rows);
+    std::vector<double> rel;
+    for (int64_t t = 0; t < a.rows; ++t) {
+      double ms = 0, ds = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        const double d = double(a.logits[t * V + v]) - b.logits[t * V + v];
+        ms += double(b.logits[t * V + v]) * b.logits[t * V + v];
+        ds += d * d;
+      }
+      rel.push_back(std::sqrt(ds / ms));
+    }
+    std::vector<double> sorted = rel;
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("%s head: replayed Level A vs Level B, relative RMS per row: median %.4f, max %.4f\n", mtp ? "mtp" : "main",
+                sorted[sorted.size() / 2], sorted.back());
+    // Measured (decisions replayed): median 0.06-0.12, worst row 0.08-0.19 over the presets.
+    // The tight whole-model check is Level A against the Level-A reference (bit for bit,
+    // tests/model/reference_model_test.cc); this one bounds the quantization noise per row.
+    for (int64_t t = 0; t < a.rows; ++t) EXPECT_LT(rel[t], 0.3) << (mtp ? "mtp" : "main") << " row " << t;
+    EXPECT_LT(sorted[sorted.size() / 2], 0.2);
     // chunk / decode are accepted and change nothing at Level B.
-    EXPECT_EQ(run(m(), toks, opts(mtp, 3, false, Numerics::kFloat)).logits, b.logits);
-    EXPECT_EQ(run(m(), toks, opts(mtp, 0, true, Numerics::kFloat)).logits, b.logits);
+    EXPECT_EQ(run(m(), toks, opts(mtp, 3, false, Numerics::kFloat)).logits,
+              run(m(), toks, opts(mtp, 0, false, Numerics::kFloat)).logits);
+    EXPECT_EQ(run(m(), toks, opts(mtp, 0, true, Numerics::kFloat)).logits,
+              run(m(), toks, opts(mtp, 0, false, Numerics::kFloat)).logits);
+  }
+}
+
+// Decision replay (model/decisions.h): forcing a run's own decisions changes nothing; forcing
+// other ones changes exactly the rows that use them (and later rows), in the engine and the
+// Level-A reference alike (bit for bit); Level B obeys them too.
+TEST_P(TeacherForcedTest, DecisionReplay) {
+  const ModelConfig& cfg = m().cfg;
+  const int64_t V = cfg.vocab_size;
+  const auto toks = tokens(n(), 14, V);
+  for (bool mtp : {false, true}) {
+    const auto a = run(m(), toks, opts(mtp, 0, false, Numerics::kDemo, true));
+    auto own = DecisionTable::create(cfg, a.decisions);
+    ASSERT_TRUE(own.ok()) << own.message();
+    TeacherForcedOptions o = opts(mtp, 3, false, Numerics::kDemo, true);
+    o.forced = &*own;
+    const auto same = run(m(), toks, o);
+    EXPECT_EQ(same.logits, a.logits);
+    EXPECT_EQ(decisions_to_json(same.decisions), decisions_to_json(a.decisions));
+    o.numerics = Numerics::kReference;
+    EXPECT_EQ(run(m(), toks, o).logits, a.logits) << "reference with the engine's decisions";
+    o.numerics = Numerics::kFloat;
+    EXPECT_EQ(decisions_to_json(run(m(), toks, o).decisions), decisions_to_json(a.decisions)) << "Level B forced";
+
+    // Other decisions at position p: a score-routed layer's experts (main block, or the MTP
+    // block's), and the last indexer pick of a CSA layer swapped for an entry it passed over.
+    const int64_t p = n() - 3;
+    std::vector<Decision> changed = a.decisions;
+    int n_changed = 0;
+    for (Decision& d : changed) {
+      if (d.pos != p) continue;
+      if (!d.idx && (mtp ? d.mtp : d.layer == 2)) {
+        std::vector<int32_t> others;
+        for (int32_t e = 0; e < cfg.n_routed_experts && others.size() < d.selected.size(); ++e)
+          if (std::find(d.selected.begin(), d.selected.end(), e) == d.selected.end()) others.push_back(e);
+        d.selected = others;
+        ++n_changed;
+      } else if (d.idx && d.layer == 1 && !mtp) {
+        for (int32_t e = 0; e < (p + 1) / 4; ++e)
+          if (std::find(d.selected.begin(), d.selected.end(), e) == d.selected.end()) {
+            d.selected.back() = e;
+            break;
+          }
+        ++n_changed;
+      }
+    }
+    ASSERT_EQ(n_changed, mtp ? 1 : 2);
+    auto other = DecisionTable::create(cfg, changed);
+    ASSERT_TRUE(other.ok()) << other.message();
+    o = opts(mtp, 0, false, Numerics::kDemo, true);
+    o.forced = &*other;
+    const auto c = run(m(), toks, o);
+    EXPECT_EQ(decisions_to_json(c.decisions), decisions_to_json(changed));
+    EXPECT_TRUE(std::equal(a.logits.begin(), a.logits.begin() + p * V, c.logits.begin())) << "rows before p changed";
+    EXPECT_FALSE(std::equal(a.logits.begin() + p * V, a.logits.begin() + (p + 1) * V, c.logits.begin() + p * V))
+        << "row p ignores the forced decisions";
+    o.numerics = Numerics::kReference;
+    EXPECT_EQ(run(m(), toks, o).logits, c.logits) << "reference with other decisions forced";
+    o.numerics = Numerics::kFloat;
+    const auto f = run(m(), toks, o);
+    EXPECT_EQ(decisions_to_json(f.decisions), decisions_to_json(changed)) << "Level B forced";
   }
 }
 

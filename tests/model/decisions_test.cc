@@ -1,0 +1,102 @@
+// Decision lists (model/decisions.h): JSON round trip, parse errors naming the entry and the
+// field, DecisionTable checks against the model (each error names the entry and the rule),
+// lookup by key.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/decisions.h"
+
+namespace dsv4 {
+namespace {
+
+ModelConfig tiny() { return preset_config("tiny", true).value(); }  // CSA layers 1, 3; hash 0, 1
+
+::testing::AssertionResult has(const Status& st, const std::string& part) {
+  if (!st.ok() && st.message().find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << st.message() << "' lacks '" << part << "'";
+}
+
+Status create(std::vector<Decision> d) { return DecisionTable::create(tiny(), std::move(d)).status(); }
+
+TEST(Decisions, JsonRoundTripIgnoresOtherFields) {
+  const std::vector<Decision> d = {{false, false, 2, 0, 5, {3, 1}}, {false, true, 1, 0, 7, {1, 0}},
+                                   {true, false, 0, 0, 4, {7, 2}}};
+  auto back = decisions_from_json(decisions_to_json(d));
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(decisions_to_json(*back), decisions_to_json(d));
+  auto extra = decisions_from_json(
+      R"({"decisions": [{"block": "main", "kind": "idx", "layer": 3, "pos": 11, "selected": [2, 0, 1], "margin": 0.5}]})");
+  ASSERT_TRUE(extra.ok()) << extra.message();
+  ASSERT_EQ(extra->size(), 1u);
+  EXPECT_EQ((*extra)[0].selected, (std::vector<int32_t>{2, 0, 1}));
+  EXPECT_TRUE((*extra)[0].idx);
+  EXPECT_EQ((*extra)[0].pos, 11);
+}
+
+TEST(Decisions, ParseErrorsNameTheEntryAndField) {
+  auto err = [](const char* text) { return decisions_from_json(text).status(); };
+  EXPECT_TRUE(has(err("{"), "not valid JSON"));
+  EXPECT_TRUE(has(err(R"({"other": []})"), "array \"decisions\""));
+  EXPECT_TRUE(has(err(R"({"decisions": [3]})"), "decisions[0]: not an object"));
+  const char* ok = R"({"block": "main", "kind": "moe", "layer": 0, "pos": 0, "selected": [1, 2]})";
+  EXPECT_TRUE(decisions_from_json(std::string(R"({"decisions": [)") + ok + "]}").ok());
+  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "main", "kind": "moe", "layer": 0, "selected": [1]}]})"),
+                  "decisions[0]: missing field \"pos\""));
+  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "side", "kind": "moe", "layer": 0, "pos": 0, "selected": []}]})"),
+                  "\"block\" must be"));
+  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "mtp", "kind": "x", "layer": 0, "pos": 0, "selected": []}]})"),
+                  "\"kind\" must be"));
+  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "mtp", "kind": "moe", "layer": -1, "pos": 0, "selected": []}]})"),
+                  "\"layer\""));
+  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "mtp", "kind": "moe", "layer": 0, "pos": -3, "selected": []}]})"),
+                  "\"pos\""));
+  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "mtp", "kind": "moe", "layer": 0, "pos": 0, "selected": [1.5]}]})"),
+                  "\"selected\"[0]"));
+  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "mtp", "kind": "moe", "layer": 0, "pos": 0, "selected": [9999999999]}]})"),
+                  "\"selected\"[0]"));
+}
+
+TEST(Decisions, TableChecksEveryEntryAgainstTheModel) {
+  EXPECT_TRUE(create({{false, false, 2, 0, 5, {3, 1}}, {false, true, 1, 0, 7, {1, 0}}, {true, false, 0, 0, 4, {7, 2}}})
+                  .ok());
+  EXPECT_TRUE(has(create({{false, false, 4, 0, 5, {3, 1}}}), "layer 4 outside [0, 4) of block main"));
+  EXPECT_TRUE(has(create({{true, false, 1, 0, 5, {3, 1}}}), "layer 1 outside [0, 1) of block mtp"));
+  EXPECT_TRUE(has(create({{false, false, 2, 0, 5, {3}}}), "1 ids selected, num_experts_per_tok = 2"));
+  EXPECT_TRUE(has(create({{false, false, 2, 0, 5, {3, 8}}}), "selected[1] = 8 outside [0, 8)"));
+  EXPECT_TRUE(has(create({{false, false, 2, 0, 5, {3, 3}}}), "selected[1] = 3 repeats selected[0]"));
+  EXPECT_TRUE(create({{false, false, 0, 0, 5, {3, 3}}}).ok()) << "a hash layer's table row may repeat an id";
+  EXPECT_TRUE(has(create({{false, true, 2, 0, 9, {0, 1}}}), "kind idx needs a CSA layer"));
+  EXPECT_TRUE(has(create({{true, true, 0, 0, 9, {0, 1}}}), "kind idx needs a CSA layer"));
+  // pos 9: (9 + 1) / 4 = 2 entries visible, index_topk 4.
+  EXPECT_TRUE(has(create({{false, true, 1, 0, 9, {0}}}), "1 ids selected, the indexer picks min(index_topk = 4, (pos + 1) / 4 = 2) = 2"));
+  EXPECT_TRUE(has(create({{false, true, 1, 0, 9, {0, 2}}}), "selected[1] = 2 outside [0, 2)"));
+  EXPECT_TRUE(has(create({{false, true, 1, 0, 9, {1, 1}}}), "repeats"));
+  EXPECT_TRUE(create({{false, true, 1, 0, 2, {}}}).ok()) << "no entry visible yet: an empty pick list";
+  // Errors name the entry.
+  EXPECT_TRUE(has(create({{false, false, 2, 0, 5, {3, 1}}, {false, false, 7, 0, 6, {3, 1}}}),
+                  "decisions[1] (block main, kind moe, layer 7, pos 6)"));
+  EXPECT_TRUE(has(create({{false, false, 2, 0, 5, {3, 1}}, {false, false, 2, 0, 5, {4, 1}}}),
+                  "the same key as decisions[0]"));
+}
+
+TEST(Decisions, FindByKey) {
+  auto t = DecisionTable::create(tiny(), {{false, false, 2, 3, 5, {3, 1}}, {false, true, 1, 0, 7, {1, 0}},
+                                          {true, false, 0, 3, 5, {6, 2}}, {false, false, 2, 0, 5, {4, 0}}});
+  ASSERT_TRUE(t.ok()) << t.message();
+  EXPECT_EQ(t->size(), 4u);
+  ASSERT_NE(t->find(false, false, 2, 3, 5), nullptr);
+  EXPECT_EQ(t->find(false, false, 2, 3, 5)->selected, (std::vector<int32_t>{3, 1}));
+  EXPECT_EQ(t->find(false, false, 2, 0, 5)->selected, (std::vector<int32_t>{4, 0}));
+  EXPECT_EQ(t->find(true, false, 0, 3, 5)->selected, (std::vector<int32_t>{6, 2}));
+  EXPECT_EQ(t->find(false, true, 1, 0, 7)->selected, (std::vector<int32_t>{1, 0}));
+  EXPECT_EQ(t->find(false, false, 1, 0, 7), nullptr);  // other kind
+  EXPECT_EQ(t->find(false, false, 2, 1, 5), nullptr);  // other sequence
+  EXPECT_EQ(t->find(false, false, 2, 3, 6), nullptr);  // other position
+  EXPECT_TRUE(DecisionTable().empty());
+}
+
+}  // namespace
+}  // namespace dsv4
