@@ -127,6 +127,14 @@ struct ReferenceModel::Request {
   int64_t prompt_len = 0;
 };
 
+namespace {
+ReferenceModel::Request request_of(const StepRequest& q) {
+  ReferenceModel::Request rq{q.seq, q.n, std::vector<int64_t>(static_cast<size_t>(q.n)), q.tokens, q.prompt_len};
+  for (int64_t i = 0; i < q.n; ++i) rq.pos[i] = q.p0 + i;
+  return rq;
+}
+}  // namespace
+
 ReferenceModel::ReferenceModel(const ModelConfig& cfg, const Weights& w) : cfg_(cfg), w_(w) {}
 ReferenceModel::~ReferenceModel() = default;
 
@@ -182,8 +190,7 @@ Status ReferenceModel::forward(std::span<const StepRequest> reqs, float* logits,
   int64_t row = 0;
   for (const StepRequest& q : reqs) {
     Sequence& sq = *seqs_.at(q.seq);
-    Request rq{q.seq, q.n, std::vector<int64_t>(static_cast<size_t>(q.n)), q.tokens, q.prompt_len};
-    for (int64_t i = 0; i < q.n; ++i) rq.pos[i] = q.p0 + i;
+    const Request rq = request_of(q);
     std::vector<bf16> X(static_cast<size_t>(q.n * ND));
     k::embed_ref(k::EmbedParams{V, cfg_.hidden_size, cfg_.hc_mult}, w_.embed, q.tokens, q.n, X.data());
     for (int l = 0; l < cfg_.num_hidden_layers; ++l) run_block(w_.layers[l], false, sq, rq, X.data(), dec);
@@ -204,8 +211,7 @@ Status ReferenceModel::forward_mtp(std::span<const StepRequest> reqs, const bf16
   int64_t row = 0;
   for (const StepRequest& q : reqs) {
     Sequence& sq = *seqs_.at(q.seq);
-    Request rq{q.seq, q.n, std::vector<int64_t>(static_cast<size_t>(q.n)), q.tokens, q.prompt_len};
-    for (int64_t i = 0; i < q.n; ++i) rq.pos[i] = q.p0 + i;
+    const Request rq = request_of(q);
     std::vector<bf16> Z(static_cast<size_t>(q.n * ND));
     const k::MtpProjParams mp{V, cfg_.hidden_size, cfg_.hc_mult, static_cast<float>(cfg_.rms_norm_eps)};
     const k::MtpProjWeights mpw{w_.embed, mw.enorm, mw.hnorm, mw.e_proj.w, mw.h_proj.w};

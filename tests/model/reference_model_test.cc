@@ -27,12 +27,7 @@ namespace {
 using Loaded = test::TinyModel;
 const Loaded& model(const std::string& preset, TinyQuant q) { return test::tiny_model(preset, q, 1); }
 
-std::vector<int32_t> tokens(int n, uint32_t seed, int64_t vocab) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
+std::vector<int32_t> tokens(int n, uint32_t seed, int64_t vocab) { return test::random_tokens(n, seed, vocab); }
 
 // One teacher-forced sequence of a schedule: its tokens, prompt length, the rows it feeds per
 // step while in the prompt (chunk) and after it (rows), and the step it joins at.

@@ -33,12 +33,7 @@ using Loaded = test::TinyModel;
 
 const Loaded& model(const std::string& preset, TinyQuant q) { return test::tiny_model(preset, q, 1); }
 
-std::vector<int32_t> tokens(int n, uint32_t seed, int64_t vocab) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
+std::vector<int32_t> tokens(int n, uint32_t seed, int64_t vocab) { return test::random_tokens(n, seed, vocab); }
 
 TeacherForcedOutput run(const Loaded& m, const std::vector<int32_t>& toks, TeacherForcedOptions opt) {
   auto r = teacher_forced_logits(m.cfg, *m.w, toks, opt);

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <random>
+#include <vector>
 #include <string>
 
 #include "io/safetensors.h"
@@ -23,6 +25,14 @@ struct TinyModel {
   ModelConfig cfg;
   std::unique_ptr<Weights> w;
 };
+
+// n token ids drawn uniformly from [0, vocab) by mt19937(seed).
+inline std::vector<int32_t> random_tokens(int n, uint32_t seed, int64_t vocab) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  return t;
+}
 
 inline const TinyModel& tiny_model(const std::string& preset, TinyQuant quant, uint64_t seed = 1) {
   static std::map<std::string, std::unique_ptr<TinyModel>> cache;
