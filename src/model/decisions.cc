@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -102,7 +103,8 @@ Result<std::vector<Decision>> decisions_from_json(std::string_view text) {
     d.layer = static_cast<int>(layer.get<int64_t>());
     d.pos = pos.get<int64_t>();
     for (size_t k = 0; k < sel.size(); ++k) {
-      if (!sel[k].is_number_integer() || sel[k].get<int64_t>() < INT32_MIN || sel[k].get<int64_t>() > INT32_MAX)
+      constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+      if (!sel[k].is_number_integer() || sel[k].get<int64_t>() < lo || sel[k].get<int64_t>() > hi)
         return bad(fmt::format("\"selected\"[{}] is not a 32-bit integer", k));
       d.selected.push_back(static_cast<int32_t>(sel[k].get<int64_t>()));
     }

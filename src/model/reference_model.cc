@@ -127,13 +127,11 @@ struct ReferenceModel::Request {
   int64_t prompt_len = 0;
 };
 
-namespace {
-ReferenceModel::Request request_of(const StepRequest& q) {
-  ReferenceModel::Request rq{q.seq, q.n, std::vector<int64_t>(static_cast<size_t>(q.n)), q.tokens, q.prompt_len};
+ReferenceModel::Request ReferenceModel::request_of(const StepRequest& q) {
+  Request rq{q.seq, q.n, std::vector<int64_t>(static_cast<size_t>(q.n)), q.tokens, q.prompt_len};
   for (int64_t i = 0; i < q.n; ++i) rq.pos[i] = q.p0 + i;
   return rq;
 }
-}  // namespace
 
 ReferenceModel::ReferenceModel(const ModelConfig& cfg, const Weights& w) : cfg_(cfg), w_(w) {}
 ReferenceModel::~ReferenceModel() = default;

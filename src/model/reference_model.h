@@ -67,11 +67,10 @@ class ReferenceModel {
   // Forced decisions that differed from the reference's own, since creation.
   const std::vector<ForcedDifference>& forced_differences() const { return differences_; }
 
- public:
-  struct Request;  // one request's rows of a step (reference_model.cc)
-
  private:
   struct Sequence;
+  struct Request;  // one request's rows of a step
+  static Request request_of(const StepRequest& q);
   ReferenceModel(const ModelConfig& cfg, const Weights& w);
   Status check_step(std::span<const StepRequest> reqs, bool mtp) const;
   void run_block(const LayerWeights& lw, bool mtp_block, Sequence& sq, const Request& rq, bf16* X,

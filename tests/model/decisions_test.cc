@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -43,20 +44,19 @@ TEST(Decisions, ParseErrorsNameTheEntryAndField) {
   EXPECT_TRUE(has(err(R"({"decisions": [3]})"), "decisions[0]: not an object"));
   const char* ok = R"({"block": "main", "kind": "moe", "layer": 0, "pos": 0, "selected": [1, 2]})";
   EXPECT_TRUE(decisions_from_json(std::string(R"({"decisions": [)") + ok + "]}").ok());
-  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "main", "kind": "moe", "layer": 0, "selected": [1]}]})"),
-                  "decisions[0]: missing field \"pos\""));
-  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "side", "kind": "moe", "layer": 0, "pos": 0, "selected": []}]})"),
-                  "\"block\" must be"));
-  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "mtp", "kind": "x", "layer": 0, "pos": 0, "selected": []}]})"),
-                  "\"kind\" must be"));
-  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "mtp", "kind": "moe", "layer": -1, "pos": 0, "selected": []}]})"),
-                  "\"layer\""));
-  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "mtp", "kind": "moe", "layer": 0, "pos": -3, "selected": []}]})"),
-                  "\"pos\""));
-  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "mtp", "kind": "moe", "layer": 0, "pos": 0, "selected": [1.5]}]})"),
-                  "\"selected\"[0]"));
-  EXPECT_TRUE(has(err(R"({"decisions": [{"block": "mtp", "kind": "moe", "layer": 0, "pos": 0, "selected": [9999999999]}]})"),
-                  "\"selected\"[0]"));
+  // One malformed entry each: the field it gets wrong -> the message part.
+  const std::pair<const char*, const char*> entries[] = {
+      {R"("block": "main", "kind": "moe", "layer": 0, "selected": [1])", "decisions[0]: missing field \"pos\""},
+      {R"("block": "side", "kind": "moe", "layer": 0, "pos": 0, "selected": [])", "\"block\" must be"},
+      {R"("block": "mtp", "kind": "x", "layer": 0, "pos": 0, "selected": [])", "\"kind\" must be"},
+      {R"("block": "mtp", "kind": "moe", "layer": -1, "pos": 0, "selected": [])", "\"layer\""},
+      {R"("block": "mtp", "kind": "moe", "layer": 0, "pos": -3, "selected": [])", "\"pos\""},
+      {R"("block": "mtp", "kind": "moe", "layer": 0, "pos": 0, "selected": 4)", "\"selected\" must be an array"},
+      {R"("block": "mtp", "kind": "moe", "layer": 0, "pos": 0, "selected": [1.5])", "\"selected\"[0]"},
+      {R"("block": "mtp", "kind": "moe", "layer": 0, "pos": 0, "selected": [9999999999])", "\"selected\"[0]"},
+  };
+  for (const auto& [entry, part] : entries)
+    EXPECT_TRUE(has(err((std::string(R"({"decisions": [{)") + entry + "}]}").c_str()), part)) << entry;
 }
 
 TEST(Decisions, TableChecksEveryEntryAgainstTheModel) {

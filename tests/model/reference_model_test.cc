@@ -225,6 +225,34 @@ INSTANTIATE_TEST_SUITE_P(Presets, ReferenceTest,
                            return std::string(info.param.preset) + "_" + std::string(tiny_quant_name(info.param.quant));
                          });
 
+// Steps the reference cannot take are errors naming the request and the rule.
+TEST(Reference, StepErrors) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  auto ref = ReferenceModel::create(m.cfg, *m.w);
+  ASSERT_TRUE(ref.ok()) << ref.message();
+  ReferenceModel& R = **ref;
+  const std::vector<int32_t> toks = tokens(4, 2, m.cfg.vocab_size), bad = {1, 512};
+  auto err = [&](std::vector<StepRequest> reqs) { return R.forward(reqs, nullptr, nullptr).message(); };
+  EXPECT_NE(err({{0, 0, 2, 2, toks.data()}}).find("sequence slot 0 was not started"), std::string::npos);
+  ASSERT_TRUE(R.start_sequence(0).ok());
+  EXPECT_NE(R.start_sequence(0).message().find("already in use"), std::string::npos);
+  EXPECT_NE(err({{0, 0, 2, 2, toks.data()}, {0, 2, 1, 2, toks.data()}}).find("twice in one step"), std::string::npos);
+  EXPECT_NE(err({{0, 1, 2, 2, toks.data()}}).find("p0 = 1 outside [0, 0]"), std::string::npos);
+  EXPECT_NE(err({{0, 0, 0, 2, toks.data()}}).find("n = 0"), std::string::npos);
+  EXPECT_NE(err({{0, 0, 2, 0, toks.data()}}).find("prompt_len = 0"), std::string::npos);
+  EXPECT_NE(err({{0, 0, 2, 2, bad.data()}}).find("512"), std::string::npos);
+  std::vector<bf16> X(static_cast<size_t>(2 * R.stream_width()));
+  const StepRequest q{0, 0, 2, 2, toks.data()}, mtp_gap{0, 1, 1, 2, toks.data()};
+  ASSERT_TRUE(R.forward({&q, 1}, nullptr, nullptr).ok());
+  EXPECT_NE(R.forward_mtp({&mtp_gap, 1}, X.data(), nullptr).message().find("p0 = 1 outside [0, 0]"),
+            std::string::npos)
+      << "the MTP layer's p0 is checked against its own positions";
+  EXPECT_TRUE(R.forward_mtp({&q, 1}, X.data(), nullptr).ok());
+  // A step may restart at any earlier position (rolled-back rows are recomputed).
+  const StepRequest again{0, 1, 3, 2, toks.data()};
+  EXPECT_TRUE(R.forward({&again, 1}, nullptr, nullptr).ok());
+}
+
 // model.md §14.3: tiny's HCA lists pass one 64-entry attention block from p = 455 on; a
 // 480-token prompt in chunks of 48, decoded on to 520.
 TEST(Reference, TinyTwoBlockLists) {

@@ -42,8 +42,9 @@ float weight_at(const LinearWeight& w, int64_t o, int64_t i);
 // (k_group 0) or the grouped tree with K groups of k_group columns (a multiple of 128).
 float linear_dot_ref(const LinearWeight& w, int64_t o, const float* x, int64_t k_group = 0);
 // bf16 output; applies actq first when apply_actq (callers pass w.quantized(),
-// or false for wo_a).
-void linear_ref(const LinearWeight& w, const bf16* x, int64_t T, bf16* y, bool apply_actq);
+// or false for wo_a); k_group as in linear_dot_ref (wo_b's grouped tree).
+void linear_ref(const LinearWeight& w, const bf16* x, int64_t T, bf16* y, bool apply_actq,
+                int64_t k_group = 0);
 // fp32 output on an fp32 copy of the bf16 input, no actq (compressor wkv/wgate,
 // router, LM head, hc_*_fn).
 void linear_f32_ref(const LinearWeight& w, const bf16* x, int64_t T, float* y);

@@ -65,12 +65,12 @@ void weight_row(const LinearWeight& w, int64_t o, float* wrow) {
 
 // y[t·out + o] = dot of row o with x row t, for fp32 input rows x [T, in].
 template <class Y>
-void rows_times_weight(const LinearWeight& w, const float* x, int64_t T, Y* y) {
+void rows_times_weight(const LinearWeight& w, const float* x, int64_t T, Y* y, int64_t k_group = 0) {
   std::vector<float> wrow(w.in);
   for (int64_t o = 0; o < w.out; ++o) {
     weight_row(w, o, wrow.data());
     for (int64_t t = 0; t < T; ++t) {
-      const float v = dot_in_order(wrow.data(), x + t * w.in, w.in, 0);
+      const float v = dot_in_order(wrow.data(), x + t * w.in, w.in, k_group);
       if constexpr (std::is_same_v<Y, bf16>) y[t * w.out + o] = bf16::from_float(v);
       else y[t * w.out + o] = v;
     }
@@ -91,13 +91,13 @@ float linear_dot_ref(const LinearWeight& w, int64_t o, const float* x, int64_t k
   return dot_in_order(wrow.data(), x, w.in, k_group);
 }
 
-void linear_ref(const LinearWeight& w, const bf16* x, int64_t T, bf16* y, bool apply_actq) {
+void linear_ref(const LinearWeight& w, const bf16* x, int64_t T, bf16* y, bool apply_actq, int64_t k_group) {
   std::vector<bf16> xhat(T * w.in);
   for (int64_t t = 0; t < T; ++t) {
     if (apply_actq) actq_dequant_row(x + t * w.in, w.in, xhat.data() + t * w.in);
     else std::copy_n(x + t * w.in, w.in, xhat.data() + t * w.in);
   }
-  rows_times_weight(w, to_f32(xhat.data(), T * w.in).data(), T, y);
+  rows_times_weight(w, to_f32(xhat.data(), T * w.in).data(), T, y, k_group);
 }
 
 void linear_f32_ref(const LinearWeight& w, const bf16* x, int64_t T, float* y) {
