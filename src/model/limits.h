@@ -40,10 +40,6 @@ inline Status validate_limits(const Limits& l) {
     return Status::errorf("limit max_chunk = {} exceeds max_rows = {}", l.max_chunk, l.max_rows);
   if (l.max_decode_rows > l.max_rows)
     return Status::errorf("limit max_decode_rows = {} exceeds max_rows = {}", l.max_decode_rows, l.max_rows);
-  if (l.max_decode_rows > 2)
-    return Status::errorf("limit max_decode_rows = {} exceeds 2: compressor state rings hold one "
-                          "compression window, which covers one draft (MTP-1) per step",
-                          l.max_decode_rows);
   if (l.page_rows < 1 || l.cmp_pages < 0)
     return Status::errorf("limits page_rows = {} must be positive and cmp_pages = {} not negative",
                           l.page_rows, l.cmp_pages);

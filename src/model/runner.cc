@@ -168,6 +168,9 @@ Status ModelRunner::init() {
     if (!cw.present) return Status();
     slot.present = true;
     slot.params = compressor_params(c, cw, indexer);
+    // Rollback-safe ring (runtime.md §2.5): the κr − 1 positions before any accepted prefix
+    // of the largest decode step survive its writes.
+    slot.params.ring_rows = slot.params.candidates() - 1 + limits_.max_decode_rows;
     Status st = k::compressor_check_params(slot.params);
     if (!st.ok()) return st;
     slot.weights = compressor_view(cw, inv);
@@ -276,6 +279,8 @@ Status ModelRunner::init() {
   s.moe_work = k::moe_expert_scratch_carve(ep, dp, aligned, moe_bytes);
 
   active_.assign(limits_.max_seqs, 0);
+  length_.assign(limits_.max_seqs, 0);
+  mtp_length_.assign(limits_.max_seqs, 0);
   return Status();
 }
 
@@ -294,6 +299,8 @@ Status ModelRunner::start_sequence(int32_t seq) {
     for (CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
       if (s->present) k::compressor_state_reset(s->params, s->states[seq]);
   active_[seq] = 1;
+  length_[seq] = 0;
+  mtp_length_[seq] = 0;
   return Status();
 }
 
@@ -309,8 +316,18 @@ bool ModelRunner::active(int32_t seq) const { return seq >= 0 && seq < limits_.m
 Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
   Status st = validate_step(reqs, md_.cap);
   if (!st.ok()) return st;
-  for (const StepRequest& q : reqs)
+  std::vector<int64_t>& length = mtp ? mtp_length_ : length_;
+  for (size_t r = 0; r < reqs.size(); ++r) {
+    const StepRequest& q = reqs[r];
     if (!active_[q.seq]) return Status::errorf("sequence slot {} was not started", q.seq);
+    const int64_t L = length[q.seq];
+    const int64_t lo = std::max<int64_t>(0, L - (limits_.max_decode_rows - 1));
+    if (q.p0 < lo || q.p0 > L)
+      return Status::errorf(
+          "request {}: p0 = {} does not continue sequence slot {}{}: {} positions cached, so p0 must "
+          "be in [{}, {}] (a rollback reaches at most max_decode_rows - 1 = {} rows back)",
+          r, q.p0, q.seq, mtp ? " (MTP layer)" : "", L, lo, L, limits_.max_decode_rows - 1);
+  }
   // Compressed rows the step can emit: entries [0, (p0 + n) / r) for the smallest ratio.
   if (!mtp) {
     const int min_ratio = min_ratio_;
@@ -327,6 +344,7 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
     }
   }
   build_step_metadata(reqs, *ori_, md_);
+  for (const StepRequest& q : reqs) length[q.seq] = q.p0 + q.n;
   return Status();
 }
 

@@ -9,7 +9,8 @@
 // Each request contributes n rows at positions p0 .. p0+n-1 (a prompt chunk or
 // 1 + drafts); prefill and decode are the same call. Caches are written by
 // absolute position, so rows later rejected by verification need no rollback
-// (runtime.md §3.1) as long as S_MAX <= 2 (compressor state rings hold κr rows).
+// (runtime.md §3.1): window and compressor-state rings span the rows the next step
+// reads after any partial acceptance (runtime.md §2.1, §2.5).
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,9 @@ class ModelRunner {
   const Limits& limits() const { return limits_; }
 
   // Sequence slots: start resets the compressor states and allocates the
-  // window rings; end frees every page of the slot.
+  // window rings; end frees every page of the slot. A started slot's first rows
+  // are at p0 = 0; later steps continue at p0 in [L − (S_MAX − 1), L], L the
+  // positions already cached (a p0 < L rolls back rejected draft rows).
   Status start_sequence(int32_t seq);
   void end_sequence(int32_t seq);
   bool active(int32_t seq) const;
@@ -81,6 +84,9 @@ class ModelRunner {
   std::unique_ptr<Scratch> s_;
   StepMetadata md_;
   std::vector<uint8_t> active_;
+  // Cached length per slot (positions [0, L) written), main model and MTP layer: a step's
+  // rows must continue it, p0 in [L − (S_MAX − 1), L] (runtime.md §3.1 rollback window).
+  std::vector<int64_t> length_, mtp_length_;
   std::vector<float> inv_main_, inv_compress_;  // RoPE tables of both profiles
   int min_ratio_ = 0;  // smallest non-zero compress ratio of the main layers (0: none)
 };

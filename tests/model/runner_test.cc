@@ -298,8 +298,21 @@ TEST(Runner, EmptyStepAndCapacityErrors) {
   q.seq = 3;
   EXPECT_NE(R.forward({&q, 1}, nullptr, nullptr).message().find("not started"), std::string::npos);
   Limits bad = limits(8);
-  bad.max_decode_rows = 3;
-  EXPECT_NE(ModelRunner::create(m.cfg, *m.w, bad).message().find("max_decode_rows = 3"), std::string::npos);
+  bad.max_decode_rows = 65;
+  EXPECT_NE(ModelRunner::create(m.cfg, *m.w, bad).message().find("max_decode_rows = 65 exceeds max_rows = 64"),
+            std::string::npos);
+  // Rows must continue the slot's sequence: 9 positions cached, S_MAX = 2.
+  q = StepRequest{0, 0, 8, 9, toks.data()};
+  ASSERT_TRUE(R.forward({&q, 1}, nullptr, nullptr).ok());
+  q = StepRequest{0, 8, 1, 9, toks.data() + 8};
+  ASSERT_TRUE(R.forward({&q, 1}, nullptr, nullptr).ok());
+  for (int64_t p0 : {0, 7, 10}) {
+    q = StepRequest{0, p0, 1, 9, toks.data()};
+    EXPECT_NE(R.forward({&q, 1}, nullptr, nullptr).message().find("p0 must be in [8, 9]"), std::string::npos)
+        << p0;
+  }
+  q = StepRequest{0, 8, 1, 9, toks.data() + 8};  // a rollback of one row is allowed
+  EXPECT_TRUE(R.forward({&q, 1}, nullptr, nullptr).ok());
 }
 
 TEST(Runner, CompressedPoolExhaustionIsReported) {

@@ -111,6 +111,9 @@ Status compressor_check_params(const CompressorParams& p) {
   const char* inst = p.kind == CompressorKind::kMain ? "main compressor" : "indexer compressor";
   if (p.ratio < 1) return Status::errorf("{}: compress ratio {} must be >= 1", inst, p.ratio);
   if (p.hidden < 1) return Status::errorf("{}: hidden_size {} must be >= 1", inst, p.hidden);
+  if (p.ring_rows != 0 && p.ring_rows < p.candidates())
+    return Status::errorf("{}: state ring of {} rows is shorter than the {} positions an entry pools",
+                          inst, p.ring_rows, p.candidates());
   if (p.rope_dim < 0 || p.rope_dim % 2 != 0 || p.rope_dim > p.dim)
     return Status::errorf("{}: qk_rope_head_dim {} must be even and <= the entry width {}", inst,
                           p.rope_dim, p.dim);
@@ -209,7 +212,7 @@ void compressor_emit(const CompressorParams& p, const CompressorWeights& w,
       return Candidate{st.kv + row * kc + cp.half_off, st.score + row * kc + cp.half_off, nullptr};
     };
     bf16* e = entries + (k - 1) * p.dim;
-    pool_entry(p.dim, first_cand(p, i), ring, cand, e);
+    pool_entry(p.dim, first_cand(p, i), p.candidates(), cand, e);
     finish_entry(p, w, i, e);
     emits[k - 1] = CompressorEmit{static_cast<int32_t>(t), s, i};
   }
@@ -243,7 +246,7 @@ void compressor_commit(const CompressorParams& p, const CompressorWeights& w,
   const Range mine = split_range(T, tid, nthreads);
   for (int64_t t = mine.begin; t < mine.end; ++t) {
     const int32_t s = step.seq[t];
-    if (t + ring < T && step.seq[t + ring] == s) continue;  // position p + κr reuses the ring row
+    if (t + ring < T && step.seq[t + ring] == s) continue;  // position p + ring reuses the ring row
     write_state_row(p, w, A, G, t, step.pos[t], states[s]);
   }
 }
@@ -261,7 +264,7 @@ void compressor_prompt_emit(const CompressorParams& p, const CompressorWeights& 
                        w.ape + (cp.q % r) * kc + cp.half_off};
     };
     bf16* e = entries + i * p.dim;
-    pool_entry(p.dim, first_cand(p, i), p.state_rows(), cand, e);
+    pool_entry(p.dim, first_cand(p, i), p.candidates(), cand, e);
     finish_entry(p, w, i, e);
   }
 }

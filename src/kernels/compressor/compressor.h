@@ -13,15 +13,17 @@
 //   P = Σ₃₂ f32(A · w)
 //   E_i = RMSNorm(bf16(P); norm) (A3);  RoPE(E_i, position i·r, compress profile);  post.
 //
-// State (per sequence, model.md §7.6 shapes): kv / score fp32 [κr, κc], position-addressed
-// ring: A_q / B_q (B includes ape) of position q are row q mod κr, written unchanged. Entry i
-// reads the rows of positions [i·r − (κ−1)·r, i·r + r), so the ring holds exactly what the
-// next entry needs (no block copy at a boundary, unlike the demo's prev/current layout).
+// State (per sequence, model.md §7.6 shapes): kv / score fp32 [ring, κc], position-addressed
+// ring of ring = state_rows() ≥ κr rows: A_q / B_q (B includes ape) of position q are row
+// q mod ring, written unchanged. Entry i reads the rows of positions [i·r − (κ−1)·r, i·r + r)
+// (no block copy at a boundary, unlike the demo's prev/current layout).
 // Initial state (reset, at the start of every sequence): kv = 0, score = −∞. Positions < 0
 // are never read (entry 0's missing block is handled explicitly).
-// A ring of κr positions is not rollback-safe: a rejected speculative row overwrites a row the
-// next step still reads (runtime.md §2.5); callers commit accepted rows only (or a cache layer
-// keeps a longer ring addressed the same way).
+// Rollback: a step of S rows writes positions [p0, p0+S); the next step starts anywhere in
+// [p0+1, p0+S] and reads the κr − 1 positions before it. A ring of κr − 1 + S_MAX rows keeps
+// those intact whatever suffix was rejected (runtime.md §2.5, the alternative form of the ring
+// rule of §2.1: rows of a step read their in-step predecessors from the step's projections).
+// The minimal ring of κr rows is only correct when every row is kept.
 //
 // Streaming step (CompressorStep): T rows of several sequences, each at its own positions;
 // the rows of one sequence are consecutive with contiguous ascending positions, and its
@@ -60,15 +62,19 @@ struct CompressorParams {
   int rope_dim = 0;   // Dr: RoPE on the last Dr dims of an entry
   int ratio = 0;      // r (compress ratio of the layer)
   float eps = 1e-6f;  // fp32(rms_norm_eps)
+  int ring_rows = 0;  // state ring rows; 0 = κr (the least an entry reads). A cache that
+                      // rolls back rejected drafts uses κr − 1 + S_MAX (runtime.md §2.1, §2.5)
 
   bool overlap() const { return ratio == 4; }
   int kappa() const { return overlap() ? 2 : 1; }
   int proj_dim() const { return kappa() * dim; }      // κc
-  int state_rows() const { return kappa() * ratio; }  // κr
+  int candidates() const { return kappa() * ratio; }  // κr positions pooled per entry
+  int state_rows() const { return ring_rows > 0 ? ring_rows : candidates(); }
 };
 
 // Rejects dims the Level-A math cannot take (names the field and value): r ≥ 1, Dr even and
-// ≤ c (< c for the indexer), main: (c − Dr) % 64 == 0; indexer: c a power of two, c % 32 == 0.
+// ≤ c (< c for the indexer), main: (c − Dr) % 64 == 0; indexer: c a power of two, c % 32 == 0;
+// ring_rows 0 or ≥ κr.
 Status compressor_check_params(const CompressorParams& p);
 
 struct CompressorWeights {
@@ -84,7 +90,7 @@ struct CompressorState {
   float* kv = nullptr;     // [κr, κc]  A of position q in row q mod κr
   float* score = nullptr;  // [κr, κc]  B of position q in row q mod κr
 };
-int64_t compressor_state_floats(const CompressorParams& p);  // κr·κc, each of kv and score
+int64_t compressor_state_floats(const CompressorParams& p);  // ring·κc, each of kv and score
 void compressor_state_reset(const CompressorParams& p, CompressorState s);  // kv 0, score −∞
 
 // Rows of one streaming step.

@@ -253,6 +253,11 @@ TEST(Compressor, CheckParams) {
   EXPECT_FALSE(compressor_check_params(bad).ok());
   bad = CompressorParams{CompressorKind::kMain, 128, 80, 15, 4, 1e-6f};
   EXPECT_FALSE(compressor_check_params(bad).ok());
+  bad = CompressorParams{CompressorKind::kMain, 128, 80, 16, 4, 1e-6f, 7};  // ring < κr = 8
+  EXPECT_NE(compressor_check_params(bad).message().find("state ring of 7 rows"), std::string::npos);
+  bad.ring_rows = 15;  // κr − 1 + S_MAX at S_MAX = 8
+  EXPECT_TRUE(compressor_check_params(bad).ok());
+  EXPECT_EQ(compressor_state_floats(bad), 15 * 160);
 }
 
 TEST(Compressor, CheckStep) {
