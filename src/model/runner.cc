@@ -70,9 +70,10 @@ struct CompressorSlot {
 };
 
 struct ModelRunner::LayerCaches {
-  std::vector<bf16> ori;   // [ori physical rows, Dh] window KV
-  std::vector<bf16> cmp;   // [cmp physical rows, Dh] compressed KV (ratio > 0)
-  std::vector<bf16> idx;   // [cmp physical rows, Di] indexer keys (CSA)
+  // Packed rows (numeric/cache_rows.h): the exact FP8 / FP4 images, decoded by the kernels.
+  std::vector<uint8_t> ori;   // [ori physical rows, kv_format.bytes()] window KV
+  std::vector<uint8_t> cmp;   // [cmp physical rows, kv_format.bytes()] compressed KV (ratio > 0)
+  std::vector<uint8_t> idx;   // [cmp physical rows, idx_format.bytes()] indexer keys (CSA)
   CompressorSlot main_cmp;
   CompressorSlot idx_cmp;
   std::vector<k::ExpertWeights> experts;
@@ -88,13 +89,13 @@ struct ModelRunner::Scratch {
   Buf<float> cmp;                    // compressor projections
   Buf<k::CompressorEmit> emits;      // [T]
   Buf<bf16> entries;                 // [T, max(Dh, Di)]
-  Buf<bf16> qr_q, qi, omega, wgt, scores;
+  Buf<bf16> qr_q, qi, omega, wgt;
   Buf<int32_t> picks, n_picks, count;
-  Buf<float> idx_scores;
-  int64_t score_stride = 0;
+  Buf<uint8_t> select;               // indexer_select scratch (64-byte aligned at select_base)
+  void* select_base = nullptr;
   Buf<int32_t> list, len;
   int64_t list_stride = 0;
-  Buf<PagedRows> win_rows, cmp_rows, idx_rows;
+  Buf<PagedBytes> win_rows, cmp_rows, idx_rows;
   Buf<float> attn;
   Buf<float> gate_scores, route_w;   // [T, E], [T, K]
   Buf<int32_t> ids;                  // [T, K]
@@ -135,6 +136,8 @@ Status ModelRunner::init() {
   const int64_t Dh = c.head_dim, Di = c.index_head_dim, Hi = c.index_n_heads;
   const int32_t P = limits_.page_rows;
   const int32_t W = static_cast<int32_t>(c.sliding_window);
+  kv_format_ = KvRowFormat{static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim)};
+  idx_format_ = IndexKeyFormat{static_cast<int>(Di)};
 
   k::RopeParams rp;
   rp.rope_dim = static_cast<int>(c.qk_rope_head_dim);
@@ -197,9 +200,9 @@ Status ModelRunner::init() {
     const LayerWeights& lw = c.is_mtp_layer(l) ? w_.mtp[l - c.num_hidden_layers].block : w_.layers[l];
     auto lc = std::make_unique<LayerCaches>();
     lc->inv_freq = lw.ratio > 0 ? inv_compress_.data() : inv_main_.data();
-    lc->ori.assign(static_cast<size_t>(ori_rows * Dh), bf16{});
-    if (lw.ratio > 0) lc->cmp.assign(static_cast<size_t>(cmp_phys * Dh), bf16{});
-    if (lw.kind == AttentionKind::kCSA) lc->idx.assign(static_cast<size_t>(cmp_phys * Di), bf16{});
+    lc->ori.assign(static_cast<size_t>(ori_rows * kv_format_.bytes()), 0);
+    if (lw.ratio > 0) lc->cmp.assign(static_cast<size_t>(cmp_phys * kv_format_.bytes()), 0);
+    if (lw.kind == AttentionKind::kCSA) lc->idx.assign(static_cast<size_t>(cmp_phys * idx_format_.bytes()), 0);
     Status st = make_slot(lc->main_cmp, lw.attn.compressor, false, lc->inv_freq);
     if (!st.ok()) return st;
     st = make_slot(lc->idx_cmp, lw.attn.indexer.compressor, true, lc->inv_freq);
@@ -238,19 +241,22 @@ Status ModelRunner::init() {
   s.cmp.size_to(std::max<int64_t>(max_comp_floats, 1));
   s.emits.size_to(T);
   s.entries.size_to(T * std::max(Dh, Di));
-  // Indexer (CSA layers): visible entries at most max_context / 4.
-  s.score_stride = std::max<int64_t>(limits_.max_context / kCsaRatio, 1);
   s.qr_q.size_to(T * Rq);
   s.qi.size_to(T * std::max<int64_t>(Hi * Di, 1));
   s.omega.size_to(T * std::max<int64_t>(Hi, 1));
   s.wgt.size_to(T * std::max<int64_t>(Hi, 1));
-  s.scores.size_to(T * s.score_stride);
   s.picks.size_to(T * std::max<int64_t>(c.index_topk, 1));
   s.n_picks.size_to(T);
   s.count.size_to(T);
   k::IndexerParams ip{static_cast<int>(Hi), static_cast<int>(Di), static_cast<int>(c.qk_rope_head_dim),
                       static_cast<int>(c.index_topk)};
-  s.idx_scores.size_to(k::indexer_scores_scratch_floats(ip, pool_.size()));
+  const int64_t select_bytes = k::indexer_select_scratch_bytes(ip, pool_.size());
+  s.select.size_to(select_bytes + 64);
+  {
+    void* base = s.select.data();
+    size_t space = static_cast<size_t>(select_bytes + 64);
+    s.select_base = std::align(64, static_cast<size_t>(select_bytes), base, space);
+  }
   // Attention list: window part plus the most compressed entries a row can have.
   int64_t max_cmp_list = 0;
   for (int l = 0; l < c.n_layers_total(); ++l) {
@@ -433,11 +439,12 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
   for (int ph = 0; ph < k::kKvPathPhases; ++ph) pool_.run([&](int tid, int n) { k::kv_path(ph, kp, kw, kio, tid, n); });
 
   // Cache writes before any read (runtime.md §2.9): window KV of every row.
+  const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
   for (int64_t t = 0; t < T; ++t)
-    std::memcpy(lc.ori.data() + md_.ori_slot[t] * Dh, s.kv.data() + t * Dh, sizeof(bf16) * Dh);
+    kv_pack_row(kv_format_, s.kv.data() + t * Dh, lc.ori.data() + md_.ori_slot[t] * kv_bytes);
 
   const k::CompressorStep cstep{T, md_.row_seq.data(), pos};
-  auto compress = [&](CompressorSlot& slot, std::vector<bf16>& cache, int64_t width) {
+  auto compress = [&](CompressorSlot& slot, std::vector<uint8_t>& cache, int64_t width) {
     pool_.run([&](int tid, int n) { k::compressor_project(slot.params, slot.weights, s.a.data(), T, s.cmp.data(), tid, n); });
     pool_.run([&](int tid, int n) {
       k::compressor_emit(slot.params, slot.weights, cstep, slot.states.data(), s.cmp.data(), s.emits.data(),
@@ -447,10 +454,13 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
       k::compressor_commit(slot.params, slot.weights, cstep, slot.states.data(), s.cmp.data(), tid, n);
     });
     const int64_t n_emit = k::compressor_count_emits(pos, T, slot.params.ratio);
+    const bool indexer = slot.params.kind == k::CompressorKind::kIndexer;
+    const int64_t row_bytes = indexer ? idx_bytes : kv_bytes;
     for (int64_t e = 0; e < n_emit; ++e) {
       const k::CompressorEmit& em = s.emits.data()[e];
-      std::memcpy(cache.data() + cmp_->slot(em.seq, em.index) * width, s.entries.data() + e * width,
-                  sizeof(bf16) * width);
+      uint8_t* dst = cache.data() + cmp_->slot(em.seq, em.index) * row_bytes;
+      if (indexer) index_key_pack(idx_format_, s.entries.data() + e * width, dst);
+      else kv_pack_row(kv_format_, s.entries.data() + e * width, dst);
     }
   };
   if (lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, Dh);
@@ -461,11 +471,11 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
   const CacheGroupSpec& cs = cmp_->spec();
   for (int64_t t = 0; t < T; ++t) {
     const int32_t seq = md_.row_seq[t];
-    s.win_rows.data()[t] = PagedRows{lc.ori.data(), ori_->table(seq).data(), os.page_rows, os.ring_pages, Dh};
+    s.win_rows.data()[t] = PagedBytes{lc.ori.data(), ori_->table(seq).data(), os.page_rows, os.ring_pages, kv_bytes};
     if (lw.ratio > 0)
-      s.cmp_rows.data()[t] = PagedRows{lc.cmp.data(), cmp_->table(seq).data(), cs.page_rows, 0, Dh};
+      s.cmp_rows.data()[t] = PagedBytes{lc.cmp.data(), cmp_->table(seq).data(), cs.page_rows, 0, kv_bytes};
     if (lw.kind == AttentionKind::kCSA)
-      s.idx_rows.data()[t] = PagedRows{lc.idx.data(), cmp_->table(seq).data(), cs.page_rows, 0, Di};
+      s.idx_rows.data()[t] = PagedBytes{lc.idx.data(), cmp_->table(seq).data(), cs.page_rows, 0, idx_bytes};
   }
 
   // CSA: lightning indexer picks the compressed entries.
@@ -487,13 +497,13 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
       k::indexer_finish(ip, lc.inv_freq, pos, T, s.qi.data(), s.omega.data(), s.wgt.data(), tid, n);
     });
     for (int64_t t = 0; t < T; ++t) s.count.data()[t] = static_cast<int32_t>(k::visible_entries(pos[t], kCsaRatio));
-    const k::IndexEntries entries{s.idx_rows.data(), s.count.data()};
+    const k::IndexKeys keys{s.idx_rows.data(), s.count.data(), idx_format_};
     pool_.run([&](int tid, int n) {
-      k::indexer_scores(ip, s.qi.data(), s.wgt.data(), entries, T, s.scores.data(), s.score_stride,
-                        s.idx_scores.data(), tid, n);
+      k::indexer_select(ip, s.qi.data(), s.wgt.data(), keys, T, s.picks.data(), s.n_picks.data(), s.select_base,
+                        tid, n);
     });
     pool_.run([&](int tid, int n) {
-      k::indexer_topk(ip, s.scores.data(), s.score_stride, s.count.data(), T, s.picks.data(), s.n_picks.data(), tid, n);
+      k::indexer_select_merge(ip, keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
     });
     picks_stride = c.index_topk;
     const int layer = mtp_block ? 0 : lw.layer;
@@ -520,7 +530,7 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
     k::attn_select(sp, T, pos, md_.window_len.data(), picks, picks_stride, n_picks, s.list.data(), s.len.data(), tid, n);
   });
   const k::AttnList list{s.list.data(), s.list_stride, s.len.data(), md_.window_len.data()};
-  const k::AttnKeys keys{s.win_rows.data(), lw.ratio > 0 ? s.cmp_rows.data() : nullptr};
+  const k::PackedAttnKeys keys{s.win_rows.data(), lw.ratio > 0 ? s.cmp_rows.data() : nullptr, kv_format_};
   const k::SparseAttnParams ap{H, static_cast<int>(Dh)};
   pool_.run([&](int tid, int n) {
     k::sparse_attn(ap, s.q.data(), T, list, keys, aw.attn_sink, s.o.data(), s.attn.data(), tid, n);

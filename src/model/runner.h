@@ -28,6 +28,7 @@
 #include "model/limits.h"
 #include "model/weights.h"
 #include "numeric/bf16.h"
+#include "numeric/cache_rows.h"
 #include "numeric/paged_rows.h"
 
 namespace dsv4 {
@@ -88,6 +89,8 @@ class ModelRunner {
   // rows must continue it, p0 in [L − (S_MAX − 1), L] (runtime.md §3.1 rollback window).
   std::vector<int64_t> length_, mtp_length_;
   std::vector<float> inv_main_, inv_compress_;  // RoPE tables of both profiles
+  KvRowFormat kv_format_;       // window and compressed KV rows
+  IndexKeyFormat idx_format_;   // indexer keys
   int min_ratio_ = 0;  // smallest non-zero compress ratio of the main layers (0: none)
 };
 

@@ -17,7 +17,7 @@ struct PagedRowsT {
   const int32_t* table = nullptr;
   int32_t page_rows = 1;
   int32_t ring_pages = 0;
-  int64_t width = 0;
+  int64_t width = 0;  // elements of T per row
 
   int64_t physical(int64_t e) const {
     int64_t lp = e / page_rows;
@@ -27,6 +27,7 @@ struct PagedRowsT {
   T* row(int64_t e) const { return pool + physical(e) * width; }
 };
 
-using PagedRows = PagedRowsT<const bf16>;
+using PagedRows = PagedRowsT<const bf16>;         // bf16 rows (the reference's plain caches)
+using PagedBytes = PagedRowsT<const uint8_t>;     // packed rows (numeric/cache_rows.h), width in bytes
 
 }  // namespace dsv4

@@ -1,9 +1,11 @@
-// Engine lightning indexer. Scores: the (row, entry) pairs of the call are split
+// Engine lightning indexer. Selection: the (row, entry) pairs of the call are split
 // in contiguous ranges over threads; a thread converts its row's queries to fp32
-// once and each tile of 64 entries to a transposed fp32 tile, so the dot loops run
-// across entries with the reference's per-score order (ascending k, then heads).
-// Top-k: a bounded heap of k entry ids kept in the output row itself.
+// once and each tile of 64 packed keys to a transposed fp32 tile, so the dot loops run
+// across entries with the reference's per-score order (ascending k, then heads), and
+// feeds the tile's bf16 scores into a bounded heap of the best Ki (no score buffer).
 #include <algorithm>
+#include <cstring>
+#include <functional>
 
 #include "base/check.h"
 #include "base/math.h"
@@ -19,12 +21,73 @@ namespace {
 
 constexpr int kScoreTile = 64;  // entries per transposed tile
 
-int64_t per_thread_floats(const IndexerParams& p) {
+// Rank of (score, entry): larger ranks first; exact ties go to the lower entry index.
+inline uint64_t rank_of(bf16 score, int64_t entry) {
+  return (static_cast<uint64_t>(indexer_score_key(score)) << 32) | (0xffffffffu - static_cast<uint32_t>(entry));
+}
+inline int32_t entry_of(uint64_t rank) { return static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(rank)); }
+
+// Per-thread scratch, carved from one block: fp32 tiles, then the heap and the two
+// partial lists (first and last row of the thread's range, when shared with another
+// thread), then the merge buffer.
+struct SelectScratch {
+  float* jt;       // [Di, 64] transposed keys
+  float* qf;       // [Hi, Di]
+  float* wf;       // [Hi]
+  float* dv;       // [64]
+  float* sc;       // [64]
+  float* kr;       // [Di] one decoded key
+  uint64_t* heap;  // [Ki]
+  uint64_t* part;  // [2, Ki]
+  int64_t* part_info;  // [2, 2]: row, size
+  uint64_t* merge;     // [nthreads, Ki]
+};
+
+int64_t floats_per_thread(const IndexerParams& p) {
   const int64_t Hi = p.n_heads, Di = p.head_dim;
-  return Di * kScoreTile  // jt [Di, 64]
-         + Hi * Di        // qf [Hi, Di]
-         + Hi             // wgt as fp32 [Hi]
-         + 2 * kScoreTile;  // dot, score accumulators [64]
+  return (Di * kScoreTile + Hi * Di + Hi + 2 * kScoreTile + Di + 15) / 16 * 16;
+}
+int64_t bytes_per_thread(const IndexerParams& p, int nthreads) {
+  const int64_t K = std::max(p.topk, 1);
+  return floats_per_thread(p) * 4 + (K + 2 * K + static_cast<int64_t>(nthreads) * K) * 8 + 4 * 8;
+}
+
+SelectScratch carve(const IndexerParams& p, void* base, int tid, int nthreads) {
+  const int64_t Hi = p.n_heads, Di = p.head_dim, K = std::max(p.topk, 1);
+  auto* b = static_cast<uint8_t*>(base) + bytes_per_thread(p, nthreads) * tid;
+  SelectScratch s;
+  float* f = reinterpret_cast<float*>(b);
+  s.jt = f;
+  s.qf = s.jt + Di * kScoreTile;
+  s.wf = s.qf + Hi * Di;
+  s.dv = s.wf + Hi;
+  s.sc = s.dv + kScoreTile;
+  s.kr = s.sc + kScoreTile;
+  auto* u = reinterpret_cast<uint64_t*>(b + floats_per_thread(p) * 4);
+  s.heap = u;
+  s.part = u + K;
+  s.part_info = reinterpret_cast<int64_t*>(s.part + 2 * K);
+  s.merge = reinterpret_cast<uint64_t*>(s.part_info + 4);
+  return s;
+}
+
+// The (row, entry) pairs of thread j: [begin, end) of the concatenation of all rows' entries.
+struct Work {
+  int64_t total = 0;
+  Range of(int j, int nthreads) const { return split_range(total, j, nthreads); }
+};
+Work total_work(const IndexKeys& keys, int64_t T) {
+  Work w;
+  for (int64_t t = 0; t < T; ++t) w.total += keys.count[t];
+  return w;
+}
+
+// Descending ranks -> picks row (ids, then −1 up to Ki), n_picks.
+void write_picks(const IndexerParams& p, uint64_t* ranks, int64_t n, int32_t* picks, int32_t* n_picks) {
+  std::sort(ranks, ranks + n, std::greater<uint64_t>());
+  for (int64_t i = 0; i < n; ++i) picks[i] = entry_of(ranks[i]);
+  for (int64_t i = n; i < p.topk; ++i) picks[i] = -1;
+  *n_picks = static_cast<int32_t>(n);
 }
 
 }  // namespace
@@ -57,85 +120,99 @@ void indexer_finish(const IndexerParams& p, const float* inv_freq, const int64_t
     wgt[i] = bf16::from_float(omega[i].to_float() * scale);
 }
 
-int64_t indexer_scores_scratch_floats(const IndexerParams& p, int nthreads) {
-  return per_thread_floats(p) * nthreads;
+int64_t indexer_select_scratch_bytes(const IndexerParams& p, int nthreads) {
+  return bytes_per_thread(p, nthreads) * nthreads;
 }
 
-void indexer_scores(const IndexerParams& p, const bf16* qi, const bf16* wgt,
-                    const IndexEntries& entries, int64_t T, bf16* scores, int64_t score_stride,
-                    float* scratch, int tid, int nthreads) {
+void indexer_select(const IndexerParams& p, const bf16* qi, const bf16* wgt, const IndexKeys& keys,
+                    int64_t T, int32_t* picks, int32_t* n_picks, void* scratch, int tid, int nthreads) {
   const int Hi = p.n_heads, Di = p.head_dim;
-  float* jt = scratch + per_thread_floats(p) * tid;
-  float* qf = jt + static_cast<int64_t>(Di) * kScoreTile;
-  float* wf = qf + static_cast<int64_t>(Hi) * Di;
-  float* dv = wf + Hi;
-  float* sc = dv + kScoreTile;
-
-  int64_t total = 0;
-  for (int64_t t = 0; t < T; ++t) {
-    DSV4_CHECK(entries.count[t] >= 0 && entries.count[t] <= score_stride, "row {}: {} entries", t,
-               entries.count[t]);
-    total += entries.count[t];
-  }
-  const Range work = split_range(total, tid, nthreads);
+  const int64_t K = p.topk;
+  SelectScratch s = carve(p, scratch, tid, nthreads);
+  s.part_info[0] = s.part_info[2] = -1;  // no partial lists yet
+  const Work work = total_work(keys, T);
+  const Range mine = work.of(tid, nthreads);
   int64_t off = 0;
-  for (int64_t t = 0; t < T && off < work.end; off += entries.count[t], ++t) {
-    const int64_t lo = std::max(work.begin, off) - off;
-    const int64_t hi = std::min(work.end, off + entries.count[t]) - off;
+  for (int64_t t = 0; t < T && off < mine.end; off += keys.count[t], ++t) {
+    const int64_t n = keys.count[t];
+    const int64_t lo = std::max(mine.begin, off) - off;
+    const int64_t hi = std::min(mine.end, off + n) - off;
     if (lo >= hi) continue;
-    for (int64_t i = 0; i < static_cast<int64_t>(Hi) * Di; ++i) qf[i] = qi[t * Hi * Di + i].to_float();
-    for (int h = 0; h < Hi; ++h) wf[h] = wgt[t * Hi + h].to_float();
+    for (int64_t i = 0; i < static_cast<int64_t>(Hi) * Di; ++i) s.qf[i] = qi[t * Hi * Di + i].to_float();
+    for (int h = 0; h < Hi; ++h) s.wf[h] = wgt[t * Hi + h].to_float();
+    int64_t size = 0;  // heap entries (a min-heap under std::greater: front = worst kept)
     for (int64_t i0 = lo; i0 < hi; i0 += kScoreTile) {
       const int nb = static_cast<int>(std::min<int64_t>(kScoreTile, hi - i0));
       for (int j = 0; j < nb; ++j) {
-        const bf16* J = entries.rows[t].row(i0 + j);
-        for (int k = 0; k < Di; ++k) jt[k * kScoreTile + j] = J[k].to_float();
+        index_key_unpack(keys.format, keys.rows[t].row(i0 + j), s.kr);
+        for (int k = 0; k < Di; ++k) s.jt[k * kScoreTile + j] = s.kr[k];
       }
-      for (int j = 0; j < nb; ++j) sc[j] = 0.0f;
+      for (int j = 0; j < nb; ++j) s.sc[j] = 0.0f;
       for (int h = 0; h < Hi; ++h) {
-        const float* q = qf + static_cast<int64_t>(h) * Di;
-        for (int j = 0; j < nb; ++j) dv[j] = 0.0f;
-        dot_columns<kScoreTile>(q, jt, Di, nb, dv);
-        const float w = wf[h];
+        const float* q = s.qf + static_cast<int64_t>(h) * Di;
+        for (int j = 0; j < nb; ++j) s.dv[j] = 0.0f;
+        dot_columns<kScoreTile>(q, s.jt, Di, nb, s.dv);
+        const float w = s.wf[h];
         for (int j = 0; j < nb; ++j) {
-          const float d = round_bf16(dv[j]);
+          const float d = round_bf16(s.dv[j]);
           const float relu = d > 0.0f ? d : 0.0f;
-          sc[j] += round_bf16(relu * w);
+          s.sc[j] += round_bf16(relu * w);
         }
       }
-      bf16* out = scores + t * score_stride + i0;
-      for (int j = 0; j < nb; ++j) out[j] = bf16::from_float(sc[j]);
+      for (int j = 0; j < nb; ++j) {
+        const uint64_t r = rank_of(bf16::from_float(s.sc[j]), i0 + j);
+        if (size < K) {
+          s.heap[size++] = r;
+          std::push_heap(s.heap, s.heap + size, std::greater<uint64_t>());
+        } else if (r > s.heap[0]) {
+          std::pop_heap(s.heap, s.heap + size, std::greater<uint64_t>());
+          s.heap[size - 1] = r;
+          std::push_heap(s.heap, s.heap + size, std::greater<uint64_t>());
+        }
+      }
+    }
+    if (lo == 0 && hi == n) {  // the whole row is this thread's
+      write_picks(p, s.heap, size, picks + t * K, n_picks + t);
+    } else {  // shared with a neighbour: the first or the last row of the range
+      const int slot = off + lo == mine.begin ? 0 : 1;
+      std::copy_n(s.heap, size, s.part + slot * K);
+      s.part_info[2 * slot] = t;
+      s.part_info[2 * slot + 1] = size;
     }
   }
 }
 
-void indexer_topk(const IndexerParams& p, const bf16* scores, int64_t score_stride,
-                  const int32_t* count, int64_t T, int32_t* picks, int32_t* n_picks, int tid,
-                  int nthreads) {
+void indexer_select_merge(const IndexerParams& p, const IndexKeys& keys, int64_t T, int32_t* picks,
+                          int32_t* n_picks, void* scratch, int tid, int nthreads) {
+  const int64_t K = p.topk;
+  SelectScratch mine_s = carve(p, scratch, tid, nthreads);
+  const Work work = total_work(keys, T);
   const Range rows = split_range(T, tid, nthreads);
-  for (int64_t t = rows.begin; t < rows.end; ++t) {
-    const bf16* s = scores + t * score_stride;
-    const int32_t n = count[t];
-    const int32_t k = std::min<int32_t>(p.topk, n);
-    int32_t* out = picks + t * p.topk;
-    // better(a, b): a ranks before b. Under it the heap's front is the worst kept id.
-    auto better = [s](int32_t a, int32_t b) {
-      const uint16_t ka = indexer_score_key(s[a]), kb = indexer_score_key(s[b]);
-      return ka > kb || (ka == kb && a < b);
-    };
-    if (k > 0) {
-      for (int32_t i = 0; i < k; ++i) out[i] = i;
-      std::make_heap(out, out + k, better);
-      for (int32_t i = k; i < n; ++i) {
-        if (!better(i, out[0])) continue;
-        std::pop_heap(out, out + k, better);
-        out[k - 1] = i;
-        std::push_heap(out, out + k, better);
-      }
-      std::sort_heap(out, out + k, better);
+  int64_t off = 0;
+  for (int64_t t = 0; t < rows.begin; ++t) off += keys.count[t];
+  for (int64_t t = rows.begin; t < rows.end; off += keys.count[t], ++t) {
+    const int64_t n = keys.count[t];
+    if (n == 0) {
+      write_picks(p, nullptr, 0, picks + t * K, n_picks + t);
+      continue;
     }
-    for (int32_t j = k; j < p.topk; ++j) out[j] = -1;
-    n_picks[t] = k;
+    // Threads whose range meets [off, off + n); the row was finished in phase 4 iff one.
+    int j0 = 0;
+    while (work.of(j0, nthreads).end <= off) ++j0;
+    if (work.of(j0, nthreads).end >= off + n) continue;
+    int64_t m = 0;
+    for (int j = j0; j < nthreads && work.of(j, nthreads).begin < off + n; ++j) {
+      if (work.of(j, nthreads).size() == 0) continue;
+      const SelectScratch other = carve(p, scratch, j, nthreads);
+      for (int slot = 0; slot < 2; ++slot)
+        if (other.part_info[2 * slot] == t) {
+          const int64_t sz = other.part_info[2 * slot + 1];
+          std::copy_n(other.part + slot * K, sz, mine_s.merge + m);
+          m += sz;
+        }
+    }
+    std::sort(mine_s.merge, mine_s.merge + m, std::greater<uint64_t>());
+    write_picks(p, mine_s.merge, std::min<int64_t>(m, K), picks + t * K, n_picks + t);
   }
 }
 

@@ -19,8 +19,10 @@
 // lower entry index (−0 ties +0; a total order, so every correct selection
 // agrees); n_t = 0 → empty; n_t ≤ Ki → all entries, in score order.
 //
-// Index entries (IndexEntries): row t reads its sequence's paged index cache
-// (numeric/paged_rows.h), entry i at rows[t].row(i) (bf16 [Di]), for i < count[t].
+// Index entries: row t reads its sequence's paged index cache (numeric/paged_rows.h),
+// entry i < count[t] at rows[t].row(i): bf16 [Di] for the reference (IndexEntries), the
+// packed e2m1 × ue8m0 row of numeric/cache_rows.h for the engine (IndexKeys; it decodes
+// to the same values).
 //
 // Engine sequence (each line one ThreadPool::run; phases need barriers):
 //   1. actq_rows(qr -> qr_q)                         (linear kernel; only when wq_b is
@@ -28,13 +30,19 @@
 //                                                      uses the same qr_q)
 //   2. indexer_project(wq_b, weights_proj, qr_q, a -> qi, ω)      output columns split
 //   3. indexer_finish(qi, ω -> qi, wgt)                            rows split
-//   4. indexer_scores(qi, wgt, entries -> scores)                  (row, entry) pairs split
-//   5. indexer_topk(scores -> picks, n_picks)                      rows split
+//   4. indexer_select(qi, wgt, keys -> picks, partial lists)      (row, entry) pairs split
+//   5. indexer_select_merge(partial lists -> picks)                rows split
+// Streaming selection (runtime.md §7.2): no buffer grows with the context. Each thread
+// scores its contiguous range of (row, entry) pairs tile by tile (64 entries) into a
+// bounded heap of the best Ki; a row inside one thread's range is finished there, a row
+// split between threads leaves one partial list per thread, merged in phase 5. The order
+// (key, then lower index) is total, so the picks do not depend on the split.
 #pragma once
 
 #include <cstdint>
 
 #include "numeric/bf16.h"
+#include "numeric/cache_rows.h"
 #include "numeric/paged_rows.h"
 #include "numeric/linear_weight.h"
 
@@ -50,6 +58,12 @@ struct IndexerParams {
 struct IndexEntries {
   const PagedRows* rows = nullptr;  // [T] row t's paged index cache: entry i at rows[t].row(i)
   const int32_t* count = nullptr;   // [T] visible entries n_t
+};
+
+struct IndexKeys {
+  const PagedBytes* rows = nullptr;  // [T] row t's packed index cache
+  const int32_t* count = nullptr;    // [T] visible entries n_t
+  IndexKeyFormat format;
 };
 
 // Order key of a bf16 score: larger key = larger score; −0 and +0 share a key.
@@ -87,12 +101,14 @@ void indexer_project(const IndexerParams& p, const LinearWeight& wq_b,
 // In place on qi: RoPE, Hadamard, fp4sim_32 per head; wgt [T, Hi] from omega.
 void indexer_finish(const IndexerParams& p, const float* inv_freq, const int64_t* pos, int64_t T,
                     bf16* qi, const bf16* omega, bf16* wgt, int tid, int nthreads);
-int64_t indexer_scores_scratch_floats(const IndexerParams& p, int nthreads);
-void indexer_scores(const IndexerParams& p, const bf16* qi, const bf16* wgt,
-                    const IndexEntries& entries, int64_t T, bf16* scores, int64_t score_stride,
-                    float* scratch, int tid, int nthreads);
-void indexer_topk(const IndexerParams& p, const bf16* scores, int64_t score_stride,
-                  const int32_t* count, int64_t T, int32_t* picks, int32_t* n_picks, int tid,
-                  int nthreads);
+// Scratch for indexer_select / indexer_select_merge with nthreads workers (independent of
+// T and of the context length).
+int64_t indexer_select_scratch_bytes(const IndexerParams& p, int nthreads);
+// picks [T, Ki] (entries [n_picks[t], Ki) = −1), n_picks [T] = min(Ki, count[t]); rows
+// finished in phase 4 are written there, the others in phase 5. scratch is 64-byte aligned.
+void indexer_select(const IndexerParams& p, const bf16* qi, const bf16* wgt, const IndexKeys& keys,
+                    int64_t T, int32_t* picks, int32_t* n_picks, void* scratch, int tid, int nthreads);
+void indexer_select_merge(const IndexerParams& p, const IndexKeys& keys, int64_t T, int32_t* picks,
+                          int32_t* n_picks, void* scratch, int tid, int nthreads);
 
 }  // namespace dsv4::kernels

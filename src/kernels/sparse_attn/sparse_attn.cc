@@ -1,5 +1,5 @@
 // Engine Level-A sparse attention: (row, head) pairs split over threads; per
-// row, each 64-entry block of keys is gathered once into fp32 (row-major for
+// row, each 64-entry block of packed keys is decoded once into fp32 (row-major for
 // P·V, transposed for the logits) and reused by all of the thread's heads.
 // Loops vectorize across list entries (logits) and across dims (P·V) while
 // every output keeps the reference's per-element summation order.
@@ -56,7 +56,7 @@ int64_t sparse_attn_scratch_floats(const SparseAttnParams& p, int nthreads) {
 }
 
 void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const AttnList& list,
-                 const AttnKeys& keys, const float* sink, bf16* o, float* scratch, int tid,
+                 const PackedAttnKeys& keys, const float* sink, bf16* o, float* scratch, int tid,
                  int nthreads) {
   const int H = p.n_heads, Dh = p.head_dim;
   const float scale = attn_softmax_scale(Dh);
@@ -90,10 +90,9 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
       for (int64_t j = b0; j < b1; ++j) {
         const int32_t e = entries[j];
         if (e < 0) continue;
-        const bf16* k = j < n_win ? keys.win[t].row(e)
-                                  : keys.cmp[t].row(e);
+        const uint8_t* k = j < n_win ? keys.win[t].row(e) : keys.cmp[t].row(e);
         float* kr = kb + static_cast<int64_t>(nr) * Dh;
-        for (int d = 0; d < Dh; ++d) kr[d] = k[d].to_float();
+        kv_unpack_row(keys.format, k, kr);
         for (int d = 0; d < Dh; ++d) kt[d * kAttnBlock + nr] = kr[d];
         ++nr;
       }

@@ -23,7 +23,9 @@
 // f32(bf16(p_j)·K_j[d]) added in ascending list order.
 //
 // Shapes: q [T, H, Dh] bf16, o [T, H, Dh] bf16, sink [H] fp32.
-// Keys of row t (AttnKeys): list entry j with value e ≥ 0 reads
+// Keys of row t (AttnKeys: bf16 rows, the reference; PackedAttnKeys: the packed rows of
+// numeric/cache_rows.h, the engine, decoding to the same values): list entry j with value
+// e ≥ 0 reads
 //   j < n_win[t]:  window key at absolute position e: win[t].row(e) (the paged
 //                  window ring of the row's sequence, numeric/paged_rows.h)
 //   j ≥ n_win[t]:  compressed entry e: cmp[t].row(e) (the sequence's paged
@@ -37,6 +39,7 @@
 
 #include "kernels/attn_select/attn_select.h"
 #include "numeric/bf16.h"
+#include "numeric/cache_rows.h"
 #include "numeric/paged_rows.h"
 
 namespace dsv4::kernels {
@@ -53,6 +56,12 @@ struct AttnKeys {
   const PagedRows* cmp = nullptr;  // [T] compressed KV of row t's sequence, by entry index (or null)
 };
 
+struct PackedAttnKeys {
+  const PagedBytes* win = nullptr;  // [T] as AttnKeys::win, packed rows
+  const PagedBytes* cmp = nullptr;  // [T] as AttnKeys::cmp, packed rows (or null)
+  KvRowFormat format;               // format.dim == head_dim
+};
+
 // fp32(Dh^-0.5), formed in double and rounded once.
 float attn_softmax_scale(int head_dim);
 
@@ -62,7 +71,7 @@ void sparse_attn_ref(const SparseAttnParams& p, const bf16* q, int64_t T, const 
 // Scratch floats for nthreads workers (each uses its own slice).
 int64_t sparse_attn_scratch_floats(const SparseAttnParams& p, int nthreads);
 void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const AttnList& list,
-                 const AttnKeys& keys, const float* sink, bf16* o, float* scratch, int tid,
+                 const PackedAttnKeys& keys, const float* sink, bf16* o, float* scratch, int tid,
                  int nthreads);
 
 }  // namespace dsv4::kernels

@@ -1,14 +1,16 @@
 // indexer: index queries and head weights (engine pipeline vs reference, every T,
-// FP8 and BF16 wq_b), scores (bit-exact vs reference on the same queries, every T,
-// row lists longer than a 64-entry tile), top-k (exact on the reference's scores,
-// frequent ties), and hand-computed cases: ties → lower index, fewer candidates
-// than k, n = 0, ±0, the fp32 weight scale σi, one score by hand.
+// FP8 and BF16 wq_b); the engine's streaming selection over packed keys against the
+// reference's full score rows + top-k (every T, 1, 2 and 3 threads, rows at every
+// 64-entry tile boundary, random and tie-heavy keys); the reference top-k's order
+// (frequent ties); hand-computed cases: ties → lower index, fewer candidates than k,
+// n = 0, ±0, the fp32 weight scale σi, one score by hand.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -144,22 +146,40 @@ INSTANTIATE_TEST_SUITE_P(Presets, IndexerQueryTest,
 constexpr int kSeqs = 3;
 constexpr int kMaxEntries = 150;  // per sequence; > two 64-entry tiles
 
-// Index entries as the indexer compressor leaves them: Hadamard then fp4sim_32.
-std::vector<bf16> index_cache(const IndexerParams& p, uint32_t seed) {
+// Index entries as the indexer compressor leaves them: Hadamard then fp4sim_32. With
+// `distinct` > 0 only that many different keys repeat (exact score ties everywhere).
+std::vector<bf16> index_cache(const IndexerParams& p, uint32_t seed, int distinct = 0) {
   std::mt19937 rng(seed);
   auto v = test::random_bf16(rng, kMaxEntries * p.head_dim, 1.0f);
   hadamard_ref(v.data(), v.data(), kMaxEntries, 1, p.head_dim);
   for (int i = 0; i < kMaxEntries; ++i) fp4sim_row(v.data() + i * p.head_dim, p.head_dim);
+  if (distinct > 0)
+    for (int i = distinct; i < kMaxEntries; ++i) {
+      const int src = std::uniform_int_distribution<int>(0, distinct - 1)(rng);
+      std::copy_n(v.begin() + src * p.head_dim, p.head_dim, v.begin() + i * p.head_dim);
+    }
   return v;
+}
+
+// Packed copy of a bf16 index cache (numeric/cache_rows.h).
+std::vector<uint8_t> pack_cache(const IndexerParams& p, const std::vector<bf16>& v) {
+  const IndexKeyFormat f{p.head_dim};
+  const int64_t n = static_cast<int64_t>(v.size()) / p.head_dim;
+  std::vector<uint8_t> out(static_cast<size_t>(n * f.bytes()));
+  for (int64_t i = 0; i < n; ++i) index_key_pack(f, v.data() + i * p.head_dim, out.data() + i * f.bytes());
+  return out;
 }
 
 struct ScoreInputs {
   std::vector<bf16> qi, wgt;
   std::vector<std::vector<bf16>> caches;
+  std::vector<std::vector<uint8_t>> packed;
   const int32_t page0 = 0;  // one page holding the whole cache
   std::vector<PagedRows> rows;
+  std::vector<PagedBytes> packed_rows;
   std::vector<int32_t> count;
-  ScoreInputs(const Preset& pr, uint32_t seed) {
+  IndexKeyFormat format;
+  ScoreInputs(const Preset& pr, uint32_t seed, int distinct = 0) : format{pr.p.head_dim} {
     const IndexerParams& p = pr.p;
     const auto wq_b_owned = test::random_weight(WeightFormat::kFP8, static_cast<int64_t>(p.n_heads) * p.head_dim,
                                                 pr.q_lora_rank, seed);
@@ -173,47 +193,91 @@ struct ScoreInputs {
     wgt.resize(kCapacity * p.n_heads);
     indexer_queries_ref(p, wq_b_owned.view(), qr.data(), kCapacity, inv.data(), pos.data(), qi.data());
     indexer_weights_ref(p, wp_owned.view(), a.data(), kCapacity, wgt.data());
-    for (int s = 0; s < kSeqs; ++s) caches.push_back(index_cache(p, seed + 10 + s));
+    for (int s = 0; s < kSeqs; ++s) caches.push_back(index_cache(p, seed + 10 + s, distinct));
+    for (int s = 0; s < kSeqs; ++s) packed.push_back(pack_cache(p, caches[s]));
+    // Rows 0..9 end at and around the 64-entry tile boundaries; the rest at random positions.
+    const int32_t edges[] = {0, 1, 63, 64, 65, 127, 128, 129, 149, 2};
     for (int t = 0; t < kCapacity; ++t) {
       rows.push_back({caches[t % kSeqs].data(), &page0, 1 << 30, 0, p.head_dim});
-      count.push_back(static_cast<int32_t>(visible_entries(pos[t], 4)));
+      packed_rows.push_back({packed[t % kSeqs].data(), &page0, 1 << 30, 0, format.bytes()});
+      count.push_back(t < 10 ? edges[t] : static_cast<int32_t>(visible_entries(pos[t], 4)));
     }
   }
   IndexEntries entries() const { return {rows.data(), count.data()}; }
+  IndexKeys keys() const { return {packed_rows.data(), count.data(), format}; }
 };
+
+// Engine selection (phases 4 and 5) with n threads into picks / n_picks.
+void select_engine(const IndexerParams& p, const ScoreInputs& in, int64_t T, int nthreads, int32_t* picks,
+                   int32_t* n_picks) {
+  std::vector<uint8_t> scratch(static_cast<size_t>(indexer_select_scratch_bytes(p, nthreads) + 64), 0xA5);
+  void* base = scratch.data();
+  size_t space = scratch.size();
+  base = std::align(64, scratch.size() - 64, base, space);
+  const IndexKeys keys = in.keys();
+  auto phases = [&](ThreadPool* pool) {
+    auto run_n = [&](auto&& fn) {
+      if (pool) pool->run([&](int tid, int n) { fn(tid, n); });
+      else fn(0, 1);
+    };
+    run_n([&](int tid, int n) { indexer_select(p, in.qi.data(), in.wgt.data(), keys, T, picks, n_picks, base, tid, n); });
+    run_n([&](int tid, int n) { indexer_select_merge(p, keys, T, picks, n_picks, base, tid, n); });
+  };
+  if (nthreads == 1) {
+    phases(nullptr);
+  } else if (nthreads == 2) {
+    phases(&pool2());
+  } else {
+    ThreadPool pool(nthreads);
+    phases(&pool);
+  }
+}
 
 class IndexerScoreTest : public ::testing::TestWithParam<Preset> {};
 
-TEST_P(IndexerScoreTest, ScoresExactEveryT) {
+// The streaming selection equals the reference's full scores + top-k, whatever the
+// thread split (rows split mid-tile between threads at most T), random and tie-heavy keys.
+TEST_P(IndexerScoreTest, StreamingSelectEqualsFullSortEveryT) {
   const Preset pr = GetParam();
   const IndexerParams& p = pr.p;
-  const ScoreInputs in(pr, 31);
-  RowBuffer<bf16> want(kCapacity, kMaxEntries), got(kCapacity, kMaxEntries);
-  want.poison(kCapacity);
-  indexer_scores_ref(p, in.qi.data(), in.wgt.data(), in.entries(), kCapacity, want.data(), kMaxEntries);
-  std::vector<float> scratch(indexer_scores_scratch_floats(p, 2));
-  const bf16 marker = bf16::from_float(777.0f);
-  for (int64_t T = 0; T <= kCapacity; ++T) {
-    for (int nt : {1, 2}) {
-      got.poison(T);
-      for (int64_t t = 0; t < T; ++t)
-        for (int i = in.count[t]; i < kMaxEntries; ++i) got.row(t)[i] = marker;
-      std::fill(scratch.begin(), scratch.end(), std::numeric_limits<float>::quiet_NaN());
-      run(nt, [&](int tid, int n) {
-        indexer_scores(p, in.qi.data(), in.wgt.data(), in.entries(), T, got.data(), kMaxEntries,
-                       scratch.data(), tid, n);
-      });
-      ASSERT_TRUE(got.sentinel_intact(T));
-      for (int64_t t = 0; t < T; ++t) {
-        ASSERT_EQ(std::memcmp(got.row(t), want.row(t), in.count[t] * sizeof(bf16)), 0)
-            << pr.name << " T=" << T << " threads=" << nt << " row " << t;
-        for (int i = in.count[t]; i < kMaxEntries; ++i) ASSERT_EQ(got.row(t)[i], marker);
+  for (int distinct : {0, 3}) {
+    const ScoreInputs in(pr, 31 + distinct, distinct);
+    RowBuffer<bf16> scores(kCapacity, kMaxEntries);
+    scores.poison(kCapacity);
+    indexer_scores_ref(p, in.qi.data(), in.wgt.data(), in.entries(), kCapacity, scores.data(), kMaxEntries);
+    RowBuffer<int32_t> want(kCapacity, p.topk), got(kCapacity, p.topk);
+    RowBuffer<int32_t> want_n(kCapacity, 1), got_n(kCapacity, 1);
+    want.poison(kCapacity);
+    want_n.poison(kCapacity);
+    indexer_topk_ref(p, scores.data(), kMaxEntries, in.count.data(), kCapacity, want.data(), want_n.data());
+    int ties = 0;
+    for (int t = 0; t < kCapacity; ++t)
+      for (int j = 0; j + 1 < want_n.row(t)[0]; ++j)
+        ties += scores.row(t)[want.row(t)[j]] == scores.row(t)[want.row(t)[j + 1]];
+    if (distinct > 0) {
+      EXPECT_GT(ties, kCapacity) << "the tie-heavy keys tie";
+    }
+    for (int64_t T = 0; T <= kCapacity; ++T) {
+      for (int nt : {1, 2, 3}) {
+        if (nt == 3 && T % 7 != 0 && T != kCapacity) continue;
+        got.poison(T);
+        got_n.poison(T);
+        select_engine(p, in, T, nt, got.data(), got_n.data());
+        ASSERT_TRUE(got.sentinel_intact(T));
+        ASSERT_TRUE(got_n.sentinel_intact(T));
+        for (int64_t t = 0; t < T; ++t) {
+          ASSERT_EQ(got_n.row(t)[0], want_n.row(t)[0]) << pr.name << " T=" << T << " threads=" << nt << " row " << t;
+          ASSERT_EQ(std::memcmp(got.row(t), want.row(t), p.topk * sizeof(int32_t)), 0)
+              << pr.name << " distinct=" << distinct << " T=" << T << " threads=" << nt << " row " << t
+              << " count " << in.count[t];
+        }
       }
     }
   }
 }
 
-TEST_P(IndexerScoreTest, TopkExactOnRefScoresEveryT) {
+// The reference top-k's order on real and coarse (tie-heavy) score rows.
+TEST_P(IndexerScoreTest, ReferenceTopkOrder) {
   const Preset pr = GetParam();
   const IndexerParams& p = pr.p;
   const ScoreInputs in(pr, 41);
@@ -227,24 +291,10 @@ TEST_P(IndexerScoreTest, TopkExactOnRefScoresEveryT) {
   for (auto& v : coarse.v) v = bf16::from_float(levels[std::uniform_int_distribution<int>(0, 6)(rng)]);
   int n_ties = 0;
   for (RowBuffer<bf16>* sc : {&scores, &coarse}) {
-    RowBuffer<int32_t> want(kCapacity, p.topk), got(kCapacity, p.topk);
-    RowBuffer<int32_t> want_n(kCapacity, 1), got_n(kCapacity, 1);
+    RowBuffer<int32_t> want(kCapacity, p.topk), want_n(kCapacity, 1);
     want.poison(kCapacity);
     want_n.poison(kCapacity);
     indexer_topk_ref(p, sc->data(), kMaxEntries, in.count.data(), kCapacity, want.data(), want_n.data());
-    for (int64_t T = 0; T <= kCapacity; ++T) {
-      for (int nt : {1, 2}) {
-        got.poison(T);
-        got_n.poison(T);
-        run(nt, [&](int tid, int n) {
-          indexer_topk(p, sc->data(), kMaxEntries, in.count.data(), T, got.data(), got_n.data(), tid, n);
-        });
-        ASSERT_TRUE(got.sentinel_intact(T));
-        ASSERT_TRUE(got_n.sentinel_intact(T));
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), T * p.topk * sizeof(int32_t)), 0) << "T=" << T;
-        ASSERT_EQ(std::memcmp(got_n.data(), want_n.data(), T * sizeof(int32_t)), 0) << "T=" << T;
-      }
-    }
     // The selection is the k best in order, with ties resolved to the lower index.
     for (int t = 0; t < kCapacity; ++t) {
       const bf16* s = sc->row(t);
@@ -278,12 +328,9 @@ std::vector<int32_t> topk_one(int k, const std::vector<float>& s, int32_t* n_out
   std::vector<bf16> sb(s.size() + 1);
   for (size_t i = 0; i < s.size(); ++i) sb[i] = bf16::from_float(s[i]);
   const int32_t count = static_cast<int32_t>(s.size());
-  std::vector<int32_t> want(k, 99), got(k, 99);
-  int32_t want_n = -5, got_n = -5;
+  std::vector<int32_t> want(k, 99);
+  int32_t want_n = -5;
   indexer_topk_ref(p, sb.data(), count + 1, &count, 1, want.data(), &want_n);
-  indexer_topk(p, sb.data(), count + 1, &count, 1, got.data(), &got_n, 0, 1);
-  EXPECT_EQ(got, want);
-  EXPECT_EQ(got_n, want_n);
   if (n_out) *n_out = want_n;
   return want;
 }
@@ -348,15 +395,24 @@ TEST(IndexerHand, OneScoreByHand) {
   const int32_t page0 = 0, count = 2;
   const PagedRows rows{J.data(), &page0, 1 << 30, 0, p.head_dim};
   const IndexEntries e{&rows, &count};
-  std::vector<bf16> want(2), got(2);
+  std::vector<bf16> want(2);
   indexer_scores_ref(p, qi.data(), wgt.data(), e, 1, want.data(), 2);
-  std::vector<float> scratch(indexer_scores_scratch_floats(p, 1));
-  indexer_scores(p, qi.data(), wgt.data(), e, 1, got.data(), 2, scratch.data(), 0, 1);
   const float w0 = round_bf16(0.3f);
   EXPECT_EQ(want[0].to_float(), round_bf16(3.0f * w0));
   EXPECT_EQ(want[1].to_float(), round_bf16(round_bf16(0.5f * w0) + 10.0f));
-  EXPECT_EQ(got[0].bits, want[0].bits);
-  EXPECT_EQ(got[1].bits, want[1].bits);
+  // The engine reads the same entries packed (they are fp4 images) and ranks entry 1 first.
+  const IndexKeyFormat f{32};
+  std::vector<uint8_t> packed(2 * f.bytes());
+  for (int i = 0; i < 2; ++i) index_key_pack(f, J.data() + i * 32, packed.data() + i * f.bytes());
+  const PagedBytes prow{packed.data(), &page0, 1 << 30, 0, f.bytes()};
+  const IndexKeys keys{&prow, &count, f};
+  std::vector<uint8_t> scratch(static_cast<size_t>(indexer_select_scratch_bytes(p, 1)));
+  std::vector<int32_t> picks(p.topk, 99);
+  int32_t n_picks = -1;
+  indexer_select(p, qi.data(), wgt.data(), keys, 1, picks.data(), &n_picks, scratch.data(), 0, 1);
+  indexer_select_merge(p, keys, 1, picks.data(), &n_picks, scratch.data(), 0, 1);
+  EXPECT_EQ(n_picks, 2);
+  EXPECT_EQ(picks, (std::vector<int32_t>{1, 0, -1, -1}));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/sparse_attn/sparse_attn.h"
+#include "numeric/quant.h"
 #include "support/poison.h"
 #include "support/tolerance.h"
 
@@ -24,10 +25,18 @@ using test::RowBuffer;
 
 struct Preset {
   const char* name;
-  int H, Dh, W;
+  int H, Dh, W, Dr;
 };
-constexpr Preset kTiny{"tiny", 4, 80, 8};      // model.md §14.1
-constexpr Preset kTiny2{"tiny2", 4, 192, 16};  // model.md §14.1a
+constexpr Preset kTiny{"tiny", 4, 80, 8, 16};      // model.md §14.1
+constexpr Preset kTiny2{"tiny2", 4, 192, 16, 64};  // model.md §14.1a
+
+// Packed copy (numeric/cache_rows.h) of bf16 KV rows [n, f.dim].
+std::vector<uint8_t> pack_rows(const KvRowFormat& f, const std::vector<bf16>& v) {
+  const int64_t n = static_cast<int64_t>(v.size()) / f.dim;
+  std::vector<uint8_t> out(static_cast<size_t>(n * f.bytes()));
+  for (int64_t i = 0; i < n; ++i) kv_pack_row(f, v.data() + i * f.dim, out.data() + i * f.bytes());
+  return out;
+}
 
 constexpr int kSeqs = 3;
 constexpr int kCmpRows = 160;  // compressed entries per test sequence
@@ -46,11 +55,15 @@ struct World {
   // Paged views with reversed page tables, so address arithmetic errors show.
   std::vector<int32_t> win_table, cmp_table;
   std::vector<PagedRows> win_rows, cmp_rows;
+  // The same keys packed, as the engine reads them (the values are FP8 images).
+  KvRowFormat format;
+  std::vector<std::vector<uint8_t>> win_packed, cmp_packed;
+  std::vector<PagedBytes> win_bytes, cmp_bytes;
   RowBuffer<int32_t> list{kCapacity, kStride};
   std::vector<int32_t> len, n_win;
   std::vector<float> sink;
 
-  World(const Preset& pr, uint32_t seed) : ring(pr.W) {
+  World(const Preset& pr, uint32_t seed) : ring(pr.W), format{pr.Dh, pr.Dr} {
     p.n_heads = pr.H;
     p.head_dim = pr.Dh;
     std::mt19937 rng(seed);
@@ -60,6 +73,11 @@ struct World {
     cmp.assign(kSeqs, std::vector<bf16>(static_cast<size_t>(kCmpRows) * pr.Dh));
     for (auto& s : win) for (auto& v : s) v = rand_bf16(rng, 1.0f);
     for (auto& s : cmp) for (auto& v : s) v = rand_bf16(rng, 1.0f);
+    for (auto* set : {&win, &cmp})
+      for (auto& s : *set) {
+        for (size_t r = 0; r < s.size() / pr.Dh; ++r) fp8sim_row(s.data() + r * pr.Dh, format.nope());
+        (set == &win ? win_packed : cmp_packed).push_back(pack_rows(format, s));
+      }
     sink.resize(pr.H);
     for (auto& v : sink) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
     const int lengths[] = {1, 2, 8, 16, 63, 64, 65, 73, 100, 127, 128, 129, 130, 150, 200};
@@ -71,6 +89,8 @@ struct World {
     for (int t = 0; t < kCapacity; ++t) {
       win_rows.push_back({win[t % kSeqs].data(), win_table.data(), win_page, ring / win_page, pr.Dh});
       cmp_rows.push_back({cmp[t % kSeqs].data(), cmp_table.data(), cmp_page, 0, pr.Dh});
+      win_bytes.push_back({win_packed[t % kSeqs].data(), win_table.data(), win_page, ring / win_page, format.bytes()});
+      cmp_bytes.push_back({cmp_packed[t % kSeqs].data(), cmp_table.data(), cmp_page, 0, format.bytes()});
       len[t] = t < 15 ? lengths[t] : std::uniform_int_distribution<int>(1, kStride)(rng);
       n_win[t] = std::min(len[t], std::uniform_int_distribution<int>(1, pr.W)(rng));
       int32_t* row = list.row(t);
@@ -88,11 +108,12 @@ struct World {
   }
   AttnList view() const { return {list.v.data(), kStride, len.data(), n_win.data()}; }
   AttnKeys keys() const { return {win_rows.data(), cmp_rows.data()}; }
+  PackedAttnKeys packed() const { return {win_bytes.data(), cmp_bytes.data(), format}; }
 };
 
 void run_engine(ThreadPool* pool, const World& w, int64_t T, bf16* o, float* scratch) {
   const AttnList l = w.view();
-  const AttnKeys k = w.keys();
+  const PackedAttnKeys k = w.packed();
   if (pool) {
     pool->run([&](int tid, int n) { sparse_attn(w.p, w.q.data(), T, l, k, w.sink.data(), o, scratch, tid, n); });
   } else {
@@ -142,7 +163,7 @@ TEST_P(SparseAttnTest, RowIndependence) {
     std::vector<bf16> one(width);
     const int32_t l = w.len[t], nw = w.n_win[t];
     const AttnList view{w.list.v.data() + t * kStride, kStride, &l, &nw};
-    const AttnKeys keys{&w.win_rows[t], &w.cmp_rows[t]};
+    const PackedAttnKeys keys{&w.win_bytes[t], &w.cmp_bytes[t], w.format};
     sparse_attn(w.p, w.q.data() + t * width, 1, view, keys, w.sink.data(), one.data(),
                 scratch.data(), 0, 1);
     ASSERT_EQ(std::memcmp(one.data(), all.row(t), width * sizeof(bf16)), 0) << "row " << t;
@@ -165,12 +186,18 @@ std::vector<bf16> attend_one(const SparseAttnParams& p, const std::vector<bf16>&
   const PagedRows wr{win.data(), &page0, static_cast<int32_t>(ring), 1, p.head_dim};
   const PagedRows cr{cmp.data(), &page0, 1 << 30, 0, p.head_dim};
   const AttnKeys k{&wr, &cr};
+  // The engine reads the keys packed with every dim in bf16 (any value is exact).
+  const KvRowFormat f{p.head_dim, p.head_dim};
+  const auto win_packed = pack_rows(f, win), cmp_packed = pack_rows(f, cmp);
+  const PagedBytes wb{win_packed.data(), &page0, static_cast<int32_t>(ring), 1, f.bytes()};
+  const PagedBytes cb{cmp_packed.data(), &page0, 1 << 30, 0, f.bytes()};
+  const PackedAttnKeys kp{&wb, &cb, f};
   const int64_t width = static_cast<int64_t>(p.n_heads) * p.head_dim;
   std::vector<bf16> want(width), got(width);
   sparse_attn_ref(p, q.data(), 1, l, k, sink.data(), want.data());
   std::vector<float> scratch(sparse_attn_scratch_floats(p, 2));
   ThreadPool pool(2);
-  pool.run([&](int tid, int n) { sparse_attn(p, q.data(), 1, l, k, sink.data(), got.data(), scratch.data(), tid, n); });
+  pool.run([&](int tid, int n) { sparse_attn(p, q.data(), 1, l, kp, sink.data(), got.data(), scratch.data(), tid, n); });
   EXPECT_EQ(std::memcmp(got.data(), want.data(), width * sizeof(bf16)), 0);
   return want;
 }
