@@ -18,8 +18,11 @@ struct Limits {
   int32_t max_seqs = 32;         // live sequences (cache slots)
   int64_t max_context = 1024;    // positions per sequence
   int32_t n_threads = 1;
-  int32_t cmp_pages = 0;         // compressed-KV pool pages; 0 = enough for max_seqs at max_context
-  int32_t page_rows = 16;        // rows per cache page
+  int32_t page_rows = 16;        // positions per window-KV ring page
+  int32_t page_tokens = 128;     // source positions per compressed-cache page (block); a multiple
+                                 // of every compress ratio (runtime.md §7.1 P_src)
+  int64_t cache_blocks = 0;      // compressed-cache pages shared by all sequences (each holds the
+                                 // CSA, HCA and indexer rows of one block); 0 = max_seqs at max_context
 
   // R_MAX: most rows one request contributes to a step (runtime.md §2.1).
   int32_t r_max() const { return std::max(max_decode_rows, max_chunk); }
@@ -40,9 +43,11 @@ inline Status validate_limits(const Limits& l) {
     return Status::errorf("limit max_chunk = {} exceeds max_rows = {}", l.max_chunk, l.max_rows);
   if (l.max_decode_rows > l.max_rows)
     return Status::errorf("limit max_decode_rows = {} exceeds max_rows = {}", l.max_decode_rows, l.max_rows);
-  if (l.page_rows < 1 || l.cmp_pages < 0)
-    return Status::errorf("limits page_rows = {} must be positive and cmp_pages = {} not negative",
-                          l.page_rows, l.cmp_pages);
+  if (l.page_rows < 1 || l.page_tokens < 1 || l.cache_blocks < 0)
+    return Status::errorf("limits page_rows = {} and page_tokens = {} must be positive and cache_blocks = {} "
+                          "not negative", l.page_rows, l.page_tokens, l.cache_blocks);
+  if (l.cache_blocks > INT32_MAX)
+    return Status::errorf("limit cache_blocks = {} exceeds {}", l.cache_blocks, INT32_MAX);
   if (l.max_batch > l.max_seqs)
     return Status::errorf("limit max_batch = {} exceeds max_seqs = {}", l.max_batch, l.max_seqs);
   return Status();

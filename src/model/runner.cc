@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "base/check.h"
 #include "base/math.h"
+#include "cache/cache_storage.h"
 #include "kernels/attn_select/attn_select.h"
 #include "kernels/embed/embed.h"
 #include "kernels/hc/hc.h"
@@ -60,6 +64,19 @@ k::CompressorParams compressor_params(const ModelConfig& cfg, const CompressorWe
 
 }  // namespace
 
+Status validate_limits_for_model(const Limits& l, const ModelConfig& cfg) {
+  if (l.max_context > cfg.max_position_embeddings)
+    return Status::errorf("limit max_context = {} exceeds the model's max_position_embeddings = {}", l.max_context,
+                          cfg.max_position_embeddings);
+  for (int i = 0; i < cfg.n_layers_total(); ++i) {
+    const int r = cfg.layer_ratio(i);
+    if (r > 0 && l.page_tokens % r != 0)
+      return Status::errorf("limit page_tokens = {} must be a multiple of every compress ratio (layer {} has {})",
+                            l.page_tokens, i, r);
+  }
+  return Status();
+}
+
 // One compressor instance of one layer: per-sequence state and the kernel views.
 struct CompressorSlot {
   bool present = false;
@@ -71,9 +88,11 @@ struct CompressorSlot {
 
 struct ModelRunner::LayerCaches {
   // Packed rows (numeric/cache_rows.h): the exact FP8 / FP4 images, decoded by the kernels.
-  std::vector<uint8_t> ori;   // [ori physical rows, kv_format.bytes()] window KV
-  std::vector<uint8_t> cmp;   // [cmp physical rows, kv_format.bytes()] compressed KV (ratio > 0)
-  std::vector<uint8_t> idx;   // [cmp physical rows, idx_format.bytes()] indexer keys (CSA)
+  // Reserved, untouched until written (cache/cache_storage.h).
+  CacheStorage ori;   // [ring pages · page_rows, kv row] window KV
+  CacheStorage cmp;   // [blocks · page_tokens / r, kv row] compressed KV (ratio r > 0)
+  CacheStorage idx;   // [blocks · page_tokens / 4, index key row] indexer keys (CSA)
+  int32_t cmp_page_rows = 0;  // compressed entries per block: page_tokens / r
   CompressorSlot main_cmp;
   CompressorSlot idx_cmp;
   std::vector<k::ExpertWeights> experts;
@@ -93,7 +112,7 @@ struct ModelRunner::Scratch {
   Buf<int32_t> picks, n_picks, count;
   Buf<uint8_t> select;               // indexer_select scratch (64-byte aligned at select_base)
   void* select_base = nullptr;
-  Buf<int32_t> list, len;
+  Buf<int32_t> list, len, dense;
   int64_t list_stride = 0;
   Buf<PagedBytes> win_rows, cmp_rows, idx_rows;
   Buf<float> attn;
@@ -124,6 +143,8 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelConfig& cfg,
   if (!st.ok()) return st;
   st = validate_level_a(cfg);
   if (!st.ok()) return st;
+  st = validate_limits_for_model(limits, cfg);
+  if (!st.ok()) return st;
   std::unique_ptr<ModelRunner> r(new ModelRunner(cfg, w, limits));
   st = r->init();
   if (!st.ok()) return st;
@@ -151,8 +172,10 @@ Status ModelRunner::init() {
   rp.beta_slow = c.rope_scaling.beta_slow;
   inv_compress_ = k::rope_inv_freq(rp);
 
-  // Cache groups: the window ring spans W - 1 + R_MAX positions (runtime.md §2.2);
-  // compressed rows grow with the sequence, at most max_context / (smallest ratio).
+  // Window KV: a ring per sequence spanning W - 1 + R_MAX positions (runtime.md §2.2).
+  // Compressed families (CSA KV, HCA KV, indexer keys): one block table, a page per block of
+  // page_tokens source positions, holding page_tokens / r rows in each family's storage
+  // (runtime.md §7.1), taken from the shared pool as a sequence grows.
   for (int l = 0; l < c.num_hidden_layers; ++l) {  // the MTP layer is SWA (validated)
     const int r = c.layer_ratio(l);
     if (r > 0 && (min_ratio_ == 0 || r < min_ratio_)) min_ratio_ = r;
@@ -160,12 +183,15 @@ Status ModelRunner::init() {
   const int32_t ring = ring_pages_for_span(W - 1 + limits_.r_max(), P);
   ori_ = std::make_unique<CacheGroup>(CacheGroupSpec{"window_kv", P, ring, ring * limits_.max_seqs, 0},
                                       limits_.max_seqs);
-  const int64_t cmp_rows = min_ratio_ > 0 ? limits_.max_context / min_ratio_ : 0;
-  const int32_t cmp_pages_per_seq = static_cast<int32_t>(ceil_div<int64_t>(cmp_rows, P));
-  const int32_t cmp_pages = limits_.cmp_pages > 0 ? limits_.cmp_pages : cmp_pages_per_seq * limits_.max_seqs;
-  cmp_ = std::make_unique<CacheGroup>(
-      CacheGroupSpec{"compressed_kv", P, 0, std::max<int32_t>(cmp_pages, 1), std::max<int64_t>(cmp_rows, 1)},
-      limits_.max_seqs);
+  const int64_t blocks_per_seq = ceil_div<int64_t>(limits_.max_context, limits_.page_tokens);
+  const int64_t n_blocks = limits_.cache_blocks > 0 ? limits_.cache_blocks : blocks_per_seq * limits_.max_seqs;
+  if (n_blocks > INT32_MAX)
+    return Status::errorf("limits: max_seqs = {} sequences of max_context = {} need {} cache blocks of page_tokens "
+                          "= {}, more than {}; set cache_blocks",
+                          limits_.max_seqs, limits_.max_context, n_blocks, limits_.page_tokens, INT32_MAX);
+  blocks_ = std::make_unique<CacheGroup>(CacheGroupSpec{"compressed_blocks", limits_.page_tokens, 0,
+                                                        static_cast<int32_t>(n_blocks), limits_.max_context},
+                                         limits_.max_seqs);
 
   auto make_slot = [&](CompressorSlot& slot, const CompressorWeights& cw, bool indexer, const float* inv) -> Status {
     if (!cw.present) return Status();
@@ -194,15 +220,28 @@ Status ModelRunner::init() {
     return v;
   };
 
-  const int64_t ori_rows = ori_->physical_rows(), cmp_phys = cmp_->physical_rows();
+  const int64_t ori_rows = ori_->physical_rows();
   int64_t max_comp_floats = 0;
   for (int l = 0; l < c.n_layers_total(); ++l) {
     const LayerWeights& lw = c.is_mtp_layer(l) ? w_.mtp[l - c.num_hidden_layers].block : w_.layers[l];
     auto lc = std::make_unique<LayerCaches>();
     lc->inv_freq = lw.ratio > 0 ? inv_compress_.data() : inv_main_.data();
-    lc->ori.assign(static_cast<size_t>(ori_rows * kv_format_.bytes()), 0);
-    if (lw.ratio > 0) lc->cmp.assign(static_cast<size_t>(cmp_phys * kv_format_.bytes()), 0);
-    if (lw.kind == AttentionKind::kCSA) lc->idx.assign(static_cast<size_t>(cmp_phys * idx_format_.bytes()), 0);
+    const std::string name = fmt::format("layer {}", l);
+    auto storage = [&](CacheStorage& dst, const char* family, int64_t rows, int64_t row_bytes) -> Status {
+      Result<CacheStorage> r = CacheStorage::reserve(name + " " + family, static_cast<size_t>(rows * row_bytes));
+      if (!r.ok()) return r.status();
+      dst = std::move(*r);
+      return Status();
+    };
+    DSV4_RETURN_IF_ERROR(storage(lc->ori, "window KV", ori_rows, kv_format_.bytes()));
+    if (lw.ratio > 0) {
+      lc->cmp_page_rows = limits_.page_tokens / lw.ratio;
+      DSV4_RETURN_IF_ERROR(storage(lc->cmp, lw.kind == AttentionKind::kCSA ? "CSA KV" : "HCA KV",
+                                   n_blocks * lc->cmp_page_rows, kv_format_.bytes()));
+    }
+    if (lw.kind == AttentionKind::kCSA)
+      DSV4_RETURN_IF_ERROR(storage(lc->idx, "indexer keys", n_blocks * (limits_.page_tokens / kCsaRatio),
+                                   idx_format_.bytes()));
     Status st = make_slot(lc->main_cmp, lw.attn.compressor, false, lc->inv_freq);
     if (!st.ok()) return st;
     st = make_slot(lc->idx_cmp, lw.attn.indexer.compressor, true, lc->inv_freq);
@@ -257,16 +296,15 @@ Status ModelRunner::init() {
     size_t space = static_cast<size_t>(select_bytes + 64);
     s.select_base = std::align(64, static_cast<size_t>(select_bytes), base, space);
   }
-  // Attention list: window part plus the most compressed entries a row can have.
+  // Attention list: window part plus the CSA picks (HCA rows read their compressed
+  // entries as a dense tail, AttnList::n_dense: nothing grows with the context).
   int64_t max_cmp_list = 0;
-  for (int l = 0; l < c.n_layers_total(); ++l) {
-    const int r = c.layer_ratio(l);
-    if (r == kCsaRatio) max_cmp_list = std::max<int64_t>(max_cmp_list, c.index_topk);
-    else if (r > 0) max_cmp_list = std::max<int64_t>(max_cmp_list, limits_.max_context / r);
-  }
+  for (int l = 0; l < c.n_layers_total(); ++l)
+    if (c.layer_ratio(l) == kCsaRatio) max_cmp_list = std::max<int64_t>(max_cmp_list, c.index_topk);
   s.list_stride = W + max_cmp_list;
   s.list.size_to(T * s.list_stride);
   s.len.size_to(T);
+  s.dense.size_to(T);
   s.win_rows.size_to(T);
   s.cmp_rows.size_to(T);
   s.idx_rows.size_to(T);
@@ -296,7 +334,7 @@ Status ModelRunner::start_sequence(int32_t seq) {
   if (active_[seq]) return Status::errorf("sequence slot {} is already in use", seq);
   Status st = ori_->admit(seq);
   if (!st.ok()) return st;
-  st = cmp_->admit(seq);
+  st = blocks_->admit(seq);
   if (!st.ok()) {
     ori_->release(seq);
     return st;
@@ -313,8 +351,36 @@ Status ModelRunner::start_sequence(int32_t seq) {
 void ModelRunner::end_sequence(int32_t seq) {
   if (seq < 0 || seq >= limits_.max_seqs || !active_[seq]) return;
   ori_->release(seq);
-  cmp_->release(seq);
+  blocks_->release(seq);
   active_[seq] = 0;
+}
+
+int64_t ModelRunner::blocks_short(int32_t seq, int64_t end) const {
+  if (min_ratio_ == 0) return 0;
+  const int64_t need = ceil_div<int64_t>(end, limits_.page_tokens);
+  const int64_t have = seq >= 0 && active(seq) ? static_cast<int64_t>(blocks_->table(seq).size()) : 0;
+  return need > have ? need - have : 0;
+}
+
+Status ModelRunner::reserve_blocks(int32_t seq, int64_t end) {
+  if (!active(seq)) return Status::errorf("sequence slot {} was not started", seq);
+  if (min_ratio_ == 0) return Status();
+  if (end > limits_.max_context)
+    return Status::errorf("{} positions exceed max_context = {}", end, limits_.max_context);
+  return blocks_->reserve(seq, end);
+}
+
+int64_t ModelRunner::free_blocks() const { return min_ratio_ == 0 ? INT64_MAX : blocks_->pool().n_free(); }
+int64_t ModelRunner::total_blocks() const { return min_ratio_ == 0 ? INT64_MAX : blocks_->pool().n_pages(); }
+
+ModelRunner::CacheMemory ModelRunner::cache_memory() const {
+  CacheMemory m;
+  for (const auto& lc : layers_)
+    for (const CacheStorage* s : {&lc->ori, &lc->cmp, &lc->idx}) {
+      m.reserved += static_cast<int64_t>(s->bytes());
+      m.resident += static_cast<int64_t>(s->resident_bytes());
+    }
+  return m;
 }
 
 bool ModelRunner::active(int32_t seq) const { return seq >= 0 && seq < limits_.max_seqs && active_[seq]; }
@@ -334,20 +400,15 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
           "be in [{}, {}] (a rollback reaches at most max_decode_rows - 1 = {} rows back)",
           r, q.p0, q.seq, mtp ? " (MTP layer)" : "", L, lo, L, limits_.max_decode_rows - 1);
   }
-  // Compressed rows the step can emit: entries [0, (p0 + n) / r) for the smallest ratio.
-  if (!mtp) {
-    const int min_ratio = min_ratio_;
-    if (min_ratio > 0) {
-      int32_t need = 0;
-      for (const StepRequest& q : reqs) need += cmp_->pages_short(q.seq, (q.p0 + q.n) / min_ratio);
-      if (need > cmp_->pool().n_free())
-        return Status::errorf("cache 'compressed_kv' exhausted: the step needs {} more pages, {} of {} free",
-                              need, cmp_->pool().n_free(), cmp_->pool().n_pages());
-      for (const StepRequest& q : reqs) {
-        st = cmp_->reserve(q.seq, (q.p0 + q.n) / min_ratio);
-        if (!st.ok()) return st;
-      }
-    }
+  // Compressed-cache blocks for positions [0, p0 + n) (the MTP layer is SWA: none).
+  if (!mtp && min_ratio_ > 0) {
+    int64_t need = 0;
+    for (const StepRequest& q : reqs) need += blocks_->pages_short(q.seq, q.p0 + q.n);
+    if (need > blocks_->pool().n_free())
+      return Status::errorf("compressed cache exhausted: the step needs {} more blocks of {} positions, {} of "
+                            "cache_blocks = {} free",
+                            need, limits_.page_tokens, blocks_->pool().n_free(), blocks_->pool().n_pages());
+    for (const StepRequest& q : reqs) DSV4_RETURN_IF_ERROR(blocks_->reserve(q.seq, q.p0 + q.n));
   }
   build_step_metadata(reqs, *ori_, md_);
   for (const StepRequest& q : reqs) length[q.seq] = q.p0 + q.n;
@@ -444,7 +505,7 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
     kv_pack_row(kv_format_, s.kv.data() + t * Dh, lc.ori.data() + md_.ori_slot[t] * kv_bytes);
 
   const k::CompressorStep cstep{T, md_.row_seq.data(), pos};
-  auto compress = [&](CompressorSlot& slot, std::vector<uint8_t>& cache, int64_t width) {
+  auto compress = [&](CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width) {
     pool_.run([&](int tid, int n) { k::compressor_project(slot.params, slot.weights, s.a.data(), T, s.cmp.data(), tid, n); });
     pool_.run([&](int tid, int n) {
       k::compressor_emit(slot.params, slot.weights, cstep, slot.states.data(), s.cmp.data(), s.emits.data(),
@@ -458,24 +519,26 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
     const int64_t row_bytes = indexer ? idx_bytes : kv_bytes;
     for (int64_t e = 0; e < n_emit; ++e) {
       const k::CompressorEmit& em = s.emits.data()[e];
-      uint8_t* dst = cache.data() + cmp_->slot(em.seq, em.index) * row_bytes;
+      const int64_t slot_row = static_cast<int64_t>(blocks_->table(em.seq)[em.index / page_rows]) * page_rows +
+                               em.index % page_rows;
+      uint8_t* dst = cache.data() + slot_row * row_bytes;
       if (indexer) index_key_pack(idx_format_, s.entries.data() + e * width, dst);
       else kv_pack_row(kv_format_, s.entries.data() + e * width, dst);
     }
   };
-  if (lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, Dh);
-  if (lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, Di);
+  if (lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh);
+  if (lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, limits_.page_tokens / kCsaRatio, Di);
 
   // Per-row views of this layer's paged caches.
   const CacheGroupSpec& os = ori_->spec();
-  const CacheGroupSpec& cs = cmp_->spec();
   for (int64_t t = 0; t < T; ++t) {
     const int32_t seq = md_.row_seq[t];
     s.win_rows.data()[t] = PagedBytes{lc.ori.data(), ori_->table(seq).data(), os.page_rows, os.ring_pages, kv_bytes};
     if (lw.ratio > 0)
-      s.cmp_rows.data()[t] = PagedBytes{lc.cmp.data(), cmp_->table(seq).data(), cs.page_rows, 0, kv_bytes};
+      s.cmp_rows.data()[t] = PagedBytes{lc.cmp.data(), blocks_->table(seq).data(), lc.cmp_page_rows, 0, kv_bytes};
     if (lw.kind == AttentionKind::kCSA)
-      s.idx_rows.data()[t] = PagedBytes{lc.idx.data(), cmp_->table(seq).data(), cs.page_rows, 0, idx_bytes};
+      s.idx_rows.data()[t] = PagedBytes{lc.idx.data(), blocks_->table(seq).data(), limits_.page_tokens / kCsaRatio, 0,
+                                        idx_bytes};
   }
 
   // CSA: lightning indexer picks the compressed entries.
@@ -521,15 +584,18 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
 
   // Attention list (window part + compressed part) and the Level-A kernel.
   k::AttnSelectParams sp;
-  sp.kind = lw.kind == AttentionKind::kSWA ? k::AttnKind::kSWA
-            : lw.kind == AttentionKind::kHCA ? k::AttnKind::kHCA : k::AttnKind::kCSA;
+  const bool hca = lw.kind == AttentionKind::kHCA;
+  sp.kind = lw.kind == AttentionKind::kCSA ? k::AttnKind::kCSA : k::AttnKind::kSWA;  // HCA: window part + dense tail
+  if (hca)
+    for (int64_t t = 0; t < T; ++t) s.dense.data()[t] = static_cast<int32_t>(k::visible_entries(pos[t], lw.ratio));
   sp.window = static_cast<int>(c.sliding_window);
   sp.ratio = lw.ratio;
   sp.stride = s.list_stride;
   pool_.run([&](int tid, int n) {
     k::attn_select(sp, T, pos, md_.window_len.data(), picks, picks_stride, n_picks, s.list.data(), s.len.data(), tid, n);
   });
-  const k::AttnList list{s.list.data(), s.list_stride, s.len.data(), md_.window_len.data()};
+  const k::AttnList list{s.list.data(), s.list_stride, s.len.data(), md_.window_len.data(),
+                         hca ? s.dense.data() : nullptr};
   const k::PackedAttnKeys keys{s.win_rows.data(), lw.ratio > 0 ? s.cmp_rows.data() : nullptr, kv_format_};
   const k::SparseAttnParams ap{H, static_cast<int>(Dh)};
   pool_.run([&](int tid, int n) {

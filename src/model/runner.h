@@ -33,6 +33,10 @@
 
 namespace dsv4 {
 
+// Limits the model constrains: max_context <= max_position_embeddings, page_tokens a
+// multiple of every compress ratio. Errors name the limit.
+Status validate_limits_for_model(const Limits& l, const ModelConfig& cfg);
+
 class ModelRunner {
  public:
   static Result<std::unique_ptr<ModelRunner>> create(const ModelConfig& cfg, const Weights& w,
@@ -61,6 +65,21 @@ class ModelRunner {
   Status forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
                      const DecisionIO& dec = {});
 
+  // Cache demand, for the scheduler: compressed-cache blocks (page_tokens positions each,
+  // one page in every compressed family) a sequence needs in addition to hold positions
+  // [0, end) (a new sequence: seq = -1), the blocks free now and in all.
+  int64_t blocks_short(int32_t seq, int64_t end) const;
+  int64_t free_blocks() const;
+  // Takes the blocks a started sequence needs for positions [0, end) now (admission
+  // reserves a prompt's blocks so that later admissions see them taken).
+  Status reserve_blocks(int32_t seq, int64_t end);
+  int64_t total_blocks() const;
+  // Bytes of cache storage reserved (address space) and resident now, all layers.
+  struct CacheMemory {
+    int64_t reserved = 0, resident = 0;
+  };
+  CacheMemory cache_memory() const;
+
   int64_t vocab_size() const { return cfg_.vocab_size; }
   int64_t stream_width() const { return cfg_.hc_mult * cfg_.hidden_size; }  // N·D
 
@@ -80,7 +99,7 @@ class ModelRunner {
   Limits limits_;
   ThreadPool pool_;
   std::unique_ptr<CacheGroup> ori_;   // window KV ring (every layer + MTP)
-  std::unique_ptr<CacheGroup> cmp_;   // compressed KV and indexer keys (growing)
+  std::unique_ptr<CacheGroup> blocks_;  // compressed families' block table (growing, page_tokens positions)
   std::vector<std::unique_ptr<LayerCaches>> layers_;  // main layers, then MTP layers
   std::unique_ptr<Scratch> s_;
   StepMetadata md_;

@@ -64,6 +64,10 @@ Result<int> Engine::add_request(GenerationRequest req) {
   if (static_cast<int64_t>(req.prompt.size()) + 1 > limits_.max_context)
     return Status::errorf("request: prompt of {} tokens leaves no room in max_context = {}", req.prompt.size(),
                           limits_.max_context);
+  const int64_t blocks = runner_->blocks_short(-1, static_cast<int64_t>(req.prompt.size()) + 1);
+  if (blocks > runner_->total_blocks())
+    return Status::errorf("request: prompt of {} tokens needs {} compressed-cache blocks, cache_blocks = {}",
+                          req.prompt.size(), blocks, runner_->total_blocks());
   const int id = static_cast<int>(results_.size());
   RequestResult res;
   res.id = id;
@@ -94,8 +98,12 @@ void Engine::finish(Running& r, const char* reason) {
 Result<StepReport> Engine::step() {
   const auto t0 = std::chrono::steady_clock::now();
   StepReport rep;
-  // Admission: a waiting request takes a free sequence slot.
+  // Admission, in arrival order: a waiting request takes a free sequence slot once the
+  // compressed-cache blocks of its prompt are free (decode growth beyond that is the
+  // serving policy's concern; a step that runs out of blocks fails with the cache's error).
   while (!waiting_.empty()) {
+    const int64_t prompt_len = static_cast<int64_t>(requests_[waiting_.front()].prompt.size());
+    if (runner_->blocks_short(-1, prompt_len) > runner_->free_blocks()) break;
     int32_t seq = -1;
     for (int32_t s = 0; s < limits_.max_seqs; ++s)
       if (!seq_used_[s]) {
@@ -105,6 +113,8 @@ Result<StepReport> Engine::step() {
     if (seq < 0) break;
     const int id = waiting_.front();
     Status st = runner_->start_sequence(seq);
+    if (!st.ok()) return st;
+    st = runner_->reserve_blocks(seq, prompt_len);
     if (!st.ok()) return st;
     waiting_.pop_front();
     seq_used_[seq] = 1;

@@ -318,7 +318,8 @@ TEST(Runner, EmptyStepAndCapacityErrors) {
 TEST(Runner, CompressedPoolExhaustionIsReported) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
   Limits l = limits(32);
-  l.cmp_pages = 2;  // 2 pages of 16 entries: 128 positions of a ratio-4 layer
+  l.cache_blocks = 2;  // 2 blocks of 64 positions
+  l.page_tokens = 64;
   auto r = ModelRunner::create(m.cfg, *m.w, l);
   ASSERT_TRUE(r.ok()) << r.message();
   ModelRunner& R = **r;
@@ -331,9 +332,47 @@ TEST(Runner, CompressedPoolExhaustionIsReported) {
     st = R.forward({&q, 1}, nullptr, nullptr);
   }
   EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("compressed_kv' exhausted"), std::string::npos) << st.message();
+  EXPECT_EQ(p, 160) << "positions [128, 160) need a third block";
+  EXPECT_NE(st.message().find("compressed cache exhausted: the step needs 1 more blocks of 64 positions, 0 of "
+                              "cache_blocks = 2 free"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(R.free_blocks(), 0);
+  EXPECT_EQ(R.blocks_short(0, 200), 2);
   R.end_sequence(0);
-  ASSERT_TRUE(R.start_sequence(1).ok());  // pages came back
+  EXPECT_EQ(R.free_blocks(), 2);  // blocks came back
+  EXPECT_EQ(R.blocks_short(-1, 129), 3);
+  ASSERT_TRUE(R.start_sequence(1).ok());
+}
+
+// Limits the model constrains, and memory that follows use: reserved storage is not
+// resident until sequences write it.
+TEST(Runner, LimitsAgainstTheModelAndResidentMemory) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  Limits l = limits(32);
+  l.max_context = m.cfg.max_position_embeddings + 1;
+  EXPECT_NE(ModelRunner::create(m.cfg, *m.w, l).message().find("limit max_context = " +
+                                                               std::to_string(l.max_context) +
+                                                               " exceeds the model's max_position_embeddings"),
+            std::string::npos);
+  l = limits(32);
+  l.page_tokens = 6;  // tiny has ratio 4 and 8 layers
+  EXPECT_NE(ModelRunner::create(m.cfg, *m.w, l).message().find("page_tokens = 6 must be a multiple of every compress ratio"),
+            std::string::npos);
+  l = limits(32);
+  l.max_seqs = 64;
+  l.max_batch = 8;
+  l.max_context = m.cfg.max_position_embeddings;
+  auto r = ModelRunner::create(m.cfg, *m.w, l);
+  ASSERT_TRUE(r.ok()) << r.message();
+  const ModelRunner::CacheMemory before = (*r)->cache_memory();
+  EXPECT_GT(before.reserved, 0);
+  EXPECT_LT(before.resident, before.reserved / 20) << "reserved cache storage is touched at start-up";
+  const auto toks = tokens(64, 5, m.cfg.vocab_size);
+  ASSERT_TRUE((*r)->start_sequence(0).ok());
+  const StepRequest q{0, 0, 32, 64, toks.data()};
+  ASSERT_TRUE((*r)->forward({&q, 1}, nullptr, nullptr).ok());
+  EXPECT_GT((*r)->cache_memory().resident, before.resident);
 }
 
 }  // namespace

@@ -168,5 +168,37 @@ TEST(Engine, RejectsBadRequests) {
   EXPECT_TRUE((*e)->add_request(g).ok());
 }
 
+// Admission follows the compressed-cache pool: a prompt that can never fit is rejected,
+// one that does not fit now waits until blocks come back, and its tokens are the same.
+TEST(Engine, AdmissionWaitsForCacheBlocks) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  Limits l = limits(2);
+  l.page_tokens = 32;
+  l.cache_blocks = 3;  // 96 positions in all
+  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{false, {}});
+  ASSERT_TRUE(e.ok()) << e.message();
+  GenerationRequest g;
+  g.prompt = test::random_tokens(100, 9, m.cfg.vocab_size);
+  g.stop_at_eos = false;
+  EXPECT_NE((*e)->add_request(g).message().find("prompt of 100 tokens needs 4 compressed-cache blocks, cache_blocks = 3"),
+            std::string::npos);
+  // Two prompts of 40 tokens, 8 tokens each: 2 blocks apiece, so the second waits.
+  std::vector<GenerationRequest> two(2, g);
+  two[0].prompt = test::random_tokens(40, 10, m.cfg.vocab_size);
+  two[1].prompt = test::random_tokens(40, 11, m.cfg.vocab_size);
+  for (auto& r : two) r.max_tokens = 8;
+  for (const auto& r : two) ASSERT_TRUE((*e)->add_request(r).ok());
+  int max_batch = 0;
+  while (!(*e)->idle()) {
+    auto rep = (*e)->step();
+    ASSERT_TRUE(rep.ok()) << rep.message();
+    max_batch = std::max(max_batch, rep->batch);
+  }
+  EXPECT_EQ(max_batch, 1) << "the second request was admitted before blocks were free";
+  const RunStats alone0 = run(m, 2, false, {two[0]}), alone1 = run(m, 2, false, {two[1]});
+  EXPECT_EQ((*e)->result(0).output, alone0.out[0]);
+  EXPECT_EQ((*e)->result(1).output, alone1.out[0]);
+}
+
 }  // namespace
 }  // namespace dsv4

@@ -41,6 +41,11 @@ struct AttnList {
   int64_t stride = 0;
   const int32_t* len = nullptr;    // [T] entries in row t's list
   const int32_t* n_win = nullptr;  // [T] Wc: entries [0, Wc) are window positions
+  // Optional dense tail [T] (HCA without a list, runtime.md §7.2): after the len[t] listed
+  // entries come compressed entries 0, 1, …, n_dense[t] − 1 at list positions len[t] + i.
+  // An HCA row's list is then its window part (kind kSWA, len = Wc) and n_dense = n(p):
+  // the same sequence of keys as the kHCA list, with no per-row storage of O(context).
+  const int32_t* n_dense = nullptr;
 };
 
 // Number of compressed entries visible at position p for ratio r: ⌊(p+1)/r⌋ (§7.4).

@@ -75,7 +75,8 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
     const int h1 = static_cast<int>(units.end < (t + 1) * H ? units.end - t * H : H);
     if (h0 >= h1) continue;
     const int32_t* entries = list.entries + t * list.stride;
-    const int64_t n = list.len[t];
+    const int64_t n_list = list.len[t];
+    const int64_t n = n_list + (list.n_dense ? list.n_dense[t] : 0);
     const int64_t n_win = list.n_win[t];
     for (int h = h0; h < h1; ++h) {
       m_all[h] = kNegInf;
@@ -88,7 +89,7 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
       // Gather the block's real keys (compacted, list order kept).
       int nr = 0;
       for (int64_t j = b0; j < b1; ++j) {
-        const int32_t e = entries[j];
+        const int32_t e = j < n_list ? entries[j] : static_cast<int32_t>(j - n_list);
         if (e < 0) continue;
         const uint8_t* k = j < n_win ? keys.win[t].row(e) : keys.cmp[t].row(e);
         float* kr = kb + static_cast<int64_t>(nr) * Dh;

@@ -21,7 +21,8 @@ void sparse_attn_ref(const SparseAttnParams& p, const bf16* q, int64_t T, const 
   std::vector<const bf16*> kptr(kAttnBlock);
   for (int64_t t = 0; t < T; ++t) {
     const int32_t* entries = list.entries + t * list.stride;
-    const int64_t n = list.len[t];
+    const int64_t n_list = list.len[t];
+    const int64_t n = n_list + (list.n_dense ? list.n_dense[t] : 0);
     for (int h = 0; h < H; ++h) {
       const bf16* qh = q + (t * H + h) * Dh;
       float m = kNegInf, S = 0.0f;
@@ -31,7 +32,7 @@ void sparse_attn_ref(const SparseAttnParams& p, const bf16* q, int64_t T, const 
         // Logits of the block.
         for (int j = 0; j < nb; ++j) {
           const int64_t pos_in_list = b0 + j;
-          const int32_t e = entries[pos_in_list];
+          const int32_t e = pos_in_list < n_list ? entries[pos_in_list] : static_cast<int32_t>(pos_in_list - n_list);
           if (e < 0) {
             kptr[j] = nullptr;
             s[j] = kNegInf;

@@ -5,6 +5,7 @@
 // constructed case where a single-block (global max) evaluation differs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -168,6 +169,36 @@ TEST_P(SparseAttnTest, RowIndependence) {
                 scratch.data(), 0, 1);
     ASSERT_EQ(std::memcmp(one.data(), all.row(t), width * sizeof(bf16)), 0) << "row " << t;
   }
+}
+
+// A dense tail (AttnList::n_dense, HCA without a list) reads the same keys as the
+// explicit list 0, 1, …, n − 1 after the window part: same bits, engine and reference.
+TEST_P(SparseAttnTest, DenseTailEqualsExplicitList) {
+  const Preset pr = GetParam();
+  const World w(pr, 99u);
+  const int64_t width = static_cast<int64_t>(pr.H) * pr.Dh;
+  RowBuffer<int32_t> explicit_list(kCapacity, kStride);
+  std::vector<int32_t> len(kCapacity), win_len(kCapacity), dense(kCapacity);
+  for (int t = 0; t < kCapacity; ++t) {
+    win_len[t] = w.n_win[t];
+    dense[t] = std::min(kCmpRows, kStride - w.n_win[t]) - t % 3;  // ends in every block position
+    len[t] = win_len[t] + dense[t];
+    std::copy_n(w.list.v.data() + t * kStride, w.n_win[t], explicit_list.row(t));
+    for (int i = 0; i < dense[t]; ++i) explicit_list.row(t)[w.n_win[t] + i] = i;
+  }
+  const AttnList full{explicit_list.v.data(), kStride, len.data(), w.n_win.data()};
+  const AttnList tail{w.list.v.data(), kStride, win_len.data(), w.n_win.data(), dense.data()};
+  RowBuffer<bf16> want(kCapacity, width), ref_tail(kCapacity, width), got(kCapacity, width);
+  sparse_attn_ref(w.p, w.q.data(), kCapacity, full, w.keys(), w.sink.data(), want.data());
+  sparse_attn_ref(w.p, w.q.data(), kCapacity, tail, w.keys(), w.sink.data(), ref_tail.data());
+  ThreadPool pool(2);
+  std::vector<float> scratch(sparse_attn_scratch_floats(w.p, 2));
+  const PackedAttnKeys k = w.packed();
+  pool.run([&](int tid, int n) {
+    sparse_attn(w.p, w.q.data(), kCapacity, tail, k, w.sink.data(), got.data(), scratch.data(), tid, n);
+  });
+  EXPECT_EQ(std::memcmp(ref_tail.data(), want.data(), kCapacity * width * sizeof(bf16)), 0);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), kCapacity * width * sizeof(bf16)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, SparseAttnTest, ::testing::Values(kTiny, kTiny2),
