@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "io/safetensors.h"
+#include "model/cache_bytes.h"
 #include "model/checkpoint_table.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -116,7 +117,10 @@ InspectReport inspect_checkpoint(const std::string& dir) {
 
   const Status valid = validate(cfg);
   const Status level_a = valid.ok() ? validate_level_a(cfg) : Status::error("skipped");
-  if (valid.ok()) schedule_section(cfg, out);
+  if (valid.ok()) {
+    schedule_section(cfg, out);
+    out += "cache per token of context (packed FP8/FP4 rows vs bf16):\n" + cache_bytes_table(cfg);
+  }
 
   Result<SafetensorsSet> files = SafetensorsSet::open_dir(dir);
   const size_t n_expected = valid.ok() ? expected_tensors(cfg).size() : 0;

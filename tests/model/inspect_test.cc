@@ -3,6 +3,12 @@
 // FAILED reports for a missing config, an invalid config and a missing tensor.
 #include "model/inspect.h"
 
+#include <cstdio>
+#include <map>
+
+#include "model/cache_bytes.h"
+#include "model/config.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -156,6 +162,30 @@ TEST(Inspect, MissingTensorFails) {
   EXPECT_TRUE(has(r.text, "load_weights: ERROR")) << r.text;
   EXPECT_TRUE(has(r.text, "layers.2.attn.compressor.ape")) << r.text;
   EXPECT_TRUE(has(r.text, "result: FAILED")) << r.text;
+}
+
+}  // namespace
+}  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// Cache bytes per token of context for the real Flash config (model.md §1.1): KV rows
+// 584 B packed vs 1024 B bf16 (1.75x), indexer keys 68 vs 256 B (3.8x).
+TEST(CacheBytes, FlashPerFamily) {
+  const Result<ModelConfig> flash = preset_config("flash", true);
+  ASSERT_TRUE(flash.ok()) << flash.message();
+  const std::vector<CacheFamilyBytes> fams = cache_bytes_per_token(*flash);
+  std::map<std::string, CacheFamilyBytes> by;
+  for (const auto& f : fams) by[f.family] = f;
+  ASSERT_EQ(by.count("CSA KV"), 1u);
+  EXPECT_EQ(by["CSA KV"].row_bytes, 584);
+  EXPECT_EQ(by["CSA KV"].row_bytes_bf16, 1024);
+  EXPECT_EQ(by["indexer keys"].row_bytes, 68);
+  EXPECT_EQ(by["indexer keys"].row_bytes_bf16, 256);
+  EXPECT_EQ(by["HCA KV"].ratio, 128);
+  EXPECT_FALSE(by["window KV"].per_token);
+  std::printf("%s", cache_bytes_table(*flash).c_str());
 }
 
 }  // namespace
