@@ -49,6 +49,14 @@ Status CacheGroup::reserve(int32_t seq, int64_t n_rows) {
   return Status();
 }
 
+void CacheGroup::adopt(int32_t seq, const std::vector<int32_t>& pages) {
+  DSV4_CHECK(admitted_[seq] && !is_ring() && tables_[seq].empty(), "cache {}: adopt into seq {}", spec_.name, seq);
+  for (int32_t p : pages) {
+    pool_.retain(p);
+    tables_[seq].push_back(p);
+  }
+}
+
 void CacheGroup::release(int32_t seq) {
   if (!admitted_[seq]) return;
   for (int32_t p : tables_[seq]) pool_.free(p);

@@ -44,6 +44,12 @@ class CacheGroup {
   Status reserve(int32_t seq, int64_t n_rows);
   // Pages a growing sequence would need in addition to hold n_rows rows.
   int32_t pages_short(int32_t seq, int64_t n_rows) const;
+  // Growing groups: appends pages held elsewhere (a prefix-cache hit) to an admitted
+  // sequence's empty table, one more reference each.
+  void adopt(int32_t seq, const std::vector<int32_t>& pages);
+  // Growing groups: the cache keeps page `lp` of a sequence alive (one more reference).
+  void retain_page(int32_t page) { pool_.retain(page); }
+  void free_page(int32_t page) { pool_.free(page); }
   void release(int32_t seq);
   bool admitted(int32_t seq) const { return admitted_[seq] != 0; }
 
@@ -52,6 +58,7 @@ class CacheGroup {
   int64_t rows_reserved(int32_t seq) const;
   const std::vector<int32_t>& table(int32_t seq) const { return tables_[seq]; }
   const PagePool& pool() const { return pool_; }
+  int32_t page_refs(int32_t page) const { return pool_.refs(page); }
 
  private:
   CacheGroupSpec spec_;

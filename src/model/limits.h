@@ -23,6 +23,7 @@ struct Limits {
                                  // of every compress ratio (runtime.md §7.1 P_src)
   int64_t cache_blocks = 0;      // compressed-cache pages shared by all sequences (each holds the
                                  // CSA, HCA and indexer rows of one block); 0 = max_seqs at max_context
+  int32_t prefix_blocks = 0;     // prefix-cache entries (prompt blocks of page_tokens); 0 = off
 
   // R_MAX: most rows one request contributes to a step (runtime.md §2.1).
   int32_t r_max() const { return std::max(max_decode_rows, max_chunk); }
@@ -46,6 +47,7 @@ inline Status validate_limits(const Limits& l) {
   if (l.page_rows < 1 || l.page_tokens < 1 || l.cache_blocks < 0)
     return Status::errorf("limits page_rows = {} and page_tokens = {} must be positive and cache_blocks = {} "
                           "not negative", l.page_rows, l.page_tokens, l.cache_blocks);
+  if (l.prefix_blocks < 0) return Status::errorf("limit prefix_blocks = {} must not be negative", l.prefix_blocks);
   if (l.cache_blocks > INT32_MAX)
     return Status::errorf("limit cache_blocks = {} exceeds {}", l.cache_blocks, INT32_MAX);
   if (l.max_batch > l.max_seqs)

@@ -92,6 +92,7 @@ struct ModelRunner::LayerCaches {
   CacheStorage ori;   // [ring pages · page_rows, kv row] window KV
   CacheStorage cmp;   // [blocks · page_tokens / r, kv row] compressed KV (ratio r > 0)
   CacheStorage idx;   // [blocks · page_tokens / 4, index key row] indexer keys (CSA)
+  CacheStorage tail;  // [prefix entries · (W − 1), kv row] window rows before each cached cut
   int32_t cmp_page_rows = 0;  // compressed entries per block: page_tokens / r
   CompressorSlot main_cmp;
   CompressorSlot idx_cmp;
@@ -180,7 +181,10 @@ Status ModelRunner::init() {
     const int r = c.layer_ratio(l);
     if (r > 0 && (min_ratio_ == 0 || r < min_ratio_)) min_ratio_ = r;
   }
-  const int32_t ring = ring_pages_for_span(W - 1 + limits_.r_max(), P);
+  // With prefix caching the ring also keeps the W − 1 rows before a block end's last 4
+  // positions until the step after it (3 more positions).
+  const int32_t extra = limits_.prefix_blocks > 0 ? 3 : 0;
+  const int32_t ring = ring_pages_for_span(W - 1 + limits_.r_max() + extra, P);
   ori_ = std::make_unique<CacheGroup>(CacheGroupSpec{"window_kv", P, ring, ring * limits_.max_seqs, 0},
                                       limits_.max_seqs);
   const int64_t blocks_per_seq = ceil_div<int64_t>(limits_.max_context, limits_.page_tokens);
@@ -242,6 +246,8 @@ Status ModelRunner::init() {
     if (lw.kind == AttentionKind::kCSA)
       DSV4_RETURN_IF_ERROR(storage(lc->idx, "indexer keys", n_blocks * (limits_.page_tokens / kCsaRatio),
                                    idx_format_.bytes()));
+    DSV4_RETURN_IF_ERROR(storage(lc->tail, "prefix window rows",
+                                 static_cast<int64_t>(limits_.prefix_blocks) * (W - 1), kv_format_.bytes()));
     Status st = make_slot(lc->main_cmp, lw.attn.compressor, false, lc->inv_freq);
     if (!st.ok()) return st;
     st = make_slot(lc->idx_cmp, lw.attn.indexer.compressor, true, lc->inv_freq);
@@ -323,6 +329,11 @@ Status ModelRunner::init() {
   s.moe_work = k::moe_expert_scratch_carve(ep, dp, aligned, moe_bytes);
 
   active_.assign(limits_.max_seqs, 0);
+  tail_rows_ = W - 1;
+  if (limits_.prefix_blocks > 0) prefix_ = std::make_unique<PrefixCache>(limits_.page_tokens, limits_.prefix_blocks);
+  shared_end_.assign(limits_.max_seqs, 0);
+  chain_.assign(limits_.max_seqs, -1);
+  next_block_.assign(limits_.max_seqs, 0);
   length_.assign(limits_.max_seqs, 0);
   mtp_length_.assign(limits_.max_seqs, 0);
   return Status();
@@ -345,7 +356,102 @@ Status ModelRunner::start_sequence(int32_t seq) {
   active_[seq] = 1;
   length_[seq] = 0;
   mtp_length_[seq] = 0;
+  shared_end_[seq] = 0;
+  chain_[seq] = -1;
+  next_block_[seq] = 0;
   return Status();
+}
+
+void ModelRunner::copy_window_rows(int32_t seq, int32_t entry, int64_t first, int64_t n, bool to_ring, bool mtp) {
+  const CacheGroupSpec& os = ori_->spec();
+  const int64_t bytes = kv_format_.bytes();
+  const int64_t end = first + n;  // positions [first, end) <-> tail rows [W - 1 - n, W - 1)
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (!mtp && static_cast<int>(l) >= cfg_.num_hidden_layers) continue;
+    LayerCaches& lc = *layers_[l];
+    const PagedRowsT<uint8_t> ring{lc.ori.data(), ori_->table(seq).data(), os.page_rows, os.ring_pages, bytes};
+    for (int64_t q = first; q < end; ++q) {
+      uint8_t* tail = lc.tail.data() + (static_cast<int64_t>(entry) * tail_rows_ + tail_rows_ - (end - q)) * bytes;
+      if (to_ring) std::memcpy(ring.row(q), tail, static_cast<size_t>(bytes));
+      else std::memcpy(tail, ring.row(q), static_cast<size_t>(bytes));
+    }
+  }
+}
+
+Result<int64_t> ModelRunner::start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len,
+                                                   bool need_mtp) {
+  DSV4_RETURN_IF_ERROR(start_sequence(seq));
+  if (!prefix_ || prompt_len < 1) return int64_t{0};
+  const int32_t wc = static_cast<int32_t>(std::min<int64_t>(prompt_len, cfg_.sliding_window));
+  const int64_t P = limits_.page_tokens;
+  const std::vector<int32_t> chain = prefix_->match(prompt, prompt_len, wc, prompt_len / P, need_mtp);
+  if (chain.empty()) return int64_t{0};
+  const int64_t cut = static_cast<int64_t>(chain.size()) * P;
+  if (min_ratio_ > 0) {
+    std::vector<int32_t> pages;
+    for (int32_t id : chain) pages.push_back(prefix_->entry(id).page);
+    blocks_->adopt(seq, pages);
+  }
+  const int64_t start = cut - kCsaRatio;  // the recomputed positions [cut − 4, cut)
+  const int64_t first = std::max<int64_t>(0, start - tail_rows_);
+  copy_window_rows(seq, chain.back(), first, start - first, /*to_ring=*/true, need_mtp);
+  length_[seq] = mtp_length_[seq] = start;
+  shared_end_[seq] = cut;
+  chain_[seq] = chain.back();
+  next_block_[seq] = static_cast<int32_t>(chain.size());
+  return start;
+}
+
+void ModelRunner::register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp) {
+  if (!prefix_ || !active(seq)) return;
+  const int64_t P = limits_.page_tokens;
+  const int32_t wc = static_cast<int32_t>(std::min<int64_t>(prompt_len, cfg_.sliding_window));
+  const int64_t done = need_mtp ? std::min(length_[seq], mtp_length_[seq]) : length_[seq];
+  const CacheGroupSpec& os = ori_->spec();
+  // The ring holds any span of ring_rows − page_rows + 1 positions: those before the
+  // newest position written are intact.
+  const int64_t ring_rows = static_cast<int64_t>(os.ring_pages) * os.page_rows;
+  for (int64_t b = next_block_[seq]; (b + 1) * P <= std::min(prompt_len, done); ++b) {
+    const int64_t cut = (b + 1) * P;
+    const int64_t start = cut - kCsaRatio;
+    const int64_t first = std::max<int64_t>(0, start - tail_rows_);
+    const int64_t written = need_mtp ? std::max(length_[seq], mtp_length_[seq]) : length_[seq];
+    if (first < written - (ring_rows - (os.page_rows - 1))) {  // rows gone: the chain stops here
+      next_block_[seq] = static_cast<int32_t>(prompt_len / P + 1);
+      return;
+    }
+    const int32_t found = prefix_->find(chain_[seq], prompt + b * P, wc);
+    if (found >= 0 && (!need_mtp || prefix_->entry(found).mtp)) {
+      chain_[seq] = found;
+      next_block_[seq] = static_cast<int32_t>(b + 1);
+      continue;
+    }
+    if (found >= 0) return;  // cached without MTP rows: keep it, stop this chain
+    if (prefix_->full()) {
+      auto ev = prefix_->evict([&](int32_t page) { return page < 0 || blocks_->page_refs(page) == 1; });
+      if (!ev) return;
+      if (ev->page >= 0) blocks_->free_page(ev->page);
+    }
+    const int32_t page = min_ratio_ > 0 ? blocks_->table(seq)[b] : -1;
+    const int32_t id = prefix_->insert(chain_[seq], prompt + b * P, wc, page, need_mtp);
+    if (page >= 0) blocks_->retain_page(page);
+    copy_window_rows(seq, id, first, start - first, /*to_ring=*/false, need_mtp);
+    shared_end_[seq] = std::max(shared_end_[seq], cut);  // the slot never rewrites a cached block
+    chain_[seq] = id;
+    next_block_[seq] = static_cast<int32_t>(b + 1);
+  }
+}
+
+int32_t ModelRunner::prefix_entries() const { return prefix_ ? prefix_->size() : 0; }
+
+bool ModelRunner::make_free_blocks(int64_t need) {
+  while (blocks_->pool().n_free() < need) {
+    if (!prefix_) return false;
+    auto ev = prefix_->evict([&](int32_t page) { return page >= 0 && blocks_->page_refs(page) == 1; });
+    if (!ev) return false;
+    blocks_->free_page(ev->page);
+  }
+  return true;
 }
 
 void ModelRunner::end_sequence(int32_t seq) {
@@ -367,10 +473,18 @@ Status ModelRunner::reserve_blocks(int32_t seq, int64_t end) {
   if (min_ratio_ == 0) return Status();
   if (end > limits_.max_context)
     return Status::errorf("{} positions exceed max_context = {}", end, limits_.max_context);
+  make_free_blocks(blocks_->pages_short(seq, end));  // evicts unreferenced cached blocks if needed
   return blocks_->reserve(seq, end);
 }
 
-int64_t ModelRunner::free_blocks() const { return min_ratio_ == 0 ? INT64_MAX : blocks_->pool().n_free(); }
+int64_t ModelRunner::free_blocks() const {
+  if (min_ratio_ == 0) return INT64_MAX;
+  int64_t n = blocks_->pool().n_free();
+  if (prefix_)  // blocks only the prefix cache holds come back on demand
+    for (int32_t id = 0; id < prefix_->capacity(); ++id)
+      if (prefix_->entry(id).live && blocks_->page_refs(prefix_->entry(id).page) == 1) ++n;
+  return n;
+}
 int64_t ModelRunner::total_blocks() const { return min_ratio_ == 0 ? INT64_MAX : blocks_->pool().n_pages(); }
 
 ModelRunner::CacheMemory ModelRunner::cache_memory() const {
@@ -404,7 +518,7 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
   if (!mtp && min_ratio_ > 0) {
     int64_t need = 0;
     for (const StepRequest& q : reqs) need += blocks_->pages_short(q.seq, q.p0 + q.n);
-    if (need > blocks_->pool().n_free())
+    if (!make_free_blocks(need))
       return Status::errorf("compressed cache exhausted: the step needs {} more blocks of {} positions, {} of "
                             "cache_blocks = {} free",
                             need, limits_.page_tokens, blocks_->pool().n_free(), blocks_->pool().n_pages());
@@ -519,6 +633,7 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
     const int64_t row_bytes = indexer ? idx_bytes : kv_bytes;
     for (int64_t e = 0; e < n_emit; ++e) {
       const k::CompressorEmit& em = s.emits.data()[e];
+      if ((em.index + 1) * slot.params.ratio <= shared_end_[em.seq]) continue;  // in a shared block: kept as is
       const int64_t slot_row = static_cast<int64_t>(blocks_->table(em.seq)[em.index / page_rows]) * page_rows +
                                em.index % page_rows;
       uint8_t* dst = cache.data() + slot_row * row_bytes;

@@ -21,6 +21,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "cache/cache_group.h"
+#include "cache/prefix_cache.h"
 #include "cache/step_metadata.h"
 #include "kernels/compressor/compressor.h"
 #include "model/config.h"
@@ -53,6 +54,22 @@ class ModelRunner {
   Status start_sequence(int32_t seq);
   void end_sequence(int32_t seq);
   bool active(int32_t seq) const;
+
+  // Prefix caching (runtime.md §7.1; Limits::prefix_blocks > 0). start_sequence_cached
+  // starts a slot for a prompt and reuses the longest chain of cached blocks that prefixes
+  // it (same tokens, same Wc = min(prompt_len, W)): their compressed-cache pages join the
+  // slot's table (shared, never written), the window-KV rows before the cut are copied in,
+  // and the returned position p = cut − 4 is where the caller starts feeding the prompt
+  // (0 without a hit): the last 4 positions before the cut are recomputed so that the
+  // ratio-4 compressor states hold them (the states are never snapshotted); their
+  // compressed entries are not written again. Results equal a cold run bit for bit.
+  // need_mtp: the caller runs the MTP layer, so blocks must carry its window rows.
+  Result<int64_t> start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
+  // Registers the blocks of the slot's prompt that are complete in the caches (main and,
+  // when need_mtp, MTP layer) and not registered yet. Call after each step of a prompt;
+  // blocks whose window rows already left the ring are skipped (the chain stops there).
+  void register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
+  int32_t prefix_entries() const;
 
   // Main model over one step. logits [T, V] for every row (nullptr: none);
   // xfinal_out [T, N, D] bf16 copy of the final HC stack (nullptr: none).
@@ -107,6 +124,15 @@ class ModelRunner {
   // Cached length per slot (positions [0, L) written), main model and MTP layer: a step's
   // rows must continue it, p0 in [L − (S_MAX − 1), L] (runtime.md §3.1 rollback window).
   std::vector<int64_t> length_, mtp_length_;
+  // Prefix cache: index, per layer window-KV rows of each entry (the W − 1 positions before
+  // a cut's first recomputed row), and per slot the positions whose compressed entries live
+  // in shared pages (never written by the slot), the slot's chain and next block.
+  std::unique_ptr<PrefixCache> prefix_;
+  int32_t tail_rows_ = 0;
+  std::vector<int64_t> shared_end_;
+  std::vector<int32_t> chain_, next_block_;
+  bool make_free_blocks(int64_t need);
+  void copy_window_rows(int32_t seq, int32_t entry, int64_t first, int64_t n, bool to_ring, bool mtp);
   std::vector<float> inv_main_, inv_compress_;  // RoPE tables of both profiles
   KvRowFormat kv_format_;       // window and compressed KV rows
   IndexKeyFormat idx_format_;   // indexer keys

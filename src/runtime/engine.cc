@@ -91,6 +91,7 @@ void Engine::finish(Running& r, const char* reason) {
   RequestResult& res = results_[r.id];
   res.finished = true;
   res.finish_reason = reason;
+  runner_->register_prefix(r.seq, r.tokens.data(), r.prompt_len, opt_.mtp);
   runner_->end_sequence(r.seq);
   seq_used_[r.seq] = 0;
 }
@@ -112,10 +113,15 @@ Result<StepReport> Engine::step() {
       }
     if (seq < 0) break;
     const int id = waiting_.front();
-    Status st = runner_->start_sequence(seq);
-    if (!st.ok()) return st;
-    st = runner_->reserve_blocks(seq, prompt_len);
-    if (!st.ok()) return st;
+    // A prefix-cache hit starts the prompt at the returned position (runtime.md §7.1).
+    const GenerationRequest& g = requests_[waiting_.front()];
+    Result<int64_t> start = runner_->start_sequence_cached(seq, g.prompt.data(), prompt_len, opt_.mtp);
+    if (!start.ok()) return start.status();
+    Status st = runner_->reserve_blocks(seq, prompt_len);
+    if (!st.ok()) {  // blocks went to running requests meanwhile: wait
+      runner_->end_sequence(seq);
+      break;
+    }
     waiting_.pop_front();
     seq_used_[seq] = 1;
     auto r = std::make_unique<Running>();
@@ -123,6 +129,8 @@ Result<StepReport> Engine::step() {
     r->seq = seq;
     r->tokens = requests_[id].prompt;
     r->prompt_len = static_cast<int64_t>(r->tokens.size());
+    r->n_cached = *start;
+    rep.prefix_hit_tokens += *start;
     running_.push_back(std::move(r));
   }
 
@@ -235,6 +243,10 @@ Result<StepReport> Engine::step() {
       }
     }
   }
+
+  // Prompt blocks completed this step join the prefix cache.
+  for (Running* rp : planned)
+    if (!rp->done) runner_->register_prefix(rp->seq, rp->tokens.data(), rp->prompt_len, opt_.mtp);
 
   running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->done; }),
                  running_.end());

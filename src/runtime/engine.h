@@ -48,6 +48,7 @@ struct StepReport {
   int32_t committed = 0;      // tokens committed to outputs this step
   int32_t drafts = 0;         // MTP drafts verified this step
   int32_t accepted = 0;       // of which accepted
+  int64_t prefix_hit_tokens = 0;  // prompt positions admitted requests skipped (prefix cache)
   double seconds = 0;
 };
 

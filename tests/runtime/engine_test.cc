@@ -202,3 +202,44 @@ TEST(Engine, AdmissionWaitsForCacheBlocks) {
 
 }  // namespace
 }  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// Prefix caching through the engine (with and without MTP): requests that repeat a long
+// system prompt skip its cached blocks and produce the tokens of a run without the cache.
+TEST(Engine, PrefixCacheHitsGiveTheSameTokens) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  const auto system = test::random_tokens(100, 21, m.cfg.vocab_size);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 3; ++i) {
+    GenerationRequest g;
+    g.prompt = system;
+    const auto user = test::random_tokens(5 + 7 * i, 30 + i, m.cfg.vocab_size);
+    g.prompt.insert(g.prompt.end(), user.begin(), user.end());
+    g.max_tokens = 12;
+    g.stop_at_eos = false;
+    g.sampling = {0.7f, 0.9f, 500u + i};
+    reqs.push_back(g);
+  }
+  for (bool mtp : {false, true}) {
+    Limits l = limits(1);  // one at a time: each request finds the previous ones' blocks
+    l.page_tokens = 32;
+    l.prefix_blocks = 8;
+    auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{mtp, {}});
+    ASSERT_TRUE(e.ok()) << e.message();
+    for (const auto& r : reqs) ASSERT_TRUE((*e)->add_request(r).ok());
+    int64_t hit = 0;
+    while (!(*e)->idle()) {
+      auto rep = (*e)->step();
+      ASSERT_TRUE(rep.ok()) << rep.message();
+      hit += rep->prefix_hit_tokens;
+    }
+    EXPECT_EQ(hit, 2 * (96 - 4)) << "mtp " << mtp;  // requests 2 and 3 start at 92
+    const RunStats plain = run(m, 1, mtp, reqs);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ((*e)->result(i).output, plain.out[i]) << "mtp " << mtp << " request " << i;
+  }
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -1,0 +1,99 @@
+#include "cache/prefix_cache.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace dsv4 {
+namespace {
+
+// 64-bit mixing (splitmix64 finalizer).
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+}  // namespace
+
+PrefixCache::PrefixCache(int32_t block_tokens, int32_t capacity) : P_(block_tokens), entries_(capacity) {
+  DSV4_CHECK(block_tokens > 0 && capacity >= 0);
+  for (int32_t i = capacity - 1; i >= 0; --i) free_.push_back(i);
+}
+
+uint64_t PrefixCache::key_of(int32_t parent, const int32_t* tokens, int32_t wc) const {
+  uint64_t h = mix(parent < 0 ? 0x5ca1ab1eull : entries_[parent].key, static_cast<uint64_t>(wc));
+  for (int32_t i = 0; i < P_; ++i) h = mix(h, static_cast<uint32_t>(tokens[i]));
+  return h;
+}
+
+int32_t PrefixCache::find(int32_t parent, const int32_t* tokens, int32_t wc) const {
+  const auto it = by_key_.find(key_of(parent, tokens, wc));
+  if (it == by_key_.end()) return -1;
+  for (int32_t id : it->second) {
+    const Entry& e = entries_[id];
+    if (e.parent == parent && e.wc == wc && std::equal(e.tokens.begin(), e.tokens.end(), tokens)) return id;
+  }
+  return -1;
+}
+
+std::vector<int32_t> PrefixCache::match(const int32_t* tokens, int64_t n, int32_t wc, int64_t max_blocks,
+                                        bool need_mtp) {
+  std::vector<int32_t> chain;
+  int32_t parent = -1;
+  for (int64_t b = 0; b < max_blocks && (b + 1) * P_ <= n; ++b) {
+    const int32_t id = find(parent, tokens + b * P_, wc);
+    if (id < 0 || (need_mtp && !entries_[id].mtp)) break;
+    chain.push_back(id);
+    parent = id;
+  }
+  ++clock_;
+  for (int32_t id : chain) entries_[id].last_use = clock_;
+  return chain;
+}
+
+int32_t PrefixCache::insert(int32_t parent, const int32_t* tokens, int32_t wc, int32_t page, bool mtp) {
+  DSV4_CHECK(!free_.empty() && (parent < 0 || entries_[parent].live));
+  const int32_t id = free_.back();
+  free_.pop_back();
+  Entry& e = entries_[id];
+  e.key = key_of(parent, tokens, wc);
+  e.parent = parent;
+  e.wc = wc;
+  e.page = page;
+  e.mtp = mtp;
+  e.children = 0;
+  e.last_use = ++clock_;
+  e.live = true;
+  e.tokens.assign(tokens, tokens + P_);
+  if (parent >= 0) ++entries_[parent].children;
+  by_key_[e.key].push_back(id);
+  ++size_;
+  return id;
+}
+
+std::optional<PrefixCache::Entry> PrefixCache::evict(const std::function<bool(int32_t page)>& evictable) {
+  int32_t best = -1;
+  for (int32_t id = 0; id < capacity(); ++id) {
+    const Entry& e = entries_[id];
+    if (!e.live || e.children > 0 || !evictable(e.page)) continue;
+    if (best < 0 || e.last_use < entries_[best].last_use) best = id;
+  }
+  if (best < 0) return std::nullopt;
+  Entry out = entries_[best];
+  Entry& e = entries_[best];
+  auto& ids = by_key_[e.key];
+  ids.erase(std::find(ids.begin(), ids.end(), best));
+  if (ids.empty()) by_key_.erase(e.key);
+  if (e.parent >= 0) --entries_[e.parent].children;
+  e.live = false;
+  e.tokens.clear();
+  free_.push_back(best);
+  --size_;
+  return out;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,64 @@
+// Index of cached prompt blocks (runtime.md §7.1): block b of a prompt covers positions
+// [b·P, (b+1)·P), P = page_tokens. Its key chains the previous block's entry, the
+// prompt-row window Wc = min(prompt_len, W) (prompt rows depend on it at Level A,
+// model.md §0.4.7) and the block's P token ids; a lookup compares all three, so a hash
+// collision is a miss, never a wrong hit. An entry names the physical compressed-cache
+// page of its block (the owner keeps one reference on it while the entry lives) and its
+// slot, which the owner uses for the window-KV rows a hit needs (the cache stores no data).
+//
+// Entries are evicted least recently used first, leaves before their parents (a chain
+// stays walkable), and only when the owner says the page is held by nobody else.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace dsv4 {
+
+class PrefixCache {
+ public:
+  struct Entry {
+    uint64_t key = 0;
+    int32_t parent = -1;   // entry of the previous block (-1: block 0)
+    int32_t wc = 0;        // Wc of the prompt that computed it
+    int32_t page = -1;     // compressed-cache page of the block
+    bool mtp = false;      // the owner stored the MTP layer's rows too
+    int32_t children = 0;  // live entries whose parent this is
+    int64_t last_use = 0;
+    bool live = false;
+    std::vector<int32_t> tokens;  // [P]
+  };
+
+  PrefixCache(int32_t block_tokens, int32_t capacity);
+
+  int32_t block_tokens() const { return P_; }
+  int32_t capacity() const { return static_cast<int32_t>(entries_.size()); }
+  int32_t size() const { return size_; }
+  bool full() const { return free_.empty(); }
+  const Entry& entry(int32_t id) const { return entries_[id]; }
+
+  // Entry of the block after `parent` (-1: the first block) with these P tokens and wc, or -1.
+  int32_t find(int32_t parent, const int32_t* tokens, int32_t wc) const;
+  // The longest chain of entries (block 0, 1, …) that prefixes tokens [0, n) under wc, at
+  // most max_blocks long, with mtp rows when need_mtp; marks them used.
+  std::vector<int32_t> match(const int32_t* tokens, int64_t n, int32_t wc, int64_t max_blocks, bool need_mtp);
+  // A new entry (the caller checked find() == -1 and !full()); returns its id.
+  int32_t insert(int32_t parent, const int32_t* tokens, int32_t wc, int32_t page, bool mtp);
+  // Removes the least recently used leaf whose page `evictable` accepts; returns it.
+  std::optional<Entry> evict(const std::function<bool(int32_t page)>& evictable);
+
+ private:
+  uint64_t key_of(int32_t parent, const int32_t* tokens, int32_t wc) const;
+
+  int32_t P_;
+  std::vector<Entry> entries_;
+  std::vector<int32_t> free_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> by_key_;
+  int64_t clock_ = 0;
+  int32_t size_ = 0;
+};
+
+}  // namespace dsv4
