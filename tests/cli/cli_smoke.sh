@@ -83,6 +83,27 @@ printf '1,\n,2\n' >"$work/ids_gap.txt"
 bad "empty item in token file" "item 1 is empty" "$dsv4" logits --model "$work/t2" --tokens "@$work/ids_gap.txt" \
   --out "$work/e.npy"
 
+# make-tiny --max-position: a long-context config, same tensors; bad values get the config's errors.
+ok "make-tiny --max-position" "$dsv4" make-tiny --out "$work/long" --preset tiny2 --quant none --seed 3 \
+  --max-position 1048576
+ok "inspect long" "$dsv4" inspect --model "$work/long"
+grep -q "max_position_embeddings 1048576" "$work/out.txt" && grep -q "result: OK" "$work/out.txt" ||
+  { echo "FAIL: inspect does not show max_position_embeddings 1048576"; fails=$((fails + 1)); }
+grep -q '"max_position_embeddings": 1048576' "$work/long/config.json" ||
+  { echo "FAIL: config.json lacks max_position_embeddings 1048576"; fails=$((fails + 1)); }
+ok "logits on the long model" "$dsv4" logits --model "$work/long" --tokens "@$work/ids.txt" --out "$work/g.npy"
+cmp -s "$work/l.npy" "$work/g.npy" || { echo "FAIL: --max-position changed the logits"; fails=$((fails + 1)); }
+bad "zero max-position" \
+  "--max-position 0: preset tiny: invalid config: field 'max_position_embeddings' = 0 must be positive" \
+  "$dsv4" make-tiny --out "$work/x" --max-position 0
+bad "negative max-position" "field 'max_position_embeddings' = -5 must be positive" \
+  "$dsv4" make-tiny --out "$work/x" --max-position=-5
+bad "huge max-position" "= 1099511627777 exceeds the supported maximum" \
+  "$dsv4" make-tiny --out "$work/x" --max-position 1099511627777
+bad "non-integer max-position" "--max-position: \"1e6\" is not a decimal integer" \
+  "$dsv4" make-tiny --out "$work/x" --max-position 1e6
+[ ! -e "$work/x" ] || { echo "FAIL: a rejected make-tiny wrote $work/x"; fails=$((fails + 1)); }
+
 bad "unknown preset" "tiny3" "$dsv4" make-tiny --out "$work/x" --preset tiny3
 bad "missing model dir" "nonexistent" "$dsv4" inspect --model "$work/nonexistent"
 bad "empty token item" "item 1 is empty" "$dsv4" logits --model "$work/t2" --tokens 1,,2 --out "$work/e.npy"
