@@ -1,4 +1,4 @@
-// dsv4 generate [--model DIR] [--prompt-ids 5,17,42]... [--max-tokens N]
+// dsv4 generate [--model DIR] [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
 //   [--temperature T] [--top-p P] [--seed S] [--mtp] [--batch-size B] [--threads N] [--isa I]
 // Decodes several prompts together with continuous batching (runtime/engine.h):
 // the batch changes as requests finish. Prints each step's batch size, each
@@ -16,7 +16,6 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "runtime/engine.h"
-#include "runtime/teacher_forced.h"
 
 namespace dsv4::cli {
 namespace {
@@ -60,8 +59,8 @@ int run_generate(const GenerateArgs& a) {
 
   std::vector<std::vector<int32_t>> prompts;
   for (const std::string& s : a.prompt_ids) {
-    Result<std::vector<int32_t>> ids = parse_token_ids(s);
-    if (!ids.ok()) return fail(ids.status().with_context("--prompt-ids"));
+    Result<std::vector<int32_t>> ids = parse_token_list_option("--prompt-ids", s);
+    if (!ids.ok()) return fail(ids.status());
     prompts.push_back(*ids);
   }
   if (prompts.empty()) prompts = kDemoPrompts;
@@ -124,7 +123,9 @@ Command add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* sub = app.add_subcommand("generate", "Generate tokens for one or more prompts (continuous batching)");
   sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
-  sub->add_option("--prompt-ids", a->prompt_ids, "Comma-separated prompt token ids; repeat for several prompts")
+  sub->add_option("--prompt-ids", a->prompt_ids,
+                  "Comma-separated prompt token ids, or @FILE (ids separated by commas and/or whitespace); "
+                  "repeat for several prompts")
       ->take_all();
   sub->add_option("--max-tokens", a->max_tokens, "Tokens to generate per request")->capture_default_str();
   sub->add_option("--temperature", a->temperature, "Sampling temperature (0 = greedy)")->capture_default_str();

@@ -1,4 +1,4 @@
-// dsv4 logits [--model DIR] --tokens 1,2,3 --out FILE.npy [--mtp] [--chunk N] [--decode]
+// dsv4 logits [--model DIR] --tokens 1,2,3|@FILE --out FILE.npy [--mtp] [--chunk N] [--decode]
 //             [--numerics demo|reference|float] [--decisions-out FILE.json]
 //             [--decisions-in FILE.json] [--threads N] [--isa I]:
 // teacher-forced logits of one token sequence as float32 .npy [n, vocab] (--mtp: the
@@ -58,8 +58,8 @@ Status write_text_file(const std::string& path, const std::string& text) {
 
 int run_logits(const LogitsArgs& a) {
   if (Status st = select_isa(a.isa); !st.ok()) return fail(st);
-  Result<std::vector<int32_t>> tokens = parse_token_ids(a.tokens);
-  if (!tokens.ok()) return fail(tokens.status().with_context("--tokens"));
+  Result<std::vector<int32_t>> tokens = parse_token_list_option("--tokens", a.tokens);
+  if (!tokens.ok()) return fail(tokens.status());
   Result<Numerics> numerics = parse_numerics(a.numerics);
   if (!numerics.ok()) return fail(numerics.status().with_context("--numerics"));
   Result<std::string> dir = resolve_model_dir(a.model);
@@ -128,7 +128,9 @@ Command add_logits(CLI::App& app) {
                 "(--mtp: the MTP head's [n-1, vocab])");
   sub->add_option("--model", args->model,
                   "Checkpoint directory (default: the built-in tiny model, generated on first use)");
-  sub->add_option("--tokens", args->tokens, "Comma-separated token ids, e.g. 1,2,3")->required();
+  sub->add_option("--tokens", args->tokens,
+                  "Comma-separated token ids, e.g. 1,2,3, or @FILE (ids separated by commas and/or whitespace)")
+      ->required();
   sub->add_option("--out", args->out, "Output .npy file (float32, C order)")->required();
   sub->add_flag("--mtp", args->mtp,
                 "MTP head's logits: row i from the final hidden state at position i and token i+1");

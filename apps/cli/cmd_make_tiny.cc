@@ -1,5 +1,6 @@
-// dsv4 make-tiny --out DIR [--preset tiny|tiny2] [--seed N] [--quant none|fp8]:
-// writes a random tiny checkpoint in the released format (model/tiny_checkpoint.h).
+// dsv4 make-tiny --out DIR [--preset tiny|tiny2] [--seed N] [--quant none|fp8] [--max-position N]:
+// writes a random tiny checkpoint in the released format (model/tiny_checkpoint.h);
+// --max-position sets max_position_embeddings in its config.json (weights unchanged).
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +19,7 @@ struct MakeTinyArgs {
   std::string preset = "tiny";
   std::string seed = "0";  // parsed by parse_seed (CLI11 accepts -1 and wraps)
   std::string quant = "fp8";
+  std::string max_position;  // empty: the preset's value; parsed by parse_max_position
 };
 
 // Decimal digits only, no sign, within uint64.
@@ -27,6 +29,17 @@ Result<uint64_t> parse_seed(const std::string& text) {
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
   if (text.empty() || ec != std::errc() || ptr != end)
     return Status::errorf("--seed: \"{}\" is not an integer in 0 .. 18446744073709551615", text);
+  return v;
+}
+
+// Decimal digits with an optional '-' (CLI11 would read "010" as octal); the range is
+// left to the config validation, which names the field and the limit.
+Result<int64_t> parse_max_position(const std::string& text) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end)
+    return Status::errorf("--max-position: \"{}\" is not a decimal integer in int64 range", text);
   return v;
 }
 }  // namespace
@@ -46,16 +59,31 @@ Command add_make_tiny(CLI::App& app) {
                   "Storage: fp8 (released layout: FP8 128x128 + FP4 experts) or none (BF16)")
       ->check(CLI::IsMember({"none", "fp8"}))
       ->capture_default_str();
-  return {sub, [args]() {
+  sub->add_option("--max-position", args->max_position,
+                  "max_position_embeddings in config.json (default: the preset's, 1024)");
+  return {sub, [args, sub]() {
     Result<uint64_t> seed = parse_seed(args->seed);
     if (!seed.ok()) return fail(seed.status());
     Result<TinyQuant> quant = parse_tiny_quant(args->quant);
     if (!quant.ok()) return fail(quant.status());
-    const Status st = make_tiny_checkpoint(args->out, args->preset, seed.value(), quant.value());
+    TinyOverrides overrides;
+    if (sub->count("--max-position") > 0) {
+      Result<int64_t> n = parse_max_position(args->max_position);
+      if (!n.ok()) return fail(n.status());
+      overrides.max_position_embeddings = *n;
+      // The config validation's error, led by the option that caused it.
+      Result<ModelConfig> cfg = tiny_config(args->preset, quant.value(), overrides);
+      if (!cfg.ok()) return fail(cfg.status().with_context("--max-position " + args->max_position));
+    }
+    const Status st =
+        make_tiny_checkpoint(args->out, args->preset, seed.value(), quant.value(), overrides);
     if (!st.ok()) return fail(st);
-    std::printf("wrote checkpoint (preset %s, seed %llu, quant %s) to %s\n",
-                args->preset.c_str(), static_cast<unsigned long long>(seed.value()),
-                args->quant.c_str(), args->out.c_str());
+    std::printf("wrote checkpoint (preset %s, seed %llu, quant %s", args->preset.c_str(),
+                static_cast<unsigned long long>(seed.value()), args->quant.c_str());
+    if (overrides.max_position_embeddings)
+      std::printf(", max_position_embeddings %lld",
+                  static_cast<long long>(*overrides.max_position_embeddings));
+    std::printf(") to %s\n", args->out.c_str());
     return 0;
   }};
 }

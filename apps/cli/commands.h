@@ -4,8 +4,10 @@
 // Parsed options live in state owned by that function; nothing is global.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -35,6 +37,14 @@ Result<std::string> user_cache_root();
 // --model DIR if given, else the built-in tiny model (generated on first use
 // into the user's cache directory).
 Result<std::string> resolve_model_dir(const std::string& model_flag);
+
+// The token ids of a list option such as --tokens or --prompt-ids: either inline,
+// "5,17,42" (parse_token_ids, runtime/teacher_forced.h), or "@FILE", a regular file
+// of at most 256 MiB whose ids are separated by commas and/or whitespace
+// (one trailing separator is fine; two commas in a row leave an empty item, an error).
+// Errors name the option, and for a file its path, plus the item index (from 0) and text.
+Result<std::vector<int32_t>> parse_token_list_option(const std::string& option,
+                                                     const std::string& value);
 
 // Applies an --isa value ("auto" or a variant name) to the SIMD kernels.
 Status select_isa(const std::string& isa_flag);

@@ -1,11 +1,15 @@
-// Helpers shared by the subcommands: error reporting and model-directory resolution.
+// Helpers shared by the subcommands: error reporting, model-directory resolution and
+// token-list options.
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "commands.h"
 #include "base/cpu.h"
+#include "io/file_util.h"
 #include "kernels/linear/linear.h"
 #include "model/tiny_checkpoint.h"
+#include "runtime/teacher_forced.h"
 
 namespace dsv4::cli {
 
@@ -30,6 +34,59 @@ Result<std::string> resolve_model_dir(const std::string& model_flag) {
   Result<std::string> root = user_cache_root();
   if (!root.ok()) return root.status();
   return builtin_model_dir(root.value());
+}
+
+namespace {
+
+constexpr uint64_t kMaxTokenFileBytes = uint64_t{256} << 20;
+
+bool is_space(char ch) {
+  return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+// A token file's items joined by single commas: whitespace next to a comma is dropped,
+// whitespace alone between two items becomes a comma, and one trailing comma is dropped.
+// Every comma is kept otherwise, so ",1" and "1,,2" still show their empty item.
+std::string comma_list_of_file(std::string_view text) {
+  std::string list;
+  bool gap = false;    // whitespace since the last item character
+  bool comma = false;  // a comma since the last item character
+  for (char ch : text) {
+    if (ch == ',') {
+      list += ',';
+      comma = true;
+    } else if (is_space(ch)) {
+      gap = true;
+    } else {
+      if (gap && !comma && !list.empty()) list += ',';
+      list += ch;
+      gap = comma = false;
+    }
+  }
+  if (!list.empty() && list.back() == ',') list.pop_back();
+  return list;
+}
+
+}  // namespace
+
+Result<std::vector<int32_t>> parse_token_list_option(const std::string& option,
+                                                     const std::string& value) {
+  if (value.empty() || value[0] != '@') {
+    Result<std::vector<int32_t>> ids = parse_token_ids(value);
+    if (!ids.ok()) return ids.status().with_context(option);
+    return ids;
+  }
+  const std::string path = value.substr(1);
+  const std::string where = option + " " + value;
+  if (path.empty()) return Status::errorf("{}: no file name after '@' (expected @FILE)", where);
+  Result<std::vector<uint8_t>> bytes = read_file(path, kMaxTokenFileBytes);
+  if (!bytes.ok()) return bytes.status().with_context(option);
+  const std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+  const std::string list = comma_list_of_file(text);
+  if (list.empty()) return Status::errorf("{}: the file holds no token ids", where);
+  Result<std::vector<int32_t>> ids = parse_token_ids(list);
+  if (!ids.ok()) return ids.status().with_context(where);
+  return ids;
 }
 
 Status select_isa(const std::string& isa_flag) {

@@ -187,11 +187,14 @@ Result<TinyQuant> parse_tiny_quant(std::string_view name) {
 
 std::string_view tiny_quant_name(TinyQuant q) { return q == TinyQuant::kFp8 ? "fp8" : "none"; }
 
-Result<ModelConfig> tiny_config(const std::string& preset, TinyQuant quant) {
+Result<ModelConfig> tiny_config(const std::string& preset, TinyQuant quant,
+                                const TinyOverrides& overrides) {
   if (preset != "tiny" && preset != "tiny2")
     return Status::errorf("--preset: unknown tiny preset \"{}\" (expected tiny or tiny2)", preset);
   Result<ModelConfig> cfg = preset_config(preset, quant == TinyQuant::kFp8);
   if (!cfg.ok()) return cfg.status();
+  if (overrides.max_position_embeddings)
+    cfg->max_position_embeddings = *overrides.max_position_embeddings;
   DSV4_RETURN_IF_ERROR(validate(cfg.value()).with_context("preset " + preset));
   return cfg;
 }
@@ -293,8 +296,8 @@ QuantizedMatrix quantize_fp4_rows(const float* w, int64_t out, int64_t in) {
 }
 
 Status make_tiny_checkpoint(const std::string& out_dir, const std::string& preset, uint64_t seed,
-                            TinyQuant quant) {
-  Result<ModelConfig> cfg_r = tiny_config(preset, quant);
+                            TinyQuant quant, const TinyOverrides& overrides) {
+  Result<ModelConfig> cfg_r = tiny_config(preset, quant, overrides);
   if (!cfg_r.ok()) return cfg_r.status();
   const ModelConfig& cfg = cfg_r.value();
 
@@ -350,9 +353,11 @@ Status make_tiny_checkpoint(const std::string& out_dir, const std::string& prese
   }
   DSV4_CHECK(n_scales == scales_written.size(), "{} scales written, table lists {}",
              scales_written.size(), n_scales);
-  writer.set_metadata("dsv4_generator",
-                      fmt::format("make-tiny v{} preset={} seed={} quant={}",
-                                  kTinyCheckpointVersion, preset, seed, tiny_quant_name(quant)));
+  std::string generator = fmt::format("make-tiny v{} preset={} seed={} quant={}",
+                                      kTinyCheckpointVersion, preset, seed, tiny_quant_name(quant));
+  if (overrides.max_position_embeddings)
+    generator += fmt::format(" max_position_embeddings={}", *overrides.max_position_embeddings);
+  writer.set_metadata("dsv4_generator", generator);
 
   // A shard index left from another checkpoint would take precedence over model.safetensors.
   fs::remove(out_dir + "/model.safetensors.index.json", ec);

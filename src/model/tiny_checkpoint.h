@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,15 +38,22 @@ enum class TinyQuant { kNone, kFp8 };
 Result<TinyQuant> parse_tiny_quant(std::string_view name);
 std::string_view tiny_quant_name(TinyQuant q);
 
-// Config of a tiny checkpoint: the preset (tiny | tiny2), with
-// quantization_config and expert_dtype "fp4" for kFp8, neither for kNone.
-Result<ModelConfig> tiny_config(const std::string& preset, TinyQuant quant);
+// config.json fields that replace the preset's value when set. None changes a tensor.
+struct TinyOverrides {
+  std::optional<int64_t> max_position_embeddings;  // presets: 1024
+};
+
+// Config of a tiny checkpoint: the preset (tiny | tiny2) with the overrides, with
+// quantization_config and expert_dtype "fp4" for kFp8, neither for kNone. Errors:
+// an unknown preset; validate()'s error for an override it rejects.
+Result<ModelConfig> tiny_config(const std::string& preset, TinyQuant quant,
+                                const TinyOverrides& overrides = {});
 
 // Writes config.json, generation_config.json and model.safetensors into out_dir
 // (created if missing; existing files of those names are replaced and a stale
 // model.safetensors.index.json is removed).
 Status make_tiny_checkpoint(const std::string& out_dir, const std::string& preset, uint64_t seed,
-                            TinyQuant quant);
+                            TinyQuant quant, const TinyOverrides& overrides = {});
 
 // The float sample of one tensor in logical shape (row-major; a packed FP4
 // matrix is [O, I] here), before storage encoding; tid2eid ids as exact floats.

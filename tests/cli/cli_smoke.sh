@@ -50,6 +50,60 @@ ok "generate" "$dsv4" generate --model "$work/t2" --max-tokens 4 --batch-size 2 
   --prompt-ids 1,2,3 --prompt-ids 4
 grep -q "tokens/s" "$work/out.txt" || { echo "FAIL: generate printed no rate"; fails=$((fails + 1)); }
 
+# Token lists from @FILE: ids separated by commas and/or whitespace give the inline list's output.
+printf '1, 2\n3\t4 \n  5,\n' >"$work/ids.txt"
+ok "logits --tokens @FILE" "$dsv4" logits --model "$work/t2" --tokens "@$work/ids.txt" --out "$work/a.npy"
+cmp -s "$work/l.npy" "$work/a.npy" || { echo "FAIL: --tokens @FILE logits differ from inline"; fails=$((fails + 1)); }
+printf '1\n2\n3\n' >"$work/prompt.txt"
+ok "generate inline" "$dsv4" generate --model "$work/t2" --max-tokens 4 --quiet-steps --prompt-ids 1,2,3 --prompt-ids 4
+grep '^request' "$work/out.txt" >"$work/gen_inline.txt"
+ok "generate --prompt-ids @FILE" "$dsv4" generate --model "$work/t2" --max-tokens 4 --quiet-steps \
+  --prompt-ids "@$work/prompt.txt" --prompt-ids 4
+grep '^request' "$work/out.txt" >"$work/gen_file.txt"
+[ -s "$work/gen_inline.txt" ] && cmp -s "$work/gen_inline.txt" "$work/gen_file.txt" ||
+  { echo "FAIL: --prompt-ids @FILE output differs from inline"; fails=$((fails + 1)); }
+bad "missing token file" "--tokens: $work/no_ids.txt: cannot open" "$dsv4" logits --model "$work/t2" \
+  --tokens "@$work/no_ids.txt" --out "$work/e.npy"
+bad "token file is a directory" "not a regular file" "$dsv4" logits --model "$work/t2" --tokens "@$work" \
+  --out "$work/e.npy"
+bad "no file name after @" "--tokens @: no file name" "$dsv4" logits --model "$work/t2" --tokens @ --out "$work/e.npy"
+printf ' \n\t\n' >"$work/ids_empty.txt"
+bad "empty token file" "--tokens @$work/ids_empty.txt: the file holds no token ids" "$dsv4" logits \
+  --model "$work/t2" --tokens "@$work/ids_empty.txt" --out "$work/e.npy"
+printf '1 2\n3\n12x 5\n' >"$work/ids_text.txt"
+bad "non-integer in token file" "--tokens @$work/ids_text.txt: token list item 3 '12x' is not a non-negative" \
+  "$dsv4" logits --model "$work/t2" --tokens "@$work/ids_text.txt" --out "$work/e.npy"
+printf '1,-4\n' >"$work/ids_neg.txt"
+bad "negative token in file" "item 1 '-4' is not a non-negative decimal integer" "$dsv4" generate \
+  --model "$work/t2" --prompt-ids "@$work/ids_neg.txt"
+printf '7\n2147483648\n' >"$work/ids_big.txt"
+bad "token above int32 in file" "--prompt-ids @$work/ids_big.txt: token list item 1 '2147483648' exceeds" \
+  "$dsv4" generate --model "$work/t2" --prompt-ids "@$work/ids_big.txt"
+printf '1,\n,2\n' >"$work/ids_gap.txt"
+bad "empty item in token file" "item 1 is empty" "$dsv4" logits --model "$work/t2" --tokens "@$work/ids_gap.txt" \
+  --out "$work/e.npy"
+
+# make-tiny --max-position: a long-context config, same tensors; bad values get the config's errors.
+ok "make-tiny --max-position" "$dsv4" make-tiny --out "$work/long" --preset tiny2 --quant none --seed 3 \
+  --max-position 1048576
+ok "inspect long" "$dsv4" inspect --model "$work/long"
+grep -q "max_position_embeddings 1048576" "$work/out.txt" && grep -q "result: OK" "$work/out.txt" ||
+  { echo "FAIL: inspect does not show max_position_embeddings 1048576"; fails=$((fails + 1)); }
+grep -q '"max_position_embeddings": 1048576' "$work/long/config.json" ||
+  { echo "FAIL: config.json lacks max_position_embeddings 1048576"; fails=$((fails + 1)); }
+ok "logits on the long model" "$dsv4" logits --model "$work/long" --tokens "@$work/ids.txt" --out "$work/g.npy"
+cmp -s "$work/l.npy" "$work/g.npy" || { echo "FAIL: --max-position changed the logits"; fails=$((fails + 1)); }
+bad "zero max-position" \
+  "--max-position 0: preset tiny: invalid config: field 'max_position_embeddings' = 0 must be positive" \
+  "$dsv4" make-tiny --out "$work/x" --max-position 0
+bad "negative max-position" "field 'max_position_embeddings' = -5 must be positive" \
+  "$dsv4" make-tiny --out "$work/x" --max-position=-5
+bad "huge max-position" "= 1099511627777 exceeds the supported maximum" \
+  "$dsv4" make-tiny --out "$work/x" --max-position 1099511627777
+bad "non-integer max-position" "--max-position: \"1e6\" is not a decimal integer" \
+  "$dsv4" make-tiny --out "$work/x" --max-position 1e6
+[ ! -e "$work/x" ] || { echo "FAIL: a rejected make-tiny wrote $work/x"; fails=$((fails + 1)); }
+
 bad "unknown preset" "tiny3" "$dsv4" make-tiny --out "$work/x" --preset tiny3
 bad "missing model dir" "nonexistent" "$dsv4" inspect --model "$work/nonexistent"
 bad "empty token item" "item 1 is empty" "$dsv4" logits --model "$work/t2" --tokens 1,,2 --out "$work/e.npy"

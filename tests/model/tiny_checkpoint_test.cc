@@ -2,7 +2,7 @@
 // written with its dtype/shape, regenerated values equal the stored bytes, FP8/FP4
 // weights within half a quantization step of the float sample, determinism by seed,
 // tid2eid rows distinct and in range, scale bytes in 27..227, config.json round trip,
-// and the cached built-in model.
+// the max_position_embeddings override, and the cached built-in model.
 #include "model/tiny_checkpoint.h"
 #include "support/tmp_dir.h"
 
@@ -475,6 +475,52 @@ TEST(TinyCheckpoint, RejectsUnknownPresetAndQuant) {
   const Status st2 = make_tiny_checkpoint(tmp.file("file") + "/sub", "tiny", 0, TinyQuant::kNone);
   ASSERT_FALSE(st2.ok());
   EXPECT_NE(st2.message().find("file/sub"), std::string::npos) << st2.message();
+}
+
+// --max-position: config.json carries the override and nothing else changes (same tensors,
+// byte for byte); values validate() rejects are rejected with its message, before writing.
+TEST(TinyCheckpoint, MaxPositionOverrideChangesOnlyConfigField) {
+  test::TmpDir tmp;
+  TinyOverrides o;
+  o.max_position_embeddings = 1048576;
+  ASSERT_TRUE(make_tiny_checkpoint(tmp.file("plain"), "tiny", 5, TinyQuant::kFp8).ok());
+  const Status st = make_tiny_checkpoint(tmp.file("long"), "tiny", 5, TinyQuant::kFp8, o);
+  ASSERT_TRUE(st.ok()) << st.message();
+
+  Result<ModelConfig> plain = load_config(tmp.file("plain"));
+  Result<ModelConfig> long_cfg = load_config(tmp.file("long"));
+  ASSERT_TRUE(plain.ok() && long_cfg.ok());
+  EXPECT_EQ(plain->max_position_embeddings, 1024);
+  EXPECT_EQ(long_cfg->max_position_embeddings, 1048576);
+  ModelConfig back = long_cfg.value();
+  back.max_position_embeddings = plain->max_position_embeddings;
+  EXPECT_EQ(to_config_json(back), to_config_json(plain.value()));
+  EXPECT_EQ(tiny_config("tiny", TinyQuant::kFp8, o)->max_position_embeddings, 1048576);
+
+  auto a = SafetensorsFile::open(tmp.file("plain") + "/model.safetensors");
+  auto b = SafetensorsFile::open(tmp.file("long") + "/model.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ((*a)->tensors().size(), (*b)->tensors().size());
+  for (const auto& [name, view] : (*a)->tensors()) {
+    const TensorView* other = (*b)->find(name);
+    ASSERT_NE(other, nullptr) << name;
+    EXPECT_EQ(other->dtype, view.dtype) << name;
+    EXPECT_EQ(other->shape, view.shape) << name;
+    EXPECT_TRUE(bytes_equal(*other, std::vector<uint8_t>(view.data, view.data + view.n_bytes)));
+  }
+  EXPECT_NE((*b)->metadata().at("dsv4_generator").find("max_position_embeddings=1048576"),
+            std::string::npos);
+
+  for (const int64_t bad : {int64_t{0}, int64_t{-1}, (int64_t{1} << 40) + 1}) {
+    o.max_position_embeddings = bad;
+    const std::string dir = tmp.file("bad" + std::to_string(bad));
+    const Status e = make_tiny_checkpoint(dir, "tiny2", 0, TinyQuant::kNone, o);
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_NE(e.message().find("field 'max_position_embeddings' = " + std::to_string(bad)),
+              std::string::npos)
+        << e.message();
+    EXPECT_FALSE(fs::exists(dir + "/config.json")) << bad;
+  }
 }
 
 TEST(TinyCheckpoint, BuiltinModelGeneratedOnceAndReused) {
