@@ -1,5 +1,6 @@
 // dsv4 generate [--model DIR] [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
 //   [--temperature T] [--top-p P] [--seed S] [--mtp] [--batch-size B] [--threads N] [--isa I]
+//   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
 // Decodes several prompts together with continuous batching (runtime/engine.h):
 // the batch changes as requests finish. Prints each step's batch size, each
 // request's tokens, tokens/s and (with --mtp) the draft acceptance rate.
@@ -32,6 +33,9 @@ struct GenerateArgs {
   int threads = 2;
   int max_chunk = 64;
   int64_t max_context = 1024;
+  int page_tokens = 128;
+  int64_t cache_blocks = 0;
+  int prefix_blocks = 0;
   bool quiet_steps = false;
   std::string isa = "auto";
 };
@@ -74,6 +78,9 @@ int run_generate(const GenerateArgs& a) {
   lim.max_rows = std::max(a.max_chunk, 2 * a.batch_size);
   lim.max_context = a.max_context;
   lim.n_threads = a.threads;
+  lim.page_tokens = a.page_tokens;
+  lim.cache_blocks = a.cache_blocks;
+  lim.prefix_blocks = a.prefix_blocks;
   auto engine = Engine::create(*cfg, *w, lim, EngineOptions{a.mtp, {}});
   if (!engine.ok()) return fail(engine.status());
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -87,7 +94,7 @@ int run_generate(const GenerateArgs& a) {
   std::printf("model %s: %d layers, vocab %lld; %zu requests, batch size %d%s, temperature %g, top-p %g\n",
               dir->c_str(), cfg->num_hidden_layers, static_cast<long long>(cfg->vocab_size), prompts.size(),
               a.batch_size, a.mtp ? ", MTP drafts" : "", a.temperature, a.top_p);
-  int64_t committed = 0, drafts = 0, accepted = 0, steps = 0;
+  int64_t committed = 0, drafts = 0, accepted = 0, steps = 0, prefix_hits = 0;
   double decode_seconds = 0;
   const auto t0 = std::chrono::steady_clock::now();
   while (!(*engine)->idle()) {
@@ -98,6 +105,7 @@ int run_generate(const GenerateArgs& a) {
     drafts += rep->drafts;
     accepted += rep->accepted;
     decode_seconds += rep->seconds;
+    prefix_hits += rep->prefix_hit_tokens;
     if (!a.quiet_steps)
       std::printf("step %3lld: batch %d, rows %d, tokens %d, %.2f ms\n", static_cast<long long>(steps), rep->batch,
                   rep->rows, rep->committed, rep->seconds * 1e3);
@@ -113,6 +121,8 @@ int run_generate(const GenerateArgs& a) {
   if (a.mtp)
     std::printf(", MTP acceptance %lld/%lld = %.2f", static_cast<long long>(accepted),
                 static_cast<long long>(drafts), drafts ? static_cast<double>(accepted) / drafts : 0.0);
+  if (a.prefix_blocks > 0)
+    std::printf(", prefix cache: %lld prompt positions reused", static_cast<long long>(prefix_hits));
   std::printf("\n");
   return 0;
 }
@@ -136,6 +146,15 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--threads", a->threads, "Worker threads")->capture_default_str();
   sub->add_option("--max-chunk", a->max_chunk, "Largest prefill chunk per request")->capture_default_str();
   sub->add_option("--max-context", a->max_context, "Positions per sequence")->capture_default_str();
+  sub->add_option("--page-tokens", a->page_tokens,
+                  "Positions per compressed-cache block (a multiple of every compress ratio)")
+      ->capture_default_str();
+  sub->add_option("--cache-blocks", a->cache_blocks,
+                  "Compressed-cache blocks shared by all requests (0 = enough for every slot at max-context)")
+      ->capture_default_str();
+  sub->add_option("--prefix-blocks", a->prefix_blocks,
+                  "Prefix-cache entries (prompt blocks kept for reuse; 0 = off)")
+      ->capture_default_str();
   sub->add_flag("--quiet-steps", a->quiet_steps, "Do not print one line per step");
   sub->add_option("--isa", a->isa, kIsaHelp)->capture_default_str();
   return {sub, [a]() { return run_generate(*a); }};

@@ -50,6 +50,23 @@ ok "generate" "$dsv4" generate --model "$work/t2" --max-tokens 4 --batch-size 2 
   --prompt-ids 1,2,3 --prompt-ids 4
 grep -q "tokens/s" "$work/out.txt" || { echo "FAIL: generate printed no rate"; fails=$((fails + 1)); }
 
+# Prefix cache: two prompts sharing 300 tokens, one at a time, give the tokens of a run without it.
+python3 -c "print(' '.join(str((i * 37) % 500) for i in range(300)))" >"$work/system.txt"
+sys_ids=$(tr ' ' ',' <"$work/system.txt")
+ok "generate without prefix cache" "$dsv4" generate --model "$work/t2" --max-tokens 4 --quiet-steps --batch-size 1 \
+  --prompt-ids "$sys_ids,1,2" --prompt-ids "$sys_ids,3,4,5"
+grep '^request' "$work/out.txt" >"$work/gen_cold.txt"
+ok "generate with prefix cache" "$dsv4" generate --model "$work/t2" --max-tokens 4 --quiet-steps --batch-size 1 \
+  --prompt-ids "$sys_ids,1,2" --prompt-ids "$sys_ids,3,4,5" --prefix-blocks 8 --page-tokens 128
+grep '^request' "$work/out.txt" >"$work/gen_hit.txt"
+grep -q "prefix cache: 252 prompt positions reused" "$work/out.txt" ||
+  { echo "FAIL: no prefix-cache hit reported"; fails=$((fails + 1)); }
+cmp -s "$work/gen_cold.txt" "$work/gen_hit.txt" || { echo "FAIL: prefix-cache hit changed tokens"; fails=$((fails + 1)); }
+bad "page tokens not a multiple of the ratios" "page_tokens = 100 must be a multiple of every compress ratio" \
+  "$dsv4" generate --model "$work/t2" --page-tokens 100 --max-tokens 2
+bad "max-context above the model" "exceeds the model's max_position_embeddings" \
+  "$dsv4" generate --model "$work/t2" --max-context 100000000000 --max-tokens 2
+
 # Token lists from @FILE: ids separated by commas and/or whitespace give the inline list's output.
 printf '1, 2\n3\t4 \n  5,\n' >"$work/ids.txt"
 ok "logits --tokens @FILE" "$dsv4" logits --model "$work/t2" --tokens "@$work/ids.txt" --out "$work/a.npy"
