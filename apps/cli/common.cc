@@ -7,7 +7,9 @@
 #include "commands.h"
 #include "base/cpu.h"
 #include "io/file_util.h"
+#include "kernels/indexer/indexer.h"
 #include "kernels/linear/linear.h"
+#include "kernels/sparse_attn/sparse_attn.h"
 #include "model/tiny_checkpoint.h"
 #include "runtime/teacher_forced.h"
 
@@ -93,6 +95,8 @@ Status select_isa(const std::string& isa_flag) {
   Result<Isa> isa = parse_isa(isa_flag);
   if (!isa.ok()) return isa.status().with_context("--isa");
   kernels::set_linear_isa(*isa);
+  kernels::set_indexer_isa(*isa);
+  kernels::set_sparse_attn_isa(*isa);
   return Status();
 }
 

@@ -89,11 +89,15 @@ void index_key_pack(const IndexKeyFormat& f, const bf16* v, uint8_t* row) {
 void index_key_unpack(const IndexKeyFormat& f, const uint8_t* row, float* out) {
   const uint8_t* scales = row + f.dim / 2;
   for (int b = 0; b < f.blocks(); ++b) {
+    // The block's 16 values e2m1(nibble)·s (exact products), then two lookups per byte.
     const float s = ue8m0_decode(scales[b]);
+    float lut[16];
+    for (int c = 0; c < 16; ++c) lut[c] = e2m1_decode(static_cast<uint8_t>(c)) * s;
+    const uint8_t* codes = row + b * 16;
+    float* o = out + b * 32;
     for (int i = 0; i < 16; ++i) {
-      const uint8_t c = row[b * 16 + i];
-      out[b * 32 + 2 * i] = e2m1_decode(c & 0xF) * s;
-      out[b * 32 + 2 * i + 1] = e2m1_decode(c >> 4) * s;
+      o[2 * i] = lut[codes[i] & 0xF];
+      o[2 * i + 1] = lut[codes[i] >> 4];
     }
   }
 }

@@ -16,7 +16,9 @@
 
 #include "base/cpu.h"
 #include "io/safetensors.h"
+#include "kernels/indexer/indexer.h"
 #include "kernels/linear/linear.h"
+#include "kernels/sparse_attn/sparse_attn.h"
 #include "model/config.h"
 #include "model/runner.h"
 #include "model/tiny_checkpoint.h"
@@ -273,14 +275,19 @@ TEST(Runner, EverySimdVariantGivesTheSameLogits) {
     const auto toks = tokens(24, 8, m.cfg.vocab_size);
     auto r = ModelRunner::create(m.cfg, *m.w, limits(24));
     ASSERT_TRUE(r.ok()) << r.message();
-    kernels::set_linear_isa(Isa::kScalar);
+    auto set_all = [](Isa isa) {
+      kernels::set_linear_isa(isa);
+      kernels::set_indexer_isa(isa);
+      kernels::set_sparse_attn_isa(isa);
+    };
+    set_all(Isa::kScalar);
     const auto want = run_chunked(**r, toks, 24, 24);
     for (Isa isa : kAllIsas) {
       if (!isa_supported(isa)) continue;
-      kernels::set_linear_isa(isa);
+      set_all(isa);
       EXPECT_EQ(run_chunked(**r, toks, 24, 24), want) << preset << " " << isa_name(isa);
     }
-    kernels::set_linear_isa(detect_isa());
+    set_all(detect_isa());
   }
 }
 
@@ -373,6 +380,56 @@ TEST(Runner, LimitsAgainstTheModelAndResidentMemory) {
   const StepRequest q{0, 0, 32, 64, toks.data()};
   ASSERT_TRUE((*r)->forward({&q, 1}, nullptr, nullptr).ok());
   EXPECT_GT((*r)->cache_memory().resident, before.resident);
+}
+
+// 20,000-token context on tiny and tiny2 (max_position_embeddings 32768): the prompt in
+// chunks of 509 rows equals a prompt prefilled to 19,700 in chunks of 2,048 and then fed
+// token by token (decode-shaped steps), bit for bit on the last 300 positions; resident
+// cache memory stays within what the positions written need.
+TEST(Runner, LongContextPrefillEqualsDecode) {
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr int64_t kLen = 3000;
+#else
+  constexpr int64_t kLen = 20000;
+#endif
+  constexpr int64_t kTail = 300;
+  for (const char* preset : {"tiny", "tiny2"}) {
+    const Loaded& m = test::tiny_model(preset, TinyQuant::kFp8, 1, 32768);
+    const int64_t V = m.cfg.vocab_size;
+    Limits l = limits(2048);
+    l.max_rows = 2048;
+    l.max_seqs = 2;
+    l.max_batch = 2;
+    l.max_context = 32768;
+    auto r = ModelRunner::create(m.cfg, *m.w, l);
+    ASSERT_TRUE(r.ok()) << r.message();
+    const auto toks = tokens(static_cast<int>(kLen), 17, V);
+    std::vector<float> step(static_cast<size_t>(2048 * V)), a(static_cast<size_t>(kTail * V)), b(a.size());
+    auto feed = [&](int32_t seq, int64_t from, int64_t to, int chunk, std::vector<float>* out) {
+      for (int64_t p0 = from; p0 < to; p0 += chunk) {
+        const int32_t c = static_cast<int32_t>(std::min<int64_t>(chunk, to - p0));
+        const StepRequest q{seq, p0, c, kLen, toks.data() + p0};
+        const Status st = (*r)->forward({&q, 1}, step.data(), nullptr);
+        ASSERT_TRUE(st.ok()) << st.message();
+        if (out)
+          for (int32_t i = 0; i < c; ++i)
+            if (p0 + i >= kLen - kTail)
+              std::copy_n(step.begin() + i * V, V, out->begin() + (p0 + i - (kLen - kTail)) * V);
+      }
+    };
+    ASSERT_TRUE((*r)->start_sequence(0).ok());
+    feed(0, 0, kLen, 509, &a);
+    ASSERT_TRUE((*r)->start_sequence(1).ok());
+    feed(1, 0, kLen - kTail, 2048, nullptr);
+    feed(1, kLen - kTail, kLen, 1, &b);
+    EXPECT_EQ(a, b) << preset;
+    // Memory follows use: two sequences of kLen positions touch at most their blocks
+    // (+ one OS page per layer family of slack) of storage reserved for 32768 positions each.
+    const ModelRunner::CacheMemory mem = (*r)->cache_memory();
+    EXPECT_LT(mem.resident, mem.reserved * 3 / 4) << preset;
+    std::printf("  %s: %lld positions, cache resident %.1f MiB of %.1f MiB reserved\n", preset,
+                static_cast<long long>(kLen), mem.resident / 1048576.0, mem.reserved / 1048576.0);
+  }
 }
 
 }  // namespace

@@ -34,15 +34,20 @@ inline std::vector<int32_t> random_tokens(int n, uint32_t seed, int64_t vocab) {
   return t;
 }
 
-inline const TinyModel& tiny_model(const std::string& preset, TinyQuant quant, uint64_t seed = 1) {
+// max_position > 0 overrides max_position_embeddings (long-context tests).
+inline const TinyModel& tiny_model(const std::string& preset, TinyQuant quant, uint64_t seed = 1,
+                                   int64_t max_position = 0) {
   static std::map<std::string, std::unique_ptr<TinyModel>> cache;
-  const std::string key = preset + "-" + std::string(tiny_quant_name(quant)) + "-seed" + std::to_string(seed);
+  const std::string key = preset + "-" + std::string(tiny_quant_name(quant)) + "-seed" + std::to_string(seed) +
+                          (max_position > 0 ? "-pos" + std::to_string(max_position) : "");
   if (auto it = cache.find(key); it != cache.end()) return *it->second;
   const char* env = std::getenv("DSV4_TEST_TMP");
   auto m = std::make_unique<TinyModel>();
   m->dir = std::string(env != nullptr && *env ? env : "/tmp/dsv4_test") + "/" + key;
   std::filesystem::create_directories(m->dir);
-  const Status st = make_tiny_checkpoint(m->dir, preset, seed, quant);
+  TinyOverrides over;
+  if (max_position > 0) over.max_position_embeddings = max_position;
+  const Status st = make_tiny_checkpoint(m->dir, preset, seed, quant, over);
   EXPECT_TRUE(st.ok()) << st.message();
   Result<ModelConfig> cfg = load_config(m->dir);
   EXPECT_TRUE(cfg.ok()) << cfg.message();

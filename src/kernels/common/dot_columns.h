@@ -6,6 +6,9 @@
 #pragma once
 
 namespace dsv4::kernels {
+// Internal linkage: units compiled for different ISAs (the *_avx2.cc / *_avx512.cc
+// variants) each keep their own copy, never one another's.
+namespace {
 
 template <int kStride>
 inline void dot_columns(const float* __restrict q, const float* __restrict t, int n_dims, int n_cols,
@@ -30,4 +33,5 @@ inline void dot_columns(const float* __restrict q, const float* __restrict t, in
     for (int j = 0; j < n_cols; ++j) s[j] = s[j] + q[k] * t[k * kStride + j];
 }
 
+}  // namespace
 }  // namespace dsv4::kernels

@@ -3,23 +3,39 @@
 // once and each tile of 64 packed keys to a transposed fp32 tile, so the dot loops run
 // across entries with the reference's per-score order (ascending k, then heads), and
 // feeds the tile's bf16 scores into a bounded heap of the best Ki (no score buffer).
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 
 #include "base/check.h"
 #include "base/math.h"
 #include "kernels/hadamard/hadamard.h"
-#include "kernels/common/dot_columns.h"
 #include "kernels/indexer/indexer.h"
+#include "kernels/indexer/indexer_tile.h"
 #include "kernels/linear/linear.h"
 #include "kernels/rope/rope.h"
+#include "numeric/e2m1.h"
 #include "numeric/quant.h"
+#include "numeric/ue8m0.h"
 
 namespace dsv4::kernels {
 namespace {
 
-constexpr int kScoreTile = 64;  // entries per transposed tile
+using indexer_tile::kScoreTile;
+
+std::atomic<int> g_isa{-1};  // detect_isa() until set_indexer_isa
+
+indexer_tile::ScoreTileFn tile_fn(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx2: return indexer_tile::score_tile_avx2();
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16: return indexer_tile::score_tile_avx512();
+    default: return indexer_tile::score_tile_impl;
+  }
+}
 
 // Rank of (score, entry): larger ranks first; exact ties go to the lower entry index.
 inline uint64_t rank_of(bf16 score, int64_t entry) {
@@ -34,9 +50,9 @@ struct SelectScratch {
   float* jt;       // [Di, 64] transposed keys
   float* qf;       // [Hi, Di]
   float* wf;       // [Hi]
-  float* dv;       // [64]
+  float* dv;       // [2, 64]
   float* sc;       // [64]
-  float* kr;       // [Di] one decoded key
+  float* kr;       // [64, Di] a tile's keys, decoded row by row
   uint64_t* heap;  // [Ki]
   uint64_t* part;  // [2, Ki]
   int64_t* part_info;  // [2, 2]: row, size
@@ -45,7 +61,7 @@ struct SelectScratch {
 
 int64_t floats_per_thread(const IndexerParams& p) {
   const int64_t Hi = p.n_heads, Di = p.head_dim;
-  return (Di * kScoreTile + Hi * Di + Hi + 2 * kScoreTile + Di + 15) / 16 * 16;
+  return (2 * Di * kScoreTile + Hi * Di + Hi + 3 * kScoreTile + 15) / 16 * 16;
 }
 int64_t bytes_per_thread(const IndexerParams& p, int nthreads) {
   const int64_t K = std::max(p.topk, 1);
@@ -61,7 +77,7 @@ SelectScratch carve(const IndexerParams& p, void* base, int tid, int nthreads) {
   s.qf = s.jt + Di * kScoreTile;
   s.wf = s.qf + Hi * Di;
   s.dv = s.wf + Hi;
-  s.sc = s.dv + kScoreTile;
+  s.sc = s.dv + 2 * kScoreTile;
   s.kr = s.sc + kScoreTile;
   auto* u = reinterpret_cast<uint64_t*>(b + floats_per_thread(p) * 4);
   s.heap = u;
@@ -80,6 +96,29 @@ Work total_work(const IndexKeys& keys, int64_t T) {
   Work w;
   for (int64_t t = 0; t < T; ++t) w.total += keys.count[t];
   return w;
+}
+
+// Tile of nb packed keys [i0, i0 + nb) of row t as fp32 (the exact e2m1 × ue8m0 values),
+// transposed into s.jt [Di, 64]: each key decoded contiguously into s.kr [64, Di] (rows
+// past nb zero), then 4 × 4 blocks transposed in registers.
+void decode_tile(const IndexKeys& keys, int64_t t, int64_t i0, int nb, const SelectScratch& s) {
+  const int Di = keys.format.dim;
+  const int nb4 = (nb + 3) & ~3;
+  for (int j = 0; j < nb; ++j) index_key_unpack(keys.format, keys.rows[t].row(i0 + j), s.kr + j * Di);
+  for (int j = nb; j < nb4; ++j) std::fill_n(s.kr + j * Di, Di, 0.0f);
+  for (int j = 0; j < nb4; j += 4) {
+    const float* r0 = s.kr + j * Di;
+    for (int k = 0; k < Di; k += 4) {
+      __m128 a = _mm_loadu_ps(r0 + k), b = _mm_loadu_ps(r0 + Di + k);
+      __m128 c = _mm_loadu_ps(r0 + 2 * Di + k), d = _mm_loadu_ps(r0 + 3 * Di + k);
+      _MM_TRANSPOSE4_PS(a, b, c, d);
+      float* o = s.jt + static_cast<int64_t>(k) * kScoreTile + j;
+      _mm_storeu_ps(o, a);
+      _mm_storeu_ps(o + kScoreTile, b);
+      _mm_storeu_ps(o + 2 * kScoreTile, c);
+      _mm_storeu_ps(o + 3 * kScoreTile, d);
+    }
+  }
 }
 
 // Descending ranks -> picks row (ids, then −1 up to Ki), n_picks.
@@ -120,6 +159,17 @@ void indexer_finish(const IndexerParams& p, const float* inv_freq, const int64_t
     wgt[i] = bf16::from_float(omega[i].to_float() * scale);
 }
 
+void set_indexer_isa(Isa isa) {
+  DSV4_CHECK(isa_supported(isa), "indexer isa {} not supported by this CPU", isa_name(isa));
+  g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+Isa indexer_isa() {
+  int v = g_isa.load(std::memory_order_relaxed);
+  if (v < 0) g_isa.store(v = static_cast<int>(detect_isa()), std::memory_order_relaxed);
+  return static_cast<Isa>(v);
+}
+
 int64_t indexer_select_scratch_bytes(const IndexerParams& p, int nthreads) {
   return bytes_per_thread(p, nthreads) * nthreads;
 }
@@ -128,6 +178,7 @@ void indexer_select(const IndexerParams& p, const bf16* qi, const bf16* wgt, con
                     int64_t T, int32_t* picks, int32_t* n_picks, void* scratch, int tid, int nthreads) {
   const int Hi = p.n_heads, Di = p.head_dim;
   const int64_t K = p.topk;
+  const indexer_tile::ScoreTileFn score_tile = tile_fn(indexer_isa());
   SelectScratch s = carve(p, scratch, tid, nthreads);
   s.part_info[0] = s.part_info[2] = -1;  // no partial lists yet
   const Work work = total_work(keys, T);
@@ -143,22 +194,8 @@ void indexer_select(const IndexerParams& p, const bf16* qi, const bf16* wgt, con
     int64_t size = 0;  // heap entries (a min-heap under std::greater: front = worst kept)
     for (int64_t i0 = lo; i0 < hi; i0 += kScoreTile) {
       const int nb = static_cast<int>(std::min<int64_t>(kScoreTile, hi - i0));
-      for (int j = 0; j < nb; ++j) {
-        index_key_unpack(keys.format, keys.rows[t].row(i0 + j), s.kr);
-        for (int k = 0; k < Di; ++k) s.jt[k * kScoreTile + j] = s.kr[k];
-      }
-      for (int j = 0; j < nb; ++j) s.sc[j] = 0.0f;
-      for (int h = 0; h < Hi; ++h) {
-        const float* q = s.qf + static_cast<int64_t>(h) * Di;
-        for (int j = 0; j < nb; ++j) s.dv[j] = 0.0f;
-        dot_columns<kScoreTile>(q, s.jt, Di, nb, s.dv);
-        const float w = s.wf[h];
-        for (int j = 0; j < nb; ++j) {
-          const float d = round_bf16(s.dv[j]);
-          const float relu = d > 0.0f ? d : 0.0f;
-          s.sc[j] += round_bf16(relu * w);
-        }
-      }
+      decode_tile(keys, t, i0, nb, s);
+      score_tile(s.qf, s.wf, s.jt, Hi, Di, nb, s.dv, s.sc);
       for (int j = 0; j < nb; ++j) {
         const uint64_t r = rank_of(bf16::from_float(s.sc[j]), i0 + j);
         if (size < K) {

@@ -41,6 +41,7 @@
 
 #include <cstdint>
 
+#include "base/cpu.h"
 #include "numeric/bf16.h"
 #include "numeric/cache_rows.h"
 #include "numeric/paged_rows.h"
@@ -101,6 +102,11 @@ void indexer_project(const IndexerParams& p, const LinearWeight& wq_b,
 // In place on qi: RoPE, Hadamard, fp4sim_32 per head; wgt [T, Hi] from omega.
 void indexer_finish(const IndexerParams& p, const float* inv_freq, const int64_t* pos, int64_t T,
                     bf16* qi, const bf16* omega, bf16* wgt, int tid, int nthreads);
+// ISA of the score tiles (indexer_tile.h; every variant gives the same bits): detect_isa()
+// unless set. Set it between steps, not while a call runs.
+void set_indexer_isa(Isa isa);
+Isa indexer_isa();
+
 // Scratch for indexer_select / indexer_select_merge with nthreads workers (independent of
 // T and of the context length).
 int64_t indexer_select_scratch_bytes(const IndexerParams& p, int nthreads);

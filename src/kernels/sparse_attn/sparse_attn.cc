@@ -3,13 +3,14 @@
 // P·V, transposed for the logits) and reused by all of the thread's heads.
 // Loops vectorize across list entries (logits) and across dims (P·V) while
 // every output keeps the reference's per-element summation order.
+#include <atomic>
 #include <cmath>
 #include <limits>
 
 #include "base/check.h"
 #include "base/math.h"
-#include "kernels/common/dot_columns.h"
 #include "kernels/sparse_attn/sparse_attn.h"
+#include "kernels/sparse_attn/sparse_attn_tile.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -23,33 +24,31 @@ int64_t per_thread_floats(const SparseAttnParams& p) {
          + Dh;                // q_h as fp32 [Dh]
 }
 
-// acc[d] += Σ_j pb[j]·kb[j, d] for j < nr, each acc[d] in ascending j (four
-// entries per pass, added one at a time).
-void accumulate_pv(const float* __restrict pb, const float* __restrict kb, int Dh, int nr,
-                   float* __restrict acc) {
-  int j = 0;
-  for (; j + 4 <= nr; j += 4) {
-    const float p0 = pb[j], p1 = pb[j + 1], p2 = pb[j + 2], p3 = pb[j + 3];
-    const float* k0 = kb + static_cast<int64_t>(j) * Dh;
-    const float* k1 = k0 + Dh;
-    const float* k2 = k1 + Dh;
-    const float* k3 = k2 + Dh;
-    for (int d = 0; d < Dh; ++d) {
-      float v = acc[d];
-      v = v + p0 * k0[d];
-      v = v + p1 * k1[d];
-      v = v + p2 * k2[d];
-      v = v + p3 * k3[d];
-      acc[d] = v;
-    }
-  }
-  for (; j < nr; ++j) {
-    const float* k = kb + static_cast<int64_t>(j) * Dh;
-    for (int d = 0; d < Dh; ++d) acc[d] = acc[d] + pb[j] * k[d];
+std::atomic<int> g_isa{-1};  // detect_isa() until set_sparse_attn_isa
+
+const attn_tile::Fns& fns(Isa isa) {
+  static const attn_tile::Fns base{attn_tile::logits_impl, attn_tile::accumulate_pv_impl};
+  static const attn_tile::Fns avx2 = attn_tile::fns_avx2(), avx512 = attn_tile::fns_avx512();
+  switch (isa) {
+    case Isa::kAvx2: return avx2;
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16: return avx512;
+    default: return base;
   }
 }
 
 }  // namespace
+
+void set_sparse_attn_isa(Isa isa) {
+  DSV4_CHECK(isa_supported(isa), "sparse_attn isa {} not supported by this CPU", isa_name(isa));
+  g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+Isa sparse_attn_isa() {
+  int v = g_isa.load(std::memory_order_relaxed);
+  if (v < 0) g_isa.store(v = static_cast<int>(detect_isa()), std::memory_order_relaxed);
+  return static_cast<Isa>(v);
+}
 
 int64_t sparse_attn_scratch_floats(const SparseAttnParams& p, int nthreads) {
   return per_thread_floats(p) * nthreads;
@@ -61,6 +60,7 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
   const int H = p.n_heads, Dh = p.head_dim;
   const float scale = attn_softmax_scale(Dh);
   const float kNegInf = -std::numeric_limits<float>::infinity();
+  const attn_tile::Fns& f = fns(sparse_attn_isa());
   float* kb = scratch + per_thread_floats(p) * tid;
   float* kt = kb + kAttnBlock * Dh;
   float* acc_all = kt + kAttnBlock * Dh;
@@ -102,7 +102,7 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
         const bf16* qh = q + (t * H + h) * Dh;
         for (int d = 0; d < Dh; ++d) qf[d] = qh[d].to_float();
         for (int j = 0; j < nr; ++j) sj[j] = 0.0f;
-        dot_columns<kAttnBlock>(qf, kt, Dh, nr, sj);
+        f.logits(qf, kt, Dh, nr, sj);
         float bmax = kNegInf;
         for (int j = 0; j < nr; ++j) {
           sj[j] = sj[j] * scale;
@@ -122,7 +122,7 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
         float* acc = acc_all + static_cast<int64_t>(h) * Dh;
         for (int d = 0; d < Dh; ++d) acc[d] = acc[d] * alpha;
         for (int j = 0; j < nr; ++j) sj[j] = round_bf16(sj[j]);
-        accumulate_pv(sj, kb, Dh, nr, acc);
+        f.accumulate_pv(sj, kb, Dh, nr, acc);
       }
     }
     for (int h = h0; h < h1; ++h) {

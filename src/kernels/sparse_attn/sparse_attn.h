@@ -38,6 +38,7 @@
 #include <cstdint>
 
 #include "kernels/attn_select/attn_select.h"
+#include "base/cpu.h"
 #include "numeric/bf16.h"
 #include "numeric/cache_rows.h"
 #include "numeric/paged_rows.h"
@@ -67,6 +68,11 @@ float attn_softmax_scale(int head_dim);
 
 void sparse_attn_ref(const SparseAttnParams& p, const bf16* q, int64_t T, const AttnList& list,
                      const AttnKeys& keys, const float* sink, bf16* o);
+
+// ISA of the inner loops (sparse_attn_tile.h; every variant gives the same bits):
+// detect_isa() unless set. Set it between steps, not while a call runs.
+void set_sparse_attn_isa(Isa isa);
+Isa sparse_attn_isa();
 
 // Scratch floats for nthreads workers (each uses its own slice).
 int64_t sparse_attn_scratch_floats(const SparseAttnParams& p, int nthreads);

@@ -260,20 +260,27 @@ TEST_P(IndexerScoreTest, StreamingSelectEqualsFullSortEveryT) {
     for (int64_t T = 0; T <= kCapacity; ++T) {
       for (int nt : {1, 2, 3}) {
         if (nt == 3 && T % 7 != 0 && T != kCapacity) continue;
-        got.poison(T);
-        got_n.poison(T);
-        select_engine(p, in, T, nt, got.data(), got_n.data());
-        ASSERT_TRUE(got.sentinel_intact(T));
-        ASSERT_TRUE(got_n.sentinel_intact(T));
-        for (int64_t t = 0; t < T; ++t) {
-          ASSERT_EQ(got_n.row(t)[0], want_n.row(t)[0]) << pr.name << " T=" << T << " threads=" << nt << " row " << t;
-          ASSERT_EQ(std::memcmp(got.row(t), want.row(t), p.topk * sizeof(int32_t)), 0)
-              << pr.name << " distinct=" << distinct << " T=" << T << " threads=" << nt << " row " << t
-              << " count " << in.count[t];
+        // Every ISA variant of the score tiles at the largest T (and at a few others).
+        const bool all_isas = T == kCapacity || T % 16 == 1;
+        for (Isa isa : kAllIsas) {
+          if (!isa_supported(isa) || (!all_isas && isa != detect_isa())) continue;
+          set_indexer_isa(isa);
+          got.poison(T);
+          got_n.poison(T);
+          select_engine(p, in, T, nt, got.data(), got_n.data());
+          ASSERT_TRUE(got.sentinel_intact(T));
+          ASSERT_TRUE(got_n.sentinel_intact(T));
+          for (int64_t t = 0; t < T; ++t) {
+            ASSERT_EQ(got_n.row(t)[0], want_n.row(t)[0]) << pr.name << " T=" << T << " threads=" << nt << " row " << t;
+            ASSERT_EQ(std::memcmp(got.row(t), want.row(t), p.topk * sizeof(int32_t)), 0)
+                << pr.name << " distinct=" << distinct << " T=" << T << " threads=" << nt << " row " << t
+                << " count " << in.count[t] << " isa " << isa_name(isa);
+          }
         }
       }
     }
   }
+  set_indexer_isa(detect_isa());
 }
 
 // The reference top-k's order on real and coarse (tie-heavy) score rows.

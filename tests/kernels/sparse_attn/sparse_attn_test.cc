@@ -135,14 +135,19 @@ TEST_P(SparseAttnTest, EngineMatchesRefEveryT) {
   sparse_attn_ref(w.p, w.q.data(), kCapacity, w.view(), w.keys(), w.sink.data(), want.data());
   for (int64_t T = 0; T <= kCapacity; ++T) {
     for (ThreadPool* pl : {static_cast<ThreadPool*>(nullptr), &pool}) {
-      got.poison(T);
-      std::fill(scratch.begin(), scratch.end(), std::numeric_limits<float>::quiet_NaN());
-      run_engine(pl, w, T, got.data(), scratch.data());
-      ASSERT_TRUE(got.sentinel_intact(T)) << "T=" << T;
-      ASSERT_TRUE(test::all_close(got.data(), want.data(), T * width, test::kExact, "o"))
-          << pr.name << " T=" << T << " threads=" << (pl ? 2 : 1);
+      for (Isa isa : kAllIsas) {  // every ISA variant of the inner loops
+        if (!isa_supported(isa)) continue;
+        set_sparse_attn_isa(isa);
+        got.poison(T);
+        std::fill(scratch.begin(), scratch.end(), std::numeric_limits<float>::quiet_NaN());
+        run_engine(pl, w, T, got.data(), scratch.data());
+        ASSERT_TRUE(got.sentinel_intact(T)) << "T=" << T;
+        ASSERT_TRUE(test::all_close(got.data(), want.data(), T * width, test::kExact, "o"))
+            << pr.name << " T=" << T << " threads=" << (pl ? 2 : 1) << " isa " << isa_name(isa);
+      }
     }
   }
+  set_sparse_attn_isa(detect_isa());
   // The reference at a smaller T gives the same rows (its rows are independent too).
   RowBuffer<bf16> want5(kCapacity, width);
   want5.poison(5);
