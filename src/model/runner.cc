@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <unistd.h>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
@@ -64,7 +67,32 @@ k::CompressorParams compressor_params(const ModelConfig& cfg, const CompressorWe
 
 }  // namespace
 
+// Bytes allocated (and touched) at start-up, dominant terms: per-row scratch (streams, q/o,
+// expert work) and per-slot compressor states. Cache storage is reserved untouched and not
+// counted.
+double eager_bytes(const Limits& l, const ModelConfig& c) {
+  const double T = l.max_rows, D = static_cast<double>(c.hidden_size), N = c.hc_mult;
+  const double per_row = 2 * 2 * N * D + 2 * 2 * c.num_attention_heads * static_cast<double>(c.head_dim) +
+                         4.0 * c.num_experts_per_tok * (D + 2.0 * c.moe_intermediate_size) + 8 * D;
+  double per_seq = 0;
+  for (int i = 0; i < c.n_layers_total(); ++i) {
+    const int r = c.layer_ratio(i);
+    if (r <= 0) continue;
+    const int kappa = r == kCsaRatio ? 2 : 1;
+    const double ring = kappa * r - 1 + l.max_decode_rows;
+    per_seq += 2 * 4 * ring * kappa * static_cast<double>(c.head_dim);
+    if (r == kCsaRatio) per_seq += 2 * 4 * ring * kappa * static_cast<double>(c.index_head_dim);
+  }
+  return T * per_row + static_cast<double>(l.max_seqs) * per_seq;
+}
+
 Status validate_limits_for_model(const Limits& l, const ModelConfig& cfg) {
+  const double eager = eager_bytes(l, cfg);
+  const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (ram > 0 && eager > ram)
+    return Status::errorf("limits need about {:.1f} GiB at start-up (max_rows = {}, max_seqs = {}), more than this "
+                          "machine's {:.1f} GiB of memory",
+                          eager / (1 << 30), l.max_rows, l.max_seqs, ram / (1 << 30));
   if (l.max_context > cfg.max_position_embeddings)
     return Status::errorf("limit max_context = {} exceeds the model's max_position_embeddings = {}", l.max_context,
                           cfg.max_position_embeddings);
@@ -146,10 +174,22 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelConfig& cfg,
   if (!st.ok()) return st;
   st = validate_limits_for_model(limits, cfg);
   if (!st.ok()) return st;
-  std::unique_ptr<ModelRunner> r(new ModelRunner(cfg, w, limits));
-  st = r->init();
-  if (!st.ok()) return st;
-  return r;
+  // Scratch and per-slot state are allocated here, once; limits too large for the machine
+  // end in an error naming them, not in std::bad_alloc.
+  try {
+    std::unique_ptr<ModelRunner> r(new ModelRunner(cfg, w, limits));
+    st = r->init();
+    if (!st.ok()) return st;
+    return r;
+  } catch (const std::bad_alloc&) {
+    return Status::errorf("limits too large for this machine's memory: max_seqs = {}, max_batch = {}, max_rows = {}, "
+                          "max_decode_rows = {}, max_chunk = {} (scratch and per-sequence state are allocated at "
+                          "start-up)",
+                          limits.max_seqs, limits.max_batch, limits.max_rows, limits.max_decode_rows, limits.max_chunk);
+  } catch (const std::length_error&) {
+    return Status::errorf("limits too large: max_seqs = {}, max_rows = {} overflow a buffer size", limits.max_seqs,
+                          limits.max_rows);
+  }
 }
 
 Status ModelRunner::init() {
