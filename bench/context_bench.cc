@@ -14,16 +14,17 @@
 //    as in a real step where the other layers' weights pass through the CPU caches in
 //    between. Bytes = packed cache rows read per step (index keys n·68 B; KV rows 584 B);
 //    % bw against the same-run read bandwidth (bench/bandwidth.h, same thread count).
-//    MAC/s counts q·k products (indexer: n·Hi·Di; attention: keys·H·Dh·2 for q·k and p·v).
+//    MACs per step: indexer n·Hi·Di (the scores); attention keys·H·Dh·2 (q·k and p·v).
 //    The rest of a layer (projections, compressor, MoE) is weight-bound and measured by
 //    step_bench; a roofline from the layer's weight bytes is printed for reference.
 // 2. Tiny model (preset tiny, FP8, max_position_embeddings 1,048,576, written to a
 //    temporary directory): per context ctx a runner with max_context = ctx, one sequence
 //    prefilled with ctx − (warm-up + decode steps) random tokens in chunks, then decode
-//    steps of B = 1 up to position ctx (greedy: the next token is the argmax). Prefill
-//    tokens/s over the whole prompt and over its last chunks; decode tokens/s from the
-//    median step. A context is skipped (with a note) when the quadratic extrapolation of
-//    the previous context's time exceeds what is left of the part's budget.
+//    steps of B = 1 up to position ctx − 1 (greedy: the next token is the argmax). Prefill
+//    tokens/s over the whole prompt and over its last 4 chunks; decode tokens/s from the
+//    median step; cache memory resident vs reserved (ModelRunner::cache_memory) at the end.
+//    A context is skipped (with a note) when its time, extrapolated by t = a·n + b·n²
+//    through the contexts already run, exceeds what is left of the part's budget.
 // 3. Time to first token on tiny with prefix caching (page_tokens 128): per repetition a
 //    fresh 4096-token system prompt; request A = prompt + 64 tokens starts cold
 //    (start_sequence_cached misses), registers its blocks as it runs; request B = the same
