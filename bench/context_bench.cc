@@ -66,6 +66,7 @@
 #include "numeric/paged_rows.h"
 
 #include "bandwidth.h"
+#include "bench_util.h"
 
 namespace dsv4 {
 namespace {
@@ -94,10 +95,7 @@ struct Args {
   std::string parts = "123";
 };
 
-[[noreturn]] void die(const Status& st) {
-  std::fprintf(stderr, "context_bench: %s\n", st.message().c_str());
-  std::exit(1);
-}
+[[noreturn]] void die(const Status& st) { bench::die("context_bench", st); }
 
 template <typename T>
 T value_or_die(Result<T> r) {

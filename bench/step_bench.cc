@@ -54,6 +54,7 @@
 #include "numeric/bf16.h"
 
 #include "bandwidth.h"
+#include "bench_util.h"
 
 namespace dsv4 {
 namespace {
@@ -74,10 +75,7 @@ struct Args {
   int threads = 2;
 };
 
-[[noreturn]] void die(const Status& st) {
-  std::fprintf(stderr, "step_bench: %s\n", st.message().c_str());
-  std::exit(1);
-}
+[[noreturn]] void die(const Status& st) { bench::die("step_bench", st); }
 
 template <typename T>
 T value_or_die(Result<T> r) {
