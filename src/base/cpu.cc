@@ -2,6 +2,8 @@
 // AVX-512 register state).
 #include "base/cpu.h"
 
+#include <unistd.h>
+
 namespace dsv4 {
 
 const char* isa_name(Isa isa) {
@@ -43,6 +45,11 @@ Result<Isa> parse_isa(std::string_view s) {
     return isa;
   }
   return Status::errorf("isa '{}' unknown (accepted: auto, scalar, avx2, avx512, avx512bf16)", s);
+}
+
+int64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? static_cast<int64_t>(pages) * size : 0;
 }
 
 }  // namespace dsv4

@@ -8,6 +8,7 @@
 //   kAvx512Bf16: the same plus AVX512_BF16 (VDPBF16PS)
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 #include "base/status.h"
@@ -27,5 +28,8 @@ Isa detect_isa();
 // Parses an --isa value: a name of isa_name, or "auto" (detect_isa()). Errors
 // name the value and the accepted or supported set.
 Result<Isa> parse_isa(std::string_view s);
+
+// Physical memory of the machine in bytes (0 if unknown).
+int64_t physical_memory_bytes();
 
 }  // namespace dsv4

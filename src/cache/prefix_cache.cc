@@ -66,6 +66,7 @@ int32_t PrefixCache::insert(int32_t parent, const int32_t* tokens, int32_t wc, i
   e.page = page;
   e.mtp = mtp;
   e.children = 0;
+  e.holders = 0;
   e.last_use = ++clock_;
   e.live = true;
   e.tokens.assign(tokens, tokens + P_);
@@ -75,11 +76,34 @@ int32_t PrefixCache::insert(int32_t parent, const int32_t* tokens, int32_t wc, i
   return id;
 }
 
+void PrefixCache::hold(int32_t id) {
+  DSV4_CHECK(entries_[id].live);
+  ++entries_[id].holders;
+}
+
+void PrefixCache::release(int32_t id) {
+  DSV4_CHECK(entries_[id].live && entries_[id].holders > 0);
+  --entries_[id].holders;
+}
+
+int32_t PrefixCache::evictable_count(const std::function<bool(int32_t page)>& evictable) const {
+  // An entry that cannot go keeps all its ancestors too.
+  std::vector<uint8_t> kept(entries_.size(), 0);
+  for (int32_t id = 0; id < capacity(); ++id) {
+    const Entry& e = entries_[id];
+    if (!e.live || (e.holders == 0 && evictable(e.page))) continue;
+    for (int32_t a = id; a >= 0 && !kept[a]; a = entries_[a].parent) kept[a] = 1;
+  }
+  int32_t n = 0;
+  for (int32_t id = 0; id < capacity(); ++id) n += entries_[id].live && !kept[id];
+  return n;
+}
+
 std::optional<PrefixCache::Entry> PrefixCache::evict(const std::function<bool(int32_t page)>& evictable) {
   int32_t best = -1;
   for (int32_t id = 0; id < capacity(); ++id) {
     const Entry& e = entries_[id];
-    if (!e.live || e.children > 0 || !evictable(e.page)) continue;
+    if (!e.live || e.children > 0 || e.holders > 0 || !evictable(e.page)) continue;
     if (best < 0 || e.last_use < entries_[best].last_use) best = id;
   }
   if (best < 0) return std::nullopt;

@@ -7,7 +7,8 @@
 // slot, which the owner uses for the window-KV rows a hit needs (the cache stores no data).
 //
 // Entries are evicted least recently used first, leaves before their parents (a chain
-// stays walkable), and only when the owner says the page is held by nobody else.
+// stays walkable), never while a sequence holds them as the parent of its next block, and
+// only when the owner says the page is held by nobody else.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@ class PrefixCache {
     int32_t page = -1;     // compressed-cache page of the block
     bool mtp = false;      // the owner stored the MTP layer's rows too
     int32_t children = 0;  // live entries whose parent this is
+    int32_t holders = 0;   // sequences that will chain their next block onto this entry
     int64_t last_use = 0;
     bool live = false;
     std::vector<int32_t> tokens;  // [P]
@@ -47,8 +49,16 @@ class PrefixCache {
   std::vector<int32_t> match(const int32_t* tokens, int64_t n, int32_t wc, int64_t max_blocks, bool need_mtp);
   // A new entry (the caller checked find() == -1 and !full()); returns its id.
   int32_t insert(int32_t parent, const int32_t* tokens, int32_t wc, int32_t page, bool mtp);
-  // Removes the least recently used leaf whose page `evictable` accepts; returns it.
+  // A sequence chains its next block onto `id` (hold) or no longer (release); a held entry
+  // is never evicted, so a later insert under it always finds it.
+  void hold(int32_t id);
+  void release(int32_t id);
+  void touch(int32_t id) { entries_[id].last_use = ++clock_; }
+  // Removes the least recently used unheld leaf whose page `evictable` accepts; returns it.
   std::optional<Entry> evict(const std::function<bool(int32_t page)>& evictable);
+  // Entries that repeated evict() calls would remove (unheld, evictable, and with every
+  // descendant so too).
+  int32_t evictable_count(const std::function<bool(int32_t page)>& evictable) const;
 
  private:
   uint64_t key_of(int32_t parent, const int32_t* tokens, int32_t wc) const;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <unistd.h>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -11,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "base/check.h"
+#include "base/cpu.h"
 #include "base/math.h"
 #include "cache/cache_storage.h"
 #include "kernels/attn_select/attn_select.h"
@@ -87,8 +87,12 @@ double eager_bytes(const Limits& l, const ModelConfig& c) {
 }
 
 Status validate_limits_for_model(const Limits& l, const ModelConfig& cfg) {
+  if (l.prefix_blocks > 0 && l.page_tokens < kCsaRatio)
+    return Status::errorf("limit page_tokens = {} must be at least {} with the prefix cache (a hit recomputes the "
+                          "last {} positions before its cut)",
+                          l.page_tokens, kCsaRatio, kCsaRatio);
   const double eager = eager_bytes(l, cfg);
-  const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  const double ram = static_cast<double>(physical_memory_bytes());
   if (ram > 0 && eager > ram)
     return Status::errorf("limits need about {:.1f} GiB at start-up (max_rows = {}, max_seqs = {}), more than this "
                           "machine's {:.1f} GiB of memory",
@@ -372,6 +376,10 @@ Status ModelRunner::init() {
   tail_rows_ = W - 1;
   if (limits_.prefix_blocks > 0) prefix_ = std::make_unique<PrefixCache>(limits_.page_tokens, limits_.prefix_blocks);
   shared_end_.assign(limits_.max_seqs, 0);
+  high_.assign(limits_.max_seqs, 0);
+  mtp_high_.assign(limits_.max_seqs, 0);
+  floor_.assign(limits_.max_seqs, 0);
+  mtp_floor_.assign(limits_.max_seqs, 0);
   chain_.assign(limits_.max_seqs, -1);
   next_block_.assign(limits_.max_seqs, 0);
   length_.assign(limits_.max_seqs, 0);
@@ -394,12 +402,17 @@ Status ModelRunner::start_sequence(int32_t seq) {
     for (CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
       if (s->present) k::compressor_state_reset(s->params, s->states[seq]);
   active_[seq] = 1;
-  length_[seq] = 0;
-  mtp_length_[seq] = 0;
+  length_[seq] = mtp_length_[seq] = high_[seq] = mtp_high_[seq] = floor_[seq] = mtp_floor_[seq] = 0;
   shared_end_[seq] = 0;
   chain_[seq] = -1;
   next_block_[seq] = 0;
   return Status();
+}
+
+void ModelRunner::set_chain(int32_t seq, int32_t entry) {
+  if (chain_[seq] >= 0) prefix_->release(chain_[seq]);
+  chain_[seq] = entry;
+  if (entry >= 0) prefix_->hold(entry);
 }
 
 void ModelRunner::copy_window_rows(int32_t seq, int32_t entry, int64_t first, int64_t n, bool to_ring, bool mtp) {
@@ -435,9 +448,10 @@ Result<int64_t> ModelRunner::start_sequence_cached(int32_t seq, const int32_t* p
   const int64_t start = cut - kCsaRatio;  // the recomputed positions [cut − 4, cut)
   const int64_t first = std::max<int64_t>(0, start - tail_rows_);
   copy_window_rows(seq, chain.back(), first, start - first, /*to_ring=*/true, need_mtp);
-  length_[seq] = mtp_length_[seq] = start;
+  length_[seq] = mtp_length_[seq] = high_[seq] = mtp_high_[seq] = floor_[seq] = start;
+  mtp_floor_[seq] = need_mtp ? 0 : start;
   shared_end_[seq] = cut;
-  chain_[seq] = chain.back();
+  set_chain(seq, chain.back());
   next_block_[seq] = static_cast<int32_t>(chain.size());
   return start;
 }
@@ -455,29 +469,31 @@ void ModelRunner::register_prefix(int32_t seq, const int32_t* prompt, int64_t pr
     const int64_t cut = (b + 1) * P;
     const int64_t start = cut - kCsaRatio;
     const int64_t first = std::max<int64_t>(0, start - tail_rows_);
-    const int64_t written = need_mtp ? std::max(length_[seq], mtp_length_[seq]) : length_[seq];
+    const int64_t written = need_mtp ? std::max(high_[seq], mtp_high_[seq]) : high_[seq];
     if (first < written - (ring_rows - (os.page_rows - 1))) {  // rows gone: the chain stops here
       next_block_[seq] = static_cast<int32_t>(prompt_len / P + 1);
       return;
     }
     const int32_t found = prefix_->find(chain_[seq], prompt + b * P, wc);
     if (found >= 0 && (!need_mtp || prefix_->entry(found).mtp)) {
-      chain_[seq] = found;
+      prefix_->touch(found);
+      set_chain(seq, found);
       next_block_[seq] = static_cast<int32_t>(b + 1);
       continue;
     }
     if (found >= 0) return;  // cached without MTP rows: keep it, stop this chain
     if (prefix_->full()) {
       auto ev = prefix_->evict([&](int32_t page) { return page < 0 || blocks_->page_refs(page) == 1; });
-      if (!ev) return;
+      if (!ev) return;  // every entry is in use: this block stays uncached
       if (ev->page >= 0) blocks_->free_page(ev->page);
     }
     const int32_t page = min_ratio_ > 0 ? blocks_->table(seq)[b] : -1;
-    const int32_t id = prefix_->insert(chain_[seq], prompt + b * P, wc, page, need_mtp);
+    const bool mtp_rows = need_mtp && first >= mtp_floor_[seq];  // its MTP rows were all computed here
+    const int32_t id = prefix_->insert(chain_[seq], prompt + b * P, wc, page, mtp_rows);
     if (page >= 0) blocks_->retain_page(page);
     copy_window_rows(seq, id, first, start - first, /*to_ring=*/false, need_mtp);
     shared_end_[seq] = std::max(shared_end_[seq], cut);  // the slot never rewrites a cached block
-    chain_[seq] = id;
+    set_chain(seq, id);
     next_block_[seq] = static_cast<int32_t>(b + 1);
   }
 }
@@ -496,6 +512,7 @@ bool ModelRunner::make_free_blocks(int64_t need) {
 
 void ModelRunner::end_sequence(int32_t seq) {
   if (seq < 0 || seq >= limits_.max_seqs || !active_[seq]) return;
+  set_chain(seq, -1);
   ori_->release(seq);
   blocks_->release(seq);
   active_[seq] = 0;
@@ -521,8 +538,7 @@ int64_t ModelRunner::free_blocks() const {
   if (min_ratio_ == 0) return INT64_MAX;
   int64_t n = blocks_->pool().n_free();
   if (prefix_)  // blocks only the prefix cache holds come back on demand
-    for (int32_t id = 0; id < prefix_->capacity(); ++id)
-      if (prefix_->entry(id).live && blocks_->page_refs(prefix_->entry(id).page) == 1) ++n;
+    n += prefix_->evictable_count([&](int32_t page) { return page >= 0 && blocks_->page_refs(page) == 1; });
   return n;
 }
 int64_t ModelRunner::total_blocks() const { return min_ratio_ == 0 ? INT64_MAX : blocks_->pool().n_pages(); }
@@ -530,7 +546,7 @@ int64_t ModelRunner::total_blocks() const { return min_ratio_ == 0 ? INT64_MAX :
 ModelRunner::CacheMemory ModelRunner::cache_memory() const {
   CacheMemory m;
   for (const auto& lc : layers_)
-    for (const CacheStorage* s : {&lc->ori, &lc->cmp, &lc->idx}) {
+    for (const CacheStorage* s : {&lc->ori, &lc->cmp, &lc->idx, &lc->tail}) {
       m.reserved += static_cast<int64_t>(s->bytes());
       m.resident += static_cast<int64_t>(s->resident_bytes());
     }
@@ -543,15 +559,17 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
   Status st = validate_step(reqs, md_.cap);
   if (!st.ok()) return st;
   std::vector<int64_t>& length = mtp ? mtp_length_ : length_;
+  std::vector<int64_t>& high = mtp ? mtp_high_ : high_;
   for (size_t r = 0; r < reqs.size(); ++r) {
     const StepRequest& q = reqs[r];
     if (!active_[q.seq]) return Status::errorf("sequence slot {} was not started", q.seq);
     const int64_t L = length[q.seq];
-    const int64_t lo = std::max<int64_t>(0, L - (limits_.max_decode_rows - 1));
+    const int64_t lo = std::max<int64_t>(floor_[q.seq], high[q.seq] - (limits_.max_decode_rows - 1));
     if (q.p0 < lo || q.p0 > L)
       return Status::errorf(
           "request {}: p0 = {} does not continue sequence slot {}{}: {} positions cached, so p0 must "
-          "be in [{}, {}] (a rollback reaches at most max_decode_rows - 1 = {} rows back)",
+          "be in [{}, {}] (a rollback reaches at most max_decode_rows - 1 = {} rows behind the furthest "
+          "row written, and never below the slot's start)",
           r, q.p0, q.seq, mtp ? " (MTP layer)" : "", L, lo, L, limits_.max_decode_rows - 1);
   }
   // Compressed-cache blocks for positions [0, p0 + n) (the MTP layer is SWA: none).
@@ -565,7 +583,10 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
     for (const StepRequest& q : reqs) DSV4_RETURN_IF_ERROR(blocks_->reserve(q.seq, q.p0 + q.n));
   }
   build_step_metadata(reqs, *ori_, md_);
-  for (const StepRequest& q : reqs) length[q.seq] = q.p0 + q.n;
+  for (const StepRequest& q : reqs) {
+    length[q.seq] = q.p0 + q.n;
+    high[q.seq] = std::max(high[q.seq], q.p0 + q.n);
+  }
   return Status();
 }
 

@@ -121,9 +121,13 @@ class ModelRunner {
   std::unique_ptr<Scratch> s_;
   StepMetadata md_;
   std::vector<uint8_t> active_;
-  // Cached length per slot (positions [0, L) written), main model and MTP layer: a step's
-  // rows must continue it, p0 in [L − (S_MAX − 1), L] (runtime.md §3.1 rollback window).
+  // Cached length per slot (positions [0, L) written by the last step), main model and MTP
+  // layer: a step's rows continue it, p0 in [max(floor, high − (S_MAX − 1)), L] (runtime.md
+  // §3.1 rollback window).
   std::vector<int64_t> length_, mtp_length_;
+  // Furthest position written + 1 (rejected rows included) and the lowest position a step
+  // may start at (0, or a prefix hit's start): rollbacks stay within what the rings hold.
+  std::vector<int64_t> high_, mtp_high_, floor_;
   // Prefix cache: index, per layer window-KV rows of each entry (the W − 1 positions before
   // a cut's first recomputed row), and per slot the positions whose compressed entries live
   // in shared pages (never written by the slot), the slot's chain and next block.
@@ -131,6 +135,8 @@ class ModelRunner {
   int32_t tail_rows_ = 0;
   std::vector<int64_t> shared_end_;
   std::vector<int32_t> chain_, next_block_;
+  std::vector<int64_t> mtp_floor_;  // MTP window rows below this were not copied by a hit
+  void set_chain(int32_t seq, int32_t entry);
   bool make_free_blocks(int64_t need);
   void copy_window_rows(int32_t seq, int32_t entry, int64_t first, int64_t n, bool to_ring, bool mtp);
   std::vector<float> inv_main_, inv_compress_;  // RoPE tables of both profiles

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <new>
 
 #include "base/check.h"
+#include "base/cpu.h"
 
 namespace dsv4 {
 
@@ -33,9 +35,11 @@ Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions
   row_tokens_.resize(T);
   mtp_tokens_.resize(T);
   logits_.resize(static_cast<size_t>(T * V));
-  mtp_logits_.resize(static_cast<size_t>(T * V));
-  xfinal_.resize(static_cast<size_t>(T * ND));
-  mtp_x_.resize(static_cast<size_t>(T * ND));
+  if (opt.mtp) {  // MTP drafts only
+    mtp_logits_.resize(static_cast<size_t>(T * V));
+    xfinal_.resize(static_cast<size_t>(T * ND));
+    mtp_x_.resize(static_cast<size_t>(T * ND));
+  }
   sample_scratch_.resize(static_cast<size_t>(kernels::sample_scratch_bytes(V, 1) / 8 + 1));
 }
 
@@ -47,9 +51,22 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
     return Status::error("--mtp needs an MTP layer, but num_nextn_predict_layers = 0");
   Limits l = limits;
   if (opt.mtp) l.max_decode_rows = std::max(l.max_decode_rows, 2);
+  // The engine's own step buffers: logits of every row (twice with MTP) and final streams.
+  const double per_row = 4.0 * static_cast<double>(cfg.vocab_size) * (opt.mtp ? 2 : 1) +
+                         (opt.mtp ? 4.0 : 0.0) * static_cast<double>(cfg.hc_mult * cfg.hidden_size);
+  const double ram = static_cast<double>(physical_memory_bytes());
+  if (ram > 0 && per_row * l.max_rows > ram / 2)
+    return Status::errorf("limit max_rows = {} needs {:.1f} GiB of logits buffers, more than half of this machine's "
+                          "{:.1f} GiB",
+                          l.max_rows, per_row * l.max_rows / (1 << 30), ram / (1 << 30));
   auto runner = ModelRunner::create(cfg, w, l);
   if (!runner.ok()) return runner.status();
-  return std::unique_ptr<Engine>(new Engine(cfg, l, opt, std::move(*runner)));
+  try {
+    return std::unique_ptr<Engine>(new Engine(cfg, l, opt, std::move(*runner)));
+  } catch (const std::bad_alloc&) {
+    return Status::errorf("limits too large for this machine's memory: max_rows = {}, max_batch = {}", l.max_rows,
+                          l.max_batch);
+  }
 }
 
 Result<int> Engine::add_request(GenerationRequest req) {

@@ -183,6 +183,52 @@ TEST(PrefixCache, EvictionUnderPressureKeepsBlocksInUse) {
   EXPECT_LE(R.prefix_entries(), 6);
 }
 
+// Two running sequences register the same first block: one inserts it, the other chains
+// onto it and holds it. With the index full and the inserter gone, the holder's next block
+// cannot evict its parent (it stays uncached instead of linking under a dead or reused
+// entry), and a later prompt still hits the first block with cold-run results. Rows may not
+// start before a hit's start.
+TEST(PrefixCache, ChainedEntryIsHeldWhileASequenceBuildsOnIt) {
+  const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8);
+  const int64_t V = m.cfg.vocab_size;
+  const int P = 32;
+  auto r = ModelRunner::create(m.cfg, *m.w, limits_for(P, /*prefix_blocks=*/1));
+  ASSERT_TRUE(r.ok()) << r.message();
+  ModelRunner& R = **r;
+  auto a = test::random_tokens(100, 40, V), c = test::random_tokens(40, 41, V);
+  std::copy_n(a.begin(), 32, c.begin());
+  ASSERT_TRUE(R.start_sequence(0).ok());
+  ASSERT_TRUE(R.start_sequence(1).ok());
+  std::vector<float> step(static_cast<size_t>(2 * kChunk * V));
+  const StepRequest first[2] = {{0, 0, 40, 40, c.data()}, {1, 0, 40, 100, a.data()}};
+  ASSERT_FALSE(R.forward({first, 2}, step.data(), nullptr).ok());  // 40 rows > max_chunk: rejected
+  for (int64_t p0 = 0; p0 < 40; p0 += kChunk) {
+    const int32_t n = static_cast<int32_t>(std::min<int64_t>(kChunk, 40 - p0));
+    const StepRequest q[2] = {{0, p0, n, 40, c.data() + p0}, {1, p0, n, 100, a.data() + p0}};
+    ASSERT_TRUE(R.forward({q, 2}, step.data(), nullptr).ok());
+    R.register_prefix(0, c.data(), 40, false);  // inserts block 0
+    R.register_prefix(1, a.data(), 100, false);  // finds it and holds it
+  }
+  EXPECT_EQ(R.prefix_entries(), 1);
+  R.end_sequence(0);
+  for (int64_t p0 = 40; p0 < 100; p0 += kChunk) {
+    const int32_t n = static_cast<int32_t>(std::min<int64_t>(kChunk, 100 - p0));
+    const StepRequest q{1, p0, n, 100, a.data() + p0};
+    ASSERT_TRUE(R.forward({&q, 1}, step.data(), nullptr).ok());
+    R.register_prefix(1, a.data(), 100, false);  // index full, parent held: block 1 uncached
+  }
+  EXPECT_EQ(R.prefix_entries(), 1);
+  auto b = test::random_tokens(80, 42, V);
+  std::copy_n(a.begin(), 50, b.begin());
+  auto sb = R.start_sequence_cached(2, b.data(), 80, false);
+  ASSERT_TRUE(sb.ok());
+  EXPECT_EQ(*sb, 28);
+  const StepRequest early{2, 27, 1, 80, b.data() + 27};
+  EXPECT_NE(R.forward({&early, 1}, step.data(), nullptr).message().find("p0 must be in [28, 28]"), std::string::npos);
+  const auto hit = feed(R, 2, b, *sb);
+  EXPECT_TRUE(rows_equal_from(hit, cold(m, P, b), *sb, V));
+}
+
 TEST(PrefixCacheIndex, MatchInsertEvict) {
   PrefixCache c(4, 3);
   const int32_t t[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
@@ -200,6 +246,17 @@ TEST(PrefixCacheIndex, MatchInsertEvict) {
   EXPECT_EQ(ev->page, 101);
   EXPECT_FALSE(c.evict([](int32_t page) { return page != 100; }).has_value());
   EXPECT_EQ(c.size(), 1);
+  // A held entry stays; evictable_count sees through chains.
+  const int32_t c1 = c.insert(b0, t + 4, 8, 102, false);
+  const int32_t c2 = c.insert(c1, t + 8, 8, 103, false);
+  EXPECT_EQ(c.evictable_count([](int32_t) { return true; }), 3);
+  c.hold(c1);
+  EXPECT_EQ(c.evictable_count([](int32_t) { return true; }), 1);  // c2 only: c1 and its parent b0 stay
+  ASSERT_TRUE(c.evict([](int32_t) { return true; }).has_value());  // c2
+  EXPECT_FALSE(c.evict([](int32_t) { return true; }).has_value());
+  c.release(c1);
+  EXPECT_EQ(c.evictable_count([](int32_t) { return true; }), 2);
+  (void)c2;
 }
 
 }  // namespace

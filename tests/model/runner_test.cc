@@ -320,6 +320,12 @@ TEST(Runner, EmptyStepAndCapacityErrors) {
   }
   q = StepRequest{0, 8, 1, 9, toks.data() + 8};  // a rollback of one row is allowed
   EXPECT_TRUE(R.forward({&q, 1}, nullptr, nullptr).ok());
+  // Rollbacks cannot drift: after rows up to 9 were written, 8 is the lowest start even
+  // once a step rolled back to 8.
+  q = StepRequest{0, 8, 1, 9, toks.data() + 8};
+  EXPECT_TRUE(R.forward({&q, 1}, nullptr, nullptr).ok());
+  q = StepRequest{0, 7, 1, 9, toks.data() + 7};
+  EXPECT_NE(R.forward({&q, 1}, nullptr, nullptr).message().find("p0 must be in [8, 9]"), std::string::npos);
 }
 
 TEST(Runner, CompressedPoolExhaustionIsReported) {
