@@ -64,7 +64,7 @@ grep -q "prefix cache: 252 prompt positions reused" "$work/out.txt" ||
 cmp -s "$work/gen_cold.txt" "$work/gen_hit.txt" || { echo "FAIL: prefix-cache hit changed tokens"; fails=$((fails + 1)); }
 bad "page tokens not a multiple of the ratios" "page_tokens = 100 must be a multiple of every compress ratio" \
   "$dsv4" generate --model "$work/t2" --page-tokens 100 --max-tokens 2
-bad "limits beyond the machine" "more than this machine's" \
+bad "limits beyond the machine" "of this machine's" \
   "$dsv4" generate --model "$work/t2" --batch-size 200000000 --max-tokens 2
 bad "max-context above the model" "exceeds the model's max_position_embeddings" \
   "$dsv4" generate --model "$work/t2" --max-context 100000000000 --max-tokens 2
