@@ -65,7 +65,8 @@ int64_t floats_per_thread(const IndexerParams& p) {
 }
 int64_t bytes_per_thread(const IndexerParams& p, int nthreads) {
   const int64_t K = std::max(p.topk, 1);
-  return floats_per_thread(p) * 4 + (K + 2 * K + static_cast<int64_t>(nthreads) * K) * 8 + 4 * 8;
+  const int64_t bytes = floats_per_thread(p) * 4 + (K + 2 * K + static_cast<int64_t>(nthreads) * K) * 8 + 4 * 8;
+  return (bytes + 63) / 64 * 64;  // each thread's block starts on its own cache line
 }
 
 SelectScratch carve(const IndexerParams& p, void* base, int tid, int nthreads) {
