@@ -1,0 +1,53 @@
+// One-rank Communicator: every collective is a copy or nothing.
+#include <cstring>
+
+#include "parallel/communicator.h"
+
+namespace dsv4 {
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::kAllGather: return "all_gather";
+    case Collective::kAllToAll: return "all_to_all";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kBarrier: return "barrier";
+  }
+  return "?";
+}
+
+namespace {
+
+class SingleCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Status all_gather_rows(const void* send, std::span<const int64_t> rows, int64_t row_bytes, void* recv) override {
+    if (rows.size() != 1) return Status::errorf("all_gather_rows: {} row counts for 1 rank", rows.size());
+    if (rows[0] > 0 && send != recv) std::memmove(recv, send, static_cast<size_t>(rows[0] * row_bytes));
+    count(Collective::kAllGather, 0);
+    return Status();
+  }
+  Status all_to_all_rows(const void* send, std::span<const int64_t> send_rows, void* recv,
+                         std::span<const int64_t> recv_rows, int64_t row_bytes) override {
+    if (send_rows.size() != 1 || recv_rows.size() != 1 || send_rows[0] != recv_rows[0])
+      return Status::error("all_to_all_rows: one rank sends to itself exactly the rows it receives");
+    if (send_rows[0] > 0 && send != recv) std::memmove(recv, send, static_cast<size_t>(send_rows[0] * row_bytes));
+    count(Collective::kAllToAll, 0);
+    return Status();
+  }
+  Status broadcast(void*, int64_t, int root) override {
+    if (root != 0) return Status::errorf("broadcast: root {} outside [0, 1)", root);
+    count(Collective::kBroadcast, 0);
+    return Status();
+  }
+  Status barrier() override {
+    count(Collective::kBarrier, 0);
+    return Status();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_single_communicator() { return std::make_unique<SingleCommunicator>(); }
+
+}  // namespace dsv4
