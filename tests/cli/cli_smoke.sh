@@ -23,6 +23,9 @@ bad() {  # bad <description> <expected message part> <command...>: must exit 1 w
 
 ok "make-tiny tiny2 none" "$dsv4" make-tiny --out "$work/t2" --preset tiny2 --quant none --seed 3
 ok "inspect" "$dsv4" inspect --model "$work/t2"
+ok "inspect placement" "$dsv4" inspect --model "$work/t2" --tp 2 --ep 4
+grep -q "rank 3: " "$work/out.txt" || { echo "FAIL: inspect --tp 2 --ep 4 printed no rank 3"; fails=$((fails + 1)); }
+bad "inspect bad tp" "--tp 3 does not divide o_groups" "$dsv4" inspect --model "$work/t2" --tp 3
 grep -q "result: OK" "$work/out.txt" || { echo "FAIL: inspect did not report OK"; fails=$((fails + 1)); }
 ok "inspect built-in" "$dsv4" inspect
 ok "logits" "$dsv4" logits --model "$work/t2" --tokens 1,2,3,4,5 --out "$work/l.npy" --decisions-out "$work/d.json"
