@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include "base/check.h"
+
 namespace dsv4 {
 
 const char* isa_name(Isa isa) {
@@ -45,6 +47,17 @@ Result<Isa> parse_isa(std::string_view s) {
     return isa;
   }
   return Status::errorf("isa '{}' unknown (accepted: auto, scalar, avx2, avx512, avx512bf16)", s);
+}
+
+Isa IsaChoice::get() {
+  int v = v_.load(std::memory_order_relaxed);
+  if (v < 0) v_.store(v = static_cast<int>(detect_isa()), std::memory_order_relaxed);
+  return static_cast<Isa>(v);
+}
+
+void IsaChoice::set(Isa isa) {
+  DSV4_CHECK(isa_supported(isa), "{} isa {} not supported by this CPU", kernel_, isa_name(isa));
+  v_.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 
 int64_t physical_memory_bytes() {

@@ -8,6 +8,7 @@
 //   kAvx512Bf16: the same plus AVX512_BF16 (VDPBF16PS)
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string_view>
 
@@ -28,6 +29,19 @@ Isa detect_isa();
 // Parses an --isa value: a name of isa_name, or "auto" (detect_isa()). Errors
 // name the value and the accepted or supported set.
 Result<Isa> parse_isa(std::string_view s);
+
+// One kernel's ISA choice: detect_isa() until set; set() checks the CPU runs it.
+// Set between steps, not while the kernel runs.
+class IsaChoice {
+ public:
+  explicit IsaChoice(const char* kernel) : kernel_(kernel) {}
+  Isa get();
+  void set(Isa isa);
+
+ private:
+  const char* kernel_;
+  std::atomic<int> v_{-1};
+};
 
 // Physical memory of the machine in bytes (0 if unknown).
 int64_t physical_memory_bytes();

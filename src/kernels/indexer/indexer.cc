@@ -6,7 +6,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <functional>
 
@@ -26,7 +25,7 @@ namespace {
 
 using indexer_tile::kScoreTile;
 
-std::atomic<int> g_isa{-1};  // detect_isa() until set_indexer_isa
+IsaChoice g_isa("indexer");
 
 indexer_tile::ScoreTileFn tile_fn(Isa isa) {
   switch (isa) {
@@ -160,16 +159,8 @@ void indexer_finish(const IndexerParams& p, const float* inv_freq, const int64_t
     wgt[i] = bf16::from_float(omega[i].to_float() * scale);
 }
 
-void set_indexer_isa(Isa isa) {
-  DSV4_CHECK(isa_supported(isa), "indexer isa {} not supported by this CPU", isa_name(isa));
-  g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
-}
-
-Isa indexer_isa() {
-  int v = g_isa.load(std::memory_order_relaxed);
-  if (v < 0) g_isa.store(v = static_cast<int>(detect_isa()), std::memory_order_relaxed);
-  return static_cast<Isa>(v);
-}
+void set_indexer_isa(Isa isa) { g_isa.set(isa); }
+Isa indexer_isa() { return g_isa.get(); }
 
 int64_t indexer_select_scratch_bytes(const IndexerParams& p, int nthreads) {
   return bytes_per_thread(p, nthreads) * nthreads;

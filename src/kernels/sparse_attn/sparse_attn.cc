@@ -3,7 +3,6 @@
 // P·V, transposed for the logits) and reused by all of the thread's heads.
 // Loops vectorize across list entries (logits) and across dims (P·V) while
 // every output keeps the reference's per-element summation order.
-#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -24,7 +23,7 @@ int64_t per_thread_floats(const SparseAttnParams& p) {
          + Dh;                // q_h as fp32 [Dh]
 }
 
-std::atomic<int> g_isa{-1};  // detect_isa() until set_sparse_attn_isa
+IsaChoice g_isa("sparse_attn");
 
 const attn_tile::Fns& fns(Isa isa) {
   static const attn_tile::Fns base{attn_tile::logits_impl, attn_tile::accumulate_pv_impl};
@@ -39,16 +38,8 @@ const attn_tile::Fns& fns(Isa isa) {
 
 }  // namespace
 
-void set_sparse_attn_isa(Isa isa) {
-  DSV4_CHECK(isa_supported(isa), "sparse_attn isa {} not supported by this CPU", isa_name(isa));
-  g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
-}
-
-Isa sparse_attn_isa() {
-  int v = g_isa.load(std::memory_order_relaxed);
-  if (v < 0) g_isa.store(v = static_cast<int>(detect_isa()), std::memory_order_relaxed);
-  return static_cast<Isa>(v);
-}
+void set_sparse_attn_isa(Isa isa) { g_isa.set(isa); }
+Isa sparse_attn_isa() { return g_isa.get(); }
 
 int64_t sparse_attn_scratch_floats(const SparseAttnParams& p, int nthreads) {
   return per_thread_floats(p) * nthreads;
