@@ -1,6 +1,8 @@
-// Error exits shared by the benchmark programs: a failed step ends the run with its message.
+// Shared by the benchmark programs: the error exit (a failed step ends the run with its
+// message) and the deterministic random stream that fills synthetic weights and caches.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -13,5 +15,17 @@ namespace dsv4::bench {
   std::fprintf(stderr, "%s: %s\n", program, st.message().c_str());
   std::exit(1);
 }
+
+// splitmix64 stream.
+struct Rng {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return static_cast<float>(next() >> 40) * 0x1p-24f * 2.0f - 1.0f; }  // [-1, 1)
+};
 
 }  // namespace dsv4::bench

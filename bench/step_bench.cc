@@ -107,16 +107,7 @@ ModelConfig bench_config() {
   return cfg;
 }
 
-// splitmix64 stream.
-struct Rng {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-};
+using bench::Rng;
 
 // Fills `out` with the stored bytes of `spec` (see the file header for the values).
 Status generate_tensor(const ModelConfig& cfg, const TensorSpec& spec, uint64_t stream,

@@ -47,7 +47,7 @@ class CacheGroup {
   // Growing groups: appends pages held elsewhere (a prefix-cache hit) to an admitted
   // sequence's empty table, one more reference each.
   void adopt(int32_t seq, const std::vector<int32_t>& pages);
-  // Growing groups: the cache keeps page `lp` of a sequence alive (one more reference).
+  // One more / one fewer holder of a page in use outside the tables (the prefix cache).
   void retain_page(int32_t page) { pool_.retain(page); }
   void free_page(int32_t page) { pool_.free(page); }
   void release(int32_t seq);

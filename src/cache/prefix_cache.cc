@@ -40,11 +40,10 @@ int32_t PrefixCache::find(int32_t parent, const int32_t* tokens, int32_t wc) con
   return -1;
 }
 
-std::vector<int32_t> PrefixCache::match(const int32_t* tokens, int64_t n, int32_t wc, int64_t max_blocks,
-                                        bool need_mtp) {
+std::vector<int32_t> PrefixCache::match(const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp) {
   std::vector<int32_t> chain;
   int32_t parent = -1;
-  for (int64_t b = 0; b < max_blocks && (b + 1) * P_ <= n; ++b) {
+  for (int64_t b = 0; (b + 1) * P_ <= n; ++b) {
     const int32_t id = find(parent, tokens + b * P_, wc);
     if (id < 0 || (need_mtp && !entries_[id].mtp)) break;
     chain.push_back(id);

@@ -44,9 +44,9 @@ class PrefixCache {
 
   // Entry of the block after `parent` (-1: the first block) with these P tokens and wc, or -1.
   int32_t find(int32_t parent, const int32_t* tokens, int32_t wc) const;
-  // The longest chain of entries (block 0, 1, …) that prefixes tokens [0, n) under wc, at
-  // most max_blocks long, with mtp rows when need_mtp; marks them used.
-  std::vector<int32_t> match(const int32_t* tokens, int64_t n, int32_t wc, int64_t max_blocks, bool need_mtp);
+  // The longest chain of entries (block 0, 1, …) whose blocks lie inside tokens [0, n) under
+  // wc, with mtp rows when need_mtp; marks them used.
+  std::vector<int32_t> match(const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp);
   // A new entry (the caller checked find() == -1 and !full()); returns its id.
   int32_t insert(int32_t parent, const int32_t* tokens, int32_t wc, int32_t page, bool mtp);
   // A sequence chains its next block onto `id` (hold) or no longer (release); a held entry

@@ -26,6 +26,7 @@
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rope/rope.h"
 #include "kernels/sparse_attn/sparse_attn.h"
+#include "model/compressor_view.h"
 #include "numeric/paged_rows.h"
 
 namespace dsv4 {
@@ -76,14 +77,8 @@ struct LayerState {
 // compressor_ref, its own A/B are stored, an emitted entry goes to cache row `index`.
 void compress_rows(const ModelConfig& cfg, const CompressorWeights& cw, bool indexer, const float* inv,
                    const bf16* a, const std::vector<int64_t>& pos, CompressorInputs& in, std::vector<bf16>& cache) {
-  k::CompressorParams p;
-  p.kind = indexer ? k::CompressorKind::kIndexer : k::CompressorKind::kMain;
-  p.hidden = static_cast<int>(cfg.hidden_size);
-  p.dim = static_cast<int>(cw.dim);
-  p.rope_dim = static_cast<int>(cfg.qk_rope_head_dim);
-  p.ratio = cw.ratio;
-  p.eps = static_cast<float>(cfg.rms_norm_eps);
-  const k::CompressorWeights w{cw.wkv.w, cw.wgate.w, cw.ape, cw.norm, inv};
+  const k::CompressorParams p = compressor_params(cfg, cw, indexer);
+  const k::CompressorWeights w = compressor_view(cw, inv);
   const int64_t kr = p.state_rows(), kc = p.proj_dim(), D = cfg.hidden_size, c = p.dim;
   std::vector<float> kv(static_cast<size_t>(kr * kc)), score(static_cast<size_t>(kr * kc));
   const k::CompressorState st{kv.data(), score.data()};

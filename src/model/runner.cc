@@ -29,6 +29,7 @@
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rope/rope.h"
 #include "kernels/sparse_attn/sparse_attn.h"
+#include "model/compressor_view.h"
 
 namespace dsv4 {
 
@@ -44,25 +45,12 @@ struct Buf {
   T* data() { return v.data(); }
 };
 
-k::CompressorWeights compressor_view(const CompressorWeights& c, const float* inv_freq) {
-  k::CompressorWeights w;
-  w.wkv = c.wkv.w;
-  w.wgate = c.wgate.w;
-  w.ape = c.ape;
-  w.norm = c.norm;
-  w.inv_freq = inv_freq;
-  return w;
-}
-
-k::CompressorParams compressor_params(const ModelConfig& cfg, const CompressorWeights& c, bool indexer) {
-  k::CompressorParams p;
-  p.kind = indexer ? k::CompressorKind::kIndexer : k::CompressorKind::kMain;
-  p.hidden = static_cast<int>(cfg.hidden_size);
-  p.dim = static_cast<int>(c.dim);
-  p.rope_dim = static_cast<int>(cfg.qk_rope_head_dim);
-  p.ratio = c.ratio;
-  p.eps = static_cast<float>(cfg.rms_norm_eps);
-  return p;
+// Sizes b to hold `bytes` from a 64-byte boundary and returns that boundary.
+void* aligned_scratch(Buf<uint8_t>& b, int64_t bytes) {
+  b.size_to(bytes + 64);
+  void* base = b.data();
+  size_t space = static_cast<size_t>(bytes + 64);
+  return std::align(64, static_cast<size_t>(bytes), base, space);
 }
 
 }  // namespace
@@ -204,6 +192,7 @@ Status ModelRunner::init() {
   const int32_t W = static_cast<int32_t>(c.sliding_window);
   kv_format_ = KvRowFormat{static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim)};
   idx_format_ = IndexKeyFormat{static_cast<int>(Di)};
+  idx_page_rows_ = limits_.page_tokens / kCsaRatio;
 
   k::RopeParams rp;
   rp.rope_dim = static_cast<int>(c.qk_rope_head_dim);
@@ -288,8 +277,7 @@ Status ModelRunner::init() {
                                    n_blocks * lc->cmp_page_rows, kv_format_.bytes()));
     }
     if (lw.kind == AttentionKind::kCSA)
-      DSV4_RETURN_IF_ERROR(storage(lc->idx, "indexer keys", n_blocks * (limits_.page_tokens / kCsaRatio),
-                                   idx_format_.bytes()));
+      DSV4_RETURN_IF_ERROR(storage(lc->idx, "indexer keys", n_blocks * idx_page_rows_, idx_format_.bytes()));
     DSV4_RETURN_IF_ERROR(storage(lc->tail, "prefix window rows",
                                  static_cast<int64_t>(limits_.prefix_blocks) * (W - 1), kv_format_.bytes()));
     Status st = make_slot(lc->main_cmp, lw.attn.compressor, false, lc->inv_freq);
@@ -339,13 +327,7 @@ Status ModelRunner::init() {
   s.count.size_to(T);
   k::IndexerParams ip{static_cast<int>(Hi), static_cast<int>(Di), static_cast<int>(c.qk_rope_head_dim),
                       static_cast<int>(c.index_topk)};
-  const int64_t select_bytes = k::indexer_select_scratch_bytes(ip, pool_.size());
-  s.select.size_to(select_bytes + 64);
-  {
-    void* base = s.select.data();
-    size_t space = static_cast<size_t>(select_bytes + 64);
-    s.select_base = std::align(64, static_cast<size_t>(select_bytes), base, space);
-  }
+  s.select_base = aligned_scratch(s.select, k::indexer_select_scratch_bytes(ip, pool_.size()));
   // Attention list: window part plus the CSA picks (HCA rows read their compressed
   // entries as a dense tail, AttnList::n_dense: nothing grows with the context).
   int64_t max_cmp_list = 0;
@@ -366,31 +348,19 @@ Status ModelRunner::init() {
   const k::MoeExpertParams ep{D, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
   const k::MoeDispatchParams dp{K, 0, E, T};
   const int64_t moe_bytes = k::moe_expert_scratch_bytes(ep, dp);
-  s.moe.size_to(moe_bytes + 64);
-  void* base = s.moe.data();
-  size_t space = static_cast<size_t>(moe_bytes + 64);
-  void* aligned = std::align(64, static_cast<size_t>(moe_bytes), base, space);
+  void* aligned = aligned_scratch(s.moe, moe_bytes);
   s.moe_work = k::moe_expert_scratch_carve(ep, dp, aligned, moe_bytes);
 
-  active_.assign(limits_.max_seqs, 0);
+  slots_.assign(limits_.max_seqs, Slot{});
   tail_rows_ = W - 1;
   if (limits_.prefix_blocks > 0) prefix_ = std::make_unique<PrefixCache>(limits_.page_tokens, limits_.prefix_blocks);
-  shared_end_.assign(limits_.max_seqs, 0);
-  high_.assign(limits_.max_seqs, 0);
-  mtp_high_.assign(limits_.max_seqs, 0);
-  floor_.assign(limits_.max_seqs, 0);
-  mtp_floor_.assign(limits_.max_seqs, 0);
-  chain_.assign(limits_.max_seqs, -1);
-  next_block_.assign(limits_.max_seqs, 0);
-  length_.assign(limits_.max_seqs, 0);
-  mtp_length_.assign(limits_.max_seqs, 0);
   return Status();
 }
 
 Status ModelRunner::start_sequence(int32_t seq) {
   if (seq < 0 || seq >= limits_.max_seqs)
     return Status::errorf("sequence slot {} outside [0, max_seqs = {})", seq, limits_.max_seqs);
-  if (active_[seq]) return Status::errorf("sequence slot {} is already in use", seq);
+  if (slots_[seq].active) return Status::errorf("sequence slot {} is already in use", seq);
   Status st = ori_->admit(seq);
   if (!st.ok()) return st;
   st = blocks_->admit(seq);
@@ -401,17 +371,15 @@ Status ModelRunner::start_sequence(int32_t seq) {
   for (auto& lc : layers_)
     for (CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
       if (s->present) k::compressor_state_reset(s->params, s->states[seq]);
-  active_[seq] = 1;
-  length_[seq] = mtp_length_[seq] = high_[seq] = mtp_high_[seq] = floor_[seq] = mtp_floor_[seq] = 0;
-  shared_end_[seq] = 0;
-  chain_[seq] = -1;
-  next_block_[seq] = 0;
+  slots_[seq] = Slot{};
+  slots_[seq].active = true;
   return Status();
 }
 
 void ModelRunner::set_chain(int32_t seq, int32_t entry) {
-  if (chain_[seq] >= 0) prefix_->release(chain_[seq]);
-  chain_[seq] = entry;
+  Slot& sl = slots_[seq];
+  if (sl.chain >= 0) prefix_->release(sl.chain);
+  sl.chain = entry;
   if (entry >= 0) prefix_->hold(entry);
 }
 
@@ -437,7 +405,7 @@ Result<int64_t> ModelRunner::start_sequence_cached(int32_t seq, const int32_t* p
   if (!prefix_ || prompt_len < 1) return int64_t{0};
   const int32_t wc = static_cast<int32_t>(std::min<int64_t>(prompt_len, cfg_.sliding_window));
   const int64_t P = limits_.page_tokens;
-  const std::vector<int32_t> chain = prefix_->match(prompt, prompt_len, wc, prompt_len / P, need_mtp);
+  const std::vector<int32_t> chain = prefix_->match(prompt, prompt_len, wc, need_mtp);
   if (chain.empty()) return int64_t{0};
   const int64_t cut = static_cast<int64_t>(chain.size()) * P;
   if (min_ratio_ > 0) {
@@ -448,74 +416,77 @@ Result<int64_t> ModelRunner::start_sequence_cached(int32_t seq, const int32_t* p
   const int64_t start = cut - kCsaRatio;  // the recomputed positions [cut − 4, cut)
   const int64_t first = std::max<int64_t>(0, start - tail_rows_);
   copy_window_rows(seq, chain.back(), first, start - first, /*to_ring=*/true, need_mtp);
-  length_[seq] = mtp_length_[seq] = high_[seq] = mtp_high_[seq] = floor_[seq] = start;
-  mtp_floor_[seq] = need_mtp ? 0 : start;
-  shared_end_[seq] = cut;
+  Slot& sl = slots_[seq];
+  sl.length[0] = sl.length[1] = sl.high[0] = sl.high[1] = sl.floor = start;
+  sl.mtp_floor = need_mtp ? 0 : start;
+  sl.shared_end = cut;
+  sl.next_block = static_cast<int32_t>(chain.size());
   set_chain(seq, chain.back());
-  next_block_[seq] = static_cast<int32_t>(chain.size());
   return start;
 }
 
 void ModelRunner::register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp) {
   if (!prefix_ || !active(seq)) return;
+  Slot& sl = slots_[seq];
   const int64_t P = limits_.page_tokens;
   const int32_t wc = static_cast<int32_t>(std::min<int64_t>(prompt_len, cfg_.sliding_window));
-  const int64_t done = need_mtp ? std::min(length_[seq], mtp_length_[seq]) : length_[seq];
-  const CacheGroupSpec& os = ori_->spec();
+  const int64_t done = need_mtp ? std::min(sl.length[0], sl.length[1]) : sl.length[0];
+  const int64_t written = need_mtp ? std::max(sl.high[0], sl.high[1]) : sl.high[0];
   // The ring holds any span of ring_rows − page_rows + 1 positions: those before the
   // newest position written are intact.
-  const int64_t ring_rows = static_cast<int64_t>(os.ring_pages) * os.page_rows;
-  for (int64_t b = next_block_[seq]; (b + 1) * P <= std::min(prompt_len, done); ++b) {
+  const CacheGroupSpec& os = ori_->spec();
+  const int64_t intact_from = written - (static_cast<int64_t>(os.ring_pages - 1) * os.page_rows + 1);
+  for (int64_t b = sl.next_block; (b + 1) * P <= std::min(prompt_len, done); ++b) {
     const int64_t cut = (b + 1) * P;
     const int64_t start = cut - kCsaRatio;
     const int64_t first = std::max<int64_t>(0, start - tail_rows_);
-    const int64_t written = need_mtp ? std::max(high_[seq], mtp_high_[seq]) : high_[seq];
-    if (first < written - (ring_rows - (os.page_rows - 1))) {  // rows gone: the chain stops here
-      next_block_[seq] = static_cast<int32_t>(prompt_len / P + 1);
+    if (first < intact_from) {  // rows gone: the chain stops here
+      sl.next_block = static_cast<int32_t>(prompt_len / P + 1);
       return;
     }
-    const int32_t found = prefix_->find(chain_[seq], prompt + b * P, wc);
+    const int32_t found = prefix_->find(sl.chain, prompt + b * P, wc);
     if (found >= 0 && (!need_mtp || prefix_->entry(found).mtp)) {
       prefix_->touch(found);
       set_chain(seq, found);
-      next_block_[seq] = static_cast<int32_t>(b + 1);
+      sl.next_block = static_cast<int32_t>(b + 1);
       continue;
     }
     if (found >= 0) return;  // cached without MTP rows: keep it, stop this chain
-    if (prefix_->full()) {
-      auto ev = prefix_->evict([&](int32_t page) { return page < 0 || blocks_->page_refs(page) == 1; });
-      if (!ev) return;  // every entry is in use: this block stays uncached
-      if (ev->page >= 0) blocks_->free_page(ev->page);
-    }
+    if (prefix_->full() && !evict_one()) return;  // every entry is in use: this block stays uncached
     const int32_t page = min_ratio_ > 0 ? blocks_->table(seq)[b] : -1;
-    const bool mtp_rows = need_mtp && first >= mtp_floor_[seq];  // its MTP rows were all computed here
-    const int32_t id = prefix_->insert(chain_[seq], prompt + b * P, wc, page, mtp_rows);
+    const bool mtp_rows = need_mtp && first >= sl.mtp_floor;  // its MTP rows were all computed here
+    const int32_t id = prefix_->insert(sl.chain, prompt + b * P, wc, page, mtp_rows);
     if (page >= 0) blocks_->retain_page(page);
     copy_window_rows(seq, id, first, start - first, /*to_ring=*/false, need_mtp);
-    shared_end_[seq] = std::max(shared_end_[seq], cut);  // the slot never rewrites a cached block
+    sl.shared_end = std::max(sl.shared_end, cut);  // the slot never rewrites a cached block
+    sl.next_block = static_cast<int32_t>(b + 1);
     set_chain(seq, id);
-    next_block_[seq] = static_cast<int32_t>(b + 1);
   }
 }
 
 int32_t ModelRunner::prefix_entries() const { return prefix_ ? prefix_->size() : 0; }
 
+// A cached block can go when no sequence holds its page (an entry of a model without
+// compressed layers has none).
+bool ModelRunner::evict_one() {
+  auto ev = prefix_->evict([&](int32_t page) { return page < 0 || blocks_->page_refs(page) == 1; });
+  if (!ev) return false;
+  if (ev->page >= 0) blocks_->free_page(ev->page);
+  return true;
+}
+
 bool ModelRunner::make_free_blocks(int64_t need) {
-  while (blocks_->pool().n_free() < need) {
-    if (!prefix_) return false;
-    auto ev = prefix_->evict([&](int32_t page) { return page >= 0 && blocks_->page_refs(page) == 1; });
-    if (!ev) return false;
-    blocks_->free_page(ev->page);
-  }
+  while (blocks_->pool().n_free() < need)
+    if (!prefix_ || !evict_one()) return false;
   return true;
 }
 
 void ModelRunner::end_sequence(int32_t seq) {
-  if (seq < 0 || seq >= limits_.max_seqs || !active_[seq]) return;
-  set_chain(seq, -1);
+  if (!active(seq)) return;
+  if (prefix_) set_chain(seq, -1);
   ori_->release(seq);
   blocks_->release(seq);
-  active_[seq] = 0;
+  slots_[seq].active = false;
 }
 
 int64_t ModelRunner::blocks_short(int32_t seq, int64_t end) const {
@@ -538,7 +509,7 @@ int64_t ModelRunner::free_blocks() const {
   if (min_ratio_ == 0) return INT64_MAX;
   int64_t n = blocks_->pool().n_free();
   if (prefix_)  // blocks only the prefix cache holds come back on demand
-    n += prefix_->evictable_count([&](int32_t page) { return page >= 0 && blocks_->page_refs(page) == 1; });
+    n += prefix_->evictable_count([&](int32_t page) { return page < 0 || blocks_->page_refs(page) == 1; });
   return n;
 }
 int64_t ModelRunner::total_blocks() const { return min_ratio_ == 0 ? INT64_MAX : blocks_->pool().n_pages(); }
@@ -553,18 +524,18 @@ ModelRunner::CacheMemory ModelRunner::cache_memory() const {
   return m;
 }
 
-bool ModelRunner::active(int32_t seq) const { return seq >= 0 && seq < limits_.max_seqs && active_[seq]; }
+bool ModelRunner::active(int32_t seq) const { return seq >= 0 && seq < limits_.max_seqs && slots_[seq].active; }
 
 Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
   Status st = validate_step(reqs, md_.cap);
   if (!st.ok()) return st;
-  std::vector<int64_t>& length = mtp ? mtp_length_ : length_;
-  std::vector<int64_t>& high = mtp ? mtp_high_ : high_;
+  const int k = mtp ? 1 : 0;
   for (size_t r = 0; r < reqs.size(); ++r) {
     const StepRequest& q = reqs[r];
-    if (!active_[q.seq]) return Status::errorf("sequence slot {} was not started", q.seq);
-    const int64_t L = length[q.seq];
-    const int64_t lo = std::max<int64_t>(floor_[q.seq], high[q.seq] - (limits_.max_decode_rows - 1));
+    const Slot& sl = slots_[q.seq];
+    if (!sl.active) return Status::errorf("sequence slot {} was not started", q.seq);
+    const int64_t L = sl.length[k];
+    const int64_t lo = std::max<int64_t>(sl.floor, sl.high[k] - (limits_.max_decode_rows - 1));
     if (q.p0 < lo || q.p0 > L)
       return Status::errorf(
           "request {}: p0 = {} does not continue sequence slot {}{}: {} positions cached, so p0 must "
@@ -584,8 +555,9 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
   }
   build_step_metadata(reqs, *ori_, md_);
   for (const StepRequest& q : reqs) {
-    length[q.seq] = q.p0 + q.n;
-    high[q.seq] = std::max(high[q.seq], q.p0 + q.n);
+    Slot& sl = slots_[q.seq];
+    sl.length[k] = q.p0 + q.n;
+    sl.high[k] = std::max(sl.high[k], q.p0 + q.n);
   }
   return Status();
 }
@@ -694,16 +666,15 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
     const int64_t row_bytes = indexer ? idx_bytes : kv_bytes;
     for (int64_t e = 0; e < n_emit; ++e) {
       const k::CompressorEmit& em = s.emits.data()[e];
-      if ((em.index + 1) * slot.params.ratio <= shared_end_[em.seq]) continue;  // in a shared block: kept as is
-      const int64_t slot_row = static_cast<int64_t>(blocks_->table(em.seq)[em.index / page_rows]) * page_rows +
-                               em.index % page_rows;
-      uint8_t* dst = cache.data() + slot_row * row_bytes;
+      if ((em.index + 1) * slot.params.ratio <= slots_[em.seq].shared_end) continue;  // in a shared block: kept
+      uint8_t* dst = PagedRowsT<uint8_t>{cache.data(), blocks_->table(em.seq).data(), page_rows, 0, row_bytes}.row(
+          em.index);
       if (indexer) index_key_pack(idx_format_, s.entries.data() + e * width, dst);
       else kv_pack_row(kv_format_, s.entries.data() + e * width, dst);
     }
   };
   if (lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh);
-  if (lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, limits_.page_tokens / kCsaRatio, Di);
+  if (lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, idx_page_rows_, Di);
 
   // Per-row views of this layer's paged caches.
   const CacheGroupSpec& os = ori_->spec();
@@ -713,8 +684,7 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
     if (lw.ratio > 0)
       s.cmp_rows.data()[t] = PagedBytes{lc.cmp.data(), blocks_->table(seq).data(), lc.cmp_page_rows, 0, kv_bytes};
     if (lw.kind == AttentionKind::kCSA)
-      s.idx_rows.data()[t] = PagedBytes{lc.idx.data(), blocks_->table(seq).data(), limits_.page_tokens / kCsaRatio, 0,
-                                        idx_bytes};
+      s.idx_rows.data()[t] = PagedBytes{lc.idx.data(), blocks_->table(seq).data(), idx_page_rows_, 0, idx_bytes};
   }
 
   // CSA: lightning indexer picks the compressed entries.

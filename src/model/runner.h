@@ -120,29 +120,35 @@ class ModelRunner {
   std::vector<std::unique_ptr<LayerCaches>> layers_;  // main layers, then MTP layers
   std::unique_ptr<Scratch> s_;
   StepMetadata md_;
-  std::vector<uint8_t> active_;
-  // Cached length per slot (positions [0, L) written by the last step), main model and MTP
-  // layer: a step's rows continue it, p0 in [max(floor, high − (S_MAX − 1)), L] (runtime.md
-  // §3.1 rollback window).
-  std::vector<int64_t> length_, mtp_length_;
-  // Furthest position written + 1 (rejected rows included) and the lowest position a step
-  // may start at (0, or a prefix hit's start): rollbacks stay within what the rings hold.
-  std::vector<int64_t> high_, mtp_high_, floor_;
-  // Prefix cache: index, per layer window-KV rows of each entry (the W − 1 positions before
-  // a cut's first recomputed row), and per slot the positions whose compressed entries live
-  // in shared pages (never written by the slot), the slot's chain and next block.
+  // Per sequence slot. Index 0: main model, 1: MTP layer.
+  struct Slot {
+    bool active = false;
+    // Positions [0, length) written by the last step, and the furthest written + 1
+    // (rejected rows included): a step's rows continue the slot, p0 in
+    // [max(floor, high − (S_MAX − 1)), length] (runtime.md §3.1 rollback window), so
+    // rollbacks stay within what the rings hold.
+    int64_t length[2] = {0, 0}, high[2] = {0, 0};
+    int64_t floor = 0;       // lowest start: 0, or a prefix hit's start
+    // Prefix cache: positions whose compressed entries live in shared pages (never written
+    // by this slot), MTP window rows below mtp_floor were not copied by a hit, the entry the
+    // slot's next block chains onto (held) and that block's index.
+    int64_t shared_end = 0, mtp_floor = 0;
+    int32_t chain = -1, next_block = 0;
+  };
+  std::vector<Slot> slots_;
+  // Prefix cache: the index, and per layer the window-KV rows of each entry (the W − 1
+  // positions before a cut's first recomputed row).
   std::unique_ptr<PrefixCache> prefix_;
   int32_t tail_rows_ = 0;
-  std::vector<int64_t> shared_end_;
-  std::vector<int32_t> chain_, next_block_;
-  std::vector<int64_t> mtp_floor_;  // MTP window rows below this were not copied by a hit
   void set_chain(int32_t seq, int32_t entry);
+  bool evict_one();  // drops the LRU cached block nobody else holds; false if none
   bool make_free_blocks(int64_t need);
   void copy_window_rows(int32_t seq, int32_t entry, int64_t first, int64_t n, bool to_ring, bool mtp);
   std::vector<float> inv_main_, inv_compress_;  // RoPE tables of both profiles
   KvRowFormat kv_format_;       // window and compressed KV rows
   IndexKeyFormat idx_format_;   // indexer keys
-  int min_ratio_ = 0;  // smallest non-zero compress ratio of the main layers (0: none)
+  int min_ratio_ = 0;
+  int32_t idx_page_rows_ = 0;   // indexer-key rows per block: page_tokens / 4  // smallest non-zero compress ratio of the main layers (0: none)
 };
 
 }  // namespace dsv4

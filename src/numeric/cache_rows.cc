@@ -1,18 +1,11 @@
 #include "numeric/cache_rows.h"
 
-#include <cmath>
-
 #include "numeric/e2m1.h"
 #include "numeric/e4m3.h"
 #include "numeric/quant.h"
 #include "numeric/ue8m0.h"
 
 namespace dsv4 {
-namespace {
-
-constexpr uint8_t kNanScale = 255;  // ue8m0 NaN
-
-}  // namespace
 
 void kv_pack_row(const KvRowFormat& f, const bf16* v, uint8_t* row) {
   const int Dn = f.nope(), Dr = f.rope_dim;
@@ -20,19 +13,7 @@ void kv_pack_row(const KvRowFormat& f, const bf16* v, uint8_t* row) {
   for (int i = 0; i < Dr; ++i) rope[i] = v[Dn + i];
   uint8_t* codes = row + 2 * Dr;
   uint8_t* scales = codes + Dn;
-  for (int b = 0; b < f.blocks(); ++b) {
-    const bf16* vb = v + b * 64;
-    const float amax = block_amax(vb, 64);
-    if (std::isnan(amax)) {
-      scales[b] = kNanScale;
-      for (int i = 0; i < 64; ++i) codes[b * 64 + i] = 0;
-      continue;
-    }
-    const int k = e4m3_scale_exponent(amax);
-    scales[b] = ue8m0_encode_exp(k);
-    const float inv = std::ldexp(1.0f, -k);  // exact: a power of two
-    for (int i = 0; i < 64; ++i) codes[b * 64 + i] = e4m3_encode(vb[i].to_float() * inv);
-  }
+  for (int b = 0; b < f.blocks(); ++b) scales[b] = e4m3_block_encode(v + b * 64, 64, codes + b * 64);
   for (int64_t i = 2 * Dr + Dn + f.blocks(); i < f.bytes(); ++i) row[i] = 0;
 }
 
@@ -48,41 +29,9 @@ void kv_unpack_row(const KvRowFormat& f, const uint8_t* row, float* out) {
   for (int i = 0; i < Dr; ++i) out[Dn + i] = rope[i].to_float();
 }
 
-void kv_unpack_row(const KvRowFormat& f, const uint8_t* row, bf16* out) {
-  float tmp[64];
-  const int Dn = f.nope(), Dr = f.rope_dim;
-  const uint8_t* codes = row + 2 * Dr;
-  const uint8_t* scales = codes + Dn;
-  for (int b = 0; b < f.blocks(); ++b) {
-    const float s = ue8m0_decode(scales[b]);
-    for (int i = 0; i < 64; ++i) tmp[i] = e4m3_decode(codes[b * 64 + i]) * s;
-    for (int i = 0; i < 64; ++i) out[b * 64 + i] = bf16::from_float(tmp[i]);
-  }
-  const auto* rope = reinterpret_cast<const bf16*>(row);
-  for (int i = 0; i < Dr; ++i) out[Dn + i] = rope[i];
-}
-
 void index_key_pack(const IndexKeyFormat& f, const bf16* v, uint8_t* row) {
-  uint8_t* codes = row;
   uint8_t* scales = row + f.dim / 2;
-  for (int b = 0; b < f.blocks(); ++b) {
-    const bf16* vb = v + b * 32;
-    const float amax = block_amax(vb, 32);
-    uint8_t* cb = codes + b * 16;
-    if (std::isnan(amax)) {
-      scales[b] = kNanScale;
-      for (int i = 0; i < 16; ++i) cb[i] = 0;
-      continue;
-    }
-    const int k = e2m1_scale_exponent(amax);
-    scales[b] = ue8m0_encode_exp(k);
-    const float inv = std::ldexp(1.0f, -k);
-    for (int i = 0; i < 16; ++i) {
-      const uint8_t lo = e2m1_encode(vb[2 * i].to_float() * inv);
-      const uint8_t hi = e2m1_encode(vb[2 * i + 1].to_float() * inv);
-      cb[i] = static_cast<uint8_t>(lo | (hi << 4));
-    }
-  }
+  for (int b = 0; b < f.blocks(); ++b) scales[b] = e2m1_block_encode(v + b * 32, 32, row + b * 16);
   for (int64_t i = f.dim / 2 + f.blocks(); i < f.bytes(); ++i) row[i] = 0;
 }
 
@@ -98,18 +47,6 @@ void index_key_unpack(const IndexKeyFormat& f, const uint8_t* row, float* out) {
     for (int i = 0; i < 16; ++i) {
       o[2 * i] = lut[codes[i] & 0xF];
       o[2 * i + 1] = lut[codes[i] >> 4];
-    }
-  }
-}
-
-void index_key_unpack(const IndexKeyFormat& f, const uint8_t* row, bf16* out) {
-  const uint8_t* scales = row + f.dim / 2;
-  for (int b = 0; b < f.blocks(); ++b) {
-    const float s = ue8m0_decode(scales[b]);
-    for (int i = 0; i < 16; ++i) {
-      const uint8_t c = row[b * 16 + i];
-      out[b * 32 + 2 * i] = bf16::from_float(e2m1_decode(c & 0xF) * s);
-      out[b * 32 + 2 * i + 1] = bf16::from_float(e2m1_decode(c >> 4) * s);
     }
   }
 }

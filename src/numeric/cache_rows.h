@@ -32,15 +32,14 @@ struct IndexKeyFormat {
   int64_t bytes() const { return (dim / 2 + blocks() + 3) / 4 * 4; }
 };
 
-// v [Dh] bf16 whose first Dn values are fp8sim_64 images -> row [bytes()].
+// v [Dh] bf16 whose first Dn values are fp8sim_64 images -> row [bytes()] (the codes of
+// numeric/quant.h's block encoder, so the row decodes to v exactly).
 void kv_pack_row(const KvRowFormat& f, const bf16* v, uint8_t* row);
-// row -> out [Dh], exactly the packed values.
+// row -> out [Dh] fp32, exactly the packed values.
 void kv_unpack_row(const KvRowFormat& f, const uint8_t* row, float* out);
-void kv_unpack_row(const KvRowFormat& f, const uint8_t* row, bf16* out);
 
-// v [Di] bf16 fp4sim_32 images -> row [bytes()].
+// v [Di] bf16 fp4sim_32 images -> row [bytes()]; and back to fp32.
 void index_key_pack(const IndexKeyFormat& f, const bf16* v, uint8_t* row);
 void index_key_unpack(const IndexKeyFormat& f, const uint8_t* row, float* out);
-void index_key_unpack(const IndexKeyFormat& f, const uint8_t* row, bf16* out);
 
 }  // namespace dsv4

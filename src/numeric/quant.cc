@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "numeric/e2m1.h"
 #include "numeric/e4m3.h"
+#include "numeric/ue8m0.h"
 
 namespace dsv4 {
 namespace {
@@ -82,23 +83,50 @@ void actq_dequant_row(const bf16* x, int64_t n, bf16* xhat) {
   }
 }
 
+uint8_t e4m3_block_encode(const bf16* v, int n, uint8_t* codes) {
+  const float amax = block_amax(v, n);
+  if (std::isnan(amax)) {
+    for (int i = 0; i < n; ++i) codes[i] = 0;
+    return kUe8m0Nan;
+  }
+  const int k = e4m3_scale_exponent(amax);
+  const float inv = pow2(-k);  // exact: a power of two
+  for (int i = 0; i < n; ++i) codes[i] = e4m3_encode(v[i].to_float() * inv);
+  return ue8m0_encode_exp(k);
+}
+
+uint8_t e2m1_block_encode(const bf16* v, int n, uint8_t* packed) {
+  const float amax = block_amax(v, n);
+  if (std::isnan(amax)) {
+    for (int i = 0; i < n / 2; ++i) packed[i] = 0;
+    return kUe8m0Nan;
+  }
+  const int k = e2m1_scale_exponent(amax);
+  const float inv = pow2(-k);
+  for (int i = 0; i < n / 2; ++i)
+    packed[i] = static_cast<uint8_t>(e2m1_encode(v[2 * i].to_float() * inv) |
+                                     (e2m1_encode(v[2 * i + 1].to_float() * inv) << 4));
+  return ue8m0_encode_exp(k);
+}
+
 void fp8sim_row(bf16* v, int64_t n, int block) {
-  DSV4_CHECK(n % block == 0, "fp8sim row length {} is not a multiple of {}", n, block);
+  DSV4_CHECK(n % block == 0 && block <= 128, "fp8sim row length {} is not a multiple of {}", n, block);
+  uint8_t codes[128];
   for (int64_t b = 0; b < n / block; ++b) {
     bf16* vb = v + b * block;
-    const float s = scale_for(block_amax(vb, block), kActqAmaxFloor, e4m3_scale_exponent);
-    for (int i = 0; i < block; ++i)
-      vb[i] = bf16::from_float(e4m3_decode(e4m3_encode(vb[i].to_float() / s)) * s);
+    const float s = ue8m0_decode(e4m3_block_encode(vb, block, codes));
+    for (int i = 0; i < block; ++i) vb[i] = bf16::from_float(e4m3_decode(codes[i]) * s);
   }
 }
 
 void fp4sim_row(bf16* v, int64_t n, int block) {
-  DSV4_CHECK(n % block == 0, "fp4sim row length {} is not a multiple of {}", n, block);
+  DSV4_CHECK(n % block == 0 && block % 2 == 0 && block <= 128, "fp4sim row length {} is not a multiple of {}", n,
+             block);
+  uint8_t packed[64];
   for (int64_t b = 0; b < n / block; ++b) {
     bf16* vb = v + b * block;
-    const float s = scale_for(block_amax(vb, block), kFp4AmaxFloor, e2m1_scale_exponent);
-    for (int i = 0; i < block; ++i)
-      vb[i] = bf16::from_float(e2m1_decode(e2m1_encode(vb[i].to_float() / s)) * s);
+    const float s = ue8m0_decode(e2m1_block_encode(vb, block, packed));
+    for (int i = 0; i < block; ++i) vb[i] = bf16::from_float(e2m1_decode(e2m1_nibble(packed, i)) * s);
   }
 }
 

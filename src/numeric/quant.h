@@ -37,6 +37,13 @@ void actq_row(const bf16* x, int64_t n, uint8_t* codes, float* scales);
 // actq followed by exact dequantization: xhat[i] = e4m3(code_i)·s (exact in bf16).
 void actq_dequant_row(const bf16* x, int64_t n, bf16* xhat);
 
+// One block of n values as codes and the ue8m0 byte of its power-of-two scale 2^k
+// (255 = NaN: the block held a NaN; its codes are 0). e4m3: one code per byte; e2m1:
+// packed two per byte (element 2c in the low nibble), n even. fp8sim / fp4sim are exactly
+// these codes decoded and multiplied by 2^k.
+uint8_t e4m3_block_encode(const bf16* v, int n, uint8_t* codes);
+uint8_t e2m1_block_encode(const bf16* v, int n, uint8_t* packed);
+
 // In-place simulations on n elements (n a multiple of the block size).
 void fp8sim_row(bf16* v, int64_t n, int block = kFp8SimBlock);
 void fp4sim_row(bf16* v, int64_t n, int block = kFp4SimBlock);

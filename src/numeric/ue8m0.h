@@ -8,6 +8,7 @@
 
 namespace dsv4 {
 
+constexpr uint8_t kUe8m0Nan = 255;
 constexpr uint8_t kUe8m0CheckpointMin = 27;
 constexpr uint8_t kUe8m0CheckpointMax = 227;
 

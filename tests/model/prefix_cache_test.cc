@@ -237,9 +237,9 @@ TEST(PrefixCacheIndex, MatchInsertEvict) {
   EXPECT_EQ(c.find(-1, t, 8), b0);
   EXPECT_EQ(c.find(-1, t, 7), -1);       // another Wc: a different block
   EXPECT_EQ(c.find(b1, t + 4, 8), -1);   // another parent
-  EXPECT_EQ(c.match(t, 12, 8, 3, false), (std::vector<int32_t>{b0, b1}));
-  EXPECT_EQ(c.match(t, 7, 8, 3, false), (std::vector<int32_t>{b0}));  // block 1 is not complete
-  EXPECT_TRUE(c.match(t, 12, 8, 3, true).empty());                   // no MTP rows
+  EXPECT_EQ(c.match(t, 12, 8, false), (std::vector<int32_t>{b0, b1}));
+  EXPECT_EQ(c.match(t, 7, 8, false), (std::vector<int32_t>{b0}));  // block 1 is not complete
+  EXPECT_TRUE(c.match(t, 12, 8, true).empty());                   // no MTP rows
   // Leaves go first: b0 has a child.
   auto ev = c.evict([](int32_t) { return true; });
   ASSERT_TRUE(ev.has_value());

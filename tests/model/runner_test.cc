@@ -373,6 +373,23 @@ TEST(Runner, LimitsAgainstTheModelAndResidentMemory) {
   EXPECT_NE(ModelRunner::create(m.cfg, *m.w, l).message().find("page_tokens = 6 must be a multiple of every compress ratio"),
             std::string::npos);
   l = limits(32);
+  l.prefix_blocks = 4;
+  l.page_tokens = 2;  // tiny's ratios make it a multiple of 8 anyway; the prefix rule comes first
+  EXPECT_NE(ModelRunner::create(m.cfg, *m.w, l).message().find("page_tokens = 2 must be at least 4 with the prefix "
+                                                               "cache"),
+            std::string::npos);
+  l = limits(32);
+  l.prefix_blocks = -1;
+  EXPECT_NE(ModelRunner::create(m.cfg, *m.w, l).message().find("prefix_blocks = -1 must not be negative"),
+            std::string::npos);
+  l = limits(32);
+  l.cache_blocks = int64_t{1} << 40;
+  EXPECT_NE(ModelRunner::create(m.cfg, *m.w, l).message().find("cache_blocks = 1099511627776 exceeds"),
+            std::string::npos);
+  l = limits(32);
+  l.max_seqs = 1 << 30;  // compressor states alone: far beyond any machine here
+  EXPECT_NE(ModelRunner::create(m.cfg, *m.w, l).message().find("more than this machine's"), std::string::npos);
+  l = limits(32);
   l.max_seqs = 64;
   l.max_batch = 8;
   l.max_context = m.cfg.max_position_embeddings;
@@ -386,6 +403,11 @@ TEST(Runner, LimitsAgainstTheModelAndResidentMemory) {
   const StepRequest q{0, 0, 32, 64, toks.data()};
   ASSERT_TRUE((*r)->forward({&q, 1}, nullptr, nullptr).ok());
   EXPECT_GT((*r)->cache_memory().resident, before.resident);
+  // Reserving blocks: a started slot only, within max_context.
+  EXPECT_NE((*r)->reserve_blocks(5, 10).message().find("sequence slot 5 was not started"), std::string::npos);
+  EXPECT_NE((*r)->reserve_blocks(0, l.max_context + 1).message().find("exceed max_context"), std::string::npos);
+  EXPECT_TRUE((*r)->reserve_blocks(0, 200).ok());
+  EXPECT_EQ((*r)->blocks_short(0, 200), 0);
 }
 
 // 20,000-token context on tiny and tiny2 (max_position_embeddings 32768): the prompt in

@@ -6,7 +6,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 
 #include "base/check.h"
@@ -16,9 +15,7 @@
 #include "kernels/indexer/indexer_tile.h"
 #include "kernels/linear/linear.h"
 #include "kernels/rope/rope.h"
-#include "numeric/e2m1.h"
 #include "numeric/quant.h"
-#include "numeric/ue8m0.h"
 
 namespace dsv4::kernels {
 namespace {
