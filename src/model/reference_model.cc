@@ -26,7 +26,7 @@
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rope/rope.h"
 #include "kernels/sparse_attn/sparse_attn.h"
-#include "model/compressor_view.h"
+#include "model/kernel_params.h"
 #include "numeric/paged_rows.h"
 
 namespace dsv4 {
@@ -134,17 +134,8 @@ ReferenceModel::~ReferenceModel() = default;
 Result<std::unique_ptr<ReferenceModel>> ReferenceModel::create(const ModelConfig& cfg, const Weights& w) {
   DSV4_RETURN_IF_ERROR(validate_level_a(cfg));
   std::unique_ptr<ReferenceModel> m(new ReferenceModel(cfg, w));
-  k::RopeParams rp;
-  rp.rope_dim = static_cast<int>(cfg.qk_rope_head_dim);
-  rp.theta = cfg.rope_theta;
-  m->inv_main_ = k::rope_inv_freq(rp);
-  rp.theta = cfg.compress_rope_theta;
-  rp.yarn = true;
-  rp.yarn_factor = cfg.rope_scaling.factor;
-  rp.original_max_pos = static_cast<double>(cfg.rope_scaling.original_max_position_embeddings);
-  rp.beta_fast = cfg.rope_scaling.beta_fast;
-  rp.beta_slow = cfg.rope_scaling.beta_slow;
-  m->inv_compress_ = k::rope_inv_freq(rp);
+  m->inv_main_ = rope_inv_freq_main(cfg);
+  m->inv_compress_ = rope_inv_freq_compress(cfg);
   return m;
 }
 

@@ -29,7 +29,7 @@
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rope/rope.h"
 #include "kernels/sparse_attn/sparse_attn.h"
-#include "model/compressor_view.h"
+#include "model/kernel_params.h"
 
 namespace dsv4 {
 
@@ -194,17 +194,8 @@ Status ModelRunner::init() {
   idx_format_ = IndexKeyFormat{static_cast<int>(Di)};
   idx_page_rows_ = limits_.page_tokens / kCsaRatio;
 
-  k::RopeParams rp;
-  rp.rope_dim = static_cast<int>(c.qk_rope_head_dim);
-  rp.theta = c.rope_theta;
-  inv_main_ = k::rope_inv_freq(rp);
-  rp.theta = c.compress_rope_theta;
-  rp.yarn = true;
-  rp.yarn_factor = c.rope_scaling.factor;
-  rp.original_max_pos = static_cast<double>(c.rope_scaling.original_max_position_embeddings);
-  rp.beta_fast = c.rope_scaling.beta_fast;
-  rp.beta_slow = c.rope_scaling.beta_slow;
-  inv_compress_ = k::rope_inv_freq(rp);
+  inv_main_ = rope_inv_freq_main(c);
+  inv_compress_ = rope_inv_freq_compress(c);
 
   // Window KV: a ring per sequence spanning W - 1 + R_MAX positions (runtime.md §2.2).
   // Compressed families (CSA KV, HCA KV, indexer keys): one block table, a page per block of
