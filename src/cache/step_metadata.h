@@ -27,6 +27,7 @@ struct StepRequest {
   int32_t n = 0;               // rows this step (prompt chunk or 1 + drafts)
   int64_t prompt_len = 0;      // the request's total prompt length (request state)
   const int32_t* tokens = nullptr;  // n token ids
+  int32_t owner = 0;           // world rank that computes the rows and holds the caches (runtime.md §6.1)
 };
 
 struct StepCapacity {

@@ -30,6 +30,10 @@
 #include "kernels/rope/rope.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 #include "model/kernel_params.h"
+#include "model/placement.h"
+#include "parallel/attn_output_seam.h"
+#include "parallel/head_seam.h"
+#include "parallel/moe_seam.h"
 
 namespace dsv4 {
 
@@ -113,6 +117,7 @@ struct ModelRunner::LayerCaches {
   CacheStorage cmp;   // [blocks · page_tokens / r, kv row] compressed KV (ratio r > 0)
   CacheStorage idx;   // [blocks · page_tokens / 4, index key row] indexer keys (CSA)
   CacheStorage tail;  // [prefix entries · (W − 1), kv row] window rows before each cached cut
+  int32_t index = 0;          // layer index (main layers, then MTP)
   int32_t cmp_page_rows = 0;  // compressed entries per block: page_tokens / r
   CompressorSlot main_cmp;
   CompressorSlot idx_cmp;
@@ -143,6 +148,19 @@ struct ModelRunner::Scratch {
   k::MoeWork moe_work;
 };
 
+// Several ranks (runtime.md §6): the seams, this rank's weight shards, and the step's own rows.
+struct ModelRunner::Ranks {
+  RankGroups* g = nullptr;
+  std::vector<OutProjShard> out_proj;       // per layer (main, then MTP) when tp > 1
+  std::unique_ptr<AttnOutputSeam> attn;     // tp > 1
+  std::unique_ptr<MoeSeam> moe;             // ep > 1
+  std::unique_ptr<HeadSeam> head;
+  std::vector<StepRequest> own;             // [B_MAX] the requests this rank owns, in step order
+  std::vector<int32_t> own_row;             // [T_MAX] step row of own row t
+  std::vector<int64_t> tp_rows;             // [tp] rows of each TP rank of the group
+  std::vector<bf16> stage;                  // [T_MAX, N·D] own rows of an MTP input
+};
+
 ModelRunner::ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits)
     : cfg_(cfg), w_(w), limits_(limits), pool_(limits.n_threads), md_([&] {
         StepCapacity c;
@@ -159,7 +177,7 @@ ModelRunner::ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits&
 ModelRunner::~ModelRunner() = default;
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelConfig& cfg, const Weights& w,
-                                                         const Limits& limits) {
+                                                         const Limits& limits, RankGroups* ranks) {
   Status st = validate_limits(limits);
   if (!st.ok()) return st;
   st = validate_level_a(cfg);
@@ -172,6 +190,10 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelConfig& cfg,
     std::unique_ptr<ModelRunner> r(new ModelRunner(cfg, w, limits));
     st = r->init();
     if (!st.ok()) return st;
+    if (ranks && ranks->multi()) {
+      st = r->init_ranks(ranks);
+      if (!st.ok()) return st;
+    }
     return r;
   } catch (const std::bad_alloc&) {
     return Status::errorf("limits too large for this machine's memory: max_seqs = {}, max_batch = {}, max_rows = {}, "
@@ -253,6 +275,7 @@ Status ModelRunner::init() {
   for (int l = 0; l < c.n_layers_total(); ++l) {
     const LayerWeights& lw = c.is_mtp_layer(l) ? w_.mtp[l - c.num_hidden_layers].block : w_.layers[l];
     auto lc = std::make_unique<LayerCaches>();
+    lc->index = l;
     lc->inv_freq = lw.ratio > 0 ? inv_compress_.data() : inv_main_.data();
     const std::string name = fmt::format("layer {}", l);
     auto storage = [&](CacheStorage& dst, const char* family, int64_t rows, int64_t row_bytes) -> Status {
@@ -346,6 +369,70 @@ Status ModelRunner::init() {
   tail_rows_ = W - 1;
   if (limits_.prefix_blocks > 0) prefix_ = std::make_unique<PrefixCache>(limits_.page_tokens, limits_.prefix_blocks);
   return Status();
+}
+
+Status ModelRunner::init_ranks(RankGroups* g) {
+  const ModelConfig& c = cfg_;
+  const Topology& t = g->topo;
+  DSV4_RETURN_IF_ERROR(validate_topology(c, t));
+  if (limits_.prefix_blocks > 0)
+    return Status::errorf("prefix_blocks = {} needs a single rank (a cached block lives on the rank that computed it)",
+                          limits_.prefix_blocks);
+  ranks_ = std::make_unique<Ranks>();
+  Ranks& R = *ranks_;
+  R.g = g;
+  const int64_t T = limits_.max_rows;
+  const k::OutProjParams op{c.num_attention_heads, static_cast<int>(c.head_dim), static_cast<int>(c.qk_rope_head_dim),
+                            c.o_groups, c.o_lora_rank, c.hidden_size};
+  if (t.tp > 1) {
+    for (int l = 0; l < c.n_layers_total(); ++l) {
+      const LayerWeights& lw = c.is_mtp_layer(l) ? w_.mtp[l - c.num_hidden_layers].block : w_.layers[l];
+      Result<OutProjShard> sh = make_out_proj_shard(op, lw.attn.wo_a.w, lw.attn.wo_b.w, t.tp, t.tp_rank());
+      if (!sh.ok()) return sh.status().with_context(fmt::format("layer {}", l));
+      R.out_proj.push_back(std::move(*sh));
+    }
+    R.attn = std::make_unique<AttnOutputSeam>(op, t.tp, t.tp_rank(), T);
+  }
+  if (t.ep > 1) {
+    MoeSeamParams mp;
+    mp.expert = k::MoeExpertParams{c.hidden_size, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
+    mp.n_experts = c.n_routed_experts;
+    mp.top_k = c.num_experts_per_tok;
+    mp.capacity = T;
+    R.moe = std::make_unique<MoeSeam>(mp, t.ep, t.ep_rank());
+  }
+  R.head = std::make_unique<HeadSeam>(c.hidden_size, c.vocab_size, t.tp, t.tp_rank(), T);
+  R.own.reserve(limits_.max_batch);
+  R.own_row.resize(T);
+  R.tp_rows.resize(t.tp);
+  R.stage.resize(static_cast<size_t>(T * stream_width()));
+  return Status();
+}
+
+int ModelRunner::world_rank() const { return ranks_ ? ranks_->g->topo.rank : 0; }
+
+ModelRunner::SeamBytes ModelRunner::seam_bytes() const {
+  SeamBytes b;
+  if (!ranks_) return b;
+  if (const AttnOutputSeam* a = ranks_->attn.get()) {
+    b.attn_a2a = a->a2a_bytes;
+    b.o_reduce = a->reduce_bytes;
+  }
+  if (const MoeSeam* m = ranks_->moe.get()) {
+    b.moe_counts = m->counts_bytes;
+    b.moe_dispatch = m->dispatch_bytes;
+    b.moe_combine = m->combine_bytes;
+  }
+  b.head_gather = ranks_->head->gather_bytes;
+  b.head_logits = ranks_->head->logits_bytes;
+  return b;
+}
+
+void ModelRunner::reset_seam_bytes() {
+  if (!ranks_) return;
+  if (AttnOutputSeam* a = ranks_->attn.get()) a->a2a_bytes = a->reduce_bytes = 0;
+  if (MoeSeam* m = ranks_->moe.get()) m->counts_bytes = m->dispatch_bytes = m->combine_bytes = 0;
+  ranks_->head->gather_bytes = ranks_->head->logits_bytes = 0;
 }
 
 Status ModelRunner::start_sequence(int32_t seq) {
@@ -544,7 +631,26 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
                             need, limits_.page_tokens, blocks_->pool().n_free(), blocks_->pool().n_pages());
     for (const StepRequest& q : reqs) DSV4_RETURN_IF_ERROR(blocks_->reserve(q.seq, q.p0 + q.n));
   }
-  build_step_metadata(reqs, *ori_, md_);
+  if (ranks_) {  // compute the own rows; every TP rank's count for the seams
+    Ranks& R = *ranks_;
+    const Topology& t = R.g->topo;
+    R.own.clear();
+    std::fill(R.tp_rows.begin(), R.tp_rows.end(), 0);
+    int32_t row = 0, local = 0;
+    for (const StepRequest& q : reqs) {
+      if (q.owner < 0 || q.owner >= t.world)
+        return Status::errorf("request for sequence slot {}: owner rank {} outside [0, {})", q.seq, q.owner, t.world);
+      if (q.owner / t.tp == t.dp_group()) R.tp_rows[q.owner % t.tp] += q.n;
+      if (q.owner == t.rank) {
+        R.own.push_back(q);
+        for (int32_t i = 0; i < q.n; ++i) R.own_row[local++] = row + i;
+      }
+      row += q.n;
+    }
+    build_step_metadata(R.own, *ori_, md_);
+  } else {
+    build_step_metadata(reqs, *ori_, md_);
+  }
   for (const StepRequest& q : reqs) {
     Slot& sl = slots_[q.seq];
     sl.length[k] = q.p0 + q.n;
@@ -558,14 +664,21 @@ Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf
   Status st = prepare_step(reqs, false);
   if (!st.ok()) return st;
   const int64_t T = md_.T;
-  if (T == 0) return Status();
+  if (T == 0 && !ranks_) return Status();  // with ranks, an idle rank still joins every collective
   Scratch& s = *s_;
   const k::EmbedParams ep{cfg_.vocab_size, cfg_.hidden_size, cfg_.hc_mult};
-  pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, md_.token.data(), T, s.X.data(), tid, n); });
+  if (T > 0) pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, md_.token.data(), T, s.X.data(), tid, n); });
   for (int l = 0; l < cfg_.num_hidden_layers; ++l)
-    run_block(w_.layers[l], *layers_[l], false, s.X.data(), dec);
-  if (xfinal_out) std::memcpy(xfinal_out, s.X.data(), sizeof(bf16) * T * stream_width());
-  if (logits) run_head(w_.hc_head, w_.norm, s.X.data(), logits);
+    DSV4_RETURN_IF_ERROR(run_block(w_.layers[l], *layers_[l], false, s.X.data(), dec));
+  const int64_t ND = stream_width();
+  if (xfinal_out && ranks_) {
+    for (int64_t t = 0; t < T; ++t)
+      std::memcpy(xfinal_out + ranks_->own_row[t] * ND, s.X.data() + t * ND, sizeof(bf16) * ND);
+  } else if (xfinal_out) {
+    std::memcpy(xfinal_out, s.X.data(), sizeof(bf16) * T * ND);
+  }
+  // Every rank joins the sharded head when any rank wants logits (the engine always does).
+  if (logits || ranks_) return run_head(w_.hc_head, w_.norm, s.X.data(), logits);
   return Status();
 }
 
@@ -575,21 +688,28 @@ Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X
   Status st = prepare_step(reqs, true);
   if (!st.ok()) return st;
   const int64_t T = md_.T;
-  if (T == 0) return Status();
+  if (T == 0 && !ranks_) return Status();
   Scratch& s = *s_;
+  if (ranks_) {  // the own rows of X, in own-row order
+    const int64_t ND = stream_width();
+    for (int64_t t = 0; t < T; ++t)
+      std::memcpy(ranks_->stage.data() + t * ND, X + ranks_->own_row[t] * ND, sizeof(bf16) * ND);
+    X = ranks_->stage.data();
+  }
   const MtpWeights& mw = w_.mtp[0];
   const k::MtpProjParams mp{cfg_.vocab_size, cfg_.hidden_size, cfg_.hc_mult, static_cast<float>(cfg_.rms_norm_eps)};
   const k::MtpProjWeights mpw{w_.embed, mw.enorm, mw.hnorm, mw.e_proj.w, mw.h_proj.w};
   const k::MtpProjIO io{T, md_.token.data(), X, s.Z.data(), s.mtpproj.data()};
-  for (int ph = 0; ph < k::kMtpProjPhases; ++ph)
-    pool_.run([&](int tid, int n) { k::mtp_proj(ph, mp, mpw, io, tid, n); });
-  run_block(mw.block, *layers_[cfg_.num_hidden_layers], true, s.Z.data(), dec);
-  if (logits) run_head(mw.hc_head, mw.norm, s.Z.data(), logits);
+  if (T > 0)
+    for (int ph = 0; ph < k::kMtpProjPhases; ++ph)
+      pool_.run([&](int tid, int n) { k::mtp_proj(ph, mp, mpw, io, tid, n); });
+  DSV4_RETURN_IF_ERROR(run_block(mw.block, *layers_[cfg_.num_hidden_layers], true, s.Z.data(), dec));
+  if (logits || ranks_) return run_head(mw.hc_head, mw.norm, s.Z.data(), logits);
   return Status();
 }
 
-void ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X,
-                            const DecisionIO& dec) {
+Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X,
+                              const DecisionIO& dec) {
   Scratch& s = *s_;
   const int64_t T = md_.T;
   const k::HcParams hp{cfg_.hc_mult, cfg_.hidden_size, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
@@ -607,18 +727,23 @@ void ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_bl
   auto hc_post = [&](const bf16* f) {
     pool_.run([&](int tid, int n) { k::hc_post(f, X, s.post.data(), s.comb.data(), hp, T, X, tid, n); });
   };
+  if (T == 0) {  // an idle rank (several ranks): only the collectives of the seams
+    DSV4_RETURN_IF_ERROR(run_out_proj(lw, lc));
+    return run_moe(lw, mtp_block, dec);
+  }
   // attention sub-block: hc_pre -> attn_norm -> attention -> hc_post
   hc_pre(lw.hc_attn, lw.attn_norm);
-  run_attention(lw, lc, mtp_block, dec);
+  DSV4_RETURN_IF_ERROR(run_attention(lw, lc, mtp_block, dec));
   hc_post(s.attn_out.data());
   // MoE sub-block: hc_pre -> ffn_norm -> MoE -> hc_post
   hc_pre(lw.hc_ffn, lw.ffn_norm);
-  run_moe(lw, mtp_block, dec);
+  DSV4_RETURN_IF_ERROR(run_moe(lw, mtp_block, dec));
   hc_post(s.m.data());
+  return Status();
 }
 
-void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block,
-                                const DecisionIO& dec) {
+Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block,
+                                  const DecisionIO& dec) {
   Scratch& s = *s_;
   const ModelConfig& c = cfg_;
   const int64_t T = md_.T, D = c.hidden_size, Dh = c.head_dim, Di = c.index_head_dim;
@@ -739,18 +864,37 @@ void ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mt
     k::sparse_attn(ap, s.q.data(), T, list, keys, aw.attn_sink, s.o.data(), s.attn.data(), tid, n);
   });
 
-  // De-rotation and grouped output projection.
-  const k::OutProjParams op{H, static_cast<int>(Dh), Dr, c.o_groups, c.o_lora_rank, D};
-  const k::OutProjWeights ow{aw.wo_a.w, aw.wo_b.w, lc.inv_freq};
-  const k::OutProjIO oio{T, s.o.data(), pos, s.attn_out.data(), s.oproj.data()};
-  for (int ph = 0; ph < k::kOutProjPhases; ++ph) pool_.run([&](int tid, int n) { k::out_proj(ph, op, ow, oio, tid, n); });
+  return run_out_proj(lw, lc);
 }
 
-void ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, const DecisionIO& dec) {
+// De-rotation and grouped output projection: on this rank (one rank, or tp = 1), or
+// sharded over the TP group (parallel/attn_output_seam.h).
+Status ModelRunner::run_out_proj(const LayerWeights& lw, LayerCaches& lc) {
+  Scratch& s = *s_;
+  const ModelConfig& c = cfg_;
+  const int64_t T = md_.T;
+  const AttentionWeights& aw = lw.attn;
+  const k::OutProjParams op{c.num_attention_heads, static_cast<int>(c.head_dim), static_cast<int>(c.qk_rope_head_dim),
+                            c.o_groups, c.o_lora_rank, c.hidden_size};
+  const k::OutProjWeights ow{aw.wo_a.w, aw.wo_b.w, lc.inv_freq};
+  const k::OutProjIO oio{T, s.o.data(), md_.pos.data(), s.attn_out.data(), s.oproj.data()};
+  if (!ranks_ || !ranks_->attn) {
+    if (T > 0)
+      for (int ph = 0; ph < k::kOutProjPhases; ++ph)
+        pool_.run([&](int tid, int n) { k::out_proj(ph, op, ow, oio, tid, n); });
+    return Status();
+  }
+  if (T > 0) pool_.run([&](int tid, int n) { k::out_proj(0, op, ow, oio, tid, n); });  // inverse RoPE
+  return ranks_->attn->run(*ranks_->g->tp, pool_, ranks_->out_proj[lc.index], s.o.data(), ranks_->tp_rows,
+                           s.attn_out.data());
+}
+
+Status ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, const DecisionIO& dec) {
   Scratch& s = *s_;
   const ModelConfig& c = cfg_;
   const int64_t T = md_.T, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const LayerCaches& lc = *layers_[lw.layer];
+  if (T == 0) return ranks_ && ranks_->moe ? run_moe_seam(lc) : Status();
   const k::MoeGateParams gp{c.hidden_size, E, K, static_cast<float>(c.routed_scaling_factor)};
   k::MoeGateWeights gw;
   gw.weight = lw.ffn.gate.w;
@@ -771,6 +915,7 @@ void ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, const Decision
     for (int64_t t = 0; t < T; ++t)
       dec.log->push_back({mtp_block, false, layer, md_.row_seq[t], md_.pos[t],
                           std::vector<int32_t>(s.ids.data() + t * K, s.ids.data() + (t + 1) * K)});
+  if (ranks_ && ranks_->moe) return run_moe_seam(lc);
   const k::MoeExpertParams ep{c.hidden_size, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
   const k::MoeDispatchParams dp{K, 0, E, limits_.max_rows};
   k::moe_dispatch_build(s.ids.data(), T, dp, &s.moe_work);
@@ -785,11 +930,25 @@ void ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, const Decision
   pool_.run([&](int tid, int n) {
     k::moe_combine(mw.x, mw.slot_entry, s.ids.data(), k::shared_out(mw, ep), cp, T, s.m.data(), tid, n);
   });
+  return Status();
 }
 
-void ModelRunner::run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits) {
+// Expert-parallel MoE over the EP group (parallel/moe_seam.h): local experts
+// [ep_rank·E/ep, (ep_rank+1)·E/ep).
+Status ModelRunner::run_moe_seam(const LayerCaches& lc) {
+  Scratch& s = *s_;
+  const Topology& t = ranks_->g->topo;
+  const int64_t first = cfg_.n_routed_experts / t.ep * t.ep_rank();
+  return ranks_->moe->run(*ranks_->g->ep, pool_, s.a.data(), s.ids.data(), s.route_w.data(), md_.T,
+                          lc.experts.data() + first, lc.shared, s.m.data());
+}
+
+Status ModelRunner::run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits) {
   Scratch& s = *s_;
   const int64_t T = md_.T, D = cfg_.hidden_size, V = cfg_.vocab_size;
+  if (T == 0)
+    return ranks_->head->run(*ranks_->g->tp, pool_, w_.head.w, s.y.data(), ranks_->tp_rows, ranks_->own_row.data(),
+                             logits);
   const k::HcParams hp{cfg_.hc_mult, D, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
                        static_cast<float>(cfg_.rms_norm_eps)};
   const k::HcHeadWeights hw{hc.fn, hc.scale, hc.base};
@@ -798,8 +957,12 @@ void ModelRunner::run_head(const HcParams& hc, const bf16* norm, const bf16* X, 
   pool_.run([&](int tid, int n) {
     k::rmsnorm(s.y.data(), norm, s.y.data(), T, D, static_cast<float>(cfg_.rms_norm_eps), tid, n);
   });
+  if (ranks_)  // vocabulary-sharded (parallel/head_seam.h); rows land at their step rows
+    return ranks_->head->run(*ranks_->g->tp, pool_, w_.head.w, s.y.data(), ranks_->tp_rows, ranks_->own_row.data(),
+                             logits);
   const k::LmHeadParams lp{0, V, V};
   pool_.run([&](int tid, int n) { k::lm_head(lp, w_.head.w, s.y.data(), T, logits, tid, n); });
+  return Status();
 }
 
 }  // namespace dsv4

@@ -31,6 +31,7 @@
 #include "numeric/bf16.h"
 #include "numeric/cache_rows.h"
 #include "numeric/paged_rows.h"
+#include "parallel/rank_groups.h"
 
 namespace dsv4 {
 
@@ -40,8 +41,13 @@ Status validate_limits_for_model(const Limits& l, const ModelConfig& cfg);
 
 class ModelRunner {
  public:
+  // ranks: the job's communicators when several ranks share each step (runtime.md §6):
+  // every rank keeps the bookkeeping of every sequence (slots, block tables, identical on
+  // all ranks) and computes only the rows of the requests it owns (StepRequest::owner);
+  // the output projection, the routed experts and the LM head are sharded over the ranks
+  // (parallel/*_seam.h). nullptr: one rank.
   static Result<std::unique_ptr<ModelRunner>> create(const ModelConfig& cfg, const Weights& w,
-                                                     const Limits& limits);
+                                                     const Limits& limits, RankGroups* ranks = nullptr);
   ~ModelRunner();
 
   const ModelConfig& config() const { return cfg_; }
@@ -72,13 +78,15 @@ class ModelRunner {
   int32_t prefix_entries() const;
 
   // Main model over one step. logits [T, V] for every row (nullptr: none);
-  // xfinal_out [T, N, D] bf16 copy of the final HC stack (nullptr: none).
+  // xfinal_out [T, N, D] bf16 copy of the final HC stack (nullptr: none). With ranks, every
+  // rank passes the whole step; only the rows of its own requests are computed and written
+  // (rows are numbered over the whole step).
   // dec.forced replaces the decisions it lists (keyed by sequence slot and position);
   // dec.log receives every decision the step used, forced or not, in execution order.
   Status forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
                  const DecisionIO& dec = {});
   // MTP layer: request r's rows are positions p0..p0+n-1 with tokens = the
-  // NEXT tokens t_{p+1}; X [T, N, D] holds Xfinal_p of every row.
+  // NEXT tokens t_{p+1}; X [T, N, D] holds Xfinal_p of every row (with ranks: of the own rows).
   Status forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
                      const DecisionIO& dec = {});
 
@@ -98,18 +106,31 @@ class ModelRunner {
   CacheMemory cache_memory() const;
 
   int64_t vocab_size() const { return cfg_.vocab_size; }
+  // With ranks: the world rank, and the collective bytes this rank sent per seam since the
+  // last reset (the deployment plan's quantities).
+  int world_rank() const;
+  struct SeamBytes {
+    int64_t attn_a2a = 0, o_reduce = 0, moe_counts = 0, moe_dispatch = 0, moe_combine = 0, head_gather = 0,
+            head_logits = 0;
+  };
+  SeamBytes seam_bytes() const;
+  void reset_seam_bytes();
   int64_t stream_width() const { return cfg_.hc_mult * cfg_.hidden_size; }  // N·D
 
  private:
   struct LayerCaches;
   struct Scratch;
+  struct Ranks;
   ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits);
   Status init();
+  Status init_ranks(RankGroups* ranks);
+  Status run_out_proj(const LayerWeights& lw, LayerCaches& lc);
   Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
-  void run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X, const DecisionIO& dec);
-  void run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, const DecisionIO& dec);
-  void run_moe(const LayerWeights& lw, bool mtp_block, const DecisionIO& dec);
-  void run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits);
+  Status run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X, const DecisionIO& dec);
+  Status run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, const DecisionIO& dec);
+  Status run_moe(const LayerWeights& lw, bool mtp_block, const DecisionIO& dec);
+  Status run_moe_seam(const LayerCaches& lc);
+  Status run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits);
 
   const ModelConfig& cfg_;
   const Weights& w_;
@@ -119,7 +140,8 @@ class ModelRunner {
   std::unique_ptr<CacheGroup> blocks_;  // compressed families' block table (growing, page_tokens positions)
   std::vector<std::unique_ptr<LayerCaches>> layers_;  // main layers, then MTP layers
   std::unique_ptr<Scratch> s_;
-  StepMetadata md_;
+  std::unique_ptr<Ranks> ranks_;  // nullptr: one rank
+  StepMetadata md_;               // the own rows of the step
   // Per sequence slot. Index 0: main model, 1: MTP layer.
   struct Slot {
     bool active = false;

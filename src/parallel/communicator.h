@@ -11,6 +11,7 @@
 //                    peer after peer)
 //   broadcast        root's bytes to everyone
 //   barrier
+//   split            sub-communicators (a TP group, an EP group)
 // The reduce-scatter of partials in fixed order (runtime.md §6.7) is an all-to-all of
 // slabs followed by the owner's ascending sum (parallel/fixed_order.h), never an MPI
 // reduction, whose order is unspecified.
@@ -52,8 +53,20 @@ class Communicator {
                                  std::span<const int64_t> recv_rows, int64_t row_bytes) = 0;
   virtual Status broadcast(void* data, int64_t bytes, int root) = 0;
   virtual Status barrier() = 0;
+  // Sub-communicator of the ranks passing the same color, ordered by key (then rank).
+  // Collective over this communicator.
+  virtual Result<std::unique_ptr<Communicator>> split(int color, int key) = 0;
+  // Ends every rank of the job (a rank that failed while its peers may wait in a
+  // collective); never returns.
+  [[noreturn]] virtual void abort(int code) = 0;
 
   const CollectiveBytes& bytes() const { return bytes_; }
+  // Payload bytes sent by every collective so far.
+  int64_t total_sent() const {
+    int64_t s = 0;
+    for (int64_t b : bytes_.sent) s += b;
+    return s;
+  }
   void reset_bytes() { bytes_ = CollectiveBytes{}; }
 
  protected:

@@ -1,4 +1,4 @@
-// MPI Communicator over MPI_COMM_WORLD (runtime.md §6.11): all-gather -> MPI_Allgatherv,
+// MPI Communicator over MPI_COMM_WORLD or a split of it (runtime.md §6.11): all-gather -> MPI_Allgatherv,
 // all-to-all -> MPI_Alltoallv, in units of one row (a contiguous datatype of row_bytes
 // bytes), so counts are rows and stay far below INT_MAX.
 #include <mpi.h>
@@ -27,7 +27,13 @@ void finalize_at_exit() {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(int rank, int size) : rank_(rank), size_(size), counts_(2 * size), displs_(2 * size) {}
+  MpiCommunicator(MPI_Comm comm, int rank, int size)
+      : comm_(comm), rank_(rank), size_(size), counts_(2 * size), displs_(2 * size) {}
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_WORLD && !finalized) MPI_Comm_free(&comm_);
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
@@ -37,7 +43,7 @@ class MpiCommunicator final : public Communicator {
     DSV4_RETURN_IF_ERROR(layout("all_gather_rows", rows, counts_.data(), displs_.data()));
     MPI_Datatype row;
     DSV4_RETURN_IF_ERROR(row_type("all_gather_rows", row_bytes, &row));
-    const int rc = MPI_Allgatherv(send, counts_[rank_], row, recv, counts_.data(), displs_.data(), row, MPI_COMM_WORLD);
+    const int rc = MPI_Allgatherv(send, counts_[rank_], row, recv, counts_.data(), displs_.data(), row, comm_);
     MPI_Type_free(&row);
     if (rc != MPI_SUCCESS) return Status::errorf("all_gather_rows: MPI_Allgatherv failed: {}", mpi_error(rc));
     count(Collective::kAllGather, rows[rank_] * row_bytes * (size_ - 1));
@@ -57,7 +63,7 @@ class MpiCommunicator final : public Communicator {
     DSV4_RETURN_IF_ERROR(layout("all_to_all_rows", recv_rows, rc, rd));
     MPI_Datatype row;
     DSV4_RETURN_IF_ERROR(row_type("all_to_all_rows", row_bytes, &row));
-    const int code = MPI_Alltoallv(send, sc, sd, row, recv, rc, rd, row, MPI_COMM_WORLD);
+    const int code = MPI_Alltoallv(send, sc, sd, row, recv, rc, rd, row, comm_);
     MPI_Type_free(&row);
     if (code != MPI_SUCCESS) return Status::errorf("all_to_all_rows: MPI_Alltoallv failed: {}", mpi_error(code));
     int64_t sent = 0;
@@ -70,14 +76,30 @@ class MpiCommunicator final : public Communicator {
   Status broadcast(void* data, int64_t bytes, int root) override {
     if (root < 0 || root >= size_) return Status::errorf("broadcast: root {} outside [0, {})", root, size_);
     if (bytes < 0 || bytes > INT_MAX) return Status::errorf("broadcast: {} bytes outside [0, {}]", bytes, INT_MAX);
-    const int rc = MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD);
+    const int rc = MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_);
     if (rc != MPI_SUCCESS) return Status::errorf("broadcast: MPI_Bcast failed: {}", mpi_error(rc));
     count(Collective::kBroadcast, rank_ == root ? bytes * (size_ - 1) : 0);
     return Status();
   }
 
+  Result<std::unique_ptr<Communicator>> split(int color, int key) override {
+    MPI_Comm sub;
+    const int rc = MPI_Comm_split(comm_, color, key, &sub);
+    if (rc != MPI_SUCCESS) return Status::errorf("split: MPI_Comm_split failed: {}", mpi_error(rc));
+    MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(sub, &rank);
+    MPI_Comm_size(sub, &size);
+    return std::unique_ptr<Communicator>(new MpiCommunicator(sub, rank, size));
+  }
+
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(comm_, code);
+    std::exit(code);
+  }
+
   Status barrier() override {
-    const int rc = MPI_Barrier(MPI_COMM_WORLD);
+    const int rc = MPI_Barrier(comm_);
     if (rc != MPI_SUCCESS) return Status::errorf("barrier: MPI_Barrier failed: {}", mpi_error(rc));
     count(Collective::kBarrier, 0);
     return Status();
@@ -104,6 +126,7 @@ class MpiCommunicator final : public Communicator {
     return Status();
   }
 
+  MPI_Comm comm_;
   int rank_, size_;
   std::vector<int> counts_, displs_;  // sized once: collectives allocate nothing
 };
@@ -128,7 +151,7 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator() {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return std::unique_ptr<Communicator>(new MpiCommunicator(rank, size));
+  return std::unique_ptr<Communicator>(new MpiCommunicator(MPI_COMM_WORLD, rank, size));
 }
 
 }  // namespace dsv4

@@ -1,4 +1,5 @@
 // One-rank Communicator: every collective is a copy or nothing.
+#include <cstdlib>
 #include <cstring>
 
 #include "parallel/communicator.h"
@@ -44,6 +45,8 @@ class SingleCommunicator final : public Communicator {
     count(Collective::kBarrier, 0);
     return Status();
   }
+  Result<std::unique_ptr<Communicator>> split(int, int) override { return make_single_communicator(); }
+  [[noreturn]] void abort(int code) override { std::exit(code); }
 };
 
 }  // namespace

@@ -1,8 +1,10 @@
-// Test main for tests/parallel: MPI when started by mpirun (every rank runs every test and
+// Test main for tests/parallel (test_parallel, test_ranks): MPI when started by mpirun (every rank runs every test and
 // exits non-zero if any of its checks failed), else one rank.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <memory>
 
 #include "parallel/communicator.h"
@@ -23,6 +25,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     dsv4::g_comm = std::move(*c);
+    // Each rank writes its own test checkpoints (no two processes write one directory).
+    if (const char* tmp = std::getenv("DSV4_TEST_TMP"); tmp != nullptr && *tmp) {
+      const std::string mine = std::string(tmp) + "/rank" + std::to_string(dsv4::g_comm->rank());
+      setenv("DSV4_TEST_TMP", mine.c_str(), 1);
+    }
   } else {
     dsv4::g_comm = dsv4::make_single_communicator();
   }

@@ -71,7 +71,8 @@ MoeWork moe_expert_scratch_carve(const MoeExpertParams& p, const MoeDispatchPara
   return w;
 }
 
-void moe_dispatch_build(const int32_t* ids, int64_t T, const MoeDispatchParams& d, MoeWork* w) {
+void moe_dispatch_build(const int32_t* ids, int64_t T, const MoeDispatchParams& d, MoeWork* w,
+                        int64_t shared_rows) {
   const int64_t K = d.num_experts_per_tok, E = d.n_local;
   DSV4_CHECK(T >= 0 && T <= d.capacity, "MoE rows {} exceed the capacity {}", T, d.capacity);
   int32_t* b = w->expert_begin;
@@ -108,6 +109,7 @@ void moe_dispatch_build(const int32_t* ids, int64_t T, const MoeDispatchParams& 
       }
     }
   w->T = T;
+  w->shared_rows = shared_rows < 0 ? T : std::min(shared_rows, T);
   w->n_entries = run;
 }
 
@@ -115,7 +117,7 @@ void moe_experts_in(const bf16* f, const ExpertWeights* experts, const ExpertWei
                     const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w, int tid,
                     int nthreads) {
   const int64_t D = p.hidden;
-  const Range r = split_range(w.n_entries + w.T, tid, nthreads);
+  const Range r = split_range(w.n_entries + w.shared_rows, tid, nthreads);
   for (int64_t row = r.begin; row < r.end; ++row) {
     const bf16* src = f + source_row(row, d, w) * D;
     bf16* dst = w.x + row * D;
@@ -139,7 +141,7 @@ void moe_experts_up(const ExpertWeights* experts, const ExpertWeights& shared,
     const int64_t r0 = w.expert_begin[i], n = w.expert_begin[i + 1] - r0;
     if (n > 0) up(experts[i], r0, n);
   }
-  if (w.T > 0) up(shared, w.n_entries, w.T);
+  if (w.shared_rows > 0) up(shared, w.n_entries, w.shared_rows);
 }
 
 void moe_experts_act(const float* route_weights, const ExpertWeights* experts,
@@ -147,7 +149,7 @@ void moe_experts_act(const float* route_weights, const ExpertWeights* experts,
                      const MoeDispatchParams& d, const MoeWork& w, int tid, int nthreads) {
   const int64_t F = p.moe_intermediate_size;
   const float L = p.swiglu_limit;
-  const Range r = split_range(w.n_entries + w.T, tid, nthreads);
+  const Range r = split_range(w.n_entries + w.shared_rows, tid, nthreads);
   for (int64_t row = r.begin; row < r.end; ++row) {
     bf16* g = w.g + row * F;
     const bf16* u = w.u + row * F;
@@ -180,7 +182,8 @@ void moe_experts_down(const ExpertWeights* experts, const ExpertWeights& shared,
     const int64_t r0 = w.expert_begin[i], n = w.expert_begin[i + 1] - r0;
     if (n > 0) linear(experts[i].w2, w.u + r0 * F, n, w.x + r0 * D, tid, nthreads);
   }
-  if (w.T > 0) linear(shared.w2, w.u + w.n_entries * F, w.T, w.x + w.n_entries * D, tid, nthreads);
+  if (w.shared_rows > 0)
+    linear(shared.w2, w.u + w.n_entries * F, w.shared_rows, w.x + w.n_entries * D, tid, nthreads);
 }
 
 }  // namespace dsv4::kernels

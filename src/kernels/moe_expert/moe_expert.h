@@ -13,8 +13,8 @@
 //     an expert; a hash row that repeats an id gets one entry (model.md §9.1), its later slots
 //     point at the same entry. expert_begin[i] .. expert_begin[i+1] are local expert i's entries,
 //     entry_slot[r] = t·K + k of entry r, slot_entry[t·K + k] = its entry (−1: not local).
-//   activation rows: [0, n_entries) the routed entries, [n_entries, n_entries + T) the shared
-//     expert on rows 0..T−1; x [R, D] holds the expert inputs and then the outputs, g and u [R, F]
+//   activation rows: [0, n_entries) the routed entries, [n_entries, n_entries + shared_rows) the
+//     shared expert on rows 0..shared_rows−1; x [R, D] holds the expert inputs and then the outputs, g and u [R, F]
 //     the up projections, then bf16(h) and the w2 input. R ≤ capacity·(K + 1).
 // Phases, each its own ThreadPool::run except the first (serial, O(T·K + n_local)):
 //   moe_dispatch_build  ids → dispatch
@@ -68,6 +68,7 @@ struct MoeWork {
   bf16* g = nullptr;                // [capacity·(K+1), F]
   bf16* u = nullptr;                // [capacity·(K+1), F]
   int64_t T = 0;                    // rows of the last dispatch
+  int64_t shared_rows = 0;          // leading rows that also get the shared expert (≤ T)
   int64_t n_entries = 0;            // routed entries of the last dispatch
 };
 
@@ -76,8 +77,11 @@ int64_t moe_expert_scratch_bytes(const MoeExpertParams& p, const MoeDispatchPara
 MoeWork moe_expert_scratch_carve(const MoeExpertParams& p, const MoeDispatchParams& d, void* buf,
                                  int64_t bytes);
 
-// ids [T, K] (router output), T ≤ capacity. Serial.
-void moe_dispatch_build(const int32_t* ids, int64_t T, const MoeDispatchParams& d, MoeWork* w);
+// ids [T, K] (router output), T ≤ capacity. Serial. The shared expert runs on rows
+// [0, shared_rows) (−1: all T; expert parallelism appends rows of other ranks, which get only
+// their routed experts here).
+void moe_dispatch_build(const int32_t* ids, int64_t T, const MoeDispatchParams& d, MoeWork* w,
+                        int64_t shared_rows = -1);
 
 // experts [n_local] (local expert i = global id expert_first + i); f [T, D] with T = w.T.
 void moe_experts_in(const bf16* f, const ExpertWeights* experts, const ExpertWeights& shared,

@@ -1,0 +1,167 @@
+// Several ranks share each step (runtime.md §6): the ModelRunner over 1, 2 and 4 processes
+// (tests/CMakeLists.txt runs this binary alone and under mpirun) against a one-rank runner
+// on the same steps, bit for bit: logits, final streams and MTP logits of every row a rank
+// owns. Steps mix prefill chunks and decode rows, batches not divisible by the rank count,
+// ranks with no rows, requests joining and leaving; tiny and tiny2, BF16 and FP8 storage,
+// every topology the world admits (tp, dp, ep). Rows a rank does not own keep the sentinel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/runner.h"
+#include "parallel/communicator.h"
+#include "parallel/rank_groups.h"
+#include "support/tiny_model.h"
+
+namespace dsv4 {
+
+Communicator& comm();  // main.cc: MPI under mpirun, else one rank
+
+namespace {
+
+struct Layout {
+  int tp, dp, ep;
+};
+
+std::vector<Layout> layouts(int world) {
+  if (world == 1) return {{1, 1, 1}};
+  std::vector<Layout> l = {{world, 1, world}, {world, 1, 1}, {1, world, world}};
+  if (world == 4) l.push_back({2, 2, 4});
+  if (world == 4) l.push_back({2, 2, 2});
+  return l;
+}
+
+// One step: (sequence slot, rows) pairs; a slot's owner is fixed by owner_of.
+struct Step {
+  std::vector<std::pair<int32_t, int32_t>> rows;
+  std::vector<int32_t> start, end;  // slots started before / ended after the step
+};
+
+std::vector<Step> schedule() {
+  return {
+      {{{0, 7}, {1, 5}, {2, 3}}, {0, 1, 2}, {}},   // prefill chunks
+      {{{0, 1}, {1, 2}, {2, 1}, {3, 6}}, {3}, {}},  // decode (one verify pair) + a join
+      {{{1, 1}}, {}, {}},                           // one request: idle ranks
+      {{{0, 2}, {2, 1}, {3, 1}}, {}, {1}},          // slot 1 leaves after this step
+      {{{4, 9}, {0, 1}}, {4}, {0}},
+      {{{2, 2}, {3, 2}, {4, 1}}, {}, {}},
+  };
+}
+
+int32_t owner_of(int32_t seq, int world) { return (seq * 3 + 1) % world; }
+
+Limits test_limits() {
+  Limits l;
+  l.max_batch = 8;
+  l.max_rows = 32;
+  l.max_decode_rows = 2;
+  l.max_chunk = 16;
+  l.max_seqs = 8;
+  l.max_context = 256;
+  l.n_threads = 1;
+  return l;
+}
+
+void run_case(const std::string& preset, TinyQuant quant, const Layout& lay) {
+  Communicator& world = comm();
+  const test::TinyModel& m = test::tiny_model(preset, quant);
+  ASSERT_TRUE(m.w);
+  Result<Topology> topo = make_topology(world.size(), world.rank(), lay.tp, lay.dp, lay.ep);
+  ASSERT_TRUE(topo.ok()) << topo.message();
+  Result<std::unique_ptr<RankGroups>> groups = make_rank_groups(world, *topo);
+  ASSERT_TRUE(groups.ok()) << groups.message();
+  const Limits lim = test_limits();
+  auto one = ModelRunner::create(m.cfg, *m.w, lim);
+  ASSERT_TRUE(one.ok()) << one.message();
+  auto many = ModelRunner::create(m.cfg, *m.w, lim, groups->get());
+  ASSERT_TRUE(many.ok()) << many.message();
+
+  const int64_t V = m.cfg.vocab_size, ND = m.cfg.hc_mult * m.cfg.hidden_size;
+  const float sentinel = std::numeric_limits<float>::quiet_NaN();
+  std::mt19937 rng(7);
+  std::vector<int64_t> length(lim.max_seqs, 0);
+  std::vector<int32_t> tokens(lim.max_rows), next(lim.max_rows);
+  std::vector<float> ref(lim.max_rows * V), got(lim.max_rows * V), mref(lim.max_rows * V), mgot(lim.max_rows * V);
+  std::vector<bf16> xref(lim.max_rows * ND), xgot(lim.max_rows * ND);
+  int step_no = 0;
+  for (const Step& st : schedule()) {
+    SCOPED_TRACE("step " + std::to_string(step_no++));
+    for (int32_t s : st.start) {
+      ASSERT_TRUE((*one)->start_sequence(s).ok());
+      ASSERT_TRUE((*many)->start_sequence(s).ok());
+      length[s] = 0;
+    }
+    std::vector<StepRequest> reqs;
+    int64_t T = 0;
+    for (auto [seq, n] : st.rows) {
+      for (int32_t i = 0; i < n; ++i) {
+        tokens[T + i] = static_cast<int32_t>(rng() % V);
+        next[T + i] = static_cast<int32_t>(rng() % V);
+      }
+      reqs.push_back(StepRequest{seq, length[seq], n, /*prompt_len=*/1, tokens.data() + T, owner_of(seq, world.size())});
+      T += n;
+    }
+    std::fill(got.begin(), got.end(), sentinel);
+    std::fill(mgot.begin(), mgot.end(), sentinel);
+    Status s1 = (*one)->forward(reqs, ref.data(), xref.data());
+    ASSERT_TRUE(s1.ok()) << s1.message();
+    Status s2 = (*many)->forward(reqs, got.data(), xgot.data());
+    ASSERT_TRUE(s2.ok()) << s2.message();
+    // MTP over the same rows, next tokens t_{p+1}.
+    std::vector<StepRequest> mreqs = reqs;
+    int64_t row = 0;
+    for (auto& r : mreqs) {
+      r.tokens = next.data() + row;
+      row += r.n;
+    }
+    s1 = (*one)->forward_mtp(mreqs, xref.data(), mref.data());
+    ASSERT_TRUE(s1.ok()) << s1.message();
+    s2 = (*many)->forward_mtp(mreqs, xgot.data(), mgot.data());
+    ASSERT_TRUE(s2.ok()) << s2.message();
+    row = 0;
+    for (const StepRequest& r : reqs) {
+      const bool mine = r.owner == world.rank();
+      for (int32_t i = 0; i < r.n; ++i, ++row) {
+        if (mine) {
+          EXPECT_EQ(0, std::memcmp(ref.data() + row * V, got.data() + row * V, sizeof(float) * V))
+              << "logits of row " << row << " (slot " << r.seq << ")";
+          EXPECT_EQ(0, std::memcmp(xref.data() + row * ND, xgot.data() + row * ND, sizeof(bf16) * ND))
+              << "Xfinal of row " << row;
+          EXPECT_EQ(0, std::memcmp(mref.data() + row * V, mgot.data() + row * V, sizeof(float) * V))
+              << "MTP logits of row " << row;
+        } else {
+          EXPECT_TRUE(std::isnan(got[row * V]) && std::isnan(got[row * V + V - 1]))
+              << "row " << row << " of another rank was written";
+        }
+      }
+    }
+    for (const StepRequest& r : reqs) length[r.seq] = r.p0 + r.n;
+    for (int32_t s : st.end) {
+      (*one)->end_sequence(s);
+      (*many)->end_sequence(s);
+    }
+  }
+}
+
+class RanksTest : public ::testing::TestWithParam<std::tuple<std::string, TinyQuant>> {};
+
+TEST_P(RanksTest, EveryLayoutEqualsOneRank) {
+  const auto& [preset, quant] = GetParam();
+  for (const Layout& l : layouts(comm().size())) {
+    SCOPED_TRACE("tp " + std::to_string(l.tp) + " dp " + std::to_string(l.dp) + " ep " + std::to_string(l.ep));
+    run_case(preset, quant, l);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, RanksTest,
+                         ::testing::Combine(::testing::Values("tiny", "tiny2"),
+                                            ::testing::Values(TinyQuant::kNone, TinyQuant::kFp8)));
+
+}  // namespace
+}  // namespace dsv4
