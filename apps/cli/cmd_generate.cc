@@ -1,6 +1,7 @@
 // dsv4 generate [--model DIR] [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
 //   [--temperature T] [--top-p P] [--seed S] [--mtp] [--batch-size B] [--threads N] [--isa I]
 //   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
+//   [--tp T [--dp D] [--ep E]]  (under mpirun -np T·D: the ranks share each step)
 // Decodes several prompts together with continuous batching (runtime/engine.h):
 // the batch changes as requests finish. Prints each step's batch size, each
 // request's tokens, tokens/s and (with --mtp) the draft acceptance rate.
@@ -11,11 +12,13 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "commands.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "ranks.h"
 #include "runtime/engine.h"
 
 namespace dsv4::cli {
@@ -38,6 +41,7 @@ struct GenerateArgs {
   int prefix_blocks = 0;
   bool quiet_steps = false;
   std::string isa = "auto";
+  RankFlags ranks;
 };
 
 // Built-in demo prompts (token ids of the tiny vocabulary).
@@ -51,8 +55,11 @@ std::string join(const std::vector<int32_t>& v) {
 }
 
 int run_generate(const GenerateArgs& a) {
+  Result<std::unique_ptr<RankSession>> ranks = RankSession::start(a.ranks);
+  if (!ranks.ok()) return fail(ranks.status());
+  RankSession& rs = **ranks;
   if (Status st = select_isa(a.isa); !st.ok()) return fail(st);
-  Result<std::string> dir = resolve_model_dir(a.model);
+  Result<std::string> dir = rs.model_dir(a.model);
   if (!dir.ok()) return fail(dir.status());
   Result<ModelConfig> cfg = load_config(*dir);
   if (!cfg.ok()) return fail(cfg.status());
@@ -60,6 +67,7 @@ int run_generate(const GenerateArgs& a) {
   if (!files.ok()) return fail(files.status());
   Result<Weights> w = load_weights(*files, *cfg, nullptr);
   if (!w.ok()) return fail(w.status());
+  if (Status st = rs.bind(*cfg); !st.ok()) return fail(st);
 
   std::vector<std::vector<int32_t>> prompts;
   for (const std::string& s : a.prompt_ids) {
@@ -81,25 +89,37 @@ int run_generate(const GenerateArgs& a) {
   lim.page_tokens = a.page_tokens;
   lim.cache_blocks = a.cache_blocks;
   lim.prefix_blocks = a.prefix_blocks;
-  auto engine = Engine::create(*cfg, *w, lim, EngineOptions{a.mtp, {}});
+  auto engine = Engine::create(*cfg, *w, lim, EngineOptions{a.mtp, {}, rs.groups()});
   if (!engine.ok()) return fail(engine.status());
+  if (!rs.primary()) {  // follow rank 0's steps until it stops
+    while (!(*engine)->stopped())
+      if (Result<StepReport> rep = (*engine)->step(); !rep.ok()) rs.abort_job(rep.status());
+    return 0;
+  }
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerationRequest g;
     g.prompt = prompts[i];
     g.max_tokens = a.max_tokens;
     g.sampling = {a.temperature, a.top_p, a.seed + i};
     Result<int> id = (*engine)->add_request(std::move(g));
-    if (!id.ok()) return fail(id.status().with_context("prompt " + std::to_string(i)));
+    if (!id.ok()) {
+      if (rs.groups()) rs.abort_job(id.status().with_context("prompt " + std::to_string(i)));
+      return fail(id.status().with_context("prompt " + std::to_string(i)));
+    }
   }
-  std::printf("model %s: %d layers, vocab %lld; %zu requests, batch size %d%s, temperature %g, top-p %g\n",
+  std::printf("model %s: %d layers, vocab %lld; %zu requests, batch size %d%s, temperature %g, top-p %g%s\n",
               dir->c_str(), cfg->num_hidden_layers, static_cast<long long>(cfg->vocab_size), prompts.size(),
-              a.batch_size, a.mtp ? ", MTP drafts" : "", a.temperature, a.top_p);
+              a.batch_size, a.mtp ? ", MTP drafts" : "", a.temperature, a.top_p,
+              rs.world_size() > 1 ? fmt::format("; {} ranks (tp {})", rs.world_size(), a.ranks.tp).c_str() : "");
   int64_t committed = 0, drafts = 0, accepted = 0, steps = 0, prefix_hits = 0;
   double decode_seconds = 0;
   const auto t0 = std::chrono::steady_clock::now();
   while (!(*engine)->idle()) {
     Result<StepReport> rep = (*engine)->step();
-    if (!rep.ok()) return fail(rep.status());
+    if (!rep.ok()) {
+      if (rs.groups()) rs.abort_job(rep.status());
+      return fail(rep.status());
+    }
     ++steps;
     committed += rep->committed;
     drafts += rep->drafts;
@@ -110,6 +130,7 @@ int run_generate(const GenerateArgs& a) {
       std::printf("step %3lld: batch %d, rows %d, tokens %d, %.2f ms\n", static_cast<long long>(steps), rep->batch,
                   rep->rows, rep->committed, rep->seconds * 1e3);
   }
+  if (Status st = (*engine)->stop(); !st.ok()) rs.abort_job(st);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int i = 0; i < (*engine)->n_requests(); ++i) {
     const RequestResult& r = (*engine)->result(i);
@@ -157,6 +178,7 @@ Command add_generate(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--quiet-steps", a->quiet_steps, "Do not print one line per step");
   sub->add_option("--isa", a->isa, kIsaHelp)->capture_default_str();
+  add_rank_options(sub, &a->ranks);
   return {sub, [a]() { return run_generate(*a); }};
 }
 

@@ -1,6 +1,7 @@
 // dsv4 logits [--model DIR] --tokens 1,2,3|@FILE --out FILE.npy [--mtp] [--chunk N] [--decode]
 //             [--numerics demo|reference|float] [--decisions-out FILE.json]
-//             [--decisions-in FILE.json] [--threads N] [--isa I]:
+//             [--decisions-in FILE.json] [--threads N] [--isa I] [--tp T [--dp D] [--ep E]]:
+// (under mpirun: rank 0 owns the sequence and writes the file, the others share its seams)
 // teacher-forced logits of one token sequence as float32 .npy [n, vocab] (--mtp: the
 // MTP head's [n-1, vocab]) and optionally every discrete decision as JSON
 // (runtime/teacher_forced.h); --decisions-in forces the decisions a FILE lists (the JSON
@@ -19,6 +20,7 @@
 #include "commands.h"
 #include "io/file_util.h"
 #include "io/npy.h"
+#include "ranks.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -40,6 +42,7 @@ struct LogitsArgs {
   std::string decisions_in;
   int32_t threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   std::string isa = "auto";
+  RankFlags ranks;
 };
 
 // Writes text through a temporary file and rename, so `path` is either old or complete.
@@ -57,12 +60,18 @@ Status write_text_file(const std::string& path, const std::string& text) {
 }
 
 int run_logits(const LogitsArgs& a) {
+  Result<std::unique_ptr<RankSession>> ranks = RankSession::start(a.ranks);
+  if (!ranks.ok()) return fail(ranks.status());
+  RankSession& rs = **ranks;
   if (Status st = select_isa(a.isa); !st.ok()) return fail(st);
   Result<std::vector<int32_t>> tokens = parse_token_list_option("--tokens", a.tokens);
   if (!tokens.ok()) return fail(tokens.status());
   Result<Numerics> numerics = parse_numerics(a.numerics);
   if (!numerics.ok()) return fail(numerics.status().with_context("--numerics"));
-  Result<std::string> dir = resolve_model_dir(a.model);
+  if (rs.world_size() > 1 && numerics.value() != Numerics::kDemo)
+    return fail(Status::errorf("--numerics {} runs in one process (only the engine's demo numerics run on ranks)",
+                               a.numerics));
+  Result<std::string> dir = rs.model_dir(a.model);
   if (!dir.ok()) return fail(dir.status());
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -72,6 +81,7 @@ int run_logits(const LogitsArgs& a) {
   if (!files.ok()) return fail(files.status());
   Result<Weights> w = load_weights(files.value(), cfg.value(), nullptr);
   if (!w.ok()) return fail(w.status().with_context(dir.value()));
+  if (Status st = rs.bind(cfg.value()); !st.ok()) return fail(st);
   DecisionTable forced;
   if (!a.decisions_in.empty()) {
     Result<std::vector<uint8_t>> bytes = read_file(a.decisions_in, kMaxDecisionFileBytes);
@@ -93,9 +103,11 @@ int run_logits(const LogitsArgs& a) {
   opt.collect_decisions = !a.decisions_out.empty();
   opt.forced = a.decisions_in.empty() ? nullptr : &forced;
   opt.n_threads = a.threads;
+  opt.ranks = rs.groups();
   Result<TeacherForcedOutput> r = teacher_forced_logits(cfg.value(), w.value(), tokens.value(), opt);
   if (!r.ok()) return fail(r.status());
   const auto t2 = std::chrono::steady_clock::now();
+  if (!rs.primary()) return 0;  // rank 0 owns the sequence and writes the files
 
   const TeacherForcedOutput& o = r.value();
   Status st = write_npy_f32(a.out, o.logits.data(), {o.rows, o.vocab});
@@ -108,10 +120,10 @@ int run_logits(const LogitsArgs& a) {
                            : a.decode           ? "decode steps"
                            : a.chunk > 0        ? "prefill chunks of " + std::to_string(a.chunk)
                                                 : "whole-prompt prefill";
-  std::fprintf(stderr, "dsv4 logits: %s [%lld, %lld] float32 -> %s (%s numerics, %s, threads %d); "
+  std::fprintf(stderr, "dsv4 logits: %s [%lld, %lld] float32 -> %s (%s numerics, %s, threads %d, ranks %d); "
                "load %.3f s, forward %.3f s",
                a.mtp ? "mtp" : "main", static_cast<long long>(o.rows), static_cast<long long>(o.vocab),
-               a.out.c_str(), a.numerics.c_str(), feed.c_str(), a.threads,
+               a.out.c_str(), a.numerics.c_str(), feed.c_str(), a.threads, rs.world_size(),
                std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
   if (!a.decisions_in.empty()) std::fprintf(stderr, "; %zu decisions forced", forced.size());
   if (!a.decisions_out.empty())
@@ -151,6 +163,7 @@ Command add_logits(CLI::App& app) {
                   "--decisions-out writes); decisions not listed are made as usual");
   sub->add_option("--threads", args->threads, "Worker threads (demo numerics)")->capture_default_str();
   sub->add_option("--isa", args->isa, kIsaHelp)->capture_default_str();
+  add_rank_options(sub, &args->ranks);
   return {sub, [args]() { return run_logits(*args); }};
 }
 

@@ -27,8 +27,10 @@ Command add_inspect(CLI::App& app);
 Command add_logits(CLI::App& app);
 Command add_generate(CLI::App& app);
 
-// Prints "dsv4: error: <message>" to stderr and returns exit code 1.
+// Prints "dsv4: error: <message>" to stderr (unless error printing is off: ranks other
+// than 0, which meet the same errors) and returns exit code 1.
 int fail(const Status& status);
+void set_error_printing(bool on);
 
 // The user's dsv4 cache directory: $XDG_CACHE_HOME/dsv4, else $HOME/.cache/dsv4
 // (the only place the CLI reads the environment for it).

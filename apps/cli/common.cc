@@ -15,8 +15,14 @@
 
 namespace dsv4::cli {
 
+namespace {
+bool g_print_errors = true;  // the process's rank identity: off on ranks other than 0
+}  // namespace
+
+void set_error_printing(bool on) { g_print_errors = on; }
+
 int fail(const Status& status) {
-  std::fprintf(stderr, "dsv4: error: %s\n", status.message().c_str());
+  if (g_print_errors) std::fprintf(stderr, "dsv4: error: %s\n", status.message().c_str());
   return 1;
 }
 

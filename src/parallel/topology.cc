@@ -13,6 +13,8 @@ Result<Topology> make_topology(int world, int rank, int tp, int dp, int ep) {
   t.tp = tp;
   t.dp = dp > 0 ? dp : world / tp;
   t.ep = ep > 0 ? ep : world;
+  if (dp == 0 && world % tp != 0)
+    return Status::errorf("--tp {} does not divide the world of {} ranks (mpirun -np)", tp, world);
   if (t.dp * t.tp != world)
     return Status::errorf("--dp {} x --tp {} = {} ranks, but the world has {} (mpirun -np)", t.dp, t.tp, t.dp * t.tp,
                           world);

@@ -17,6 +17,7 @@ struct Engine::Running {
   int64_t prompt_len = 0;
   int64_t n_cached = 0;         // positions in the main caches (and the MTP cache)
   int32_t draft = -1;           // MTP draft for position tokens.size(), or -1
+  int32_t owner = 0;            // world rank computing its rows (several ranks)
   int32_t generated = 0;
   bool done = false;
   // This step:
@@ -41,7 +42,13 @@ Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions
     mtp_x_.resize(static_cast<size_t>(T * ND));
   }
   sample_scratch_.resize(static_cast<size_t>(kernels::sample_scratch_bytes(V, 1) / 8 + 1));
+  sampled_.resize(static_cast<size_t>(2 * limits.max_batch));
+  values_.resize(static_cast<size_t>(2 * limits.max_batch));
+  gathered_.resize(static_cast<size_t>(2 * limits.max_batch));
+  gather_rows_.resize(opt.ranks ? opt.ranks->topo.world : 1);
 }
+
+int Engine::rank() const { return opt_.ranks ? opt_.ranks->topo.rank : 0; }
 
 Engine::~Engine() = default;
 
@@ -59,7 +66,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
     return Status::errorf("limit max_rows = {} needs {:.1f} GiB of logits buffers, more than half of this machine's "
                           "{:.1f} GiB",
                           l.max_rows, per_row * l.max_rows / (1 << 30), ram / (1 << 30));
-  auto runner = ModelRunner::create(cfg, w, l);
+  auto runner = ModelRunner::create(cfg, w, l, opt.ranks);
   if (!runner.ok()) return runner.status();
   try {
     return std::unique_ptr<Engine>(new Engine(cfg, l, opt, std::move(*runner)));
@@ -70,6 +77,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
 }
 
 Result<int> Engine::add_request(GenerationRequest req) {
+  if (rank() != 0) return Status::errorf("requests enter on rank 0 (this is rank {})", rank());
+  if (stopped_) return Status::error("the engine was stopped");
   if (req.prompt.empty()) return Status::error("request: prompt is empty (need at least one token id)");
   for (size_t i = 0; i < req.prompt.size(); ++i)
     if (req.prompt[i] < 0 || req.prompt[i] >= cfg_.vocab_size)
@@ -85,6 +94,12 @@ Result<int> Engine::add_request(GenerationRequest req) {
   if (blocks > runner_->total_blocks())
     return Status::errorf("request: prompt of {} tokens needs {} compressed-cache blocks, cache_blocks = {}",
                           req.prompt.size(), blocks, runner_->total_blocks());
+  Result<int> id = queue_request(std::move(req));
+  if (id.ok() && opt_.ranks) unsent_.push_back(*id);
+  return id;
+}
+
+Result<int> Engine::queue_request(GenerationRequest req) {
   const int id = static_cast<int>(results_.size());
   RequestResult res;
   res.id = id;
@@ -93,6 +108,122 @@ Result<int> Engine::add_request(GenerationRequest req) {
   requests_.push_back(std::move(req));
   waiting_.push_back(id);
   return id;
+}
+
+namespace {
+
+template <class T>
+void put(std::vector<uint8_t>& b, const T& v) {
+  const size_t at = b.size();
+  b.resize(at + sizeof(T));
+  std::memcpy(b.data() + at, &v, sizeof(T));
+}
+template <class T>
+T take(const uint8_t*& p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  p += sizeof(T);
+  return v;
+}
+
+}  // namespace
+
+// Wire form: stop u8, count u32, then per request: prompt length u32, the ids, temperature,
+// top_p, seed, max_tokens, stop_at_eos. Rank 0 broadcasts its size, then the bytes.
+Status Engine::sync_requests(bool stop) {
+  Communicator& world = *opt_.ranks->world;
+  sync_buf_.clear();
+  if (rank() == 0) {
+    put<uint8_t>(sync_buf_, stop ? 1 : 0);
+    put<uint32_t>(sync_buf_, static_cast<uint32_t>(unsent_.size()));
+    for (int id : unsent_) {
+      const GenerationRequest& g = requests_[id];
+      put<uint32_t>(sync_buf_, static_cast<uint32_t>(g.prompt.size()));
+      for (int32_t t : g.prompt) put(sync_buf_, t);
+      put(sync_buf_, g.sampling.temperature);
+      put(sync_buf_, g.sampling.top_p);
+      put(sync_buf_, g.sampling.seed);
+      put(sync_buf_, g.max_tokens);
+      put<uint8_t>(sync_buf_, g.stop_at_eos ? 1 : 0);
+    }
+    unsent_.clear();
+  }
+  int64_t n = static_cast<int64_t>(sync_buf_.size());
+  DSV4_RETURN_IF_ERROR(world.broadcast(&n, sizeof(n), 0));
+  sync_buf_.resize(static_cast<size_t>(n));
+  DSV4_RETURN_IF_ERROR(world.broadcast(sync_buf_.data(), n, 0));
+  const uint8_t* p = sync_buf_.data();
+  stopped_ = take<uint8_t>(p) != 0;
+  const uint32_t count = take<uint32_t>(p);
+  if (rank() == 0) return Status();
+  for (uint32_t i = 0; i < count; ++i) {
+    GenerationRequest g;
+    g.prompt.resize(take<uint32_t>(p));
+    for (int32_t& t : g.prompt) t = take<int32_t>(p);
+    g.sampling.temperature = take<float>(p);
+    g.sampling.top_p = take<float>(p);
+    g.sampling.seed = take<uint64_t>(p);
+    g.max_tokens = take<int32_t>(p);
+    g.stop_at_eos = take<uint8_t>(p) != 0;
+    (void)queue_request(std::move(g));
+  }
+  return Status();
+}
+
+Status Engine::stop() {
+  if (!opt_.ranks) {
+    stopped_ = true;
+    return Status();
+  }
+  if (rank() != 0) return Status::error("only rank 0 stops the engine");
+  if (stopped_) return Status();
+  return sync_requests(true);
+}
+
+// The running request count per rank decides: fewest first, then the lowest rank.
+int32_t Engine::pick_owner() const {
+  if (!opt_.ranks) return 0;
+  const int world = opt_.ranks->topo.world;
+  int32_t best = 0;
+  int64_t best_n = INT64_MAX;
+  for (int32_t q = 0; q < world; ++q) {
+    int64_t n = 0;
+    for (const auto& r : running_) n += r->owner == q;
+    if (n < best_n) {
+      best = q;
+      best_n = n;
+    }
+  }
+  return best;
+}
+
+// values [planned, per_request]: the entries of the requests this rank owns are set; after
+// the call every entry is (each owner's values, all-gathered over the job).
+Status Engine::exchange(int32_t* values, int per_request) {
+  if (!opt_.ranks) return Status();
+  const int world = opt_.ranks->topo.world, me = rank();
+  std::fill(gather_rows_.begin(), gather_rows_.end(), 0);
+  int64_t mine = 0;
+  for (size_t i = 0; i < planned_.size(); ++i) {
+    ++gather_rows_[planned_[i]->owner];
+    if (planned_[i]->owner == me)
+      for (int j = 0; j < per_request; ++j) sampled_[mine * per_request + j] = values[i * per_request + j];
+    mine += planned_[i]->owner == me;
+  }
+  DSV4_RETURN_IF_ERROR(opt_.ranks->world->all_gather_rows(sampled_.data(), gather_rows_,
+                                                         per_request * sizeof(int32_t), gathered_.data()));
+  std::vector<int64_t>& cursor = gather_rows_;  // reused: each owner's next record
+  int64_t off = 0;
+  for (int q = 0; q < world; ++q) {
+    const int64_t n = cursor[q];
+    cursor[q] = off;
+    off += n;
+  }
+  for (size_t i = 0; i < planned_.size(); ++i) {
+    const int64_t at = cursor[planned_[i]->owner]++;
+    for (int j = 0; j < per_request; ++j) values[i * per_request + j] = gathered_[at * per_request + j];
+  }
+  return Status();
 }
 
 int32_t Engine::sample_row(const float* logits, const kernels::SamplingParams& sp, int64_t position, int slot) {
@@ -116,6 +247,10 @@ void Engine::finish(Running& r, const char* reason) {
 Result<StepReport> Engine::step() {
   const auto t0 = std::chrono::steady_clock::now();
   StepReport rep;
+  if (opt_.ranks) {
+    DSV4_RETURN_IF_ERROR(sync_requests(false));
+    if (stopped_) return rep;
+  }
   // Admission, in arrival order: a waiting request takes a free sequence slot once the
   // compressed-cache blocks of its prompt are free (decode growth beyond that is the
   // serving policy's concern; a step that runs out of blocks fails with the cache's error).
@@ -147,6 +282,7 @@ Result<StepReport> Engine::step() {
     r->tokens = requests_[id].prompt;
     r->prompt_len = static_cast<int64_t>(r->tokens.size());
     r->n_cached = *start;
+    r->owner = pick_owner();
     rep.prefix_hit_tokens += *start;
     running_.push_back(std::move(r));
   }
@@ -174,7 +310,7 @@ Result<StepReport> Engine::step() {
     if (rows <= 0) continue;
     r.rows = rows;
     r.row_begin = T;
-    reqs_.push_back(StepRequest{r.seq, r.n_cached, rows, r.prompt_len, toks});
+    reqs_.push_back(StepRequest{r.seq, r.n_cached, rows, r.prompt_len, toks, r.owner});
     planned.push_back(&r);
     T += rows;
   }
@@ -185,58 +321,75 @@ Result<StepReport> Engine::step() {
   Status st = runner_->forward(reqs_, logits_.data(), opt_.mtp ? xfinal_.data() : nullptr);
   if (!st.ok()) return st;
 
-  // Sampling, verification, commit.
+  // Sampling (by each request's owner), then verification and commit (everywhere).
   const int64_t V = cfg_.vocab_size, ND = runner_->stream_width();
+  const int me = rank();
+  int32_t* tok = values_.data();  // [planned, 2]: tokens sampled, −1 none
+  for (size_t i = 0; i < planned.size(); ++i) {
+    Running& r = *planned[i];
+    const GenerationRequest& g = requests_[r.id];
+    int32_t* t2 = tok + 2 * i;
+    t2[0] = t2[1] = -1;
+    if (r.owner != me) continue;
+    const int64_t last = r.row_begin + r.rows - 1;
+    if (r.n_cached < r.prompt_len) {
+      if (r.n_cached + r.rows == r.prompt_len)  // samples the position after the prompt
+        t2[0] = sample_row(logits_.data() + last * V, g.sampling, r.prompt_len, 0);
+    } else {
+      const int64_t q = static_cast<int64_t>(r.tokens.size());  // position predicted by row 0
+      t2[0] = sample_row(logits_.data() + r.row_begin * V, g.sampling, q, 0);
+      if (r.rows == 2 && r.draft == t2[0])
+        t2[1] = sample_row(logits_.data() + (r.row_begin + 1) * V, g.sampling, q + 1, 0);
+    }
+  }
+  st = exchange(tok, 2);
+  if (!st.ok()) return st;
   mtp_reqs_.clear();
   int64_t mtp_T = 0;
-  for (Running* rp : planned) {
-    Running& r = *rp;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    Running& r = *planned[i];
     const GenerationRequest& g = requests_[r.id];
     const int64_t old_cached = r.n_cached;
-    const int64_t last = r.row_begin + r.rows - 1;
-    auto commit = [&](int32_t tok) {
+    const int32_t* t2 = tok + 2 * i;
+    auto commit = [&](int32_t t) {
       if (r.done) return;
-      r.tokens.push_back(tok);
-      results_[r.id].output.push_back(tok);
+      r.tokens.push_back(t);
+      results_[r.id].output.push_back(t);
       ++r.generated;
       ++rep.committed;
-      if (g.stop_at_eos && tok == cfg_.eos_token_id) finish(r, "eos");
+      if (g.stop_at_eos && t == cfg_.eos_token_id) finish(r, "eos");
       else if (r.generated >= g.max_tokens) finish(r, "length");
       else if (static_cast<int64_t>(r.tokens.size()) + 1 >= limits_.max_context) finish(r, "context");
     };
     if (old_cached < r.prompt_len) {
       r.n_cached += r.rows;
-      if (r.n_cached == r.prompt_len) {
-        const int64_t q = r.n_cached;  // position of the token sampled from the last prompt row
-        commit(sample_row(logits_.data() + last * V, g.sampling, q, 0));
-      }
+      if (r.n_cached == r.prompt_len) commit(t2[0]);
     } else {
-      const int64_t q = static_cast<int64_t>(r.tokens.size());  // position predicted by row 0
-      const int32_t g0 = sample_row(logits_.data() + r.row_begin * V, g.sampling, q, 0);
       if (r.rows == 2) {
         ++rep.drafts;
-        if (r.draft == g0) {
+        if (t2[1] >= 0) {  // the draft matched the token sampled at row 0
           ++rep.accepted;
           r.n_cached += 2;
-          commit(g0);
-          commit(sample_row(logits_.data() + (r.row_begin + 1) * V, g.sampling, q + 1, 0));
+          commit(t2[0]);
+          commit(t2[1]);
         } else {
           r.n_cached += 1;
-          commit(g0);
+          commit(t2[0]);
         }
       } else {
         r.n_cached += 1;
-        commit(g0);
+        commit(t2[0]);
       }
       r.draft = -1;
     }
     // MTP rows: the positions committed to the caches this step whose next token is known.
     if (opt_.mtp && !r.done) {
       const int64_t n = r.n_cached - old_cached;
-      for (int64_t i = 0; i < n; ++i) mtp_tokens_[mtp_T + i] = r.tokens[old_cached + i + 1];
-      std::memcpy(mtp_x_.data() + mtp_T * ND, xfinal_.data() + r.row_begin * ND, sizeof(bf16) * n * ND);
+      for (int64_t j = 0; j < n; ++j) mtp_tokens_[mtp_T + j] = r.tokens[old_cached + j + 1];
+      if (r.owner == me)
+        std::memcpy(mtp_x_.data() + mtp_T * ND, xfinal_.data() + r.row_begin * ND, sizeof(bf16) * n * ND);
       mtp_reqs_.push_back(StepRequest{r.seq, old_cached, static_cast<int32_t>(n), r.prompt_len,
-                                      mtp_tokens_.data() + mtp_T});
+                                      mtp_tokens_.data() + mtp_T, r.owner});
       r.row_begin = mtp_T;  // reused: the request's first MTP row
       r.rows = static_cast<int32_t>(n);
       mtp_T += n;
@@ -246,16 +399,24 @@ Result<StepReport> Engine::step() {
   if (opt_.mtp && !mtp_reqs_.empty()) {
     st = runner_->forward_mtp(mtp_reqs_, mtp_x_.data(), mtp_logits_.data());
     if (!st.ok()) return st;
-    for (Running* rp : planned) {
-      Running& r = *rp;
-      if (r.done || r.n_cached < r.prompt_len) continue;
+    int32_t* draft = values_.data();  // [planned]
+    for (size_t i = 0; i < planned.size(); ++i) {
+      Running& r = *planned[i];
+      draft[i] = -1;
+      if (r.done || r.n_cached < r.prompt_len || r.owner != me) continue;
       // The last MTP row (position n_cached - 1) predicts position n_cached + 1 = tokens.size().
       const int64_t last = r.row_begin + r.rows - 1;
       const kernels::SamplingParams greedy{0.0f, 1.0f, 0};
-      const int64_t q = static_cast<int64_t>(r.tokens.size());
-      r.draft = sample_row(mtp_logits_.data() + last * V, greedy, q, 1);
+      draft[i] = sample_row(mtp_logits_.data() + last * V, greedy, static_cast<int64_t>(r.tokens.size()), 1);
+    }
+    st = exchange(draft, 1);
+    if (!st.ok()) return st;
+    for (size_t i = 0; i < planned.size(); ++i) {
+      Running& r = *planned[i];
+      if (r.done || r.n_cached < r.prompt_len) continue;
+      r.draft = draft[i];
       if (opt_.force_draft) {
-        const int32_t forced = opt_.force_draft(r.id, q);
+        const int32_t forced = opt_.force_draft(r.id, static_cast<int64_t>(r.tokens.size()));
         if (forced >= 0) r.draft = forced;
       }
     }

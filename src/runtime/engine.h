@@ -12,6 +12,14 @@
 // the draft for the position after the next. The next step verifies it by
 // exact match against the token the target samples there; rejected rows leave
 // cache content behind that position-addressed writes later overwrite.
+//
+// Several ranks (EngineOptions::ranks, runtime.md §6): requests enter on rank 0 only. Each
+// step starts with rank 0's broadcast of the requests added since the last step (in full,
+// once) or of the stop signal; every rank then runs the same scheduler on the same state,
+// so admission, owners (the rank with the fewest running requests) and the StepPlan agree
+// everywhere. Owners sample their requests' rows and the sampled tokens (then the MTP
+// drafts) are all-gathered: the per-step deltas every rank applies. Ranks other than 0
+// call step() until stopped(); rank 0 calls stop() when done.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +32,7 @@
 #include "base/status.h"
 #include "kernels/sample/sample.h"
 #include "model/runner.h"
+#include "parallel/rank_groups.h"
 
 namespace dsv4 {
 
@@ -58,6 +67,8 @@ struct EngineOptions {
   // layer still runs, but the draft for (request id, position) is this
   // function's value unless it returns -1.
   std::function<int32_t(int, int64_t)> force_draft;
+  // The job's communicators when several ranks share each step (not owned); nullptr: one rank.
+  RankGroups* ranks = nullptr;
 };
 
 class Engine {
@@ -66,9 +77,14 @@ class Engine {
                                                 const Limits& limits, const EngineOptions& opt);
   ~Engine();
 
-  // Validates and queues a request; returns its id.
+  // Validates and queues a request; returns its id. With ranks: rank 0 only.
   Result<int> add_request(GenerationRequest req);
-  bool idle() const { return waiting_.empty() && running_.empty(); }
+  bool idle() const { return waiting_.empty() && running_.empty() && unsent_.empty(); }
+  // Several ranks: rank 0 ends the job's step loop (the next sync tells every rank); the
+  // other ranks step until stopped().
+  Status stop();
+  bool stopped() const { return stopped_; }
+  int rank() const;
   // One scheduling step (admission, forward, sampling, verification, MTP).
   Result<StepReport> step();
   const RequestResult& result(int id) const { return results_[id]; }
@@ -80,6 +96,10 @@ class Engine {
          std::unique_ptr<ModelRunner> runner);
   int32_t sample_row(const float* logits, const kernels::SamplingParams& sp, int64_t position, int slot);
   void finish(Running& r, const char* reason);
+  Result<int> queue_request(GenerationRequest req);
+  Status sync_requests(bool stop);      // rank 0's new requests (or stop) to every rank
+  Status exchange(int32_t* values, int per_request);  // owners' values of the planned requests to all
+  int32_t pick_owner() const;
 
   const ModelConfig& cfg_;
   Limits limits_;
@@ -97,6 +117,13 @@ class Engine {
   std::vector<float> logits_, mtp_logits_;
   std::vector<bf16> xfinal_, mtp_x_;
   std::vector<uint64_t> sample_scratch_;
+  // Several ranks.
+  std::vector<int> unsent_;           // rank 0: ids added since the last sync
+  std::vector<uint8_t> sync_buf_;
+  std::vector<int32_t> values_;             // [B_MAX · 2] sampled tokens / drafts per planned request
+  std::vector<int32_t> sampled_, gathered_;  // [B_MAX · 2] the exchange's own and gathered records
+  std::vector<int64_t> gather_rows_;
+  bool stopped_ = false;
 };
 
 }  // namespace dsv4

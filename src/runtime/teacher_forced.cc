@@ -107,7 +107,7 @@ Status run_demo(const ModelConfig& cfg, const Weights& w, const std::vector<int3
   lim.max_decode_rows = 1;
   lim.max_context = n;
   lim.n_threads = opt.n_threads;
-  auto created = ModelRunner::create(cfg, w, lim);
+  auto created = ModelRunner::create(cfg, w, lim, opt.ranks);
   if (!created.ok()) return created.status().with_context("model runner");
   return feed(**created, tokens, opt, out);
 }

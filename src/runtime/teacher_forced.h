@@ -40,6 +40,7 @@
 #include "model/config.h"
 #include "model/decisions.h"
 #include "model/weights.h"
+#include "parallel/rank_groups.h"
 
 namespace dsv4 {
 
@@ -62,6 +63,9 @@ struct TeacherForcedOptions {
   bool collect_decisions = false;
   const DecisionTable* forced = nullptr;  // decision replay (every numerics); nullptr: none
   int32_t n_threads = 1;    // demo numerics only
+  // Demo numerics on several ranks (runtime.md §6): rank 0 owns the sequence and its
+  // logits; the other ranks join the sharded seams. nullptr: one rank.
+  RankGroups* ranks = nullptr;
 };
 
 struct TeacherForcedOutput {

@@ -1,0 +1,64 @@
+#include "ranks.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "model/placement.h"
+
+namespace dsv4::cli {
+
+void add_rank_options(CLI::App* sub, RankFlags* f) {
+  sub->add_option("--tp", f->tp, "Ranks sharing each step's rows, output projection and vocabulary (mpirun -np)")
+      ->capture_default_str();
+  sub->add_option("--dp", f->dp, "Independent attention groups (default: world / tp)");
+  sub->add_option("--ep", f->ep, "Ranks spreading the routed experts (default: the world)");
+}
+
+Result<std::unique_ptr<RankSession>> RankSession::start(const RankFlags& f) {
+  auto s = std::unique_ptr<RankSession>(new RankSession());
+  s->flags_ = f;
+  if (launched_by_mpirun()) {
+    Result<std::unique_ptr<Communicator>> c = make_mpi_communicator();
+    if (!c.ok()) return c.status();
+    s->world_ = std::move(*c);
+  } else {
+    s->world_ = make_single_communicator();
+  }
+  if (!s->primary()) {
+    set_error_printing(false);
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) return Status::error("cannot silence stdout");
+  }
+  Result<Topology> t = make_topology(s->world_->size(), s->world_->rank(), f.tp, f.dp, f.ep);
+  if (!t.ok()) return t.status();
+  return s;
+}
+
+Result<std::string> RankSession::model_dir(const std::string& model_flag) {
+  Result<std::string> dir = primary() ? resolve_model_dir(model_flag) : Result<std::string>(std::string());
+  uint8_t ok = dir.ok() ? 1 : 0;
+  DSV4_RETURN_IF_ERROR(world_->broadcast(&ok, 1, 0));
+  if (!ok) return primary() ? dir.status() : Status::error("rank 0 could not resolve the model directory");
+  return primary() ? dir : resolve_model_dir(model_flag);
+}
+
+Status RankSession::bind(const ModelConfig& cfg) {
+  Result<Topology> t = make_topology(world_->size(), world_->rank(), flags_.tp, flags_.dp, flags_.ep);
+  if (!t.ok()) return t.status();
+  DSV4_RETURN_IF_ERROR(validate_topology(cfg, *t));
+  Result<std::unique_ptr<RankGroups>> g = make_rank_groups(*world_, *t);
+  if (!g.ok()) return g.status();
+  groups_ = std::move(*g);
+  return Status();
+}
+
+void RankSession::abort_job(const Status& st) {
+  std::fprintf(stderr, "dsv4: error (rank %d): %s\n", world_->rank(), st.message().c_str());
+  std::fflush(stderr);
+  world_->abort(1);
+  std::abort();  // not reached
+}
+
+}  // namespace dsv4::cli

@@ -1,0 +1,49 @@
+// The ranks of one dsv4 command (runtime.md §6): one process, or an mpirun job whose
+// ranks all run the same command line. --tp/--dp/--ep give the topology; only rank 0
+// prints and writes files; an error that every rank meets (flags, topology, checkpoint) is
+// printed once and every rank exits non-zero.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "model/config.h"
+#include "parallel/communicator.h"
+#include "parallel/rank_groups.h"
+
+namespace CLI {
+class App;
+}
+
+namespace dsv4::cli {
+
+struct RankFlags {
+  int tp = 1, dp = 0, ep = 0;  // 0: default (dp = world / tp, ep = world)
+};
+void add_rank_options(CLI::App* sub, RankFlags* f);
+
+class RankSession {
+ public:
+  // MPI when started by mpirun, else one rank. Ranks other than 0 stop printing to stdout
+  // and print no errors.
+  static Result<std::unique_ptr<RankSession>> start(const RankFlags& f);
+
+  bool primary() const { return world_->rank() == 0; }
+  int world_size() const { return world_->size(); }
+  // resolve_model_dir on rank 0 first (it may write the built-in model), then the others.
+  Result<std::string> model_dir(const std::string& model_flag);
+  // Checks the topology against the model and builds the TP/EP groups.
+  Status bind(const ModelConfig& cfg);
+  // nullptr for one rank.
+  RankGroups* groups() { return world_->size() > 1 ? groups_.get() : nullptr; }
+  // Ends the whole job after a failure that other ranks may wait on.
+  [[noreturn]] void abort_job(const Status& st);
+
+ private:
+  RankFlags flags_;
+  std::unique_ptr<Communicator> world_;
+  std::unique_ptr<RankGroups> groups_;
+};
+
+}  // namespace dsv4::cli

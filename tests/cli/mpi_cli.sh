@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The dsv4 command on 1, 2 and 4 ranks (mpirun, the shared/DESIGN.md line): `generate`
+# prints the same tokens and `logits` writes the same bytes as one process, for tiny and
+# tiny2 checkpoints in BF16 and FP8, greedy and sampled, with and without MTP, with
+# continuous batching (more prompts than the batch); a bad topology fails on every rank,
+# with its message printed once and without hanging.
+# Usage: mpi_cli.sh /path/to/dsv4 WORKDIR mpirun-args...
+set -uo pipefail
+dsv4=$1
+work=$2
+shift 2
+mpirun=("$@")
+rm -rf "$work" && mkdir -p "$work"
+export XDG_CACHE_HOME="$work/cache"
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+prompts=(--prompt-ids 5,17,42 --prompt-ids 100,200,300,400,11,12,13,14,15,16,17,18,19,20 --prompt-ids 7
+         --prompt-ids 250,251,252,253,254,255,256,257,258,259 --prompt-ids 9,8,7)
+for ck in "tiny none" "tiny2 fp8" "tiny fp8" "tiny2 none"; do
+  set -- $ck
+  dir="$work/$1-$2"
+  "$dsv4" make-tiny --out "$dir" --preset "$1" --quant "$2" --seed 5 >/dev/null || fail "make-tiny $ck"
+  for mode in "" "--mtp" "--mtp --temperature 0.9 --top-p 0.8"; do
+    common=(generate --model "$dir" "${prompts[@]}" --max-tokens 10 --batch-size 2 --max-chunk 4 --quiet-steps $mode)
+    timeout 120 "$dsv4" "${common[@]}" | grep '^request' >"$work/one.txt" || fail "generate $ck $mode (1 rank)"
+    for layout in "2 --tp 2" "4 --tp 4" "4 --tp 2 --ep 4" "4 --tp 1 --ep 2"; do
+      set -- $layout
+      np=$1
+      shift
+      timeout 120 "${mpirun[@]}" -np "$np" "$dsv4" "${common[@]}" "$@" | grep '^request' >"$work/many.txt" ||
+        fail "generate $ck $mode on $layout"
+      cmp -s "$work/one.txt" "$work/many.txt" || { fail "generate $ck $mode: $layout differs"; diff "$work/one.txt" "$work/many.txt"; }
+    done
+  done
+  for feed in "--chunk 3" "--decode" "--mtp --chunk 5"; do
+    "$dsv4" logits --model "$dir" --tokens 3,1,4,1,5,9,2,6,5,3,5 --out "$work/one.npy" $feed 2>/dev/null ||
+      fail "logits $ck $feed"
+    for np in 2 4; do
+      timeout 120 "${mpirun[@]}" -np "$np" "$dsv4" logits --model "$dir" --tokens 3,1,4,1,5,9,2,6,5,3,5 \
+        --out "$work/many.npy" $feed --tp "$np" 2>/dev/null || fail "logits $ck $feed on $np ranks"
+      cmp -s "$work/one.npy" "$work/many.npy" || fail "logits $ck $feed: $np ranks differ"
+    done
+  done
+done
+
+# Bad topologies: every rank exits non-zero, the message once, no hang.
+bad() {  # bad <np> <message> <args...>
+  local np=$1 msg=$2
+  shift 2
+  timeout 60 "${mpirun[@]}" -np "$np" "$dsv4" "$@" >"$work/out.txt" 2>&1
+  local code=$?
+  [ "$code" -ne 0 ] && [ "$code" -ne 124 ] || fail "$*: exit $code (expected a failure, not a hang)"
+  [ "$(grep -cF -- "$msg" "$work/out.txt")" -eq 1 ] || { fail "$*: expected '$msg' once"; cat "$work/out.txt"; }
+}
+bad 2 "--tp 3 does not divide the world of 2 ranks" generate --model "$work/tiny-none" --tp 3
+bad 3 "--tp 3 does not divide o_groups = 4" generate --model "$work/tiny-none" --tp 3
+bad 4 "--ep 3 does not divide the world of 4 ranks" generate --model "$work/tiny-none" --tp 4 --ep 3
+bad 2 "--dp 2 x --tp 2 = 4 ranks, but the world has 2" logits --model "$work/tiny-none" --tokens 1,2 \
+  --out "$work/x.npy" --tp 2 --dp 2
+bad 4 "--numerics float runs in one process" logits --model "$work/tiny-none" --tokens 1,2 --out "$work/x.npy" \
+  --tp 4 --numerics float
+
+if [ "$fails" -ne 0 ]; then echo "$fails failures"; exit 1; fi
+echo "mpi_cli: all passed"
