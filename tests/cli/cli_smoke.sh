@@ -27,6 +27,16 @@ ok "inspect placement" "$dsv4" inspect --model "$work/t2" --tp 2 --ep 4
 grep -q "rank 3: " "$work/out.txt" || { echo "FAIL: inspect --tp 2 --ep 4 printed no rank 3"; fails=$((fails + 1)); }
 bad "inspect bad tp" "--tp 3 does not divide o_groups" "$dsv4" inspect --model "$work/t2" --tp 3
 grep -q "result: OK" "$work/out.txt" || { echo "FAIL: inspect did not report OK"; fails=$((fails + 1)); }
+# Deployment on paper: Flash on 8 ranks (2 DP groups of tp 4, experts over all 8), a checkpoint's config.
+ok "plan flash" "$dsv4" plan --preset flash --tp 4 --ep 8 --dp 2
+grep -q "^ranks 0-7: 4 requests, 4 rows" "$work/out.txt" && grep -q "fits in 128 GiB: yes" "$work/out.txt" ||
+  { echo "FAIL: plan printed no folded ranks 0-7 that fit"; cat "$work/out.txt"; fails=$((fails + 1)); }
+bad "plan bad tp" "--tp 3 does not divide o_groups = 8" "$dsv4" plan --preset flash --tp 3
+bad "plan context" "exceeds the model's max_position_embeddings" "$dsv4" plan --model "$work/t2" --context 5000
+bad "plan model and preset" "exactly one of --model DIR and --preset NAME" "$dsv4" plan --tp 2
+ok "plan model mtp" "$dsv4" plan --model "$work/t2" --tp 2 --ep 4 --batch 3 --context 512 --mtp
+grep -q "^ranks 1, 3: 2 requests, 4 rows" "$work/out.txt" ||
+  { echo "FAIL: plan --batch 3 over tp 2 gave no rank with 2 requests"; cat "$work/out.txt"; fails=$((fails + 1)); }
 ok "inspect built-in" "$dsv4" inspect
 ok "logits" "$dsv4" logits --model "$work/t2" --tokens 1,2,3,4,5 --out "$work/l.npy" --decisions-out "$work/d.json"
 [ -s "$work/l.npy" ] && [ -s "$work/d.json" ] || { echo "FAIL: logits wrote no files"; fails=$((fails + 1)); }
