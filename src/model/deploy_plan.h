@@ -43,6 +43,7 @@
 #include "base/status.h"
 #include "model/config.h"
 #include "model/placement.h"
+#include "parallel/moe_routing.h"
 #include "parallel/topology.h"
 
 namespace dsv4 {
@@ -55,11 +56,6 @@ int64_t head_gather_bytes(const ModelConfig& cfg, std::span<const int64_t> rows,
 int64_t head_logits_bytes(const ModelConfig& cfg, std::span<const int64_t> rows, int r);
 int64_t moe_counts_bytes(int ep);
 
-// One rank's routed rows of one MoE forward, counted per EP peer d in [0, P).
-struct MoeRouting {
-  std::vector<int64_t> rows_to;    // [P] rows with >= 1 route to an expert of rank d
-  std::vector<int64_t> routes_to;  // [P] distinct (row, expert) routes to experts of rank d
-};
 // Counts of the expert ids expert_ids [T, K] (ids in [0, n_experts)) over ep ranks.
 MoeRouting count_routing(std::span<const int32_t> expert_ids, int n_experts_per_tok, int n_experts, int ep);
 // routing: this rank's counts; r: its EP rank.

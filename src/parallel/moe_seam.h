@@ -20,6 +20,7 @@
 #include "kernels/moe_expert/moe_expert.h"
 #include "numeric/bf16.h"
 #include "parallel/communicator.h"
+#include "parallel/moe_routing.h"
 
 namespace dsv4 {
 
@@ -30,12 +31,6 @@ struct MoeSeamParams {
   int64_t capacity = 0;             // most rows of the whole EP group in a step
 };
 
-// Routing counts of one run toward each peer (the deployment plan's inputs).
-struct MoeRouting {
-  std::vector<int64_t> rows_to;    // [P] own rows sent to peer d (0 for self)
-  std::vector<int64_t> routes_to;  // [P] distinct (row, expert) routes computed on peer d
-};
-
 class MoeSeam {
  public:
   MoeSeam(const MoeSeamParams& p, int ep, int ep_rank);
@@ -44,6 +39,7 @@ class MoeSeam {
   // local experts (global id ep_rank·E/P + i); m [T, D] out.
   Status run(Communicator& ep, ThreadPool& pool, const bf16* f, const int32_t* ids, const float* route_w, int64_t T,
              const kernels::ExpertWeights* experts, const kernels::ExpertWeights& shared, bf16* m);
+  // The last run's counts toward each peer (0 toward this rank: its own rows stay here).
   const MoeRouting& routing() const { return routing_; }
   // Bytes this rank sent since construction: counts, dispatch payload, combine.
   int64_t counts_bytes = 0, dispatch_bytes = 0, combine_bytes = 0;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "model/deploy_plan.h"
 #include "model/runner.h"
 #include "parallel/communicator.h"
 #include "parallel/rank_groups.h"
@@ -68,6 +69,49 @@ Limits test_limits() {
   return l;
 }
 
+// The bytes each seam sent in one main forward equal the deployment plan's formulas
+// (model/deploy_plan.h) evaluated with the step's row counts and its own routing (the
+// one-rank runner's decisions: the same as the ranks').
+void expect_plan_bytes(const ModelConfig& cfg, const Topology& t, const std::vector<StepRequest>& reqs,
+                       const std::vector<Decision>& routes, const ModelRunner::SeamBytes& got) {
+  std::vector<int64_t> tp_rows(t.tp, 0);
+  for (const StepRequest& r : reqs)
+    if (r.owner / t.tp == t.dp_group()) tp_rows[r.owner % t.tp] += r.n;
+  const int L = cfg.num_hidden_layers, K = cfg.num_experts_per_tok;
+  StepCollectiveBytes want;
+  if (t.tp > 1) {
+    want.attn_a2a = L * attn_a2a_bytes(cfg, tp_rows, t.tp_rank());
+    want.o_reduce = L * o_reduce_bytes(cfg, tp_rows, t.tp_rank());
+  }
+  want.head_gather = head_gather_bytes(cfg, tp_rows, t.tp_rank());
+  want.head_logits = head_logits_bytes(cfg, tp_rows, t.tp_rank());
+  if (t.ep > 1) {
+    want.moe_counts = L * moe_counts_bytes(t.ep);
+    for (int l = 0; l < L; ++l) {
+      std::vector<MoeRouting> group;
+      for (int e = 0; e < t.ep; ++e) {  // EP rank e's rows, in step order
+        const int world_rank = t.ep_group() * t.ep + e;
+        std::vector<int32_t> ids;
+        for (const StepRequest& r : reqs)
+          if (r.owner == world_rank)
+            for (const Decision& d : routes)
+              if (!d.mtp && !d.idx && d.layer == l && d.seq == r.seq && d.pos >= r.p0 && d.pos < r.p0 + r.n)
+                ids.insert(ids.end(), d.selected.begin(), d.selected.end());
+        group.push_back(count_routing(ids, K, static_cast<int>(cfg.n_routed_experts), t.ep));
+      }
+      want.moe_dispatch += moe_dispatch_bytes(cfg, group[t.ep_rank()], t.ep_rank());
+      want.moe_combine += moe_combine_bytes(cfg, group, t.ep_rank());
+    }
+  }
+  EXPECT_EQ(got.attn_a2a, want.attn_a2a);
+  EXPECT_EQ(got.o_reduce, want.o_reduce);
+  EXPECT_EQ(got.moe_counts, want.moe_counts);
+  EXPECT_EQ(got.moe_dispatch, want.moe_dispatch);
+  EXPECT_EQ(got.moe_combine, want.moe_combine);
+  EXPECT_EQ(got.head_gather, want.head_gather);
+  EXPECT_EQ(got.head_logits, want.head_logits);
+}
+
 void run_case(const std::string& preset, TinyQuant quant, const Layout& lay) {
   Communicator& world = comm();
   const test::TinyModel& m = test::tiny_model(preset, quant);
@@ -109,10 +153,13 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay) {
     }
     std::fill(got.begin(), got.end(), sentinel);
     std::fill(mgot.begin(), mgot.end(), sentinel);
-    Status s1 = (*one)->forward(reqs, ref.data(), xref.data());
+    std::vector<Decision> routes;
+    Status s1 = (*one)->forward(reqs, ref.data(), xref.data(), DecisionIO{nullptr, &routes});
     ASSERT_TRUE(s1.ok()) << s1.message();
+    (*many)->reset_seam_bytes();
     Status s2 = (*many)->forward(reqs, got.data(), xgot.data());
     ASSERT_TRUE(s2.ok()) << s2.message();
+    expect_plan_bytes(m.cfg, *topo, reqs, routes, (*many)->seam_bytes());
     // MTP over the same rows, next tokens t_{p+1}.
     std::vector<StepRequest> mreqs = reqs;
     int64_t row = 0;
