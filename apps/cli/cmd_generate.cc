@@ -145,6 +145,14 @@ int run_generate(const GenerateArgs& a) {
   if (a.prefix_blocks > 0)
     std::printf(", prefix cache: %lld prompt positions reused", static_cast<long long>(prefix_hits));
   std::printf("\n");
+  if (rs.world_size() > 1) {  // rank 0's collective traffic (dsv4 plan predicts it per step)
+    const ModelRunner::SeamBytes b = (*engine)->seam_bytes();
+    const double n = static_cast<double>(steps > 0 ? steps : 1);
+    std::printf("rank 0 sent per step (mean of %lld): attn_a2a %.0f B, o_reduce %.0f B, moe_counts %.0f B, "
+                "moe_dispatch %.0f B, moe_combine %.0f B, head_gather %.0f B, head_logits %.0f B\n",
+                static_cast<long long>(steps), b.attn_a2a / n, b.o_reduce / n, b.moe_counts / n, b.moe_dispatch / n,
+                b.moe_combine / n, b.head_gather / n, b.head_logits / n);
+  }
   return 0;
 }
 

@@ -85,6 +85,8 @@ class Engine {
   Status stop();
   bool stopped() const { return stopped_; }
   int rank() const;
+  // Bytes this rank sent per seam since the start (several ranks; model/runner.h).
+  ModelRunner::SeamBytes seam_bytes() const { return runner_->seam_bytes(); }
   // One scheduling step (admission, forward, sampling, verification, MTP).
   Result<StepReport> step();
   const RequestResult& result(int id) const { return results_[id]; }
