@@ -59,8 +59,8 @@ bool find_fp8_nan(const uint8_t* p, size_t n, size_t* at) {
 
 class Loader {
  public:
-  Loader(const SafetensorsSet& files, const ModelConfig& cfg, LoadReport& report)
-      : files_(files), cfg_(cfg), report_(report) {}
+  Loader(const SafetensorsSet& files, const ModelConfig& cfg, LoadReport& report, const LoadOptions& options)
+      : files_(files), cfg_(cfg), report_(report), options_(options) {}
 
   Result<Weights> run() {
     const std::vector<TensorSpec> table = expected_tensors(cfg_);
@@ -289,7 +289,7 @@ class Loader {
   // wo_a: bf16 as used, no actq (model.md §0.4.4); an FP8 file copy is dequantized exactly.
   Linear wo_a(Weights& w, const std::string& name, std::vector<bf16>& owned) {
     Linear l = linear(w, name);
-    if (l.stored == StorageForm::kFP8) {
+    if (l.stored == StorageForm::kFP8 && !options_.wo_a_as_stored) {
       const int64_t O = l.w.out, I = l.w.in, n_sc = ceil_div<int64_t>(I, 128);
       owned.resize(static_cast<size_t>(O * I));
       const uint8_t* codes = static_cast<const uint8_t*>(l.w.data);
@@ -301,7 +301,7 @@ class Loader {
         }
       l.w = LinearWeight{WeightFormat::kBF16, O, I, owned.data(), nullptr};
     }
-    DSV4_CHECK(l.w.format == WeightFormat::kBF16, "wo_a '{}' must be bf16 as used", name);
+    DSV4_CHECK(l.w.format == WeightFormat::kBF16 || options_.wo_a_as_stored, "wo_a '{}' must be bf16 as used", name);
     l.actq = false;
     return l;
   }
@@ -407,17 +407,18 @@ class Loader {
   std::unordered_map<std::string, FoundMatrix> matrices_;
   std::unordered_map<std::string, std::vector<int32_t>> tid2eid_;
   bool warned_fp4_ = false;
+  LoadOptions options_;
 };
 
 }  // namespace
 
 Result<Weights> load_weights(const SafetensorsSet& files, const ModelConfig& cfg,
-                             LoadReport* report) {
+                             LoadReport* report, const LoadOptions& options) {
   DSV4_RETURN_IF_ERROR(validate(cfg));
   LoadReport local;
   LoadReport& r = report ? *report : local;
   r = LoadReport{};
-  Loader loader(files, cfg, r);
+  Loader loader(files, cfg, r, options);
   return loader.run();
 }
 

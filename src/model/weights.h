@@ -72,7 +72,7 @@ struct AttentionWeights {
   Linear wq_b;                       // [H·Dh, Rq]
   Linear wkv;                        // [Dh, D]
   const bf16* kv_norm = nullptr;     // [Dh]
-  Linear wo_a;                       // [G·Ro, H·Dh/G], always bf16 as used, actq false
+  Linear wo_a;                       // [G·Ro, H·Dh/G], bf16 as used (or as stored, LoadOptions), actq false
   Linear wo_b;                       // [D, G·Ro]
   std::vector<bf16> wo_a_dequant;    // owned bf16 copy when wo_a is stored FP8 (else empty)
   CompressorWeights compressor;      // CSA and HCA
@@ -153,7 +153,13 @@ struct LoadReport {
 // index), an FP8 NaN code 0x7F/0xFF, a tid2eid of wrong shape or with an id outside
 // [0, n_routed_experts). Accepted per checkpoint.md §5.7: a matrix in BF16 form where the
 // table gives FP8/FP4; FP4 experts when expert_dtype is absent (warning). `report` may be null.
+struct LoadOptions {
+  // Keep wo_a as stored (an FP8 view of the file, no bf16 copy): for ranks, each of which
+  // reads only its output groups' rows (runtime.md §6.2). The engine's linear runs a
+  // stored-FP8 wo_a without actq to the same bits; the references need the default.
+  bool wo_a_as_stored = false;
+};
 Result<Weights> load_weights(const SafetensorsSet& files, const ModelConfig& cfg,
-                             LoadReport* report);
+                             LoadReport* report, const LoadOptions& options = {});
 
 }  // namespace dsv4

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "model/deploy_plan.h"
+#include "model/weights.h"
 #include "model/runner.h"
 #include "parallel/communicator.h"
 #include "parallel/rank_groups.h"
@@ -123,7 +125,12 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay) {
   const Limits lim = test_limits();
   auto one = ModelRunner::create(m.cfg, *m.w, lim);
   ASSERT_TRUE(one.ok()) << one.message();
-  auto many = ModelRunner::create(m.cfg, *m.w, lim, groups->get());
+  // The ranks load wo_a as stored (FP8 stays FP8: each rank reads its groups' rows only).
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
+  ASSERT_TRUE(files.ok()) << files.message();
+  Result<Weights> stored = load_weights(*files, m.cfg, nullptr, LoadOptions{true});
+  ASSERT_TRUE(stored.ok()) << stored.message();
+  auto many = ModelRunner::create(m.cfg, *stored, lim, groups->get());
   ASSERT_TRUE(many.ok()) << many.message();
 
   const int64_t V = m.cfg.vocab_size, ND = m.cfg.hc_mult * m.cfg.hidden_size;
