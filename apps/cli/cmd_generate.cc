@@ -1,7 +1,7 @@
 // dsv4 generate [--model DIR] [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
 //   [--temperature T] [--top-p P] [--seed S] [--mtp] [--batch-size B] [--threads N] [--isa I]
 //   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
-//   [--tp T [--dp D] [--ep E]]  (under mpirun -np T·D: the ranks share each step)
+//   [--tp T [--dp D] [--ep E]] [--cp-prefill N]  (under mpirun -np T·D: the ranks share each step)
 // Decodes several prompts together with continuous batching (runtime/engine.h):
 // the batch changes as requests finish. Prints each step's batch size, each
 // request's tokens, tokens/s and (with --mtp) the draft acceptance rate.
@@ -42,6 +42,7 @@ struct GenerateArgs {
   bool quiet_steps = false;
   std::string isa = "auto";
   RankFlags ranks;
+  int64_t cp_prefill = 64;
 };
 
 // Built-in demo prompts (token ids of the tiny vocabulary).
@@ -89,7 +90,7 @@ int run_generate(const GenerateArgs& a) {
   lim.page_tokens = a.page_tokens;
   lim.cache_blocks = a.cache_blocks;
   lim.prefix_blocks = a.prefix_blocks;
-  auto engine = Engine::create(*cfg, *w, lim, EngineOptions{a.mtp, {}, rs.groups()});
+  auto engine = Engine::create(*cfg, *w, lim, EngineOptions{a.mtp, {}, rs.groups(), a.cp_prefill});
   if (!engine.ok()) return fail(engine.status());
   if (!rs.primary()) {  // follow rank 0's steps until it stops
     while (!(*engine)->stopped())
@@ -187,6 +188,11 @@ Command add_generate(CLI::App& app) {
   sub->add_flag("--quiet-steps", a->quiet_steps, "Do not print one line per step");
   sub->add_option("--isa", a->isa, kIsaHelp)->capture_default_str();
   add_rank_options(sub, &a->ranks);
+  sub->add_option("--cp-prefill", a->cp_prefill,
+                  "With --tp > 1: prompts of at least N positions are prefilled context-parallel over the "
+                  "owner's TP group (0 = never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   return {sub, [a]() { return run_generate(*a); }};
 }
 

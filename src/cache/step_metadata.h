@@ -28,6 +28,7 @@ struct StepRequest {
   int64_t prompt_len = 0;      // the request's total prompt length (request state)
   const int32_t* tokens = nullptr;  // n token ids
   int32_t owner = 0;           // world rank that computes the rows and holds the caches (runtime.md §6.1)
+  bool cp = false;             // context-parallel prefill: rows split over the owner's TP group (§6.8)
 };
 
 struct StepCapacity {

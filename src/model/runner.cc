@@ -159,6 +159,17 @@ struct ModelRunner::Ranks {
   std::vector<int32_t> own_row;             // [T_MAX] step row of own row t
   std::vector<int64_t> tp_rows;             // [tp] rows of each TP rank of the group
   std::vector<bf16> stage;                  // [T_MAX, N·D] own rows of an MTP input
+  // Context-parallel prefill (StepRequest::cp): the group's split chunks.
+  bool has_cp = false;                      // the group has split chunks this step
+  int64_t n_unsplit = 0;                    // computed rows of unsplit requests (they come first)
+  std::vector<int64_t> cp_rows;             // [tp] split-chunk rows each TP rank computes
+  std::vector<int64_t> cp_cursor;           // [tp]
+  std::vector<int32_t> cp_chunks;           // [B_MAX] rows of each split chunk, in step order
+  std::vector<StepRequest> cache;           // [B_MAX] the cache-row requests
+  StepMetadata md_kv;                       // the cache rows
+  std::vector<bf16> gathered, a_kv;         // [T_MAX, D]
+  int64_t cp_gather_bytes = 0;
+  explicit Ranks(const StepCapacity& cap) : md_kv(cap) {}
 };
 
 ModelRunner::ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits)
@@ -378,7 +389,7 @@ Status ModelRunner::init_ranks(RankGroups* g) {
   if (limits_.prefix_blocks > 0)
     return Status::errorf("prefix_blocks = {} needs a single rank (a cached block lives on the rank that computed it)",
                           limits_.prefix_blocks);
-  ranks_ = std::make_unique<Ranks>();
+  ranks_ = std::make_unique<Ranks>(md_.cap);
   Ranks& R = *ranks_;
   R.g = g;
   const int64_t T = limits_.max_rows;
@@ -403,8 +414,14 @@ Status ModelRunner::init_ranks(RankGroups* g) {
   }
   R.head = std::make_unique<HeadSeam>(c.hidden_size, c.vocab_size, t.tp, t.tp_rank(), T);
   R.own.reserve(limits_.max_batch);
+  R.cache.reserve(limits_.max_batch);
+  R.cp_chunks.reserve(limits_.max_batch);
   R.own_row.resize(T);
   R.tp_rows.resize(t.tp);
+  R.cp_rows.resize(t.tp);
+  R.cp_cursor.resize(t.tp);
+  R.gathered.resize(static_cast<size_t>(T * c.hidden_size));
+  R.a_kv.resize(static_cast<size_t>(T * c.hidden_size));
   R.stage.resize(static_cast<size_t>(T * stream_width()));
   return Status();
 }
@@ -425,6 +442,7 @@ ModelRunner::SeamBytes ModelRunner::seam_bytes() const {
   }
   b.head_gather = ranks_->head->gather_bytes;
   b.head_logits = ranks_->head->logits_bytes;
+  b.cp_gather = ranks_->cp_gather_bytes;
   return b;
 }
 
@@ -433,6 +451,7 @@ void ModelRunner::reset_seam_bytes() {
   if (AttnOutputSeam* a = ranks_->attn.get()) a->a2a_bytes = a->reduce_bytes = 0;
   if (MoeSeam* m = ranks_->moe.get()) m->counts_bytes = m->dispatch_bytes = m->combine_bytes = 0;
   ranks_->head->gather_bytes = ranks_->head->logits_bytes = 0;
+  ranks_->cp_gather_bytes = 0;
 }
 
 Status ModelRunner::start_sequence(int32_t seq) {
@@ -631,23 +650,58 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
                             need, limits_.page_tokens, blocks_->pool().n_free(), blocks_->pool().n_pages());
     for (const StepRequest& q : reqs) DSV4_RETURN_IF_ERROR(blocks_->reserve(q.seq, q.p0 + q.n));
   }
-  if (ranks_) {  // compute the own rows; every TP rank's count for the seams
+  if (ranks_) {  // the computed rows, the cache rows, and every TP rank's counts for the seams
     Ranks& R = *ranks_;
     const Topology& t = R.g->topo;
     R.own.clear();
+    R.cache.clear();
+    R.cp_chunks.clear();
     std::fill(R.tp_rows.begin(), R.tp_rows.end(), 0);
-    int32_t row = 0, local = 0;
-    for (const StepRequest& q : reqs) {
+    std::fill(R.cp_rows.begin(), R.cp_rows.end(), 0);
+    for (const StepRequest& q : reqs)
       if (q.owner < 0 || q.owner >= t.world)
         return Status::errorf("request for sequence slot {}: owner rank {} outside [0, {})", q.seq, q.owner, t.world);
-      if (q.owner / t.tp == t.dp_group()) R.tp_rows[q.owner % t.tp] += q.n;
-      if (q.owner == t.rank) {
-        R.own.push_back(q);
-        for (int32_t i = 0; i < q.n; ++i) R.own_row[local++] = row + i;
+    // Unsplit requests: computed by their owner, first.
+    int32_t row = 0, local = 0;
+    for (const StepRequest& q : reqs) {
+      const bool mine = q.owner / t.tp == t.dp_group();
+      if (!(q.cp && mine)) {
+        if (mine) R.tp_rows[q.owner % t.tp] += q.n;
+        if (q.owner == t.rank) {
+          R.own.push_back(q);
+          R.cache.push_back(q);
+          for (int32_t i = 0; i < q.n; ++i) R.own_row[local++] = row + i;
+        }
       }
       row += q.n;
     }
+    R.n_unsplit = local;
+    // Split chunks of the group (runtime.md §6.8): TP rank j computes rows share_of(n, j, tp);
+    // every rank writes the whole chunk to its caches.
+    row = 0;
+    for (const StepRequest& q : reqs) {
+      if (q.cp && q.owner / t.tp == t.dp_group()) {
+        for (int j = 0; j < t.tp; ++j) {
+          const Share sh = share_of(q.n, j, t.tp);
+          R.tp_rows[j] += sh.size();
+          R.cp_rows[j] += sh.size();
+          if (j == t.tp_rank() && sh.size() > 0) {
+            StepRequest part = q;
+            part.p0 = q.p0 + sh.begin;
+            part.n = static_cast<int32_t>(sh.size());
+            part.tokens = q.tokens + sh.begin;
+            R.own.push_back(part);
+            for (int32_t i = 0; i < part.n; ++i) R.own_row[local++] = row + static_cast<int32_t>(sh.begin) + i;
+          }
+        }
+        R.cache.push_back(q);
+        R.cp_chunks.push_back(q.n);
+      }
+      row += q.n;
+    }
+    R.has_cp = !R.cp_chunks.empty();
     build_step_metadata(R.own, *ori_, md_);
+    build_step_metadata(R.cache, *ori_, R.md_kv);
   } else {
     build_step_metadata(reqs, *ori_, md_);
   }
@@ -727,7 +781,8 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
   auto hc_post = [&](const bf16* f) {
     pool_.run([&](int tid, int n) { k::hc_post(f, X, s.post.data(), s.comb.data(), hp, T, X, tid, n); });
   };
-  if (T == 0) {  // an idle rank (several ranks): only the collectives of the seams
+  if (T == 0) {  // an idle rank (several ranks): the split chunks' cache rows, the seams' collectives
+    if (ranks_->has_cp) DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc));
     DSV4_RETURN_IF_ERROR(run_out_proj(lw, lc));
     return run_moe(lw, mtp_block, dec);
   }
@@ -742,34 +797,37 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
   return Status();
 }
 
-Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block,
-                                  const DecisionIO& dec) {
+// Cache writes before any read (runtime.md §2.9): kv path, window KV and compressors over the
+// cache rows — the computed rows, and with context-parallel prefill (runtime.md §6.8) every row
+// of the group's split chunks, whose normed inputs are all-gathered first.
+Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc) {
   Scratch& s = *s_;
   const ModelConfig& c = cfg_;
-  const int64_t T = md_.T, D = c.hidden_size, Dh = c.head_dim, Di = c.index_head_dim;
-  const int H = c.num_attention_heads, Dr = static_cast<int>(c.qk_rope_head_dim);
+  const int64_t D = c.hidden_size, Dh = c.head_dim, Di = c.index_head_dim;
+  const int Dr = static_cast<int>(c.qk_rope_head_dim);
   const float eps = static_cast<float>(c.rms_norm_eps);
+  const bf16* a = s.a.data();
+  const StepMetadata* mk = &md_;
+  if (ranks_ && ranks_->has_cp) {
+    DSV4_RETURN_IF_ERROR(gather_cp_rows());
+    a = ranks_->a_kv.data();
+    mk = &ranks_->md_kv;
+  }
+  const int64_t T = mk->T;
+  const int64_t* pos = mk->pos.data();
   const AttentionWeights& aw = lw.attn;
-  const int64_t* pos = md_.pos.data();
-
-  // q path (also keeps qr for the indexer) and kv path.
-  const k::QPathParams qp{D, c.q_lora_rank, H, static_cast<int>(Dh), Dr, eps};
-  const k::QPathWeights qw{aw.wq_a.w, aw.q_norm, aw.wq_b.w, lc.inv_freq};
-  const k::QPathIO qio{T, s.a.data(), pos, s.qr.data(), s.q.data(), s.qpath.data()};
-  for (int ph = 0; ph < k::kQPathPhases; ++ph) pool_.run([&](int tid, int n) { k::q_path(ph, qp, qw, qio, tid, n); });
   const k::KvPathParams kp{D, static_cast<int>(Dh), Dr, eps};
   const k::KvPathWeights kw{aw.wkv.w, aw.kv_norm, lc.inv_freq};
-  const k::KvPathIO kio{T, s.a.data(), pos, s.kv.data(), s.kvpath.data()};
-  for (int ph = 0; ph < k::kKvPathPhases; ++ph) pool_.run([&](int tid, int n) { k::kv_path(ph, kp, kw, kio, tid, n); });
-
-  // Cache writes before any read (runtime.md §2.9): window KV of every row.
+  const k::KvPathIO kio{T, a, pos, s.kv.data(), s.kvpath.data()};
+  if (T > 0)
+    for (int ph = 0; ph < k::kKvPathPhases; ++ph) pool_.run([&](int tid, int n) { k::kv_path(ph, kp, kw, kio, tid, n); });
   const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
   for (int64_t t = 0; t < T; ++t)
-    kv_pack_row(kv_format_, s.kv.data() + t * Dh, lc.ori.data() + md_.ori_slot[t] * kv_bytes);
+    kv_pack_row(kv_format_, s.kv.data() + t * Dh, lc.ori.data() + mk->ori_slot[t] * kv_bytes);
 
-  const k::CompressorStep cstep{T, md_.row_seq.data(), pos};
+  const k::CompressorStep cstep{T, mk->row_seq.data(), pos};
   auto compress = [&](CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width) {
-    pool_.run([&](int tid, int n) { k::compressor_project(slot.params, slot.weights, s.a.data(), T, s.cmp.data(), tid, n); });
+    pool_.run([&](int tid, int n) { k::compressor_project(slot.params, slot.weights, a, T, s.cmp.data(), tid, n); });
     pool_.run([&](int tid, int n) {
       k::compressor_emit(slot.params, slot.weights, cstep, slot.states.data(), s.cmp.data(), s.emits.data(),
                          s.entries.data(), tid, n);
@@ -789,8 +847,59 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
       else kv_pack_row(kv_format_, s.entries.data() + e * width, dst);
     }
   };
-  if (lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh);
-  if (lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, idx_page_rows_, Di);
+  if (T > 0 && lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh);
+  if (T > 0 && lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, idx_page_rows_, Di);
+  return Status();
+}
+
+// Context-parallel prefill (runtime.md §6.8): every TP rank's slices of the split chunks
+// (the last rows of its computed rows) all-gathered, then laid out as the cache rows: this
+// rank's unsplit rows, then each split chunk whole, in position order.
+Status ModelRunner::gather_cp_rows() {
+  Ranks& R = *ranks_;
+  Scratch& s = *s_;
+  const int64_t D = cfg_.hidden_size;
+  const int tp = R.g->topo.tp;
+  Communicator& comm = *R.g->tp;
+  const int64_t mark = comm.total_sent();
+  DSV4_RETURN_IF_ERROR(
+      comm.all_gather_rows(s.a.data() + R.n_unsplit * D, R.cp_rows, D * sizeof(bf16), R.gathered.data()));
+  R.cp_gather_bytes += comm.total_sent() - mark;
+  std::memcpy(R.a_kv.data(), s.a.data(), sizeof(bf16) * R.n_unsplit * D);
+  int64_t dst = R.n_unsplit;
+  std::vector<int64_t>& src = R.cp_cursor;  // each TP rank's next gathered row
+  int64_t off = 0;
+  for (int q = 0; q < tp; ++q) {
+    src[q] = off;
+    off += R.cp_rows[q];
+  }
+  for (int32_t n : R.cp_chunks)
+    for (int q = 0; q < tp; ++q) {
+      const int64_t m = share_of(n, q, tp).size();
+      std::memcpy(R.a_kv.data() + dst * D, R.gathered.data() + src[q] * D, sizeof(bf16) * m * D);
+      src[q] += m;
+      dst += m;
+    }
+  return Status();
+}
+
+Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block,
+                                  const DecisionIO& dec) {
+  Scratch& s = *s_;
+  const ModelConfig& c = cfg_;
+  const int64_t T = md_.T, D = c.hidden_size, Dh = c.head_dim, Di = c.index_head_dim;
+  const int H = c.num_attention_heads, Dr = static_cast<int>(c.qk_rope_head_dim);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const AttentionWeights& aw = lw.attn;
+  const int64_t* pos = md_.pos.data();
+
+  // q path (also keeps qr for the indexer) on the computed rows; then the cache writes.
+  const k::QPathParams qp{D, c.q_lora_rank, H, static_cast<int>(Dh), Dr, eps};
+  const k::QPathWeights qw{aw.wq_a.w, aw.q_norm, aw.wq_b.w, lc.inv_freq};
+  const k::QPathIO qio{T, s.a.data(), pos, s.qr.data(), s.q.data(), s.qpath.data()};
+  for (int ph = 0; ph < k::kQPathPhases; ++ph) pool_.run([&](int tid, int n) { k::q_path(ph, qp, qw, qio, tid, n); });
+  DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc));
+  const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
 
   // Per-row views of this layer's paged caches.
   const CacheGroupSpec& os = ori_->spec();

@@ -80,7 +80,11 @@ class ModelRunner {
   // Main model over one step. logits [T, V] for every row (nullptr: none);
   // xfinal_out [T, N, D] bf16 copy of the final HC stack (nullptr: none). With ranks, every
   // rank passes the whole step; only the rows of its own requests are computed and written
-  // (rows are numbered over the whole step).
+  // (rows are numbered over the whole step). A request with StepRequest::cp (context-parallel
+  // prefill, runtime.md §6.8) is split over its owner's TP group: TP rank j computes rows
+  // share_of(n, j, tp) and every rank of the group writes the whole chunk to its caches (the
+  // normed rows are all-gathered per layer), so each keeps the request's caches while its
+  // prompt is prefilled that way; all its prompt chunks must be split, its decode rows not.
   // dec.forced replaces the decisions it lists (keyed by sequence slot and position);
   // dec.log receives every decision the step used, forced or not, in execution order.
   Status forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
@@ -112,6 +116,7 @@ class ModelRunner {
   struct SeamBytes {
     int64_t attn_a2a = 0, o_reduce = 0, moe_counts = 0, moe_dispatch = 0, moe_combine = 0, head_gather = 0,
             head_logits = 0;
+    int64_t cp_gather = 0;  // context-parallel prefill: normed rows of split chunks (runtime.md §6.8)
   };
   SeamBytes seam_bytes() const;
   void reset_seam_bytes();
@@ -125,6 +130,8 @@ class ModelRunner {
   Status init();
   Status init_ranks(RankGroups* ranks);
   Status run_out_proj(const LayerWeights& lw, LayerCaches& lc);
+  Status run_cache_writes(const LayerWeights& lw, LayerCaches& lc);
+  Status gather_cp_rows();
   Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
   Status run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X, const DecisionIO& dec);
   Status run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, const DecisionIO& dec);

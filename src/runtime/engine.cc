@@ -18,6 +18,9 @@ struct Engine::Running {
   int64_t n_cached = 0;         // positions in the main caches (and the MTP cache)
   int32_t draft = -1;           // MTP draft for position tokens.size(), or -1
   int32_t owner = 0;            // world rank computing its rows (several ranks)
+  bool cp = false;              // its prompt is prefilled context-parallel over the owner's TP group
+  int32_t sampler = 0;          // this step: the rank holding its last row (the owner, or the
+                                // last TP rank of a split chunk)
   int32_t generated = 0;
   bool done = false;
   // This step:
@@ -205,10 +208,11 @@ Status Engine::exchange(int32_t* values, int per_request) {
   std::fill(gather_rows_.begin(), gather_rows_.end(), 0);
   int64_t mine = 0;
   for (size_t i = 0; i < planned_.size(); ++i) {
-    ++gather_rows_[planned_[i]->owner];
-    if (planned_[i]->owner == me)
+    const int from = planned_[i]->sampler;
+    ++gather_rows_[from];
+    if (from == me)
       for (int j = 0; j < per_request; ++j) sampled_[mine * per_request + j] = values[i * per_request + j];
-    mine += planned_[i]->owner == me;
+    mine += from == me;
   }
   DSV4_RETURN_IF_ERROR(opt_.ranks->world->all_gather_rows(sampled_.data(), gather_rows_,
                                                          per_request * sizeof(int32_t), gathered_.data()));
@@ -220,7 +224,7 @@ Status Engine::exchange(int32_t* values, int per_request) {
     off += n;
   }
   for (size_t i = 0; i < planned_.size(); ++i) {
-    const int64_t at = cursor[planned_[i]->owner]++;
+    const int64_t at = cursor[planned_[i]->sampler]++;
     for (int j = 0; j < per_request; ++j) values[i * per_request + j] = gathered_[at * per_request + j];
   }
   return Status();
@@ -283,6 +287,8 @@ Result<StepReport> Engine::step() {
     r->prompt_len = static_cast<int64_t>(r->tokens.size());
     r->n_cached = *start;
     r->owner = pick_owner();
+    r->cp = opt_.ranks && opt_.ranks->topo.tp > 1 && opt_.cp_prefill_tokens > 0 &&
+            r->prompt_len - r->n_cached >= opt_.cp_prefill_tokens;
     rep.prefix_hit_tokens += *start;
     running_.push_back(std::move(r));
   }
@@ -310,7 +316,10 @@ Result<StepReport> Engine::step() {
     if (rows <= 0) continue;
     r.rows = rows;
     r.row_begin = T;
-    reqs_.push_back(StepRequest{r.seq, r.n_cached, rows, r.prompt_len, toks, r.owner});
+    const bool split = r.cp && r.n_cached < r.prompt_len;
+    const int tp = opt_.ranks ? opt_.ranks->topo.tp : 1;
+    r.sampler = split ? r.owner / tp * tp + tp - 1 : r.owner;
+    reqs_.push_back(StepRequest{r.seq, r.n_cached, rows, r.prompt_len, toks, r.owner, split});
     planned.push_back(&r);
     T += rows;
   }
@@ -330,7 +339,7 @@ Result<StepReport> Engine::step() {
     const GenerationRequest& g = requests_[r.id];
     int32_t* t2 = tok + 2 * i;
     t2[0] = t2[1] = -1;
-    if (r.owner != me) continue;
+    if (r.sampler != me) continue;
     const int64_t last = r.row_begin + r.rows - 1;
     if (r.n_cached < r.prompt_len) {
       if (r.n_cached + r.rows == r.prompt_len)  // samples the position after the prompt
@@ -386,10 +395,11 @@ Result<StepReport> Engine::step() {
     if (opt_.mtp && !r.done) {
       const int64_t n = r.n_cached - old_cached;
       for (int64_t j = 0; j < n; ++j) mtp_tokens_[mtp_T + j] = r.tokens[old_cached + j + 1];
-      if (r.owner == me)
-        std::memcpy(mtp_x_.data() + mtp_T * ND, xfinal_.data() + r.row_begin * ND, sizeof(bf16) * n * ND);
+      // Rows this rank did not compute hold stale values the MTP layer never reads.
+      std::memcpy(mtp_x_.data() + mtp_T * ND, xfinal_.data() + r.row_begin * ND, sizeof(bf16) * n * ND);
+      const bool split = r.cp && old_cached < r.prompt_len;  // the MTP rows split as the main rows
       mtp_reqs_.push_back(StepRequest{r.seq, old_cached, static_cast<int32_t>(n), r.prompt_len,
-                                      mtp_tokens_.data() + mtp_T, r.owner});
+                                      mtp_tokens_.data() + mtp_T, r.owner, split});
       r.row_begin = mtp_T;  // reused: the request's first MTP row
       r.rows = static_cast<int32_t>(n);
       mtp_T += n;
@@ -403,7 +413,7 @@ Result<StepReport> Engine::step() {
     for (size_t i = 0; i < planned.size(); ++i) {
       Running& r = *planned[i];
       draft[i] = -1;
-      if (r.done || r.n_cached < r.prompt_len || r.owner != me) continue;
+      if (r.done || r.n_cached < r.prompt_len || r.sampler != me) continue;
       // The last MTP row (position n_cached - 1) predicts position n_cached + 1 = tokens.size().
       const int64_t last = r.row_begin + r.rows - 1;
       const kernels::SamplingParams greedy{0.0f, 1.0f, 0};

@@ -69,6 +69,9 @@ struct EngineOptions {
   std::function<int32_t(int, int64_t)> force_draft;
   // The job's communicators when several ranks share each step (not owned); nullptr: one rank.
   RankGroups* ranks = nullptr;
+  // Context-parallel prefill (runtime.md §6.8; tp > 1): a prompt of at least this many
+  // positions to compute is split over its owner's TP group chunk by chunk. 0: never.
+  int64_t cp_prefill_tokens = 0;
 };
 
 class Engine {
@@ -100,7 +103,7 @@ class Engine {
   void finish(Running& r, const char* reason);
   Result<int> queue_request(GenerationRequest req);
   Status sync_requests(bool stop);      // rank 0's new requests (or stop) to every rank
-  Status exchange(int32_t* values, int per_request);  // owners' values of the planned requests to all
+  Status exchange(int32_t* values, int per_request);  // samplers' values of the planned requests to all
   int32_t pick_owner() const;
 
   const ModelConfig& cfg_;

@@ -2,7 +2,7 @@
 # The dsv4 command on 1, 2 and 4 ranks (mpirun, the shared/DESIGN.md line): `generate`
 # prints the same tokens and `logits` writes the same bytes as one process, for tiny and
 # tiny2 checkpoints in BF16 and FP8, greedy and sampled, with and without MTP, with
-# continuous batching (more prompts than the batch); a bad topology fails on every rank,
+# continuous batching (more prompts than the batch) and context-parallel prefill; a bad topology fails on every rank,
 # with its message printed once and without hanging.
 # Usage: mpi_cli.sh /path/to/dsv4 WORKDIR mpirun-args...
 set -uo pipefail
@@ -24,7 +24,8 @@ for ck in "tiny none" "tiny2 fp8" "tiny fp8" "tiny2 none"; do
   for mode in "" "--mtp" "--mtp --temperature 0.9 --top-p 0.8"; do
     common=(generate --model "$dir" "${prompts[@]}" --max-tokens 10 --batch-size 2 --max-chunk 4 --quiet-steps $mode)
     timeout 120 "$dsv4" "${common[@]}" | grep '^request' >"$work/one.txt" || fail "generate $ck $mode (1 rank)"
-    for layout in "2 --tp 2" "4 --tp 4" "4 --tp 2 --ep 4" "4 --tp 1 --ep 2"; do
+    for layout in "2 --tp 2" "4 --tp 4" "4 --tp 2 --ep 4" "4 --tp 1 --ep 2" "2 --tp 2 --cp-prefill 3" \
+                  "4 --tp 4 --cp-prefill 6" "4 --tp 2 --dp 2 --cp-prefill 1"; do
       set -- $layout
       np=$1
       shift

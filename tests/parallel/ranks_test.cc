@@ -6,6 +6,7 @@
 // every topology the world admits (tp, dp, ep). Rows a rank does not own keep the sentinel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -40,20 +41,22 @@ std::vector<Layout> layouts(int world) {
   return l;
 }
 
-// One step: (sequence slot, rows) pairs; a slot's owner is fixed by owner_of.
+// One step: (sequence slot, rows) pairs; a slot's owner is fixed by owner_of. Slots in
+// `split` are prefilled context-parallel (StepRequest::cp) in this step.
 struct Step {
   std::vector<std::pair<int32_t, int32_t>> rows;
   std::vector<int32_t> start, end;  // slots started before / ended after the step
+  std::vector<int32_t> split;
 };
 
 std::vector<Step> schedule() {
   return {
-      {{{0, 7}, {1, 5}, {2, 3}}, {0, 1, 2}, {}},   // prefill chunks
-      {{{0, 1}, {1, 2}, {2, 1}, {3, 6}}, {3}, {}},  // decode (one verify pair) + a join
-      {{{1, 1}}, {}, {}},                           // one request: idle ranks
-      {{{0, 2}, {2, 1}, {3, 1}}, {}, {1}},          // slot 1 leaves after this step
-      {{{4, 9}, {0, 1}}, {4}, {0}},
-      {{{2, 2}, {3, 2}, {4, 1}}, {}, {}},
+      {{{0, 7}, {1, 5}, {2, 3}}, {0, 1, 2}, {}, {0, 2}},   // prefill chunks, two split
+      {{{0, 1}, {1, 2}, {2, 1}, {3, 6}}, {3}, {}, {3}},     // decode (one verify pair) + a split join
+      {{{1, 1}, {3, 1}}, {}, {}, {3}},                      // a one-row split chunk: idle slices
+      {{{0, 2}, {2, 1}, {3, 5}}, {}, {1}, {3}},             // slot 1 leaves after this step
+      {{{4, 9}, {0, 1}, {3, 1}}, {4}, {0}, {}},             // slot 3's prompt is done: its owner alone
+      {{{2, 2}, {3, 2}, {4, 1}}, {}, {}, {}},
   };
 }
 
@@ -74,11 +77,25 @@ Limits test_limits() {
 // The bytes each seam sent in one main forward equal the deployment plan's formulas
 // (model/deploy_plan.h) evaluated with the step's row counts and its own routing (the
 // one-rank runner's decisions: the same as the ranks').
+// World rank computing row i of r: its owner, or for a split chunk the TP rank of the
+// owner's group whose share holds i.
+int computing_rank(const StepRequest& r, int32_t i, const Topology& t) {
+  if (!r.cp) return r.owner;
+  for (int j = 0; j < t.tp; ++j) {
+    const Share sh = share_of(r.n, j, t.tp);
+    if (i >= sh.begin && i < sh.end) return r.owner / t.tp * t.tp + j;
+  }
+  return -1;
+}
+
 void expect_plan_bytes(const ModelConfig& cfg, const Topology& t, const std::vector<StepRequest>& reqs,
                        const std::vector<Decision>& routes, const ModelRunner::SeamBytes& got) {
   std::vector<int64_t> tp_rows(t.tp, 0);
   for (const StepRequest& r : reqs)
-    if (r.owner / t.tp == t.dp_group()) tp_rows[r.owner % t.tp] += r.n;
+    for (int32_t i = 0; i < r.n; ++i) {
+      const int w = computing_rank(r, i, t);
+      if (w / t.tp == t.dp_group()) ++tp_rows[w % t.tp];
+    }
   const int L = cfg.num_hidden_layers, K = cfg.num_experts_per_tok;
   StepCollectiveBytes want;
   if (t.tp > 1) {
@@ -95,10 +112,10 @@ void expect_plan_bytes(const ModelConfig& cfg, const Topology& t, const std::vec
         const int world_rank = t.ep_group() * t.ep + e;
         std::vector<int32_t> ids;
         for (const StepRequest& r : reqs)
-          if (r.owner == world_rank)
-            for (const Decision& d : routes)
-              if (!d.mtp && !d.idx && d.layer == l && d.seq == r.seq && d.pos >= r.p0 && d.pos < r.p0 + r.n)
-                ids.insert(ids.end(), d.selected.begin(), d.selected.end());
+          for (const Decision& d : routes)
+            if (!d.mtp && !d.idx && d.layer == l && d.seq == r.seq && d.pos >= r.p0 && d.pos < r.p0 + r.n &&
+                computing_rank(r, static_cast<int32_t>(d.pos - r.p0), t) == world_rank)
+              ids.insert(ids.end(), d.selected.begin(), d.selected.end());
         group.push_back(count_routing(ids, K, static_cast<int>(cfg.n_routed_experts), t.ep));
       }
       want.moe_dispatch += moe_dispatch_bytes(cfg, group[t.ep_rank()], t.ep_rank());
@@ -155,7 +172,9 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay) {
         tokens[T + i] = static_cast<int32_t>(rng() % V);
         next[T + i] = static_cast<int32_t>(rng() % V);
       }
-      reqs.push_back(StepRequest{seq, length[seq], n, /*prompt_len=*/1, tokens.data() + T, owner_of(seq, world.size())});
+      const bool split = std::find(st.split.begin(), st.split.end(), seq) != st.split.end();
+      reqs.push_back(
+          StepRequest{seq, length[seq], n, /*prompt_len=*/1, tokens.data() + T, owner_of(seq, world.size()), split});
       T += n;
     }
     std::fill(got.begin(), got.end(), sentinel);
@@ -180,8 +199,9 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay) {
     ASSERT_TRUE(s2.ok()) << s2.message();
     row = 0;
     for (const StepRequest& r : reqs) {
-      const bool mine = r.owner == world.rank();
       for (int32_t i = 0; i < r.n; ++i, ++row) {
+        // A split chunk's row i is computed by TP rank j with i in share_of(n, j, tp).
+        const bool mine = computing_rank(r, i, *topo) == world.rank();
         if (mine) {
           EXPECT_EQ(0, std::memcmp(ref.data() + row * V, got.data() + row * V, sizeof(float) * V))
               << "logits of row " << row << " (slot " << r.seq << ")";
