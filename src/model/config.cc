@@ -708,30 +708,4 @@ Status validate_level_a(const ModelConfig& c) {
   return e.status("config for Level A");
 }
 
-Status validate_parallel(const ModelConfig& c, int tp, int ep, int world) {
-  Collector e;
-  if (tp < 1) e.add("tp = {} must be >= 1", tp);
-  if (ep < 1) e.add("ep = {} must be >= 1", ep);
-  if (world < 1) e.add("world = {} must be >= 1", world);
-  if (tp >= 1 && world >= 1 && world % tp != 0)
-    e.add("world = {} ranks must be a multiple of tp = {} (world = dp * tp)", world, tp);
-  if (tp >= 1 && c.o_groups % tp != 0)
-    e.add("field 'o_groups' = {} must be divisible by tp = {} (each rank holds whole output "
-          "groups)",
-          c.o_groups, tp);
-  if (tp >= 1 && c.vocab_size % tp != 0)
-    e.add("field 'vocab_size' = {} must be divisible by tp = {} (LM head sharded by vocabulary "
-          "rows)",
-          c.vocab_size, tp);
-  if (ep >= 1 && world >= 1 && world % ep != 0)
-    e.add("world = {} ranks must be divisible by ep = {}", world, ep);
-  if (ep >= 1 && c.n_routed_experts % ep != 0)
-    e.add("field 'n_routed_experts' = {} must be divisible by ep = {}", c.n_routed_experts, ep);
-  if (tp > 1 && c.o_lora_rank % 128 != 0)
-    e.add("field 'o_lora_rank' = {} must be a multiple of 128 when tp = {} > 1 (no 128-wide "
-          "wo_b input block may straddle two ranks)",
-          c.o_lora_rank, tp);
-  return e.status("parallel layout");
-}
-
 }  // namespace dsv4

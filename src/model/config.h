@@ -156,8 +156,6 @@ Status validate(const ModelConfig& cfg);
 // input dims of FP8/FP4 linears (hidden_size, q_lora_rank, o_groups·o_lora_rank,
 // moe_intermediate_size) % 128.
 Status validate_level_a(const ModelConfig& cfg);
-// runtime.md §6.1 / model.md §14.2: tp, ep, world >= 1, world % tp, o_groups % tp,
-// vocab_size % tp, world % ep, n_routed_experts % ep, o_lora_rank % 128 when tp > 1.
-Status validate_parallel(const ModelConfig& cfg, int tp, int ep, int world);
+// The rules of a rank topology (runtime.md §6.1) are model/placement.h's validate_topology.
 
 }  // namespace dsv4

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
+#include "model/placement.h"
 
 namespace dsv4 {
 namespace {
@@ -214,9 +215,10 @@ TEST(Config, PresetsValidate) {
   for (int tp : {1, 2, 4})
     for (int ep : {1, 2, 4}) {
       auto c = preset_config("tiny", true);
-      EXPECT_TRUE(validate_parallel(*c, tp, ep, 4).ok()) << tp << " " << ep;
+      const Topology t = *make_topology(4, 0, tp, 4 / tp, ep);
+      EXPECT_TRUE(validate_topology(*c, t).ok()) << tp << " " << ep;
       auto c2 = preset_config("tiny2", true);
-      EXPECT_TRUE(validate_parallel(*c2, tp, ep, 4).ok()) << tp << " " << ep;
+      EXPECT_TRUE(validate_topology(*c2, t).ok()) << tp << " " << ep;
     }
   EXPECT_FALSE(preset_config("huge", false).ok());
   EXPECT_TRUE(Contains(preset_config("huge", false).message(), "huge"));
@@ -480,25 +482,27 @@ TEST(Config, LevelARules) {
 
 TEST(Config, ParallelRules) {
   const ModelConfig c = *preset_config("tiny", true);  // o_groups 4, vocab 512, E 8, Ro 128
-  EXPECT_TRUE(validate_parallel(c, 1, 1, 1).ok());
-  EXPECT_TRUE(validate_parallel(c, 4, 8, 8).ok());
+  auto topo = [](int world, int tp, int ep) { return make_topology(world, 0, tp, tp > 0 ? world / tp : 0, ep); };
+  EXPECT_TRUE(validate_topology(c, *topo(1, 1, 1)).ok());
+  EXPECT_TRUE(validate_topology(c, *topo(8, 4, 8)).ok());
   auto fails = [&](const ModelConfig& m, int tp, int ep, int world, const char* want) {
-    const Status st = validate_parallel(m, tp, ep, world);
+    const Result<Topology> t = topo(world, tp, ep);
+    const Status st = t.ok() ? validate_topology(m, *t) : t.status();
     ASSERT_FALSE(st.ok()) << want;
-    EXPECT_TRUE(Contains(st.message(), want));
+    EXPECT_TRUE(Contains(st.message(), want)) << st.message();
   };
-  fails(c, 3, 1, 3, "'o_groups' = 4");
-  fails(c, 0, 1, 1, "tp = 0");
-  fails(c, 2, 1, 3, "world = 3");
-  fails(c, 1, 3, 3, "'n_routed_experts' = 8");
-  fails(c, 1, 2, 3, "ep = 2");
+  fails(c, 3, 1, 3, "o_groups = 4");
+  fails(c, 0, 1, 1, "--tp 0");
+  fails(c, 2, 1, 3, "but the world has 3");
+  fails(c, 1, 3, 3, "n_routed_experts = 8");
+  fails(c, 1, 2, 3, "--ep 2");
   ModelConfig v = c;
   v.vocab_size = 510;
-  fails(v, 4, 1, 4, "'vocab_size' = 510");
+  fails(v, 4, 1, 4, "vocab_size = 510");
   ModelConfig r = c;
   r.o_lora_rank = 64;
-  fails(r, 2, 1, 2, "'o_lora_rank' = 64");
-  EXPECT_TRUE(validate_parallel(r, 1, 1, 1).ok());  // tp = 1: any o_lora_rank
+  fails(r, 2, 1, 2, "o_lora_rank = 64");
+  EXPECT_TRUE(validate_topology(r, *topo(1, 1, 1)).ok());  // tp = 1: any o_lora_rank
 }
 
 TEST(Config, StorageTable) {
@@ -561,7 +565,7 @@ TEST(Config, RandomMutationsNeverCrash) {
     ++n_ok;
     (void)validate(*r);
     (void)validate_level_a(*r);
-    (void)validate_parallel(*r, 2, 2, 4);
+    (void)validate_topology(*r, *make_topology(4, 0, 2, 2, 2));
   }
   EXPECT_GT(n_ok, 0);
 }
