@@ -66,7 +66,7 @@ int run_generate(const GenerateArgs& a) {
   if (!cfg.ok()) return fail(cfg.status());
   Result<SafetensorsSet> files = SafetensorsSet::open_dir(*dir);
   if (!files.ok()) return fail(files.status());
-  Result<Weights> w = load_weights(*files, *cfg, nullptr, LoadOptions{rs.world_size() > 1});
+  Result<Weights> w = load_weights(*files, *cfg, nullptr, rs.load_options(*cfg));
   if (!w.ok()) return fail(w.status());
   if (Status st = rs.bind(*cfg); !st.ok()) return fail(st);
 

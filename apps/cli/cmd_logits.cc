@@ -79,7 +79,7 @@ int run_logits(const LogitsArgs& a) {
   if (!cfg.ok()) return fail(cfg.status());
   Result<SafetensorsSet> files = SafetensorsSet::open_dir(dir.value());
   if (!files.ok()) return fail(files.status());
-  Result<Weights> w = load_weights(files.value(), cfg.value(), nullptr, LoadOptions{rs.world_size() > 1});
+  Result<Weights> w = load_weights(files.value(), cfg.value(), nullptr, rs.load_options(cfg.value()));
   if (!w.ok()) return fail(w.status().with_context(dir.value()));
   if (Status st = rs.bind(cfg.value()); !st.ok()) return fail(st);
   DecisionTable forced;

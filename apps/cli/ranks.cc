@@ -33,6 +33,7 @@ Result<std::unique_ptr<RankSession>> RankSession::start(const RankFlags& f) {
   }
   Result<Topology> t = make_topology(s->world_->size(), s->world_->rank(), f.tp, f.dp, f.ep);
   if (!t.ok()) return t.status();
+  s->topo_ = *t;
   return s;
 }
 
@@ -44,11 +45,18 @@ Result<std::string> RankSession::model_dir(const std::string& model_flag) {
   return primary() ? dir : resolve_model_dir(model_flag);
 }
 
+LoadOptions RankSession::load_options(const ModelConfig& cfg) const {
+  LoadOptions o;
+  if (world_->size() == 1) return o;
+  o.wo_a_as_stored = true;
+  if (validate_topology(cfg, topo_).ok())  // else bind() reports it
+    o.reads = [cfg, t = topo_](const std::string& name) { return rank_reads(name, cfg, t); };
+  return o;
+}
+
 Status RankSession::bind(const ModelConfig& cfg) {
-  Result<Topology> t = make_topology(world_->size(), world_->rank(), flags_.tp, flags_.dp, flags_.ep);
-  if (!t.ok()) return t.status();
-  DSV4_RETURN_IF_ERROR(validate_topology(cfg, *t));
-  Result<std::unique_ptr<RankGroups>> g = make_rank_groups(*world_, *t);
+  DSV4_RETURN_IF_ERROR(validate_topology(cfg, topo_));
+  Result<std::unique_ptr<RankGroups>> g = make_rank_groups(*world_, topo_);
   if (!g.ok()) return g.status();
   groups_ = std::move(*g);
   return Status();

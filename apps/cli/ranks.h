@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "model/config.h"
+#include "model/weights.h"
 #include "parallel/communicator.h"
 #include "parallel/rank_groups.h"
 
@@ -35,6 +36,9 @@ class RankSession {
   Result<std::string> model_dir(const std::string& model_flag);
   // Checks the topology against the model and builds the TP/EP groups.
   Status bind(const ModelConfig& cfg);
+  // How this rank loads the weights: with several ranks, wo_a as stored and only the data
+  // of its share read (model/weights.h LoadOptions).
+  LoadOptions load_options(const ModelConfig& cfg) const;
   // nullptr for one rank.
   RankGroups* groups() { return world_->size() > 1 ? groups_.get() : nullptr; }
   // Ends the whole job after a failure that other ranks may wait on.
@@ -42,6 +46,7 @@ class RankSession {
 
  private:
   RankFlags flags_;
+  Topology topo_;
   std::unique_ptr<Communicator> world_;
   std::unique_ptr<RankGroups> groups_;
 };

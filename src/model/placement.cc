@@ -56,6 +56,13 @@ int64_t RankWeights::total() const {
   return s;
 }
 
+bool rank_reads(const std::string& name, const ModelConfig& cfg, const Topology& t) {
+  if (placement_of(name) != Placement::kExperts) return true;
+  const Share experts = share_of(cfg.n_routed_experts, t.ep_rank(), t.ep);
+  const int64_t e = expert_index(name);
+  return e >= experts.begin && e < experts.end;
+}
+
 RankWeights rank_weights(const ModelConfig& cfg, const Topology& t) {
   RankWeights w;
   const Share experts = share_of(cfg.n_routed_experts, t.ep_rank(), t.ep);

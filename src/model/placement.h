@@ -35,4 +35,8 @@ struct RankWeights {
 // Weight bytes rank t.rank holds (checkpoint form; the wo_b shard at its stored width).
 RankWeights rank_weights(const ModelConfig& cfg, const Topology& t);
 
+// Whether rank t.rank reads any of the tensor's data: false only for the routed experts
+// outside its EP share (sharded matrices are read in part).
+bool rank_reads(const std::string& tensor_name, const ModelConfig& cfg, const Topology& t);
+
 }  // namespace dsv4

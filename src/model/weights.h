@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,10 @@ struct LoadOptions {
   // reads only its output groups' rows (runtime.md §6.2). The engine's linear runs a
   // stored-FP8 wo_a without actq to the same bits; the references need the default.
   bool wo_a_as_stored = false;
+  // Tensors whose data this process reads (nullptr: all). The others are checked for name,
+  // dtype and shape only — their bytes (scale range, FP8 NaN codes) are never touched, so a
+  // rank's resident memory holds only its share (model/placement.h rank_reads).
+  std::function<bool(const std::string& name)> reads;
 };
 Result<Weights> load_weights(const SafetensorsSet& files, const ModelConfig& cfg,
                              LoadReport* report, const LoadOptions& options = {});

@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "model/checkpoint_table.h"
 #include "model/config.h"
+#include "model/placement.h"
 #include "model/weights.h"
 #include "numeric/e4m3.h"
 #include "numeric/ue8m0.h"
@@ -384,6 +385,31 @@ TEST(Weights, ScaleByteOutOfRange) {
   TmpDir dir;
   LoadReport rep;
   EXPECT_TRUE(write_and_load(dir, cfg, ok, &rep).ok());
+}
+
+// A rank checks the bytes of what it reads only (LoadOptions::reads, model/placement.h): a
+// corrupt expert outside its EP share loads; the rank holding it names the tensor.
+TEST(Weights, RankReadsOnlyItsShare) {
+  const ModelConfig cfg = tiny(true);  // 8 routed experts
+  Ckpt ckpt = make_ckpt(cfg);
+  ckpt["layers.2.ffn.experts.6.w1.scale"].bytes[0] = 0;
+  TmpDir dir;
+  write_ckpt(dir.path(), cfg, ckpt);
+  auto set = SafetensorsSet::open_dir(dir.path());
+  ASSERT_TRUE(set.ok());
+  for (int ep_rank : {0, 1}) {  // ep 2: rank 0 holds experts 0-3, rank 1 experts 4-7
+    const Topology t = *make_topology(2, ep_rank, 2, 1, 2);
+    LoadOptions o;
+    o.reads = [&](const std::string& name) { return rank_reads(name, cfg, t); };
+    Result<Weights> w = load_weights(*set, cfg, nullptr, o);
+    if (ep_rank == 0) {
+      EXPECT_TRUE(w.ok()) << w.message();
+    } else {
+      ASSERT_FALSE(w.ok());
+      EXPECT_TRUE(Contains(w.message(), "'layers.2.ffn.experts.6.w1.scale'"));
+    }
+  }
+  EXPECT_FALSE(load_weights(*set, cfg, nullptr).ok());
 }
 
 TEST(Weights, Fp8NanCodeRejected) {

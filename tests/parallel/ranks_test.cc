@@ -18,6 +18,7 @@
 #include "io/safetensors.h"
 #include "model/deploy_plan.h"
 #include "model/weights.h"
+#include "model/placement.h"
 #include "model/runner.h"
 #include "parallel/communicator.h"
 #include "parallel/rank_groups.h"
@@ -142,10 +143,14 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay) {
   const Limits lim = test_limits();
   auto one = ModelRunner::create(m.cfg, *m.w, lim);
   ASSERT_TRUE(one.ok()) << one.message();
-  // The ranks load wo_a as stored (FP8 stays FP8: each rank reads its groups' rows only).
+  // The ranks load wo_a as stored (FP8 stays FP8: each rank reads its groups' rows only) and
+  // read the data of their share only.
   Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
   ASSERT_TRUE(files.ok()) << files.message();
-  Result<Weights> stored = load_weights(*files, m.cfg, nullptr, LoadOptions{true});
+  LoadOptions as_stored;
+  as_stored.wo_a_as_stored = true;
+  as_stored.reads = [&](const std::string& name) { return rank_reads(name, m.cfg, *topo); };
+  Result<Weights> stored = load_weights(*files, m.cfg, nullptr, as_stored);
   ASSERT_TRUE(stored.ok()) << stored.message();
   auto many = ModelRunner::create(m.cfg, *stored, lim, groups->get());
   ASSERT_TRUE(many.ok()) << many.message();
