@@ -104,7 +104,7 @@ int run_generate(const GenerateArgs& a) {
     g.sampling = {a.temperature, a.top_p, a.seed + i};
     Result<int> id = (*engine)->add_request(std::move(g));
     if (!id.ok()) {
-      if (rs.groups()) rs.abort_job(id.status().with_context("prompt " + std::to_string(i)));
+      if (Status st = (*engine)->stop(); !st.ok()) rs.abort_job(st);  // the other ranks end their loop
       return fail(id.status().with_context("prompt " + std::to_string(i)));
     }
   }

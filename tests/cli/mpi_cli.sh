@@ -59,6 +59,8 @@ bad 3 "--tp 3 does not divide o_groups = 4" generate --model "$work/tiny-none" -
 bad 4 "--ep 3 does not divide the world of 4 ranks" generate --model "$work/tiny-none" --tp 4 --ep 3
 bad 2 "--dp 2 x --tp 2 = 4 ranks, but the world has 2" logits --model "$work/tiny-none" --tokens 1,2 \
   --out "$work/x.npy" --tp 2 --dp 2
+bad 2 "prompt 1: request: prompt token 9999 at index 1 outside the vocabulary" generate --model "$work/tiny-none" \
+  --tp 2 --prompt-ids 1,2 --prompt-ids 3,9999
 bad 4 "--numerics float runs in one process" logits --model "$work/tiny-none" --tokens 1,2 --out "$work/x.npy" \
   --tp 4 --numerics float
 
