@@ -62,20 +62,25 @@ int run_generate(const GenerateArgs& a) {
   if (Status st = select_isa(a.isa); !st.ok()) return fail(st);
   Result<std::string> dir = rs.model_dir(a.model);
   if (!dir.ok()) return fail(dir.status());
+  // Read on every rank (on every host): a failure on any rank fails all of them.
   Result<ModelConfig> cfg = load_config(*dir);
-  if (!cfg.ok()) return fail(cfg.status());
-  Result<SafetensorsSet> files = SafetensorsSet::open_dir(*dir);
-  if (!files.ok()) return fail(files.status());
-  Result<Weights> w = load_weights(*files, *cfg, nullptr, rs.load_options(*cfg));
-  if (!w.ok()) return fail(w.status());
+  Result<SafetensorsSet> files = cfg.ok() ? SafetensorsSet::open_dir(*dir) : Result<SafetensorsSet>(cfg.status());
+  Result<Weights> w = files.ok() ? load_weights(*files, *cfg, nullptr, rs.load_options(*cfg))
+                                 : Result<Weights>(files.status());
+  if (Status st = rs.agree(w.status()); !st.ok()) return fail(st);
   if (Status st = rs.bind(*cfg); !st.ok()) return fail(st);
 
   std::vector<std::vector<int32_t>> prompts;
+  Status parsed;
   for (const std::string& s : a.prompt_ids) {
     Result<std::vector<int32_t>> ids = parse_token_list_option("--prompt-ids", s);
-    if (!ids.ok()) return fail(ids.status());
+    if (!ids.ok()) {
+      parsed = ids.status();
+      break;
+    }
     prompts.push_back(*ids);
   }
+  if (Status st = rs.agree(parsed); !st.ok()) return fail(st);
   if (prompts.empty()) prompts = kDemoPrompts;
   if (a.batch_size < 1) return fail(Status::errorf("--batch-size = {} must be at least 1", a.batch_size));
 
@@ -91,10 +96,13 @@ int run_generate(const GenerateArgs& a) {
   lim.cache_blocks = a.cache_blocks;
   lim.prefix_blocks = a.prefix_blocks;
   auto engine = Engine::create(*cfg, *w, lim, EngineOptions{a.mtp, {}, rs.groups(), a.cp_prefill});
-  if (!engine.ok()) return fail(engine.status());
+  if (Status st = rs.agree(engine.status()); !st.ok()) return fail(st);
   if (!rs.primary()) {  // follow rank 0's steps until it stops
     while (!(*engine)->stopped())
-      if (Result<StepReport> rep = (*engine)->step(); !rep.ok()) rs.abort_job(rep.status());
+      if (Result<StepReport> rep = (*engine)->step(); !rep.ok()) {
+        if (!(*engine)->last_error_uniform()) rs.abort_job(rep.status());
+        return fail(rep.status());  // rank 0 meets the same error and prints it
+      }
     return 0;
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -118,7 +126,7 @@ int run_generate(const GenerateArgs& a) {
   while (!(*engine)->idle()) {
     Result<StepReport> rep = (*engine)->step();
     if (!rep.ok()) {
-      if (rs.groups()) rs.abort_job(rep.status());
+      if (rs.groups() && !(*engine)->last_error_uniform()) rs.abort_job(rep.status());
       return fail(rep.status());
     }
     ++steps;

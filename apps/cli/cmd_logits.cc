@@ -75,12 +75,14 @@ int run_logits(const LogitsArgs& a) {
   if (!dir.ok()) return fail(dir.status());
 
   const auto t0 = std::chrono::steady_clock::now();
+  // Read on every rank (on every host): a failure on any rank fails all of them.
   Result<ModelConfig> cfg = load_config(dir.value());
-  if (!cfg.ok()) return fail(cfg.status());
-  Result<SafetensorsSet> files = SafetensorsSet::open_dir(dir.value());
-  if (!files.ok()) return fail(files.status());
-  Result<Weights> w = load_weights(files.value(), cfg.value(), nullptr, rs.load_options(cfg.value()));
-  if (!w.ok()) return fail(w.status().with_context(dir.value()));
+  Result<SafetensorsSet> files =
+      cfg.ok() ? SafetensorsSet::open_dir(dir.value()) : Result<SafetensorsSet>(cfg.status());
+  Result<Weights> w = files.ok() ? load_weights(files.value(), cfg.value(), nullptr, rs.load_options(cfg.value()))
+                                 : Result<Weights>(files.status());
+  if (!w.ok() && files.ok()) w = w.status().with_context(dir.value());
+  if (Status st = rs.agree(w.status()); !st.ok()) return fail(st);
   if (Status st = rs.bind(cfg.value()); !st.ok()) return fail(st);
   DecisionTable forced;
   if (!a.decisions_in.empty()) {

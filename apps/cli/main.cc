@@ -2,12 +2,14 @@
 // cmd_<name>.cc), parses argv and runs the chosen one. Usage errors and
 // failures print a message to stderr and exit with code 1.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "parallel/communicator.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"dsv4: DeepSeek-V4-Flash inference engine"};
@@ -27,12 +29,20 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 1;
   }
+  int code = 1;
   try {
     for (const dsv4::cli::Command& c : commands)
-      if (c.sub->parsed()) return c.run();
+      if (c.sub->parsed()) code = c.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dsv4: error: %s\n", e.what());
-    return 1;
+    code = 1;
   }
-  return 1;
+  // A failed rank of an mpirun job leaves without MPI_Finalize (which would wait for ranks
+  // that may still be in a collective): mpirun sees the exit code and ends the job.
+  if (code != 0 && dsv4::launched_by_mpirun()) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(code);
+  }
+  return code;
 }

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -60,6 +61,27 @@ Status RankSession::bind(const ModelConfig& cfg) {
   if (!g.ok()) return g.status();
   groups_ = std::move(*g);
   return Status();
+}
+
+Status RankSession::agree(const Status& mine) {
+  const int n = world_->size();
+  if (n == 1) return mine;
+  uint8_t ok = mine.ok() ? 1 : 0;
+  std::vector<uint8_t> all(static_cast<size_t>(n));
+  const std::vector<int64_t> one(static_cast<size_t>(n), 1);
+  DSV4_RETURN_IF_ERROR(world_->all_gather_rows(&ok, one, 1, all.data()));
+  int first_failed = -1;
+  for (int q = n - 1; q >= 0; --q)
+    if (!all[q]) first_failed = q;
+  if (first_failed < 0) return Status();
+  if (!mine.ok()) {
+    if (!primary() && all[0]) {
+      std::fprintf(stderr, "dsv4: error (rank %d): %s\n", world_->rank(), mine.message().c_str());
+      std::fflush(stderr);
+    }
+    return mine;
+  }
+  return Status::errorf("rank {} failed (its message above)", first_failed);
 }
 
 void RankSession::abort_job(const Status& st) {

@@ -41,6 +41,11 @@ class RankSession {
   LoadOptions load_options(const ModelConfig& cfg) const;
   // nullptr for one rank.
   RankGroups* groups() { return world_->size() > 1 ? groups_.get() : nullptr; }
+  // Every rank's outcome of a step that may fail on some ranks only (a checkpoint read on
+  // each host, a memory reservation): all ranks return an error if any failed. A failing
+  // rank other than 0 prints its own message (rank 0 prints the first failing rank's number),
+  // unless rank 0 failed too (then the error is taken to be the same everywhere).
+  Status agree(const Status& mine);
   // Ends the whole job after a failure that other ranks may wait on.
   [[noreturn]] void abort_job(const Status& st);
 

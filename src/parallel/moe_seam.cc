@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/check.h"
 #include "kernels/moe_combine/moe_combine.h"
 
 namespace dsv4 {
@@ -66,7 +67,7 @@ Status MoeSeam::run(Communicator& ep, ThreadPool& pool, const bf16* f, const int
       int64_t routes = 0;
       for (int64_t j = 0; j < K; ++j) routes += owner(row[j]) == d && first_of_id(row, j);
       if (routes == 0) continue;
-      if (sent >= send_cap_) return Status::errorf("MoE seam: dispatch exceeds the capacity {}", send_cap_);
+      DSV4_CHECK(sent < send_cap_, "MoE seam: dispatch exceeds the capacity {}", send_cap_);
       uint8_t* dst = send_.data() + sent * payload_bytes_;
       std::memcpy(dst, f + t * D, 2 * D);
       std::memcpy(dst + 2 * D, row, 4 * K);
@@ -90,8 +91,10 @@ Status MoeSeam::run(Communicator& ep, ThreadPool& pool, const bf16* f, const int
     R += recv_rows_[q];
     back_rows += counts_recv_[2 * q + 1];
   }
-  if (T + R > p_.capacity)
-    return Status::errorf("MoE seam: {} own and {} received rows exceed the capacity {}", T, R, p_.capacity);
+  // The EP group's rows never exceed the step's (capacity); a broken invariant must not leave
+  // the peers waiting in the next collective, so it ends the process (and the job).
+  DSV4_CHECK(T + R <= p_.capacity, "MoE seam: {} own and {} received rows exceed the capacity {}", T, R,
+             p_.capacity);
   mark = ep.total_sent();
   DSV4_RETURN_IF_ERROR(ep.all_to_all_rows(send_.data(), routing_.rows_to, recv_.data(), recv_rows_, payload_bytes_));
   dispatch_bytes += ep.total_sent() - mark;
@@ -124,7 +127,7 @@ Status MoeSeam::run(Communicator& ep, ThreadPool& pool, const bf16* f, const int
       ++b;
     }
   }
-  if (b != back_rows) return Status::errorf("MoE seam: {} expert outputs to return, peers announced {}", b, back_rows);
+  DSV4_CHECK(b == back_rows, "MoE seam: {} expert outputs to return, peers announced {}", b, back_rows);
   for (int q = 0; q < P; ++q) send_rows_[q] = counts_recv_[2 * q + 1];
   mark = ep.total_sent();
   DSV4_RETURN_IF_ERROR(

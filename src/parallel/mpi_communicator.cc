@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -32,7 +33,9 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (comm_ != MPI_COMM_WORLD && !finalized) MPI_Comm_free(&comm_);
+    if (finalized) return;
+    for (auto& [bytes, type] : types_) MPI_Type_free(&type);
+    if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -44,7 +47,6 @@ class MpiCommunicator final : public Communicator {
     MPI_Datatype row;
     DSV4_RETURN_IF_ERROR(row_type("all_gather_rows", row_bytes, &row));
     const int rc = MPI_Allgatherv(send, counts_[rank_], row, recv, counts_.data(), displs_.data(), row, comm_);
-    MPI_Type_free(&row);
     if (rc != MPI_SUCCESS) return Status::errorf("all_gather_rows: MPI_Allgatherv failed: {}", mpi_error(rc));
     count(Collective::kAllGather, rows[rank_] * row_bytes * (size_ - 1));
     return Status();
@@ -64,7 +66,6 @@ class MpiCommunicator final : public Communicator {
     MPI_Datatype row;
     DSV4_RETURN_IF_ERROR(row_type("all_to_all_rows", row_bytes, &row));
     const int code = MPI_Alltoallv(send, sc, sd, row, recv, rc, rd, row, comm_);
-    MPI_Type_free(&row);
     if (code != MPI_SUCCESS) return Status::errorf("all_to_all_rows: MPI_Alltoallv failed: {}", mpi_error(code));
     int64_t sent = 0;
     for (int p = 0; p < size_; ++p)
@@ -118,17 +119,26 @@ class MpiCommunicator final : public Communicator {
     }
     return Status();
   }
-  static Status row_type(const char* what, int64_t row_bytes, MPI_Datatype* t) {
+  // One contiguous datatype per row width, committed on first use and kept: a step uses a
+  // handful of widths, so steady-state collectives create no MPI objects.
+  Status row_type(const char* what, int64_t row_bytes, MPI_Datatype* t) {
     if (row_bytes < 1 || row_bytes > INT_MAX)
       return Status::errorf("{}: row of {} bytes outside [1, {}]", what, row_bytes, INT_MAX);
+    for (const auto& [bytes, type] : types_)
+      if (bytes == row_bytes) {
+        *t = type;
+        return Status();
+      }
     MPI_Type_contiguous(static_cast<int>(row_bytes), MPI_BYTE, t);
     MPI_Type_commit(t);
+    types_.emplace_back(row_bytes, *t);
     return Status();
   }
 
   MPI_Comm comm_;
   int rank_, size_;
-  std::vector<int> counts_, displs_;  // sized once: collectives allocate nothing
+  std::vector<int> counts_, displs_;  // sized once
+  std::vector<std::pair<int64_t, MPI_Datatype>> types_;
 };
 
 }  // namespace

@@ -251,6 +251,8 @@ void Engine::finish(Running& r, const char* reason) {
 Result<StepReport> Engine::step() {
   const auto t0 = std::chrono::steady_clock::now();
   StepReport rep;
+  last_error_uniform_ = false;
+  if (stopped_) return Status::error("the engine was stopped");
   if (opt_.ranks) {
     DSV4_RETURN_IF_ERROR(sync_requests(false));
     if (stopped_) return rep;
@@ -327,6 +329,15 @@ Result<StepReport> Engine::step() {
   rep.rows = static_cast<int32_t>(T);
   if (reqs_.empty()) return rep;
 
+  // The step's cache blocks, checked here on the replicated state: every rank fails alike.
+  int64_t need = 0;
+  for (const StepRequest& q : reqs_) need += runner_->blocks_short(q.seq, q.p0 + q.n);
+  if (need > runner_->free_blocks()) {
+    last_error_uniform_ = true;
+    return Status::errorf("compressed cache exhausted: the step needs {} more blocks of {} positions, {} of "
+                          "cache_blocks = {} free",
+                          need, limits_.page_tokens, runner_->free_blocks(), runner_->total_blocks());
+  }
   Status st = runner_->forward(reqs_, logits_.data(), opt_.mtp ? xfinal_.data() : nullptr);
   if (!st.ok()) return st;
 

@@ -87,6 +87,9 @@ class Engine {
   // other ranks step until stopped().
   Status stop();
   bool stopped() const { return stopped_; }
+  // The last failed step failed on every rank at the same point, before any collective
+  // (a deterministic check of the replicated state), so no rank waits on another.
+  bool last_error_uniform() const { return last_error_uniform_; }
   int rank() const;
   // Bytes this rank sent per seam since the start (several ranks; model/runner.h).
   ModelRunner::SeamBytes seam_bytes() const { return runner_->seam_bytes(); }
@@ -129,6 +132,7 @@ class Engine {
   std::vector<int32_t> sampled_, gathered_;  // [B_MAX · 2] the exchange's own and gathered records
   std::vector<int64_t> gather_rows_;
   bool stopped_ = false;
+  bool last_error_uniform_ = false;
 };
 
 }  // namespace dsv4

@@ -61,6 +61,20 @@ bad 2 "--dp 2 x --tp 2 = 4 ranks, but the world has 2" logits --model "$work/tin
   --out "$work/x.npy" --tp 2 --dp 2
 bad 2 "prompt 1: request: prompt token 9999 at index 1 outside the vocabulary" generate --model "$work/tiny-none" \
   --tp 2 --prompt-ids 1,2 --prompt-ids 3,9999
+bad 4 "compressed cache exhausted" generate --model "$work/tiny-fp8" --prompt-ids 1,2,3 --max-tokens 60 \
+  --page-tokens 16 --cache-blocks 1 --tp 4
+# A corrupt expert only rank 1 reads (ep 2: experts 4-7): rank 1 names it, every rank exits.
+cp -r "$work/tiny-fp8" "$work/corrupt"
+python3 - "$work/corrupt/model.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+b = bytearray(open(path, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+t = json.loads(b[8:8 + n])['layers.1.ffn.experts.6.w1.scale']
+b[8 + n + t['data_offsets'][0]] = 0
+open(path, 'wb').write(b)
+PY
+bad 2 "(rank 1): tensor 'layers.1.ffn.experts.6.w1.scale': scale byte 0" generate --model "$work/corrupt" --tp 2
 bad 4 "--numerics float runs in one process" logits --model "$work/tiny-none" --tokens 1,2 --out "$work/x.npy" \
   --tp 4 --numerics float
 

@@ -145,6 +145,29 @@ TEST(Engine, TokensDoNotDependOnTheBatch) {
   }
 }
 
+// Decode growth past the blocks: the step fails before the forward (on ranks, every rank at
+// the same point: last_error_uniform), naming the cache; a stopped engine takes no step.
+TEST(Engine, CacheExhaustionAndStop) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  Limits l = limits(1);
+  l.page_tokens = 16;
+  l.cache_blocks = 1;
+  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{false, {}});
+  ASSERT_TRUE(e.ok()) << e.message();
+  GenerationRequest g;
+  g.prompt = {1, 2, 3};
+  g.max_tokens = 40;
+  g.stop_at_eos = false;
+  ASSERT_TRUE((*e)->add_request(g).ok());
+  Status failed;
+  for (int i = 0; i < 40 && failed.ok(); ++i) failed = (*e)->step().status();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("compressed cache exhausted"), std::string::npos) << failed.message();
+  EXPECT_TRUE((*e)->last_error_uniform());
+  ASSERT_TRUE((*e)->stop().ok());
+  EXPECT_NE((*e)->step().status().message().find("stopped"), std::string::npos);
+}
+
 TEST(Engine, RejectsBadRequests) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
   auto e = Engine::create(m.cfg, *m.w, limits(2), EngineOptions{false, {}});
