@@ -30,6 +30,7 @@
 #include "kernels/rope/rope.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 #include "model/kernel_params.h"
+#include "model/runner_state.h"
 #include "model/placement.h"
 #include "parallel/attn_output_seam.h"
 #include "parallel/head_seam.h"
@@ -39,25 +40,7 @@ namespace dsv4 {
 
 namespace k = kernels;
 
-namespace {
 
-// Capacity-sized buffer that is never resized after construction.
-template <class T>
-struct Buf {
-  std::vector<T> v;
-  void size_to(int64_t n) { v.assign(static_cast<size_t>(n), T{}); }
-  T* data() { return v.data(); }
-};
-
-// Sizes b to hold `bytes` from a 64-byte boundary and returns that boundary.
-void* aligned_scratch(Buf<uint8_t>& b, int64_t bytes) {
-  b.size_to(bytes + 64);
-  void* base = b.data();
-  size_t space = static_cast<size_t>(bytes + 64);
-  return std::align(64, static_cast<size_t>(bytes), base, space);
-}
-
-}  // namespace
 
 // Bytes allocated (and touched) at start-up, dominant terms: per-row scratch (streams, q/o,
 // expert work) and per-slot compressor states. Cache storage is reserved untouched and not
@@ -100,77 +83,6 @@ Status validate_limits_for_model(const Limits& l, const ModelConfig& cfg) {
   }
   return Status();
 }
-
-// One compressor instance of one layer: per-sequence state and the kernel views.
-struct CompressorSlot {
-  bool present = false;
-  k::CompressorParams params;
-  k::CompressorWeights weights;
-  std::vector<float> storage;                 // [max_seqs, 2, κr·κc]
-  std::vector<k::CompressorState> states;     // [max_seqs]
-};
-
-struct ModelRunner::LayerCaches {
-  // Packed rows (numeric/cache_rows.h): the exact FP8 / FP4 images, decoded by the kernels.
-  // Reserved, untouched until written (cache/cache_storage.h).
-  CacheStorage ori;   // [ring pages · page_rows, kv row] window KV
-  CacheStorage cmp;   // [blocks · page_tokens / r, kv row] compressed KV (ratio r > 0)
-  CacheStorage idx;   // [blocks · page_tokens / 4, index key row] indexer keys (CSA)
-  CacheStorage tail;  // [prefix entries · (W − 1), kv row] window rows before each cached cut
-  int32_t index = 0;          // layer index (main layers, then MTP)
-  int32_t cmp_page_rows = 0;  // compressed entries per block: page_tokens / r
-  CompressorSlot main_cmp;
-  CompressorSlot idx_cmp;
-  std::vector<k::ExpertWeights> experts;
-  k::ExpertWeights shared;
-  const float* inv_freq = nullptr;
-};
-
-struct ModelRunner::Scratch {
-  Buf<bf16> X, Z;                    // [T, N·D] main / MTP streams
-  Buf<float> mix, post, comb;        // [T, M], [T, N], [T, N·N]
-  Buf<bf16> a, qr, q, kv, o, attn_out, y, m;
-  Buf<bf16> qpath, kvpath, oproj, mtpproj;
-  Buf<float> cmp;                    // compressor projections
-  Buf<k::CompressorEmit> emits;      // [T]
-  Buf<bf16> entries;                 // [T, max(Dh, Di)]
-  Buf<bf16> qr_q, qi, omega, wgt;
-  Buf<int32_t> picks, n_picks, count;
-  Buf<uint8_t> select;               // indexer_select scratch (64-byte aligned at select_base)
-  void* select_base = nullptr;
-  Buf<int32_t> list, len, dense;
-  int64_t list_stride = 0;
-  Buf<PagedBytes> win_rows, cmp_rows, idx_rows;
-  Buf<float> attn;
-  Buf<float> gate_scores, route_w;   // [T, E], [T, K]
-  Buf<int32_t> ids;                  // [T, K]
-  Buf<uint8_t> moe;                  // expert work
-  k::MoeWork moe_work;
-};
-
-// Several ranks (runtime.md §6): the seams, this rank's weight shards, and the step's own rows.
-struct ModelRunner::Ranks {
-  RankGroups* g = nullptr;
-  std::vector<OutProjShard> out_proj;       // per layer (main, then MTP) when tp > 1
-  std::unique_ptr<AttnOutputSeam> attn;     // tp > 1
-  std::unique_ptr<MoeSeam> moe;             // ep > 1
-  std::unique_ptr<HeadSeam> head;
-  std::vector<StepRequest> own;             // [B_MAX] the requests this rank owns, in step order
-  std::vector<int32_t> own_row;             // [T_MAX] step row of own row t
-  std::vector<int64_t> tp_rows;             // [tp] rows of each TP rank of the group
-  std::vector<bf16> stage;                  // [T_MAX, N·D] own rows of an MTP input
-  // Context-parallel prefill (StepRequest::cp): the group's split chunks.
-  bool has_cp = false;                      // the group has split chunks this step
-  int64_t n_unsplit = 0;                    // computed rows of unsplit requests (they come first)
-  std::vector<int64_t> cp_rows;             // [tp] split-chunk rows each TP rank computes
-  std::vector<int64_t> cp_cursor;           // [tp]
-  std::vector<int32_t> cp_chunks;           // [B_MAX] rows of each split chunk, in step order
-  std::vector<StepRequest> cache;           // [B_MAX] the cache-row requests
-  StepMetadata md_kv;                       // the cache rows
-  std::vector<bf16> gathered, a_kv;         // [T_MAX, D]
-  int64_t cp_gather_bytes = 0;
-  explicit Ranks(const StepCapacity& cap) : md_kv(cap) {}
-};
 
 ModelRunner::ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits)
     : cfg_(cfg), w_(w), limits_(limits), pool_(limits.n_threads), md_([&] {
@@ -382,78 +294,6 @@ Status ModelRunner::init() {
   return Status();
 }
 
-Status ModelRunner::init_ranks(RankGroups* g) {
-  const ModelConfig& c = cfg_;
-  const Topology& t = g->topo;
-  DSV4_RETURN_IF_ERROR(validate_topology(c, t));
-  if (limits_.prefix_blocks > 0)
-    return Status::errorf("prefix_blocks = {} needs a single rank (a cached block lives on the rank that computed it)",
-                          limits_.prefix_blocks);
-  ranks_ = std::make_unique<Ranks>(md_.cap);
-  Ranks& R = *ranks_;
-  R.g = g;
-  const int64_t T = limits_.max_rows;
-  const k::OutProjParams op{c.num_attention_heads, static_cast<int>(c.head_dim), static_cast<int>(c.qk_rope_head_dim),
-                            c.o_groups, c.o_lora_rank, c.hidden_size};
-  if (t.tp > 1) {
-    for (int l = 0; l < c.n_layers_total(); ++l) {
-      const LayerWeights& lw = c.is_mtp_layer(l) ? w_.mtp[l - c.num_hidden_layers].block : w_.layers[l];
-      Result<OutProjShard> sh = make_out_proj_shard(op, lw.attn.wo_a.w, lw.attn.wo_b.w, t.tp, t.tp_rank());
-      if (!sh.ok()) return sh.status().with_context(fmt::format("layer {}", l));
-      R.out_proj.push_back(std::move(*sh));
-    }
-    R.attn = std::make_unique<AttnOutputSeam>(op, t.tp, t.tp_rank(), T);
-  }
-  if (t.ep > 1) {
-    MoeSeamParams mp;
-    mp.expert = k::MoeExpertParams{c.hidden_size, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
-    mp.n_experts = c.n_routed_experts;
-    mp.top_k = c.num_experts_per_tok;
-    mp.capacity = T;
-    R.moe = std::make_unique<MoeSeam>(mp, t.ep, t.ep_rank());
-  }
-  R.head = std::make_unique<HeadSeam>(c.hidden_size, c.vocab_size, t.tp, t.tp_rank(), T);
-  R.own.reserve(limits_.max_batch);
-  R.cache.reserve(limits_.max_batch);
-  R.cp_chunks.reserve(limits_.max_batch);
-  R.own_row.resize(T);
-  R.tp_rows.resize(t.tp);
-  R.cp_rows.resize(t.tp);
-  R.cp_cursor.resize(t.tp);
-  R.gathered.resize(static_cast<size_t>(T * c.hidden_size));
-  R.a_kv.resize(static_cast<size_t>(T * c.hidden_size));
-  R.stage.resize(static_cast<size_t>(T * stream_width()));
-  return Status();
-}
-
-int ModelRunner::world_rank() const { return ranks_ ? ranks_->g->topo.rank : 0; }
-
-ModelRunner::SeamBytes ModelRunner::seam_bytes() const {
-  SeamBytes b;
-  if (!ranks_) return b;
-  if (const AttnOutputSeam* a = ranks_->attn.get()) {
-    b.attn_a2a = a->a2a_bytes;
-    b.o_reduce = a->reduce_bytes;
-  }
-  if (const MoeSeam* m = ranks_->moe.get()) {
-    b.moe_counts = m->counts_bytes;
-    b.moe_dispatch = m->dispatch_bytes;
-    b.moe_combine = m->combine_bytes;
-  }
-  b.head_gather = ranks_->head->gather_bytes;
-  b.head_logits = ranks_->head->logits_bytes;
-  b.cp_gather = ranks_->cp_gather_bytes;
-  return b;
-}
-
-void ModelRunner::reset_seam_bytes() {
-  if (!ranks_) return;
-  if (AttnOutputSeam* a = ranks_->attn.get()) a->a2a_bytes = a->reduce_bytes = 0;
-  if (MoeSeam* m = ranks_->moe.get()) m->counts_bytes = m->dispatch_bytes = m->combine_bytes = 0;
-  ranks_->head->gather_bytes = ranks_->head->logits_bytes = 0;
-  ranks_->cp_gather_bytes = 0;
-}
-
 Status ModelRunner::start_sequence(int32_t seq) {
   if (seq < 0 || seq >= limits_.max_seqs)
     return Status::errorf("sequence slot {} outside [0, max_seqs = {})", seq, limits_.max_seqs);
@@ -650,58 +490,8 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
                             need, limits_.page_tokens, blocks_->pool().n_free(), blocks_->pool().n_pages());
     for (const StepRequest& q : reqs) DSV4_RETURN_IF_ERROR(blocks_->reserve(q.seq, q.p0 + q.n));
   }
-  if (ranks_) {  // the computed rows, the cache rows, and every TP rank's counts for the seams
-    Ranks& R = *ranks_;
-    const Topology& t = R.g->topo;
-    R.own.clear();
-    R.cache.clear();
-    R.cp_chunks.clear();
-    std::fill(R.tp_rows.begin(), R.tp_rows.end(), 0);
-    std::fill(R.cp_rows.begin(), R.cp_rows.end(), 0);
-    for (const StepRequest& q : reqs)
-      if (q.owner < 0 || q.owner >= t.world)
-        return Status::errorf("request for sequence slot {}: owner rank {} outside [0, {})", q.seq, q.owner, t.world);
-    // Unsplit requests: computed by their owner, first.
-    int32_t row = 0, local = 0;
-    for (const StepRequest& q : reqs) {
-      const bool mine = q.owner / t.tp == t.dp_group();
-      if (!(q.cp && mine)) {
-        if (mine) R.tp_rows[q.owner % t.tp] += q.n;
-        if (q.owner == t.rank) {
-          R.own.push_back(q);
-          R.cache.push_back(q);
-          for (int32_t i = 0; i < q.n; ++i) R.own_row[local++] = row + i;
-        }
-      }
-      row += q.n;
-    }
-    R.n_unsplit = local;
-    // Split chunks of the group (runtime.md §6.8): TP rank j computes rows share_of(n, j, tp);
-    // every rank writes the whole chunk to its caches.
-    row = 0;
-    for (const StepRequest& q : reqs) {
-      if (q.cp && q.owner / t.tp == t.dp_group()) {
-        for (int j = 0; j < t.tp; ++j) {
-          const Share sh = share_of(q.n, j, t.tp);
-          R.tp_rows[j] += sh.size();
-          R.cp_rows[j] += sh.size();
-          if (j == t.tp_rank() && sh.size() > 0) {
-            StepRequest part = q;
-            part.p0 = q.p0 + sh.begin;
-            part.n = static_cast<int32_t>(sh.size());
-            part.tokens = q.tokens + sh.begin;
-            R.own.push_back(part);
-            for (int32_t i = 0; i < part.n; ++i) R.own_row[local++] = row + static_cast<int32_t>(sh.begin) + i;
-          }
-        }
-        R.cache.push_back(q);
-        R.cp_chunks.push_back(q.n);
-      }
-      row += q.n;
-    }
-    R.has_cp = !R.cp_chunks.empty();
-    build_step_metadata(R.own, *ori_, md_);
-    build_step_metadata(R.cache, *ori_, R.md_kv);
+  if (ranks_) {
+    DSV4_RETURN_IF_ERROR(plan_rank_rows(reqs));
   } else {
     build_step_metadata(reqs, *ori_, md_);
   }
@@ -849,37 +639,6 @@ Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc) {
   };
   if (T > 0 && lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh);
   if (T > 0 && lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, idx_page_rows_, Di);
-  return Status();
-}
-
-// Context-parallel prefill (runtime.md §6.8): every TP rank's slices of the split chunks
-// (the last rows of its computed rows) all-gathered, then laid out as the cache rows: this
-// rank's unsplit rows, then each split chunk whole, in position order.
-Status ModelRunner::gather_cp_rows() {
-  Ranks& R = *ranks_;
-  Scratch& s = *s_;
-  const int64_t D = cfg_.hidden_size;
-  const int tp = R.g->topo.tp;
-  Communicator& comm = *R.g->tp;
-  const int64_t mark = comm.total_sent();
-  DSV4_RETURN_IF_ERROR(
-      comm.all_gather_rows(s.a.data() + R.n_unsplit * D, R.cp_rows, D * sizeof(bf16), R.gathered.data()));
-  R.cp_gather_bytes += comm.total_sent() - mark;
-  std::memcpy(R.a_kv.data(), s.a.data(), sizeof(bf16) * R.n_unsplit * D);
-  int64_t dst = R.n_unsplit;
-  std::vector<int64_t>& src = R.cp_cursor;  // each TP rank's next gathered row
-  int64_t off = 0;
-  for (int q = 0; q < tp; ++q) {
-    src[q] = off;
-    off += R.cp_rows[q];
-  }
-  for (int32_t n : R.cp_chunks)
-    for (int q = 0; q < tp; ++q) {
-      const int64_t m = share_of(n, q, tp).size();
-      std::memcpy(R.a_kv.data() + dst * D, R.gathered.data() + src[q] * D, sizeof(bf16) * m * D);
-      src[q] += m;
-      dst += m;
-    }
   return Status();
 }
 
@@ -1040,16 +799,6 @@ Status ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, const Decisi
     k::moe_combine(mw.x, mw.slot_entry, s.ids.data(), k::shared_out(mw, ep), cp, T, s.m.data(), tid, n);
   });
   return Status();
-}
-
-// Expert-parallel MoE over the EP group (parallel/moe_seam.h): local experts
-// [ep_rank·E/ep, (ep_rank+1)·E/ep).
-Status ModelRunner::run_moe_seam(const LayerCaches& lc) {
-  Scratch& s = *s_;
-  const Topology& t = ranks_->g->topo;
-  const int64_t first = cfg_.n_routed_experts / t.ep * t.ep_rank();
-  return ranks_->moe->run(*ranks_->g->ep, pool_, s.a.data(), s.ids.data(), s.route_w.data(), md_.T,
-                          lc.experts.data() + first, lc.shared, s.m.data());
 }
 
 Status ModelRunner::run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits) {

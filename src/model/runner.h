@@ -131,6 +131,7 @@ class ModelRunner {
   Status init_ranks(RankGroups* ranks);
   Status run_out_proj(const LayerWeights& lw, LayerCaches& lc);
   Status run_cache_writes(const LayerWeights& lw, LayerCaches& lc);
+  Status plan_rank_rows(std::span<const StepRequest> reqs);
   Status gather_cp_rows();
   Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
   Status run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X, const DecisionIO& dec);
