@@ -1,0 +1,65 @@
+// DeepSeek-V4 chat encoding (text.md §3, the release's encoding_dsv4.py):
+// OpenAI chat messages -> the prompt text, with the special-token strings
+// (`<｜begin▁of▁sentence｜>`, `<｜User｜>`, `<think>`, ...) written inline; the
+// tokenizer turns each into its id. Tool results become user turns (§3.3),
+// reasoning of earlier turns is dropped in thinking mode (§3.4), tools and
+// tool calls are written as DSML (§3.2, §3.8).
+//
+// Inputs are nlohmann::ordered_json so tool schemas keep their key order
+// (the prompt must reproduce it byte for byte); parse request bodies with
+// nlohmann::ordered_json::parse.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace dsv4::chat {
+
+enum class ThinkingMode { kChat, kThinking };
+
+// Only kMax changes the prompt, and only in thinking mode (§3.10).
+enum class ReasoningEffort { kNone, kHigh, kMax };
+
+struct ChatOptions {
+  ThinkingMode mode = ThinkingMode::kChat;
+  ReasoningEffort effort = ReasoningEffort::kNone;
+  bool drop_thinking = true;  // drop reasoning before the last user turn
+  bool add_bos = true;        // BOS when `context` is empty
+  // API-level `tools` (OpenAI format) or null: attached to the first message
+  // when it is system/developer, else a system message {"content": "", tools}
+  // is inserted first (§3.16's server convention).
+  nlohmann::ordered_json tools;
+  // Earlier messages already in the KV cache (array or null): not rendered,
+  // but they order tool results and decide dropping (§3.12). No BOS then.
+  nlohmann::ordered_json context;
+};
+
+// The request fields that choose the options (§3.1, §3.10): `thinking`
+// (boolean; alias `chat_template_kwargs.thinking`; absent = chat mode),
+// `reasoning_effort` (null, "low", "medium", "high" render alike; "max"),
+// `tools`. A wrong type or value is an error naming the field.
+Result<ChatOptions> chat_options_from_request(const nlohmann::ordered_json& request);
+
+// The prompt for `messages` (a JSON array of OpenAI chat messages). Ends with
+// the generation prompt `<｜Assistant｜><think>` / `<｜Assistant｜></think>` when
+// the last turn is a user turn. Bad input is an error naming the message
+// index and field, e.g. "messages[2].tool_calls[0].function.arguments: ...".
+//
+// Departures from the reference, each an explicit choice (§3.16):
+// null content renders as ""; array content is the concatenation of its
+// `text` parts (other part types are rejected; a tool message's array keeps
+// the reference's "\n\n" join and "[Unsupported <type>]"); `arguments` given
+// as an object, or a string that parses to a non-object, is rejected; `tools`
+// on a user/assistant/tool message is rejected; an unknown `task` is rejected
+// wherever it appears; a developer message needs non-empty content.
+Result<std::string> render_chat(const nlohmann::ordered_json& messages, const ChatOptions& options);
+
+// Whether generation after this prompt starts inside the reasoning block
+// (the prompt ends with `<think>`): the initial state of the output parser.
+bool prompt_opens_reasoning(std::string_view prompt);
+
+}  // namespace dsv4::chat
