@@ -1,0 +1,45 @@
+// libFuzzer target: the chat renderer on arbitrary JSON messages, and the
+// output parsers on arbitrary text. Invariants: no crash; a well-formed
+// completion streamed in two pieces gives the one-shot parse.
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "chat/parse.h"
+#include "chat/render.h"
+
+using namespace dsv4::chat;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const uint8_t control = data[0];
+
+  auto messages = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!messages.is_discarded()) {
+    ChatOptions options;
+    options.mode = (control & 1) ? ThinkingMode::kThinking : ThinkingMode::kChat;
+    options.drop_thinking = control & 2;
+    options.effort = (control & 4) ? ReasoningEffort::kMax : ReasoningEffort::kNone;
+    if (control & 8) options.tools = messages;
+    (void)render_chat(messages, options);
+    (void)chat_options_from_request(messages);
+  }
+
+  const ThinkingMode mode = (control & 1) ? ThinkingMode::kThinking : ThinkingMode::kChat;
+  auto parsed = parse_completion(text, mode);
+  ChatStreamParser stream(mode == ThinkingMode::kThinking);
+  const size_t cut = text.empty() ? 0 : (control * 131u) % (text.size() + 1);
+  std::string reasoning, content;
+  size_t n_calls = 0;
+  for (const ChatDelta& d : {stream.feed(text.substr(0, cut)), stream.feed(text.substr(cut)), stream.finish()}) {
+    reasoning += d.reasoning;
+    content += d.content;
+    n_calls += d.tool_calls.size();
+  }
+  if (parsed.ok() && (reasoning != parsed->reasoning_content || content != parsed->content ||
+                      n_calls != parsed->tool_calls.size())) {
+    std::abort();
+  }
+  return 0;
+}
