@@ -25,6 +25,7 @@
 #include "numeric/e4m3.h"
 #include "numeric/quant.h"
 #include "numeric/ue8m0.h"
+#include "text/tiny_tokenizer.h"
 
 namespace dsv4 {
 namespace {
@@ -163,7 +164,8 @@ bool builtin_complete(const std::string& dir) {
   ss << in.rdbuf();
   if (ss.str() != builtin_stamp()) return false;
   std::error_code ec;
-  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors",
+                        "tokenizer.json", "tokenizer_config.json"})
     if (!fs::is_regular_file(dir + "/" + f, ec)) return false;
   return true;
 }
@@ -366,6 +368,7 @@ Status make_tiny_checkpoint(const std::string& out_dir, const std::string& prese
   DSV4_RETURN_IF_ERROR(write_text(out_dir + "/config.json", to_config_json_text(cfg) + "\n"));
   DSV4_RETURN_IF_ERROR(
       write_text(out_dir + "/generation_config.json", generation_config_text(cfg)));
+  DSV4_RETURN_IF_ERROR(write_tiny_tokenizer(out_dir));
   return writer.write(out_dir + "/model.safetensors");
 }
 

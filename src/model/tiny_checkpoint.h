@@ -1,6 +1,6 @@
 // Random tiny checkpoints in the released format (checkpoint.md §1, §2, §5;
-// model.md §14). A checkpoint directory holds config.json, generation_config.json
-// and model.safetensors with every tensor of expected_tensors(cfg).
+// model.md §14). A checkpoint directory holds config.json, generation_config.json,
+// model.safetensors and the tiny tokenizer of text.md §5 with every tensor of expected_tensors(cfg).
 //
 // Values: each tensor draws its own stream, seeded by (seed, FNV-1a of its name),
 // so a tensor's values do not depend on the order of the table. N(0, v) below
@@ -49,7 +49,8 @@ struct TinyOverrides {
 Result<ModelConfig> tiny_config(const std::string& preset, TinyQuant quant,
                                 const TinyOverrides& overrides = {});
 
-// Writes config.json, generation_config.json and model.safetensors into out_dir
+// Writes config.json, generation_config.json, model.safetensors and the tiny
+// tokenizer (tokenizer.json, tokenizer_config.json; text/tiny_tokenizer.h) into out_dir
 // (created if missing; existing files of those names are replaced and a stale
 // model.safetensors.index.json is removed).
 Status make_tiny_checkpoint(const std::string& out_dir, const std::string& preset, uint64_t seed,
@@ -71,7 +72,7 @@ QuantizedMatrix quantize_fp4_rows(const float* w, int64_t out, int64_t in);  // 
 
 // Version of the generator's output; a change of values or layout bumps it,
 // which makes builtin_model_dir() regenerate its cached copy.
-constexpr int kTinyCheckpointVersion = 1;
+constexpr int kTinyCheckpointVersion = 2;  // 2: tokenizer files (text.md §5)
 
 // Preset tiny, kFp8, seed 0, kept in <cache_root>/tiny-fp8-seed0. Reused when
 // its stamp file names the current version; otherwise generated into a

@@ -150,5 +150,23 @@ cp -r "$work/t2" "$work/broken"
 truncate -s 1000 "$work/broken/model.safetensors"
 bad "truncated checkpoint" "model.safetensors" "$dsv4" generate --model "$work/broken" --max-tokens 2
 
+# tokenize: the tiny tokenizer written beside the checkpoint (text.md §5).
+ok "tokenize special" "$dsv4" tokenize --model "$work/t2" --text 'x<think>y' --special
+[ "$(cat "$work/out.txt")" = "90,502,91" ] || { echo "FAIL: tokenize --special printed $(cat "$work/out.txt")"; fails=$((fails + 1)); }
+ok "tokenize plain" "$dsv4" tokenize --model "$work/t2" --text 'x<think>y'
+grep -q 502 "$work/out.txt" && { echo "FAIL: tokenize without --special matched <think>"; fails=$((fails + 1)); }
+ids=$(cat "$work/out.txt")
+ok "tokenize decode" "$dsv4" tokenize --tokenizer "$work/t2/tokenizer.json" --decode "$ids"
+[ "$(cat "$work/out.txt")" = 'x<think>y' ] || { echo "FAIL: decode gave $(cat "$work/out.txt")"; fails=$((fails + 1)); }
+printf 'caf\xc3\xa9 \xff 你好\n' >"$work/text.bin"
+ok "tokenize file" "$dsv4" tokenize --model "$work/t2" --file "$work/text.bin"
+ok "tokenize decode file" "$dsv4" tokenize --model "$work/t2" --decode "$(cat "$work/out.txt")"
+[ "$(cat "$work/out.txt")" = "$(printf 'caf\xc3\xa9 \xef\xbf\xbd 你好')" ] || { echo "FAIL: file round trip gave $(cat "$work/out.txt")"; fails=$((fails + 1)); }
+bad "tokenize bad id" "outside the vocabulary" "$dsv4" tokenize --model "$work/t2" --decode 1,512
+bad "tokenize no input" "give one of --text, --file, --decode" "$dsv4" tokenize --model "$work/t2"
+bad "tokenize missing tokenizer" "nonexistent.json" "$dsv4" tokenize --tokenizer "$work/nonexistent.json" --text a
+echo '{"model": {"type": "Unigram"}}' >"$work/bad_tok.json"
+bad "tokenize unsupported" "decoder: missing" "$dsv4" tokenize --tokenizer "$work/bad_tok.json" --text a
+
 if [ "$fails" -ne 0 ]; then echo "cli_smoke: $fails failure(s)"; exit 1; fi
 echo "cli_smoke: all checks passed"

@@ -334,7 +334,8 @@ TEST(TinyCheckpoint, DeterministicBySeed) {
   ASSERT_TRUE(make_tiny_checkpoint(tmp.file("a"), "tiny", 3, TinyQuant::kFp8).ok());
   ASSERT_TRUE(make_tiny_checkpoint(tmp.file("b"), "tiny", 3, TinyQuant::kFp8).ok());
   ASSERT_TRUE(make_tiny_checkpoint(tmp.file("c"), "tiny", 4, TinyQuant::kFp8).ok());
-  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"}) {
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors",
+                        "tokenizer.json", "tokenizer_config.json"}) {
     const std::string a = read_text(tmp.file("a") + "/" + f);
     ASSERT_FALSE(a.empty()) << f;
     EXPECT_EQ(a, read_text(tmp.file("b") + "/" + f)) << f;
@@ -553,6 +554,9 @@ TEST(TinyCheckpoint, BuiltinModelGeneratedOnceAndReused) {
   fs::remove(dir.value() + "/model.safetensors");
   ASSERT_TRUE(builtin_model_dir(root).ok());
   EXPECT_TRUE(fs::exists(dir.value() + "/model.safetensors"));
+  fs::remove(dir.value() + "/tokenizer.json");
+  ASSERT_TRUE(builtin_model_dir(root).ok());
+  EXPECT_TRUE(fs::exists(dir.value() + "/tokenizer.json"));
 
   // No temporary or stale directories are left behind.
   std::vector<std::string> entries;
