@@ -1,4 +1,4 @@
-// dsv4 generate [--model DIR] [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
+// dsv4 generate [--model DIR] [--prompt TEXT]... [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
 //   [--temperature T] [--top-p P] [--seed S] [--mtp] [--batch-size B] [--threads N] [--isa I]
 //   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
 //   [--tp T [--dp D] [--ep E]] [--cp-prefill N]  (under mpirun -np T·D: the ranks share each step)
@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "io/safetensors.h"
@@ -20,6 +22,7 @@
 #include "model/weights.h"
 #include "ranks.h"
 #include "runtime/engine.h"
+#include "text/tokenizer_dir.h"
 
 namespace dsv4::cli {
 namespace {
@@ -27,6 +30,7 @@ namespace {
 struct GenerateArgs {
   std::string model;
   std::vector<std::string> prompt_ids;
+  std::vector<std::string> prompt_text;
   int max_tokens = 16;
   float temperature = 0.0f;
   float top_p = 1.0f;
@@ -80,6 +84,16 @@ int run_generate(const GenerateArgs& a) {
     }
     prompts.push_back(*ids);
   }
+  // Text prompts through the model's tokenizer (BOS as tokenizer_config.json says);
+  // outputs are then also printed as text.
+  std::optional<TextModel> text;
+  if (parsed.ok()) {
+    Result<TextModel> tm = load_tokenizer_dir(*dir);
+    if (tm.ok()) text = std::move(*tm);
+    else if (!a.prompt_text.empty()) parsed = tm.status().with_context("--prompt needs the model's tokenizer");
+  }
+  if (parsed.ok())
+    for (const std::string& t : a.prompt_text) prompts.push_back(encode_prompt(*text, t, /*allow_special=*/false));
   if (Status st = rs.agree(parsed); !st.ok()) return fail(st);
   if (prompts.empty()) prompts = kDemoPrompts;
   if (a.batch_size < 1) return fail(Status::errorf("--batch-size = {} must be at least 1", a.batch_size));
@@ -145,6 +159,11 @@ int run_generate(const GenerateArgs& a) {
     const RequestResult& r = (*engine)->result(i);
     std::printf("request %d (%s): prompt [%s] -> [%s]\n", i, r.finish_reason.c_str(), join(r.prompt).c_str(),
                 join(r.output).c_str());
+    if (text) {
+      Result<std::string> out = text->tokenizer.decode(r.output);
+      if (out.ok()) std::printf("request %d text: %s\n", i, nlohmann::json(*out).dump(-1, ' ', false,
+                                                            nlohmann::json::error_handler_t::replace).c_str());
+    }
   }
   std::printf("%lld tokens in %lld steps, %.3f s: %.1f tokens/s", static_cast<long long>(committed),
               static_cast<long long>(steps), total, committed / (total > 0 ? total : 1));
@@ -171,6 +190,9 @@ Command add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* sub = app.add_subcommand("generate", "Generate tokens for one or more prompts (continuous batching)");
   sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
+  sub->add_option("--prompt", a->prompt_text,
+                  "Prompt text, encoded with the model's tokenizer.json (repeat for several prompts)")
+      ->take_all();
   sub->add_option("--prompt-ids", a->prompt_ids,
                   "Comma-separated prompt token ids, or @FILE (ids separated by commas and/or whitespace); "
                   "repeat for several prompts")

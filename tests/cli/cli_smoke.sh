@@ -150,6 +150,13 @@ cp -r "$work/t2" "$work/broken"
 truncate -s 1000 "$work/broken/model.safetensors"
 bad "truncated checkpoint" "model.safetensors" "$dsv4" generate --model "$work/broken" --max-tokens 2
 
+# generate --prompt: text through the checkpoint's tokenizer, the output printed as text too.
+ok "generate --prompt" "$dsv4" generate --model "$work/t2" --prompt 'Hello, world' --max-tokens 3 --quiet-steps
+grep -q '^request 0 text: "' "$work/out.txt" || { echo "FAIL: generate --prompt printed no text"; fails=$((fails + 1)); }
+"$dsv4" tokenize --model "$work/t2" --text 'Hello, world' >"$work/ids.txt" 2>&1
+grep -qF "prompt [$(cat "$work/ids.txt")]" "$work/out.txt" ||
+  { echo "FAIL: generate --prompt ids differ from tokenize's"; cat "$work/out.txt" "$work/ids.txt"; fails=$((fails + 1)); }
+
 # tokenize: the tiny tokenizer written beside the checkpoint (text.md §5).
 ok "tokenize special" "$dsv4" tokenize --model "$work/t2" --text 'x<think>y' --special
 [ "$(cat "$work/out.txt")" = "90,502,91" ] || { echo "FAIL: tokenize --special printed $(cat "$work/out.txt")"; fails=$((fails + 1)); }

@@ -23,13 +23,13 @@ for ck in "tiny none" "tiny2 fp8" "tiny fp8" "tiny2 none"; do
   "$dsv4" make-tiny --out "$dir" --preset "$1" --quant "$2" --seed 5 >/dev/null || fail "make-tiny $ck"
   for mode in "" "--mtp" "--mtp --temperature 0.9 --top-p 0.8"; do
     common=(generate --model "$dir" "${prompts[@]}" --max-tokens 10 --batch-size 2 --max-chunk 4 --quiet-steps $mode)
-    timeout 120 "$dsv4" "${common[@]}" | grep '^request' >"$work/one.txt" || fail "generate $ck $mode (1 rank)"
+    timeout 300 "$dsv4" "${common[@]}" | grep '^request' >"$work/one.txt" || fail "generate $ck $mode (1 rank)"
     for layout in "2 --tp 2" "4 --tp 4" "4 --tp 2 --ep 4" "4 --tp 1 --ep 2" "2 --tp 2 --cp-prefill 3" \
                   "4 --tp 4 --cp-prefill 6" "4 --tp 2 --dp 2 --cp-prefill 1"; do
       set -- $layout
       np=$1
       shift
-      timeout 120 "${mpirun[@]}" -np "$np" "$dsv4" "${common[@]}" "$@" | grep '^request' >"$work/many.txt" ||
+      timeout 300 "${mpirun[@]}" -np "$np" "$dsv4" "${common[@]}" "$@" | grep '^request' >"$work/many.txt" ||
         fail "generate $ck $mode on $layout"
       cmp -s "$work/one.txt" "$work/many.txt" || { fail "generate $ck $mode: $layout differs"; diff "$work/one.txt" "$work/many.txt"; }
     done
@@ -38,7 +38,7 @@ for ck in "tiny none" "tiny2 fp8" "tiny fp8" "tiny2 none"; do
     "$dsv4" logits --model "$dir" --tokens 3,1,4,1,5,9,2,6,5,3,5 --out "$work/one.npy" $feed 2>/dev/null ||
       fail "logits $ck $feed"
     for np in 2 4; do
-      timeout 120 "${mpirun[@]}" -np "$np" "$dsv4" logits --model "$dir" --tokens 3,1,4,1,5,9,2,6,5,3,5 \
+      timeout 300 "${mpirun[@]}" -np "$np" "$dsv4" logits --model "$dir" --tokens 3,1,4,1,5,9,2,6,5,3,5 \
         --out "$work/many.npy" $feed --tp "$np" 2>/dev/null || fail "logits $ck $feed on $np ranks"
       cmp -s "$work/one.npy" "$work/many.npy" || fail "logits $ck $feed: $np ranks differ"
     done
