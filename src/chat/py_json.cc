@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "text/utf8.h"
+
 namespace dsv4::chat {
 
 namespace {
@@ -103,24 +105,6 @@ void dump(const Node& n, std::string& out) {
       out += '}';
       break;
     default: out += n.text; break;
-  }
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
   }
 }
 
@@ -252,7 +236,7 @@ class Reader {
           } else if (cp >= 0xDC00 && cp < 0xE000) {
             return false;
           }
-          append_utf8(out, cp);
+          utf8_append(out, cp);
           break;
         }
         default: return false;
