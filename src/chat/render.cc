@@ -111,12 +111,16 @@ Result<std::string> optional_string(const Json& m, const char* name, const std::
   return v->get<std::string>();
 }
 
-// content: string, null (""), or an array of text parts, concatenated.
-Result<std::string> read_content(const Json& m, const std::string& where) {
+// content: string, null (""), or an array of parts. Message content: text parts only,
+// concatenated. A tool message (tool_parts): parts joined by "\n\n" as the reference
+// does, a non-text part as "[Unsupported <type>]".
+Result<std::string> read_parts(const Json& m, const std::string& where, bool tool_parts) {
   const Json* v = field(m, "content");
   if (!v || v->is_null()) return std::string();
   if (v->is_string()) return v->get<std::string>();
-  if (!v->is_array()) return Status::errorf("{}.content: must be a string, null or an array of text parts, got {}", where, v->type_name());
+  if (!v->is_array())
+    return Status::errorf("{}.content: must be a string, null or an array of {}parts, got {}", where,
+                          tool_parts ? "" : "text ", v->type_name());
   std::string out;
   for (size_t j = 0; j < v->size(); ++j) {
     const Json& part = (*v)[j];
@@ -124,7 +128,14 @@ Result<std::string> read_content(const Json& m, const std::string& where) {
     if (!part.is_object()) return Status::errorf("{}: must be an object", at);
     const Json* type = field(part, "type");
     if (!type || !type->is_string()) return Status::errorf("{}.type: missing or not a string", at);
-    if (*type != "text") return Status::errorf("{}.type: unsupported content part type \"{}\" (only \"text\")", at, type->get<std::string>());
+    if (tool_parts && j) out += "\n\n";
+    if (*type != "text") {
+      if (!tool_parts)
+        return Status::errorf("{}.type: unsupported content part type \"{}\" (only \"text\")", at,
+                              type->get<std::string>());
+      out += "[Unsupported " + type->get<std::string>() + "]";
+      continue;
+    }
     auto text = optional_string(part, "text", at);
     if (!text) return text.status();
     out += *text;
@@ -132,30 +143,8 @@ Result<std::string> read_content(const Json& m, const std::string& where) {
   return out;
 }
 
-// A tool message's content: string, null, or parts joined as the reference does.
-Result<std::string> read_tool_content(const Json& m, const std::string& where) {
-  const Json* v = field(m, "content");
-  if (!v || v->is_null()) return std::string();
-  if (v->is_string()) return v->get<std::string>();
-  if (!v->is_array()) return Status::errorf("{}.content: must be a string, null or an array of parts, got {}", where, v->type_name());
-  std::string out;
-  for (size_t j = 0; j < v->size(); ++j) {
-    const Json& part = (*v)[j];
-    std::string at = fmt::format("{}.content[{}]", where, j);
-    if (!part.is_object()) return Status::errorf("{}: must be an object", at);
-    const Json* type = field(part, "type");
-    if (!type || !type->is_string()) return Status::errorf("{}.type: missing or not a string", at);
-    if (j) out += "\n\n";
-    if (*type == "text") {
-      auto text = optional_string(part, "text", at);
-      if (!text) return text.status();
-      out += *text;
-    } else {
-      out += "[Unsupported " + type->get<std::string>() + "]";
-    }
-  }
-  return out;
-}
+Result<std::string> read_content(const Json& m, const std::string& where) { return read_parts(m, where, false); }
+Result<std::string> read_tool_content(const Json& m, const std::string& where) { return read_parts(m, where, true); }
 
 Result<std::string> render_tools(const Json& tools, const std::string& where) {
   if (!tools.is_array()) return Status::errorf("{}: must be an array, got {}", where, tools.type_name());

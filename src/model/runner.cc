@@ -804,17 +804,16 @@ Status ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, const Decisi
 Status ModelRunner::run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits) {
   Scratch& s = *s_;
   const int64_t T = md_.T, D = cfg_.hidden_size, V = cfg_.vocab_size;
-  if (T == 0)
-    return ranks_->head->run(*ranks_->g->tp, pool_, w_.head.w, s.y.data(), ranks_->tp_rows, ranks_->own_row.data(),
-                             logits);
   const k::HcParams hp{cfg_.hc_mult, D, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
                        static_cast<float>(cfg_.rms_norm_eps)};
   const k::HcHeadWeights hw{hc.fn, hc.scale, hc.base};
-  pool_.run([&](int tid, int n) { k::hc_mix(X, hc.fn, cfg_.hc_mult, hp, T, s.mix.data(), tid, n); });
-  pool_.run([&](int tid, int n) { k::hc_head_apply(X, hw, hp, T, s.mix.data(), s.y.data(), tid, n); });
-  pool_.run([&](int tid, int n) {
-    k::rmsnorm(s.y.data(), norm, s.y.data(), T, D, static_cast<float>(cfg_.rms_norm_eps), tid, n);
-  });
+  if (T > 0) {  // an idle rank (several ranks) only joins the head's collectives
+    pool_.run([&](int tid, int n) { k::hc_mix(X, hc.fn, cfg_.hc_mult, hp, T, s.mix.data(), tid, n); });
+    pool_.run([&](int tid, int n) { k::hc_head_apply(X, hw, hp, T, s.mix.data(), s.y.data(), tid, n); });
+    pool_.run([&](int tid, int n) {
+      k::rmsnorm(s.y.data(), norm, s.y.data(), T, D, static_cast<float>(cfg_.rms_norm_eps), tid, n);
+    });
+  }
   if (ranks_)  // vocabulary-sharded (parallel/head_seam.h); rows land at their step rows
     return ranks_->head->run(*ranks_->g->tp, pool_, w_.head.w, s.y.data(), ranks_->tp_rows, ranks_->own_row.data(),
                              logits);
