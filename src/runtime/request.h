@@ -1,0 +1,58 @@
+// A generation request and what the engine reports back about it, step by step.
+// Ids are engine-wide and never reused; a finished request's state is released once its
+// last update is delivered (the engine keeps no results).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/sample/sample.h"
+
+namespace dsv4 {
+
+constexpr int kMaxTopLogprobs = 20;  // OpenAI's limit for top_logprobs
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;          // token ids, BOS included when the caller wants one
+  kernels::SamplingParams sampling;     // temperature 0 = greedy
+  int32_t max_tokens = 32;              // 0 only with prompt_logprobs (scoring a prompt)
+  bool stop_at_eos = true;
+  std::vector<int32_t> stop_ids;        // further stop token ids (finish reason "stop")
+  std::vector<std::string> stop_strings;  // matched on the detokenized output across token
+                                          // boundaries; the text ends before the match
+  // Log-probabilities (log-softmax of the raw logits, before temperature and top-p):
+  // -1 none; 0..kMaxTopLogprobs: each generated token's logprob and this many top alternatives.
+  int32_t logprobs = -1;
+  bool prompt_logprobs = false;         // also the prompt's tokens 1..n-1 (completions' echo)
+  double timeout_seconds = 0;           // 0: none; finish reason "timeout" after this long
+};
+
+// Why a request ended. kStop: EOS, a stop id or a stop string.
+enum class FinishReason { kNone, kStop, kLength, kContext, kCancelled, kTimeout, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "context", ...
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (id, logprob), most likely first
+};
+
+// What one step did to one request. Delivered in order; the last one has finished set.
+struct RequestUpdate {
+  int64_t id = 0;
+  std::vector<int32_t> tokens;            // tokens committed this step
+  std::vector<TokenLogprob> logprobs;     // per token of `tokens` when requested
+  std::vector<TokenLogprob> prompt_logprobs;  // once, for positions 1..n-1, when requested
+  std::string text;                       // text released this step (engine with a tokenizer):
+                                          // whole UTF-8 characters, never a possible stop-string
+                                          // prefix, nothing after a stop string
+  bool finished = false;
+  FinishReason reason = FinishReason::kNone;
+  std::string error;                      // reason kError: what failed
+  int64_t prompt_tokens = 0;              // usage, on the finishing update
+  int64_t completion_tokens = 0;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,98 @@
+// Service: the engine loop on its own thread, for front ends that run many requests at once
+// (the HTTP server, the chat CLI). Loop: take submitted requests and cancellations -> one
+// engine step (schedule -> execute -> update) -> hand each request's update to its sink.
+// The engine is used from that thread only; submit/cancel/metrics are thread-safe.
+//
+// With ranks the service runs on rank 0 (the other ranks follow with Engine::step until
+// stopped, apps/cli/ranks.h); shutdown stops every rank.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "runtime/engine.h"
+#include "runtime/request.h"
+
+namespace dsv4 {
+
+struct ServiceOptions {
+  int32_t max_queue = 256;  // requests waiting for admission beyond this: kQueueFull
+};
+
+// Counters since start, and the current load (Prometheus-style; the server formats them).
+struct ServiceMetrics {
+  static constexpr int kBatchBuckets = 8;  // batch size <= 1, 2, 4, ..., 128, +Inf
+  static constexpr int kTimeBuckets = 10;  // step seconds <= 1ms * 2^i, i = 0..9, +Inf
+  int64_t finished[7] = {};                // by FinishReason (index = enum value)
+  int64_t rejected = 0;                    // submit errors (invalid, queue full, stopping)
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t running = 0, queued = 0;
+  int64_t steps = 0;
+  int64_t batch_hist[kBatchBuckets + 1] = {};
+  int64_t step_time_hist[kTimeBuckets + 1] = {};
+  double step_seconds_sum = 0;
+  int64_t drafts = 0, accepted = 0;        // MTP
+  int64_t preempted = 0;
+};
+
+class Service {
+ public:
+  enum class SubmitError { kNone, kInvalid, kQueueFull, kStopping };
+  struct Submitted {
+    int64_t id = -1;
+    SubmitError error = SubmitError::kNone;
+    std::string message;  // names the field and the limit
+  };
+  // Called on the service thread, in order, once per step that touched the request; the last
+  // call has finished set. Must not block for long (copy into a queue and return).
+  using Sink = std::function<void(const RequestUpdate&)>;
+
+  // The engine outlives the service.
+  static std::unique_ptr<Service> start(Engine& engine, const ServiceOptions& opt);
+  ~Service();  // shutdown(0)
+
+  Submitted submit(GenerationRequest req, Sink sink);
+  // The request ends with reason kCancelled at the next step (no-op once finished).
+  void cancel(int64_t id);
+  // Stops accepting (submit -> kStopping), lets running and queued requests finish for up to
+  // grace_seconds, cancels the rest, stops the engine (every rank) and joins the thread.
+  void shutdown(double grace_seconds);
+  bool accepting() const { return accepting_.load(); }
+  ServiceMetrics metrics() const;
+  // The first engine error that ended the loop (then every request failed with it), else ok.
+  Status loop_status() const;
+
+ private:
+  explicit Service(Engine& engine, const ServiceOptions& opt);
+  void run();
+
+  Engine& engine_;
+  ServiceOptions opt_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  struct Pending {
+    GenerationRequest req;
+    int64_t id;
+  };
+  std::deque<Pending> inbox_;
+  std::vector<int64_t> cancels_;
+  std::unordered_map<int64_t, Sink> sinks_;
+  ServiceMetrics metrics_;
+  Status loop_status_;
+  std::atomic<bool> accepting_{true};
+  bool quit_ = false;
+  double grace_deadline_ = 0;  // steady seconds; 0 = none
+  int64_t next_id_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace dsv4
