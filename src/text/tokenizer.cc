@@ -241,7 +241,12 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view json_text, const std::st
     tok.added_.push_back(std::move(t));
   }
 
-  // Every id in [0, max_id] names exactly one token.
+  // Every id in [0, max_id] names exactly one token, so max_id < the number of
+  // entries (checked before the per-id tables are sized by max_id).
+  const size_t n_entries = tok.vocab_.size() + tok.added_.size();
+  if (static_cast<uint64_t>(max_id) >= n_entries)
+    return fail(Status::errorf("id {} is beyond the {} tokens of model.vocab and added_tokens "
+                               "(ids must be contiguous from 0)", max_id, n_entries));
   const size_t n = static_cast<size_t>(max_id + 1);
   std::vector<const std::string*> text_of(n, nullptr);
   std::vector<uint8_t> from_added(n, 0);

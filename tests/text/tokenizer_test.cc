@@ -301,6 +301,9 @@ TEST(TinyTokenizerTest, RejectsUnsupportedBlocks) {
   EXPECT_TRUE(has(with("/pre_tokenizer/pretokenizers/3/use_regex", true), "use_regex"));
   EXPECT_TRUE(has(with("/pre_tokenizer/pretokenizers/0/pattern", {{"Regex", "(unclosed"}}),
                   "pre_tokenizer.pretokenizers[0].pattern"));
+  // \C (one code unit) could end a piece inside a character.
+  EXPECT_TRUE(has(with("/pre_tokenizer/pretokenizers/0/pattern", {{"Regex", "a\\C"}}),
+                  "pre_tokenizer.pretokenizers[0].pattern: regex \"a\\C\""));
   EXPECT_TRUE(has(with("/decoder", {{"type", "WordPiece"}}), "decoder: type \"WordPiece\""));
   EXPECT_TRUE(has(with("/post_processor", {{"type", "TemplateProcessing"}}),
                   "post_processor: type \"TemplateProcessing\""));
@@ -317,7 +320,10 @@ TEST(TinyTokenizerTest, RejectsUnsupportedBlocks) {
     j["model"]["vocab"]["not-a-byte"] = 223;
     EXPECT_TRUE(has(load_error(j), "model.vocab: no token for byte 0x20"));
   }
-  EXPECT_TRUE(has(with("/added_tokens/3/id", 900), "id 500 has no token"));
+  EXPECT_TRUE(has(with("/added_tokens/3/id", 513), "id 500 has no token"));
+  // An id beyond the number of entries is refused before any table is sized by it.
+  EXPECT_TRUE(has(with("/added_tokens/3/id", 900), "id 900 is beyond the 515 tokens"));
+  EXPECT_TRUE(has(with("/model/vocab/a", (1 << 30) - 1), "id 1073741823 is beyond"));
   EXPECT_TRUE(has(with("/truncation", {{"max_length", 5}}), "truncation"));
   json no_model = base;
   no_model.erase("model");
