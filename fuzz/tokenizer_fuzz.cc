@@ -6,7 +6,9 @@
 //     markers decode to their own text);
 //   - decode of an id list fails exactly when an id is out of range; its text is
 //     valid UTF-8, and skip_special drops exactly the special tokens;
-//   - streaming: each push appends valid UTF-8, and pushes + finish == decode.
+//   - streaming: each push appends valid UTF-8, and pushes + finish == decode;
+//   - BPE: per pre-tokenizer piece, the linear scan and the heap give the same ids,
+//     and their concatenation is encode(x) (the merges rebuilt here from the JSON).
 // Input: byte 0 selects the mode, the rest is text or (mode odd) an id list of
 // little-endian uint16 values taken modulo 600 (so some ids are out of range).
 #include <cstdint>
@@ -15,6 +17,10 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "text/bpe.h"
+#include "text/byte_level.h"
 #include "text/tiny_tokenizer.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
@@ -32,6 +38,48 @@ const Tokenizer& tiny() {
     return std::move(*t);
   }();
   return tok;
+}
+
+// The tiny tokenizer's merges and byte ids, rebuilt from its JSON.
+struct Merges {
+  dsv4::BpeMerges merges;
+  int32_t byte_ids[256] = {};
+};
+
+const Merges& tiny_merges() {
+  static const Merges m = [] {
+    Merges out;
+    const auto j = nlohmann::json::parse(dsv4::make_tiny_tokenizer()->tokenizer_json);
+    const auto& vocab = j["model"]["vocab"];
+    for (int b = 0; b < 256; ++b)
+      out.byte_ids[b] = vocab.at(dsv4::bytes_to_symbols(std::string(1, static_cast<char>(b)))).get<int32_t>();
+    for (const auto& e : j["model"]["merges"]) {
+      const std::string s = e.get<std::string>();
+      const size_t sp = s.find(' ');
+      const std::string left = s.substr(0, sp), right = s.substr(sp + 1);
+      if (!out.merges.add(vocab.at(left).get<int32_t>(), vocab.at(right).get<int32_t>(),
+                          vocab.at(left + right).get<int32_t>()))
+        std::abort();
+    }
+    return out;
+  }();
+  return m;
+}
+
+// Scan and heap agree on every piece; the pieces' ids concatenated are encode(text).
+void check_bpe(const Tokenizer& tok, std::string_view text) {
+  const Merges& m = tiny_merges();
+  std::vector<int32_t> all, scan, heap;
+  for (const std::string& piece : tok.pre_tokenize(text)) {
+    scan.clear();
+    for (const char c : piece) scan.push_back(m.byte_ids[static_cast<uint8_t>(c)]);
+    heap = scan;
+    m.merges.apply_scan(scan);
+    m.merges.apply_heap(heap);
+    if (scan != heap) std::abort();
+    all.insert(all.end(), scan.begin(), scan.end());
+  }
+  if (all != tok.encode(text, /*allow_special=*/false)) std::abort();
 }
 
 bool valid_utf8(std::string_view s) { return dsv4::utf8_valid_prefix(s) == s.size(); }
@@ -112,6 +160,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_ids(tok, ids);
   } else {
     check_text(tok, rest);
+    check_bpe(tok, rest);
   }
   return 0;
 }
