@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_util.h"
+#include "io/json_bounded.h"
 #include "text/byte_level.h"
 
 namespace dsv4 {
@@ -113,8 +114,9 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
 
 Result<Tokenizer> Tokenizer::from_json(std::string_view json_text, const std::string& source) {
   auto fail = [&](const Status& st) -> Result<Tokenizer> { return st.with_context(source); };
-  const json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return fail(Status::error("not valid JSON"));
+  Result<json> parsed = parse_json_bounded(json_text);
+  if (!parsed.ok()) return fail(parsed.status());
+  const json& root = *parsed;
   if (!root.is_object()) return fail(Status::errorf("top level: expected object, got {}", type_name(root)));
   for (const char* key : {"truncation", "padding"}) {
     const auto it = root.find(key);

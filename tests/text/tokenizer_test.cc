@@ -332,6 +332,11 @@ TEST(TinyTokenizerTest, RejectsUnsupportedBlocks) {
   Result<Tokenizer> r = Tokenizer::from_json("{not json", "x.json");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.message(), "x.json: not valid JSON");
+  // Deep nesting is refused at parse time (an error message printing it would recurse).
+  const std::string deep = "{\"truncation\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  Result<Tokenizer> d = Tokenizer::from_json(deep, "x.json");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.message(), "x.json: nests deeper than 64 levels");
 }
 
 TEST(TinyTokenizerTest, ModelDirectoryWithConfig) {
@@ -358,6 +363,10 @@ TEST(TinyTokenizerTest, ModelDirectoryWithConfig) {
   EXPECT_NE(bad.message().find("eos_token: \"<nope>\" is not a token"), std::string::npos);
   bad = parse_tokenizer_config(R"({"add_bos_token": true})", "c.json", t);
   EXPECT_FALSE(bad.ok());
+  bad = parse_tokenizer_config("{\"bos_token\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
+                               "c.json", t);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message(), "c.json: nests deeper than 64 levels");
   // Missing tokenizer.json names the path.
   test::TmpDir empty;
   Result<TextModel> none = load_tokenizer_dir(empty.path());
