@@ -9,8 +9,10 @@
 //   - streaming: each push appends valid UTF-8, and pushes + finish == decode;
 //   - BPE: per pre-tokenizer piece, the linear scan and the heap give the same ids,
 //     and their concatenation is encode(x) (the merges rebuilt here from the JSON).
-// Input: byte 0 selects the mode, the rest is text or (mode odd) an id list of
-// little-endian uint16 values taken modulo 600 (so some ids are out of range).
+// Input: byte 0 selects the mode, the rest is text, or (mode odd) an id list of
+// little-endian uint16 values taken modulo 600 (so some ids are out of range), or
+// (mode % 4 == 2) tokenizer_config.json text, parsed against the tiny tokenizer:
+// errors name the file; bos/eos ids are -1 or in range, and set when add_*_token.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -23,6 +25,7 @@
 #include "text/byte_level.h"
 #include "text/tiny_tokenizer.h"
 #include "text/tokenizer.h"
+#include "text/tokenizer_dir.h"
 #include "text/utf8.h"
 
 namespace {
@@ -151,7 +154,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Tokenizer& tok = tiny();
   const uint8_t mode = data[0];
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  if (mode & 1) {
+  if ((mode & 3) == 2) {
+    auto cfg = dsv4::parse_tokenizer_config(rest, "fuzz/tokenizer_config.json", tok);
+    if (!cfg.ok()) {
+      if (cfg.message().rfind("fuzz/tokenizer_config.json: ", 0) != 0) std::abort();
+      return 0;
+    }
+    for (const int32_t id : {cfg->bos_id, cfg->eos_id})
+      if (id < -1 || id >= tok.n_vocab()) std::abort();
+    if ((cfg->add_bos_token && cfg->bos_id < 0) || (cfg->add_eos_token && cfg->eos_id < 0)) std::abort();
+  } else if (mode & 1) {
     std::vector<int32_t> ids;
     for (size_t i = 0; i + 1 < rest.size(); i += 2) {
       const auto v = static_cast<uint16_t>(static_cast<uint8_t>(rest[i]) | static_cast<uint8_t>(rest[i + 1]) << 8);
