@@ -17,3 +17,8 @@ fi
 exclude=()
 [ "$preset" = asan ] && exclude=(-LE npm)
 ctest --preset "$preset" -j "$(nproc)" "${exclude[@]}"
+if [ "$preset" = release ]; then
+  for f in build/release/tests/web_chat/chat_page.png build/release/tests/web_chat_mock/chat_page.png; do
+    if [ -f "$f" ]; then echo "chat page screenshot: $PWD/$f"; fi
+  done
+fi

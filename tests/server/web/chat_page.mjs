@@ -7,8 +7,10 @@
 //   CACHE_DIR holds node_modules/playwright-core; MODE: "mock" (mock_server.mjs: exact texts,
 //   reasoning and a slow stream guaranteed) or "real" (dsv4 serve on the random tiny model:
 //   structure only — text streamed, finished, no error).
-// First waits (up to 120 s) for GET /health, then checks that GET / returns the page.
-// Environment: CHROMIUM (default /usr/bin/chromium); SERVER_PID (stop waiting if it exits).
+// First waits (up to 120 s) for GET /health, then checks that GET / returns the page
+// (byte for byte the file PAGE_FILE when that is set).
+// Environment: CHROMIUM (default /usr/bin/chromium); SERVER_PID (stop waiting if it exits);
+// PAGE_FILE.
 // Exit 0 on success, 1 on failure.
 import { createRequire } from "node:module";
 import fs from "node:fs";
@@ -38,10 +40,15 @@ async function waitForServer() {
     await new Promise((r) => setTimeout(r, 200));
   }
   const r = await fetch(url);
-  const html = await r.text();
+  const bytes = Buffer.from(await r.arrayBuffer());
+  const html = bytes.toString("utf8");
   if (!r.ok || !html.includes("<title>dsv4 chat</title>"))
     throw new Error(`GET / did not return the chat page (HTTP ${r.status}): ${html.slice(0, 200)}`);
-  console.log("ok: server up, GET / serves the chat page");
+  const type = r.headers.get("content-type") || "";
+  if (!type.startsWith("text/html")) throw new Error(`GET / has Content-Type "${type}", not text/html`);
+  if (process.env.PAGE_FILE && !bytes.equals(fs.readFileSync(process.env.PAGE_FILE)))
+    throw new Error(`GET / differs from ${process.env.PAGE_FILE}`);
+  console.log("ok: server up, GET / serves the chat page (text/html)");
 }
 
 try {

@@ -14,6 +14,7 @@ chromium=${CHROMIUM:-/usr/bin/chromium}
 pins=("playwright-core@1.65.1")
 offline='ENOTFOUND|ECONNREFUSED|ETIMEDOUT|EAI_AGAIN|ECONNRESET|ENETUNREACH|network|Could not resolve|Temporary failure|Failed to fetch|Unable to fetch|Unable to locate package'
 mkdir -p "$cache" "$out"
+rm -f "$out"/chat_page*.png  # no stale screenshot after a skip
 
 # (CLI11 answers --help with the top-level usage when `serve` is not a subcommand.)
 if [ "$mode" = real ] && ! "$target" serve --help 2>&1 | grep -q -- '--port'; then
@@ -67,7 +68,7 @@ stop_server() {
 trap stop_server EXIT
 
 base="http://127.0.0.1:$port"
-SERVER_PID=$server node "$here/chat_page.mjs" "$cache" "$base/" "$out" "$mode"
+PAGE_FILE=$(cd "$here/../../.." && pwd)/apps/server/web/chat.html SERVER_PID=$server node "$here/chat_page.mjs" "$cache" "$base/" "$out" "$mode"
 code=$?
 [ $code -ne 0 ] && { echo "--- server log"; tail -50 "$log"; }
 exit $code
