@@ -1,7 +1,7 @@
 // A stand-in for `dsv4 serve` speaking just enough of its HTTP API to exercise the chat
 // page (apps/server/web/chat.html) without the engine: GET / (the page), GET /health,
 // GET /v1/models, POST /v1/chat/completions streaming OpenAI SSE chunks (reasoning_content
-// first when "thinking" is true; a slow stream when max_tokens > 1000, for the stop
+// first when "thinking" is true; a slow stream when max_tokens >= 500, for the stop
 // button), and an OpenAI error body for a user message that contains "please fail".
 // Usage: node mock_server.mjs PAGE_FILE PORT   (prints "listening PORT")
 import { readFileSync } from "node:fs";
@@ -33,7 +33,7 @@ async function chat(req, res, body) {
   if (String(last.content).includes("please fail"))
     return error(res, 400, "temperature: must be in [0, 2], got 7", "temperature");
   const thinking = request.thinking === true;
-  const slow = request.max_tokens > 1000;
+  const slow = request.max_tokens >= 500;
   const turn = request.messages.filter((m) => m.role === "user").length;
   res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
   let closed = false;
