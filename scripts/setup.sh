@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config ccache clang libclang-rt-14-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libfmt-dev libcli11-dev
-      libopenmpi-dev openmpi-bin libcpp-httplib-dev libpcre2-dev python3-numpy)
+      libopenmpi-dev openmpi-bin libcpp-httplib-dev libpcre2-dev python3-numpy curl jq)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -237,9 +237,9 @@ std::optional<ApiError> fit_context(const ModelCard& model, const std::string& p
                                                   ? " (0 only with echo and logprobs)" : ""));
   if (*max_tokens > room) {
     return bad_request(max_param,
-                       fmt::format("This model's maximum context length is {} tokens; the prompt has {} tokens "
-                                   "and {} = {} asks for {} more",
-                                   model.max_context, n_prompt, max_param, *max_tokens, *max_tokens),
+                       fmt::format("This model's maximum context length is {} tokens; the prompt has {} tokens, "
+                                   "so {} = {} exceeds the {} that remain",
+                                   model.max_context, n_prompt, max_param, *max_tokens, room),
                        "context_length_exceeded");
   }
   out.gen.max_tokens = static_cast<int32_t>(*max_tokens);
