@@ -1,5 +1,5 @@
 // dsv4 generate [--model DIR] [--prompt TEXT]... [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
-//   [--temperature T] [--top-p P] [--seed S] [--mtp] [--batch-size B] [--threads N] [--isa I]
+//   [--temperature T] [--top-p P] [--seed S] [--stop STR]... [--mtp] [--batch-size B] [--threads N] [--isa I]
 //   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
 //   [--tp T [--dp D] [--ep E]] [--cp-prefill N]  (under mpirun -np T·D: the ranks share each step)
 // Decodes several prompts together with continuous batching (runtime/engine.h):
@@ -47,6 +47,7 @@ struct GenerateArgs {
   std::string isa = "auto";
   RankFlags ranks;
   int64_t cp_prefill = 64;
+  std::vector<std::string> stop;
 };
 
 // Built-in demo prompts (token ids of the tiny vocabulary).
@@ -109,7 +110,12 @@ int run_generate(const GenerateArgs& a) {
   lim.page_tokens = a.page_tokens;
   lim.cache_blocks = a.cache_blocks;
   lim.prefix_blocks = a.prefix_blocks;
-  auto engine = Engine::create(*cfg, *w, lim, EngineOptions{a.mtp, {}, rs.groups(), a.cp_prefill});
+  EngineOptions eo;
+  eo.mtp = a.mtp;
+  eo.ranks = rs.groups();
+  eo.cp_prefill_tokens = a.cp_prefill;
+  eo.tokenizer = text ? &text->tokenizer : nullptr;
+  auto engine = Engine::create(*cfg, *w, lim, eo);
   if (Status st = rs.agree(engine.status()); !st.ok()) return fail(st);
   if (!rs.primary()) {  // follow rank 0's steps until it stops
     while (!(*engine)->stopped())
@@ -124,7 +130,8 @@ int run_generate(const GenerateArgs& a) {
     g.prompt = prompts[i];
     g.max_tokens = a.max_tokens;
     g.sampling = {a.temperature, a.top_p, a.seed + i};
-    Result<int> id = (*engine)->add_request(std::move(g));
+    g.stop_strings = a.stop;
+    Result<int64_t> id = (*engine)->add_request(std::move(g));
     if (!id.ok()) {
       if (Status st = (*engine)->stop(); !st.ok()) rs.abort_job(st);  // the other ranks end their loop
       return fail(id.status().with_context("prompt " + std::to_string(i)));
@@ -134,7 +141,14 @@ int run_generate(const GenerateArgs& a) {
               dir->c_str(), cfg->num_hidden_layers, static_cast<long long>(cfg->vocab_size), prompts.size(),
               a.batch_size, a.mtp ? ", MTP drafts" : "", a.temperature, a.top_p,
               rs.world_size() > 1 ? fmt::format("; {} ranks (tp {})", rs.world_size(), a.ranks.tp).c_str() : "");
-  int64_t committed = 0, drafts = 0, accepted = 0, steps = 0, prefix_hits = 0;
+  int64_t committed = 0, drafts = 0, accepted = 0, steps = 0, prefix_hits = 0, preempted = 0;
+  struct Out {
+    std::vector<int32_t> tokens;
+    std::string text;
+    std::string finish;
+    std::string error;
+  };
+  std::vector<Out> outs(prompts.size());  // ids are 0..n-1 in order
   double decode_seconds = 0;
   const auto t0 = std::chrono::steady_clock::now();
   while (!(*engine)->idle()) {
@@ -149,27 +163,38 @@ int run_generate(const GenerateArgs& a) {
     accepted += rep->accepted;
     decode_seconds += rep->seconds;
     prefix_hits += rep->prefix_hit_tokens;
+    preempted += rep->preempted;
+    for (RequestUpdate& u : (*engine)->updates()) {
+      Out& o = outs[static_cast<size_t>(u.id)];
+      o.tokens.insert(o.tokens.end(), u.tokens.begin(), u.tokens.end());
+      o.text += u.text;
+      if (u.finished) {
+        o.finish = finish_reason_name(u.reason);
+        o.error = u.error;
+      }
+    }
     if (!a.quiet_steps)
       std::printf("step %3lld: batch %d, rows %d, tokens %d, %.2f ms\n", static_cast<long long>(steps), rep->batch,
                   rep->rows, rep->committed, rep->seconds * 1e3);
   }
   if (Status st = (*engine)->stop(); !st.ok()) rs.abort_job(st);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (int i = 0; i < (*engine)->n_requests(); ++i) {
-    const RequestResult& r = (*engine)->result(i);
-    std::printf("request %d (%s): prompt [%s] -> [%s]\n", i, r.finish_reason.c_str(), join(r.prompt).c_str(),
-                join(r.output).c_str());
-    if (text) {
-      Result<std::string> out = text->tokenizer.decode(r.output);
-      if (out.ok()) std::printf("request %d text: %s\n", i, nlohmann::json(*out).dump(-1, ' ', false,
-                                                            nlohmann::json::error_handler_t::replace).c_str());
-    }
+  Status failed;  // the first request that ended with an error: the exit status
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Out& o = outs[i];
+    if (failed.ok() && !o.error.empty()) failed = Status::errorf("request {}: {}", i, o.error);
+    std::printf("request %zu (%s): prompt [%s] -> [%s]\n", i, o.finish.c_str(), join(prompts[i]).c_str(),
+                join(o.tokens).c_str());
+    if (text)
+      std::printf("request %zu text: %s\n", i,
+                  nlohmann::json(o.text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
   std::printf("%lld tokens in %lld steps, %.3f s: %.1f tokens/s", static_cast<long long>(committed),
               static_cast<long long>(steps), total, committed / (total > 0 ? total : 1));
   if (a.mtp)
     std::printf(", MTP acceptance %lld/%lld = %.2f", static_cast<long long>(accepted),
                 static_cast<long long>(drafts), drafts ? static_cast<double>(accepted) / drafts : 0.0);
+  if (preempted > 0) std::printf(", %lld preemptions (recomputed)", static_cast<long long>(preempted));
   if (a.prefix_blocks > 0)
     std::printf(", prefix cache: %lld prompt positions reused", static_cast<long long>(prefix_hits));
   std::printf("\n");
@@ -181,7 +206,7 @@ int run_generate(const GenerateArgs& a) {
                 static_cast<long long>(steps), b.attn_a2a / n, b.o_reduce / n, b.moe_counts / n, b.moe_dispatch / n,
                 b.moe_combine / n, b.head_gather / n, b.head_logits / n);
   }
-  return 0;
+  return failed.ok() ? 0 : fail(failed);
 }
 
 }  // namespace
@@ -215,6 +240,8 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--prefix-blocks", a->prefix_blocks,
                   "Prefix-cache entries (prompt blocks kept for reuse; 0 = off)")
       ->capture_default_str();
+  sub->add_option("--stop", a->stop, "Stop string (repeatable; matched on the output text, needs the tokenizer)")
+      ->take_all();
   sub->add_flag("--quiet-steps", a->quiet_steps, "Do not print one line per step");
   sub->add_option("--isa", a->isa, kIsaHelp)->capture_default_str();
   add_rank_options(sub, &a->ranks);

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
       dsv4::cli::add_generate(app),
       dsv4::cli::add_plan(app),
       dsv4::cli::add_tokenize(app),
+      dsv4::cli::add_chat(app),
   };
 
   try {

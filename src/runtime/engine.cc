@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -10,33 +11,56 @@
 
 namespace dsv4 {
 
-struct Engine::Running {
-  int id = 0;
-  int32_t seq = -1;
-  std::vector<int32_t> tokens;  // prompt, then committed outputs
-  int64_t prompt_len = 0;
-  int64_t n_cached = 0;         // positions in the main caches (and the MTP cache)
-  int32_t draft = -1;           // MTP draft for position tokens.size(), or -1
-  int32_t owner = 0;            // world rank computing its rows (several ranks)
-  bool cp = false;              // its prompt is prefilled context-parallel over the owner's TP group
-  int32_t sampler = 0;          // this step: the rank holding its last row (the owner, or the
-                                // last TP rank of a split chunk)
-  int32_t generated = 0;
-  bool done = false;
-  // This step:
-  int32_t rows = 0;
-  int64_t row_begin = 0;
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+// The runner's compressed-cache blocks as the scheduler's pages.
+class Engine::RunnerPages final : public PageBudget {
+ public:
+  RunnerPages(ModelRunner& r, bool mtp) : r_(r), mtp_(mtp) {}
+  int64_t pages_short(int32_t seq, int64_t end) const override { return r_.blocks_short(seq, end); }
+  int64_t free_pages() const override { return r_.free_blocks(); }
+  int64_t total_pages() const override { return r_.total_blocks(); }
+  Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len,
+                        bool allow_prefix) override {
+    if (!allow_prefix) {
+      DSV4_RETURN_IF_ERROR(r_.start_sequence(seq));
+      return int64_t{0};
+    }
+    return r_.start_sequence_cached(seq, tokens.data(), prompt_len, mtp_);
+  }
+  Status reserve(int32_t seq, int64_t end) override { return r_.reserve_blocks(seq, end); }
+  void register_prefix(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len) override {
+    r_.register_prefix(seq, tokens.data(), prompt_len, mtp_);
+  }
+  void end(int32_t seq) override { r_.end_sequence(seq); }
+
+ private:
+  ModelRunner& r_;
+  bool mtp_;
 };
 
 Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions& opt,
                std::unique_ptr<ModelRunner> runner)
     : cfg_(cfg), limits_(limits), opt_(opt), runner_(std::move(runner)) {
   const int64_t T = limits.max_rows, V = cfg.vocab_size, ND = cfg.hc_mult * cfg.hidden_size;
-  seq_used_.assign(limits.max_seqs, 0);
+  pages_ = std::make_unique<RunnerPages>(*runner_, opt.mtp);
+  SchedulerOptions so;
+  so.limits = limits;
+  so.mtp = opt.mtp;
+  so.world = opt.ranks ? opt.ranks->topo.world : 1;
+  so.tp = opt.ranks ? opt.ranks->topo.tp : 1;
+  so.cp_prefill_tokens = opt.cp_prefill_tokens;
+  so.eos_token_id = static_cast<int32_t>(cfg.eos_token_id);
+  so.tokenizer = rank() == 0 ? opt.tokenizer : nullptr;
+  sched_ = std::make_unique<Scheduler>(so, *pages_);
   reqs_.reserve(limits.max_batch);
-  planned_.reserve(limits.max_batch);
   mtp_reqs_.reserve(limits.max_batch);
-  row_tokens_.resize(T);
+  row_begin_.resize(limits.max_batch);
+  mtp_begin_.resize(limits.max_batch);
   mtp_tokens_.resize(T);
   logits_.resize(static_cast<size_t>(T * V));
   if (opt.mtp) {  // MTP drafts only
@@ -45,6 +69,8 @@ Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions
     mtp_x_.resize(static_cast<size_t>(T * ND));
   }
   sample_scratch_.resize(static_cast<size_t>(kernels::sample_scratch_bytes(V, 1) / 8 + 1));
+  logprobs_.resize(2 * static_cast<size_t>(limits.max_batch));
+  prompt_logprobs_.resize(limits.max_batch);
   sampled_.resize(static_cast<size_t>(2 * limits.max_batch));
   values_.resize(static_cast<size_t>(2 * limits.max_batch));
   gathered_.resize(static_cast<size_t>(2 * limits.max_batch));
@@ -79,9 +105,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
   }
 }
 
-Result<int> Engine::add_request(GenerationRequest req) {
-  if (rank() != 0) return Status::errorf("requests enter on rank 0 (this is rank {})", rank());
-  if (stopped_) return Status::error("the engine was stopped");
+Status Engine::validate(const GenerationRequest& req) const {
   if (req.prompt.empty()) return Status::error("request: prompt is empty (need at least one token id)");
   for (size_t i = 0; i < req.prompt.size(); ++i)
     if (req.prompt[i] < 0 || req.prompt[i] >= cfg_.vocab_size)
@@ -89,7 +113,9 @@ Result<int> Engine::add_request(GenerationRequest req) {
                             cfg_.vocab_size);
   Status st = kernels::validate_sampling_params(req.sampling);
   if (!st.ok()) return st.with_context("request");
-  if (req.max_tokens < 1) return Status::errorf("request: max_tokens = {} must be at least 1", req.max_tokens);
+  if (req.max_tokens < 0 || (req.max_tokens == 0 && !req.prompt_logprobs))
+    return Status::errorf("request: max_tokens = {} must be at least 1 (0 only to score the prompt with "
+                          "prompt logprobs)", req.max_tokens);
   if (static_cast<int64_t>(req.prompt.size()) + 1 > limits_.max_context)
     return Status::errorf("request: prompt of {} tokens leaves no room in max_context = {}", req.prompt.size(),
                           limits_.max_context);
@@ -97,20 +123,34 @@ Result<int> Engine::add_request(GenerationRequest req) {
   if (blocks > runner_->total_blocks())
     return Status::errorf("request: prompt of {} tokens needs {} compressed-cache blocks, cache_blocks = {}",
                           req.prompt.size(), blocks, runner_->total_blocks());
-  Result<int> id = queue_request(std::move(req));
-  if (id.ok() && opt_.ranks) unsent_.push_back(*id);
+  for (size_t i = 0; i < req.stop_ids.size(); ++i)
+    if (req.stop_ids[i] < 0 || req.stop_ids[i] >= cfg_.vocab_size)
+      return Status::errorf("request: stop id {} at index {} outside the vocabulary [0, {})", req.stop_ids[i], i,
+                            cfg_.vocab_size);
+  if (!req.stop_strings.empty() && !opt_.tokenizer)
+    return Status::error("request: stop strings need the model's tokenizer (tokenizer.json), which is not loaded");
+  if (req.logprobs < -1 || req.logprobs > kMaxTopLogprobs)
+    return Status::errorf("request: top logprobs = {} outside [0, {}]", req.logprobs, kMaxTopLogprobs);
+  if ((req.logprobs >= 0 || req.prompt_logprobs) && opt_.ranks)
+    return Status::error("request: logprobs are not available with several ranks yet");
+  if (req.timeout_seconds < 0 || !std::isfinite(req.timeout_seconds))
+    return Status::errorf("request: timeout = {} s must be finite and not negative", req.timeout_seconds);
+  return Status();
+}
+
+Result<int64_t> Engine::add_request(GenerationRequest req) {
+  if (rank() != 0) return Status::errorf("requests enter on rank 0 (this is rank {})", rank());
+  if (stopped_) return Status::error("the engine was stopped");
+  DSV4_RETURN_IF_ERROR(validate(req));
+  const int64_t id = next_id_++;
+  if (req.timeout_seconds > 0) deadlines_[id] = now_seconds() + req.timeout_seconds;
+  if (opt_.ranks) unsent_.push_back(std::move(req));
+  else sched_->add(id, std::move(req));
   return id;
 }
 
-Result<int> Engine::queue_request(GenerationRequest req) {
-  const int id = static_cast<int>(results_.size());
-  RequestResult res;
-  res.id = id;
-  res.prompt = req.prompt;
-  results_.push_back(std::move(res));
-  requests_.push_back(std::move(req));
-  waiting_.push_back(id);
-  return id;
+void Engine::cancel(int64_t id, FinishReason why) {
+  if (rank() == 0 && id >= 0 && id < next_id_) cancels_.push_back({id, why});
 }
 
 namespace {
@@ -131,16 +171,18 @@ T take(const uint8_t*& p) {
 
 }  // namespace
 
-// Wire form: stop u8, count u32, then per request: prompt length u32, the ids, temperature,
-// top_p, seed, max_tokens, stop_at_eos. Rank 0 broadcasts its size, then the bytes.
+// Wire form: stop u8, request count u32, cancel count u32; per request: prompt length u32,
+// the ids, temperature, top_p, seed, max_tokens, stop_at_eos, stop id count u32 and the ids;
+// per cancel: id i64, reason u8. Rank 0 broadcasts the size, then the bytes. Requests take
+// the next ids in order on every rank.
 Status Engine::sync_requests(bool stop) {
   Communicator& world = *opt_.ranks->world;
   sync_buf_.clear();
   if (rank() == 0) {
     put<uint8_t>(sync_buf_, stop ? 1 : 0);
     put<uint32_t>(sync_buf_, static_cast<uint32_t>(unsent_.size()));
-    for (int id : unsent_) {
-      const GenerationRequest& g = requests_[id];
+    put<uint32_t>(sync_buf_, static_cast<uint32_t>(cancels_.size()));
+    for (const GenerationRequest& g : unsent_) {
       put<uint32_t>(sync_buf_, static_cast<uint32_t>(g.prompt.size()));
       for (int32_t t : g.prompt) put(sync_buf_, t);
       put(sync_buf_, g.sampling.temperature);
@@ -148,8 +190,13 @@ Status Engine::sync_requests(bool stop) {
       put(sync_buf_, g.sampling.seed);
       put(sync_buf_, g.max_tokens);
       put<uint8_t>(sync_buf_, g.stop_at_eos ? 1 : 0);
+      put<uint32_t>(sync_buf_, static_cast<uint32_t>(g.stop_ids.size()));
+      for (int32_t t : g.stop_ids) put(sync_buf_, t);
     }
-    unsent_.clear();
+    for (const auto& [id, why] : cancels_) {
+      put<int64_t>(sync_buf_, id);
+      put<uint8_t>(sync_buf_, static_cast<uint8_t>(why));
+    }
   }
   int64_t n = static_cast<int64_t>(sync_buf_.size());
   DSV4_RETURN_IF_ERROR(world.broadcast(&n, sizeof(n), 0));
@@ -157,8 +204,15 @@ Status Engine::sync_requests(bool stop) {
   DSV4_RETURN_IF_ERROR(world.broadcast(sync_buf_.data(), n, 0));
   const uint8_t* p = sync_buf_.data();
   stopped_ = take<uint8_t>(p) != 0;
-  const uint32_t count = take<uint32_t>(p);
-  if (rank() == 0) return Status();
+  const uint32_t count = take<uint32_t>(p), n_cancel = take<uint32_t>(p);
+  if (rank() == 0) {
+    const int64_t first = next_id_ - static_cast<int64_t>(unsent_.size());
+    for (size_t i = 0; i < unsent_.size(); ++i) sched_->add(first + static_cast<int64_t>(i), std::move(unsent_[i]));
+    unsent_.clear();
+    for (const auto& [id, why] : cancels_) sched_->cancel(id, why);
+    cancels_.clear();
+    return Status();
+  }
   for (uint32_t i = 0; i < count; ++i) {
     GenerationRequest g;
     g.prompt.resize(take<uint32_t>(p));
@@ -168,7 +222,13 @@ Status Engine::sync_requests(bool stop) {
     g.sampling.seed = take<uint64_t>(p);
     g.max_tokens = take<int32_t>(p);
     g.stop_at_eos = take<uint8_t>(p) != 0;
-    (void)queue_request(std::move(g));
+    g.stop_ids.resize(take<uint32_t>(p));
+    for (int32_t& t : g.stop_ids) t = take<int32_t>(p);
+    sched_->add(next_id_++, std::move(g));
+  }
+  for (uint32_t i = 0; i < n_cancel; ++i) {
+    const int64_t id = take<int64_t>(p);
+    sched_->cancel(id, static_cast<FinishReason>(take<uint8_t>(p)));
   }
   return Status();
 }
@@ -183,23 +243,6 @@ Status Engine::stop() {
   return sync_requests(true);
 }
 
-// The running request count per rank decides: fewest first, then the lowest rank.
-int32_t Engine::pick_owner() const {
-  if (!opt_.ranks) return 0;
-  const int world = opt_.ranks->topo.world;
-  int32_t best = 0;
-  int64_t best_n = INT64_MAX;
-  for (int32_t q = 0; q < world; ++q) {
-    int64_t n = 0;
-    for (const auto& r : running_) n += r->owner == q;
-    if (n < best_n) {
-      best = q;
-      best_n = n;
-    }
-  }
-  return best;
-}
-
 // values [planned, per_request]: the entries of the requests this rank owns are set; after
 // the call every entry is (each owner's values, all-gathered over the job).
 Status Engine::exchange(int32_t* values, int per_request) {
@@ -207,8 +250,8 @@ Status Engine::exchange(int32_t* values, int per_request) {
   const int world = opt_.ranks->topo.world, me = rank();
   std::fill(gather_rows_.begin(), gather_rows_.end(), 0);
   int64_t mine = 0;
-  for (size_t i = 0; i < planned_.size(); ++i) {
-    const int from = planned_[i]->sampler;
+  for (size_t i = 0; i < plan_->size(); ++i) {
+    const int from = (*plan_)[i].sampler;
     ++gather_rows_[from];
     if (from == me)
       for (int j = 0; j < per_request; ++j) sampled_[mine * per_request + j] = values[i * per_request + j];
@@ -223,8 +266,8 @@ Status Engine::exchange(int32_t* values, int per_request) {
     cursor[q] = off;
     off += n;
   }
-  for (size_t i = 0; i < planned_.size(); ++i) {
-    const int64_t at = cursor[planned_[i]->sampler]++;
+  for (size_t i = 0; i < plan_->size(); ++i) {
+    const int64_t at = cursor[(*plan_)[i].sampler]++;
     for (int j = 0; j < per_request; ++j) values[i * per_request + j] = gathered_[at * per_request + j];
   }
   return Status();
@@ -238,14 +281,54 @@ int32_t Engine::sample_row(const float* logits, const kernels::SamplingParams& s
   return tok;
 }
 
-void Engine::finish(Running& r, const char* reason) {
-  r.done = true;
-  RequestResult& res = results_[r.id];
-  res.finished = true;
-  res.finish_reason = reason;
-  runner_->register_prefix(r.seq, r.tokens.data(), r.prompt_len, opt_.mtp);
-  runner_->end_sequence(r.seq);
-  seq_used_[r.seq] = 0;
+// log-softmax of the raw row: the token's value and the `top` most likely ids (ties: lower id).
+void Engine::logprobs_of(const float* row, int32_t token, int32_t top, TokenLogprob& out) const {
+  const int64_t V = cfg_.vocab_size;
+  float mx = -INFINITY;
+  for (int64_t v = 0; v < V; ++v) mx = std::max(mx, row[v]);
+  double sum = 0;
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
+  const double lse = mx + std::log(sum);
+  out.token = token;
+  out.logprob = static_cast<float>(row[token] - lse);
+  out.top.clear();
+  auto better = [](const std::pair<int32_t, float>& a, const std::pair<int32_t, float>& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  };
+  for (int64_t v = 0; v < V && top > 0; ++v) {
+    const std::pair<int32_t, float> c{static_cast<int32_t>(v), row[v]};
+    if (static_cast<int32_t>(out.top.size()) < top) {
+      out.top.insert(std::upper_bound(out.top.begin(), out.top.end(), c, better), c);
+    } else if (better(c, out.top.back())) {
+      out.top.pop_back();
+      out.top.insert(std::upper_bound(out.top.begin(), out.top.end(), c, better), c);
+    }
+  }
+  for (auto& [id, lp] : out.top) lp = static_cast<float>(lp - lse);
+}
+
+// The main forward over the plan. On one rank a failed step is retried request by request,
+// so that a request failing inside the engine fails alone and the others go on (cache
+// writes are position-addressed: the retry writes the same values).
+Status Engine::run_forward(const std::vector<PlannedRows>& plan) {
+  auto injected = [&](std::span<const StepRequest> q, size_t first) -> Status {
+    if (opt_.inject_failure)
+      for (size_t i = 0; i < q.size(); ++i) DSV4_RETURN_IF_ERROR(opt_.inject_failure(plan[first + i].id));
+    return Status();
+  };
+  bf16* xf = opt_.mtp ? xfinal_.data() : nullptr;
+  Status st = injected(reqs_, 0);
+  if (st.ok()) st = runner_->forward(reqs_, logits_.data(), xf);
+  if (st.ok() || opt_.ranks || reqs_.size() == 1) return st;
+  const int64_t V = cfg_.vocab_size, ND = runner_->stream_width();
+  for (size_t i = 0; i < reqs_.size(); ++i) {
+    std::span<const StepRequest> one(&reqs_[i], 1);
+    Status si = injected(one, i);
+    if (si.ok())
+      si = runner_->forward(one, logits_.data() + row_begin_[i] * V, xf ? xf + row_begin_[i] * ND : nullptr);
+    if (!si.ok()) sched_->fail(i, si.message());
+  }
+  return Status();
 }
 
 Result<StepReport> Engine::step() {
@@ -253,202 +336,128 @@ Result<StepReport> Engine::step() {
   StepReport rep;
   last_error_uniform_ = false;
   if (stopped_) return Status::error("the engine was stopped");
+  if (rank() == 0 && !deadlines_.empty()) {  // timeouts end at this step
+    const double now = now_seconds();
+    for (auto it = deadlines_.begin(); it != deadlines_.end();)
+      if (it->second <= now) {
+        cancels_.push_back({it->first, FinishReason::kTimeout});
+        it = deadlines_.erase(it);
+      } else {
+        ++it;
+      }
+  }
+  for (const auto& f : sched_->take_local_finishes()) cancels_.push_back(f);  // stop strings
   if (opt_.ranks) {
     DSV4_RETURN_IF_ERROR(sync_requests(false));
     if (stopped_) return rep;
+  } else {
+    for (const auto& [id, why] : cancels_) sched_->cancel(id, why);
+    cancels_.clear();
   }
-  // Admission, in arrival order: a waiting request takes a free sequence slot once the
-  // compressed-cache blocks of its prompt are free (decode growth beyond that is the
-  // serving policy's concern; a step that runs out of blocks fails with the cache's error).
-  while (!waiting_.empty()) {
-    const int64_t prompt_len = static_cast<int64_t>(requests_[waiting_.front()].prompt.size());
-    if (runner_->blocks_short(-1, prompt_len) > runner_->free_blocks()) break;
-    int32_t seq = -1;
-    for (int32_t s = 0; s < limits_.max_seqs; ++s)
-      if (!seq_used_[s]) {
-        seq = s;
-        break;
-      }
-    if (seq < 0) break;
-    const int id = waiting_.front();
-    // A prefix-cache hit starts the prompt at the returned position (runtime.md §7.1).
-    const GenerationRequest& g = requests_[waiting_.front()];
-    Result<int64_t> start = runner_->start_sequence_cached(seq, g.prompt.data(), prompt_len, opt_.mtp);
-    if (!start.ok()) return start.status();
-    Status st = runner_->reserve_blocks(seq, prompt_len);
-    if (!st.ok()) {  // blocks went to running requests meanwhile: wait
-      runner_->end_sequence(seq);
-      break;
-    }
-    waiting_.pop_front();
-    seq_used_[seq] = 1;
-    auto r = std::make_unique<Running>();
-    r->id = id;
-    r->seq = seq;
-    r->tokens = requests_[id].prompt;
-    r->prompt_len = static_cast<int64_t>(r->tokens.size());
-    r->n_cached = *start;
-    r->owner = pick_owner();
-    r->cp = opt_.ranks && opt_.ranks->topo.tp > 1 && opt_.cp_prefill_tokens > 0 &&
-            r->prompt_len - r->n_cached >= opt_.cp_prefill_tokens;
-    rep.prefix_hit_tokens += *start;
-    running_.push_back(std::move(r));
-  }
-
-  // Plan: rows per request within B_MAX and T_MAX, in admission order.
+  const std::vector<PlannedRows>& plan = sched_->plan();
+  plan_ = &plan;
+  rep.prefix_hit_tokens = sched_->counters().prefix_hit_tokens;
+  rep.preempted = static_cast<int32_t>(sched_->counters().preempted);
   reqs_.clear();
-  std::vector<Running*>& planned = planned_;
-  planned.clear();
   int64_t T = 0;
-  for (auto& rp : running_) {
-    Running& r = *rp;
-    if (static_cast<int32_t>(reqs_.size()) >= limits_.max_batch) break;
-    int32_t rows;
-    const int32_t* toks;
-    if (r.n_cached < r.prompt_len) {
-      rows = static_cast<int32_t>(std::min<int64_t>({r.prompt_len - r.n_cached, limits_.max_chunk, limits_.max_rows - T}));
-      toks = r.tokens.data() + r.n_cached;
-    } else {
-      rows = r.draft >= 0 ? 2 : 1;
-      if (T + rows > limits_.max_rows) continue;
-      row_tokens_[T] = r.tokens.back();
-      if (rows == 2) row_tokens_[T + 1] = r.draft;
-      toks = row_tokens_.data() + T;
-    }
-    if (rows <= 0) continue;
-    r.rows = rows;
-    r.row_begin = T;
-    const bool split = r.cp && r.n_cached < r.prompt_len;
-    const int tp = opt_.ranks ? opt_.ranks->topo.tp : 1;
-    r.sampler = split ? r.owner / tp * tp + tp - 1 : r.owner;
-    reqs_.push_back(StepRequest{r.seq, r.n_cached, rows, r.prompt_len, toks, r.owner, split});
-    planned.push_back(&r);
-    T += rows;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const PlannedRows& p = plan[i];
+    reqs_.push_back(StepRequest{p.seq, p.p0, p.n, p.prompt_len, p.tokens, p.owner, p.split});
+    row_begin_[i] = T;
+    T += p.n;
   }
-  rep.batch = static_cast<int32_t>(reqs_.size());
+  rep.batch = static_cast<int32_t>(plan.size());
   rep.rows = static_cast<int32_t>(T);
-  if (reqs_.empty()) return rep;
+  if (!plan.empty()) {
+    DSV4_RETURN_IF_ERROR(run_forward(plan));
 
-  // The step's cache blocks, checked here on the replicated state: every rank fails alike.
-  int64_t need = 0;
-  for (const StepRequest& q : reqs_) need += runner_->blocks_short(q.seq, q.p0 + q.n);
-  if (need > runner_->free_blocks()) {
-    last_error_uniform_ = true;
-    return Status::errorf("compressed cache exhausted: the step needs {} more blocks of {} positions, {} of "
-                          "cache_blocks = {} free",
-                          need, limits_.page_tokens, runner_->free_blocks(), runner_->total_blocks());
-  }
-  Status st = runner_->forward(reqs_, logits_.data(), opt_.mtp ? xfinal_.data() : nullptr);
-  if (!st.ok()) return st;
-
-  // Sampling (by each request's owner), then verification and commit (everywhere).
-  const int64_t V = cfg_.vocab_size, ND = runner_->stream_width();
-  const int me = rank();
-  int32_t* tok = values_.data();  // [planned, 2]: tokens sampled, −1 none
-  for (size_t i = 0; i < planned.size(); ++i) {
-    Running& r = *planned[i];
-    const GenerationRequest& g = requests_[r.id];
-    int32_t* t2 = tok + 2 * i;
-    t2[0] = t2[1] = -1;
-    if (r.sampler != me) continue;
-    const int64_t last = r.row_begin + r.rows - 1;
-    if (r.n_cached < r.prompt_len) {
-      if (r.n_cached + r.rows == r.prompt_len)  // samples the position after the prompt
-        t2[0] = sample_row(logits_.data() + last * V, g.sampling, r.prompt_len, 0);
-    } else {
-      const int64_t q = static_cast<int64_t>(r.tokens.size());  // position predicted by row 0
-      t2[0] = sample_row(logits_.data() + r.row_begin * V, g.sampling, q, 0);
-      if (r.rows == 2 && r.draft == t2[0])
-        t2[1] = sample_row(logits_.data() + (r.row_begin + 1) * V, g.sampling, q + 1, 0);
-    }
-  }
-  st = exchange(tok, 2);
-  if (!st.ok()) return st;
-  mtp_reqs_.clear();
-  int64_t mtp_T = 0;
-  for (size_t i = 0; i < planned.size(); ++i) {
-    Running& r = *planned[i];
-    const GenerationRequest& g = requests_[r.id];
-    const int64_t old_cached = r.n_cached;
-    const int32_t* t2 = tok + 2 * i;
-    auto commit = [&](int32_t t) {
-      if (r.done) return;
-      r.tokens.push_back(t);
-      results_[r.id].output.push_back(t);
-      ++r.generated;
-      ++rep.committed;
-      if (g.stop_at_eos && t == cfg_.eos_token_id) finish(r, "eos");
-      else if (r.generated >= g.max_tokens) finish(r, "length");
-      else if (static_cast<int64_t>(r.tokens.size()) + 1 >= limits_.max_context) finish(r, "context");
-    };
-    if (old_cached < r.prompt_len) {
-      r.n_cached += r.rows;
-      if (r.n_cached == r.prompt_len) commit(t2[0]);
-    } else {
-      if (r.rows == 2) {
-        ++rep.drafts;
-        if (t2[1] >= 0) {  // the draft matched the token sampled at row 0
-          ++rep.accepted;
-          r.n_cached += 2;
-          commit(t2[0]);
-          commit(t2[1]);
-        } else {
-          r.n_cached += 1;
-          commit(t2[0]);
+    // Sampling (by the rank holding each request's last row), then verification and commit.
+    const int64_t V = cfg_.vocab_size;
+    const int me = rank();
+    int32_t* tok = values_.data();  // [planned, 2]: tokens sampled, −1 none
+    bool any_prompt_lp = false;
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const PlannedRows& p = plan[i];
+      const GenerationRequest& g = *p.request;
+      int32_t* t2 = tok + 2 * i;
+      t2[0] = t2[1] = -1;
+      prompt_logprobs_[i].clear();
+      if (p.sampler != me || !sched_->live(i)) continue;
+      const float* rows = logits_.data() + row_begin_[i] * V;
+      if (g.prompt_logprobs) {  // row j predicts the prompt token at p0 + j + 1
+        any_prompt_lp = true;
+        for (int64_t j = 0; j < p.n && p.p0 + j + 1 < p.prompt_len; ++j) {
+          prompt_logprobs_[i].emplace_back();
+          logprobs_of(rows + j * V, g.prompt[p.p0 + j + 1], std::max(g.logprobs, 0), prompt_logprobs_[i].back());
         }
-      } else {
-        r.n_cached += 1;
-        commit(t2[0]);
       }
-      r.draft = -1;
+      if (!p.samples) continue;
+      const int32_t real = p.n - (p.has_draft ? 1 : 0);
+      const int64_t q = p.p0 + real;  // the position the last real row predicts
+      t2[0] = sample_row(rows + (real - 1) * V, g.sampling, q, 0);
+      if (g.logprobs >= 0) logprobs_of(rows + (real - 1) * V, t2[0], g.logprobs, logprobs_[2 * i]);
+      if (p.has_draft && p.tokens[1] == t2[0]) {
+        t2[1] = sample_row(rows + real * V, g.sampling, q + 1, 0);
+        if (g.logprobs >= 0) logprobs_of(rows + real * V, t2[1], g.logprobs, logprobs_[2 * i + 1]);
+      }
     }
+    DSV4_RETURN_IF_ERROR(exchange(tok, 2));
+    sched_->update(tok, logprobs_.data(), any_prompt_lp ? prompt_logprobs_.data() : nullptr);
+    const Scheduler::Counters& c = sched_->counters();
+    rep.committed = static_cast<int32_t>(c.committed);
+    rep.drafts = static_cast<int32_t>(c.drafts);
+    rep.accepted = static_cast<int32_t>(c.accepted);
+
     // MTP rows: the positions committed to the caches this step whose next token is known.
-    if (opt_.mtp && !r.done) {
-      const int64_t n = r.n_cached - old_cached;
-      for (int64_t j = 0; j < n; ++j) mtp_tokens_[mtp_T + j] = r.tokens[old_cached + j + 1];
-      // Rows this rank did not compute hold stale values the MTP layer never reads.
-      std::memcpy(mtp_x_.data() + mtp_T * ND, xfinal_.data() + r.row_begin * ND, sizeof(bf16) * n * ND);
-      const bool split = r.cp && old_cached < r.prompt_len;  // the MTP rows split as the main rows
-      mtp_reqs_.push_back(StepRequest{r.seq, old_cached, static_cast<int32_t>(n), r.prompt_len,
-                                      mtp_tokens_.data() + mtp_T, r.owner, split});
-      r.row_begin = mtp_T;  // reused: the request's first MTP row
-      r.rows = static_cast<int32_t>(n);
-      mtp_T += n;
-    }
-  }
-
-  if (opt_.mtp && !mtp_reqs_.empty()) {
-    st = runner_->forward_mtp(mtp_reqs_, mtp_x_.data(), mtp_logits_.data());
-    if (!st.ok()) return st;
-    int32_t* draft = values_.data();  // [planned]
-    for (size_t i = 0; i < planned.size(); ++i) {
-      Running& r = *planned[i];
-      draft[i] = -1;
-      if (r.done || r.n_cached < r.prompt_len || r.sampler != me) continue;
-      // The last MTP row (position n_cached - 1) predicts position n_cached + 1 = tokens.size().
-      const int64_t last = r.row_begin + r.rows - 1;
-      const kernels::SamplingParams greedy{0.0f, 1.0f, 0};
-      draft[i] = sample_row(mtp_logits_.data() + last * V, greedy, static_cast<int64_t>(r.tokens.size()), 1);
-    }
-    st = exchange(draft, 1);
-    if (!st.ok()) return st;
-    for (size_t i = 0; i < planned.size(); ++i) {
-      Running& r = *planned[i];
-      if (r.done || r.n_cached < r.prompt_len) continue;
-      r.draft = draft[i];
-      if (opt_.force_draft) {
-        const int32_t forced = opt_.force_draft(r.id, static_cast<int64_t>(r.tokens.size()));
-        if (forced >= 0) r.draft = forced;
+    if (opt_.mtp) {
+      const int64_t ND = runner_->stream_width();
+      mtp_reqs_.clear();
+      int64_t mtp_T = 0;
+      for (size_t i = 0; i < plan.size(); ++i) {
+        if (!sched_->live(i)) continue;
+        const PlannedRows& p = plan[i];
+        const std::vector<int32_t>& toks = sched_->tokens(i);
+        const int64_t old = sched_->cached_before(i), n = sched_->cached(i) - old;
+        for (int64_t j = 0; j < n; ++j) mtp_tokens_[mtp_T + j] = toks[old + j + 1];
+        // Rows this rank did not compute hold stale values the MTP layer never reads.
+        std::memcpy(mtp_x_.data() + mtp_T * ND, xfinal_.data() + row_begin_[i] * ND, sizeof(bf16) * n * ND);
+        mtp_reqs_.push_back(StepRequest{p.seq, old, static_cast<int32_t>(n), p.prompt_len,
+                                        mtp_tokens_.data() + mtp_T, p.owner, p.split});
+        mtp_begin_[i] = mtp_T;
+        mtp_T += n;
+      }
+      if (!mtp_reqs_.empty()) {
+        DSV4_RETURN_IF_ERROR(runner_->forward_mtp(mtp_reqs_, mtp_x_.data(), mtp_logits_.data()));
+        int32_t* draft = values_.data();  // [planned]
+        for (size_t i = 0; i < plan.size(); ++i) {
+          draft[i] = -1;
+          const int64_t len = static_cast<int64_t>(sched_->tokens(i).size());
+          if (!sched_->live(i) || sched_->cached(i) != len - 1 || plan[i].sampler != me) continue;
+          // The last MTP row (position len - 2) predicts position len.
+          const int64_t last = mtp_begin_[i] + (sched_->cached(i) - sched_->cached_before(i)) - 1;
+          const kernels::SamplingParams greedy{0.0f, 1.0f, 0};
+          draft[i] = sample_row(mtp_logits_.data() + last * V, greedy, len, 1);
+        }
+        DSV4_RETURN_IF_ERROR(exchange(draft, 1));
+        for (size_t i = 0; i < plan.size(); ++i) {
+          const int64_t len = static_cast<int64_t>(sched_->tokens(i).size());
+          if (!sched_->live(i) || sched_->cached(i) != len - 1) continue;
+          int32_t d = draft[i];
+          if (opt_.force_draft) {
+            const int32_t forced = opt_.force_draft(plan[i].id, len);
+            if (forced >= 0) d = forced;
+          }
+          sched_->set_draft(i, d);
+        }
       }
     }
+    // Prompt blocks completed this step join the prefix cache.
+    for (size_t i = 0; i < plan.size(); ++i)
+      if (sched_->live(i))
+        runner_->register_prefix(plan[i].seq, sched_->tokens(i).data(), plan[i].prompt_len, opt_.mtp);
   }
-
-  // Prompt blocks completed this step join the prefix cache.
-  for (Running* rp : planned)
-    if (!rp->done) runner_->register_prefix(rp->seq, rp->tokens.data(), rp->prompt_len, opt_.mtp);
-
-  running_.erase(std::remove_if(running_.begin(), running_.end(), [](const auto& r) { return r->done; }),
-                 running_.end());
+  for (const RequestUpdate& u : sched_->updates())
+    if (u.finished) deadlines_.erase(u.id);
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }

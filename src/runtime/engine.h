@@ -1,10 +1,10 @@
-// Engine: continuous batching over one ModelRunner (runtime.md §1, §3, §4).
-// Each step the scheduler gives every running request rows of one forward:
-// a prompt chunk (<= max_chunk) while it prefills, then 1 row per decode step
-// (2 with an MTP draft: the last committed token and the draft). Requests join
-// when a sequence slot is free and leave when they finish, so B changes from
-// step to step. Sampling (model.md §10.2) depends only on the request's seed
-// and the position, so a request's tokens never depend on its batch.
+// Engine: continuous batching over one ModelRunner (runtime.md §1, §3, §4). One step:
+// schedule (runtime/scheduler.h: admission, preemption, rows) -> execute (forward, sampling,
+// MTP) -> update (commit, stop rules) -> the step's RequestUpdates, which the caller streams.
+// Each running request contributes a prompt chunk (<= max_chunk) while it prefills, then 1
+// row per decode step (2 with an MTP draft), so B changes from step to step. Sampling
+// (model.md §10.2) depends only on the request's seed and the position, so a request's
+// tokens never depend on its batch. A finished request's state is released at once.
 //
 // MTP speculative decode (model.md §11, runtime.md §3.2, §4): after the main
 // forward, the MTP layer runs on every position committed this step (its
@@ -23,33 +23,22 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
 #include "kernels/sample/sample.h"
 #include "model/runner.h"
 #include "parallel/rank_groups.h"
+#include "runtime/request.h"
+#include "runtime/scheduler.h"
 
 namespace dsv4 {
 
-struct GenerationRequest {
-  std::vector<int32_t> prompt;
-  kernels::SamplingParams sampling;  // temperature 0 = greedy
-  int32_t max_tokens = 32;
-  bool stop_at_eos = true;
-};
-
-struct RequestResult {
-  int id = 0;
-  std::vector<int32_t> prompt;
-  std::vector<int32_t> output;
-  std::string finish_reason;  // "length" | "eos" | "context"
-  bool finished = false;
-};
+class Tokenizer;
 
 struct StepReport {
   int32_t batch = 0;          // requests in the step (B)
@@ -57,6 +46,7 @@ struct StepReport {
   int32_t committed = 0;      // tokens committed to outputs this step
   int32_t drafts = 0;         // MTP drafts verified this step
   int32_t accepted = 0;       // of which accepted
+  int32_t preempted = 0;      // requests sent back to wait (pages ran out)
   int64_t prefix_hit_tokens = 0;  // prompt positions admitted requests skipped (prefix cache)
   double seconds = 0;
 };
@@ -66,12 +56,17 @@ struct EngineOptions {
   // Forced drafts (runtime.md §8: forced accept patterns): when set, the MTP
   // layer still runs, but the draft for (request id, position) is this
   // function's value unless it returns -1.
-  std::function<int32_t(int, int64_t)> force_draft;
+  std::function<int32_t(int64_t, int64_t)> force_draft;
   // The job's communicators when several ranks share each step (not owned); nullptr: one rank.
   RankGroups* ranks = nullptr;
   // Context-parallel prefill (runtime.md §6.8; tp > 1): a prompt of at least this many
   // positions to compute is split over its owner's TP group chunk by chunk. 0: never.
   int64_t cp_prefill_tokens = 0;
+  // Text of the outputs and stop strings (not owned; rank 0). nullptr: token ids only.
+  const Tokenizer* tokenizer = nullptr;
+  // Test hook: a failure of the forward for this request (request id -> error, ok: none);
+  // shows that a request failing inside the engine fails alone.
+  std::function<Status(int64_t)> inject_failure;
 };
 
 class Engine {
@@ -80,9 +75,16 @@ class Engine {
                                                 const Limits& limits, const EngineOptions& opt);
   ~Engine();
 
-  // Validates and queues a request; returns its id. With ranks: rank 0 only.
-  Result<int> add_request(GenerationRequest req);
-  bool idle() const { return waiting_.empty() && running_.empty() && unsent_.empty(); }
+  // The checks add_request makes, naming the field and the limit (thread-safe: reads
+  // nothing that steps change).
+  Status validate(const GenerationRequest& req) const;
+  // Validates and queues a request; returns its id (ascending from 0). With ranks: rank 0 only.
+  Result<int64_t> add_request(GenerationRequest req);
+  // Ends a queued or running request at the next step (reason kCancelled or kTimeout).
+  void cancel(int64_t id, FinishReason why = FinishReason::kCancelled);
+  bool idle() const { return sched_->idle() && unsent_.empty() && cancels_.empty(); }
+  int32_t running() const { return sched_->running(); }
+  int32_t queued() const { return sched_->queued(); }
   // Several ranks: rank 0 ends the job's step loop (the next sync tells every rank); the
   // other ranks step until stopped().
   Status stop();
@@ -91,46 +93,50 @@ class Engine {
   // (a deterministic check of the replicated state), so no rank waits on another.
   bool last_error_uniform() const { return last_error_uniform_; }
   int rank() const;
+  const Limits& limits() const { return limits_; }
+  const ModelConfig& config() const { return cfg_; }
   // Bytes this rank sent per seam since the start (several ranks; model/runner.h).
   ModelRunner::SeamBytes seam_bytes() const { return runner_->seam_bytes(); }
-  // One scheduling step (admission, forward, sampling, verification, MTP).
+  // One step (schedule, forward, sampling, verification, MTP). Its updates follow in updates().
   Result<StepReport> step();
-  const RequestResult& result(int id) const { return results_[id]; }
-  int n_requests() const { return static_cast<int>(results_.size()); }
+  // The last step's updates, one per request it touched (rank 0 reports; moved out by the caller).
+  std::vector<RequestUpdate>& updates() { return sched_->updates(); }
 
  private:
-  struct Running;
+  class RunnerPages;
   Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions& opt,
          std::unique_ptr<ModelRunner> runner);
   int32_t sample_row(const float* logits, const kernels::SamplingParams& sp, int64_t position, int slot);
-  void finish(Running& r, const char* reason);
-  Result<int> queue_request(GenerationRequest req);
-  Status sync_requests(bool stop);      // rank 0's new requests (or stop) to every rank
+  Status sync_requests(bool stop);      // rank 0's new requests and cancels (or stop) to every rank
   Status exchange(int32_t* values, int per_request);  // samplers' values of the planned requests to all
-  int32_t pick_owner() const;
+  Status run_forward(const std::vector<PlannedRows>& plan);
+  void logprobs_of(const float* row, int32_t token, int32_t top, TokenLogprob& out) const;
 
   const ModelConfig& cfg_;
   Limits limits_;
   EngineOptions opt_;
   std::unique_ptr<ModelRunner> runner_;
-  std::deque<int> waiting_;
-  std::vector<std::unique_ptr<Running>> running_;
-  std::vector<RequestResult> results_;
-  std::vector<GenerationRequest> requests_;
-  std::vector<uint8_t> seq_used_;
+  std::unique_ptr<RunnerPages> pages_;
+  std::unique_ptr<Scheduler> sched_;
+  int64_t next_id_ = 0;
+  std::vector<std::pair<int64_t, FinishReason>> cancels_;  // rank 0: for the next step
+  std::unordered_map<int64_t, double> deadlines_;          // rank 0: steady seconds
   // Step buffers, sized once.
   std::vector<StepRequest> reqs_, mtp_reqs_;
-  std::vector<Running*> planned_;
-  std::vector<int32_t> row_tokens_, mtp_tokens_;
+  std::vector<int64_t> row_begin_, mtp_begin_;
+  std::vector<int32_t> mtp_tokens_;
   std::vector<float> logits_, mtp_logits_;
   std::vector<bf16> xfinal_, mtp_x_;
   std::vector<uint64_t> sample_scratch_;
+  std::vector<TokenLogprob> logprobs_;      // [B_MAX, 2]
+  std::vector<std::vector<TokenLogprob>> prompt_logprobs_;  // [B_MAX]
   // Several ranks.
-  std::vector<int> unsent_;           // rank 0: ids added since the last sync
+  std::vector<GenerationRequest> unsent_;   // rank 0: added since the last sync
   std::vector<uint8_t> sync_buf_;
   std::vector<int32_t> values_;             // [B_MAX · 2] sampled tokens / drafts per planned request
   std::vector<int32_t> sampled_, gathered_;  // [B_MAX · 2] the exchange's own and gathered records
   std::vector<int64_t> gather_rows_;
+  const std::vector<PlannedRows>* plan_ = nullptr;
   bool stopped_ = false;
   bool last_error_uniform_ = false;
 };

@@ -45,6 +45,24 @@ for ck in "tiny none" "tiny2 fp8" "tiny fp8" "tiny2 none"; do
   done
 done
 
+# Text prompts with stop strings (matched on rank 0, ended on every rank at the next step) and
+# a compressed cache small enough that decode preempts and recomputes requests: same output.
+text_run=(generate --model "$work/tiny-fp8" --prompt "Once upon a time" --prompt "The quick brown fox"
+          --prompt "In the beginning" --max-tokens 40 --temperature 0.8 --batch-size 3 --quiet-steps
+          --page-tokens 16 --cache-blocks 5 --stop ee --stop th)
+timeout 300 "$dsv4" "${text_run[@]}" >"$work/one_full.txt" || fail "generate with stop strings (1 rank)"
+grep -q '(stop)' "$work/one_full.txt" || fail "no request ended at a stop string"
+grep -q 'preemptions' "$work/one_full.txt" || fail "no request was preempted"
+grep '^request' "$work/one_full.txt" >"$work/one.txt"
+for layout in "2 --tp 2" "4 --tp 2 --dp 2"; do
+  set -- $layout
+  np=$1
+  shift
+  timeout 300 "${mpirun[@]}" -np "$np" "$dsv4" "${text_run[@]}" "$@" | grep '^request' >"$work/many.txt" ||
+    fail "generate with stop strings on $layout"
+  cmp -s "$work/one.txt" "$work/many.txt" || { fail "stop strings / preemption: $layout differs"; diff "$work/one.txt" "$work/many.txt"; }
+done
+
 # Bad topologies: every rank exits non-zero, the message once, no hang.
 bad() {  # bad <np> <message> <args...>
   local np=$1 msg=$2
@@ -61,7 +79,7 @@ bad 2 "--dp 2 x --tp 2 = 4 ranks, but the world has 2" logits --model "$work/tin
   --out "$work/x.npy" --tp 2 --dp 2
 bad 2 "prompt 1: request: prompt token 9999 at index 1 outside the vocabulary" generate --model "$work/tiny-none" \
   --tp 2 --prompt-ids 1,2 --prompt-ids 3,9999
-bad 4 "compressed cache exhausted" generate --model "$work/tiny-fp8" --prompt-ids 1,2,3 --max-tokens 60 \
+bad 4 "the compressed cache cannot hold this request" generate --model "$work/tiny-fp8" --prompt-ids 1,2,3 --max-tokens 60 \
   --page-tokens 16 --cache-blocks 1 --tp 4
 # A corrupt expert only rank 1 reads (ep 2: experts 4-7): rank 1 names it, every rank exits.
 cp -r "$work/tiny-fp8" "$work/corrupt"

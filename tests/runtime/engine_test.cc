@@ -14,6 +14,8 @@
 #include "model/weights.h"
 #include "support/tiny_model.h"
 #include "runtime/engine.h"
+#include "text/tiny_tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace dsv4 {
 namespace {
@@ -35,26 +37,45 @@ Limits limits(int batch) {
 }
 
 struct RunStats {
-  std::vector<std::vector<int32_t>> out;
-  int drafts = 0, accepted = 0;
+  std::vector<std::vector<int32_t>> out;  // by request id
+  std::vector<RequestUpdate> finals;      // each request's last update, by id
+  int drafts = 0, accepted = 0, preempted = 0;
   std::vector<int> batches;
 };
 
-RunStats run(const Loaded& m, int batch, bool mtp, const std::vector<GenerationRequest>& reqs,
-            std::function<int32_t(int, int64_t)> force = {}) {
-  auto e = Engine::create(m.cfg, *m.w, limits(batch), EngineOptions{mtp, force});
-  EXPECT_TRUE(e.ok()) << e.message();
-  for (const auto& r : reqs) EXPECT_TRUE((*e)->add_request(r).ok());
-  RunStats s;
-  while (!(*e)->idle()) {
-    auto rep = (*e)->step();
+// Steps until idle, collecting every request's tokens from the updates.
+void drain(Engine& e, RunStats& s) {
+  while (!e.idle()) {
+    auto rep = e.step();
     EXPECT_TRUE(rep.ok()) << rep.message();
     if (!rep.ok()) break;
     s.drafts += rep->drafts;
     s.accepted += rep->accepted;
+    s.preempted += rep->preempted;
     s.batches.push_back(rep->batch);
+    for (RequestUpdate& u : e.updates()) {
+      const size_t id = static_cast<size_t>(u.id);
+      s.out.resize(std::max(s.out.size(), id + 1));
+      s.finals.resize(std::max(s.finals.size(), id + 1));
+      s.out[id].insert(s.out[id].end(), u.tokens.begin(), u.tokens.end());
+      EXPECT_FALSE(s.finals[id].finished) << "request " << id << " updated after its last update";
+      if (u.finished) s.finals[id] = u;
+    }
   }
-  for (int i = 0; i < (*e)->n_requests(); ++i) s.out.push_back((*e)->result(i).output);
+}
+
+RunStats run(const Loaded& m, int batch, bool mtp, const std::vector<GenerationRequest>& reqs,
+            std::function<int32_t(int64_t, int64_t)> force = {}, Limits lim = limits(0)) {
+  if (lim.max_batch == 0) lim = limits(batch);
+  EngineOptions opt;
+  opt.mtp = mtp;
+  opt.force_draft = force;
+  auto e = Engine::create(m.cfg, *m.w, lim, opt);
+  EXPECT_TRUE(e.ok()) << e.message();
+  RunStats s;
+  if (!e.ok()) return s;
+  for (const auto& r : reqs) EXPECT_TRUE((*e)->add_request(r).ok());
+  drain(**e, s);
   return s;
 }
 
@@ -145,32 +166,38 @@ TEST(Engine, TokensDoNotDependOnTheBatch) {
   }
 }
 
-// Decode growth past the blocks: the step fails before the forward (on ranks, every rank at
-// the same point: last_error_uniform), naming the cache; a stopped engine takes no step.
-TEST(Engine, CacheExhaustionAndStop) {
+// A request the compressed cache can never hold fails alone with an error naming the cache;
+// the request waiting behind it then runs as it would alone. A stopped engine takes no step.
+TEST(Engine, RequestThatCannotFitFailsAlone) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
-  Limits l = limits(1);
+  Limits l = limits(2);
   l.page_tokens = 16;
   l.cache_blocks = 1;
-  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{false, {}});
+  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{});
   ASSERT_TRUE(e.ok()) << e.message();
   GenerationRequest g;
   g.prompt = {1, 2, 3};
   g.max_tokens = 40;
   g.stop_at_eos = false;
+  GenerationRequest small = g;
+  small.max_tokens = 5;
   ASSERT_TRUE((*e)->add_request(g).ok());
-  Status failed;
-  for (int i = 0; i < 40 && failed.ok(); ++i) failed = (*e)->step().status();
-  ASSERT_FALSE(failed.ok());
-  EXPECT_NE(failed.message().find("compressed cache exhausted"), std::string::npos) << failed.message();
-  EXPECT_TRUE((*e)->last_error_uniform());
+  ASSERT_TRUE((*e)->add_request(small).ok());
+  RunStats s;
+  drain(**e, s);
+  ASSERT_EQ(s.finals.size(), 2u);
+  EXPECT_EQ(s.finals[0].reason, FinishReason::kError);
+  EXPECT_NE(s.finals[0].error.find("compressed cache cannot hold this request"), std::string::npos) << s.finals[0].error;
+  EXPECT_EQ(s.out[0].size(), 14u);  // positions 0..15 fill the page; row 15 sampled the 14th output
+  EXPECT_EQ(s.finals[1].reason, FinishReason::kLength);
+  EXPECT_EQ(s.out[1], run(m, 2, false, {small}).out[0]);
   ASSERT_TRUE((*e)->stop().ok());
   EXPECT_NE((*e)->step().status().message().find("stopped"), std::string::npos);
 }
 
 TEST(Engine, RejectsBadRequests) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
-  auto e = Engine::create(m.cfg, *m.w, limits(2), EngineOptions{false, {}});
+  auto e = Engine::create(m.cfg, *m.w, limits(2), EngineOptions{});
   ASSERT_TRUE(e.ok());
   GenerationRequest g;
   EXPECT_NE((*e)->add_request(g).message().find("prompt is empty"), std::string::npos);
@@ -198,7 +225,7 @@ TEST(Engine, AdmissionWaitsForCacheBlocks) {
   Limits l = limits(2);
   l.page_tokens = 32;
   l.cache_blocks = 3;  // 96 positions in all
-  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{false, {}});
+  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{});
   ASSERT_TRUE(e.ok()) << e.message();
   GenerationRequest g;
   g.prompt = test::random_tokens(100, 9, m.cfg.vocab_size);
@@ -211,16 +238,14 @@ TEST(Engine, AdmissionWaitsForCacheBlocks) {
   two[1].prompt = test::random_tokens(40, 11, m.cfg.vocab_size);
   for (auto& r : two) r.max_tokens = 8;
   for (const auto& r : two) ASSERT_TRUE((*e)->add_request(r).ok());
-  int max_batch = 0;
-  while (!(*e)->idle()) {
-    auto rep = (*e)->step();
-    ASSERT_TRUE(rep.ok()) << rep.message();
-    max_batch = std::max(max_batch, rep->batch);
-  }
-  EXPECT_EQ(max_batch, 1) << "the second request was admitted before blocks were free";
+  RunStats s;
+  drain(**e, s);
+  EXPECT_EQ(*std::max_element(s.batches.begin(), s.batches.end()), 1)
+      << "the second request was admitted before blocks were free";
+  EXPECT_EQ(s.preempted, 0);
   const RunStats alone0 = run(m, 2, false, {two[0]}), alone1 = run(m, 2, false, {two[1]});
-  EXPECT_EQ((*e)->result(0).output, alone0.out[0]);
-  EXPECT_EQ((*e)->result(1).output, alone1.out[0]);
+  EXPECT_EQ(s.out[0], alone0.out[0]);
+  EXPECT_EQ(s.out[1], alone1.out[0]);
 }
 
 }  // namespace
@@ -249,19 +274,201 @@ TEST(Engine, PrefixCacheHitsGiveTheSameTokens) {
     Limits l = limits(1);  // one at a time: each request finds the previous ones' blocks
     l.page_tokens = 32;
     l.prefix_blocks = 8;
-    auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{mtp, {}});
+    EngineOptions opt;
+    opt.mtp = mtp;
+    auto e = Engine::create(m.cfg, *m.w, l, opt);
     ASSERT_TRUE(e.ok()) << e.message();
     for (const auto& r : reqs) ASSERT_TRUE((*e)->add_request(r).ok());
     int64_t hit = 0;
+    RunStats s;
     while (!(*e)->idle()) {
       auto rep = (*e)->step();
       ASSERT_TRUE(rep.ok()) << rep.message();
       hit += rep->prefix_hit_tokens;
+      for (RequestUpdate& u : (*e)->updates()) {
+        s.out.resize(std::max<size_t>(s.out.size(), u.id + 1));
+        s.out[u.id].insert(s.out[u.id].end(), u.tokens.begin(), u.tokens.end());
+      }
     }
     EXPECT_EQ(hit, 2 * (96 - 4)) << "mtp " << mtp;  // requests 2 and 3 start at 92
     const RunStats plain = run(m, 1, mtp, reqs);
-    for (int i = 0; i < 3; ++i) EXPECT_EQ((*e)->result(i).output, plain.out[i]) << "mtp " << mtp << " request " << i;
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(s.out[i], plain.out[i]) << "mtp " << mtp << " request " << i;
   }
+}
+
+}  // namespace
+}  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// Pages run out in decode: the newest request is preempted and recomputed later with its
+// original prompt_len (a prompt shorter than the window keeps its layout); its tokens equal
+// an uninterrupted run, greedy and sampled, with and without MTP.
+TEST(Engine, PreemptionAndRecomputeGiveTheSameTokens) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  for (bool mtp : {false, true})
+    for (float temp : {0.0f, 0.8f}) {
+      std::vector<GenerationRequest> reqs(2);
+      reqs[0].prompt = test::random_tokens(5, 40, m.cfg.vocab_size);  // shorter than the window (8)
+      reqs[0].max_tokens = 30;
+      reqs[1].prompt = test::random_tokens(20, 41, m.cfg.vocab_size);
+      reqs[1].max_tokens = 14;
+      for (auto& r : reqs) {
+        r.stop_at_eos = false;
+        r.sampling = {temp, 0.9f, 77};
+      }
+      Limits l = limits(2);
+      l.page_tokens = 16;
+      l.cache_blocks = 3;
+      const RunStats tight = run(m, 2, mtp, reqs, {}, l);
+      EXPECT_GE(tight.preempted, 1) << "mtp " << mtp << " temperature " << temp;
+      for (int i = 0; i < 2; ++i)
+        EXPECT_EQ(tight.out[i], run(m, 2, mtp, {reqs[i]}).out[0]) << "mtp " << mtp << " temperature " << temp;
+    }
+}
+
+TEST(Engine, CancelEndsOneRequest) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  auto reqs = requests(0.0f, 1.0f);
+  reqs.resize(2);
+  for (auto& r : reqs) r.max_tokens = 20;
+  auto e = Engine::create(m.cfg, *m.w, limits(2), EngineOptions{});
+  ASSERT_TRUE(e.ok());
+  for (const auto& r : reqs) ASSERT_TRUE((*e)->add_request(r).ok());
+  RunStats s;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE((*e)->step().ok());
+    for (RequestUpdate& u : (*e)->updates()) {
+      s.out.resize(2);
+      s.out[u.id].insert(s.out[u.id].end(), u.tokens.begin(), u.tokens.end());
+    }
+  }
+  (*e)->cancel(0);
+  (*e)->cancel(7);  // unknown: ignored
+  drain(**e, s);
+  EXPECT_EQ(s.finals[0].reason, FinishReason::kCancelled);
+  const RunStats plain = run(m, 2, false, reqs);
+  ASSERT_LT(s.out[0].size(), plain.out[0].size());
+  EXPECT_TRUE(std::equal(s.out[0].begin(), s.out[0].end(), plain.out[0].begin()));
+  EXPECT_EQ(s.out[1], plain.out[1]);
+  EXPECT_EQ((*e)->running(), 0);
+}
+
+// A request that fails inside the engine fails alone; the others in its steps go on.
+TEST(Engine, FailureInTheForwardFailsOnlyThatRequest) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  const auto reqs = requests(0.7f, 0.9f);
+  EngineOptions opt;
+  opt.inject_failure = [](int64_t id) { return id == 1 ? Status::error("injected") : Status(); };
+  auto e = Engine::create(m.cfg, *m.w, limits(4), opt);
+  ASSERT_TRUE(e.ok());
+  for (const auto& r : reqs) ASSERT_TRUE((*e)->add_request(r).ok());
+  RunStats s;
+  drain(**e, s);
+  const RunStats plain = run(m, 4, false, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (i == 1) {
+      EXPECT_EQ(s.finals[1].reason, FinishReason::kError);
+      EXPECT_EQ(s.finals[1].error, "injected");
+      EXPECT_TRUE(s.out[1].empty());
+    } else {
+      EXPECT_EQ(s.out[i], plain.out[i]) << i;
+    }
+  }
+}
+
+// With the tokenizer: the streamed text is the decoded output, and a stop string ends the text
+// just before it (here one that spans a token boundary).
+TEST(Engine, TextAndStopStrings) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  auto files = make_tiny_tokenizer();
+  ASSERT_TRUE(files.ok());
+  auto tok = Tokenizer::from_json(files->tokenizer_json, "tiny");
+  ASSERT_TRUE(tok.ok());
+  EngineOptions opt;
+  opt.tokenizer = &*tok;
+  GenerationRequest g;
+  g.prompt = tok->encode("Once upon a time", false);
+  g.max_tokens = 24;
+  g.stop_at_eos = false;
+  g.sampling = {0.9f, 1.0f, 3};
+  auto text_of = [&](const GenerationRequest& r, RequestUpdate* fin) {
+    auto e = Engine::create(m.cfg, *m.w, limits(2), opt);
+    EXPECT_TRUE(e.ok());
+    EXPECT_TRUE((*e)->add_request(r).ok());
+    std::string text;
+    std::vector<int32_t> ids;
+    while (!(*e)->idle()) {
+      EXPECT_TRUE((*e)->step().ok());
+      for (RequestUpdate& u : (*e)->updates()) {
+        text += u.text;
+        ids.insert(ids.end(), u.tokens.begin(), u.tokens.end());
+        if (u.finished) *fin = u;
+      }
+    }
+    return std::make_pair(text, ids);
+  };
+  RequestUpdate fin;
+  const auto [text, ids] = text_of(g, &fin);
+  ASSERT_EQ(ids.size(), 24u);
+  EXPECT_EQ(text, *tok->decode(ids));
+  // A stop string that starts inside token 10's text and ends in a later token.
+  const size_t at = tok->decode(std::span(ids.data(), 10))->size() - 1;
+  ASSERT_LT(at + 3, text.size());
+  g.stop_strings = {text.substr(at, 3)};
+  const auto [cut, cut_ids] = text_of(g, &fin);
+  EXPECT_EQ(fin.reason, FinishReason::kStop);
+  EXPECT_EQ(cut, text.substr(0, text.find(g.stop_strings[0])));
+  EXPECT_LT(cut_ids.size(), ids.size());
+}
+
+// Log-probabilities: a greedy token is the top alternative; a prompt's scores (max_tokens 0)
+// give the same value for a token as generating it did.
+TEST(Engine, Logprobs) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  GenerationRequest g;
+  g.prompt = test::random_tokens(12, 50, m.cfg.vocab_size);
+  g.max_tokens = 3;
+  g.stop_at_eos = false;
+  g.logprobs = 4;
+  RequestUpdate gen;
+  std::vector<TokenLogprob> lps;
+  {
+    auto e = Engine::create(m.cfg, *m.w, limits(2), EngineOptions{});
+    ASSERT_TRUE((*e)->add_request(g).ok());
+    while (!(*e)->idle()) {
+      ASSERT_TRUE((*e)->step().ok());
+      for (RequestUpdate& u : (*e)->updates()) {
+        ASSERT_EQ(u.logprobs.size(), u.tokens.size());
+        for (auto& lp : u.logprobs) lps.push_back(lp);
+      }
+    }
+  }
+  ASSERT_EQ(lps.size(), 3u);
+  for (const TokenLogprob& lp : lps) {
+    ASSERT_EQ(lp.top.size(), 4u);
+    EXPECT_EQ(lp.top[0].first, lp.token);
+    EXPECT_FLOAT_EQ(lp.top[0].second, lp.logprob);
+    EXPECT_LE(lp.logprob, 0.0f);
+    for (size_t k = 1; k < lp.top.size(); ++k) EXPECT_LE(lp.top[k].second, lp.top[k - 1].second);
+  }
+  GenerationRequest score;
+  score.prompt = g.prompt;
+  score.prompt.push_back(lps[0].token);
+  score.max_tokens = 0;
+  score.prompt_logprobs = true;
+  score.logprobs = 2;
+  auto e = Engine::create(m.cfg, *m.w, limits(2), EngineOptions{});
+  ASSERT_TRUE((*e)->add_request(score).ok());
+  RunStats s;
+  drain(**e, s);
+  const RequestUpdate& f = s.finals[0];
+  EXPECT_EQ(f.reason, FinishReason::kLength);
+  EXPECT_EQ(f.completion_tokens, 0);
+  ASSERT_EQ(f.prompt_logprobs.size(), score.prompt.size() - 1);
+  EXPECT_EQ(f.prompt_logprobs.back().token, lps[0].token);
+  EXPECT_NEAR(f.prompt_logprobs.back().logprob, lps[0].logprob, 1e-5);
 }
 
 }  // namespace

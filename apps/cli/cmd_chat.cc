@@ -1,0 +1,199 @@
+// dsv4 chat [--model DIR] [--system TEXT] [--thinking] [--max-tokens N] [--temperature T]
+//   [--top-p P] [--seed S] [--mtp] [--threads N] [--max-context N] [--isa I]
+// An interactive terminal chat: each input line is a user turn; the history goes through the
+// DeepSeek-V4 chat encoding (src/chat) and the reply streams as it is generated (reasoning,
+// with --thinking, in brackets before the answer). Commands: /reset clears the history,
+// /exit (or end of input) quits. Ctrl-C stops the current answer and keeps the session.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "chat/parse.h"
+#include "chat/render.h"
+#include "commands.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "runtime/engine.h"
+#include "text/tokenizer_dir.h"
+
+namespace dsv4::cli {
+namespace {
+
+struct ChatArgs {
+  std::string model;
+  std::string system;
+  bool thinking = false;
+  int max_tokens = 512;
+  float temperature = 0.7f;
+  float top_p = 0.95f;
+  uint64_t seed = 0;
+  bool mtp = false;
+  int threads = 2;
+  int64_t max_context = 0;  // 0: the model's max_position_embeddings, at most 8192
+  std::string isa = "auto";
+};
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+// SIGINT sets the flag and interrupts a blocking read (no SA_RESTART).
+void install_sigint() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+void put(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+int run_chat(const ChatArgs& a) {
+  if (Status st = select_isa(a.isa); !st.ok()) return fail(st);
+  Result<std::string> dir = resolve_model_dir(a.model);
+  if (!dir.ok()) return fail(dir.status());
+  Result<TextModel> text = load_tokenizer_dir(*dir);
+  if (!text.ok()) return fail(text.status().with_context("chat needs the model's tokenizer"));
+  Result<ModelConfig> cfg = load_config(*dir);
+  if (!cfg.ok()) return fail(cfg.status());
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(*dir);
+  if (!files.ok()) return fail(files.status());
+  Result<Weights> w = load_weights(*files, *cfg, nullptr);
+  if (!w.ok()) return fail(w.status());
+  Limits lim;
+  lim.max_batch = lim.max_seqs = 1;
+  lim.max_chunk = 64;
+  lim.max_rows = 64;
+  lim.max_decode_rows = a.mtp ? 2 : 1;
+  lim.max_context = a.max_context > 0 ? a.max_context : std::min<int64_t>(cfg->max_position_embeddings, 8192);
+  lim.n_threads = a.threads;
+  EngineOptions eo;
+  eo.mtp = a.mtp;
+  eo.tokenizer = &text->tokenizer;
+  Result<std::unique_ptr<Engine>> engine = Engine::create(*cfg, *w, lim, eo);
+  if (!engine.ok()) return fail(engine.status());
+  Engine& e = **engine;
+
+  chat::ChatOptions opts;
+  opts.mode = a.thinking ? chat::ThinkingMode::kThinking : chat::ThinkingMode::kChat;
+  nlohmann::ordered_json history = nlohmann::ordered_json::array();
+  auto reset = [&] {
+    history = nlohmann::ordered_json::array();
+    if (!a.system.empty()) history.push_back({{"role", "system"}, {"content", a.system}});
+  };
+  reset();
+  install_sigint();
+  std::printf("dsv4 chat: %s (%s mode). /reset clears the history, /exit quits, Ctrl-C stops an answer.\n",
+              dir->c_str(), a.thinking ? "thinking" : "chat");
+  uint64_t turn = 0;
+  std::string line;
+  for (;;) {
+    put("\n> ");
+    g_interrupted.store(false);
+    if (!std::getline(std::cin, line)) {
+      if (g_interrupted.load() && !std::cin.eof()) {  // Ctrl-C at the prompt: keep going
+        std::cin.clear();
+        put("\n(/exit quits)");
+        continue;
+      }
+      put("\n");
+      return 0;
+    }
+    if (line == "/exit" || line == "/quit") return 0;
+    if (line == "/reset") {
+      reset();
+      put("(history cleared)\n");
+      continue;
+    }
+    if (line.empty()) continue;
+    history.push_back({{"role", "user"}, {"content", line}});
+    Result<std::string> prompt = chat::render_chat(history, opts);
+    if (!prompt.ok()) return fail(prompt.status());
+    GenerationRequest g;
+    g.prompt = text->tokenizer.encode(*prompt, /*allow_special=*/true);
+    const int64_t room = lim.max_context - static_cast<int64_t>(g.prompt.size()) - 1;
+    if (room < 1) {
+      history.erase(history.size() - 1);
+      std::printf("(the conversation has %zu tokens, max_context = %lld: /reset to start over)\n", g.prompt.size(),
+                  static_cast<long long>(lim.max_context));
+      continue;
+    }
+    g.max_tokens = static_cast<int32_t>(std::min<int64_t>(a.max_tokens, room));
+    g.sampling = {a.temperature, a.top_p, a.seed + turn++};
+    Result<int64_t> id = e.add_request(std::move(g));
+    if (!id.ok()) return fail(id.status());
+    chat::ChatStreamParser parser(chat::prompt_opens_reasoning(*prompt));
+    std::string reasoning, content;
+    bool in_reasoning = false, stopped = false;
+    auto show = [&](const chat::ChatDelta& d) {
+      if (!d.reasoning.empty()) {
+        if (!in_reasoning) put("[");
+        in_reasoning = true;
+        put(d.reasoning);
+        reasoning += d.reasoning;
+      }
+      if (!d.content.empty() || !d.tool_calls.empty()) {
+        if (in_reasoning) put("]\n");
+        in_reasoning = false;
+        put(d.content);
+        content += d.content;
+      }
+    };
+    bool finished = false;
+    FinishReason reason = FinishReason::kNone;
+    while (!finished) {
+      if (g_interrupted.exchange(false) && !stopped) {
+        e.cancel(*id);
+        stopped = true;
+      }
+      Result<StepReport> rep = e.step();
+      if (!rep.ok()) return fail(rep.status());
+      for (RequestUpdate& u : e.updates()) {
+        show(parser.feed(u.text));
+        if (u.finished) {
+          show(parser.finish());
+          finished = true;
+          reason = u.reason;
+          if (u.reason == FinishReason::kError) std::printf("\n(error: %s)", u.error.c_str());
+        }
+      }
+    }
+    if (in_reasoning) put("]");
+    if (reason == FinishReason::kLength) put(" (max tokens)");
+    if (reason == FinishReason::kCancelled) put(" [stopped]");
+    put("\n");
+    nlohmann::ordered_json reply = {{"role", "assistant"}, {"content", content}};
+    if (!reasoning.empty()) reply["reasoning_content"] = reasoning;
+    history.push_back(reply);
+  }
+}
+
+}  // namespace
+
+Command add_chat(CLI::App& app) {
+  auto a = std::make_shared<ChatArgs>();
+  CLI::App* sub = app.add_subcommand("chat", "Interactive chat in the terminal (multi-turn, streamed)");
+  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
+  sub->add_option("--system", a->system, "System prompt");
+  sub->add_flag("--thinking", a->thinking, "Thinking mode: the model reasons first (shown in brackets)");
+  sub->add_option("--max-tokens", a->max_tokens, "Most tokens per answer")->capture_default_str();
+  sub->add_option("--temperature", a->temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
+  sub->add_option("--top-p", a->top_p, "Nucleus sampling threshold in (0, 1]")->capture_default_str();
+  sub->add_option("--seed", a->seed, "Seed of answer i is seed + i")->capture_default_str();
+  sub->add_flag("--mtp", a->mtp, "Speculative decode with the MTP layer's drafts");
+  sub->add_option("--threads", a->threads, "Worker threads")->capture_default_str();
+  sub->add_option("--max-context", a->max_context, "Positions of the conversation (0: the model's limit, at most 8192)")->capture_default_str();
+  sub->add_option("--isa", a->isa, kIsaHelp)->capture_default_str();
+  return {sub, [a]() { return run_chat(*a); }};
+}
+
+}  // namespace dsv4::cli

@@ -1,0 +1,48 @@
+#include "runtime/output_text.h"
+
+#include <algorithm>
+
+namespace dsv4 {
+
+OutputText::OutputText(const Tokenizer& tokenizer, std::vector<std::string> stops)
+    : decoder_(tokenizer), stops_(std::move(stops)) {
+  stops_.erase(std::remove(stops_.begin(), stops_.end(), std::string()), stops_.end());
+}
+
+bool OutputText::push(int32_t id, std::string& released) {
+  if (stopped_) return true;
+  if (!decoder_.push(id, held_).ok()) return false;  // out of range: the engine never samples one
+  // Earliest match; every match starts inside held_ (released text holds no stop prefix).
+  size_t cut = std::string::npos;
+  for (const std::string& s : stops_) cut = std::min(cut, held_.find(s));
+  if (cut != std::string::npos) {
+    released.append(held_, 0, cut);
+    held_.clear();
+    stopped_ = true;
+    return true;
+  }
+  release_decided(released);
+  return false;
+}
+
+// Releases all of held_ except its longest suffix that is a proper prefix of a stop string.
+void OutputText::release_decided(std::string& released) {
+  size_t keep = 0;
+  for (const std::string& s : stops_)
+    for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; --k)
+      if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
+        keep = k;
+        break;
+      }
+  released.append(held_, 0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+}
+
+void OutputText::finish(std::string& released) {
+  if (stopped_) return;
+  decoder_.finish(held_);
+  released += held_;
+  held_.clear();
+}
+
+}  // namespace dsv4

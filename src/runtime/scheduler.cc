@@ -1,0 +1,361 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace dsv4 {
+
+struct Scheduler::Req {
+  int64_t id = 0;
+  GenerationRequest g;
+  std::vector<int32_t> tokens;  // prompt, then committed outputs (identical on every rank)
+  int64_t prompt_len = 0;
+  int64_t n_cached = 0;         // positions in the caches (main and MTP)
+  int32_t seq = -1;
+  int32_t draft = -1;           // MTP draft for position tokens.size(), or -1
+  int32_t owner = 0;
+  bool cp = false;
+  int32_t generated = 0;
+  int64_t last_served = -1;     // step of the last rows
+  bool ended = false;           // replicated: leaves at the end of this plan/update
+  bool reported = false;        // rank-local: its final update was delivered
+  std::unique_ptr<OutputText> text;
+  std::vector<TokenLogprob> prompt_lp;
+  bool prompt_lp_sent = false;
+  int64_t update_step = -1;     // updates_[update_at] is this step's update
+  size_t update_at = 0;
+  int64_t cached_before = 0;    // this step
+};
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kContext: return "context";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kTimeout: return "timeout";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+Scheduler::Scheduler(const SchedulerOptions& opt, PageBudget& pages) : opt_(opt), pages_(pages) {
+  seq_used_.assign(opt.limits.max_seqs, 0);
+  plan_.reserve(opt.limits.max_batch);
+  planned_.reserve(opt.limits.max_batch);
+  draft_rows_.resize(2 * static_cast<size_t>(opt.limits.max_batch));
+}
+
+Scheduler::~Scheduler() = default;
+
+void Scheduler::add(int64_t id, GenerationRequest req) {
+  auto r = std::make_unique<Req>();
+  r->id = id;
+  r->tokens = req.prompt;
+  r->prompt_len = static_cast<int64_t>(req.prompt.size());
+  if (opt_.tokenizer) r->text = std::make_unique<OutputText>(*opt_.tokenizer, req.stop_strings);
+  r->g = std::move(req);
+  waiting_.push_back(std::move(r));
+}
+
+void Scheduler::cancel(int64_t id, FinishReason why, std::string error) {
+  cancels_.push_back({id, {why, std::move(error)}});
+}
+
+bool Scheduler::idle() const { return waiting_.empty() && running_.empty() && cancels_.empty(); }
+
+Scheduler::Req* Scheduler::find(int64_t id) {
+  for (auto& r : running_)
+    if (r->id == id) return r.get();
+  for (auto& r : waiting_)
+    if (r->id == id) return r.get();
+  return nullptr;
+}
+
+RequestUpdate& Scheduler::update_of(Req& r) {
+  if (r.update_step != step_) {
+    r.update_step = step_;
+    r.update_at = updates_.size();
+    updates_.emplace_back();
+    updates_.back().id = r.id;
+  }
+  return updates_[r.update_at];
+}
+
+void Scheduler::end_slot(Req& r) {
+  if (r.seq < 0) return;
+  pages_.register_prefix(r.seq, r.tokens, r.prompt_len);
+  pages_.end(r.seq);
+  seq_used_[r.seq] = 0;
+  r.seq = -1;
+}
+
+void Scheduler::finish(Req& r, FinishReason why, const std::string& error) {
+  r.ended = true;
+  end_slot(r);
+  if (r.reported) return;
+  r.reported = true;
+  RequestUpdate& u = update_of(r);
+  if (r.text) r.text->finish(u.text);  // the held-back text (nothing after a stop string)
+  u.finished = true;
+  u.reason = why;
+  u.error = error;
+  u.prompt_tokens = r.prompt_len;
+  u.completion_tokens = r.generated;
+  if (r.g.prompt_logprobs && !r.prompt_lp_sent) {
+    u.prompt_logprobs = std::move(r.prompt_lp);
+    r.prompt_lp_sent = true;
+  }
+}
+
+std::vector<std::pair<int64_t, FinishReason>> Scheduler::take_local_finishes() {
+  std::vector<std::pair<int64_t, FinishReason>> v;
+  v.swap(local_finishes_);
+  return v;
+}
+
+int32_t Scheduler::pick_owner() const {
+  int32_t best = 0;
+  int64_t best_n = INT64_MAX;
+  for (int32_t q = 0; q < opt_.world; ++q) {
+    int64_t n = 0;
+    for (const auto& r : running_) n += r->owner == q;
+    if (n < best_n) {
+      best = q;
+      best_n = n;
+    }
+  }
+  return best;
+}
+
+void Scheduler::preempt(Req& r) {
+  pages_.end(r.seq);
+  seq_used_[r.seq] = 0;
+  r.seq = -1;
+  r.n_cached = 0;
+  r.draft = -1;
+  r.cp = false;
+  ++counters_.preempted;
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == &r; });
+  waiting_.push_front(std::move(*it));
+  running_.erase(it);
+}
+
+// Pages the running requests take in their next decode rows (anchor and draft): admission
+// leaves them free, so a new request does not push a running one out at once.
+void Scheduler::admit() {
+  while (!waiting_.empty()) {
+    Req& r = *waiting_.front();
+    const int64_t len = static_cast<int64_t>(r.tokens.size());
+    int64_t growth = 0;
+    for (const auto& q : running_) growth += pages_.pages_short(q->seq, static_cast<int64_t>(q->tokens.size()) + 1);
+    if (pages_.pages_short(-1, len) + growth > pages_.free_pages()) break;
+    int32_t seq = -1;
+    for (int32_t s = 0; s < opt_.limits.max_seqs && seq < 0; ++s)
+      if (!seq_used_[s]) seq = s;
+    if (seq < 0) break;
+    // Prompt logprobs need every prompt row computed: no prefix-cache hit for them.
+    Result<int64_t> start = pages_.start(seq, r.tokens, r.prompt_len, !r.g.prompt_logprobs);
+    if (!start.ok()) {
+      std::unique_ptr<Req> gone = std::move(waiting_.front());
+      waiting_.pop_front();
+      finish(*gone, FinishReason::kError, start.message());
+      continue;
+    }
+    if (!pages_.reserve(seq, len).ok()) {  // pages went to running requests meanwhile: wait
+      pages_.end(seq);
+      break;
+    }
+    seq_used_[seq] = 1;
+    r.seq = seq;
+    r.n_cached = *start;
+    r.owner = pick_owner();
+    r.cp = opt_.tp > 1 && opt_.cp_prefill_tokens > 0 && !r.g.prompt_logprobs &&
+           r.prompt_len - r.n_cached >= opt_.cp_prefill_tokens;
+    counters_.prefix_hit_tokens += *start;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+const std::vector<PlannedRows>& Scheduler::plan() {
+  ++step_;
+  plan_.clear();
+  planned_.clear();
+  updates_.clear();
+  graveyard_.clear();
+  counters_ = {};
+  for (auto& [id, why] : cancels_)
+    if (Req* r = find(id)) finish(*r, why.first, why.second);
+  cancels_.clear();
+  auto ended = [](const auto& r) { return r->ended; };
+  running_.erase(std::remove_if(running_.begin(), running_.end(), ended), running_.end());
+  waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), ended), waiting_.end());
+  admit();
+
+  const Limits& L = opt_.limits;
+  for (;;) {
+    // Served longest ago first, then arrival order.
+    std::vector<Req*>& order = planned_;
+    order.clear();
+    for (auto& r : running_) order.push_back(r.get());
+    std::sort(order.begin(), order.end(), [](const Req* a, const Req* b) {
+      return a->last_served != b->last_served ? a->last_served < b->last_served : a->id < b->id;
+    });
+    plan_.clear();
+    int64_t T = 0, need = 0;
+    size_t kept = 0;
+    for (Req* rp : order) {
+      Req& r = *rp;
+      if (static_cast<int32_t>(plan_.size()) >= L.max_batch) break;
+      const int64_t len = static_cast<int64_t>(r.tokens.size());
+      PlannedRows p;
+      p.id = r.id;
+      p.seq = r.seq;
+      p.p0 = r.n_cached;
+      p.prompt_len = r.prompt_len;
+      p.owner = r.owner;
+      p.request = &r.g;
+      if (len - r.n_cached > 1) {  // fill: a chunk of the tokens, not across the split prompt's end
+        p.split = r.cp && r.n_cached < r.prompt_len;
+        const int64_t end = p.split ? r.prompt_len : len;
+        p.n = static_cast<int32_t>(std::min<int64_t>({end - r.n_cached, L.max_chunk, L.max_rows - T}));
+        p.tokens = r.tokens.data() + r.n_cached;
+        p.samples = r.n_cached + p.n == len;
+      } else {  // decode: the last token, and the draft
+        p.has_draft = r.draft >= 0;
+        p.n = p.has_draft ? 2 : 1;
+        if (T + p.n > L.max_rows) continue;
+        int32_t* rows = draft_rows_.data() + 2 * plan_.size();
+        rows[0] = r.tokens.back();
+        rows[1] = r.draft;
+        p.tokens = rows;
+        p.samples = true;
+      }
+      if (p.n <= 0) continue;
+      p.sampler = p.split ? r.owner / opt_.tp * opt_.tp + opt_.tp - 1 : r.owner;
+      need += pages_.pages_short(r.seq, p.p0 + p.n);
+      plan_.push_back(p);
+      order[kept++] = rp;
+      T += p.n;
+    }
+    order.resize(kept);
+    if (need <= pages_.free_pages()) break;
+    // The step's growth does not fit: the newest running request waits (or, alone, fails).
+    Req* newest = running_.front().get();
+    for (auto& r : running_)
+      if (r->id > newest->id) newest = r.get();
+    if (running_.size() == 1) {
+      finish(*newest, FinishReason::kError,
+             fmt::format("the compressed cache cannot hold this request: {} positions need more than the "
+                         "{} free of cache_blocks = {} pages of {} positions",
+                         newest->tokens.size() + 1, pages_.free_pages(), pages_.total_pages(), L.page_tokens));
+      running_.clear();
+    } else {
+      preempt(*newest);
+    }
+  }
+  for (Req* r : planned_) {
+    r->last_served = step_;
+    r->cached_before = r->n_cached;
+  }
+  return plan_;
+}
+
+void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
+                       std::vector<TokenLogprob>* prompt_logprobs) {
+  for (size_t i = 0; i < planned_.size(); ++i) {
+    Req& r = *planned_[i];
+    if (r.ended) continue;  // failed in the executor
+    const PlannedRows& p = plan_[i];
+    if (prompt_logprobs && r.g.prompt_logprobs && !r.prompt_lp_sent)
+      for (TokenLogprob& lp : prompt_logprobs[i]) r.prompt_lp.push_back(std::move(lp));
+    auto commit = [&](int32_t t, TokenLogprob* lp) {
+      if (r.ended) return;
+      r.tokens.push_back(t);
+      ++r.generated;
+      ++counters_.committed;
+      const bool stop_id = (r.g.stop_at_eos && t == opt_.eos_token_id) ||
+                           std::find(r.g.stop_ids.begin(), r.g.stop_ids.end(), t) != r.g.stop_ids.end();
+      bool text_stop = false;
+      if (!r.reported) {
+        RequestUpdate& u = update_of(r);
+        u.tokens.push_back(t);
+        if (lp && r.g.logprobs >= 0) u.logprobs.push_back(std::move(*lp));
+        if (r.text && !stop_id) text_stop = r.text->push(t, u.text);
+      }
+      if (stop_id) finish(r, FinishReason::kStop, {});
+      else if (r.generated >= r.g.max_tokens) finish(r, FinishReason::kLength, {});
+      else if (static_cast<int64_t>(r.tokens.size()) + 1 >= opt_.limits.max_context)
+        finish(r, FinishReason::kContext, {});
+      else if (text_stop) {  // reported now; every rank ends it at the next plan (cancel)
+        RequestUpdate& u = update_of(r);
+        r.reported = true;
+        u.finished = true;
+        u.reason = FinishReason::kStop;
+        u.prompt_tokens = r.prompt_len;
+        u.completion_tokens = r.generated;
+        if (r.g.prompt_logprobs && !r.prompt_lp_sent) {
+          u.prompt_logprobs = std::move(r.prompt_lp);
+          r.prompt_lp_sent = true;
+        }
+        local_finishes_.push_back({r.id, FinishReason::kStop});
+      }
+    };
+    if (!p.samples) {
+      r.n_cached += p.n;
+      continue;
+    }
+    if (r.g.max_tokens == 0) {  // scoring a prompt only
+      r.n_cached += p.n;
+      finish(r, FinishReason::kLength, {});
+      continue;
+    }
+    if (r.g.prompt_logprobs && !r.prompt_lp_sent && !r.reported) {
+      RequestUpdate& u = update_of(r);
+      u.prompt_logprobs = std::move(r.prompt_lp);
+      r.prompt_lp_sent = true;
+    }
+    const int32_t t0 = tokens[2 * i], t1 = tokens[2 * i + 1];
+    DSV4_CHECK(t0 >= 0);
+    TokenLogprob* lp = logprobs ? logprobs + 2 * i : nullptr;
+    if (p.has_draft) {
+      ++counters_.drafts;
+      if (t1 >= 0) {  // the draft matched the token sampled at the anchor
+        ++counters_.accepted;
+        r.n_cached += 2;
+        commit(t0, lp);
+        commit(t1, lp ? lp + 1 : nullptr);
+      } else {
+        r.n_cached += 1;
+        commit(t0, lp);
+      }
+    } else {
+      r.n_cached += p.n;
+      commit(t0, lp);
+    }
+    r.draft = -1;
+  }
+  // planned_ points into this step's requests: those that ended stay alive until the next plan().
+  size_t kept = 0;
+  for (auto& r : running_) {
+    if (r->ended) graveyard_.push_back(std::move(r));
+    else running_[kept++] = std::move(r);
+  }
+  running_.resize(kept);
+}
+
+void Scheduler::fail(size_t i, const std::string& error) { finish(*planned_[i], FinishReason::kError, error); }
+
+void Scheduler::set_draft(size_t i, int32_t draft) {
+  if (!planned_[i]->ended) planned_[i]->draft = draft;
+}
+
+bool Scheduler::live(size_t i) const { return !planned_[i]->ended; }
+int64_t Scheduler::cached_before(size_t i) const { return planned_[i]->cached_before; }
+int64_t Scheduler::cached(size_t i) const { return planned_[i]->n_cached; }
+const std::vector<int32_t>& Scheduler::tokens(size_t i) const { return planned_[i]->tokens; }
+
+}  // namespace dsv4

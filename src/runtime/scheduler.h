@@ -1,0 +1,156 @@
+// Scheduler: the serving policy as a pure state machine (no tensors). Per step:
+//   plan()   -> admission, preemption, the rows of every scheduled request (the StepPlan)
+//   (the executor runs the rows and samples; engine.h)
+//   update() -> commits the sampled tokens, applies stop rules, emits RequestUpdates
+//
+// Rows. A request holds tokens (prompt, then outputs) and n_cached positions in the caches.
+// While n_cached < tokens.size() - 1 it fills: a chunk of up to max_chunk rows of its tokens
+// (a prompt, or after a preemption the prompt and the outputs so far). Its last row at
+// position tokens.size() - 1 samples the token at tokens.size(); in decode that row is the
+// whole step for the request, plus the MTP draft as a second row when there is one.
+//
+// Admission, in arrival order (a preempted request first): a waiting request takes a free
+// sequence slot once the pages (compressed-cache blocks) for its tokens fit. When the step's
+// growth does not fit, the newest running request is preempted: its slot and pages are freed
+// and it waits again with its tokens so far and its original prompt_len, so its rows keep
+// their layout (model.md §0.4.7) and the recompute gives the tokens of an uninterrupted run
+// (sampling depends on seed and position only). A request alone that still does not fit fails
+// alone. Fairness: the requests served longest ago go first when B_MAX or T_MAX binds.
+//
+// Finishing: EOS, stop ids, max_tokens and the context limit are decided in update() from the
+// tokens; cancellation, timeouts and stop strings (matched on text, so only where the text is
+// kept: rank 0) arrive through cancel() and take effect at the next plan(). With ranks every
+// rank runs the same scheduler on the same state; rank 0 sends its cancels in the step's sync.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "model/limits.h"
+#include "runtime/output_text.h"
+#include "runtime/request.h"
+
+namespace dsv4 {
+
+// The executor's pages as the scheduler sees them (the runner's compressed-cache blocks; a
+// fake in tests).
+class PageBudget {
+ public:
+  virtual ~PageBudget() = default;
+  // Pages a sequence needs in addition to hold positions [0, end) (seq -1: a new one).
+  virtual int64_t pages_short(int32_t seq, int64_t end) const = 0;
+  virtual int64_t free_pages() const = 0;
+  virtual int64_t total_pages() const = 0;
+  // Starts slot seq for tokens with prompt_len; returns the first position to compute (a
+  // prefix-cache hit skips the positions before it; allow_prefix false: 0).
+  virtual Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len,
+                                bool allow_prefix) = 0;
+  // Takes the pages for positions [0, end) now (fails when they are not free).
+  virtual Status reserve(int32_t seq, int64_t end) = 0;
+  // After a step: completed prompt pages may join the prefix cache.
+  virtual void register_prefix(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len) = 0;
+  virtual void end(int32_t seq) = 0;
+};
+
+struct SchedulerOptions {
+  Limits limits;
+  bool mtp = false;                  // decode steps carry the MTP draft as a second row
+  int32_t world = 1, tp = 1;         // ranks (owners: the rank with the fewest running requests)
+  int64_t cp_prefill_tokens = 0;     // context-parallel prefill from this many positions (tp > 1)
+  int32_t eos_token_id = 1;
+  const Tokenizer* tokenizer = nullptr;  // text and stop strings (nullptr: tokens only)
+};
+
+// One request's rows in the step.
+struct PlannedRows {
+  int64_t id = 0;
+  int32_t seq = -1;
+  int64_t p0 = 0;                  // first position
+  int32_t n = 0;                   // rows
+  int64_t prompt_len = 0;
+  const int32_t* tokens = nullptr;  // the rows' tokens (valid until update())
+  int32_t owner = 0;               // rank computing the rows
+  bool split = false;              // context-parallel prefill chunk over the owner's TP group
+  int32_t sampler = 0;             // rank holding the last row (samples it)
+  bool samples = false;            // the last (non-draft) row predicts a new token
+  bool has_draft = false;          // row n-1 is the MTP draft
+  const GenerationRequest* request = nullptr;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerOptions& opt, PageBudget& pages);
+  ~Scheduler();
+
+  // Queues a validated request (ids ascend; the caller assigns them).
+  void add(int64_t id, GenerationRequest req);
+  // Ends a waiting or running request at the next plan() (no-op for unknown ids).
+  void cancel(int64_t id, FinishReason why, std::string error = {});
+  bool idle() const;
+  int32_t running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t queued() const { return static_cast<int32_t>(waiting_.size()); }
+
+  // Admission, preemption and rows. Requests that ended (cancelled, failed to fit) report in
+  // updates() of this step.
+  const std::vector<PlannedRows>& plan();
+  // The executor's results for plan()[i]: tokens[2 i] the token sampled at the last row (-1:
+  // none), tokens[2 i + 1] the one after the accepted draft (-1: none or rejected);
+  // logprobs[2 i + j] their log-probabilities (when the request asked for them; may be null).
+  // prompt_logprobs[i]: this step's prompt logprobs (appended; may be null).
+  void update(const int32_t* tokens, TokenLogprob* logprobs,
+              std::vector<TokenLogprob>* prompt_logprobs);
+  // plan()[i] failed in the executor: it ends alone with the error (at once).
+  void fail(size_t i, const std::string& error);
+  // After the MTP layer: the draft for plan()[i] (-1: none).
+  void set_draft(size_t i, int32_t draft);
+  // plan()[i] still runs after update() (its MTP rows are the positions committed this step).
+  bool live(size_t i) const;
+  // Positions plan()[i] had in the caches before this step, and its tokens.
+  int64_t cached_before(size_t i) const;
+  int64_t cached(size_t i) const;
+  const std::vector<int32_t>& tokens(size_t i) const;
+
+  // Updates of the last plan()/update(), in request order; moved out by the caller.
+  std::vector<RequestUpdate>& updates() { return updates_; }
+  // Requests whose stop string matched in update() (rank 0): they are reported finished and
+  // end at the next plan() through cancel(); with ranks the engine sends them to every rank.
+  std::vector<std::pair<int64_t, FinishReason>> take_local_finishes();
+  // Per-step counters.
+  struct Counters {
+    int64_t drafts = 0, accepted = 0, preempted = 0, prefix_hit_tokens = 0, committed = 0;
+  };
+  const Counters& counters() const { return counters_; }  // of the last step
+
+ private:
+  struct Req;
+  Req* find(int64_t id);
+  void admit();
+  void preempt(Req& r);
+  void finish(Req& r, FinishReason why, const std::string& error);
+  RequestUpdate& update_of(Req& r);
+  void end_slot(Req& r);
+  int32_t pick_owner() const;
+
+  SchedulerOptions opt_;
+  PageBudget& pages_;
+  std::deque<std::unique_ptr<Req>> waiting_;   // arrival order; preempted ones at the front
+  std::vector<std::unique_ptr<Req>> running_;  // admission order
+  std::vector<std::unique_ptr<Req>> graveyard_;  // ended in the last update()
+  std::vector<uint8_t> seq_used_;
+  std::vector<std::pair<int64_t, std::pair<FinishReason, std::string>>> cancels_;
+  std::vector<std::pair<int64_t, FinishReason>> local_finishes_;
+  std::vector<PlannedRows> plan_;
+  std::vector<Req*> planned_;
+  std::vector<RequestUpdate> updates_;
+  std::vector<int32_t> draft_rows_;  // [B_MAX, 2] anchor + draft tokens of decode rows
+  Counters counters_;
+  int64_t step_ = 0;
+  int64_t admitted_ = 0;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,326 @@
+// Scheduler as a pure state machine, driven by a fake executor (no model): admission under
+// page limits, chunked prefill interleaved with decode, preemption and recompute, cancellation,
+// stop rules, starvation-freedom; OutputText's stop strings across token boundaries.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "runtime/scheduler.h"
+#include "text/tiny_tokenizer.h"
+
+namespace dsv4 {
+namespace {
+
+// Pages of `page` positions, `total` in all; a sequence holds ceil(end / page) of them.
+class FakePages final : public PageBudget {
+ public:
+  FakePages(int64_t page, int64_t total) : page_(page), total_(total) {}
+  int64_t pages_short(int32_t seq, int64_t end) const override {
+    const int64_t need = (end + page_ - 1) / page_;
+    const int64_t have = seq >= 0 && held_.count(seq) ? held_.at(seq) : 0;
+    return std::max<int64_t>(0, need - have);
+  }
+  int64_t free_pages() const override {
+    int64_t used = 0;
+    for (const auto& [s, n] : held_) used += n;
+    return total_ - used;
+  }
+  int64_t total_pages() const override { return total_; }
+  Result<int64_t> start(int32_t seq, const std::vector<int32_t>&, int64_t, bool) override {
+    EXPECT_EQ(held_.count(seq), 0u) << "slot " << seq << " started twice";
+    held_[seq] = 0;
+    return int64_t{0};
+  }
+  Status reserve(int32_t seq, int64_t end) override {
+    const int64_t more = pages_short(seq, end);
+    if (more > free_pages()) return Status::error("no pages");
+    held_[seq] += more;
+    return Status();
+  }
+  void register_prefix(int32_t, const std::vector<int32_t>&, int64_t) override {}
+  void end(int32_t seq) override { held_.erase(seq); }
+  int64_t in_use() const { return total_ - free_pages(); }
+
+ private:
+  int64_t page_, total_;
+  std::map<int32_t, int64_t> held_;
+};
+
+// The token a fake model "samples" at position q for request id: deterministic, never EOS (1).
+int32_t fake_token(int64_t id, int64_t q) { return static_cast<int32_t>(10 + (id * 31 + q * 7) % 200); }
+
+struct Log {
+  std::map<int64_t, std::vector<int32_t>> out;
+  std::map<int64_t, RequestUpdate> finals;
+  std::vector<std::vector<PlannedRows>> plans;
+};
+
+// One step of the fake executor: reserves the step's pages (as the runner does), samples
+// fake_token at the predicted positions, accepts every draft that equals it.
+void step(Scheduler& s, FakePages& pages, Log& log) {
+  const std::vector<PlannedRows>& plan = s.plan();
+  log.plans.push_back(plan);
+  std::vector<int32_t> tok(2 * plan.size(), -1);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const PlannedRows& p = plan[i];
+    ASSERT_TRUE(pages.reserve(p.seq, p.p0 + p.n).ok()) << "the plan does not fit the pages";
+    if (!p.samples) continue;
+    const int32_t real = p.n - (p.has_draft ? 1 : 0);
+    tok[2 * i] = fake_token(p.id, p.p0 + real);
+    if (p.has_draft && p.tokens[1] == tok[2 * i]) tok[2 * i + 1] = fake_token(p.id, p.p0 + real + 1);
+  }
+  s.update(tok.data(), nullptr, nullptr);
+  for (RequestUpdate& u : s.updates()) {
+    EXPECT_EQ(log.finals.count(u.id), 0u) << "request " << u.id << " updated after its last update";
+    auto& o = log.out[u.id];
+    o.insert(o.end(), u.tokens.begin(), u.tokens.end());
+    if (u.finished) log.finals[u.id] = u;
+  }
+}
+
+void run_to_idle(Scheduler& s, FakePages& pages, Log& log, int max_steps = 1000) {
+  for (int i = 0; i < max_steps && !s.idle(); ++i) step(s, pages, log);
+  EXPECT_TRUE(s.idle());
+}
+
+SchedulerOptions options(int batch, int rows, int chunk, int seqs) {
+  SchedulerOptions o;
+  o.limits.max_batch = batch;
+  o.limits.max_rows = rows;
+  o.limits.max_chunk = chunk;
+  o.limits.max_seqs = seqs;
+  o.limits.max_context = 4096;
+  o.limits.page_tokens = 16;
+  return o;
+}
+
+GenerationRequest request(int prompt_len, int max_tokens, int32_t first = 20) {
+  GenerationRequest g;
+  for (int i = 0; i < prompt_len; ++i) g.prompt.push_back(first + i % 100);
+  g.max_tokens = max_tokens;
+  return g;
+}
+
+// The tokens a request gets when it runs alone with unlimited pages.
+std::vector<int32_t> alone(const GenerationRequest& g, int64_t id) {
+  std::vector<int32_t> t;
+  for (int k = 0; k < g.max_tokens; ++k) t.push_back(fake_token(id, static_cast<int64_t>(g.prompt.size()) + k));
+  return t;
+}
+
+TEST(Scheduler, AdmissionWaitsForPages) {
+  FakePages pages(16, 4);
+  Scheduler s(options(4, 64, 32, 4), pages);
+  for (int64_t id = 0; id < 3; ++id) s.add(id, request(30, 1));  // 2 pages each
+  Log log;
+  step(s, pages, log);
+  EXPECT_EQ(log.plans[0].size(), 2u) << "the third request must wait for pages";
+  EXPECT_EQ(s.queued(), 1);
+  run_to_idle(s, pages, log);
+  for (int64_t id = 0; id < 3; ++id) {
+    EXPECT_EQ(log.out[id], alone(request(30, 1), id));
+    EXPECT_EQ(log.finals[id].reason, FinishReason::kLength);
+  }
+  EXPECT_EQ(pages.in_use(), 0);
+}
+
+TEST(Scheduler, ChunkedPrefillInterleavesWithDecode) {
+  FakePages pages(16, 100);
+  Scheduler s(options(4, 10, 8, 4), pages);
+  s.add(0, request(3, 20));
+  Log log;
+  step(s, pages, log);  // request 0 prefills and starts decoding
+  s.add(1, request(30, 2));
+  std::vector<int32_t> chunks;
+  for (int i = 0; i < 5; ++i) {
+    step(s, pages, log);
+    const auto& plan = log.plans.back();
+    ASSERT_GE(plan.size(), 1u);
+    bool decoded = false;
+    for (const PlannedRows& p : plan) {
+      if (p.id == 0) decoded = p.n == 1 && p.samples;
+      if (p.id == 1 && p.p0 < 30) chunks.push_back(p.n);
+    }
+    EXPECT_TRUE(decoded) << "step " << i << ": the decoding request got no row";
+  }
+  EXPECT_EQ(chunks, (std::vector<int32_t>{8, 8, 8, 6}));
+  run_to_idle(s, pages, log);
+  EXPECT_EQ(log.out[0], alone(request(3, 20), 0));
+  EXPECT_EQ(log.out[1], alone(request(30, 2), 1));
+}
+
+// Pages run out in decode: the newest request is preempted, re-enters with its tokens so far
+// and its original prompt_len, recomputes them, and ends with the tokens of an uninterrupted run.
+TEST(Scheduler, PreemptionRecomputesWithTheOriginalPromptLength) {
+  FakePages pages(16, 3);
+  Scheduler s(options(4, 64, 16, 4), pages);
+  const GenerationRequest a = request(5, 30), b = request(20, 14, 60);
+  s.add(0, a);
+  s.add(1, b);
+  Log log;
+  run_to_idle(s, pages, log);
+  int preempted_steps = 0, starts = 0;
+  for (const auto& plan : log.plans)
+    for (const PlannedRows& p : plan) {
+      EXPECT_EQ(p.prompt_len, p.id == 0 ? 5 : 20);
+      starts += p.id == 1 && p.p0 == 0;
+    }
+  for (size_t k = 1; k < log.plans.size(); ++k) {
+    bool had = false, has = false;
+    for (const PlannedRows& p : log.plans[k - 1]) had |= p.id == 1;
+    for (const PlannedRows& p : log.plans[k]) has |= p.id == 1;
+    preempted_steps += had && !has;
+  }
+  EXPECT_GE(preempted_steps, 1) << "request 1 was never preempted";
+  EXPECT_EQ(starts, 2) << "request 1 recomputes from position 0 once";
+  EXPECT_EQ(log.out[0], alone(a, 0));
+  EXPECT_EQ(log.out[1], alone(b, 1));
+  EXPECT_EQ(pages.in_use(), 0);
+}
+
+TEST(Scheduler, RequestThatNeverFitsFailsAlone) {
+  FakePages pages(16, 2);
+  Scheduler s(options(4, 64, 16, 4), pages);
+  s.add(0, request(10, 40));  // needs 4 pages at its end
+  Log log;
+  run_to_idle(s, pages, log);
+  EXPECT_EQ(log.finals[0].reason, FinishReason::kError);
+  EXPECT_NE(log.finals[0].error.find("cache_blocks = 2"), std::string::npos) << log.finals[0].error;
+  EXPECT_EQ(pages.in_use(), 0);
+}
+
+TEST(Scheduler, CancelWaitingAndRunning) {
+  FakePages pages(16, 100);
+  Scheduler s(options(1, 64, 16, 1), pages);
+  s.add(0, request(4, 50));
+  s.add(1, request(4, 50));  // waits: one slot
+  Log log;
+  step(s, pages, log);
+  step(s, pages, log);
+  s.cancel(1, FinishReason::kCancelled);
+  s.cancel(0, FinishReason::kTimeout);
+  step(s, pages, log);
+  EXPECT_TRUE(log.plans.back().empty());
+  EXPECT_EQ(log.finals[0].reason, FinishReason::kTimeout);
+  EXPECT_EQ(log.finals[1].reason, FinishReason::kCancelled);
+  EXPECT_EQ(log.out[0].size(), 2u);
+  EXPECT_EQ(log.finals[0].completion_tokens, 2);
+  EXPECT_TRUE(log.out[1].empty());
+  s.cancel(0, FinishReason::kCancelled);  // already finished: nothing more is reported
+  step(s, pages, log);
+  EXPECT_TRUE(s.idle());
+  EXPECT_EQ(pages.in_use(), 0);
+}
+
+TEST(Scheduler, StopRules) {
+  FakePages pages(16, 100);
+  Scheduler s(options(4, 64, 16, 4), pages);
+  GenerationRequest by_id = request(4, 50);
+  by_id.stop_ids = {fake_token(0, 4 + 3)};  // the 4th output
+  GenerationRequest eos = request(4, 50);
+  SchedulerOptions o = options(4, 64, 16, 4);
+  s.add(0, by_id);
+  Log log;
+  run_to_idle(s, pages, log);
+  EXPECT_EQ(log.out[0].size(), 4u);
+  EXPECT_EQ(log.finals[0].reason, FinishReason::kStop);
+
+  o.eos_token_id = fake_token(0, 4 + 1);  // the 2nd output is EOS
+  Scheduler s2(o, pages);
+  s2.add(0, eos);
+  Log log2;
+  run_to_idle(s2, pages, log2);
+  EXPECT_EQ(log2.out[0].size(), 2u);
+  EXPECT_EQ(log2.finals[0].reason, FinishReason::kStop);
+
+  o.eos_token_id = 1;
+  o.limits.max_context = 10;  // positions 0..9: 5 outputs fit after 4 prompt tokens
+  Scheduler s3(o, pages);
+  s3.add(0, request(4, 50));
+  Log log3;
+  run_to_idle(s3, pages, log3);
+  EXPECT_EQ(log3.finals[0].reason, FinishReason::kContext);
+  EXPECT_EQ(log3.out[0].size(), 5u);
+}
+
+// B_MAX = 2 of 5 running requests: each is served at least every 3 steps.
+TEST(Scheduler, NoRequestStarves) {
+  FakePages pages(16, 100);
+  Scheduler s(options(2, 64, 16, 5), pages);
+  for (int64_t id = 0; id < 5; ++id) s.add(id, request(2, 30));
+  Log log;
+  run_to_idle(s, pages, log);
+  std::map<int64_t, int64_t> last;
+  for (size_t k = 0; k < log.plans.size(); ++k)
+    for (const PlannedRows& p : log.plans[k]) {
+      if (last.count(p.id)) {
+        EXPECT_LE(static_cast<int64_t>(k) - last[p.id], 3) << "request " << p.id;
+      }
+      last[p.id] = static_cast<int64_t>(k);
+    }
+  for (int64_t id = 0; id < 5; ++id) EXPECT_EQ(log.out[id], alone(request(2, 30), id));
+}
+
+// Drafts: accepted ones commit two tokens in a step, rejected ones one; tokens are unchanged.
+TEST(Scheduler, DraftsVerifyByExactMatch) {
+  FakePages pages(16, 100);
+  SchedulerOptions o = options(4, 64, 16, 4);
+  o.mtp = true;
+  Scheduler s(o, pages);
+  s.add(0, request(3, 12));
+  Log log;
+  bool good = true;
+  for (int k = 0; k < 100 && !s.idle(); ++k) {
+    step(s, pages, log);
+    const auto& plan = log.plans.back();
+    if (!plan.empty() && s.live(0)) {
+      const int64_t len = static_cast<int64_t>(s.tokens(0).size());
+      s.set_draft(0, good ? fake_token(0, len) : 5);  // alternately right and wrong
+      good = !good;
+    }
+  }
+  EXPECT_EQ(log.out[0], alone(request(3, 12), 0));
+  int drafted = 0;
+  for (const auto& plan : log.plans)
+    for (const PlannedRows& p : plan) drafted += p.has_draft;
+  EXPECT_GT(drafted, 2);
+}
+
+// Stop strings on the detokenized text: a match across token boundaries ends the text before
+// it; text that could begin a stop string is held back until it is decided.
+TEST(OutputText, StopStringAcrossTokens) {
+  auto files = make_tiny_tokenizer();
+  ASSERT_TRUE(files.ok()) << files.message();
+  auto tok = Tokenizer::from_json(files->tokenizer_json, "tiny");
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  const std::string text = "hello world, the stop is here and more";
+  const std::vector<int32_t> ids = tok->encode(text, false);
+  ASSERT_GT(ids.size(), 6u);
+  // Every stop string that begins at each offset: the released text is the text before it.
+  for (size_t at = 1; at + 4 <= text.size(); at += 3) {
+    const std::string stop = text.substr(at, 4);
+    OutputText out(*tok, {stop, "never-seen"});
+    std::string released;
+    bool stopped = false;
+    size_t used = 0;
+    for (int32_t id : ids) {
+      ++used;
+      if ((stopped = out.push(id, released))) break;
+      EXPECT_EQ(text.compare(0, released.size(), released), 0) << "released text is not a prefix";
+    }
+    EXPECT_TRUE(stopped) << stop;
+    EXPECT_EQ(released, text.substr(0, text.find(stop))) << stop;
+  }
+  // No stop: the whole text, and held-back text released at the finish.
+  OutputText plain(*tok, {"re!"});
+  std::string all;
+  for (int32_t id : ids) EXPECT_FALSE(plain.push(id, all));
+  EXPECT_EQ(all, text.substr(0, text.size() - 2)) << "the suffix 're' may begin the stop string";
+  plain.finish(all);
+  EXPECT_EQ(all, text);
+}
+
+}  // namespace
+}  // namespace dsv4
