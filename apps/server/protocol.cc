@@ -25,7 +25,7 @@ std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_hand
 // The fields one endpoint knows. Any other field is rejected by name.
 const std::set<std::string, std::less<>> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream", "stream_options",
-    "frequency_penalty", "presence_penalty", "logit_bias", "user", "logprobs"};
+    "frequency_penalty", "presence_penalty", "logit_bias", "user", "logprobs", "ignore_eos"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of", "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {
     "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
@@ -168,6 +168,10 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
   auto seed = get_int(obj, "seed");
   if (!seed.ok()) return seed.error();
   if (seed.value()) s.seed = static_cast<uint64_t>(*seed.value());
+
+  auto ignore_eos = get_bool(obj, "ignore_eos");  // vLLM's extension (benchmarks, tests)
+  if (!ignore_eos.ok()) return ignore_eos.error();
+  out.gen.stop_at_eos = !ignore_eos.value().value_or(false);
 
   auto stream = get_bool(obj, "stream");
   if (!stream.ok()) return stream.error();

@@ -8,7 +8,7 @@
 // Validation is strict, as OpenAI's own API is: an unknown field, a wrong type or a value out
 // of range is a 400 whose error names the field (`param`). Fields the engine cannot honour
 // (penalties, logit_bias, response_format, n > 1, best_of > 1, suffix, ...) are accepted only
-// with their neutral value.
+// with their neutral value. One extension, as vLLM has it: "ignore_eos" (generate past EOS).
 #pragma once
 
 #include <cstdint>

@@ -138,6 +138,7 @@ TEST(Protocol, CompletionsRejectsMalformedInput) {
       {R"({"prompt": "hi", "echo": 1})", {400, "echo"}},
       {R"({"prompt": "hi", "user": 5})", {400, "user"}},
       {R"({"prompt": "hi", "thinking": true})", {400, "thinking", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "ignore_eos": "yes"})", {400, "ignore_eos"}},
   };
   for (const auto& [body, e] : cases) expect_error(parse_completions_request(body, m, 0), e, body);
 }
@@ -203,6 +204,10 @@ TEST(Protocol, CompletionsDefaultsAndFields) {
   EXPECT_EQ(r->gen.stop_strings, (std::vector<std::string>{"\n"}));
   EXPECT_EQ(r->gen.max_tokens, 3);
   EXPECT_EQ(r->gen.sampling.seed, ~uint64_t{0});
+  EXPECT_TRUE(r->gen.stop_at_eos);
+  r = parse_completions_request(R"({"prompt": "x", "ignore_eos": true})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->gen.stop_at_eos);
 }
 
 TEST(Protocol, CompletionsPrependBosAsTokenizerConfigSays) {
