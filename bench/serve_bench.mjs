@@ -35,7 +35,10 @@ for (const clients of levels) {
   let next = 0, tokens = 0;
   const t0 = performance.now();
   await Promise.all(Array.from({ length: clients }, async () => {
-    while (next < requests) tokens += await one(next++);
+    while (next < requests) {
+      const n = await one(next++);
+      tokens += n;
+    }
   }));
   const s = (performance.now() - t0) / 1000;
   console.log(`clients ${String(clients).padStart(3)}: ${(requests / s).toFixed(2)} requests/s, ` +

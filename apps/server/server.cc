@@ -93,6 +93,7 @@ HttpServer::HttpServer(Service& service, const ModelCard& model, const ServerOpt
   const int threads = options_.http_threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_tcp_nodelay(true);  // small responses and SSE chunks go out at once (no Nagle wait)
   http_->set_keep_alive_timeout(2);
   http_->set_read_timeout(30);
   http_->set_write_timeout(30);
