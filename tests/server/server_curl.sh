@@ -175,7 +175,8 @@ grep -q 'data: \[DONE\]' "$work/stream_term.txt" || fail "the stream running at 
 # limit: 429 with Retry-After. A model with a long context, so that a stream outlasts curl.
 "$dsv4" make-tiny --out "$work/tiny4k" --max-position 4096 >"$work/make_tiny.log" 2>&1 ||
   { cat "$work/make_tiny.log"; exit 1; }
-start_server keyed --model "$work/tiny4k" --api-key sekret --batch-size 1 --max-queue 1 --max-context 4096
+start_server keyed --model "$work/tiny4k" --api-key sekret --batch-size 1 --max-queue 1 --max-context 4096 \
+  --request-timeout 1.5
 keyed_pid=$pid
 expect 401 - invalid_api_key GET /v1/models
 auth=wrong expect 401 - invalid_api_key POST $C '{"prompt": "hi"}'
@@ -196,6 +197,10 @@ grep -q 'data: \[DONE\]' "$work/stream_cut.txt" && fail "the stream to cut finis
 pages_free=$(metric dsv4_cache_pages_free)
 pages_total=$(metric dsv4_cache_pages_total)
 [ -z "$pages_total" ] || [ "$pages_free" = "$pages_total" ] || fail "pages not freed: $pages_free of $pages_total"
+# --request-timeout: a non-streamed request that would run long ends with finish reason timeout.
+auth=sekret expect 200 - - POST $C '{"prompt": "x", "max_tokens": 4000, "ignore_eos": true}'
+jq -e '.choices[0].finish_reason == "timeout" and .usage.completion_tokens < 4000' "$work/body" >/dev/null ||
+  fail "--request-timeout: $(head -c 300 "$work/body")"
 for i in $(seq 6); do
   curl -s -D "$work/h$i.txt" -o "$work/b$i.txt" -H "Authorization: Bearer sekret" "$url$C" \
     -d '{"prompt": "x", "max_tokens": 200}' &
