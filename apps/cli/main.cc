@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
       dsv4::cli::add_plan(app),
       dsv4::cli::add_tokenize(app),
       dsv4::cli::add_chat(app),
+      dsv4::cli::add_serve(app),
   };
 
   try {

@@ -1,0 +1,750 @@
+// OpenAI request parsing and response building (protocol.h).
+#include "protocol.h"
+
+#include <cmath>
+#include <initializer_list>
+#include <set>
+#include <span>
+
+#include <fmt/format.h>
+
+#include "text/utf8.h"
+
+namespace dsv4::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kMaxStops = 4;                 // OpenAI: up to 4 stop sequences
+constexpr int kMaxCompletionLogprobs = 5;    // OpenAI: completions logprobs 0..5
+constexpr double kMaxTemperature = 2.0;      // OpenAI: temperature 0..2
+constexpr float kLogprobFloor = -9999.0f;    // JSON has no -inf
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// The fields one endpoint knows. Any other field is rejected by name.
+const std::set<std::string, std::less<>> kCommonFields = {
+    "model", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream", "stream_options",
+    "frequency_penalty", "presence_penalty", "logit_bias", "user", "logprobs", "ignore_eos"};
+const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of", "suffix"};
+const std::set<std::string, std::less<>> kChatFields = {
+    "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
+    "parallel_tool_calls", "thinking", "chat_template_kwargs", "reasoning_effort"};
+
+const Json* field(const Json& obj, std::string_view name) {
+  auto it = obj.find(name);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string type_name(const Json& j) {
+  if (j.is_number_integer()) return "integer";
+  if (j.is_number()) return "number";
+  return j.type_name();
+}
+
+ApiError wrong_type(const std::string& name, const char* expected, const Json& got) {
+  return bad_request(name, fmt::format("{}: expected {}, got {}", name, expected, type_name(got)));
+}
+
+// Optional typed fields: nullopt when absent or null; an ApiError for a wrong type.
+ApiResult<std::optional<bool>> get_bool(const Json& obj, const std::string& name) {
+  const Json* v = field(obj, name);
+  if (!v) return std::optional<bool>();
+  if (!v->is_boolean()) return wrong_type(name, "a boolean", *v);
+  return std::optional<bool>(v->get<bool>());
+}
+
+ApiResult<std::optional<double>> get_number(const Json& obj, const std::string& name) {
+  const Json* v = field(obj, name);
+  if (!v) return std::optional<double>();
+  if (!v->is_number()) return wrong_type(name, "a number", *v);
+  const double d = v->get<double>();
+  if (!std::isfinite(d)) return bad_request(name, fmt::format("{}: must be finite", name));
+  return std::optional<double>(d);
+}
+
+ApiResult<std::optional<int64_t>> get_int(const Json& obj, const std::string& name) {
+  const Json* v = field(obj, name);
+  if (!v) return std::optional<int64_t>();
+  // 3.0 is an integer to a JSON client; 3.5 is not.
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (d == std::floor(d) && std::fabs(d) < 9e15) return std::optional<int64_t>(static_cast<int64_t>(d));
+    return wrong_type(name, "an integer", *v);
+  }
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    return bad_request(name, fmt::format("{}: {} is out of range", name, dump(*v)));
+  if (!v->is_number_integer()) return wrong_type(name, "an integer", *v);
+  return std::optional<int64_t>(v->get<int64_t>());
+}
+
+ApiResult<Json> parse_body(std::string_view body) {
+  Json j;
+  try {
+    j = Json::parse(body);
+  } catch (const nlohmann::json::exception& e) {
+    return bad_request("", fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_json");
+  }
+  if (!j.is_object()) return bad_request("", fmt::format("the request body must be a JSON object, got {}", type_name(j)));
+  return j;
+}
+
+std::optional<ApiError> check_fields(const Json& obj, const std::set<std::string, std::less<>>& own) {
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    if (!kCommonFields.count(it.key()) && !own.count(it.key()))
+      return bad_request(it.key(), fmt::format("Unrecognized request argument supplied: {}", it.key()),
+                         "unsupported_parameter");
+  return std::nullopt;
+}
+
+// Fields accepted only with their neutral value.
+std::optional<ApiError> check_neutral(const Json& obj) {
+  for (const char* name : {"frequency_penalty", "presence_penalty"}) {
+    auto v = get_number(obj, name);
+    if (!v.ok()) return v.error();
+    if (v.value() && *v.value() != 0)
+      return bad_request(name, fmt::format("{}: not supported by this server (only 0)", name), "unsupported_parameter");
+  }
+  if (const Json* v = field(obj, "logit_bias"); v && !(v->is_object() && v->empty()))
+    return bad_request("logit_bias", "logit_bias: not supported by this server (only {} or null)",
+                       "unsupported_parameter");
+  for (const char* name : {"n", "best_of"}) {
+    auto v = get_int(obj, name);
+    if (!v.ok()) return v.error();
+    if (v.value() && *v.value() != 1)
+      return bad_request(name, fmt::format("{}: only 1 is supported, got {}", name, *v.value()), "unsupported_parameter");
+  }
+  if (const Json* v = field(obj, "suffix"); v && !(v->is_string() && v->get_ref<const std::string&>().empty()))
+    return bad_request("suffix", "suffix: not supported by this server", "unsupported_parameter");
+  if (const Json* v = field(obj, "response_format")) {
+    const Json* type = v->is_object() ? field(*v, "type") : nullptr;
+    if (!(type && type->is_string() && *type == "text" && v->size() == 1))
+      return bad_request("response_format", "response_format: only {\"type\": \"text\"} is supported",
+                         "unsupported_parameter");
+  }
+  if (const Json* v = field(obj, "user"); v && !v->is_string()) return wrong_type("user", "a string", *v);
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_model(const Json& obj, const ModelCard& model) {
+  const Json* v = field(obj, "model");
+  if (!v) return std::nullopt;  // absent: the one served model
+  if (!v->is_string()) return wrong_type("model", "a string", *v);
+  if (v->get_ref<const std::string&>() != model.id) {
+    ApiError e = bad_request("model", fmt::format("The model `{}` does not exist (this server serves `{}`)",
+                                                  v->get_ref<const std::string&>(), model.id),
+                             "model_not_found");
+    e.http_status = 404;
+    return e;
+  }
+  return std::nullopt;
+}
+
+// Sampling, stream flags, stops and max_tokens (given; the context check comes later).
+struct Common {
+  std::optional<int64_t> max_tokens;
+};
+
+ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t default_seed, ApiRequest& out) {
+  Common c;
+  kernels::SamplingParams& s = out.gen.sampling;
+  s.temperature = model.temperature;
+  s.top_p = model.top_p;
+  s.seed = default_seed;
+  auto t = get_number(obj, "temperature");
+  if (!t.ok()) return t.error();
+  if (t.value()) {
+    if (*t.value() < 0 || *t.value() > kMaxTemperature)
+      return bad_request("temperature", fmt::format("temperature: {} is outside [0, 2]", *t.value()));
+    s.temperature = static_cast<float>(*t.value());
+  }
+  auto p = get_number(obj, "top_p");
+  if (!p.ok()) return p.error();
+  if (p.value()) {
+    if (!(*p.value() > 0 && *p.value() <= 1))
+      return bad_request("top_p", fmt::format("top_p: {} is outside (0, 1]", *p.value()));
+    s.top_p = static_cast<float>(*p.value());
+  }
+  auto seed = get_int(obj, "seed");
+  if (!seed.ok()) return seed.error();
+  if (seed.value()) s.seed = static_cast<uint64_t>(*seed.value());
+
+  auto ignore_eos = get_bool(obj, "ignore_eos");  // vLLM's extension (benchmarks, tests)
+  if (!ignore_eos.ok()) return ignore_eos.error();
+  out.gen.stop_at_eos = !ignore_eos.value().value_or(false);
+
+  auto stream = get_bool(obj, "stream");
+  if (!stream.ok()) return stream.error();
+  out.stream = stream.value().value_or(false);
+  if (const Json* so = field(obj, "stream_options")) {
+    if (!so->is_object()) return wrong_type("stream_options", "an object", *so);
+    if (!out.stream)
+      return bad_request("stream_options", "stream_options: only allowed when stream is true");
+    for (auto it = so->begin(); it != so->end(); ++it)
+      if (it.key() != "include_usage")
+        return bad_request("stream_options." + it.key(),
+                           fmt::format("stream_options.{}: unrecognized (only include_usage)", it.key()),
+                           "unsupported_parameter");
+    auto usage = get_bool(*so, "include_usage");
+    if (!usage.ok()) return wrong_type("stream_options.include_usage", "a boolean", so->at("include_usage"));
+    out.include_usage = usage.value().value_or(false);
+  }
+
+  if (const Json* stop = field(obj, "stop")) {
+    std::vector<std::string> stops;
+    if (stop->is_string()) {
+      stops.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      if (stop->size() > kMaxStops)
+        return bad_request("stop", fmt::format("stop: at most {} sequences, got {}", kMaxStops, stop->size()));
+      for (size_t i = 0; i < stop->size(); ++i) {
+        if (!(*stop)[i].is_string()) return wrong_type(fmt::format("stop[{}]", i), "a string", (*stop)[i]);
+        stops.push_back((*stop)[i].get<std::string>());
+      }
+    } else {
+      return wrong_type("stop", "a string or an array of strings", *stop);
+    }
+    for (const std::string& st : stops)
+      if (st.empty()) return bad_request("stop", "stop: empty stop sequences are not allowed");
+    out.gen.stop_strings = std::move(stops);
+  }
+
+  auto mt = get_int(obj, "max_tokens");
+  if (!mt.ok()) return mt.error();
+  c.max_tokens = mt.value();
+  if (c.max_tokens && *c.max_tokens < 0)
+    return bad_request("max_tokens", fmt::format("max_tokens: {} is negative", *c.max_tokens));
+  return c;
+}
+
+// Sets gen.max_tokens: the given value, else up to the context limit; the prompt and the
+// completion must fit in max_context positions.
+std::optional<ApiError> fit_context(const ModelCard& model, const std::string& prompt_param,
+                                    const std::string& max_param, std::optional<int64_t> max_tokens,
+                                    bool zero_ok, ApiRequest& out) {
+  const int64_t n_prompt = static_cast<int64_t>(out.gen.prompt.size());
+  const int64_t room = model.max_context - n_prompt;
+  if (room < (zero_ok ? 0 : 1)) {
+    return bad_request(prompt_param,
+                       fmt::format("This model's maximum context length is {} tokens; the prompt has {} tokens, "
+                                   "leaving no room for a completion",
+                                   model.max_context, n_prompt),
+                       "context_length_exceeded");
+  }
+  if (!max_tokens) {
+    out.gen.max_tokens = static_cast<int32_t>(std::min<int64_t>(room, INT32_MAX));
+    return std::nullopt;
+  }
+  if (*max_tokens == 0 && !zero_ok)
+    return bad_request(max_param, fmt::format("{}: must be at least 1{}", max_param,
+                                              out.endpoint == Endpoint::kCompletions
+                                                  ? " (0 only with echo and logprobs)" : ""));
+  if (*max_tokens > room) {
+    return bad_request(max_param,
+                       fmt::format("This model's maximum context length is {} tokens; the prompt has {} tokens, "
+                                   "so {} = {} exceeds the {} that remain",
+                                   model.max_context, n_prompt, max_param, *max_tokens, room),
+                       "context_length_exceeded");
+  }
+  out.gen.max_tokens = static_cast<int32_t>(*max_tokens);
+  return std::nullopt;
+}
+
+// One prompt of a completions request: a string, [string], [ids] or [[ids]].
+ApiResult<bool> completion_prompt(const Json& obj, const ModelCard& model, ApiRequest& out) {
+  const Json* p = field(obj, "prompt");
+  if (!p) return bad_request("prompt", "prompt: required", "missing_required_parameter");
+  const Json* one = p;
+  if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    if (p->size() != 1)
+      return bad_request("prompt", fmt::format("prompt: only one prompt per request is supported, got {}", p->size()),
+                         "unsupported_parameter");
+    one = &(*p)[0];
+  }
+  if (one->is_string()) {
+    out.gen.prompt = encode_prompt(*model.text, one->get_ref<const std::string&>(), /*allow_special=*/true);
+    out.prompt_skip = model.text->config.add_bos_token ? 1 : 0;
+  } else if (one->is_array()) {
+    if (one->empty()) return bad_request("prompt", "prompt: empty token array");
+    const int32_t n_vocab = model.text->tokenizer.n_vocab();
+    out.gen.prompt.reserve(one->size());
+    for (size_t i = 0; i < one->size(); ++i) {
+      const Json& id = (*one)[i];
+      if (!id.is_number_integer())
+        return wrong_type(fmt::format("prompt[{}]", i), "a token id (integer)", id);
+      const int64_t v = id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX ? INT64_MAX : id.get<int64_t>();
+      if (v < 0 || v >= n_vocab)
+        return bad_request("prompt", fmt::format("prompt[{}]: token id {} is outside [0, {})", i, v, n_vocab));
+      out.gen.prompt.push_back(static_cast<int32_t>(v));
+    }
+  } else {
+    return wrong_type("prompt", "a string, an array of token ids, or an array with one of them", *p);
+  }
+  if (out.gen.prompt.empty()) return bad_request("prompt", "prompt: encodes to no tokens");
+  return true;
+}
+
+}  // namespace
+
+ApiError bad_request(std::string param, std::string message, std::string code) {
+  ApiError e;
+  e.http_status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  return e;
+}
+
+std::string error_body(const ApiError& e) {
+  Json err;
+  err["message"] = e.message;
+  err["type"] = e.type;
+  err["param"] = e.param.empty() ? Json() : Json(e.param);
+  err["code"] = e.code.empty() ? Json() : Json(e.code);
+  Json body;
+  body["error"] = std::move(err);
+  return dump(body);
+}
+
+Result<GenerationDefaults> parse_generation_config(std::string_view json_text, const std::string& source) {
+  Json j = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::errorf("{}: not a JSON object", source);
+  GenerationDefaults d;
+  if (const Json* t = field(j, "temperature")) {
+    if (!t->is_number() || !(t->get<double>() >= 0) || !std::isfinite(t->get<double>()))
+      return Status::errorf("{}: temperature = {} must be a number >= 0", source, dump(*t));
+    d.temperature = t->get<float>();
+  }
+  if (const Json* p = field(j, "top_p")) {
+    if (!p->is_number() || !(p->get<double>() > 0 && p->get<double>() <= 1))
+      return Status::errorf("{}: top_p = {} must be a number in (0, 1]", source, dump(*p));
+    d.top_p = p->get<float>();
+  }
+  return d;
+}
+
+ApiResult<ApiRequest> parse_completions_request(std::string_view body, const ModelCard& model,
+                                                uint64_t default_seed) {
+  ApiResult<Json> parsed = parse_body(body);
+  if (!parsed.ok()) return parsed.error();
+  const Json& obj = *parsed;
+  ApiRequest out;
+  out.endpoint = Endpoint::kCompletions;
+  if (auto e = check_fields(obj, kCompletionFields)) return *e;
+  if (auto e = check_model(obj, model)) return *e;
+  if (auto e = check_neutral(obj)) return *e;
+  ApiResult<Common> common = parse_common(obj, model, default_seed, out);
+  if (!common.ok()) return common.error();
+
+  auto echo = get_bool(obj, "echo");
+  if (!echo.ok()) return echo.error();
+  out.echo = echo.value().value_or(false);
+  auto lp = get_int(obj, "logprobs");
+  if (!lp.ok()) {
+    if (const Json* v = field(obj, "logprobs"); v && v->is_boolean())
+      return bad_request("logprobs", "logprobs: expected an integer 0..5 for /v1/completions (a boolean is the "
+                                     "chat form)");
+    return lp.error();
+  }
+  if (lp.value()) {
+    if (*lp.value() < 0 || *lp.value() > kMaxCompletionLogprobs)
+      return bad_request("logprobs", fmt::format("logprobs: {} is outside [0, {}]", *lp.value(), kMaxCompletionLogprobs));
+    out.gen.logprobs = static_cast<int32_t>(*lp.value());
+    out.gen.prompt_logprobs = out.echo;
+  }
+  ApiResult<bool> prompt = completion_prompt(obj, model, out);
+  if (!prompt.ok()) return prompt.error();
+  const bool zero_ok = out.echo && out.gen.logprobs >= 0;  // scoring a prompt
+  if (auto e = fit_context(model, "prompt", "max_tokens", common->max_tokens, zero_ok, out)) return *e;
+  return out;
+}
+
+ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard& model, uint64_t default_seed) {
+  ApiResult<Json> parsed = parse_body(body);
+  if (!parsed.ok()) return parsed.error();
+  const Json& obj = *parsed;
+  ApiRequest out;
+  out.endpoint = Endpoint::kChat;
+  if (auto e = check_fields(obj, kChatFields)) return *e;
+  if (auto e = check_model(obj, model)) return *e;
+  if (auto e = check_neutral(obj)) return *e;
+  ApiResult<Common> common = parse_common(obj, model, default_seed, out);
+  if (!common.ok()) return common.error();
+
+  auto mct = get_int(obj, "max_completion_tokens");
+  if (!mct.ok()) return mct.error();
+  std::string max_param = "max_tokens";
+  if (mct.value()) {
+    if (*mct.value() < 0)
+      return bad_request("max_completion_tokens", fmt::format("max_completion_tokens: {} is negative", *mct.value()));
+    if (common->max_tokens && *common->max_tokens != *mct.value())
+      return bad_request("max_completion_tokens", "max_completion_tokens: disagrees with max_tokens");
+    common->max_tokens = mct.value();
+    max_param = "max_completion_tokens";
+  }
+
+  auto lp = get_bool(obj, "logprobs");
+  if (!lp.ok()) return lp.error();
+  auto top = get_int(obj, "top_logprobs");
+  if (!top.ok()) return top.error();
+  if (top.value()) {
+    if (*top.value() < 0 || *top.value() > kMaxTopLogprobs)
+      return bad_request("top_logprobs", fmt::format("top_logprobs: {} is outside [0, {}]", *top.value(), kMaxTopLogprobs));
+    if (!lp.value().value_or(false))
+      return bad_request("top_logprobs", "top_logprobs: requires logprobs to be true");
+  }
+  if (lp.value().value_or(false)) out.gen.logprobs = static_cast<int32_t>(top.value().value_or(0));
+
+  // Tools: the renderer writes `tools`; tool_choice and parallel_tool_calls only as the model
+  // behaves anyway (it may call any declared tool, several at once).
+  const Json* tools = field(obj, "tools");
+  const bool has_tools = tools && tools->is_array() && !tools->empty();
+  if (const Json* tc = field(obj, "tool_choice")) {
+    const bool ok = tc->is_string() && (*tc == "auto" || (*tc == "none" && !has_tools));
+    if (!ok)
+      return bad_request("tool_choice", fmt::format("tool_choice: {} is not supported (\"auto\", or \"none\" "
+                                                    "without tools)", dump(*tc)), "unsupported_parameter");
+  }
+  auto parallel = get_bool(obj, "parallel_tool_calls");
+  if (!parallel.ok()) return parallel.error();
+  if (parallel.value() && !*parallel.value())
+    return bad_request("parallel_tool_calls", "parallel_tool_calls: only true is supported", "unsupported_parameter");
+
+  Result<chat::ChatOptions> options = chat::chat_options_from_request(obj);
+  auto param_of = [](const std::string& message) {
+    const size_t end = message.find_first_of(":.[");
+    return end == std::string::npos ? std::string() : message.substr(0, end);
+  };
+  if (!options.ok()) return bad_request(param_of(options.message()), options.message());
+  const Json* messages = field(obj, "messages");
+  if (!messages) return bad_request("messages", "messages: required", "missing_required_parameter");
+  if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
+  if (messages->empty()) return bad_request("messages", "messages: must not be empty");
+  Result<std::string> prompt = chat::render_chat(*messages, *options);
+  if (!prompt.ok()) return bad_request(param_of(prompt.message()), prompt.message());
+  out.mode = options->mode;
+  out.opens_reasoning = chat::prompt_opens_reasoning(*prompt);
+  out.prompt_text = std::move(*prompt);
+  // The encoding writes BOS and the markers as text (text.md §3.13).
+  out.gen.prompt = model.text->tokenizer.encode(out.prompt_text, /*allow_special=*/true);
+  if (auto e = fit_context(model, "messages", max_param, common->max_tokens, false, out)) return *e;
+  return out;
+}
+
+const char* api_finish_reason(FinishReason reason, bool tool_calls) {
+  switch (reason) {
+    case FinishReason::kStop: return tool_calls ? "tool_calls" : "stop";
+    case FinishReason::kLength:
+    case FinishReason::kContext: return "length";
+    case FinishReason::kTimeout: return "timeout";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "stop";
+}
+
+std::string token_text(const Tokenizer& tokenizer, int32_t id) {
+  if (id < 0 || id >= tokenizer.n_vocab()) return "";
+  const std::string& bytes = tokenizer.token_bytes(id);
+  if (utf8_valid_prefix(bytes) == bytes.size()) return bytes;
+  std::string out = "bytes:";
+  for (unsigned char b : bytes) out += fmt::format("\\x{:02x}", b);
+  return out;
+}
+
+namespace {
+
+float finite_logprob(float lp) { return std::isfinite(lp) ? lp : kLogprobFloor; }
+
+Json bytes_json(const std::string& bytes) {
+  Json arr = Json::array();
+  for (unsigned char b : bytes) arr.push_back(static_cast<int>(b));
+  return arr;
+}
+
+std::string sse(const Json& j) { return "data: " + dump(j) + "\n\n"; }
+
+}  // namespace
+
+ResponseBuilder::ResponseBuilder(const ApiRequest& request, const ModelCard& model, std::string id, int64_t created)
+    : request_(request), model_(model), id_(std::move(id)), created_(created), parser_(request.opens_reasoning) {
+  if (request_.endpoint == Endpoint::kCompletions) {
+    logprobs_ = Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
+                     {"top_logprobs", Json::array()}, {"text_offset", Json::array()}};
+  } else {
+    logprobs_ = Json::array();
+  }
+}
+
+Json ResponseBuilder::chunk_base() const {
+  Json j;
+  j["id"] = id_;
+  j["object"] = request_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion";
+  j["created"] = created_;
+  j["model"] = model_.id;
+  return j;
+}
+
+Json ResponseBuilder::usage_json() const {
+  return Json{{"prompt_tokens", prompt_tokens_},
+              {"completion_tokens", completion_tokens_},
+              {"total_tokens", prompt_tokens_ + completion_tokens_}};
+}
+
+Json ResponseBuilder::chat_logprob_entry(const TokenLogprob& lp) const {
+  const Tokenizer& tok = model_.text->tokenizer;
+  auto one = [&](int32_t id, float logprob) {
+    Json e;
+    e["token"] = utf8_lossy(id >= 0 && id < tok.n_vocab() ? tok.token_bytes(id) : std::string());
+    e["logprob"] = finite_logprob(logprob);
+    e["bytes"] = bytes_json(id >= 0 && id < tok.n_vocab() ? tok.token_bytes(id) : std::string());
+    return e;
+  };
+  Json e = one(lp.token, lp.logprob);
+  Json top = Json::array();
+  for (const auto& [id, l] : lp.top) top.push_back(one(id, l));
+  e["top_logprobs"] = std::move(top);
+  return e;
+}
+
+void ResponseBuilder::append_completion_logprobs(Json& out, const std::vector<int32_t>& ids,
+                                                 const std::vector<const TokenLogprob*>& lps) {
+  const Tokenizer& tok = model_.text->tokenizer;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    out["tokens"].push_back(token_text(tok, ids[i]));
+    out["text_offset"].push_back(text_offset_);
+    if (ids[i] >= 0 && ids[i] < tok.n_vocab()) text_offset_ += static_cast<int64_t>(tok.token_bytes(ids[i]).size());
+    const TokenLogprob* lp = lps[i];
+    if (!lp) {
+      out["token_logprobs"].push_back(nullptr);
+      out["top_logprobs"].push_back(nullptr);
+      continue;
+    }
+    out["token_logprobs"].push_back(finite_logprob(lp->logprob));
+    Json top = Json::object();
+    for (const auto& [id, l] : lp->top) {
+      const std::string t = token_text(tok, id);
+      if (!top.contains(t)) top[t] = finite_logprob(l);
+    }
+    out["top_logprobs"].push_back(std::move(top));
+  }
+}
+
+std::optional<ApiError> ResponseBuilder::update_error(const RequestUpdate& u) const {
+  if (!u.finished) return std::nullopt;
+  ApiError e;
+  e.type = "server_error";
+  if (u.reason == FinishReason::kError) {
+    e.http_status = 500;
+    e.message = "generation failed: " + (u.error.empty() ? std::string("engine error") : u.error);
+    e.code = "engine_error";
+    return e;
+  }
+  if (u.reason == FinishReason::kCancelled) {
+    e.http_status = 503;
+    e.message = "the request was cancelled (server shutting down or client gone)";
+    e.code = "cancelled";
+    return e;
+  }
+  return std::nullopt;
+}
+
+std::string ResponseBuilder::add(const RequestUpdate& u) {
+  if (finished_) return {};
+  const bool first = !started_;
+  started_ = true;
+  completion_tokens_ += static_cast<int64_t>(u.tokens.size());
+  if (u.finished) {
+    finished_ = true;
+    reason_ = u.reason;
+    if (u.prompt_tokens > 0) prompt_tokens_ = u.prompt_tokens;
+    if (u.completion_tokens > 0) completion_tokens_ = u.completion_tokens;
+    error_ = update_error(u);
+  }
+  if (prompt_tokens_ == 0) prompt_tokens_ = static_cast<int64_t>(request_.gen.prompt.size());
+
+  if (request_.endpoint == Endpoint::kCompletions) {
+    std::string text;
+    if (first && request_.echo) {
+      const std::vector<int32_t>& prompt = request_.gen.prompt;
+      const std::span<const int32_t> shown(prompt.data() + request_.prompt_skip, prompt.size() - request_.prompt_skip);
+      Result<std::string> echo = model_.text->tokenizer.decode(shown);
+      if (echo.ok()) text = *echo;
+    }
+    text += u.text;
+    if (!request_.stream) text_ += text;
+    return stream_completion(u, text, first);
+  }
+  chat::ChatDelta delta = parser_.feed(u.text);
+  if (u.finished) {
+    chat::ChatDelta rest = parser_.finish();
+    delta.reasoning += rest.reasoning;
+    delta.content += rest.content;
+    for (chat::ToolCall& c : rest.tool_calls) delta.tool_calls.push_back(std::move(c));
+  }
+  if (!request_.stream) {
+    message_.reasoning_content += delta.reasoning;
+    message_.content += delta.content;
+    for (chat::ToolCall& c : delta.tool_calls) message_.tool_calls.push_back(c);
+  }
+  return stream_chat(u, delta, first);
+}
+
+// Completions: the logprobs of this update's tokens (and, with echo, of the prompt first),
+// appended to the whole response (complete form) or returned as one chunk's (stream form).
+std::string ResponseBuilder::stream_completion(const RequestUpdate& u, const std::string& text, bool first) {
+  Json lp;
+  const bool want_lp = request_.gen.logprobs >= 0;
+  if (want_lp) {
+    Json& target = request_.stream ? lp : logprobs_;
+    if (request_.stream)
+      target = Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
+                    {"top_logprobs", Json::array()}, {"text_offset", Json::array()}};
+    if (first && request_.echo) {
+      const std::vector<int32_t>& prompt = request_.gen.prompt;
+      std::vector<int32_t> ids(prompt.begin() + request_.prompt_skip, prompt.end());
+      std::vector<const TokenLogprob*> lps;
+      for (size_t i = request_.prompt_skip; i < prompt.size(); ++i)
+        lps.push_back(i >= 1 && i - 1 < u.prompt_logprobs.size() ? &u.prompt_logprobs[i - 1] : nullptr);
+      append_completion_logprobs(target, ids, lps);
+    }
+    std::vector<const TokenLogprob*> lps;
+    for (size_t i = 0; i < u.tokens.size(); ++i) lps.push_back(i < u.logprobs.size() ? &u.logprobs[i] : nullptr);
+    append_completion_logprobs(target, u.tokens, lps);
+  }
+  if (!request_.stream) return {};
+
+  std::string out;
+  if (!text.empty() || (want_lp && !lp["tokens"].empty())) {
+    Json chunk = chunk_base();
+    Json choice;
+    choice["text"] = text;
+    choice["index"] = 0;
+    choice["logprobs"] = want_lp ? lp : Json();
+    choice["finish_reason"] = nullptr;
+    chunk["choices"] = Json::array({std::move(choice)});
+    if (request_.include_usage) chunk["usage"] = nullptr;
+    out += sse(chunk);
+  }
+  if (u.finished) {
+    if (error_) {
+      out += "data: " + error_body(*error_) + "\n\n";
+    } else {
+      Json chunk = chunk_base();
+      Json choice;
+      choice["text"] = "";
+      choice["index"] = 0;
+      choice["logprobs"] = nullptr;
+      choice["finish_reason"] = api_finish_reason(reason_, false);
+      chunk["choices"] = Json::array({std::move(choice)});
+      if (request_.include_usage) chunk["usage"] = nullptr;
+      out += sse(chunk);
+      if (request_.include_usage) {
+        Json usage = chunk_base();
+        usage["choices"] = Json::array();
+        usage["usage"] = usage_json();
+        out += sse(usage);
+      }
+    }
+    out += "data: [DONE]\n\n";
+  }
+  return out;
+}
+
+std::string ResponseBuilder::stream_chat(const RequestUpdate& u, const chat::ChatDelta& delta, bool first) {
+  const bool want_lp = request_.gen.logprobs >= 0;
+  Json lp = Json::array();
+  if (want_lp)
+    for (const TokenLogprob& t : u.logprobs) (request_.stream ? lp : logprobs_).push_back(chat_logprob_entry(t));
+  if (!request_.stream) {
+    n_tool_calls_ = static_cast<int>(message_.tool_calls.size());
+    return {};
+  }
+  auto chunk_with = [&](Json d, Json logprobs, Json finish) {
+    Json chunk = chunk_base();
+    Json choice;
+    choice["index"] = 0;
+    choice["delta"] = std::move(d);
+    choice["logprobs"] = std::move(logprobs);
+    choice["finish_reason"] = std::move(finish);
+    chunk["choices"] = Json::array({std::move(choice)});
+    if (request_.include_usage) chunk["usage"] = nullptr;
+    return sse(chunk);
+  };
+  std::string out;
+  if (first) out += chunk_with(Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+  Json d = Json::object();
+  if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
+  if (!delta.content.empty()) d["content"] = delta.content;
+  if (!delta.tool_calls.empty()) {
+    Json calls = Json::array();
+    for (const chat::ToolCall& c : delta.tool_calls) {
+      Json call = chat::tool_call_json(c, fmt::format("call_{}_{}", id_, n_tool_calls_));
+      call["index"] = n_tool_calls_++;
+      calls.push_back(std::move(call));
+    }
+    d["tool_calls"] = std::move(calls);
+  }
+  if (!d.empty() || !lp.empty()) out += chunk_with(std::move(d), want_lp && !lp.empty() ? Json{{"content", lp}} : Json(), nullptr);
+  if (u.finished) {
+    if (error_) {
+      out += "data: " + error_body(*error_) + "\n\n";
+    } else {
+      out += chunk_with(Json::object(), nullptr, api_finish_reason(reason_, n_tool_calls_ > 0));
+      if (request_.include_usage) {
+        Json usage = chunk_base();
+        usage["choices"] = Json::array();
+        usage["usage"] = usage_json();
+        out += sse(usage);
+      }
+    }
+    out += "data: [DONE]\n\n";
+  }
+  return out;
+}
+
+ApiResult<std::string> ResponseBuilder::response() const {
+  if (!finished_) {
+    ApiError e;
+    e.http_status = 500;
+    e.type = "server_error";
+    e.message = "the request ended without a result";
+    return e;
+  }
+  if (error_) return *error_;
+  Json body;
+  body["id"] = id_;
+  body["object"] = request_.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion";
+  body["created"] = created_;
+  body["model"] = model_.id;
+  Json choice;
+  choice["index"] = 0;
+  const bool want_lp = request_.gen.logprobs >= 0;
+  if (request_.endpoint == Endpoint::kChat) {
+    Json message;
+    message["role"] = "assistant";
+    const bool calls = !message_.tool_calls.empty();
+    message["content"] = calls && message_.content.empty() ? Json() : Json(message_.content);
+    if (request_.mode == chat::ThinkingMode::kThinking || !message_.reasoning_content.empty())
+      message["reasoning_content"] = message_.reasoning_content;
+    if (calls) {
+      Json arr = Json::array();
+      for (size_t i = 0; i < message_.tool_calls.size(); ++i)
+        arr.push_back(chat::tool_call_json(message_.tool_calls[i], fmt::format("call_{}_{}", id_, i)));
+      message["tool_calls"] = std::move(arr);
+    }
+    choice["message"] = std::move(message);
+    choice["logprobs"] = want_lp ? Json{{"content", logprobs_}} : Json();
+    choice["finish_reason"] = api_finish_reason(reason_, calls);
+  } else {
+    choice["text"] = text_;
+    choice["logprobs"] = want_lp ? logprobs_ : Json();
+    choice["finish_reason"] = api_finish_reason(reason_, false);
+  }
+  body["choices"] = Json::array({std::move(choice)});
+  body["usage"] = usage_json();
+  return dump(body);
+}
+
+}  // namespace dsv4::server

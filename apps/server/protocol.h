@@ -1,0 +1,155 @@
+// The OpenAI HTTP protocol as pure functions (no sockets, no engine):
+//   request body (JSON text) -> ApiRequest (a GenerationRequest plus how to answer) or ApiError
+//   RequestUpdates of the engine -> response JSON / server-sent-event chunks (ResponseBuilder)
+// Endpoints: /v1/completions (`text_completion`) and /v1/chat/completions (`chat.completion`,
+// `chat.completion.chunk`; output parsed into reasoning_content / content / tool_calls by
+// chat::ChatStreamParser, text.md §3.14, §4.4).
+//
+// Validation is strict, as OpenAI's own API is: an unknown field, a wrong type or a value out
+// of range is a 400 whose error names the field (`param`). Fields the engine cannot honour
+// (penalties, logit_bias, response_format, n > 1, best_of > 1, suffix, ...) are accepted only
+// with their neutral value. One extension, as vLLM has it: "ignore_eos" (generate past EOS).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "chat/parse.h"
+#include "chat/render.h"
+#include "runtime/request.h"
+#include "text/tokenizer_dir.h"
+
+namespace dsv4::server {
+
+// An OpenAI-style error: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int http_status = 400;
+  std::string message;
+  std::string param;  // the offending field ("" -> null)
+  std::string code;   // e.g. "model_not_found" ("" -> null)
+  std::string type = "invalid_request_error";
+};
+std::string error_body(const ApiError& e);
+ApiError bad_request(std::string param, std::string message, std::string code = {});
+
+template <class T>
+class ApiResult {
+ public:
+  ApiResult(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
+  ApiResult(ApiError error) : v_(std::move(error)) {}   // NOLINT
+  bool ok() const { return v_.index() == 0; }
+  T& value() { return std::get<0>(v_); }
+  const T& value() const { return std::get<0>(v_); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() { return value(); }
+  const ApiError& error() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, ApiError> v_;
+};
+
+// The served model as the protocol sees it.
+struct ModelCard {
+  std::string id;              // --served-model-name
+  int64_t created = 0;         // unix seconds (the server's start)
+  int64_t max_context = 0;     // positions per sequence: prompt + completion
+  const TextModel* text = nullptr;  // tokenizer and tokenizer_config.json (not owned)
+  float temperature = 1.0f;    // defaults for absent fields (generation_config.json)
+  float top_p = 1.0f;
+};
+
+// generation_config.json's sampling defaults: temperature and top_p when present (other fields
+// ignored); a wrong type or range is an error naming the field.
+struct GenerationDefaults {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+};
+Result<GenerationDefaults> parse_generation_config(std::string_view json_text, const std::string& source);
+
+enum class Endpoint { kCompletions, kChat };
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  GenerationRequest gen;        // prompt ids, sampling, limits, stops, logprobs
+  bool stream = false;
+  bool include_usage = false;   // stream_options.include_usage
+  // Completions.
+  bool echo = false;
+  int32_t prompt_skip = 0;      // leading prompt ids the server added (BOS): not echoed
+  // Chat.
+  chat::ThinkingMode mode = chat::ThinkingMode::kChat;
+  bool opens_reasoning = false;  // the prompt ends with <think>
+  std::string prompt_text;       // the rendered chat prompt (for logs and tests)
+};
+
+// Sampling seed for a request without "seed" (the caller draws it).
+ApiResult<ApiRequest> parse_completions_request(std::string_view body, const ModelCard& model,
+                                                uint64_t default_seed);
+ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard& model, uint64_t default_seed);
+
+// OpenAI's finish_reason for an engine reason ("stop", "length", "timeout"; chat: "tool_calls"
+// when the output ended with tool calls).
+const char* api_finish_reason(FinishReason reason, bool tool_calls);
+
+// Text of one token for logprobs: its bytes when they are valid UTF-8, else OpenAI's
+// "bytes:\xNN..." form.
+std::string token_text(const Tokenizer& tokenizer, int32_t id);
+
+// Builds one request's response from the engine's updates, in either form:
+//   stream:   add() returns the server-sent events to send now ("data: {...}\n\n" each; the
+//             finishing update adds the final chunk, the usage chunk when asked and
+//             "data: [DONE]\n\n")
+//   complete: add() every update, then response() once finished()
+// A request that ends with an engine error (or is cancelled by the server) becomes an error:
+// response() returns it; a stream gets an error event before [DONE].
+class ResponseBuilder {
+ public:
+  ResponseBuilder(const ApiRequest& request, const ModelCard& model, std::string id, int64_t created);
+
+  std::string add(const RequestUpdate& update);
+  bool finished() const { return finished_; }
+  ApiResult<std::string> response() const;
+  // Usage so far (prompt, completion) and the finish reason (after the last update).
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+  int64_t completion_tokens() const { return completion_tokens_; }
+
+  const std::string& id() const { return id_; }
+
+ private:
+  nlohmann::ordered_json chunk_base() const;
+  nlohmann::ordered_json usage_json() const;
+  nlohmann::ordered_json chat_logprob_entry(const TokenLogprob& lp) const;
+  // Appends completions logprobs of tokens (a null entry: no logprob, e.g. the first prompt token).
+  void append_completion_logprobs(nlohmann::ordered_json& out, const std::vector<int32_t>& ids,
+                                  const std::vector<const TokenLogprob*>& lps);
+  std::optional<ApiError> update_error(const RequestUpdate& u) const;
+  std::string stream_completion(const RequestUpdate& u, const std::string& text, bool first);
+  std::string stream_chat(const RequestUpdate& u, const chat::ChatDelta& delta, bool first);
+
+  ApiRequest request_;  // the prompt is read for echo
+  const ModelCard& model_;
+  std::string id_;
+  int64_t created_;
+  chat::ChatStreamParser parser_;
+  bool started_ = false, finished_ = false;
+  FinishReason reason_ = FinishReason::kNone;
+  std::optional<ApiError> error_;
+  int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  // Complete form: accumulated output.
+  std::string text_;                   // completions: echo + output text
+  chat::ParsedMessage message_;        // chat
+  nlohmann::ordered_json logprobs_;    // completions: {tokens, ...}; chat: content[]
+  int64_t text_offset_ = 0;            // completions: bytes of text before the next token
+  int n_tool_calls_ = 0;
+};
+
+}  // namespace dsv4::server

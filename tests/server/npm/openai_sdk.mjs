@@ -1,0 +1,198 @@
+// dsv4 serve driven by the official OpenAI Node SDK.
+// node openai_sdk.mjs DSV4 CACHE_DIR WORKDIR
+//   1. completions and chat, streaming and not (greedy: the stream's text equals the response's)
+//   2. 32 concurrent streams with per-request seeds: each text equals offline
+//      `dsv4 generate --prompt` for the same prompt, seed and sampling parameters
+//   3. a bounded load run (a few hundred requests, streamed and not): every request answered
+//      exactly once with a distinct id, the server's RSS flat (before/after, with slack)
+//   4. SIGTERM: exit code 0
+import { createRequire } from "node:module";
+import { spawn, execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+
+const [dsv4, cache, work] = process.argv.slice(2);
+const require = createRequire(path.join(cache, "package.json"));
+const { OpenAI } = require("openai");
+
+let failures = 0;
+function check(cond, what) {
+  if (!cond) {
+    failures++;
+    console.log(`FAIL: ${what}`);
+  }
+}
+
+const model = path.join(work, "tiny");
+execFileSync(dsv4, ["make-tiny", "--out", model], { stdio: "ignore" });
+
+// The server: a free port, read from its first line.
+const MAX_CONTEXT = 512;
+const server = spawn(dsv4, ["serve", "--model", model, "--port", "0", "--batch-size", "8", "--max-context",
+                            String(MAX_CONTEXT), "--max-queue", "1024", "--http-threads", "96"],
+                     { stdio: ["ignore", "pipe", "pipe"] });
+process.on("exit", () => server.kill("SIGKILL"));  // never leave it running
+let serverErr = "";
+server.stderr.on("data", (d) => { serverErr += d; });
+const exited = new Promise((resolve) => server.on("exit", (code, signal) => resolve({ code, signal })));
+const baseURL = await new Promise((resolve, reject) => {
+  let out = "";
+  server.stdout.on("data", (d) => {
+    out += d;
+    const m = out.match(/listening on (http:\/\/\S+)/);
+    if (m) resolve(m[1]);
+  });
+  server.on("exit", () => reject(new Error(`dsv4 serve exited early: ${out}${serverErr}`)));
+});
+const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: "unused", maxRetries: 0, timeout: 120000 });
+const served = (await client.models.list()).data;
+check(served.length === 1 && served[0].id === "tiny", `models.list: ${JSON.stringify(served)}`);
+
+// 1. Completions and chat, streaming and not.
+{
+  const params = { model: "tiny", prompt: "The quick brown fox", max_tokens: 16, temperature: 0 };
+  const full = await client.completions.create(params);
+  check(full.object === "text_completion" && typeof full.choices[0].text === "string", "completion shape");
+  check(full.usage.completion_tokens >= 1 && full.usage.total_tokens === full.usage.prompt_tokens +
+        full.usage.completion_tokens, `completion usage ${JSON.stringify(full.usage)}`);
+  let streamed = "";
+  let finish = null;
+  let usage = null;
+  const stream = await client.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+  for await (const chunk of stream) {
+    if (chunk.choices.length) {
+      streamed += chunk.choices[0].text;
+      finish = chunk.choices[0].finish_reason ?? finish;
+    }
+    if (chunk.usage) usage = chunk.usage;
+  }
+  check(streamed === full.choices[0].text, `completion stream "${streamed}" != "${full.choices[0].text}"`);
+  check(finish === full.choices[0].finish_reason, `completion stream finish ${finish}`);
+  check(usage && usage.completion_tokens === full.usage.completion_tokens, "completion stream usage");
+
+  const chatParams = { model: "tiny", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi there" }],
+                       max_tokens: 16, temperature: 0.8, seed: 11 };
+  const chat = await client.chat.completions.create(chatParams);
+  check(chat.object === "chat.completion" && chat.choices[0].message.role === "assistant", "chat shape");
+  let content = "";
+  let role = null;
+  for await (const chunk of await client.chat.completions.create({ ...chatParams, stream: true })) {
+    const d = chunk.choices[0]?.delta ?? {};
+    role = role ?? d.role;
+    content += d.content ?? "";
+  }
+  check(role === "assistant", "chat stream role");
+  check(content === (chat.choices[0].message.content ?? ""), `chat stream "${content}" != "${chat.choices[0].message.content}"`);
+  const withLp = await client.chat.completions.create({ ...chatParams, logprobs: true, top_logprobs: 3 });
+  check(withLp.choices[0].logprobs.content.length === withLp.usage.completion_tokens &&
+        withLp.choices[0].logprobs.content.every((t) => t.top_logprobs.length === 3), "chat logprobs");
+  // Errors surface as the SDK's typed errors.
+  try {
+    await client.completions.create({ model: "nope", prompt: "x" });
+    check(false, "unknown model accepted");
+  } catch (e) {
+    check(e.status === 404 && e.code === "model_not_found", `unknown model: ${e.status} ${e.code}`);
+  }
+  try {
+    await client.chat.completions.create({ ...chatParams, n: 2 });
+    check(false, "n = 2 accepted");
+  } catch (e) {
+    check(e.status === 400 && e.param === "n", `n = 2: ${e.status} ${e.param}`);
+  }
+}
+
+// 2. 32 concurrent streams == offline generate (same prompts, seeds, sampling).
+{
+  const words = ["alpha", "river", "code", "世界", "seven", "blue", "Привет", "data"];
+  const prompts = Array.from({ length: 32 }, (_, i) => `${words[i % 8]} ${words[(i * 3 + 1) % 8]} ${i}`);
+  const T = 0.9, P = 0.95, SEED = 1000, N = 24;
+  const texts = await Promise.all(prompts.map(async (prompt, i) => {
+    let text = "";
+    const stream = await client.completions.create({ model: "tiny", prompt, max_tokens: N, temperature: T, top_p: P,
+                                                     seed: SEED + i, stream: true });
+    for await (const chunk of stream) text += chunk.choices[0]?.text ?? "";
+    return text;
+  }));
+  const args = ["generate", "--model", model, "--max-tokens", String(N), "--temperature", String(T), "--top-p",
+                String(P), "--seed", String(SEED), "--max-context", String(MAX_CONTEXT), "--batch-size", "8",
+                "--quiet-steps"];
+  for (const p of prompts) args.push("--prompt", p);
+  const out = execFileSync(dsv4, args, { maxBuffer: 1 << 26 }).toString();
+  const offline = [];
+  for (const line of out.split("\n")) {
+    const m = line.match(/^request (\d+) text: (.*)$/);
+    if (m) offline[Number(m[1])] = JSON.parse(m[2]);
+  }
+  check(offline.length === 32, `generate printed ${offline.length} texts`);
+  let same = 0;
+  for (let i = 0; i < 32; i++) {
+    if (texts[i] === offline[i]) same++;
+    else console.log(`stream ${i}: server ${JSON.stringify(texts[i])} != generate ${JSON.stringify(offline[i])}`);
+  }
+  check(same === 32, `${same}/32 concurrent streams equal offline generate`);
+  check(new Set(texts).size > 16 && texts.every((t) => t.length > 0), "the 32 texts are not distinct and non-empty");
+  // They really shared steps: some step ran more than 4 of them.
+  const metrics = await (await fetch(`${baseURL}/metrics`)).text();
+  const bucket = (le) => {
+    const prefix = `dsv4_batch_size_bucket{le="${le}"} `;
+    return Number(metrics.split("\n").find((l) => l.startsWith(prefix)).slice(prefix.length));
+  };
+  check(bucket("+Inf") > bucket("4"), "no step batched more than 4 requests");
+}
+
+// 3. Load: every request answered exactly once; RSS flat.
+function rssKiB() {
+  const status = fs.readFileSync(`/proc/${server.pid}/status`, "utf8");
+  return Number(status.match(/VmRSS:\s+(\d+)/)[1]);
+}
+async function load(n, concurrency, tag) {
+  const answers = new Map();  // request tag -> response ids
+  let next = 0;
+  async function worker() {
+    while (next < n) {
+      const i = next++;
+      const key = `${tag}-${i}`;
+      const prompt = `load ${key}`;
+      let id = null;
+      if (i % 2) {
+        for await (const chunk of await client.completions.create({ model: "tiny", prompt, max_tokens: 6, stream: true, seed: i }))
+          id = chunk.id;
+      } else {
+        id = (await client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: prompt }],
+                                                     max_tokens: 6, seed: i })).id;
+      }
+      answers.set(key, [...(answers.get(key) ?? []), id]);
+    }
+  }
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return answers;
+}
+{
+  await load(64, 16, "warm");
+  const before = rssKiB();
+  const t0 = Date.now();
+  const answers = await load(320, 16, "run");
+  const seconds = (Date.now() - t0) / 1000;
+  const after = rssKiB();
+  const ids = new Set();
+  let dup = 0;
+  for (const [, list] of answers) {
+    if (list.length !== 1) dup++;
+    for (const id of list) ids.add(id);
+  }
+  check(answers.size === 320 && dup === 0, `load: ${answers.size} of 320 answered, ${dup} answered more than once`);
+  check(ids.size === 320, `load: ${ids.size} distinct response ids for 320 requests`);
+  console.log(`load: 320 requests in ${seconds.toFixed(1)} s (${(320 / seconds).toFixed(1)} req/s); ` +
+              `RSS ${(before / 1024).toFixed(1)} -> ${(after / 1024).toFixed(1)} MiB`);
+  check(after <= before * 1.25 + 16 * 1024, `server RSS grew from ${before} KiB to ${after} KiB`);
+}
+
+// 4. SIGTERM: exit code 0.
+server.kill("SIGTERM");
+const { code, signal } = await exited;
+check(code === 0, `dsv4 serve exited with ${code} (signal ${signal}) after SIGTERM: ${serverErr.slice(-500)}`);
+if (failures) {
+  console.log(`${failures} failures`);
+  process.exit(1);
+}
+console.log("openai_sdk: all checks passed");

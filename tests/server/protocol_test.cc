@@ -1,0 +1,508 @@
+// The OpenAI protocol layer on the tiny tokenizer: every malformed request is a 4xx whose
+// error names the field; valid requests become the expected GenerationRequest; engine updates
+// become OpenAI-shaped responses and stream chunks.
+#include "server/protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "text/tiny_tokenizer.h"
+#include "text/tokenizer_dir.h"
+
+namespace dsv4::server {
+namespace {
+
+using Json = nlohmann::json;
+
+TextModel load_tiny_text() {
+  Result<TinyTokenizerFiles> files = make_tiny_tokenizer();
+  EXPECT_TRUE(files.ok());
+  Result<Tokenizer> tok = Tokenizer::from_json(files->tokenizer_json, "tiny");
+  EXPECT_TRUE(tok.ok()) << tok.message();
+  Result<TokenizerConfig> cfg = parse_tokenizer_config(files->tokenizer_config_json, "tiny", *tok);
+  EXPECT_TRUE(cfg.ok()) << cfg.message();
+  return TextModel{std::move(*tok), *cfg};
+}
+
+const TextModel& tiny_text() {
+  static const TextModel model = load_tiny_text();
+  return model;
+}
+
+// The id of the byte-level token of one byte.
+int32_t byte_id(unsigned char b) {
+  const Tokenizer& tok = tiny_text().tokenizer;
+  for (int32_t id = 3; id < 259; ++id)
+    if (tok.token_bytes(id) == std::string(1, static_cast<char>(b))) return id;
+  ADD_FAILURE() << "no token for byte " << int(b);
+  return 0;
+}
+
+ModelCard card(int64_t max_context = 256) {
+  ModelCard c;
+  c.id = "tiny";
+  c.created = 1700000000;
+  c.max_context = max_context;
+  c.text = &tiny_text();
+  c.temperature = 0.6f;
+  c.top_p = 0.95f;
+  return c;
+}
+
+struct Expect {
+  int status;
+  std::string param;
+  std::string code = {};
+};
+
+void expect_error(const ApiResult<ApiRequest>& r, const Expect& e, const std::string& body) {
+  ASSERT_FALSE(r.ok()) << "accepted: " << body;
+  EXPECT_EQ(r.error().http_status, e.status) << body << " -> " << r.error().message;
+  EXPECT_EQ(r.error().param, e.param) << body << " -> " << r.error().message;
+  if (!e.code.empty()) {
+    EXPECT_EQ(r.error().code, e.code) << body;
+  }
+  // The body is OpenAI's shape.
+  const Json j = Json::parse(error_body(r.error()));
+  ASSERT_TRUE(j.contains("error"));
+  EXPECT_TRUE(j["error"]["message"].is_string());
+  EXPECT_FALSE(j["error"]["message"].get<std::string>().empty());
+  EXPECT_TRUE(j["error"]["type"].is_string());
+  if (e.param.empty()) {
+    EXPECT_TRUE(j["error"]["param"].is_null());
+  } else {
+    EXPECT_EQ(j["error"]["param"], e.param);
+  }
+}
+
+TEST(Protocol, CompletionsRejectsMalformedInput) {
+  const ModelCard m = card();
+  const std::vector<std::pair<std::string, Expect>> cases = {
+      {"", {400, "", "invalid_json"}},
+      {"{", {400, "", "invalid_json"}},
+      {"{\"prompt\": \"a\",}", {400, "", "invalid_json"}},
+      {"[1, 2]", {400, ""}},
+      {"\"prompt\"", {400, ""}},
+      {"{}", {400, "prompt", "missing_required_parameter"}},
+      {R"({"prompt": null})", {400, "prompt"}},
+      {R"({"prompt": 5})", {400, "prompt"}},
+      {R"({"prompt": {"a": 1}})", {400, "prompt"}},
+      {R"({"prompt": []})", {400, "prompt"}},
+      {R"({"prompt": ["a", "b"]})", {400, "prompt", "unsupported_parameter"}},
+      {R"({"prompt": [[1, 2], [3]]})", {400, "prompt", "unsupported_parameter"}},
+      {R"({"prompt": [1, "a"]})", {400, "prompt[1]"}},
+      {R"({"prompt": [1, 512]})", {400, "prompt"}},
+      {R"({"prompt": [-1]})", {400, "prompt"}},
+      {R"({"prompt": [1.5]})", {400, "prompt[0]"}},
+      {R"({"prompt": "hi", "model": "gpt-4"})", {404, "model", "model_not_found"}},
+      {R"({"prompt": "hi", "model": 7})", {400, "model"}},
+      {R"({"prompt": "hi", "n": 2})", {400, "n", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "n": "1"})", {400, "n"}},
+      {R"({"prompt": "hi", "best_of": 3})", {400, "best_of", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "suffix": "end"})", {400, "suffix", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "frequency_penalty": 0.5})", {400, "frequency_penalty", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "presence_penalty": -1})", {400, "presence_penalty", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "presence_penalty": "0"})", {400, "presence_penalty"}},
+      {R"({"prompt": "hi", "logit_bias": {"5": 10}})", {400, "logit_bias", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "frobnicate": true})", {400, "frobnicate", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "messages": []})", {400, "messages", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "temperature": "hot"})", {400, "temperature"}},
+      {R"({"prompt": "hi", "temperature": -0.1})", {400, "temperature"}},
+      {R"({"prompt": "hi", "temperature": 2.5})", {400, "temperature"}},
+      {R"({"prompt": "hi", "top_p": 0})", {400, "top_p"}},
+      {R"({"prompt": "hi", "top_p": 1.01})", {400, "top_p"}},
+      {R"({"prompt": "hi", "top_p": true})", {400, "top_p"}},
+      {R"({"prompt": "hi", "seed": 1.5})", {400, "seed"}},
+      {R"({"prompt": "hi", "seed": "7"})", {400, "seed"}},
+      {R"({"prompt": "hi", "seed": 18446744073709551615})", {400, "seed"}},
+      {R"({"prompt": "hi", "max_tokens": -1})", {400, "max_tokens"}},
+      {R"({"prompt": "hi", "max_tokens": 0})", {400, "max_tokens"}},
+      {R"({"prompt": "hi", "max_tokens": 2.5})", {400, "max_tokens"}},
+      {R"({"prompt": "hi", "max_tokens": "5"})", {400, "max_tokens"}},
+      {R"({"prompt": "hi", "max_tokens": 100000})", {400, "max_tokens", "context_length_exceeded"}},
+      {R"({"prompt": "hi", "stream": "yes"})", {400, "stream"}},
+      {R"({"prompt": "hi", "stream_options": {"include_usage": true}})", {400, "stream_options"}},
+      {R"({"prompt": "hi", "stream": true, "stream_options": 1})", {400, "stream_options"}},
+      {R"({"prompt": "hi", "stream": true, "stream_options": {"include_usage": 1}})",
+       {400, "stream_options.include_usage"}},
+      {R"({"prompt": "hi", "stream": true, "stream_options": {"x": true}})", {400, "stream_options.x"}},
+      {R"({"prompt": "hi", "stop": 5})", {400, "stop"}},
+      {R"({"prompt": "hi", "stop": ""})", {400, "stop"}},
+      {R"({"prompt": "hi", "stop": ["a", 1]})", {400, "stop[1]"}},
+      {R"({"prompt": "hi", "stop": ["a", "b", "c", "d", "e"]})", {400, "stop"}},
+      {R"({"prompt": "hi", "logprobs": 6})", {400, "logprobs"}},
+      {R"({"prompt": "hi", "logprobs": -1})", {400, "logprobs"}},
+      {R"({"prompt": "hi", "logprobs": true})", {400, "logprobs"}},
+      {R"({"prompt": "hi", "echo": 1})", {400, "echo"}},
+      {R"({"prompt": "hi", "user": 5})", {400, "user"}},
+      {R"({"prompt": "hi", "thinking": true})", {400, "thinking", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "ignore_eos": "yes"})", {400, "ignore_eos"}},
+  };
+  for (const auto& [body, e] : cases) expect_error(parse_completions_request(body, m, 0), e, body);
+}
+
+TEST(Protocol, PromptOverContextIsRejected) {
+  const ModelCard m = card(16);
+  std::string ids = "[";
+  for (int i = 0; i < 16; ++i) ids += (i ? ",7" : "7");
+  ids += "]";
+  expect_error(parse_completions_request(R"({"prompt": )" + ids + "}", m, 0),
+               {400, "prompt", "context_length_exceeded"}, ids);
+  // 15 tokens leave one position: max_tokens defaults to 1, 2 is too many.
+  std::string ids15 = "[";
+  for (int i = 0; i < 15; ++i) ids15 += (i ? ",7" : "7");
+  ids15 += "]";
+  auto ok = parse_completions_request(R"({"prompt": )" + ids15 + "}", m, 0);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->gen.max_tokens, 1);
+  expect_error(parse_completions_request(R"({"prompt": )" + ids15 + R"(, "max_tokens": 2})", m, 0),
+               {400, "max_tokens", "context_length_exceeded"}, ids15);
+  // Scoring the whole context: echo + logprobs + max_tokens 0.
+  auto score = parse_completions_request(
+      R"({"prompt": )" + ids.substr(0, ids.size() - 1) + R"(], "echo": true, "logprobs": 0, "max_tokens": 0})", m, 0);
+  ASSERT_TRUE(score.ok()) << score.error().message;
+  EXPECT_EQ(score->gen.max_tokens, 0);
+  EXPECT_TRUE(score->gen.prompt_logprobs);
+}
+
+TEST(Protocol, CompletionsDefaultsAndFields) {
+  const ModelCard m = card();
+  auto r = parse_completions_request(R"({"model": "tiny", "prompt": "Hello world"})", m, 42);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->endpoint, Endpoint::kCompletions);
+  EXPECT_EQ(r->gen.prompt, encode_prompt(tiny_text(), "Hello world", true));
+  EXPECT_FLOAT_EQ(r->gen.sampling.temperature, 0.6f);  // generation_config.json
+  EXPECT_FLOAT_EQ(r->gen.sampling.top_p, 0.95f);
+  EXPECT_EQ(r->gen.sampling.seed, 42u);
+  EXPECT_EQ(r->gen.max_tokens, 256 - static_cast<int32_t>(r->gen.prompt.size()));
+  EXPECT_EQ(r->gen.logprobs, -1);
+  EXPECT_FALSE(r->stream);
+  EXPECT_TRUE(r->gen.stop_at_eos);
+
+  r = parse_completions_request(
+      R"({"prompt": [[5, 17, 42]], "max_tokens": 7, "temperature": 0, "top_p": 0.5, "seed": 9, "stop": ["ab", "c"],
+          "n": 1, "best_of": 1, "suffix": null, "frequency_penalty": 0, "presence_penalty": 0.0, "logit_bias": {},
+          "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "echo": true, "user": "u"})",
+      m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gen.prompt, (std::vector<int32_t>{5, 17, 42}));
+  EXPECT_EQ(r->gen.max_tokens, 7);
+  EXPECT_EQ(r->gen.sampling.temperature, 0.0f);
+  EXPECT_EQ(r->gen.sampling.top_p, 0.5f);
+  EXPECT_EQ(r->gen.sampling.seed, 9u);
+  EXPECT_EQ(r->gen.stop_strings, (std::vector<std::string>{"ab", "c"}));
+  EXPECT_TRUE(r->stream && r->include_usage && r->echo);
+  EXPECT_EQ(r->gen.logprobs, 3);
+  EXPECT_TRUE(r->gen.prompt_logprobs);
+  EXPECT_EQ(r->prompt_skip, 0);
+
+  // One string in an array; a single stop string; an integral float is an integer.
+  r = parse_completions_request(R"({"prompt": ["x y"], "stop": "\n", "max_tokens": 3.0, "seed": -1})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gen.stop_strings, (std::vector<std::string>{"\n"}));
+  EXPECT_EQ(r->gen.max_tokens, 3);
+  EXPECT_EQ(r->gen.sampling.seed, ~uint64_t{0});
+  EXPECT_TRUE(r->gen.stop_at_eos);
+  r = parse_completions_request(R"({"prompt": "x", "ignore_eos": true})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->gen.stop_at_eos);
+}
+
+TEST(Protocol, CompletionsPrependBosAsTokenizerConfigSays) {
+  TextModel with_bos = load_tiny_text();
+  with_bos.config.add_bos_token = true;
+  with_bos.config.bos_id = 0;
+  ModelCard m = card();
+  m.text = &with_bos;
+  auto r = parse_completions_request(R"({"prompt": "hi"})", m, 0);
+  ASSERT_TRUE(r.ok());
+  ASSERT_GE(r->gen.prompt.size(), 2u);
+  EXPECT_EQ(r->gen.prompt[0], 0);
+  EXPECT_EQ(r->prompt_skip, 1);
+  // Token prompts are taken as given.
+  r = parse_completions_request(R"({"prompt": [5, 6]})", m, 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->gen.prompt, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(r->prompt_skip, 0);
+}
+
+TEST(Protocol, ChatRejectsMalformedInput) {
+  const ModelCard m = card();
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  const std::vector<std::pair<std::string, Expect>> cases = {
+      {"{\"messages\": [", {400, "", "invalid_json"}},
+      {"{}", {400, "messages", "missing_required_parameter"}},
+      {R"({"messages": "hi"})", {400, "messages"}},
+      {R"({"messages": []})", {400, "messages"}},
+      {R"({"messages": [{"role": "wizard", "content": "hi"}]})", {400, "messages"}},
+      {R"({"messages": [{"content": "hi"}]})", {400, "messages"}},
+      {R"({"messages": [{"role": "user", "content": 5}]})", {400, "messages"}},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})", {400, "messages"}},
+      {"{" + msgs + R"(, "model": "other"})", {404, "model", "model_not_found"}},
+      {"{" + msgs + R"(, "n": 3})", {400, "n", "unsupported_parameter"}},
+      {"{" + msgs + R"(, "prompt": "x"})", {400, "prompt", "unsupported_parameter"}},
+      {"{" + msgs + R"(, "echo": true})", {400, "echo", "unsupported_parameter"}},
+      {"{" + msgs + R"(, "response_format": {"type": "json_object"}})", {400, "response_format"}},
+      {"{" + msgs + R"(, "thinking": "yes"})", {400, "thinking"}},
+      {"{" + msgs + R"(, "reasoning_effort": "extreme"})", {400, "reasoning_effort"}},
+      {"{" + msgs + R"(, "chat_template_kwargs": 3})", {400, "chat_template_kwargs"}},
+      {"{" + msgs + R"(, "tools": {"type": "function"}})", {400, "tools"}},
+      {"{" + msgs + R"(, "tool_choice": "required"})", {400, "tool_choice", "unsupported_parameter"}},
+      {"{" + msgs + R"(, "parallel_tool_calls": false})", {400, "parallel_tool_calls"}},
+      {"{" + msgs + R"(, "logprobs": 2})", {400, "logprobs"}},
+      {"{" + msgs + R"(, "top_logprobs": 2})", {400, "top_logprobs"}},
+      {"{" + msgs + R"(, "logprobs": true, "top_logprobs": 21})", {400, "top_logprobs"}},
+      {"{" + msgs + R"(, "max_tokens": 0})", {400, "max_tokens"}},
+      {"{" + msgs + R"(, "max_completion_tokens": 0})", {400, "max_completion_tokens"}},
+      {"{" + msgs + R"(, "max_completion_tokens": 4, "max_tokens": 5})", {400, "max_completion_tokens"}},
+      {"{" + msgs + R"(, "max_completion_tokens": 1000})", {400, "max_completion_tokens", "context_length_exceeded"}},
+      {"{" + msgs + R"(, "temperature": null, "top_p": "x"})", {400, "top_p"}},
+  };
+  for (const auto& [body, e] : cases) expect_error(parse_chat_request(body, m, 0), e, body);
+  // A conversation longer than the context.
+  const std::string long_text(2000, 'a');
+  expect_error(parse_chat_request(R"({"messages": [{"role": "user", "content": ")" + long_text + "\"}]}", m, 0),
+               {400, "messages", "context_length_exceeded"}, "long chat");
+}
+
+TEST(Protocol, ChatRendersThroughTheEncoding) {
+  const ModelCard m = card(1024);  // reasoning_effort max adds a long preamble
+  auto r = parse_chat_request(
+      R"({"model": "tiny", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+          "max_completion_tokens": 5, "logprobs": true, "top_logprobs": 2, "tool_choice": "auto"})", m, 1);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->endpoint, Endpoint::kChat);
+  EXPECT_EQ(r->prompt_text, "<｜begin▁of▁sentence｜>Be brief.<｜User｜>hi<｜Assistant｜></think>");
+  EXPECT_EQ(r->gen.prompt, tiny_text().tokenizer.encode(r->prompt_text, true));
+  EXPECT_EQ(r->gen.prompt.front(), 0);  // BOS from the encoding
+  EXPECT_EQ(r->gen.prompt.back(), 503);  // </think>
+  EXPECT_EQ(r->gen.max_tokens, 5);
+  EXPECT_EQ(r->gen.logprobs, 2);
+  EXPECT_FALSE(r->gen.prompt_logprobs);
+  EXPECT_EQ(r->mode, chat::ThinkingMode::kChat);
+  EXPECT_FALSE(r->opens_reasoning);
+
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "thinking": true,
+                             "reasoning_effort": "max", "max_tokens": 3})", m, 1);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->mode, chat::ThinkingMode::kThinking);
+  EXPECT_TRUE(r->opens_reasoning);
+  EXPECT_EQ(r->gen.prompt.back(), 502);  // <think>
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}],
+                             "chat_template_kwargs": {"thinking": true}})", m, 1);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->opens_reasoning);
+}
+
+TEST(Protocol, GenerationConfig) {
+  Result<GenerationDefaults> d = parse_generation_config(R"({"temperature": 0.7, "top_p": 0.9, "do_sample": true})", "g");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FLOAT_EQ(d->temperature, 0.7f);
+  EXPECT_FLOAT_EQ(d->top_p, 0.9f);
+  d = parse_generation_config("{}", "g");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->temperature, 1.0f);
+  EXPECT_EQ(d->top_p, 1.0f);
+  EXPECT_FALSE(parse_generation_config(R"({"top_p": 0})", "g").ok());
+  EXPECT_FALSE(parse_generation_config(R"({"temperature": "x"})", "g").ok());
+  EXPECT_FALSE(parse_generation_config("[", "g").ok());
+}
+
+// --- responses -----------------------------------------------------------------------------
+
+RequestUpdate update(std::vector<int32_t> tokens, std::string text, FinishReason finish = FinishReason::kNone) {
+  RequestUpdate u;
+  u.tokens = std::move(tokens);
+  u.text = std::move(text);
+  if (finish != FinishReason::kNone) {
+    u.finished = true;
+    u.reason = finish;
+  }
+  return u;
+}
+
+// The JSON objects of "data: ..." events, and whether the stream ended with [DONE].
+std::vector<Json> events(const std::string& sse, bool* done) {
+  std::vector<Json> out;
+  *done = false;
+  size_t pos = 0;
+  while (pos < sse.size()) {
+    const size_t end = sse.find("\n\n", pos);
+    EXPECT_NE(end, std::string::npos);
+    if (end == std::string::npos) break;
+    const std::string ev = sse.substr(pos, end - pos);
+    EXPECT_EQ(ev.rfind("data: ", 0), 0u) << ev;
+    EXPECT_FALSE(*done) << "event after [DONE]";
+    if (ev == "data: [DONE]") *done = true;
+    else out.push_back(Json::parse(ev.substr(6)));
+    pos = end + 2;
+  }
+  return out;
+}
+
+TEST(Protocol, CompletionResponse) {
+  const ModelCard m = card();
+  auto req = parse_completions_request(R"({"prompt": [5, 6], "max_tokens": 3})", m, 0);
+  ASSERT_TRUE(req.ok());
+  ResponseBuilder b(*req, m, "cmpl-1", 123);
+  EXPECT_EQ(b.add(update({72}, "Hel")), "");
+  RequestUpdate last = update({108, 111}, "lo", FinishReason::kLength);
+  last.prompt_tokens = 2;
+  last.completion_tokens = 3;
+  b.add(last);
+  ASSERT_TRUE(b.finished());
+  ApiResult<std::string> body = b.response();
+  ASSERT_TRUE(body.ok());
+  const Json j = Json::parse(*body);
+  EXPECT_EQ(j["id"], "cmpl-1");
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["created"], 123);
+  EXPECT_EQ(j["model"], "tiny");
+  ASSERT_EQ(j["choices"].size(), 1u);
+  EXPECT_EQ(j["choices"][0]["text"], "Hello");
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"], (Json{{"prompt_tokens", 2}, {"completion_tokens", 3}, {"total_tokens", 5}}));
+}
+
+TEST(Protocol, CompletionLogprobsWithEcho) {
+  const ModelCard m = card();
+  const int32_t h = byte_id('H'), i = byte_id('i'), bang = byte_id('!');
+  auto req = parse_completions_request(
+      fmt::format(R"({{"prompt": [{}, {}], "max_tokens": 1, "logprobs": 1, "echo": true}})", h, i), m, 0);
+  ASSERT_TRUE(req.ok());
+  ResponseBuilder b(*req, m, "cmpl-2", 1);
+  RequestUpdate u = update({bang}, "!", FinishReason::kLength);
+  u.prompt_logprobs = {TokenLogprob{i, -1.5f, {{i, -1.5f}}}};
+  u.logprobs = {TokenLogprob{bang, -0.25f, {{bang, -0.25f}}}};
+  b.add(u);
+  const Json j = Json::parse(*b.response());
+  const Json& lp = j["choices"][0]["logprobs"];
+  EXPECT_EQ(j["choices"][0]["text"], "Hi!");
+  ASSERT_EQ(lp["tokens"].size(), 3u);
+  EXPECT_EQ(lp["tokens"], (Json{"H", "i", "!"}));
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["token_logprobs"][1], -1.5);
+  EXPECT_EQ(lp["token_logprobs"][2], -0.25);
+  EXPECT_EQ(lp["top_logprobs"][2]["!"], -0.25);
+  EXPECT_EQ(lp["text_offset"], (Json{0, 1, 2}));
+}
+
+TEST(Protocol, TokenTextOfPartialUtf8) {
+  const Tokenizer& tok = tiny_text().tokenizer;
+  // Byte 0xE5 alone is not UTF-8.
+  EXPECT_EQ(token_text(tok, byte_id(0xE5)), "bytes:\\xe5");
+  EXPECT_EQ(token_text(tok, byte_id('a')), "a");
+}
+
+TEST(Protocol, CompletionStream) {
+  const ModelCard m = card();
+  auto req = parse_completions_request(
+      R"({"prompt": "ab", "stream": true, "stream_options": {"include_usage": true}, "echo": true})", m, 0);
+  ASSERT_TRUE(req.ok());
+  ResponseBuilder b(*req, m, "cmpl-3", 5);
+  std::string sse = b.add(update({10}, "x"));
+  sse += b.add(update({11}, ""));  // held back: no chunk
+  RequestUpdate last = update({12}, "yz", FinishReason::kStop);
+  last.prompt_tokens = static_cast<int64_t>(req->gen.prompt.size());
+  last.completion_tokens = 3;
+  sse += b.add(last);
+  bool done = false;
+  const std::vector<Json> ev = events(sse, &done);
+  EXPECT_TRUE(done);
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(ev[0]["object"], "text_completion");
+  EXPECT_EQ(ev[0]["choices"][0]["text"], "abx");  // echo first
+  EXPECT_TRUE(ev[0]["usage"].is_null());
+  EXPECT_EQ(ev[1]["choices"][0]["text"], "yz");
+  EXPECT_TRUE(ev[1]["choices"][0]["finish_reason"].is_null());
+  EXPECT_EQ(ev[2]["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(ev[3]["choices"].empty());
+  EXPECT_EQ(ev[3]["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(ev[3]["usage"]["total_tokens"], 3 + static_cast<int>(req->gen.prompt.size()));
+  EXPECT_EQ(b.add(update({1}, "late", FinishReason::kStop)), "");  // answered once
+}
+
+TEST(Protocol, ChatResponseWithReasoningAndToolCalls) {
+  const ModelCard m = card();
+  auto req = parse_chat_request(R"({"messages": [{"role": "user", "content": "weather?"}], "thinking": true})", m, 0);
+  ASSERT_TRUE(req.ok());
+  ResponseBuilder b(*req, m, "chatcmpl-1", 9);
+  const std::string out =
+      "Need a tool.</think>Let me check.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+      "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+      "</｜DSML｜tool_calls><｜end▁of▁sentence｜>";
+  // Fed in awkward pieces (inside markers).
+  for (size_t i = 0; i < out.size(); i += 5)
+    b.add(update({7}, out.substr(i, 5), i + 5 >= out.size() ? FinishReason::kStop : FinishReason::kNone));
+  const Json j = Json::parse(*b.response());
+  EXPECT_EQ(j["object"], "chat.completion");
+  const Json& msg = j["choices"][0]["message"];
+  EXPECT_EQ(msg["role"], "assistant");
+  EXPECT_EQ(msg["reasoning_content"], "Need a tool.");
+  EXPECT_EQ(msg["content"], "Let me check.");
+  ASSERT_EQ(msg["tool_calls"].size(), 1u);
+  EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(Json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()), (Json{{"city", "Paris"}}));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(Protocol, ChatStreamChunks) {
+  const ModelCard m = card();
+  auto req = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "stream": true,
+                                    "logprobs": true, "top_logprobs": 1})", m, 0);
+  ASSERT_TRUE(req.ok());
+  ResponseBuilder b(*req, m, "chatcmpl-2", 9);
+  const int32_t h = byte_id('H'), i = byte_id('i');
+  RequestUpdate u1 = update({h}, "H");
+  u1.logprobs = {TokenLogprob{h, -0.5f, {{h, -0.5f}}}};
+  std::string sse = b.add(u1);
+  RequestUpdate u2 = update({i}, "i", FinishReason::kStop);
+  u2.logprobs = {TokenLogprob{i, -0.1f, {{i, -0.1f}}}};
+  sse += b.add(u2);
+  bool done = false;
+  const std::vector<Json> ev = events(sse, &done);
+  EXPECT_TRUE(done);
+  ASSERT_EQ(ev.size(), 4u);
+  for (const Json& e : ev) EXPECT_EQ(e["object"], "chat.completion.chunk");
+  EXPECT_EQ(ev[0]["choices"][0]["delta"], (Json{{"role", "assistant"}, {"content", ""}}));
+  EXPECT_EQ(ev[1]["choices"][0]["delta"]["content"], "H");
+  const Json& lp = ev[1]["choices"][0]["logprobs"]["content"][0];
+  EXPECT_EQ(lp["token"], "H");
+  EXPECT_EQ(lp["logprob"], -0.5);
+  EXPECT_EQ(lp["bytes"], (Json{'H'}));
+  EXPECT_EQ(lp["top_logprobs"][0]["token"], "H");
+  EXPECT_EQ(ev[2]["choices"][0]["delta"]["content"], "i");
+  EXPECT_EQ(ev[3]["choices"][0]["delta"], Json::object());
+  EXPECT_EQ(ev[3]["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(Protocol, EngineErrorsBecomeErrorBodies) {
+  const ModelCard m = card();
+  auto req = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}]})", m, 0);
+  ASSERT_TRUE(req.ok());
+  ResponseBuilder b(*req, m, "chatcmpl-3", 9);
+  RequestUpdate u = update({}, "", FinishReason::kError);
+  u.error = "runner failed";
+  b.add(u);
+  ApiResult<std::string> r = b.response();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().http_status, 500);
+  EXPECT_NE(r.error().message.find("runner failed"), std::string::npos);
+
+  req->stream = true;
+  ResponseBuilder s(*req, m, "chatcmpl-4", 9);
+  bool done = false;
+  const std::vector<Json> ev = events(s.add(u), &done);
+  EXPECT_TRUE(done);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_TRUE(ev.back().contains("error"));
+}
+
+}  // namespace
+}  // namespace dsv4::server

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# dsv4 serve over loopback with curl: every malformed input's status code and error body, the
+# API key, unknown model, body size, queue full, /health, /v1/models, /metrics, completions and
+# chat (streaming and not), a client that leaves mid-stream (its request is cancelled and
+# nothing stays running), and SIGTERM (running streams finish, exit code 0).
+# Usage: server_curl.sh /path/to/dsv4 WORKDIR
+set -uo pipefail
+dsv4=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work"
+export XDG_CACHE_HOME="$work/cache"
+fails=0
+pids=()
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+cleanup() { for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+
+"$dsv4" make-tiny --out "$work/tiny" >"$work/make_tiny.log" 2>&1 || { cat "$work/make_tiny.log"; exit 1; }
+
+# start_server NAME ARGS...: starts dsv4 serve on a free port; sets $pid and $url.
+start_server() {
+  local name=$1; shift
+  "$dsv4" serve --port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  pid=$!
+  pids+=("$pid")
+  for _ in $(seq 600); do
+    url=$(sed -n 's/^dsv4 serve: listening on //p' "$work/$name.out" 2>/dev/null)
+    [ -n "$url" ] && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "server $name did not start:"; cat "$work/$name.out" "$work/$name.err"; exit 1
+}
+
+# expect STATUS PARAM CODE METHOD PATH [BODY]: the response has STATUS and, for errors, an
+# OpenAI error body whose param (or null for "-") and code (unless "*") match.
+expect() {
+  local status=$1 param=$2 code=$3 method=$4 path=$5 body=${6-}
+  local args=(-s -o "$work/body" -w "%{http_code}" -X "$method" "$url$path" -H "Content-Type: application/json")
+  [ -n "${auth-}" ] && args+=(-H "Authorization: Bearer $auth")
+  [ $# -ge 6 ] && args+=(--data-binary "$body")
+  local got
+  got=$(curl "${args[@]}")
+  if [ "$got" != "$status" ]; then fail "$method $path ${body:0:80}: status $got, expected $status: $(head -c 300 "$work/body")"; return; fi
+  if [ "$status" -ge 400 ]; then
+    local p c
+    p=$(jq -r '.error.param // "-"' "$work/body" 2>/dev/null) || { fail "$path: error body is not JSON: $(cat "$work/body")"; return; }
+    c=$(jq -r '.error.code // "-"' "$work/body")
+    jq -e '.error.message | type == "string" and length > 0' "$work/body" >/dev/null || fail "$path: no error message"
+    [ "$p" = "$param" ] || fail "$method $path ${body:0:80}: param '$p', expected '$param'"
+    [ "$code" = "*" ] || [ "$c" = "$code" ] || fail "$method $path ${body:0:80}: code '$c', expected '$code'"
+  fi
+}
+
+metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+
+start_server main --model "$work/tiny" --max-body-bytes 65536 --max-context 256 --batch-size 4
+main_pid=$pid
+
+# Health, models, metrics.
+expect 200 - - GET /health
+jq -e '.status == "ok"' "$work/body" >/dev/null || fail "/health: $(cat "$work/body")"
+expect 200 - - GET /v1/models
+jq -e '.object == "list" and (.data | length) == 1 and .data[0].id == "tiny" and .data[0].object == "model"' \
+  "$work/body" >/dev/null || fail "/v1/models: $(cat "$work/body")"
+expect 200 - - GET /v1/models/tiny
+expect 404 model model_not_found GET /v1/models/gpt-4
+expect 404 - not_found GET /v1/nothing
+expect 200 - - GET /
+grep -qi "<html" "$work/body" || fail "GET / is not an HTML page"
+
+# Malformed requests: status, param and code.
+C=/v1/completions
+H=/v1/chat/completions
+M='"messages": [{"role": "user", "content": "hi"}]'
+expect 400 - invalid_json POST $C '{"prompt": "hi",'
+expect 400 - invalid_json POST $C ''
+expect 400 - invalid_json POST $H 'not json at all'
+expect 400 - '*' POST $C '[1, 2, 3]'
+expect 400 prompt missing_required_parameter POST $C '{}'
+expect 400 messages missing_required_parameter POST $H '{"model": "tiny"}'
+expect 400 prompt '*' POST $C '{"prompt": 5}'
+expect 400 'prompt[1]' '*' POST $C '{"prompt": [1, "x"]}'
+expect 400 prompt '*' POST $C '{"prompt": [1, 99999]}'
+expect 400 prompt unsupported_parameter POST $C '{"prompt": ["a", "b"]}'
+expect 400 messages '*' POST $H '{"messages": "hi"}'
+expect 400 messages '*' POST $H '{"messages": [{"role": "robot", "content": "hi"}]}'
+expect 400 temperature '*' POST $C '{"prompt": "hi", "temperature": "hot"}'
+expect 400 temperature '*' POST $C '{"prompt": "hi", "temperature": 3}'
+expect 400 top_p '*' POST $H "{$M, \"top_p\": 0}"
+expect 400 max_tokens '*' POST $C '{"prompt": "hi", "max_tokens": "10"}'
+expect 400 max_tokens '*' POST $C '{"prompt": "hi", "max_tokens": -3}'
+expect 400 stream '*' POST $C '{"prompt": "hi", "stream": 1}'
+expect 400 stop '*' POST $C '{"prompt": "hi", "stop": ["a", "b", "c", "d", "e"]}'
+expect 400 seed '*' POST $C '{"prompt": "hi", "seed": "x"}'
+expect 400 logprobs '*' POST $C '{"prompt": "hi", "logprobs": 9}'
+expect 400 top_logprobs '*' POST $H "{$M, \"top_logprobs\": 3}"
+expect 400 n unsupported_parameter POST $C '{"prompt": "hi", "n": 2}'
+expect 400 n unsupported_parameter POST $H "{$M, \"n\": 4}"
+expect 400 frequency_penalty unsupported_parameter POST $H "{$M, \"frequency_penalty\": 1}"
+expect 400 presence_penalty unsupported_parameter POST $C '{"prompt": "hi", "presence_penalty": 0.5}'
+expect 400 logit_bias unsupported_parameter POST $C '{"prompt": "hi", "logit_bias": {"5": 100}}'
+expect 400 response_format unsupported_parameter POST $H "{$M, \"response_format\": {\"type\": \"json_object\"}}"
+expect 400 best_of unsupported_parameter POST $C '{"prompt": "hi", "best_of": 2}'
+expect 400 suffix unsupported_parameter POST $C '{"prompt": "hi", "suffix": "x"}'
+expect 400 bogus unsupported_parameter POST $C '{"prompt": "hi", "bogus": 1}'
+expect 404 model model_not_found POST $C '{"model": "gpt-4", "prompt": "hi"}'
+expect 404 model model_not_found POST $H "{$M, \"model\": \"other\"}"
+long=$(printf 'word %.0s' $(seq 400))
+expect 400 prompt context_length_exceeded POST $C "{\"prompt\": \"$long\"}"
+expect 400 messages context_length_exceeded POST $H "{\"messages\": [{\"role\": \"user\", \"content\": \"$long\"}]}"
+expect 400 max_tokens context_length_exceeded POST $C '{"prompt": "hi", "max_tokens": 5000}'
+# Neutral values of unsupported fields are fine.
+expect 200 - - POST $C '{"prompt": "hi", "max_tokens": 2, "n": 1, "frequency_penalty": 0, "logit_bias": {}, "suffix": null}'
+# Body over --max-body-bytes.
+head -c 70000 /dev/zero | tr '\0' a | sed 's/^/{"prompt": "/; s/$/"}/' >"$work/big.json"
+expect 413 - request_too_large POST $C "$(cat "$work/big.json")"
+
+# Completions and chat, not streamed.
+expect 200 - - POST $C '{"model": "tiny", "prompt": "Hello", "max_tokens": 8, "temperature": 0, "logprobs": 2}'
+jq -e '.object == "text_completion" and (.choices[0].text | type) == "string" and .usage.completion_tokens >= 1
+       and .usage.total_tokens == .usage.prompt_tokens + .usage.completion_tokens
+       and (.choices[0].logprobs.tokens | length) == .usage.completion_tokens
+       and (.choices[0].finish_reason == "length" or .choices[0].finish_reason == "stop")' "$work/body" >/dev/null ||
+  fail "completion: $(cat "$work/body")"
+expect 200 - - POST $H "{$M, \"max_tokens\": 8, \"seed\": 5, \"logprobs\": true, \"top_logprobs\": 2}"
+jq -e '.object == "chat.completion" and .choices[0].message.role == "assistant"
+       and (.choices[0].logprobs.content | length) == .usage.completion_tokens
+       and (.choices[0].logprobs.content[0].top_logprobs | length) == 2' "$work/body" >/dev/null ||
+  fail "chat: $(cat "$work/body")"
+expect 200 - - POST $H "{$M, \"max_tokens\": 8, \"thinking\": true}"
+jq -e '.choices[0].message | has("reasoning_content")' "$work/body" >/dev/null || fail "thinking chat: $(cat "$work/body")"
+
+# Streams: data: chunks, usage when asked, [DONE] last.
+check_stream() {  # check_stream FILE OBJECT
+  local file=$1 object=$2
+  [ "$(grep -c '^data: ' "$file")" -ge 2 ] || { fail "stream $file has no chunks: $(head -c 300 "$file")"; return; }
+  [ "$(grep '^data: ' "$file" | tail -1)" = "data: [DONE]" ] || fail "stream $file does not end with [DONE]"
+  grep '^data: ' "$file" | grep -v '^data: \[DONE\]$' | sed 's/^data: //' | jq -e --arg o "$object" '.object == $o' \
+    >/dev/null || fail "stream $file: a chunk is not a $object"
+}
+curl -s -N "$url$C" -d '{"prompt": "Once", "max_tokens": 12, "stream": true, "stream_options": {"include_usage": true}}' \
+  >"$work/stream_c.txt"
+check_stream "$work/stream_c.txt" text_completion
+grep '^data: {' "$work/stream_c.txt" | tail -1 | sed 's/^data: //' | jq -e '.usage.completion_tokens >= 1 and .choices == []' \
+  >/dev/null || fail "completion stream: no usage chunk"
+curl -s -N "$url$H" -d "{$M, \"max_tokens\": 12, \"stream\": true}" >"$work/stream_h.txt"
+check_stream "$work/stream_h.txt" chat.completion.chunk
+grep '^data: {' "$work/stream_h.txt" | head -1 | sed 's/^data: //' | jq -e '.choices[0].delta.role == "assistant"' \
+  >/dev/null || fail "chat stream: first delta has no role"
+grep '^data: {' "$work/stream_h.txt" | tail -1 | sed 's/^data: //' | jq -e '.choices[0].finish_reason != null' \
+  >/dev/null || fail "chat stream: no finish_reason"
+
+curl -s "$url/metrics" >"$work/metrics.txt"
+for m in dsv4_requests_finished_total dsv4_http_requests_total dsv4_prompt_tokens_total dsv4_generation_tokens_total \
+         dsv4_requests_running dsv4_requests_queued dsv4_batch_size_bucket dsv4_step_seconds_bucket \
+         dsv4_mtp_acceptance_ratio; do
+  grep -q "^$m" "$work/metrics.txt" || fail "/metrics has no $m"
+done
+grep -q '^dsv4_http_requests_total{route="/v1/completions",code="400"}' "$work/metrics.txt" ||
+  fail "/metrics does not count the 400s"
+
+# SIGTERM with a stream running: it finishes (grace), the server exits 0.
+curl -s -N "$url$C" -d '{"prompt": "x", "max_tokens": 60, "stream": true}' >"$work/stream_term.txt" &
+curl_pid=$!
+sleep 0.3
+kill -TERM "$main_pid"
+wait "$curl_pid"
+wait "$main_pid"
+code=$?
+[ "$code" = 0 ] || fail "serve exited $code after SIGTERM: $(tail -5 "$work/main.err")"
+grep -q 'data: \[DONE\]' "$work/stream_term.txt" || fail "the stream running at SIGTERM did not finish"
+
+# --api-key: 401 without the bearer token; a client that leaves a long stream; the queue
+# limit: 429 with Retry-After. A model with a long context, so that a stream outlasts curl.
+"$dsv4" make-tiny --out "$work/tiny4k" --max-position 4096 >"$work/make_tiny.log" 2>&1 ||
+  { cat "$work/make_tiny.log"; exit 1; }
+start_server keyed --model "$work/tiny4k" --api-key sekret --batch-size 1 --max-queue 1 --max-context 4096 \
+  --request-timeout 1.5
+keyed_pid=$pid
+expect 401 - invalid_api_key GET /v1/models
+auth=wrong expect 401 - invalid_api_key POST $C '{"prompt": "hi"}'
+auth=sekret expect 200 - - GET /v1/models
+expect 200 - - GET /health
+# A client that leaves mid-stream: its request is cancelled; nothing stays running.
+cancelled_before=$(metric 'dsv4_requests_finished_total{reason="cancelled"}')
+curl -s -N --max-time 1 -H "Authorization: Bearer sekret" "$url$C" \
+  -d '{"prompt": "x", "max_tokens": 4000, "stream": true, "ignore_eos": true}' >"$work/stream_cut.txt"
+for _ in $(seq 100); do
+  [ "$(metric dsv4_requests_running)" = 0 ] && [ "$(metric dsv4_requests_queued)" = 0 ] && break
+  sleep 0.1
+done
+[ "$(metric dsv4_requests_running)" = 0 ] || fail "after a disconnect: $(metric dsv4_requests_running) requests still running"
+grep -q 'data: \[DONE\]' "$work/stream_cut.txt" && fail "the stream to cut finished within 1 s (make it longer)"
+[ "$(metric 'dsv4_requests_finished_total{reason="cancelled"}')" -gt "${cancelled_before:-0}" ] ||
+  fail "a disconnected stream was not cancelled"
+pages_free=$(metric dsv4_cache_pages_free)
+pages_total=$(metric dsv4_cache_pages_total)
+[ -z "$pages_total" ] || [ "$pages_free" = "$pages_total" ] || fail "pages not freed: $pages_free of $pages_total"
+# --request-timeout: a non-streamed request that would run long ends with finish reason timeout.
+auth=sekret expect 200 - - POST $C '{"prompt": "x", "max_tokens": 4000, "ignore_eos": true}'
+jq -e '.choices[0].finish_reason == "timeout" and .usage.completion_tokens < 4000' "$work/body" >/dev/null ||
+  fail "--request-timeout: $(head -c 300 "$work/body")"
+for i in $(seq 6); do
+  curl -s -D "$work/h$i.txt" -o "$work/b$i.txt" -H "Authorization: Bearer sekret" "$url$C" \
+    -d '{"prompt": "x", "max_tokens": 200}' &
+done
+wait $(jobs -p | grep -v "^$keyed_pid$") 2>/dev/null
+n429=$(grep -l '^HTTP/1.1 429' "$work"/h?.txt | wc -l)
+[ "$n429" -ge 1 ] || fail "6 requests at batch 1 and queue 1 gave no 429"
+for f in $(grep -l '^HTTP/1.1 429' "$work"/h?.txt); do
+  grep -qi '^Retry-After: ' "$f" || fail "429 without Retry-After"
+done
+kill -TERM "$keyed_pid"
+wait "$keyed_pid" || fail "keyed server exit code $?"
+
+[ "$fails" -eq 0 ] && echo "server_curl: all checks passed"
+exit $((fails > 0))
