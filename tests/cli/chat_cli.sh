@@ -14,13 +14,13 @@ out=$(printf 'Hello there\n/reset\nHow are you?\nAnd then?\n/exit\nnever read\n'
       timeout 120 "$dsv4" chat --max-tokens 6 --temperature 0 2>&1)
 code=$?
 [ "$code" -eq 0 ] || fail "chat exited $code: $out"
-[ "$(grep -o '(max tokens)' <<<"$out" | wc -l)" -eq 3 ] || fail "expected 3 answers: $out"
-grep -q '(history cleared)' <<<"$out" || fail "no /reset acknowledgement: $out"
+[ "$(grep -ao '(max tokens)' <<<"$out" | wc -l)" -eq 3 ] || fail "expected 3 answers: $out"
+grep -aq '(history cleared)' <<<"$out" || fail "no /reset acknowledgement: $out"
 
 # End of input ends the session; thinking mode shows reasoning in brackets.
 out=$(printf 'Hi\n' | timeout 120 "$dsv4" chat --max-tokens 6 --thinking 2>&1)
 [ $? -eq 0 ] || fail "chat --thinking exited non-zero: $out"
-grep -q '\[' <<<"$out" || fail "no reasoning block in thinking mode: $out"
+grep -aq '\[' <<<"$out" || fail "no reasoning block in thinking mode: $out"
 
 # Ctrl-C during a long answer: the answer stops, the session takes the next line.
 fifo="$work/in"
@@ -42,8 +42,8 @@ exec 3>&-
 wait "$pid"
 code=$?
 [ "$code" -eq 0 ] || fail "chat after Ctrl-C exited $code: $(cat "$work/ctrlc.txt")"
-grep -q '\[stopped\]' "$work/ctrlc.txt" || fail "Ctrl-C did not stop the answer: $(cat "$work/ctrlc.txt")"
-[ "$(grep -o '^> ' "$work/ctrlc.txt" | wc -l)" -ge 3 ] || fail "the session did not go on after Ctrl-C"
+grep -aq '\[stopped\]' "$work/ctrlc.txt" || fail "Ctrl-C did not stop the answer: $(cat "$work/ctrlc.txt")"
+[ "$(grep -ac '^> ' "$work/ctrlc.txt")" -ge 3 ] || fail "the session did not go on after Ctrl-C"
 
 [ "$failures" -eq 0 ] && echo "chat_cli: all checks passed"
 exit $((failures > 0))
