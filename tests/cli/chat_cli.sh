@@ -25,13 +25,18 @@ grep -aq '\[' <<<"$out" || fail "no reasoning block in thinking mode: $out"
 # Ctrl-C during a long answer: the answer stops, the session takes the next line.
 fifo="$work/in"
 mkfifo "$fifo"
-timeout 300 "$dsv4" chat --max-tokens 100000 --temperature 0.8 <"$fifo" >"$work/ctrlc.txt" 2>&1 &
+: >"$work/ctrlc.txt"
+timeout 300 "$dsv4" chat --max-tokens 100000 --temperature 0.8 >"$work/ctrlc.txt" 2>&1 <"$fifo" &
 pid=$!
 exec 3>"$fifo"
 echo "Tell me a long story" >&3
-banner=$(wc -c <"$work/ctrlc.txt")
+for _ in $(seq 1 600); do  # the prompt is up: the answer starts after it
+  [ "$(grep -ac '^> ' "$work/ctrlc.txt")" -ge 1 ] && break
+  sleep 0.05
+done
+start=$(wc -c <"$work/ctrlc.txt")
 for _ in $(seq 1 200); do  # wait until the answer streams
-  [ "$(wc -c <"$work/ctrlc.txt")" -gt $((banner + 40)) ] && break
+  [ "$(wc -c <"$work/ctrlc.txt")" -gt $((start + 40)) ] && break
   sleep 0.05
 done
 kill -INT "$pid"
