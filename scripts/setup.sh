@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency from Debian packages. Idempotent:
 # packages already present are skipped without touching apt.
+# --browser also installs chromium (the chat page's browser test, release pass only).
+# Usage: scripts/setup.sh [--browser]
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config ccache clang libclang-rt-14-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libfmt-dev libcli11-dev
       libopenmpi-dev openmpi-bin libcpp-httplib-dev libpcre2-dev python3-numpy curl jq)
+if [ "${1:-}" = --browser ]; then pkgs+=(chromium); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

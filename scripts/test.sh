@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-release}
-scripts/setup.sh
+# The release pass runs the browser test of the chat page: chromium with it.
+if [ "$preset" = release ]; then scripts/setup.sh --browser; else scripts/setup.sh; fi
 scripts/build.sh "$preset"
 if [ "$preset" = asan ]; then
   # OpenMPI's own allocations are not ours to fix.
@@ -16,3 +17,8 @@ fi
 exclude=()
 [ "$preset" = asan ] && exclude=(-LE npm)
 ctest --preset "$preset" -j "$(nproc)" "${exclude[@]}"
+if [ "$preset" = release ]; then
+  for f in build/release/tests/web_chat/chat_page.png build/release/tests/web_chat_mock/chat_page.png; do
+    if [ -f "$f" ]; then echo "chat page screenshot: $PWD/$f"; fi
+  done
+fi

@@ -337,6 +337,31 @@ const TensorView* SafetensorsFile::find(const std::string& name) const {
 
 // ---------------------------------------------------------------- set
 
+Result<ShardIndex> parse_shard_index(std::string_view text, const std::string& source) {
+  auto fail = [&](const std::string& what) { return Status::errorf("{}: {}", source, what); };
+  const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
+  Result<json> index = parse_json_strict(bytes, bytes + text.size(), kIndexMaxDepth);
+  if (!index.ok()) return fail(index.message());
+  if (!index->is_object()) return fail(fmt::format("content is {}, not a JSON object", describe(*index)));
+  if (!index->contains("weight_map")) return fail("missing \"weight_map\"");
+  const json& wm = (*index)["weight_map"];
+  if (!wm.is_object()) return fail(fmt::format("\"weight_map\" is {}, not an object", describe(wm)));
+
+  ShardIndex out;
+  for (const auto& [name, jfile] : wm.get_ref<const json::object_t&>()) {
+    const std::string tensor = "tensor " + quote(name);
+    if (!jfile.is_string())
+      return fail(fmt::format("{} maps to {}, not a file name", tensor, describe(jfile)));
+    const std::string& file = jfile.get_ref<const std::string&>();
+    if (file.empty() || file.find('/') != std::string::npos || file.find("..") != std::string::npos ||
+        file.find('\0') != std::string::npos)
+      return fail(fmt::format("{} maps to {}: a shard must be a plain file name inside the directory",
+                              tensor, quote(file)));
+    out.emplace(name, file);
+  }
+  return out;
+}
+
 Result<SafetensorsSet> SafetensorsSet::open_dir(const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -358,23 +383,13 @@ Result<SafetensorsSet> SafetensorsSet::open_dir(const std::string& dir) {
   auto fail = [&](const std::string& what) { return Status::errorf("{}: {}", index_path, what); };
   Result<std::vector<uint8_t>> text = read_file(index_path, kMaxIndexBytes);
   if (!text.ok()) return text.status();
-  Result<json> index = parse_json_strict(text->data(), text->data() + text->size(), kIndexMaxDepth);
-  if (!index.ok()) return fail(index.message());
-  if (!index->is_object()) return fail(fmt::format("content is {}, not a JSON object", describe(*index)));
-  if (!index->contains("weight_map")) return fail("missing \"weight_map\"");
-  const json& wm = (*index)["weight_map"];
-  if (!wm.is_object()) return fail(fmt::format("\"weight_map\" is {}, not an object", describe(wm)));
+  Result<ShardIndex> index = parse_shard_index(
+      std::string_view(reinterpret_cast<const char*>(text->data()), text->size()), index_path);
+  if (!index.ok()) return index.status();
 
   std::map<std::string, SafetensorsFile*> shards;  // shard file name -> mapped file
-  for (const auto& [name, jfile] : wm.get_ref<const json::object_t&>()) {
+  for (const auto& [name, file] : *index) {
     const std::string tensor = "tensor " + quote(name);
-    if (!jfile.is_string())
-      return fail(fmt::format("{} maps to {}, not a file name", tensor, describe(jfile)));
-    const std::string& file = jfile.get_ref<const std::string&>();
-    if (file.empty() || file.find('/') != std::string::npos || file.find("..") != std::string::npos ||
-        file.find('\0') != std::string::npos)
-      return fail(fmt::format("{} maps to {}: a shard must be a plain file name inside the directory",
-                              tensor, quote(file)));
     auto it = shards.find(file);
     if (it == shards.end()) {
       Result<std::unique_ptr<SafetensorsFile>> f = SafetensorsFile::open(dir + "/" + file);
@@ -396,7 +411,7 @@ Result<SafetensorsSet> SafetensorsSet::open_dir(const std::string& dir) {
                                 quote(name)));
       if (it->second != &view)
         return fail(fmt::format("tensor {} is in shard {} and in shard {}", quote(name), quote(file),
-                                quote(wm.at(name).get<std::string>())));
+                                quote(index->at(name))));
     }
   }
   return set;

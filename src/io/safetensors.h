@@ -83,6 +83,13 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// model.safetensors.index.json text ({"metadata": ..., "weight_map": {name: file}})
+// -> tensor name -> shard file name. Strict JSON (valid UTF-8, no repeated key,
+// nesting <= 64); every file a plain name (non-empty, no '/', "..", NUL).
+// Errors are prefixed with `source`.
+using ShardIndex = std::map<std::string, std::string>;
+Result<ShardIndex> parse_shard_index(std::string_view text, const std::string& source);
+
 // A checkpoint directory: model.safetensors, or the shards named by
 // model.safetensors.index.json ({"metadata": ..., "weight_map": {name: file}}).
 // Every tensor name resolves to exactly one view; a name in the index that is

@@ -17,6 +17,15 @@ double now_seconds() {
 }
 }  // namespace
 
+// One TokenLogprob on the wire (several ranks): token -1 marks an empty record.
+struct Engine::LogprobRecord {
+  int32_t token = -1;
+  float logprob = 0;
+  int32_t n_top = 0;
+  int32_t top_id[kMaxTopLogprobs] = {};
+  float top_lp[kMaxTopLogprobs] = {};
+};
+
 // The runner's compressed-cache blocks as the scheduler's pages.
 class Engine::RunnerPages final : public PageBudget {
  public:
@@ -75,6 +84,10 @@ Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions
   values_.resize(static_cast<size_t>(2 * limits.max_batch));
   gathered_.resize(static_cast<size_t>(2 * limits.max_batch));
   gather_rows_.resize(opt.ranks ? opt.ranks->topo.world : 1);
+  if (opt.ranks) {
+    lp_send_.resize(2 * static_cast<size_t>(limits.max_batch) + static_cast<size_t>(T));
+    lp_recv_.resize(lp_send_.size());
+  }
 }
 
 int Engine::rank() const { return opt_.ranks ? opt_.ranks->topo.rank : 0; }
@@ -131,8 +144,6 @@ Status Engine::validate(const GenerationRequest& req) const {
     return Status::error("request: stop strings need the model's tokenizer (tokenizer.json), which is not loaded");
   if (req.logprobs < -1 || req.logprobs > kMaxTopLogprobs)
     return Status::errorf("request: top logprobs = {} outside [0, {}]", req.logprobs, kMaxTopLogprobs);
-  if ((req.logprobs >= 0 || req.prompt_logprobs) && opt_.ranks)
-    return Status::error("request: logprobs are not available with several ranks yet");
   if (req.timeout_seconds < 0 || !std::isfinite(req.timeout_seconds))
     return Status::errorf("request: timeout = {} s must be finite and not negative", req.timeout_seconds);
   return Status();
@@ -172,7 +183,8 @@ T take(const uint8_t*& p) {
 }  // namespace
 
 // Wire form: stop u8, request count u32, cancel count u32; per request: prompt length u32,
-// the ids, temperature, top_p, seed, max_tokens, stop_at_eos, stop id count u32 and the ids;
+// the ids, temperature, top_p, seed, max_tokens, stop_at_eos, stop id count u32 and the ids,
+// logprobs i32, prompt_logprobs u8;
 // per cancel: id i64, reason u8. Rank 0 broadcasts the size, then the bytes. Requests take
 // the next ids in order on every rank.
 Status Engine::sync_requests(bool stop) {
@@ -192,6 +204,8 @@ Status Engine::sync_requests(bool stop) {
       put<uint8_t>(sync_buf_, g.stop_at_eos ? 1 : 0);
       put<uint32_t>(sync_buf_, static_cast<uint32_t>(g.stop_ids.size()));
       for (int32_t t : g.stop_ids) put(sync_buf_, t);
+      put<int32_t>(sync_buf_, g.logprobs);
+      put<uint8_t>(sync_buf_, g.prompt_logprobs ? 1 : 0);
     }
     for (const auto& [id, why] : cancels_) {
       put<int64_t>(sync_buf_, id);
@@ -224,6 +238,8 @@ Status Engine::sync_requests(bool stop) {
     g.stop_at_eos = take<uint8_t>(p) != 0;
     g.stop_ids.resize(take<uint32_t>(p));
     for (int32_t& t : g.stop_ids) t = take<int32_t>(p);
+    g.logprobs = take<int32_t>(p);
+    g.prompt_logprobs = take<uint8_t>(p) != 0;
     sched_->add(next_id_++, std::move(g));
   }
   for (uint32_t i = 0; i < n_cancel; ++i) {
@@ -305,6 +321,73 @@ void Engine::logprobs_of(const float* row, int32_t token, int32_t top, TokenLogp
     }
   }
   for (auto& [id, lp] : out.top) lp = static_cast<float>(lp - lse);
+}
+
+// Several ranks: each sampler's logprobs of its requests (2 records for the sampled tokens
+// when asked, then one per row for prompt logprobs) to every rank, in plan order per sampler.
+Status Engine::exchange_logprobs(const std::vector<PlannedRows>& plan) {
+  auto records = [](const PlannedRows& p) -> int64_t {
+    return (p.request->logprobs >= 0 ? 2 : 0) + (p.request->prompt_logprobs ? p.n : 0);
+  };
+  int64_t total = 0;
+  for (const PlannedRows& p : plan) total += records(p);
+  if (total == 0) return Status();
+  auto pack = [](const TokenLogprob& lp, LogprobRecord& r) {
+    r = LogprobRecord{};
+    r.token = lp.token;
+    r.logprob = lp.logprob;
+    r.n_top = static_cast<int32_t>(lp.top.size());
+    for (int32_t k = 0; k < r.n_top; ++k) {
+      r.top_id[k] = lp.top[k].first;
+      r.top_lp[k] = lp.top[k].second;
+    }
+  };
+  auto unpack = [](const LogprobRecord& r, TokenLogprob& lp) {
+    lp.token = r.token;
+    lp.logprob = r.logprob;
+    lp.top.resize(static_cast<size_t>(r.n_top));
+    for (int32_t k = 0; k < r.n_top; ++k) lp.top[k] = {r.top_id[k], r.top_lp[k]};
+  };
+  const int me = rank();
+  std::fill(gather_rows_.begin(), gather_rows_.end(), 0);
+  int64_t mine = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const PlannedRows& p = plan[i];
+    gather_rows_[p.sampler] += records(p);
+    if (p.sampler != me) continue;
+    if (p.request->logprobs >= 0)
+      for (int j = 0; j < 2; ++j) pack(logprobs_[2 * i + j], lp_send_[mine++]);
+    if (p.request->prompt_logprobs)
+      for (int32_t j = 0; j < p.n; ++j) {
+        if (j < static_cast<int32_t>(prompt_logprobs_[i].size())) pack(prompt_logprobs_[i][j], lp_send_[mine]);
+        else lp_send_[mine] = LogprobRecord{};
+        ++mine;
+      }
+  }
+  DSV4_RETURN_IF_ERROR(opt_.ranks->world->all_gather_rows(lp_send_.data(), gather_rows_, sizeof(LogprobRecord),
+                                                         lp_recv_.data()));
+  std::vector<int64_t>& cursor = gather_rows_;  // each sampler's next record
+  int64_t off = 0;
+  for (int64_t& c : cursor) {
+    const int64_t n = c;
+    c = off;
+    off += n;
+  }
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const PlannedRows& p = plan[i];
+    int64_t& at = cursor[p.sampler];
+    if (p.request->logprobs >= 0)
+      for (int j = 0; j < 2; ++j) unpack(lp_recv_[at++], logprobs_[2 * i + j]);
+    if (p.request->prompt_logprobs) {
+      prompt_logprobs_[i].clear();
+      for (int32_t j = 0; j < p.n; ++j, ++at)
+        if (lp_recv_[at].token >= 0) {
+          prompt_logprobs_[i].emplace_back();
+          unpack(lp_recv_[at], prompt_logprobs_[i].back());
+        }
+    }
+  }
+  return Status();
 }
 
 // The main forward over the plan. On one rank a failed step is retried request by request,
@@ -402,6 +485,10 @@ Result<StepReport> Engine::step() {
       }
     }
     DSV4_RETURN_IF_ERROR(exchange(tok, 2));
+    if (opt_.ranks) {
+      DSV4_RETURN_IF_ERROR(exchange_logprobs(plan));
+      for (const PlannedRows& p : plan) any_prompt_lp |= p.request->prompt_logprobs;
+    }
     sched_->update(tok, logprobs_.data(), any_prompt_lp ? prompt_logprobs_.data() : nullptr);
     const Scheduler::Counters& c = sched_->counters();
     rep.committed = static_cast<int32_t>(c.committed);

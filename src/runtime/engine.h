@@ -110,6 +110,7 @@ class Engine {
   Status sync_requests(bool stop);      // rank 0's new requests and cancels (or stop) to every rank
   Status exchange(int32_t* values, int per_request);  // samplers' values of the planned requests to all
   Status run_forward(const std::vector<PlannedRows>& plan);
+  Status exchange_logprobs(const std::vector<PlannedRows>& plan);  // samplers' logprobs to all
   void logprobs_of(const float* row, int32_t token, int32_t top, TokenLogprob& out) const;
 
   const ModelConfig& cfg_;
@@ -128,7 +129,7 @@ class Engine {
   std::vector<float> logits_, mtp_logits_;
   std::vector<bf16> xfinal_, mtp_x_;
   std::vector<uint64_t> sample_scratch_;
-  std::vector<TokenLogprob> logprobs_;      // [B_MAX, 2]
+  std::vector<TokenLogprob> logprobs_;      // [B_MAX, 2] (token -1: none)
   std::vector<std::vector<TokenLogprob>> prompt_logprobs_;  // [B_MAX]
   // Several ranks.
   std::vector<GenerationRequest> unsent_;   // rank 0: added since the last sync
@@ -136,6 +137,8 @@ class Engine {
   std::vector<int32_t> values_;             // [B_MAX · 2] sampled tokens / drafts per planned request
   std::vector<int32_t> sampled_, gathered_;  // [B_MAX · 2] the exchange's own and gathered records
   std::vector<int64_t> gather_rows_;
+  struct LogprobRecord;                       // one TokenLogprob on the wire
+  std::vector<LogprobRecord> lp_send_, lp_recv_;  // [2 B_MAX + T_MAX]
   const std::vector<PlannedRows>* plan_ = nullptr;
   bool stopped_ = false;
   bool last_error_uniform_ = false;

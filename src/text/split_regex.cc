@@ -76,7 +76,9 @@ SplitRegex::~SplitRegex() = default;
 
 Result<SplitRegex> SplitRegex::compile(const std::string& pattern, bool literal) {
   const std::string source = literal ? pattern : rewrite_whitespace_classes(pattern);
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
+  // Matches must start and end on character boundaries: split() resumes at a
+  // match end with PCRE2_NO_UTF_CHECK, so \C is refused at compile time.
+  uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C;
   if (literal) options = PCRE2_UTF | PCRE2_LITERAL;
   int err = 0;
   PCRE2_SIZE offset = 0;

@@ -20,7 +20,8 @@ struct Span {
 class SplitRegex {
  public:
   // `pattern` is a regex, or a literal string when `literal` is set. Error:
-  // PCRE2's compile message with its offset.
+  // PCRE2's compile message with its offset. `\C` (one code unit, which could
+  // end a piece inside a character) is refused.
   static Result<SplitRegex> compile(const std::string& pattern, bool literal);
 
   SplitRegex(SplitRegex&&) noexcept;

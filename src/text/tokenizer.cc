@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_util.h"
+#include "io/json_bounded.h"
 #include "text/byte_level.h"
 
 namespace dsv4 {
@@ -113,8 +114,9 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
 
 Result<Tokenizer> Tokenizer::from_json(std::string_view json_text, const std::string& source) {
   auto fail = [&](const Status& st) -> Result<Tokenizer> { return st.with_context(source); };
-  const json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return fail(Status::error("not valid JSON"));
+  Result<json> parsed = parse_json_bounded(json_text);
+  if (!parsed.ok()) return fail(parsed.status());
+  const json& root = *parsed;
   if (!root.is_object()) return fail(Status::errorf("top level: expected object, got {}", type_name(root)));
   for (const char* key : {"truncation", "padding"}) {
     const auto it = root.find(key);
@@ -241,7 +243,12 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view json_text, const std::st
     tok.added_.push_back(std::move(t));
   }
 
-  // Every id in [0, max_id] names exactly one token.
+  // Every id in [0, max_id] names exactly one token, so max_id < the number of
+  // entries (checked before the per-id tables are sized by max_id).
+  const size_t n_entries = tok.vocab_.size() + tok.added_.size();
+  if (static_cast<uint64_t>(max_id) >= n_entries)
+    return fail(Status::errorf("id {} is beyond the {} tokens of model.vocab and added_tokens "
+                               "(ids must be contiguous from 0)", max_id, n_entries));
   const size_t n = static_cast<size_t>(max_id + 1);
   std::vector<const std::string*> text_of(n, nullptr);
   std::vector<uint8_t> from_added(n, 0);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_util.h"
+#include "io/json_bounded.h"
 
 namespace dsv4 {
 namespace {
@@ -40,8 +41,9 @@ Result<bool> bool_field(const json& root, const char* key) {
 
 Result<TokenizerConfig> parse_tokenizer_config(std::string_view json_text, const std::string& source,
                                                const Tokenizer& tokenizer) {
-  const json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return Status::errorf("{}: not valid JSON", source);
+  Result<json> parsed = parse_json_bounded(json_text);
+  if (!parsed.ok()) return parsed.status().with_context(source);
+  const json& root = *parsed;
   if (!root.is_object()) return Status::errorf("{}: top level: expected object", source);
   TokenizerConfig cfg;
   Result<bool> add_bos = bool_field(root, "add_bos_token");

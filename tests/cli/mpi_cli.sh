@@ -2,7 +2,8 @@
 # The dsv4 command on 1, 2 and 4 ranks (mpirun, the shared/DESIGN.md line): `generate`
 # prints the same tokens and `logits` writes the same bytes as one process, for tiny and
 # tiny2 checkpoints in BF16 and FP8, greedy and sampled, with and without MTP, with
-# continuous batching (more prompts than the batch) and context-parallel prefill; a bad topology fails on every rank,
+# continuous batching (more prompts than the batch) and context-parallel prefill; stop strings and
+# preemption; `serve` answers as one process does; a bad topology fails on every rank,
 # with its message printed once and without hanging.
 # Usage: mpi_cli.sh /path/to/dsv4 WORKDIR mpirun-args...
 set -uo pipefail
@@ -62,6 +63,43 @@ for layout in "2 --tp 2" "4 --tp 2 --dp 2"; do
     fail "generate with stop strings on $layout"
   cmp -s "$work/one.txt" "$work/many.txt" || { fail "stop strings / preemption: $layout differs"; diff "$work/one.txt" "$work/many.txt"; }
 done
+
+# dsv4 serve on ranks (rank 0 takes HTTP, every rank shares the steps): the same completions
+# (text, logprobs, finish) as one process; SIGTERM stops every rank with exit 0.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+ask() {  # ask <port>: two completions and a chat, without the fields that differ per run
+  for body in '{"prompt":"Once upon a time","max_tokens":12,"temperature":0.8,"seed":5,"logprobs":2,"stop":["ee"]}' \
+              '{"prompt":"The quick brown fox","max_tokens":20,"temperature":0,"echo":true,"logprobs":1}' \
+              '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":10,"seed":3,"logprobs":true,"top_logprobs":2}'; do
+    local path=/v1/completions
+    case "$body" in *messages*) path=/v1/chat/completions ;; esac
+    curl -s --max-time 120 "http://127.0.0.1:$1$path" -H 'content-type: application/json' -d "$body" |
+      python3 -c 'import json, sys; d = json.load(sys.stdin); [d.pop(k, None) for k in ("id", "created")]; print(json.dumps(d, sort_keys=True))'
+  done
+}
+serve_and_ask() {  # serve_and_ask <out> <tp> <launcher...>: starts serve, asks, SIGTERMs, checks the exit
+  local out=$1 tp=$2 port
+  shift 2
+  port=$(free_port)
+  "$@" "$dsv4" serve --model "$work/tiny-fp8" --port "$port" --tp "$tp" >"$out.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 600); do grep -q "listening on" "$out.log" && break; sleep 0.1; done
+  ask "$port" >"$out"
+  # SIGTERM to rank 0's process (mpirun would forward a signal sent to it, but then exits 1).
+  local target=$pid
+  for p in $(pgrep -f "serve --model $work/tiny-fp8 --port $port"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && target=$p
+  done
+  kill -TERM "$target"
+  wait "$pid" || fail "serve ($*) exited non-zero after SIGTERM: $(tail -3 "$out.log")"
+}
+serve_and_ask "$work/serve_one.txt" 1 timeout 300
+for np in 2 4; do
+  serve_and_ask "$work/serve_many.txt" "$np" timeout 300 "${mpirun[@]}" -np "$np"
+  cmp -s "$work/serve_one.txt" "$work/serve_many.txt" ||
+    { fail "serve on $np ranks differs"; diff "$work/serve_one.txt" "$work/serve_many.txt"; }
+done
+grep -q '"finish_reason"' "$work/serve_one.txt" || fail "serve answered nothing: $(cat "$work/serve_one.txt")"
 
 # Bad topologies: every rank exits non-zero, the message once, no hang.
 bad() {  # bad <np> <message> <args...>

@@ -348,6 +348,17 @@ TEST(SafetensorsSetTest, MalformedIndex) {
         "lists key \"a\" twice inside \"weight_map\"");
 }
 
+// The index parser on its own (the fuzz target's entry point): no files touched.
+TEST(SafetensorsSetTest, ParseShardIndexInMemory) {
+  auto index = parse_shard_index(R"({"metadata": {"total_size": 1}, "weight_map": {"b": "s2", "a": "s1"}})", "idx");
+  ASSERT_TRUE(index.ok()) << index.message();
+  EXPECT_EQ(*index, (ShardIndex{{"a", "s1"}, {"b", "s2"}}));
+  auto bad = parse_shard_index(R"({"weight_map": {"a": "x/../y"}})", "idx");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message(), "idx: tensor \"a\" maps to \"x/../y\": a shard must be a plain file name inside the directory");
+  EXPECT_FALSE(parse_shard_index("{\"weight_map\": {\"\xC3\": \"s1\"}}", "idx").ok());  // not UTF-8
+}
+
 // ------------------------------------------------------------ file errors
 
 TEST(SafetensorsErrorTest, TruncatedFile) {

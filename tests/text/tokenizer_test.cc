@@ -301,6 +301,9 @@ TEST(TinyTokenizerTest, RejectsUnsupportedBlocks) {
   EXPECT_TRUE(has(with("/pre_tokenizer/pretokenizers/3/use_regex", true), "use_regex"));
   EXPECT_TRUE(has(with("/pre_tokenizer/pretokenizers/0/pattern", {{"Regex", "(unclosed"}}),
                   "pre_tokenizer.pretokenizers[0].pattern"));
+  // \C (one code unit) could end a piece inside a character.
+  EXPECT_TRUE(has(with("/pre_tokenizer/pretokenizers/0/pattern", {{"Regex", "a\\C"}}),
+                  "pre_tokenizer.pretokenizers[0].pattern: regex \"a\\C\""));
   EXPECT_TRUE(has(with("/decoder", {{"type", "WordPiece"}}), "decoder: type \"WordPiece\""));
   EXPECT_TRUE(has(with("/post_processor", {{"type", "TemplateProcessing"}}),
                   "post_processor: type \"TemplateProcessing\""));
@@ -317,7 +320,10 @@ TEST(TinyTokenizerTest, RejectsUnsupportedBlocks) {
     j["model"]["vocab"]["not-a-byte"] = 223;
     EXPECT_TRUE(has(load_error(j), "model.vocab: no token for byte 0x20"));
   }
-  EXPECT_TRUE(has(with("/added_tokens/3/id", 900), "id 500 has no token"));
+  EXPECT_TRUE(has(with("/added_tokens/3/id", 513), "id 500 has no token"));
+  // An id beyond the number of entries is refused before any table is sized by it.
+  EXPECT_TRUE(has(with("/added_tokens/3/id", 900), "id 900 is beyond the 515 tokens"));
+  EXPECT_TRUE(has(with("/model/vocab/a", (1 << 30) - 1), "id 1073741823 is beyond"));
   EXPECT_TRUE(has(with("/truncation", {{"max_length", 5}}), "truncation"));
   json no_model = base;
   no_model.erase("model");
@@ -326,6 +332,11 @@ TEST(TinyTokenizerTest, RejectsUnsupportedBlocks) {
   Result<Tokenizer> r = Tokenizer::from_json("{not json", "x.json");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.message(), "x.json: not valid JSON");
+  // Deep nesting is refused at parse time (an error message printing it would recurse).
+  const std::string deep = "{\"truncation\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  Result<Tokenizer> d = Tokenizer::from_json(deep, "x.json");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.message(), "x.json: nests deeper than 64 levels");
 }
 
 TEST(TinyTokenizerTest, ModelDirectoryWithConfig) {
@@ -352,6 +363,10 @@ TEST(TinyTokenizerTest, ModelDirectoryWithConfig) {
   EXPECT_NE(bad.message().find("eos_token: \"<nope>\" is not a token"), std::string::npos);
   bad = parse_tokenizer_config(R"({"add_bos_token": true})", "c.json", t);
   EXPECT_FALSE(bad.ok());
+  bad = parse_tokenizer_config("{\"bos_token\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
+                               "c.json", t);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message(), "c.json: nests deeper than 64 levels");
   // Missing tokenizer.json names the path.
   test::TmpDir empty;
   Result<TextModel> none = load_tokenizer_dir(empty.path());

@@ -1,0 +1,169 @@
+// The Engine on several ranks (runtime.md §6): what rank 0 reports — tokens, logprobs, prompt
+// logprobs, finish reasons after stop ids, a cancel and preemption — equals a one-rank engine
+// on the same requests, for every layout the world admits, with and without MTP. The other
+// ranks follow rank 0's steps until it stops.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "model/placement.h"
+#include "model/weights.h"
+#include "parallel/communicator.h"
+#include "parallel/rank_groups.h"
+#include "runtime/engine.h"
+#include "support/tiny_model.h"
+
+namespace dsv4 {
+
+Communicator& comm();  // main.cc
+
+namespace {
+
+struct Report {
+  std::map<int64_t, std::vector<int32_t>> tokens;
+  std::map<int64_t, std::vector<TokenLogprob>> logprobs, prompt_logprobs;
+  std::map<int64_t, FinishReason> reason;
+};
+
+Limits engine_limits() {
+  Limits l;
+  l.max_batch = 3;
+  l.max_seqs = 3;
+  l.max_rows = 24;
+  l.max_chunk = 8;
+  l.max_context = 256;
+  l.page_tokens = 16;
+  l.cache_blocks = 4;  // small enough that decode preempts
+  l.n_threads = 1;
+  return l;
+}
+
+std::vector<GenerationRequest> requests(int64_t vocab) {
+  std::vector<GenerationRequest> v;
+  for (int i = 0; i < 5; ++i) {
+    GenerationRequest g;
+    g.prompt = test::random_tokens(4 + 5 * i, 300 + i, vocab);
+    g.max_tokens = 30 + 3 * i;
+    g.stop_at_eos = false;
+    g.sampling = {i % 2 ? 0.8f : 0.0f, 0.9f, static_cast<uint64_t>(11 + i)};
+    g.logprobs = i % 3 == 0 ? 3 : -1;
+    if (i == 2)  // a quarter of the vocabulary: met within a few tokens
+      for (int32_t t = 0; t < vocab / 4; ++t) g.stop_ids.push_back(t);
+    v.push_back(g);
+  }
+  GenerationRequest score;  // prompt logprobs only
+  score.prompt = test::random_tokens(19, 400, vocab);
+  score.max_tokens = 0;
+  score.prompt_logprobs = true;
+  score.logprobs = 2;
+  v.push_back(score);
+  return v;
+}
+
+// Steps until idle; cancels request 1 before step 4. Rank 0 records the updates.
+Report run(Engine& e, const std::vector<GenerationRequest>& reqs) {
+  Report r;
+  if (e.rank() != 0) {
+    while (!e.stopped()) {
+      auto rep = e.step();
+      EXPECT_TRUE(rep.ok()) << rep.message();
+      if (!rep.ok()) break;
+    }
+    return r;
+  }
+  for (const auto& g : reqs) EXPECT_TRUE(e.add_request(g).ok());
+  for (int step = 0; !e.idle(); ++step) {
+    if (step == 4) e.cancel(1);
+    auto rep = e.step();
+    EXPECT_TRUE(rep.ok()) << rep.message();
+    if (!rep.ok()) break;
+    for (RequestUpdate& u : e.updates()) {
+      auto& t = r.tokens[u.id];
+      t.insert(t.end(), u.tokens.begin(), u.tokens.end());
+      auto& l = r.logprobs[u.id];
+      l.insert(l.end(), u.logprobs.begin(), u.logprobs.end());
+      auto& p = r.prompt_logprobs[u.id];
+      p.insert(p.end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
+      if (u.finished) r.reason[u.id] = u.reason;
+    }
+  }
+  EXPECT_TRUE(e.stop().ok());
+  return r;
+}
+
+void expect_same(const std::vector<TokenLogprob>& a, const std::vector<TokenLogprob>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].token, b[k].token) << what << " " << k;
+    EXPECT_EQ(a[k].logprob, b[k].logprob) << what << " " << k;
+    EXPECT_EQ(a[k].top, b[k].top) << what << " " << k;
+  }
+}
+
+TEST(EngineRanks, RankZeroReportsWhatOneRankDoes) {
+  Communicator& world = comm();
+  const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8);
+  const auto reqs = requests(m.cfg.vocab_size);
+  for (bool mtp : {false, true}) {
+    EngineOptions one_opt;
+    one_opt.mtp = mtp;
+    auto one = Engine::create(m.cfg, *m.w, engine_limits(), one_opt);
+    ASSERT_TRUE(one.ok()) << one.message();
+    Report want;
+    {
+      // Every rank runs the one-rank engine alone (no collectives): rank 0 keeps its report.
+      for (const auto& g : reqs) ASSERT_TRUE((*one)->add_request(g).ok());
+      int preempted = 0;
+      for (int step = 0; !(*one)->idle(); ++step) {
+        if (step == 4) (*one)->cancel(1);
+        auto rep = (*one)->step();
+        ASSERT_TRUE(rep.ok()) << rep.message();
+        preempted += rep->preempted;
+        for (RequestUpdate& u : (*one)->updates()) {
+          auto& t = want.tokens[u.id];
+          t.insert(t.end(), u.tokens.begin(), u.tokens.end());
+          auto& l = want.logprobs[u.id];
+          l.insert(l.end(), u.logprobs.begin(), u.logprobs.end());
+          auto& p = want.prompt_logprobs[u.id];
+          p.insert(p.end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
+          if (u.finished) want.reason[u.id] = u.reason;
+        }
+      }
+      EXPECT_GT(preempted, 0) << "the cache limits should make decode preempt";
+    }
+    ASSERT_EQ(want.reason.at(1), FinishReason::kCancelled);
+    ASSERT_EQ(want.reason.at(2), FinishReason::kStop) << "pick stop ids the request meets";
+    ASSERT_EQ(want.prompt_logprobs.at(5).size(), 18u);
+    for (int tp : {world.size(), 1}) {
+      SCOPED_TRACE("mtp " + std::to_string(mtp) + " tp " + std::to_string(tp));
+      Result<Topology> topo = make_topology(world.size(), world.rank(), tp, world.size() / tp, world.size());
+      ASSERT_TRUE(topo.ok()) << topo.message();
+      auto groups = make_rank_groups(world, *topo);
+      ASSERT_TRUE(groups.ok()) << groups.message();
+      Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
+      ASSERT_TRUE(files.ok());
+      LoadOptions lo;
+      lo.wo_a_as_stored = true;
+      lo.reads = [&](const std::string& name) { return rank_reads(name, m.cfg, *topo); };
+      Result<Weights> w = load_weights(*files, m.cfg, nullptr, lo);
+      ASSERT_TRUE(w.ok()) << w.message();
+      EngineOptions opt;
+      opt.mtp = mtp;
+      opt.ranks = groups->get();
+      opt.cp_prefill_tokens = 6;
+      auto many = Engine::create(m.cfg, *w, engine_limits(), opt);
+      ASSERT_TRUE(many.ok()) << many.message();
+      const Report got = run(**many, reqs);
+      if (world.rank() != 0) continue;
+      EXPECT_EQ(got.tokens, want.tokens);
+      EXPECT_EQ(got.reason, want.reason);
+      for (const auto& [id, l] : want.logprobs) expect_same(got.logprobs.at(id), l, "logprobs");
+      for (const auto& [id, l] : want.prompt_logprobs) expect_same(got.prompt_logprobs.at(id), l, "prompt logprobs");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4
