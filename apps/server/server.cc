@@ -144,6 +144,9 @@ void HttpServer::drain(double grace_seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (active_.load() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // A signal right after bind(): stop() only acts once run() is listening.
+  while (!http_->is_running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   http_->stop();
 }
 
