@@ -1,11 +1,12 @@
 // Throughput of a running dsv4 serve at several client concurrencies (plain fetch, Node >= 18).
-// node bench/serve_bench.mjs URL [--clients 1,8,32] [--requests N] [--max-tokens N] [--stream]
+// node bench/serve_bench.mjs URL [--clients 1,8,32] [--requests N] [--max-tokens N] [--stream] [--ignore-eos]
 // Each client sends /v1/completions requests back to back (distinct prompts, seeds, temperature
 // 0.8) until N requests are done; prints requests/s and completion tokens/s per level.
 const args = process.argv.slice(2);
 const url = args[0];
 if (!url) {
-  console.error("usage: node bench/serve_bench.mjs URL [--clients 1,8,32] [--requests N] [--max-tokens N] [--stream]");
+  console.error("usage: node bench/serve_bench.mjs URL [--clients 1,8,32] [--requests N] [--max-tokens N] [--stream] " +
+                "[--ignore-eos]");
   process.exit(2);
 }
 const opt = (name, def) => {
@@ -16,10 +17,11 @@ const levels = opt("--clients", "1,8,32").split(",").map(Number);
 const requests = Number(opt("--requests", "64"));
 const maxTokens = Number(opt("--max-tokens", "32"));
 const stream = args.includes("--stream");
+const ignoreEos = args.includes("--ignore-eos");  // every request generates max_tokens
 
 async function one(i) {
   const body = { prompt: `benchmark prompt number ${i}: once upon a time`, max_tokens: maxTokens, temperature: 0.8,
-                 seed: i, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) };
+                 seed: i, stream, ignore_eos: ignoreEos, ...(stream ? { stream_options: { include_usage: true } } : {}) };
   const res = await fetch(`${url}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" },
                                                       body: JSON.stringify(body) });
   if (!res.ok) throw new Error(`HTTP ${res.status}: ${await res.text()}`);

@@ -148,7 +148,8 @@ class ResponseBuilder {
   std::string text_;                   // completions: echo + output text
   chat::ParsedMessage message_;        // chat
   nlohmann::ordered_json logprobs_;    // completions: {tokens, ...}; chat: content[]
-  int64_t text_offset_ = 0;            // completions: bytes of text before the next token
+  int64_t text_offset_ = 0;            // completions: text_offset of the next token, in UTF-8 bytes
+                                       // of the tokens before it (echoed prompt included)
   int n_tool_calls_ = 0;
 };
 

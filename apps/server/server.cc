@@ -34,9 +34,13 @@ class UpdateQueue {
   std::vector<RequestUpdate> take() {
     std::unique_lock<std::mutex> lock(mu_);
     ready_.wait(lock, [&] { return !updates_.empty(); });
-    std::vector<RequestUpdate> out(std::make_move_iterator(updates_.begin()), std::make_move_iterator(updates_.end()));
-    updates_.clear();
-    return out;
+    return take_locked();
+  }
+  // The same, waiting at most `seconds` (then nothing).
+  std::vector<RequestUpdate> take_for(double seconds) {
+    std::unique_lock<std::mutex> lock(mu_);
+    ready_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return !updates_.empty(); });
+    return take_locked();
   }
   bool finished() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -44,6 +48,12 @@ class UpdateQueue {
   }
 
  private:
+  std::vector<RequestUpdate> take_locked() {
+    std::vector<RequestUpdate> out(std::make_move_iterator(updates_.begin()), std::make_move_iterator(updates_.end()));
+    updates_.clear();
+    return out;
+  }
+
   mutable std::mutex mu_;
   std::condition_variable ready_;
   std::deque<RequestUpdate> updates_;
@@ -134,6 +144,9 @@ void HttpServer::drain(double grace_seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (active_.load() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // A signal right after bind(): stop() only acts once run() is listening.
+  while (!http_->is_running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   http_->stop();
 }
 
@@ -173,19 +186,23 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, E
   }
 
   // Streams: the provider runs on this worker after the handler returns; it sends each batch of
-  // updates as SSE events. A failed write means the client left: cancel (pages freed at the next
-  // step). The releaser runs when the response ends either way.
+  // updates as SSE events, and an SSE comment line when nothing came for a while (a queued or
+  // long-prefilling request), so that a client that left is noticed. A failed write means the
+  // client left: cancel (pages freed at the next step). The releaser runs when the response ends
+  // either way.
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   Service* service = &service_;
   std::atomic<int>* active = &active_;
   const int64_t rid = sub.id;
+  const double keepalive = options_.keepalive_seconds;
   active->fetch_add(1);
   res.set_chunked_content_provider(
       "text/event-stream",
-      [queue, builder, service, rid](size_t, httplib::DataSink& sink) {
-        std::string events;
-        for (const RequestUpdate& u : queue->take()) events += builder->add(u);
+      [queue, builder, service, rid, keepalive](size_t, httplib::DataSink& sink) {
+        const std::vector<RequestUpdate> updates = queue->take_for(keepalive);
+        std::string events = updates.empty() ? ": keep-alive\n\n" : "";
+        for (const RequestUpdate& u : updates) events += builder->add(u);
         if (!events.empty() && !sink.write(events.data(), events.size())) {
           service->cancel(rid);
           return false;

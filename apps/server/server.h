@@ -38,6 +38,7 @@ struct ServerOptions {
   int http_threads = 128;           // connections served at once (streams hold one each)
   double request_timeout = 0;       // seconds per request (GenerationRequest::timeout_seconds); 0: none
   int retry_after_seconds = 1;      // Retry-After of a 429 (queue full)
+  double keepalive_seconds = 2;     // a stream with no update this long gets an SSE comment line
 };
 
 class HttpServer {

@@ -203,7 +203,7 @@ jq -e '.choices[0].finish_reason == "timeout" and .usage.completion_tokens < 400
   fail "--request-timeout: $(head -c 300 "$work/body")"
 for i in $(seq 6); do
   curl -s -D "$work/h$i.txt" -o "$work/b$i.txt" -H "Authorization: Bearer sekret" "$url$C" \
-    -d '{"prompt": "x", "max_tokens": 200}' &
+    -d '{"prompt": "x", "max_tokens": 4000, "ignore_eos": true}' &  # each runs until --request-timeout
 done
 wait $(jobs -p | grep -v "^$keyed_pid$") 2>/dev/null
 n429=$(grep -l '^HTTP/1.1 429' "$work"/h?.txt | wc -l)
