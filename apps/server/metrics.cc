@@ -66,8 +66,9 @@ std::string format_metrics(const ServiceMetrics& m, const HttpMetrics::Counts& h
 
   std::string le[16];
   for (int i = 0; i < ServiceMetrics::kBatchBuckets; ++i) le[i] = std::to_string(1 << i);
+  const double batch_sum = static_cast<double>(m.batch_sum);
   histogram(out, "dsv4_batch_size", "Requests per engine step.", m.batch_hist, ServiceMetrics::kBatchBuckets, le,
-            nullptr);
+            &batch_sum);
   for (int i = 0; i < ServiceMetrics::kTimeBuckets; ++i) le[i] = fmt::format("{}", 0.001 * (1 << i));
   histogram(out, "dsv4_step_seconds", "Wall time of one engine step.", m.step_time_hist,
             ServiceMetrics::kTimeBuckets, le, &m.step_seconds_sum);
@@ -79,6 +80,13 @@ std::string format_metrics(const ServiceMetrics& m, const HttpMetrics::Counts& h
          m.drafts > 0 ? static_cast<double>(m.accepted) / static_cast<double>(m.drafts) : 0.0);
   scalar(out, "dsv4_preemptions_total", "counter", "Running requests preempted for pages (recomputed later).",
          static_cast<double>(m.preempted));
+  if (m.cache_pages_total >= 0) {
+    scalar(out, "dsv4_cache_pages_free", "gauge",
+           "Compressed-cache pages free after the last step (prefix-cache entries nobody uses count as free).",
+           static_cast<double>(m.cache_pages_free));
+    scalar(out, "dsv4_cache_pages_total", "gauge", "Compressed-cache pages in all (--cache-blocks).",
+           static_cast<double>(m.cache_pages_total));
+  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "io/json_bounded.h"
 #include "text/utf8.h"
 
 namespace dsv4::server {
@@ -78,13 +79,13 @@ ApiResult<std::optional<int64_t>> get_int(const Json& obj, const std::string& na
   return std::optional<int64_t>(v->get<int64_t>());
 }
 
+// Bounded nesting: a body nested thousands deep would overflow the stack as soon as an error
+// message dump()s part of it (io/json_bounded.h).
 ApiResult<Json> parse_body(std::string_view body) {
-  Json j;
-  try {
-    j = Json::parse(body);
-  } catch (const nlohmann::json::exception& e) {
-    return bad_request("", fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_json");
-  }
+  Result<Json> parsed = parse_json_bounded<Json>(body);
+  if (!parsed.ok())
+    return bad_request("", fmt::format("the request body is not valid JSON: {}", parsed.message()), "invalid_json");
+  Json j = std::move(*parsed);
   if (!j.is_object()) return bad_request("", fmt::format("the request body must be a JSON object, got {}", type_name(j)));
   return j;
 }
@@ -307,8 +308,9 @@ std::string error_body(const ApiError& e) {
 }
 
 Result<GenerationDefaults> parse_generation_config(std::string_view json_text, const std::string& source) {
-  Json j = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Status::errorf("{}: not a JSON object", source);
+  Result<Json> parsed = parse_json_bounded<Json>(json_text);
+  if (!parsed.ok() || !parsed->is_object()) return Status::errorf("{}: not a JSON object", source);
+  const Json& j = *parsed;
   GenerationDefaults d;
   if (const Json* t = field(j, "temperature")) {
     if (!t->is_number() || !(t->get<double>() >= 0) || !std::isfinite(t->get<double>()))

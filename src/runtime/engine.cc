@@ -160,6 +160,12 @@ Result<int64_t> Engine::add_request(GenerationRequest req) {
   return id;
 }
 
+std::pair<int64_t, int64_t> Engine::cache_pages() const {
+  const int64_t total = runner_->total_blocks();
+  if (total == INT64_MAX) return {-1, -1};
+  return {runner_->free_blocks(), total};
+}
+
 void Engine::cancel(int64_t id, FinishReason why) {
   if (rank() == 0 && id >= 0 && id < next_id_) cancels_.push_back({id, why});
 }

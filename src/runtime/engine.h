@@ -84,6 +84,9 @@ class Engine {
   void cancel(int64_t id, FinishReason why = FinishReason::kCancelled);
   bool idle() const { return sched_->idle() && unsent_.empty() && cancels_.empty(); }
   int32_t running() const { return sched_->running(); }
+  // Compressed-cache pages free now (evictable prefix-cache entries included) and in all;
+  // both -1 for a model without compressed layers.
+  std::pair<int64_t, int64_t> cache_pages() const;
   int32_t queued() const { return sched_->queued(); }
   // Several ranks: rank 0 ends the job's step loop (the next sync tells every rank); the
   // other ranks step until stopped().

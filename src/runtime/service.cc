@@ -1,6 +1,7 @@
 #include "runtime/service.h"
 
 #include <chrono>
+#include <tuple>
 
 #include "base/check.h"
 
@@ -143,6 +144,7 @@ void Service::run() {
     if (rep->batch > 0) {
       ++m.steps;
       ++m.batch_hist[bucket(rep->batch, 1, ServiceMetrics::kBatchBuckets)];
+      m.batch_sum += rep->batch;
       ++m.step_time_hist[bucket(rep->seconds, 1e-3, ServiceMetrics::kTimeBuckets)];
       m.step_seconds_sum += rep->seconds;
     }
@@ -152,6 +154,7 @@ void Service::run() {
     m.completion_tokens += rep->committed;
     m.running = engine_.running();
     m.queued = engine_.queued();
+    std::tie(m.cache_pages_free, m.cache_pages_total) = engine_.cache_pages();
     // Sinks are called without the lock (they may take their own); an entry leaves the map
     // only after its last update, here on this thread, so the pointers stay valid.
     for (RequestUpdate& u : engine_.updates()) {

@@ -38,10 +38,12 @@ struct ServiceMetrics {
   int64_t running = 0, queued = 0;
   int64_t steps = 0;
   int64_t batch_hist[kBatchBuckets + 1] = {};
+  int64_t batch_sum = 0;                   // requests over all steps
   int64_t step_time_hist[kTimeBuckets + 1] = {};
   double step_seconds_sum = 0;
   int64_t drafts = 0, accepted = 0;        // MTP
   int64_t preempted = 0;
+  int64_t cache_pages_free = -1, cache_pages_total = -1;  // after the last step; -1: no compressed layers
 };
 
 class Service {

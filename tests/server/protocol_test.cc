@@ -143,6 +143,18 @@ TEST(Protocol, CompletionsRejectsMalformedInput) {
   for (const auto& [body, e] : cases) expect_error(parse_completions_request(body, m, 0), e, body);
 }
 
+// A body nested far deeper than any request is refused at parsing (an error message that
+// printed part of it would otherwise recurse once per level and overflow the stack).
+TEST(Protocol, DeeplyNestedBodyIsRejected) {
+  const ModelCard m = card();
+  const std::string deep = "{\"prompt\": \"hi\", \"thinking\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
+  auto r = parse_completions_request(deep, m, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, "invalid_json");
+  EXPECT_NE(r.error().message.find("nests deeper than 64 levels"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(parse_chat_request("{\"messages\": " + std::string(100000, '[') + "}", m, 0).ok());
+}
+
 TEST(Protocol, PromptOverContextIsRejected) {
   const ModelCard m = card(16);
   std::string ids = "[";

@@ -196,7 +196,7 @@ grep -q 'data: \[DONE\]' "$work/stream_cut.txt" && fail "the stream to cut finis
   fail "a disconnected stream was not cancelled"
 pages_free=$(metric dsv4_cache_pages_free)
 pages_total=$(metric dsv4_cache_pages_total)
-[ -z "$pages_total" ] || [ "$pages_free" = "$pages_total" ] || fail "pages not freed: $pages_free of $pages_total"
+[ -n "$pages_total" ] && [ "$pages_free" = "$pages_total" ] || fail "pages not freed: $pages_free of $pages_total"
 # --request-timeout: a non-streamed request that would run long ends with finish reason timeout.
 auth=sekret expect 200 - - POST $C '{"prompt": "x", "max_tokens": 4000, "ignore_eos": true}'
 jq -e '.choices[0].finish_reason == "timeout" and .usage.completion_tokens < 4000' "$work/body" >/dev/null ||
