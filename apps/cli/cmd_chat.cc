@@ -100,7 +100,8 @@ int run_chat(const ChatArgs& a) {
     put("\n> ");
     g_interrupted.store(false);
     if (!std::getline(std::cin, line)) {
-      if (g_interrupted.load() && !std::cin.eof()) {  // Ctrl-C at the prompt: keep going
+      // A read interrupted by Ctrl-C fails like the end of input: the flag tells them apart.
+      if (g_interrupted.load()) {
         std::cin.clear();
         put("\n(/exit quits)");
         continue;

@@ -17,9 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "io/safetensors.h"
 #include "model/config.h"
-#include "model/weights.h"
+#include "engine_flags.h"
 #include "ranks.h"
 #include "runtime/engine.h"
 #include "text/tokenizer_dir.h"
@@ -28,25 +27,14 @@ namespace dsv4::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model;
+  EngineFlags engine;
   std::vector<std::string> prompt_ids;
   std::vector<std::string> prompt_text;
   int max_tokens = 16;
   float temperature = 0.0f;
   float top_p = 1.0f;
   uint64_t seed = 0;
-  bool mtp = false;
-  int batch_size = 4;
-  int threads = 2;
-  int max_chunk = 64;
-  int64_t max_context = 1024;
-  int page_tokens = 128;
-  int64_t cache_blocks = 0;
-  int prefix_blocks = 0;
   bool quiet_steps = false;
-  std::string isa = "auto";
-  RankFlags ranks;
-  int64_t cp_prefill = 64;
   std::vector<std::string> stop;
 };
 
@@ -61,19 +49,14 @@ std::string join(const std::vector<int32_t>& v) {
 }
 
 int run_generate(const GenerateArgs& a) {
-  Result<std::unique_ptr<RankSession>> ranks = RankSession::start(a.ranks);
+  const EngineFlags& ef = a.engine;
+  Result<std::unique_ptr<RankSession>> ranks = RankSession::start(ef.ranks);
   if (!ranks.ok()) return fail(ranks.status());
   RankSession& rs = **ranks;
-  if (Status st = select_isa(a.isa); !st.ok()) return fail(st);
-  Result<std::string> dir = rs.model_dir(a.model);
-  if (!dir.ok()) return fail(dir.status());
-  // Read on every rank (on every host): a failure on any rank fails all of them.
-  Result<ModelConfig> cfg = load_config(*dir);
-  Result<SafetensorsSet> files = cfg.ok() ? SafetensorsSet::open_dir(*dir) : Result<SafetensorsSet>(cfg.status());
-  Result<Weights> w = files.ok() ? load_weights(*files, *cfg, nullptr, rs.load_options(*cfg))
-                                 : Result<Weights>(files.status());
-  if (Status st = rs.agree(w.status()); !st.ok()) return fail(st);
-  if (Status st = rs.bind(*cfg); !st.ok()) return fail(st);
+  Result<std::unique_ptr<LoadedModel>> model = load_model(rs, ef);
+  if (!model.ok()) return fail(model.status());
+  const std::string* dir = &(*model)->dir;
+  const ModelConfig* cfg = &(*model)->cfg;
 
   std::vector<std::vector<int32_t>> prompts;
   Status parsed;
@@ -97,25 +80,14 @@ int run_generate(const GenerateArgs& a) {
     for (const std::string& t : a.prompt_text) prompts.push_back(encode_prompt(*text, t, /*allow_special=*/false));
   if (Status st = rs.agree(parsed); !st.ok()) return fail(st);
   if (prompts.empty()) prompts = kDemoPrompts;
-  if (a.batch_size < 1) return fail(Status::errorf("--batch-size = {} must be at least 1", a.batch_size));
-
-  Limits lim;
-  lim.max_batch = a.batch_size;
-  lim.max_seqs = a.batch_size;
-  lim.max_chunk = a.max_chunk;
-  lim.max_decode_rows = a.mtp ? 2 : 1;
-  lim.max_rows = std::max(a.max_chunk, 2 * a.batch_size);
-  lim.max_context = a.max_context;
-  lim.n_threads = a.threads;
-  lim.page_tokens = a.page_tokens;
-  lim.cache_blocks = a.cache_blocks;
-  lim.prefix_blocks = a.prefix_blocks;
+  Result<Limits> lim = engine_limits(ef);
+  if (!lim.ok()) return fail(lim.status());
   EngineOptions eo;
-  eo.mtp = a.mtp;
+  eo.mtp = ef.mtp;
   eo.ranks = rs.groups();
-  eo.cp_prefill_tokens = a.cp_prefill;
+  eo.cp_prefill_tokens = ef.cp_prefill;
   eo.tokenizer = text ? &text->tokenizer : nullptr;
-  auto engine = Engine::create(*cfg, *w, lim, eo);
+  auto engine = Engine::create(*cfg, (*model)->weights, *lim, eo);
   if (Status st = rs.agree(engine.status()); !st.ok()) return fail(st);
   if (!rs.primary()) {  // follow rank 0's steps until it stops
     while (!(*engine)->stopped())
@@ -139,8 +111,8 @@ int run_generate(const GenerateArgs& a) {
   }
   std::printf("model %s: %d layers, vocab %lld; %zu requests, batch size %d%s, temperature %g, top-p %g%s\n",
               dir->c_str(), cfg->num_hidden_layers, static_cast<long long>(cfg->vocab_size), prompts.size(),
-              a.batch_size, a.mtp ? ", MTP drafts" : "", a.temperature, a.top_p,
-              rs.world_size() > 1 ? fmt::format("; {} ranks (tp {})", rs.world_size(), a.ranks.tp).c_str() : "");
+              ef.batch_size, ef.mtp ? ", MTP drafts" : "", a.temperature, a.top_p,
+              rs.world_size() > 1 ? fmt::format("; {} ranks (tp {})", rs.world_size(), ef.ranks.tp).c_str() : "");
   int64_t committed = 0, drafts = 0, accepted = 0, steps = 0, prefix_hits = 0, preempted = 0;
   struct Out {
     std::vector<int32_t> tokens;
@@ -191,11 +163,11 @@ int run_generate(const GenerateArgs& a) {
   }
   std::printf("%lld tokens in %lld steps, %.3f s: %.1f tokens/s", static_cast<long long>(committed),
               static_cast<long long>(steps), total, committed / (total > 0 ? total : 1));
-  if (a.mtp)
+  if (ef.mtp)
     std::printf(", MTP acceptance %lld/%lld = %.2f", static_cast<long long>(accepted),
                 static_cast<long long>(drafts), drafts ? static_cast<double>(accepted) / drafts : 0.0);
   if (preempted > 0) std::printf(", %lld preemptions (recomputed)", static_cast<long long>(preempted));
-  if (a.prefix_blocks > 0)
+  if (ef.prefix_blocks > 0)
     std::printf(", prefix cache: %lld prompt positions reused", static_cast<long long>(prefix_hits));
   std::printf("\n");
   if (rs.world_size() > 1) {  // rank 0's collective traffic (dsv4 plan predicts it per step)
@@ -214,7 +186,7 @@ int run_generate(const GenerateArgs& a) {
 Command add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* sub = app.add_subcommand("generate", "Generate tokens for one or more prompts (continuous batching)");
-  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
+  add_engine_options(sub, &a->engine);
   sub->add_option("--prompt", a->prompt_text,
                   "Prompt text, encoded with the model's tokenizer.json (repeat for several prompts)")
       ->take_all();
@@ -226,30 +198,9 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--temperature", a->temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
   sub->add_option("--top-p", a->top_p, "Nucleus sampling threshold in (0, 1]")->capture_default_str();
   sub->add_option("--seed", a->seed, "Seed of request i is seed + i")->capture_default_str();
-  sub->add_flag("--mtp", a->mtp, "Speculative decode with the MTP layer's drafts");
-  sub->add_option("--batch-size", a->batch_size, "Most requests decoded in one step (B_MAX)")->capture_default_str();
-  sub->add_option("--threads", a->threads, "Worker threads")->capture_default_str();
-  sub->add_option("--max-chunk", a->max_chunk, "Largest prefill chunk per request")->capture_default_str();
-  sub->add_option("--max-context", a->max_context, "Positions per sequence")->capture_default_str();
-  sub->add_option("--page-tokens", a->page_tokens,
-                  "Positions per compressed-cache block (a multiple of every compress ratio)")
-      ->capture_default_str();
-  sub->add_option("--cache-blocks", a->cache_blocks,
-                  "Compressed-cache blocks shared by all requests (0 = enough for every slot at max-context)")
-      ->capture_default_str();
-  sub->add_option("--prefix-blocks", a->prefix_blocks,
-                  "Prefix-cache entries (prompt blocks kept for reuse; 0 = off)")
-      ->capture_default_str();
   sub->add_option("--stop", a->stop, "Stop string (repeatable; matched on the output text, needs the tokenizer)")
       ->take_all();
   sub->add_flag("--quiet-steps", a->quiet_steps, "Do not print one line per step");
-  sub->add_option("--isa", a->isa, kIsaHelp)->capture_default_str();
-  add_rank_options(sub, &a->ranks);
-  sub->add_option("--cp-prefill", a->cp_prefill,
-                  "With --tp > 1: prompts of at least N positions are prefilled context-parallel over the "
-                  "owner's TP group (0 = never)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
   return {sub, [a]() { return run_generate(*a); }};
 }
 

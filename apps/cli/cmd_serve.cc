@@ -1,7 +1,7 @@
 // dsv4 serve [--model DIR] [--host 127.0.0.1] [--port 8000] [--api-key K] [--served-model-name N]
 //   [--max-queue N] [--grace-seconds S] [--request-timeout S] [--max-body-bytes N] [--http-threads N]
 //   [--mtp] [--batch-size B] [--threads N] [--max-chunk N] [--max-context N] [--page-tokens P]
-//   [--cache-blocks N] [--prefix-blocks N] [--isa I] [--tp T [--dp D] [--ep E]]
+//   [--cache-blocks N] [--prefix-blocks N] [--isa I] [--tp T [--dp D] [--ep E]] [--cp-prefill N]
 // The OpenAI-compatible HTTP server (apps/server) over the engine's Service. Prints
 // "dsv4 serve: listening on http://HOST:PORT" once bound (--port 0 picks a free port).
 // SIGTERM / SIGINT: new requests get 503, running ones finish within --grace-seconds, the rest
@@ -24,9 +24,8 @@
 
 #include "commands.h"
 #include "io/file_util.h"
-#include "io/safetensors.h"
 #include "model/config.h"
-#include "model/weights.h"
+#include "engine_flags.h"
 #include "ranks.h"
 #include "runtime/engine.h"
 #include "runtime/service.h"
@@ -38,7 +37,7 @@ namespace dsv4::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model;
+  EngineFlags engine;
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
@@ -48,16 +47,6 @@ struct ServeArgs {
   double request_timeout = 0;
   size_t max_body_bytes = 8u << 20;
   int http_threads = 128;
-  bool mtp = false;
-  int batch_size = 8;
-  int threads = 2;
-  int max_chunk = 64;
-  int64_t max_context = 1024;
-  int page_tokens = 128;
-  int64_t cache_blocks = 0;
-  int prefix_blocks = 0;
-  std::string isa = "auto";
-  RankFlags ranks;
 };
 
 // The model directory's name (without trailing slashes), e.g. "tiny-fp8-seed0".
@@ -107,43 +96,30 @@ int run_serve(const ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  Result<std::unique_ptr<RankSession>> ranks = RankSession::start(a.ranks);
+  const EngineFlags& ef = a.engine;
+  Result<std::unique_ptr<RankSession>> ranks = RankSession::start(ef.ranks);
   if (!ranks.ok()) return fail(ranks.status());
   RankSession& rs = **ranks;
-  if (Status st = select_isa(a.isa); !st.ok()) return fail(st);
-  Result<std::string> dir = rs.model_dir(a.model);
-  if (!dir.ok()) return fail(dir.status());
-  Result<ModelConfig> cfg = load_config(*dir);
-  Result<SafetensorsSet> files = cfg.ok() ? SafetensorsSet::open_dir(*dir) : Result<SafetensorsSet>(cfg.status());
-  Result<Weights> w = files.ok() ? load_weights(*files, *cfg, nullptr, rs.load_options(*cfg))
-                                 : Result<Weights>(files.status());
-  if (Status st = rs.agree(w.status()); !st.ok()) return fail(st);
-  if (Status st = rs.bind(*cfg); !st.ok()) return fail(st);
+  Result<std::unique_ptr<LoadedModel>> model = load_model(rs, ef);
+  if (!model.ok()) return fail(model.status());
+  const std::string* dir = &(*model)->dir;
+  const ModelConfig* cfg = &(*model)->cfg;
   Result<TextModel> text = load_tokenizer_dir(*dir);
   Result<server::GenerationDefaults> defaults = text.ok() ? generation_defaults(*dir)
                                                           : Result<server::GenerationDefaults>(text.status());
   if (Status st = rs.agree(defaults.status()); !st.ok())
     return fail(st.with_context("serve needs the model's tokenizer.json"));
-  if (a.batch_size < 1) return fail(Status::errorf("--batch-size = {} must be at least 1", a.batch_size));
   if (a.max_queue < 0) return fail(Status::errorf("--max-queue = {} must not be negative", a.max_queue));
   if (a.http_threads < 1) return fail(Status::errorf("--http-threads = {} must be at least 1", a.http_threads));
 
-  Limits lim;
-  lim.max_batch = a.batch_size;
-  lim.max_seqs = a.batch_size;
-  lim.max_chunk = a.max_chunk;
-  lim.max_decode_rows = a.mtp ? 2 : 1;
-  lim.max_rows = std::max(a.max_chunk, 2 * a.batch_size);
-  lim.max_context = a.max_context;
-  lim.n_threads = a.threads;
-  lim.page_tokens = a.page_tokens;
-  lim.cache_blocks = a.cache_blocks;
-  lim.prefix_blocks = a.prefix_blocks;
+  Result<Limits> lim = engine_limits(ef);
+  if (!lim.ok()) return fail(lim.status());
   EngineOptions eo;
-  eo.mtp = a.mtp;
+  eo.mtp = ef.mtp;
   eo.ranks = rs.groups();
+  eo.cp_prefill_tokens = ef.cp_prefill;
   eo.tokenizer = &text->tokenizer;
-  auto engine = Engine::create(*cfg, *w, lim, eo);
+  auto engine = Engine::create(*cfg, (*model)->weights, *lim, eo);
   if (Status st = rs.agree(engine.status()); !st.ok()) return fail(st);
   if (!rs.primary()) {  // follow rank 0's steps until it stops
     while (!(*engine)->stopped())
@@ -157,8 +133,8 @@ int run_serve(const ServeArgs& a) {
   server::ModelCard card;
   card.id = a.served_model_name.empty() ? dir_name(*dir) : a.served_model_name;
   card.created = static_cast<int64_t>(std::time(nullptr));
-  card.max_context = std::min<int64_t>(a.max_context, cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings
-                                                                                        : a.max_context);
+  card.max_context = std::min<int64_t>(ef.max_context, cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings
+                                                                                         : ef.max_context);
   card.text = &*text;
   card.temperature = defaults->temperature;
   card.top_p = defaults->top_p;
@@ -181,7 +157,7 @@ int run_serve(const ServeArgs& a) {
     return fail(port.status());
   }
   std::printf("dsv4 serve: model %s (%s), context %lld, batch %d%s\n", card.id.c_str(), dir->c_str(),
-              static_cast<long long>(card.max_context), a.batch_size, a.mtp ? ", MTP drafts" : "");
+              static_cast<long long>(card.max_context), ef.batch_size, ef.mtp ? ", MTP drafts" : "");
   std::printf("dsv4 serve: listening on http://%s:%d\n", a.host.c_str(), *port);
   std::fflush(stdout);
 
@@ -204,7 +180,8 @@ int run_serve(const ServeArgs& a) {
 Command add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)");
-  sub->add_option("--model", a->model, "Checkpoint directory with tokenizer.json (default: the built-in tiny model)");
+  a->engine.batch_size = 8;
+  add_engine_options(sub, &a->engine);
   sub->add_option("--host", a->host, "Address to bind")->capture_default_str();
   sub->add_option("--port", a->port, "TCP port (0: any free port)")->capture_default_str();
   sub->add_option("--api-key", a->api_key, "Require \"Authorization: Bearer KEY\" on /v1/*");
@@ -224,21 +201,6 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--http-threads", a->http_threads,
                   "HTTP worker threads: connections served at once (each stream holds one)")
       ->capture_default_str();
-  sub->add_flag("--mtp", a->mtp, "Speculative decode with the MTP layer's drafts");
-  sub->add_option("--batch-size", a->batch_size, "Most requests decoded in one step (B_MAX)")->capture_default_str();
-  sub->add_option("--threads", a->threads, "Worker threads of the engine")->capture_default_str();
-  sub->add_option("--max-chunk", a->max_chunk, "Largest prefill chunk per request")->capture_default_str();
-  sub->add_option("--max-context", a->max_context, "Positions per sequence (prompt + completion)")
-      ->capture_default_str();
-  sub->add_option("--page-tokens", a->page_tokens,
-                  "Positions per compressed-cache block (a multiple of every compress ratio)")
-      ->capture_default_str();
-  sub->add_option("--cache-blocks", a->cache_blocks,
-                  "Compressed-cache blocks shared by all requests (0 = enough for every slot at max-context)")
-      ->capture_default_str();
-  sub->add_option("--prefix-blocks", a->prefix_blocks, "Prefix-cache entries (0 = off)")->capture_default_str();
-  sub->add_option("--isa", a->isa, kIsaHelp)->capture_default_str();
-  add_rank_options(sub, &a->ranks);
   return {sub, [a]() { return run_serve(*a); }};
 }
 

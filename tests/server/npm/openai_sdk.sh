@@ -9,23 +9,8 @@ set -uo pipefail
 dsv4=$(realpath "$1") cache=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$cache" && cache=$(cd "$cache" && pwd)
-pins=("openai@6.49.0")
-(
-  flock 9
-  if [ ! -f "$cache/installed.stamp" ] || [ "$(cat "$cache/installed.stamp")" != "${pins[*]}" ]; then
-    [ -f "$cache/package.json" ] || echo '{"private": true}' >"$cache/package.json"
-    if ! (cd "$cache" && npm install --no-audit --no-fund --no-save --cache "$cache/.npm" \
-          "${pins[@]}" >"$cache/install.log" 2>&1); then
-      if grep -Eq 'ENOTFOUND|ECONNREFUSED|ETIMEDOUT|EAI_AGAIN|ECONNRESET|ENETUNREACH|network' "$cache/install.log"; then
-        echo "npm registry unreachable: skipping"; tail -3 "$cache/install.log"; exit 77
-      fi
-      echo "npm install failed:"; cat "$cache/install.log"; exit 1
-    fi
-    echo "${pins[*]}" >"$cache/installed.stamp"
-  fi
-) 9>"$cache/install.lock"
-code=$?
-[ $code -ne 0 ] && exit $code
+source "$here/../../support/npm_install.sh"
+npm_install "$cache" "openai@6.49.0" || exit $?
 rm -rf "$work" && mkdir -p "$work" && work=$(cd "$work" && pwd)
 export XDG_CACHE_HOME="$work/cache"
 exec node "$here/openai_sdk.mjs" "$dsv4" "$cache" "$work"

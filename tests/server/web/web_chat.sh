@@ -36,20 +36,11 @@ fi
       echo "apt-get install chromium failed:"; cat "$cache/apt.log"; exit 1
     fi
   fi
-  if [ ! -f "$cache/installed.stamp" ] || [ "$(cat "$cache/installed.stamp")" != "${pins[*]}" ]; then
-    [ -f "$cache/package.json" ] || echo '{"private": true}' >"$cache/package.json"
-    if ! (cd "$cache" && npm install --no-audit --no-fund --no-save --cache "$cache/.npm" \
-          "${pins[@]}" >"$cache/install.log" 2>&1); then
-      if grep -Eq "$offline" "$cache/install.log"; then
-        echo "npm registry unreachable: skipping"; tail -3 "$cache/install.log"; exit 77
-      fi
-      echo "npm install failed:"; cat "$cache/install.log"; exit 1
-    fi
-    echo "${pins[*]}" >"$cache/installed.stamp"
-  fi
-) 9>"$cache/install.lock"
+) 9>"$cache/apt.lock"
 code=$?
 [ $code -ne 0 ] && exit $code
+source "$here/../../support/npm_install.sh"
+npm_install "$cache" "${pins[@]}" || exit $?
 
 port=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
 log="$out/server.log"

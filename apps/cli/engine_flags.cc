@@ -1,0 +1,66 @@
+#include "engine_flags.h"
+
+#include <algorithm>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "io/safetensors.h"
+
+namespace dsv4::cli {
+
+void add_engine_options(CLI::App* sub, EngineFlags* f) {
+  sub->add_option("--model", f->model, "Checkpoint directory (default: the built-in tiny model)");
+  sub->add_flag("--mtp", f->mtp, "Speculative decode with the MTP layer's drafts");
+  sub->add_option("--batch-size", f->batch_size, "Most requests decoded in one step (B_MAX)")->capture_default_str();
+  sub->add_option("--threads", f->threads, "Worker threads of the engine")->capture_default_str();
+  sub->add_option("--max-chunk", f->max_chunk, "Largest prefill chunk per request")->capture_default_str();
+  sub->add_option("--max-context", f->max_context, "Positions per sequence (prompt + completion)")
+      ->capture_default_str();
+  sub->add_option("--page-tokens", f->page_tokens,
+                  "Positions per compressed-cache block (a multiple of every compress ratio)")
+      ->capture_default_str();
+  sub->add_option("--cache-blocks", f->cache_blocks,
+                  "Compressed-cache blocks shared by all requests (0 = enough for every slot at max-context)")
+      ->capture_default_str();
+  sub->add_option("--prefix-blocks", f->prefix_blocks, "Prefix-cache entries (prompt blocks kept for reuse; 0 = off)")
+      ->capture_default_str();
+  sub->add_option("--isa", f->isa, kIsaHelp)->capture_default_str();
+  add_rank_options(sub, &f->ranks);
+  sub->add_option("--cp-prefill", f->cp_prefill,
+                  "With --tp > 1: prompts of at least N positions are prefilled context-parallel over the "
+                  "owner's TP group (0 = never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
+Result<Limits> engine_limits(const EngineFlags& f) {
+  if (f.batch_size < 1) return Status::errorf("--batch-size = {} must be at least 1", f.batch_size);
+  Limits lim;
+  lim.max_batch = f.batch_size;
+  lim.max_seqs = f.batch_size;
+  lim.max_chunk = f.max_chunk;
+  lim.max_decode_rows = f.mtp ? 2 : 1;
+  lim.max_rows = std::max(f.max_chunk, 2 * f.batch_size);
+  lim.max_context = f.max_context;
+  lim.n_threads = f.threads;
+  lim.page_tokens = f.page_tokens;
+  lim.cache_blocks = f.cache_blocks;
+  lim.prefix_blocks = f.prefix_blocks;
+  return lim;
+}
+
+Result<std::unique_ptr<LoadedModel>> load_model(RankSession& rs, const EngineFlags& f) {
+  DSV4_RETURN_IF_ERROR(select_isa(f.isa));
+  Result<std::string> dir = rs.model_dir(f.model);
+  if (!dir.ok()) return dir.status();
+  Result<ModelConfig> cfg = load_config(*dir);
+  Result<SafetensorsSet> files = cfg.ok() ? SafetensorsSet::open_dir(*dir) : Result<SafetensorsSet>(cfg.status());
+  Result<Weights> w = files.ok() ? load_weights(*files, *cfg, nullptr, rs.load_options(*cfg))
+                                 : Result<Weights>(files.status());
+  DSV4_RETURN_IF_ERROR(rs.agree(w.status()));
+  DSV4_RETURN_IF_ERROR(rs.bind(*cfg));
+  return std::unique_ptr<LoadedModel>(new LoadedModel{*dir, std::move(*cfg), std::move(*w)});
+}
+
+}  // namespace dsv4::cli

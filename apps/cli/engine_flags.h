@@ -1,0 +1,52 @@
+// What `generate` and `serve` share: the engine's flags (limits, MTP, ISA, ranks) and loading
+// a checkpoint on every rank of the job.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "model/config.h"
+#include "model/limits.h"
+#include "model/weights.h"
+#include "ranks.h"
+
+namespace CLI {
+class App;
+}
+
+namespace dsv4::cli {
+
+struct EngineFlags {
+  std::string model;
+  bool mtp = false;
+  int batch_size = 4;
+  int threads = 2;
+  int max_chunk = 64;
+  int64_t max_context = 1024;
+  int page_tokens = 128;
+  int64_t cache_blocks = 0;
+  int prefix_blocks = 0;
+  std::string isa = "auto";
+  RankFlags ranks;
+  int64_t cp_prefill = 64;
+};
+
+// --model, --mtp, --batch-size, --threads, --max-chunk, --max-context, --page-tokens,
+// --cache-blocks, --prefix-blocks, --isa, --tp/--dp/--ep, --cp-prefill (defaults: *f).
+void add_engine_options(CLI::App* sub, EngineFlags* f);
+// The deployment limits the flags give (errors name the flag).
+Result<Limits> engine_limits(const EngineFlags& f);
+
+// A checkpoint loaded on every rank (a failure on any rank fails all of them): config and
+// weights; the topology bound to the model.
+struct LoadedModel {
+  std::string dir;
+  ModelConfig cfg;
+  Weights weights;
+};
+// Starts with --isa; the result stays put (the engine keeps references into it).
+Result<std::unique_ptr<LoadedModel>> load_model(RankSession& rs, const EngineFlags& f);
+
+}  // namespace dsv4::cli
