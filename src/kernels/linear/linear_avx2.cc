@@ -436,6 +436,6 @@ void tile_any(const Tile& tl) {
 
 }  // namespace
 
-Kernels avx2_kernels() { return Kernels{kTileOut, tile_any<uint16_t>, tile_any<float>}; }
+Kernels avx2_kernels() { return Kernels{kTileOut, kRowTile, tile_any<uint16_t>, tile_any<float>}; }
 
 }  // namespace dsv4::kernels::linear_tile
