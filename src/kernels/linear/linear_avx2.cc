@@ -577,7 +577,7 @@ void tile_rows(const Tile& tl) {
 }
 
 // FP8 / FP4 weights with kGemmMinRows rows or more: the GEMM tile; else span tiles.
-constexpr int kGemmMinRows = 4;
+constexpr int kGemmMinRows = 3;
 void tile_bf16(const Tile& tl) {
   const int nt = tl.nt;
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP8) return gemm_tile<DecodeFp8>(tl);

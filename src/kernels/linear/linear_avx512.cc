@@ -332,12 +332,12 @@ void tile_rows(const Tile& tl) {
   }
 }
 
-// FP8 / FP4 weights with kGemmMinRows rows or more: the GEMM tile (each weight
-// block decoded once for all rows); else span tiles.
-constexpr int kGemmMinRows = 4;
+// FP8 / FP4 weights: the GEMM tile (each weight block decoded once for all rows;
+// measured faster than the span tile at every T, T = 1 included, by its cheaper
+// decode); other weights: span tiles.
 void tile_bf16_gemm(const Tile& tl) {
   const WeightFormat f = tl.w->format;
-  if ((f == WeightFormat::kFP8 || f == WeightFormat::kFP4) && tl.nt >= kGemmMinRows) return avx512_bf16_gemm_tile(tl);
+  if (f == WeightFormat::kFP8 || f == WeightFormat::kFP4) return avx512_bf16_gemm_tile(tl);
   tile_rows<uint16_t, true>(tl);
 }
 

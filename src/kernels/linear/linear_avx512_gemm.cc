@@ -2,23 +2,27 @@
 // AVX512_VBMI: FP8 / FP4 weights, bf16 x (actq'd), up to kMaxRowTile rows and 64
 // outputs per call. Each 128-wide K block of 16 outputs is decoded ONCE per call
 // into bf16 words in dot layout (4 KiB, L1), then every row of the call runs
-// against it: per row, 16 output lane vectors of 4 VDPBF16PS each (lane l sums
-// k = l, l+16, ..., l+112 in ascending order), folded by fold16 and chained over
-// the blocks (or the grouped tree) — the K order of linear.h, so each result has
-// the scalar variant's bits. The dot is used for a (row, block of 16 outputs)
+// against it. Below kTransposeMinRows rows (row_dot): per row, 16 output lane
+// vectors of 4 VDPBF16PS each (lane l sums k = l, l+16, ..., l+112 in ascending
+// order), folded by fold16. From kTransposeMinRows rows (rows_dot_t): the block is
+// transposed once (accumulator lane j = output j, one accumulator per lane l, x
+// word pairs broadcast) and the fold tree is whole-vector adds. Either way the
+// betas are chained over the blocks (or the grouped tree) — the K order of
+// linear.h, so each result has the scalar variant's bits. The dot is used for a (row, block of 16 outputs)
 // only inside the range check of linear_avx512.cc (the same windows); blocks or
-// rows outside it (NaN codes, extreme scales, subnormal or huge x, the partial
-// last block) take the multiply-add path on the exact fp32 decode.
+// rows outside it (extreme scales, subnormal or huge x, the partial last block)
+// take the multiply-add path on the exact fp32 decode.
 // Decoding straight to bf16 words by table lookup in registers, exact and equal
 // to the truncated fp32 decode of the span tile:
 //   FP8: the code bytes are put in dot order by vpermb; vpermi2b looks up the high
 //        and the low byte of bf16(e4m3 value · 2^(s-127)) for the 7-bit magnitude
 //        in 128-entry tables built per scale byte s (10 <= s <= 134: every non-zero
-//        value is a normal bf16), the sign is ORed in, vpunpck{l,h}bw make words.
+//        value is a normal bf16; NaN codes give NaN), the sign is ORed in,
+//        vpunpck{l,h}bw make words.
 //   FP4: vpermb puts each weight's byte into its word, vpsrlvw its nibble into bits
 //        0..3, vpermw looks up bf16(e2m1 value · 2^(s-127)) in the 32-word table of
-//        the group's scale byte s (2 <= s <= 252; the table repeats at 16, so the
-//        other nibble's bit 4 is ignored).
+//        the group's scale byte s (kFp4Tables, 2 <= s <= 252; the table repeats at
+//        16, so the other nibble's bit 4 is ignored).
 // Only intrinsics and linear_tile.h here (see linear_tile.h).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -40,7 +44,7 @@ namespace {
 
 constexpr int kDotChunks = kBlock / 32;  // 32-k dot chunks per block
 constexpr int kPrefetchBlocks = 2;       // weight rows prefetched this many blocks ahead
-constexpr int kTransposeMinRows = 4;     // rows from which a block's weights are transposed (rows_dot_t)
+constexpr int kTransposeMinRows = 8;     // rows from which a block's weights are transposed (rows_dot_t)
 
 // k (within its 32-k chunk) of word w of the dot layout (dot_order).
 constexpr int dot_k(int w) { return w % 2 == 1 ? (w - 1) / 2 : 16 + w / 2; }
@@ -50,6 +54,9 @@ struct Bytes64 {
 };
 struct Words {
   uint16_t w[128];
+};
+struct Words32 {
+  uint16_t w[32];
 };
 
 // FP8: codes of 64 k (dot chunks 2h, 2h+1) permuted so that vpunpcklbw takes
@@ -63,11 +70,12 @@ constexpr Bytes64 make_fp8_perm() {
   }
   return p;
 }
-// bf16 words of the e4m3 magnitudes 0..127 (0x7F, NaN, unused: such blocks
-// take the multiply-add path).
+// bf16 words of the e4m3 magnitudes 0..127; 0x7F (NaN) gives a bf16 NaN: a NaN
+// weight makes its output NaN on every path (stored canonical, linear.cc).
 constexpr Words make_fp8_words() {
   Words t{};
-  for (int c = 1; c < 128; ++c) {
+  t.w[127] = 0x7FC0;
+  for (int c = 1; c < 127; ++c) {
     const int e = c >> 3, m = c & 7;
     if (e > 0) {
       t.w[c] = static_cast<uint16_t>((e + 120) << 7 | m << 4);
@@ -107,14 +115,25 @@ constexpr Words make_fp4_words() {
   for (int i = 0; i < 32; ++i) t.w[i] = static_cast<uint16_t>(v[i & 7] | ((i & 8) != 0 ? 0x8000 : 0));
   return t;
 }
+// The same times 2^(s-127) for every scale byte s in [2, 252] (others unused).
+struct Fp4Tables {
+  Words32 s[256];
+};
+constexpr Fp4Tables make_fp4_tables() {
+  const Words base = make_fp4_words();
+  Fp4Tables t{};
+  for (int s = 2; s <= 252; ++s)
+    for (int i = 0; i < 32; ++i)
+      t.s[s].w[i] = static_cast<uint16_t>((i & 7) == 0 ? base.w[i] : base.w[i] + (s - 127) * 128);
+  return t;
+}
 constexpr Bytes64 kFp8Perm = make_fp8_perm();
 constexpr Words kFp8Words = make_fp8_words();
 constexpr Bytes64 kHiBytes = make_byte_pick(1);
 constexpr Bytes64 kLoBytes = make_byte_pick(0);
 constexpr Fp4Perm kFp4Perm = make_fp4_perm();
 constexpr Words kFp4Shift = make_fp4_shift();
-constexpr Words kFp4Words = make_fp4_words();
-constexpr __mmask32 kFp4NonZero = 0xFEFEFEFEu;  // entries whose value is not ±0
+alignas(64) constexpr Fp4Tables kFp4Tables = make_fp4_tables();
 
 inline __m512i load(const void* p) { return _mm512_loadu_si512(p); }
 
@@ -127,16 +146,18 @@ inline Fp8Lut fp8_lut(int sb) {
   __m512i w[4];
   for (int j = 0; j < 4; ++j) {
     const __m512i base = load(kFp8Words.w + 32 * j);
-    w[j] = _mm512_mask_add_epi16(base, j == 0 ? 0xFFFFFFFEu : 0xFFFFFFFFu, base, add);  // 0 stays 0
+    // 0 and NaN stay as they are.
+    w[j] = _mm512_mask_add_epi16(base, j == 0 ? 0xFFFFFFFEu : j == 3 ? 0x7FFFFFFFu : 0xFFFFFFFFu, base, add);
   }
   const __m512i hi = load(kHiBytes.b), lo = load(kLoBytes.b);
   return Fp8Lut{_mm512_permutex2var_epi8(w[0], hi, w[1]), _mm512_permutex2var_epi8(w[2], hi, w[3]),
                 _mm512_permutex2var_epi8(w[0], lo, w[1]), _mm512_permutex2var_epi8(w[2], lo, w[3])};
 }
 
-// Decoders of one block of one output into dot layout (out[m]: k = 32m .. 32m + 31),
-// false when the block needs the multiply-add path; *lo, *hi: the x exponent window
-// of the range check (linear_avx512.cc's dot_window).
+// window(o, ns, k, lo, hi): the x exponent window [lo, hi] of the range check
+// (linear_avx512.cc's dot_window) for outputs [o, o + ns) at block k, false when
+// they need the multiply-add path; dot_block(o, k, out): one output's block in dot
+// layout (out[m]: k = 32m .. 32m + 31).
 struct GemmFp8 {
   using General = DecodeFp8;
   const uint8_t* data;
@@ -147,28 +168,32 @@ struct GemmFp8 {
   explicit GemmFp8(const LinearWeight& w)
       : data(static_cast<const uint8_t*>(w.data)), scale(w.scale), in(w.in), nbk(ceil_div64(w.in, kBlock)) {}
   void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, kBlock); }
-  bool dot_block(int64_t o, int64_t k, __m512i* out, int* lo, int* hi) {
+  // The window of outputs [o, o + ns) at block k together: their scale bytes (at
+  // most two 128-row blocks) all in [10, 134].
+  bool window(int64_t o, int ns, int64_t k, int* lo, int* hi) const {
+    const int s0 = scale[(o / kBlock) * nbk + k / kBlock], s1 = scale[((o + ns - 1) / kBlock) * nbk + k / kBlock];
+    const int smin = s0 < s1 ? s0 : s1, smax = s0 < s1 ? s1 : s0;
+    if (smin < 10 || smax > 134) return false;
+    *lo = 144 - smin > 1 ? 144 - smin : 1;
+    *hi = 368 - smax;
+    return true;
+  }
+  void dot_block(int64_t o, int64_t k, __m512i* out) {
     const int sb = scale[(o / kBlock) * nbk + k / kBlock];
-    if (sb < 10 || sb > 134) return false;
     if (sb != lut_sb) {
       lut = fp8_lut(sb);
       lut_sb = sb;
     }
-    *lo = 144 - sb > 1 ? 144 - sb : 1;
-    *hi = 368 - sb;
     const uint8_t* p = data + o * in + k;
-    const __m512i perm = load(kFp8Perm.b), mag = _mm512_set1_epi8(0x7F), sign = _mm512_set1_epi8(-128);
-    uint64_t nan = 0;
+    const __m512i perm = load(kFp8Perm.b), sign = _mm512_set1_epi8(-128);
     for (int h = 0; h < 2; ++h) {
       const __m512i c = load(p + 64 * h);
-      nan |= _mm512_cmpeq_epi8_mask(_mm512_and_si512(c, mag), mag);
       const __m512i q = _mm512_permutexvar_epi8(perm, c);
       const __m512i hb = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(lut.hi0, q, lut.hi1), q, sign, 0xF8);
       const __m512i lb = _mm512_permutex2var_epi8(lut.lo0, q, lut.lo1);
       out[2 * h] = _mm512_unpacklo_epi8(lb, hb);
       out[2 * h + 1] = _mm512_unpackhi_epi8(lb, hb);
     }
-    return nan == 0;
   }
 };
 
@@ -177,30 +202,44 @@ struct GemmFp4 {
   const uint8_t* data;
   const uint8_t* scale;
   int64_t in;
-  explicit GemmFp4(const LinearWeight& w) : data(static_cast<const uint8_t*>(w.data)), scale(w.scale), in(w.in) {}
+  __m512i scale_rows;  // byte offsets q·in/32 of outputs q = 0..15 in the scale array
+  explicit GemmFp4(const LinearWeight& w)
+      : data(static_cast<const uint8_t*>(w.data)),
+        scale(w.scale),
+        in(w.in),
+        scale_rows(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                      _mm512_set1_epi32(static_cast<int>(w.in / 32)))) {}
   void prefetch(int64_t o, int64_t k) const {
     prefetch_lines(data + o * (in / 2) + k / 2, kBlock / 2);
     _mm_prefetch(reinterpret_cast<const char*>(scale + o * (in / 32) + k / 32), _MM_HINT_T0);
   }
-  bool dot_block(int64_t o, int64_t k, __m512i* out, int* lo, int* hi) {
+  // The window of outputs [o, o + ns) at block k together (the intersection of
+  // theirs): from the smallest and largest of their 4·ns group scale bytes.
+  bool window(int64_t o, int ns, int64_t k, int* lo, int* hi) const {
+    const __m512i v = _mm512_mask_i32gather_epi32(_mm512_set1_epi8(120), lanes_below(ns), scale_rows,
+                                                  scale + o * (in / 32) + k / 32, 1);
+    __m256i mn8 = _mm256_min_epu8(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    __m256i mx8 = _mm256_max_epu8(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    __m128i mn = _mm_min_epu8(_mm256_castsi256_si128(mn8), _mm256_extracti128_si256(mn8, 1));
+    __m128i mx = _mm_max_epu8(_mm256_castsi256_si128(mx8), _mm256_extracti128_si256(mx8, 1));
+    mn = _mm_min_epu8(mn, _mm_srli_epi16(mn, 8));  // bytes -> u16 lanes, then minpos
+    mx = _mm_max_epu8(mx, _mm_srli_epi16(mx, 8));
+    const __m128i low = _mm_set1_epi16(0xFF);
+    const int smin = _mm_cvtsi128_si32(_mm_minpos_epu16(_mm_and_si128(mn, low))) & 0xFF;
+    const int smax = 0xFF - (_mm_cvtsi128_si32(_mm_minpos_epu16(_mm_andnot_si128(mx, low))) & 0xFF);
+    if (smin < 2 || smax > 252) return false;
+    *lo = 136 - smin > 1 ? 136 - smin : 1;
+    *hi = 374 - smax;
+    return true;
+  }
+  void dot_block(int64_t o, int64_t k, __m512i* out) const {
     const uint8_t* sc = scale + o * (in / 32) + k / 32;
-    int mn = sc[0], mx = sc[0];
-    for (int g = 1; g < kDotChunks; ++g) {
-      mn = sc[g] < mn ? sc[g] : mn;
-      mx = sc[g] > mx ? sc[g] : mx;
-    }
-    if (mn < 2 || mx > 252) return false;
-    *lo = 136 - mn > 1 ? 136 - mn : 1;
-    *hi = 374 - mx;
     const __m512i bytes = load(data + o * (in / 2) + k / 2);
-    const __m512i shift = load(kFp4Shift.w), base = load(kFp4Words.w);
+    const __m512i shift = load(kFp4Shift.w);
     for (int m = 0; m < kDotChunks; ++m) {
       const __m512i b = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, load(kFp4Perm.m[m].b), bytes);
-      const __m512i tab = _mm512_mask_add_epi16(base, kFp4NonZero, base,
-                                                _mm512_set1_epi16(static_cast<int16_t>((sc[m] - 127) * 128)));
-      out[m] = _mm512_permutexvar_epi16(_mm512_srlv_epi16(b, shift), tab);
+      out[m] = _mm512_permutexvar_epi16(_mm512_srlv_epi16(b, shift), load(kFp4Tables.s[sc[m]].w));
     }
-    return true;
   }
 };
 
@@ -213,6 +252,26 @@ inline __m512 row_dot(const uint16_t* xr, const __m512i (*w)[kDotChunks]) {
     a = _mm512_dpbf16_ps(a, (__m512bh)x1, (__m512bh)w[q][1]);
     a = _mm512_dpbf16_ps(a, (__m512bh)x2, (__m512bh)w[q][2]);
     acc[q] = _mm512_dpbf16_ps(a, (__m512bh)x3, (__m512bh)w[q][3]);
+  }
+  return fold16(acc);
+}
+
+// The same, decoding each output's block into registers (one row: no scratch).
+template <class G>
+inline __m512 row_dot_decode(G& dec, int64_t o, int ns, int64_t k, const uint16_t* xr) {
+  const __m512i x0 = load(xr), x1 = load(xr + 32), x2 = load(xr + 64), x3 = load(xr + 96);
+  __m512 acc[kOutTile];
+  for (int q = 0; q < kOutTile; ++q) {
+    if (q >= ns) {
+      acc[q] = _mm512_setzero_ps();
+      continue;
+    }
+    __m512i w[kDotChunks];
+    dec.dot_block(o + q, k, w);
+    __m512 a = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)x0, (__m512bh)w[0]);
+    a = _mm512_dpbf16_ps(a, (__m512bh)x1, (__m512bh)w[1]);
+    a = _mm512_dpbf16_ps(a, (__m512bh)x2, (__m512bh)w[2]);
+    acc[q] = _mm512_dpbf16_ps(a, (__m512bh)x3, (__m512bh)w[3]);
   }
   return fold16(acc);
 }
@@ -317,25 +376,27 @@ void gemm_tile(const Tile& tl) {
     for (int s = 0; s * kOutTile < no; ++s) {
       const int ns = no - s * kOutTile < kOutTile ? no - s * kOutTile : kOutTile;
       const int64_t o = tl.o + s * kOutTile;
-      bool fast = !partial;
-      int lo = 1, hi = 1 << 20;
-      for (int q = 0; q < ns; ++q) {
-        if (pf) dec.prefetch(o + q, k + kPrefetchBlocks * kBlock);
-        if (partial) continue;
-        int l = 0, h = 0;
-        fast = dec.dot_block(o + q, k, wd[q], &l, &h) && fast;
-        lo = l > lo ? l : lo;
-        hi = h < hi ? h : hi;
-      }
-      for (int q = ns; q < kOutTile; ++q)
-        for (int m = 0; m < kDotChunks; ++m) wd[q][m] = _mm512_setzero_si512();
-      bool wf_ready = false;
+      int lo = 0, hi = 0;
+      const bool fast = !partial && dec.window(o, ns, k, &lo, &hi);
       auto chain = [&](int i, __m512 beta) {
         __m512& pa = part[i][s];
         pa = g_first ? beta : _mm512_add_ps(pa, beta);
         if (g_last) total[i][s] = first_group ? pa : _mm512_add_ps(total[i][s], pa);
       };
       auto row_ok = [&](int i) { return fast && xlo[i] >= lo && xhi[i] <= hi; };
+      if (nt == 1 && row_ok(0)) {  // one row: decoded weights go straight to the dot
+        if (pf)
+          for (int q = 0; q < ns; ++q) dec.prefetch(o + q, k + kPrefetchBlocks * kBlock);
+        chain(0, row_dot_decode(dec, o, ns, k, xd));
+        continue;
+      }
+      for (int q = 0; q < ns; ++q) {
+        if (pf) dec.prefetch(o + q, k + kPrefetchBlocks * kBlock);
+        if (fast) dec.dot_block(o + q, k, wd[q]);
+      }
+      for (int q = ns; q < kOutTile; ++q)
+        for (int m = 0; m < kDotChunks; ++m) wd[q][m] = _mm512_setzero_si512();
+      bool wf_ready = false;
       auto one_row = [&](int i) {
         if (row_ok(i)) return chain(i, row_dot(xd + i * kBlock, wd));
         if (!wf_ready) {

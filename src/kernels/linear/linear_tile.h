@@ -9,8 +9,8 @@
 //   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile
 //   linear_avx512.cc AVX-512 F/BW/VL(/BF16) flags, 64 outputs per tile; with
 //                    VDPBF16PS lane sums where a range check allows (kAvx512Bf16)
-//   linear_avx512_gemm.cc  kAvx512Bf16 with VBMI, FP8/FP4 weights, bf16 x, tiles of
-//                    >= 4 rows: each weight block decoded once for up to 64 rows
+//   linear_avx512_gemm.cc  kAvx512Bf16 with VBMI, FP8/FP4 weights, bf16 x: each
+//                    weight block decoded once for up to 64 rows
 // The ISA translation units use intrinsics and this header only: an inline
 // function with external linkage (std:: or dsv4 headers) compiled there could be
 // the copy the linker keeps for the whole program and run on a CPU without the ISA.
