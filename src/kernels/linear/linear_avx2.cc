@@ -454,8 +454,8 @@ inline void bf16_range(const uint16_t* p, int* lo, int* hi) {
   }
   const __m128i a = _mm_max_epu16(_mm256_castsi256_si128(mx), _mm256_extracti128_si256(mx, 1));
   const __m128i b = _mm_min_epu16(_mm256_castsi256_si128(mn), _mm256_extracti128_si256(mn, 1));
-  const uint32_t max_mag =
-      0xFFFFu - static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_minpos_epu16(_mm_xor_si128(a, _mm_set1_epi16(-1)))) & 0xFFFF);
+  const __m128i not_a = _mm_xor_si128(a, _mm_set1_epi16(-1));
+  const uint32_t max_mag = 0xFFFFu - (static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_minpos_epu16(not_a))) & 0xFFFF);
   const uint32_t min_mag = (static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_minpos_epu16(b))) & 0xFFFF) + 1;
   *lo = max_mag >= 0x7F80 ? 0 : static_cast<int>(min_mag >> 7);
   *hi = static_cast<int>(max_mag >> 7);

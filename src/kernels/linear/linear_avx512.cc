@@ -332,6 +332,119 @@ void tile_rows(const Tile& tl) {
   }
 }
 
+// --- GEMM tile of kAvx512 (no VDPBF16PS): FP8 / FP4 weights, bf16 x, up to
+// kMaxRowTile rows (linear_avx2.cc's, 16 lanes wide) ---
+// Each block of 16 outputs is decoded once (exact fp32, 8 KiB) for all rows.
+// Inside the window of the range check (dot_window: every product of bf16 x and
+// the bf16-exact weight is normal or zero and finite, so exact in fp32) a lane
+// step is one FMA, which then equals the multiply and add; elsewhere the
+// separate multiply and add.
+
+// The x exponent window of outputs [o, o + ns) at full block k; false: none.
+inline bool fma_window(const DecodeFp8& d, int64_t o, int ns, int64_t k, int* lo, int* hi) {
+  *lo = 1;
+  *hi = 1 << 20;
+  for (int q = 0; q < ns; ++q) {
+    const int sb = d.scale[((o + q) / kBlock) * d.nbk + k / kBlock];
+    const uint8_t* p = d.data + (o + q) * d.in + k;
+    const uint64_t nan = DecodeFp8::nan_codes(_mm512_loadu_si512(p)) | DecodeFp8::nan_codes(_mm512_loadu_si512(p + 64));
+    if (sb < 10 || sb > 134 || nan != 0) return false;
+    *lo = 144 - sb > *lo ? 144 - sb : *lo;
+    *hi = 368 - sb < *hi ? 368 - sb : *hi;
+  }
+  return true;
+}
+inline bool fma_window(const DecodeFp4& d, int64_t o, int ns, int64_t k, int* lo, int* hi) {
+  int mn = 255, mx = 0;
+  for (int q = 0; q < ns; ++q) {
+    const uint8_t* sc = d.scale + (o + q) * (d.in / 32) + k / 32;
+    for (int g = 0; g < kBlock / 32; ++g) {
+      mn = sc[g] < mn ? sc[g] : mn;
+      mx = sc[g] > mx ? sc[g] : mx;
+    }
+  }
+  if (mn < 2 || mx > 252) return false;
+  *lo = 136 - mn > 1 ? 136 - mn : 1;
+  *hi = 374 - mx;
+  return true;
+}
+
+// beta of 16 outputs for one row block xr (fp32) against w (16 outputs' blocks).
+template <bool kFma>
+inline __m512 row_beta(const float* xr, const __m512 (*w)[kChunks]) {
+  __m512 a[kOutTile];
+  for (int q = 0; q < kOutTile; ++q) a[q] = _mm512_setzero_ps();
+  for (int c = 0; c < kChunks; ++c) {
+    const __m512 xc = _mm512_load_ps(xr + 16 * c);
+    for (int q = 0; q < kOutTile; ++q)
+      a[q] = kFma ? _mm512_fmadd_ps(xc, w[q][c], a[q]) : _mm512_add_ps(a[q], _mm512_mul_ps(xc, w[q][c]));
+  }
+  return fold16(a);
+}
+
+template <class Dec>
+void fma_gemm_tile(const Tile& tl) {
+  constexpr int kSubs = kTileOut / kOutTile;
+  constexpr int kPrefetchBlocks = 2;  // weight rows prefetched this many blocks ahead
+  const Dec dec(*tl.w);
+  const uint16_t* x = static_cast<const uint16_t*>(tl.x);
+  const int nt = tl.nt, no = tl.no;
+  const int64_t n_blk = ceil_div64(tl.k1 - tl.k0, kBlock);
+  alignas(64) float xb[kMaxRowTile * kBlock];  // row i's block, fp32
+  int xlo[kMaxRowTile], xhi[kMaxRowTile];
+  alignas(64) __m512 w[kOutTile][kChunks];  // 16 outputs' block, exact fp32
+  __m512 part[kMaxRowTile][kSubs], total[kMaxRowTile][kSubs];
+  int64_t g_pos = 0;  // index of block b within its K group
+  for (int64_t b = 0; b < n_blk; ++b) {
+    const int64_t k = tl.k0 + b * kBlock;
+    const int width = tl.k1 - k < kBlock ? static_cast<int>(tl.k1 - k) : kBlock;
+    const bool partial = width < kBlock;
+    for (int i = 0; i < nt; ++i) {
+      load_x(x + i * tl.x_stride + k, width, xb + i * kBlock);
+      if (!partial) bf16_range(x + i * tl.x_stride + k, &xlo[i], &xhi[i]);
+    }
+    const bool g_first = g_pos == 0;
+    if (++g_pos == tl.g_blk) g_pos = 0;
+    const bool g_last = g_pos == 0 || b + 1 == n_blk;
+    const bool first_group = b < tl.g_blk;
+    const bool pf = k + (kPrefetchBlocks + 1) * kBlock <= tl.k1;
+    for (int s = 0; s * kOutTile < no; ++s) {
+      const int ns = no - s * kOutTile < kOutTile ? no - s * kOutTile : kOutTile;
+      const int64_t o = tl.o + s * kOutTile;
+      int lo = 0, hi = 0;
+      const bool fma = !partial && fma_window(dec, o, ns, k, &lo, &hi);
+      for (int q = 0; q < kOutTile; ++q) {
+        if (q >= ns) {
+          for (int c = 0; c < kChunks; ++c) w[q][c] = _mm512_setzero_ps();
+          continue;
+        }
+        if (pf) dec.prefetch(o + q, k + kPrefetchBlocks * kBlock);
+        if (partial) dec.part(o + q, k, width, w[q]);
+        else dec.full(o + q, k, w[q]);
+      }
+      for (int i = 0; i < nt; ++i) {
+        const bool row_fma = fma && xlo[i] >= lo && xhi[i] <= hi;
+        const __m512 beta = row_fma ? row_beta<true>(xb + i * kBlock, w) : row_beta<false>(xb + i * kBlock, w);
+        __m512& pa = part[i][s];
+        pa = g_first ? beta : _mm512_add_ps(pa, beta);
+        if (g_last) total[i][s] = first_group ? pa : _mm512_add_ps(total[i][s], pa);
+      }
+    }
+  }
+  for (int i = 0; i < nt; ++i)
+    for (int s = 0; s * kOutTile < no; ++s) _mm512_storeu_ps(tl.y + i * kMaxOutTile + s * kOutTile, total[i][s]);
+}
+
+// kAvx512, bf16 x: FP8 / FP4 weights with kFmaGemmMinRows rows or more on the
+// FMA GEMM tile; else span tiles.
+constexpr int kFmaGemmMinRows = 3;
+void tile_bf16_fma(const Tile& tl) {
+  const int nt = tl.nt;
+  if (nt >= kFmaGemmMinRows && tl.w->format == WeightFormat::kFP8) return fma_gemm_tile<DecodeFp8>(tl);
+  if (nt >= kFmaGemmMinRows && tl.w->format == WeightFormat::kFP4) return fma_gemm_tile<DecodeFp4>(tl);
+  tile_rows<uint16_t, false>(tl);
+}
+
 // FP8 / FP4 weights: the GEMM tile (each weight block decoded once for all rows;
 // measured faster than the span tile at every T, T = 1 included, by its cheaper
 // decode); other weights: span tiles.
@@ -343,7 +456,7 @@ void tile_bf16_gemm(const Tile& tl) {
 
 }  // namespace
 
-Kernels avx512_kernels() { return Kernels{kTileOut, kRowTile, tile_any<uint16_t, false>, tile_any<float, false>}; }
+Kernels avx512_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16_fma, tile_rows<float, false>}; }
 Kernels avx512_bf16_kernels(bool vbmi) {
   if (vbmi) return Kernels{kTileOut, kMaxRowTile, tile_bf16_gemm, tile_rows<float, false>};
   return Kernels{kTileOut, kRowTile, tile_any<uint16_t, true>, tile_any<float, false>};

@@ -336,10 +336,12 @@ inline void rows_dot_t(const uint16_t* xd, const __m512i (*wt)[kOutTile], __m512
         for (int r = 0; r < R; ++r)
           a[e][r] = _mm512_dpbf16_ps(a[e][r], (__m512bh)w, (__m512bh)_mm512_set1_epi32(xw[64 * r + 16 * m + l]));
       }
-    for (int r = 0; r < R; ++r) s4[qd][r] = _mm512_add_ps(_mm512_add_ps(a[0][r], a[1][r]), _mm512_add_ps(a[2][r], a[3][r]));
+    for (int r = 0; r < R; ++r)
+      s4[qd][r] = _mm512_add_ps(_mm512_add_ps(a[0][r], a[1][r]), _mm512_add_ps(a[2][r], a[3][r]));
   }
   // s2[0] = s4[0] + s4[2], s2[1] = s4[1] + s4[3] (quads 0, 1 hold s4[0], s4[2]; quads 2, 3 s4[1], s4[3]).
-  for (int r = 0; r < R; ++r) beta[r] = _mm512_add_ps(_mm512_add_ps(s4[0][r], s4[1][r]), _mm512_add_ps(s4[2][r], s4[3][r]));
+  for (int r = 0; r < R; ++r)
+    beta[r] = _mm512_add_ps(_mm512_add_ps(s4[0][r], s4[1][r]), _mm512_add_ps(s4[2][r], s4[3][r]));
 }
 
 template <class G>
