@@ -43,7 +43,7 @@ wait "$pid"
 code=$?
 [ "$code" -eq 0 ] || fail "chat after Ctrl-C exited $code: $(cat "$work/ctrlc.txt")"
 grep -q '\[stopped\]' "$work/ctrlc.txt" || fail "Ctrl-C did not stop the answer: $(cat "$work/ctrlc.txt")"
-[ "$(grep -o '^> ' "$work/ctrlc.txt" | wc -l)" -ge 3 ] || fail "the session did not go on after Ctrl-C"
+[ "$(grep -ao '^> ' "$work/ctrlc.txt" | wc -l)" -ge 3 ] || fail "the session did not go on after Ctrl-C"
 
 [ "$failures" -eq 0 ] && echo "chat_cli: all checks passed"
 exit $((failures > 0))
