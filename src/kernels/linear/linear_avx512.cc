@@ -435,14 +435,15 @@ void fma_gemm_tile(const Tile& tl) {
     for (int s = 0; s * kOutTile < no; ++s) _mm512_storeu_ps(tl.y + i * kMaxOutTile + s * kOutTile, total[i][s]);
 }
 
-// kAvx512, bf16 x: FP8 / FP4 weights with kFmaGemmMinRows rows or more on the
-// FMA GEMM tile; else span tiles.
+// bf16 x: FP8 / FP4 weights with kFmaGemmMinRows rows or more on the FMA GEMM
+// tile; else span tiles (kDot: with VDPBF16PS, kAvx512Bf16 on CPUs without VBMI).
 constexpr int kFmaGemmMinRows = 3;
+template <bool kDot>
 void tile_bf16_fma(const Tile& tl) {
   const int nt = tl.nt;
   if (nt >= kFmaGemmMinRows && tl.w->format == WeightFormat::kFP8) return fma_gemm_tile<DecodeFp8>(tl);
   if (nt >= kFmaGemmMinRows && tl.w->format == WeightFormat::kFP4) return fma_gemm_tile<DecodeFp4>(tl);
-  tile_rows<uint16_t, false>(tl);
+  tile_rows<uint16_t, kDot>(tl);
 }
 
 // FP8 / FP4 weights: the GEMM tile (each weight block decoded once for all rows;
@@ -456,10 +457,9 @@ void tile_bf16_gemm(const Tile& tl) {
 
 }  // namespace
 
-Kernels avx512_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16_fma, tile_rows<float, false>}; }
+Kernels avx512_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16_fma<false>, tile_rows<float, false>}; }
 Kernels avx512_bf16_kernels(bool vbmi) {
-  if (vbmi) return Kernels{kTileOut, kMaxRowTile, tile_bf16_gemm, tile_rows<float, false>};
-  return Kernels{kTileOut, kRowTile, tile_any<uint16_t, true>, tile_any<float, false>};
+  return Kernels{kTileOut, kMaxRowTile, vbmi ? tile_bf16_gemm : tile_bf16_fma<true>, tile_rows<float, false>};
 }
 
 }  // namespace dsv4::kernels::linear_tile
