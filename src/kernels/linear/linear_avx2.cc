@@ -1,5 +1,6 @@
 // AVX2 + FMA tile of the linear engine (linear_tile.h), 32 outputs per tile in
-// sub-tiles of 8. Same scheme as linear_avx512.cc with a block's 16 lanes in two 8-lane vectors
+// sub-tiles of 8. FP8/FP4 weights with bf16 x from kGemmMinRows rows: the GEMM
+// tile at the end of this file. Otherwise the span tile: same scheme as linear_avx512.cc with a block's 16 lanes in two 8-lane vectors
 // (lanes 0..7 and 8..15): K runs in spans of up to 8 / nt blocks of 128; per
 // span and output pair, each block's weights are decoded 16 at a time and every
 // row's lane vectors (lane l sums the products k ≡ l mod 16 in ascending k,

@@ -1,5 +1,8 @@
 // AVX-512 (F/BW/VL) tile of the linear engine (linear_tile.h), 64 outputs per
-// tile in sub-tiles of 16. K runs in spans of up to 8 / nt blocks of 128 (T = 1: 1024 columns, so
+// tile in sub-tiles of 16. FP8/FP4 weights with bf16 x go to a GEMM tile (each
+// weight block decoded once for up to 64 rows): linear_avx512_gemm.cc on
+// kAvx512Bf16 with VBMI, else from kFmaGemmMinRows rows fma_gemm_tile below.
+// Otherwise the span tile: K runs in spans of up to 8 / nt blocks of 128 (T = 1: 1024 columns, so
 // each weight row is read in long runs); per span and output pair, each block's
 // weights are decoded 32 at a time and every row's lane vector (lane l sums the
 // products k ≡ l mod 16 in ascending k) is kept; then per block the 16

@@ -4,11 +4,15 @@
 // summing k ≡ l mod 16 ascending, the fold tree, blocks chained, grouped tree).
 // Every variant gives the same bits: products and sums are separately rounded
 // fp32 operations (no FMA contraction: these files build with -ffp-contract=off),
-// each in the order of the scalar variant (or, for VDPBF16PS, provably equal to them).
+// each in the order of the scalar variant (or, for VDPBF16PS and explicit FMAs
+// inside the range check that makes every product exact, provably equal to them).
 //   linear.cc        scalar (the portable engine; x86-64-v2)
-//   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile
+//   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile; FP8/FP4 with bf16 x
+//                    from 3 rows: the GEMM tile (decode once for up to 64 rows)
 //   linear_avx512.cc AVX-512 F/BW/VL(/BF16) flags, 64 outputs per tile; with
-//                    VDPBF16PS lane sums where a range check allows (kAvx512Bf16)
+//                    VDPBF16PS lane sums where a range check allows (kAvx512Bf16);
+//                    FP8/FP4 with bf16 x from 3 rows: the FMA GEMM tile (kAvx512,
+//                    and kAvx512Bf16 without VBMI)
 //   linear_avx512_gemm.cc  kAvx512Bf16 with VBMI, FP8/FP4 weights, bf16 x: each
 //                    weight block decoded once for up to 64 rows
 // The ISA translation units use intrinsics and this header only: an inline
