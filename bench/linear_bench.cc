@@ -1,8 +1,9 @@
 // Linear engine roofline (STYLE.md 15): first the machine's read bandwidth (a
 // 2-thread sum over a 1 GiB buffer, best of several), then Flash-size linears
-// y[T, out] = W[out, in]·x[T, in] at T = 1, 4, 16 on the 2-thread pool, per ISA
+// y[T, out] = W[out, in]·x[T, in] at T = 1, 4, 16, 64 on the 2-thread pool, per ISA
 // variant. Counters: weight bytes moved per call (codes + scales, weight_MB),
-// GB/s of weight bytes and bw_frac, the fraction of the measured read bandwidth. Each call reads
+// GB/s of weight bytes and bw_frac, the fraction of the measured read bandwidth,
+// and GFLOP/s (2·T·out·in per call: the compute side at large T). Each call reads
 // a different copy of the weight (copies span more than the last-level cache),
 // as a decode step reads every layer's weights once from DRAM.
 #include <benchmark/benchmark.h>
@@ -51,12 +52,12 @@ struct Shape {
   int64_t out, in;
 };
 
-// Flash sizes: attention q down-projection and output projection (FP8), one
-// routed expert's w1 and w2 (FP4), a BF16 square.
+// Flash sizes: attention q down-projection and output projection (FP8), an FP8
+// square, one routed expert's w1 / w3 and w2 (FP4), a BF16 square.
 const Shape kShapes[] = {
-    {"wq_a_fp8", WeightFormat::kFP8, 1024, 4096},   {"wo_b_fp8", WeightFormat::kFP8, 4096, 8192},
-    {"w1_fp4", WeightFormat::kFP4, 2048, 4096},     {"w2_fp4", WeightFormat::kFP4, 4096, 2048},
-    {"bf16_4096", WeightFormat::kBF16, 4096, 4096},
+    {"wq_a_fp8", WeightFormat::kFP8, 1024, 4096},  {"wo_b_fp8", WeightFormat::kFP8, 4096, 8192},
+    {"fp8_4096", WeightFormat::kFP8, 4096, 4096},  {"w1w3_fp4", WeightFormat::kFP4, 2048, 4096},
+    {"w2_fp4", WeightFormat::kFP4, 4096, 2048},    {"bf16_4096", WeightFormat::kBF16, 4096, 4096},
 };
 
 int64_t data_bytes(const Shape& s) {
@@ -150,6 +151,8 @@ void bm_linear(benchmark::State& state, const Shape* shape, Isa isa) {
   state.counters["weight_MB"] = bytes / 1e6;
   state.counters["GB/s"] = gbps;
   state.counters["bw_frac"] = gbps / g_read_gbps;
+  state.counters["GFLOP/s"] = 2.0 * static_cast<double>(T * shape->out * shape->in) *
+                              static_cast<double>(state.iterations()) / sec / 1e9;
 }
 
 }  // namespace
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
           ->Arg(1)
           ->Arg(4)
           ->Arg(16)
+          ->Arg(64)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
     }

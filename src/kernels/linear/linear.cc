@@ -176,7 +176,8 @@ Isa current_isa() {
 
 const linear_tile::Kernels& kernels(Isa isa) {
   static const linear_tile::Kernels k[] = {linear_tile::scalar_kernels(), linear_tile::avx2_kernels(),
-                                           linear_tile::avx512_kernels(), linear_tile::avx512_bf16_kernels()};
+                                           linear_tile::avx512_kernels(),
+                                           linear_tile::avx512_bf16_kernels(__builtin_cpu_supports("avx512vbmi"))};
   return k[static_cast<int>(isa)];
 }
 
@@ -184,7 +185,7 @@ inline linear_tile::TileFn tile_fn(const linear_tile::Kernels& k, const bf16*) {
 inline linear_tile::TileFn tile_fn(const linear_tile::Kernels& k, const float*) { return k.x_f32; }
 
 // Output columns [o0, o1) split over threads; per thread, tiles of out_tile
-// outputs x kRowTile rows (rows inner, so a tile's weights stay in cache).
+// outputs x row_tile rows (rows inner, so a tile's weights stay in cache).
 template <class XT, class YT>
 void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int64_t T, YT* y,
                int tid, int nthreads) {
@@ -213,13 +214,13 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
   tl.k1 = s.k1;
   tl.g_blk = s.k_group > 0 ? s.k_group / kBlock : n_blk;
   tl.x_stride = s.x_stride;
-  alignas(64) float res[kRowTile * linear_tile::kMaxOutTile];
+  alignas(64) float res[linear_tile::kMaxRowTile * linear_tile::kMaxOutTile];
   tl.y = res;
   for (int64_t oa = s.o0 + r.begin; oa < s.o0 + r.end; oa += kern.out_tile) {
     tl.o = oa;
     tl.no = static_cast<int>(std::min<int64_t>(kern.out_tile, s.o0 + r.end - oa));
-    for (int64_t t0 = 0; t0 < T; t0 += kRowTile) {
-      tl.nt = static_cast<int>(std::min<int64_t>(kRowTile, T - t0));
+    for (int64_t t0 = 0; t0 < T; t0 += kern.row_tile) {
+      tl.nt = static_cast<int>(std::min<int64_t>(kern.row_tile, T - t0));
       tl.x = x + t0 * s.x_stride;
       fn(tl);
       for (int i = 0; i < tl.nt; ++i)
@@ -232,7 +233,7 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
 }  // namespace
 
 namespace linear_tile {
-Kernels scalar_kernels() { return Kernels{kOutTile, tile_scalar<bf16>, tile_scalar<float>}; }
+Kernels scalar_kernels() { return Kernels{kOutTile, kRowTile, tile_scalar<bf16>, tile_scalar<float>}; }
 }  // namespace linear_tile
 
 void set_linear_isa(Isa isa) {

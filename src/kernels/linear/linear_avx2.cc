@@ -1,5 +1,6 @@
 // AVX2 + FMA tile of the linear engine (linear_tile.h), 32 outputs per tile in
-// sub-tiles of 8. Same scheme as linear_avx512.cc with a block's 16 lanes in two 8-lane vectors
+// sub-tiles of 8. FP8/FP4 weights with bf16 x from kGemmMinRows rows: the GEMM
+// tile at the end of this file. Otherwise the span tile: same scheme as linear_avx512.cc with a block's 16 lanes in two 8-lane vectors
 // (lanes 0..7 and 8..15): K runs in spans of up to 8 / nt blocks of 128; per
 // span and output pair, each block's weights are decoded 16 at a time and every
 // row's lane vectors (lane l sums the products k ≡ l mod 16 in ascending k,
@@ -434,8 +435,159 @@ void tile_any(const Tile& tl) {
   }
 }
 
+// --- GEMM tile: FP8 / FP4 weights, bf16 x, up to kMaxRowTile rows ---
+// Each block of 8 outputs is decoded once (exactly, fp32, 4 KiB) for all rows.
+// Where the range check of linear_avx512.cc passes for (row block, weight block)
+// (every product of bf16 x and the bf16-exact weight is exact in fp32: normal or
+// zero, finite), a lane step is one FMA, which then equals the multiply and add;
+// elsewhere the separate multiply and add.
+
+// Exponent range of 128 bf16 values (linear_avx512.cc's bf16_range): *lo =
+// smallest biased exponent of a non-zero value (0 if any is subnormal, Inf or
+// NaN), *hi = largest; all zero: lo = 512, hi = 0.
+inline void bf16_range(const uint16_t* p, int* lo, int* hi) {
+  const __m256i mag = _mm256_set1_epi16(0x7FFF), one = _mm256_set1_epi16(1);
+  __m256i mx = _mm256_setzero_si256(), mn = _mm256_set1_epi16(-1);
+  for (int h = 0; h < 8; ++h) {
+    const __m256i m = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * h)), mag);
+    mx = _mm256_max_epu16(mx, m);
+    mn = _mm256_min_epu16(mn, _mm256_sub_epi16(m, one));  // zero wraps to 0xFFFF
+  }
+  const __m128i a = _mm_max_epu16(_mm256_castsi256_si128(mx), _mm256_extracti128_si256(mx, 1));
+  const __m128i b = _mm_min_epu16(_mm256_castsi256_si128(mn), _mm256_extracti128_si256(mn, 1));
+  const __m128i not_a = _mm_xor_si128(a, _mm_set1_epi16(-1));
+  const uint32_t max_mag = 0xFFFFu - (static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_minpos_epu16(not_a))) & 0xFFFF);
+  const uint32_t min_mag = (static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_minpos_epu16(b))) & 0xFFFF) + 1;
+  *lo = max_mag >= 0x7F80 ? 0 : static_cast<int>(min_mag >> 7);
+  *hi = static_cast<int>(max_mag >> 7);
+}
+
+// The x exponent window [*lo, *hi] of a full weight block (linear_avx512.cc's
+// dot_window); false: no window (NaN codes, extreme scales).
+inline bool fma_window(const DecodeFp8& d, int64_t o, int64_t k, int* lo, int* hi) {
+  const int sb = d.scale[(o / kBlock) * d.nbk + k / kBlock];
+  if (sb < 10 || sb > 134 || DecodeFp8::has_nan_code(d.data + o * d.in + k)) return false;
+  *lo = 144 - sb > 1 ? 144 - sb : 1;
+  *hi = 368 - sb;
+  return true;
+}
+inline bool fma_window(const DecodeFp4& d, int64_t o, int64_t k, int* lo, int* hi) {
+  const uint8_t* sc = d.scale + o * (d.in / 32) + k / 32;
+  int mn = sc[0], mx = sc[0];
+  for (int g = 1; g < kBlock / 32; ++g) {
+    mn = sc[g] < mn ? sc[g] : mn;
+    mx = sc[g] > mx ? sc[g] : mx;
+  }
+  if (mn < 2 || mx > 252) return false;
+  *lo = 136 - mn > 1 ? 136 - mn : 1;
+  *hi = 374 - mx;
+  return true;
+}
+
+// beta of 8 outputs for one row block xr (fp32) against w (8 outputs' blocks).
+template <bool kFma>
+inline __m256 row_beta(const float* xr, const V2 (*w)[kChunks]) {
+  V2 a[kOutTile];
+  for (int q = 0; q < kOutTile; ++q) a[q] = zero2();
+  for (int c = 0; c < kChunks; ++c) {
+    const __m256 x0 = _mm256_load_ps(xr + 16 * c), x1 = _mm256_load_ps(xr + 16 * c + 8);
+    for (int q = 0; q < kOutTile; ++q) {
+      if constexpr (kFma) {
+        a[q].lo = _mm256_fmadd_ps(x0, w[q][c].lo, a[q].lo);
+        a[q].hi = _mm256_fmadd_ps(x1, w[q][c].hi, a[q].hi);
+      } else {
+        a[q].lo = _mm256_add_ps(a[q].lo, _mm256_mul_ps(x0, w[q][c].lo));
+        a[q].hi = _mm256_add_ps(a[q].hi, _mm256_mul_ps(x1, w[q][c].hi));
+      }
+    }
+  }
+  return fold8(a);
+}
+
+template <class Dec>
+void gemm_tile(const Tile& tl) {
+  constexpr int kSubs = kTileOut / kOutTile;
+  constexpr int kPrefetchBlocks = 2;  // weight rows prefetched this many blocks ahead
+  const Dec dec(*tl.w);
+  const uint16_t* x = static_cast<const uint16_t*>(tl.x);
+  const int nt = tl.nt, no = tl.no;
+  const int64_t n_blk = ceil_div64(tl.k1 - tl.k0, kBlock);
+  alignas(32) float xb[kMaxRowTile * kBlock];  // row i's block, fp32
+  int xlo[kMaxRowTile], xhi[kMaxRowTile];
+  alignas(32) V2 w[kOutTile][kChunks];  // 8 outputs' block, exact fp32
+  __m256 part[kMaxRowTile][kSubs], total[kMaxRowTile][kSubs];
+  int64_t g_pos = 0;  // index of block b within its K group
+  for (int64_t b = 0; b < n_blk; ++b) {
+    const int64_t k = tl.k0 + b * kBlock;
+    const int width = tl.k1 - k < kBlock ? static_cast<int>(tl.k1 - k) : kBlock;
+    const bool partial = width < kBlock;
+    for (int i = 0; i < nt; ++i) {
+      load_x(x + i * tl.x_stride + k, width, xb + i * kBlock);
+      if (!partial) bf16_range(x + i * tl.x_stride + k, &xlo[i], &xhi[i]);
+    }
+    const bool g_first = g_pos == 0;
+    if (++g_pos == tl.g_blk) g_pos = 0;
+    const bool g_last = g_pos == 0 || b + 1 == n_blk;
+    const bool first_group = b < tl.g_blk;
+    const bool pf = k + (kPrefetchBlocks + 1) * kBlock <= tl.k1;
+    for (int s = 0; s * kOutTile < no; ++s) {
+      const int ns = no - s * kOutTile < kOutTile ? no - s * kOutTile : kOutTile;
+      const int64_t o = tl.o + s * kOutTile;
+      bool fma = !partial;
+      int lo = 1, hi = 1 << 20;
+      for (int q = 0; q < kOutTile; ++q) {
+        if (q >= ns) {
+          for (int c = 0; c < kChunks; ++c) w[q][c] = zero2();
+          continue;
+        }
+        if (pf) dec.prefetch(o + q, k + kPrefetchBlocks * kBlock);
+        if (partial) {
+          dec.part(o + q, k, width, w[q]);
+          continue;
+        }
+        dec.full(o + q, k, w[q]);
+        int l = 0, h = 0;
+        fma = fma_window(dec, o + q, k, &l, &h) && fma;
+        lo = l > lo ? l : lo;
+        hi = h < hi ? h : hi;
+      }
+      for (int i = 0; i < nt; ++i) {
+        const bool row_fma = fma && xlo[i] >= lo && xhi[i] <= hi;
+        const __m256 beta = row_fma ? row_beta<true>(xb + i * kBlock, w) : row_beta<false>(xb + i * kBlock, w);
+        __m256& pa = part[i][s];
+        pa = g_first ? beta : _mm256_add_ps(pa, beta);
+        if (g_last) total[i][s] = first_group ? pa : _mm256_add_ps(total[i][s], pa);
+      }
+    }
+  }
+  for (int i = 0; i < nt; ++i)
+    for (int s = 0; s * kOutTile < no; ++s) _mm256_storeu_ps(tl.y + i * kMaxOutTile + s * kOutTile, total[i][s]);
+}
+
+// A tile of up to kMaxRowTile rows as span tiles of kRowTile rows.
+template <class XT>
+void tile_rows(const Tile& tl) {
+  Tile t = tl;
+  const XT* x = static_cast<const XT*>(tl.x);
+  for (int i0 = 0; i0 < tl.nt; i0 += kRowTile) {
+    t.nt = tl.nt - i0 < kRowTile ? tl.nt - i0 : kRowTile;
+    t.x = x + i0 * tl.x_stride;
+    t.y = tl.y + i0 * kMaxOutTile;
+    tile_any<XT>(t);
+  }
+}
+
+// FP8 / FP4 weights with kGemmMinRows rows or more: the GEMM tile; else span tiles.
+constexpr int kGemmMinRows = 3;
+void tile_bf16(const Tile& tl) {
+  const int nt = tl.nt;
+  if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP8) return gemm_tile<DecodeFp8>(tl);
+  if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP4) return gemm_tile<DecodeFp4>(tl);
+  tile_rows<uint16_t>(tl);
+}
+
 }  // namespace
 
-Kernels avx2_kernels() { return Kernels{kTileOut, tile_any<uint16_t>, tile_any<float>}; }
+Kernels avx2_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16, tile_rows<float>}; }
 
 }  // namespace dsv4::kernels::linear_tile

@@ -4,11 +4,17 @@
 // summing k ≡ l mod 16 ascending, the fold tree, blocks chained, grouped tree).
 // Every variant gives the same bits: products and sums are separately rounded
 // fp32 operations (no FMA contraction: these files build with -ffp-contract=off),
-// each in the order of the scalar variant (or, for VDPBF16PS, provably equal to them).
+// each in the order of the scalar variant (or, for VDPBF16PS and explicit FMAs
+// inside the range check that makes every product exact, provably equal to them).
 //   linear.cc        scalar (the portable engine; x86-64-v2)
-//   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile
+//   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile; FP8/FP4 with bf16 x
+//                    from 3 rows: the GEMM tile (decode once for up to 64 rows)
 //   linear_avx512.cc AVX-512 F/BW/VL(/BF16) flags, 64 outputs per tile; with
-//                    VDPBF16PS lane sums where a range check allows (kAvx512Bf16)
+//                    VDPBF16PS lane sums where a range check allows (kAvx512Bf16);
+//                    FP8/FP4 with bf16 x from 3 rows: the FMA GEMM tile (kAvx512,
+//                    and kAvx512Bf16 without VBMI)
+//   linear_avx512_gemm.cc  kAvx512Bf16 with VBMI, FP8/FP4 weights, bf16 x: each
+//                    weight block decoded once for up to 64 rows
 // The ISA translation units use intrinsics and this header only: an inline
 // function with external linkage (std:: or dsv4 headers) compiled there could be
 // the copy the linker keeps for the whole program and run on a CPU without the ISA.
@@ -22,14 +28,15 @@ namespace dsv4::kernels::linear_tile {
 
 constexpr int kBlock = 128;      // K block of the chain (= the actq / FP8 scale block)
 constexpr int kLanes = 16;       // fixed accumulation lanes inside a block
-constexpr int kRowTile = 8;      // rows of one tile call
+constexpr int kRowTile = 8;      // rows of one tile call (Kernels::row_tile of most variants)
+constexpr int kMaxRowTile = 64;  // most rows of one tile call of any variant
 constexpr int kMaxOutTile = 64;  // widest output tile of any variant
 
 struct Tile {
   const LinearWeight* w;
   int64_t o;         // first output (row of W)
   int no;            // outputs, 1..out_tile
-  int nt;            // rows, 1..kRowTile
+  int nt;            // rows, 1..Kernels::row_tile
   int64_t k0, k1;    // K columns [k0, k1): k0 % 128 == 0, k1 % 128 == 0 or k1 == w->in
   int64_t g_blk;     // K blocks per group of the grouped tree (n_blk for the plain chain)
   const void* x;     // row i at x + i*x_stride elements (bf16 or float), indexed by k
@@ -41,6 +48,7 @@ using TileFn = void (*)(const Tile&);
 
 struct Kernels {
   int out_tile;   // outputs per tile, <= kMaxOutTile
+  int row_tile;   // rows per tile, <= kMaxRowTile
   TileFn x_bf16;  // x is bf16
   TileFn x_f32;   // x is fp32
 };
@@ -48,6 +56,9 @@ struct Kernels {
 Kernels scalar_kernels();
 Kernels avx2_kernels();
 Kernels avx512_kernels();
-Kernels avx512_bf16_kernels();
+// vbmi: the CPU has AVX512_VBMI (the GEMM tile of linear_avx512_gemm.cc).
+Kernels avx512_bf16_kernels(bool vbmi);
+// FP8 / FP4 weights, bf16 x, any nt <= kMaxRowTile (linear_avx512_gemm.cc).
+void avx512_bf16_gemm_tile(const Tile& tl);
 
 }  // namespace dsv4::kernels::linear_tile

@@ -1,0 +1,449 @@
+// GEMM tile of the linear engine (linear_tile.h) for kAvx512Bf16 on CPUs with
+// AVX512_VBMI: FP8 / FP4 weights, bf16 x (actq'd), up to kMaxRowTile rows and 64
+// outputs per call. Each 128-wide K block of 16 outputs is decoded ONCE per call
+// into bf16 words in dot layout (4 KiB, L1), then every row of the call runs
+// against it. Below kTransposeMinRows rows (row_dot): per row, 16 output lane
+// vectors of 4 VDPBF16PS each (lane l sums k = l, l+16, ..., l+112 in ascending
+// order), folded by fold16. From kTransposeMinRows rows (rows_dot_t): the block is
+// transposed once (accumulator lane j = output j, one accumulator per lane l, x
+// word pairs broadcast) and the fold tree is whole-vector adds. Either way the
+// betas are chained over the blocks (or the grouped tree) — the K order of
+// linear.h, so each result has the scalar variant's bits. The dot is used for a (row, block of 16 outputs)
+// only inside the range check of linear_avx512.cc (the same windows); blocks or
+// rows outside it (extreme scales, subnormal or huge x, the partial last block)
+// take the multiply-add path on the exact fp32 decode.
+// Decoding straight to bf16 words by table lookup in registers, exact and equal
+// to the truncated fp32 decode of the span tile:
+//   FP8: the code bytes are put in dot order by vpermb; vpermi2b looks up the high
+//        and the low byte of bf16(e4m3 value · 2^(s-127)) for the 7-bit magnitude
+//        in 128-entry tables built per scale byte s (10 <= s <= 134: every non-zero
+//        value is a normal bf16; NaN codes give NaN), the sign is ORed in,
+//        vpunpck{l,h}bw make words.
+//   FP4: vpermb puts each weight's byte into its word, vpsrlvw its nibble into bits
+//        0..3, vpermw looks up bf16(e2m1 value · 2^(s-127)) in the 32-word table of
+//        the group's scale byte s (kFp4Tables, 2 <= s <= 252; the table repeats at
+//        16, so the other nibble's bit 4 is ignored).
+// Only intrinsics and linear_tile.h here (see linear_tile.h).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
+
+#include <cstdint>
+
+#include "kernels/linear/linear_avx512_decode.h"
+#include "kernels/linear/linear_tile.h"
+
+namespace dsv4::kernels::linear_tile {
+namespace {
+
+constexpr int kDotChunks = kBlock / 32;  // 32-k dot chunks per block
+constexpr int kPrefetchBlocks = 2;       // weight rows prefetched this many blocks ahead
+constexpr int kTransposeMinRows = 8;     // rows from which a block's weights are transposed (rows_dot_t)
+
+// k (within its 32-k chunk) of word w of the dot layout (dot_order).
+constexpr int dot_k(int w) { return w % 2 == 1 ? (w - 1) / 2 : 16 + w / 2; }
+
+struct Bytes64 {
+  uint8_t b[64];
+};
+struct Words {
+  uint16_t w[128];
+};
+struct Words32 {
+  uint16_t w[32];
+};
+
+// FP8: codes of 64 k (dot chunks 2h, 2h+1) permuted so that vpunpcklbw takes
+// bytes 16L + i (i < 8) to word 8L + i of chunk 2h, vpunpckhbw bytes 16L + 8 + i
+// to word 8L + i of chunk 2h + 1.
+constexpr Bytes64 make_fp8_perm() {
+  Bytes64 p{};
+  for (int b = 0; b < 64; ++b) {
+    const int r = b % 16, w = 8 * (b / 16) + r % 8;
+    p.b[b] = static_cast<uint8_t>((r < 8 ? 0 : 32) + dot_k(w));
+  }
+  return p;
+}
+// bf16 words of the e4m3 magnitudes 0..127; 0x7F (NaN) gives a bf16 NaN: a NaN
+// weight makes its output NaN on every path (stored canonical, linear.cc).
+constexpr Words make_fp8_words() {
+  Words t{};
+  t.w[127] = 0x7FC0;
+  for (int c = 1; c < 127; ++c) {
+    const int e = c >> 3, m = c & 7;
+    if (e > 0) {
+      t.w[c] = static_cast<uint16_t>((e + 120) << 7 | m << 4);
+    } else {  // m·2^-9
+      const int p = m >= 4 ? 2 : m >= 2 ? 1 : 0;
+      t.w[c] = static_cast<uint16_t>((118 + p) << 7 | (m - (1 << p)) << (7 - p));
+    }
+  }
+  return t;
+}
+// Bytes 2i + 1 / 2i of 64 words: the high / low bytes.
+constexpr Bytes64 make_byte_pick(int hi) {
+  Bytes64 p{};
+  for (int i = 0; i < 64; ++i) p.b[i] = static_cast<uint8_t>(2 * i + hi);
+  return p;
+}
+// FP4: byte 2w of chunk m's index = the byte holding weight dot_k(w) (low byte of word w).
+struct Fp4Perm {
+  Bytes64 m[kDotChunks];
+};
+constexpr Fp4Perm make_fp4_perm() {
+  Fp4Perm p{};
+  for (int m = 0; m < kDotChunks; ++m)
+    for (int w = 0; w < 32; ++w) p.m[m].b[2 * w] = static_cast<uint8_t>(16 * m + dot_k(w) / 2);
+  return p;
+}
+// Shift of word w: 4 for the high nibble (odd k).
+constexpr Words make_fp4_shift() {
+  Words t{};
+  for (int w = 0; w < 32; ++w) t.w[w] = static_cast<uint16_t>((dot_k(w) & 1) * 4);
+  return t;
+}
+// bf16 words of kE2M1Signed, twice.
+constexpr Words make_fp4_words() {
+  constexpr uint16_t v[8] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0};
+  Words t{};
+  for (int i = 0; i < 32; ++i) t.w[i] = static_cast<uint16_t>(v[i & 7] | ((i & 8) != 0 ? 0x8000 : 0));
+  return t;
+}
+// The same times 2^(s-127) for every scale byte s in [2, 252] (others unused).
+struct Fp4Tables {
+  Words32 s[256];
+};
+constexpr Fp4Tables make_fp4_tables() {
+  const Words base = make_fp4_words();
+  Fp4Tables t{};
+  for (int s = 2; s <= 252; ++s)
+    for (int i = 0; i < 32; ++i)
+      t.s[s].w[i] = static_cast<uint16_t>((i & 7) == 0 ? base.w[i] : base.w[i] + (s - 127) * 128);
+  return t;
+}
+constexpr Bytes64 kFp8Perm = make_fp8_perm();
+constexpr Words kFp8Words = make_fp8_words();
+constexpr Bytes64 kHiBytes = make_byte_pick(1);
+constexpr Bytes64 kLoBytes = make_byte_pick(0);
+constexpr Fp4Perm kFp4Perm = make_fp4_perm();
+constexpr Words kFp4Shift = make_fp4_shift();
+alignas(64) constexpr Fp4Tables kFp4Tables = make_fp4_tables();
+
+inline __m512i load(const void* p) { return _mm512_loadu_si512(p); }
+
+// The high / low bytes of bf16(e4m3 value · 2^(s-127)) for the magnitudes 0..127.
+struct Fp8Lut {
+  __m512i hi0, hi1, lo0, lo1;
+};
+inline Fp8Lut fp8_lut(int sb) {
+  const __m512i add = _mm512_set1_epi16(static_cast<int16_t>((sb - 127) * 128));
+  __m512i w[4];
+  for (int j = 0; j < 4; ++j) {
+    const __m512i base = load(kFp8Words.w + 32 * j);
+    // 0 and NaN stay as they are.
+    w[j] = _mm512_mask_add_epi16(base, j == 0 ? 0xFFFFFFFEu : j == 3 ? 0x7FFFFFFFu : 0xFFFFFFFFu, base, add);
+  }
+  const __m512i hi = load(kHiBytes.b), lo = load(kLoBytes.b);
+  return Fp8Lut{_mm512_permutex2var_epi8(w[0], hi, w[1]), _mm512_permutex2var_epi8(w[2], hi, w[3]),
+                _mm512_permutex2var_epi8(w[0], lo, w[1]), _mm512_permutex2var_epi8(w[2], lo, w[3])};
+}
+
+// window(o, ns, k, lo, hi): the x exponent window [lo, hi] of the range check
+// (linear_avx512.cc's dot_window) for outputs [o, o + ns) at block k, false when
+// they need the multiply-add path; dot_block(o, k, out): one output's block in dot
+// layout (out[m]: k = 32m .. 32m + 31).
+struct GemmFp8 {
+  using General = DecodeFp8;
+  const uint8_t* data;
+  const uint8_t* scale;
+  int64_t in, nbk;
+  Fp8Lut lut{};
+  int lut_sb = -1;
+  explicit GemmFp8(const LinearWeight& w)
+      : data(static_cast<const uint8_t*>(w.data)), scale(w.scale), in(w.in), nbk(ceil_div64(w.in, kBlock)) {}
+  void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, kBlock); }
+  // The window of outputs [o, o + ns) at block k together: their scale bytes (at
+  // most two 128-row blocks) all in [10, 134].
+  bool window(int64_t o, int ns, int64_t k, int* lo, int* hi) const {
+    const int s0 = scale[(o / kBlock) * nbk + k / kBlock], s1 = scale[((o + ns - 1) / kBlock) * nbk + k / kBlock];
+    const int smin = s0 < s1 ? s0 : s1, smax = s0 < s1 ? s1 : s0;
+    if (smin < 10 || smax > 134) return false;
+    *lo = 144 - smin > 1 ? 144 - smin : 1;
+    *hi = 368 - smax;
+    return true;
+  }
+  void dot_block(int64_t o, int64_t k, __m512i* out) {
+    const int sb = scale[(o / kBlock) * nbk + k / kBlock];
+    if (sb != lut_sb) {
+      lut = fp8_lut(sb);
+      lut_sb = sb;
+    }
+    const uint8_t* p = data + o * in + k;
+    const __m512i perm = load(kFp8Perm.b), sign = _mm512_set1_epi8(-128);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i c = load(p + 64 * h);
+      const __m512i q = _mm512_permutexvar_epi8(perm, c);
+      const __m512i hb = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(lut.hi0, q, lut.hi1), q, sign, 0xF8);
+      const __m512i lb = _mm512_permutex2var_epi8(lut.lo0, q, lut.lo1);
+      out[2 * h] = _mm512_unpacklo_epi8(lb, hb);
+      out[2 * h + 1] = _mm512_unpackhi_epi8(lb, hb);
+    }
+  }
+};
+
+struct GemmFp4 {
+  using General = DecodeFp4;
+  const uint8_t* data;
+  const uint8_t* scale;
+  int64_t in;
+  __m512i scale_rows;  // byte offsets q·in/32 of outputs q = 0..15 in the scale array
+  explicit GemmFp4(const LinearWeight& w)
+      : data(static_cast<const uint8_t*>(w.data)),
+        scale(w.scale),
+        in(w.in),
+        scale_rows(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                      _mm512_set1_epi32(static_cast<int>(w.in / 32)))) {}
+  void prefetch(int64_t o, int64_t k) const {
+    prefetch_lines(data + o * (in / 2) + k / 2, kBlock / 2);
+    _mm_prefetch(reinterpret_cast<const char*>(scale + o * (in / 32) + k / 32), _MM_HINT_T0);
+  }
+  // The window of outputs [o, o + ns) at block k together (the intersection of
+  // theirs): from the smallest and largest of their 4·ns group scale bytes.
+  bool window(int64_t o, int ns, int64_t k, int* lo, int* hi) const {
+    const __m512i v = _mm512_mask_i32gather_epi32(_mm512_set1_epi8(120), lanes_below(ns), scale_rows,
+                                                  scale + o * (in / 32) + k / 32, 1);
+    __m256i mn8 = _mm256_min_epu8(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    __m256i mx8 = _mm256_max_epu8(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    __m128i mn = _mm_min_epu8(_mm256_castsi256_si128(mn8), _mm256_extracti128_si256(mn8, 1));
+    __m128i mx = _mm_max_epu8(_mm256_castsi256_si128(mx8), _mm256_extracti128_si256(mx8, 1));
+    mn = _mm_min_epu8(mn, _mm_srli_epi16(mn, 8));  // bytes -> u16 lanes, then minpos
+    mx = _mm_max_epu8(mx, _mm_srli_epi16(mx, 8));
+    const __m128i low = _mm_set1_epi16(0xFF);
+    const int smin = _mm_cvtsi128_si32(_mm_minpos_epu16(_mm_and_si128(mn, low))) & 0xFF;
+    const int smax = 0xFF - (_mm_cvtsi128_si32(_mm_minpos_epu16(_mm_andnot_si128(mx, low))) & 0xFF);
+    if (smin < 2 || smax > 252) return false;
+    *lo = 136 - smin > 1 ? 136 - smin : 1;
+    *hi = 374 - smax;
+    return true;
+  }
+  void dot_block(int64_t o, int64_t k, __m512i* out) const {
+    const uint8_t* sc = scale + o * (in / 32) + k / 32;
+    const __m512i bytes = load(data + o * (in / 2) + k / 2);
+    const __m512i shift = load(kFp4Shift.w);
+    for (int m = 0; m < kDotChunks; ++m) {
+      const __m512i b = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, load(kFp4Perm.m[m].b), bytes);
+      out[m] = _mm512_permutexvar_epi16(_mm512_srlv_epi16(b, shift), load(kFp4Tables.s[sc[m]].w));
+    }
+  }
+};
+
+// beta of 16 outputs for one row by VDPBF16PS: x in dot layout, w[q] output q's block.
+inline __m512 row_dot(const uint16_t* xr, const __m512i (*w)[kDotChunks]) {
+  const __m512i x0 = load(xr), x1 = load(xr + 32), x2 = load(xr + 64), x3 = load(xr + 96);
+  __m512 acc[kOutTile];
+  for (int q = 0; q < kOutTile; ++q) {
+    __m512 a = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)x0, (__m512bh)w[q][0]);
+    a = _mm512_dpbf16_ps(a, (__m512bh)x1, (__m512bh)w[q][1]);
+    a = _mm512_dpbf16_ps(a, (__m512bh)x2, (__m512bh)w[q][2]);
+    acc[q] = _mm512_dpbf16_ps(a, (__m512bh)x3, (__m512bh)w[q][3]);
+  }
+  return fold16(acc);
+}
+
+// The same, decoding each output's block into registers (one row: no scratch).
+template <class G>
+inline __m512 row_dot_decode(G& dec, int64_t o, int ns, int64_t k, const uint16_t* xr) {
+  const __m512i x0 = load(xr), x1 = load(xr + 32), x2 = load(xr + 64), x3 = load(xr + 96);
+  __m512 acc[kOutTile];
+  for (int q = 0; q < kOutTile; ++q) {
+    if (q >= ns) {
+      acc[q] = _mm512_setzero_ps();
+      continue;
+    }
+    __m512i w[kDotChunks];
+    dec.dot_block(o + q, k, w);
+    __m512 a = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)x0, (__m512bh)w[0]);
+    a = _mm512_dpbf16_ps(a, (__m512bh)x1, (__m512bh)w[1]);
+    a = _mm512_dpbf16_ps(a, (__m512bh)x2, (__m512bh)w[2]);
+    acc[q] = _mm512_dpbf16_ps(a, (__m512bh)x3, (__m512bh)w[3]);
+  }
+  return fold16(acc);
+}
+
+// The same by separate multiplies and adds on the exact fp32 decode wf (width
+// columns from k, zero beyond): the span tile's block_general.
+inline __m512 row_general(const uint16_t* x, int width, const __m512 (*wf)[kChunks]) {
+  alignas(64) float xb[kBlock];
+  load_x(x, width, xb);
+  __m512 acc[kOutTile];
+  for (int q = 0; q < kOutTile; ++q) {
+    __m512 a = _mm512_setzero_ps();
+    for (int c = 0; c < kChunks; ++c) a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_load_ps(xb + 16 * c), wf[q][c]));
+    acc[q] = a;
+  }
+  return fold16(acc);
+}
+
+// wt[m][l] dword j = wd[j][m] dword l: the 16 x 16 dword transpose of each chunk m.
+inline void transpose_block(const __m512i (*wd)[kDotChunks], __m512i (*wt)[kOutTile]) {
+  for (int m = 0; m < kDotChunks; ++m) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_epi32(wd[2 * i][m], wd[2 * i + 1][m]);
+      t[2 * i + 1] = _mm512_unpackhi_epi32(wd[2 * i][m], wd[2 * i + 1][m]);
+    }
+    for (int i = 0; i < 4; ++i) {  // 128-bit lane L of u[4i + c]: rows 4i .. 4i+3 at column 4L + c
+      u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+      u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+      u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+      u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88), w0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
+      const __m512i v1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88),
+                    w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
+      wt[m][c] = _mm512_shuffle_i32x4(v0, v1, 0x88);
+      wt[m][8 + c] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
+      wt[m][4 + c] = _mm512_shuffle_i32x4(w0, w1, 0x88);
+      wt[m][12 + c] = _mm512_shuffle_i32x4(w0, w1, 0xDD);
+    }
+  }
+}
+
+// beta of 16 outputs for R rows by VDPBF16PS on the transposed block: accumulator
+// lane j is output j, one accumulator per (row, lane l), each x word pair
+// broadcast; the fold tree of linear.h is then plain adds of whole vectors
+// (lanes in the tree's quads {l, l+8, l+4, l+12}: s4[l] = (L_l + L_l+8) + (L_l+4 + L_l+12)).
+template <int R>
+inline void rows_dot_t(const uint16_t* xd, const __m512i (*wt)[kOutTile], __m512* beta) {
+  constexpr int kQuad[4][4] = {{0, 8, 4, 12}, {2, 10, 6, 14}, {1, 9, 5, 13}, {3, 11, 7, 15}};
+  const int32_t* xw = reinterpret_cast<const int32_t*>(xd);  // row r, chunk m, lane l: xw[64r + 16m + l]
+  __m512 s4[4][R];
+  for (int qd = 0; qd < 4; ++qd) {
+    __m512 a[4][R];
+    for (int e = 0; e < 4; ++e)
+      for (int r = 0; r < R; ++r) a[e][r] = _mm512_setzero_ps();
+    for (int m = 0; m < kDotChunks; ++m)
+      for (int e = 0; e < 4; ++e) {
+        const int l = kQuad[qd][e];
+        const __m512i w = _mm512_load_si512(&wt[m][l]);
+        for (int r = 0; r < R; ++r)
+          a[e][r] = _mm512_dpbf16_ps(a[e][r], (__m512bh)w, (__m512bh)_mm512_set1_epi32(xw[64 * r + 16 * m + l]));
+      }
+    for (int r = 0; r < R; ++r)
+      s4[qd][r] = _mm512_add_ps(_mm512_add_ps(a[0][r], a[1][r]), _mm512_add_ps(a[2][r], a[3][r]));
+  }
+  // s2[0] = s4[0] + s4[2], s2[1] = s4[1] + s4[3] (quads 0, 1 hold s4[0], s4[2]; quads 2, 3 s4[1], s4[3]).
+  for (int r = 0; r < R; ++r)
+    beta[r] = _mm512_add_ps(_mm512_add_ps(s4[0][r], s4[1][r]), _mm512_add_ps(s4[2][r], s4[3][r]));
+}
+
+template <class G>
+void gemm_tile(const Tile& tl) {
+  constexpr int kSubs = kMaxOutTile / kOutTile;
+  G dec(*tl.w);
+  const typename G::General general(*tl.w);
+  const uint16_t* x = static_cast<const uint16_t*>(tl.x);
+  const int nt = tl.nt, no = tl.no;
+  const int64_t n_blk = ceil_div64(tl.k1 - tl.k0, kBlock);
+  alignas(64) uint16_t xd[kMaxRowTile * kBlock];  // row i's block in dot layout
+  int xlo[kMaxRowTile], xhi[kMaxRowTile];
+  alignas(64) __m512i wd[kOutTile][kDotChunks];  // 16 outputs' block in dot layout
+  alignas(64) __m512i wt[kDotChunks][kOutTile];  // wd transposed: wt[m][l] word pair j from output j
+  alignas(64) __m512 wf[kOutTile][kChunks];      // the same, fp32, for the multiply-add path
+  __m512 part[kMaxRowTile][kSubs], total[kMaxRowTile][kSubs];
+  int64_t g_pos = 0;  // index of block b within its K group
+  for (int64_t b = 0; b < n_blk; ++b) {
+    const int64_t k = tl.k0 + b * kBlock;
+    const int width = tl.k1 - k < kBlock ? static_cast<int>(tl.k1 - k) : kBlock;
+    const bool partial = width < kBlock;
+    if (!partial)
+      for (int i = 0; i < nt; ++i) {
+        const uint16_t* xs = x + i * tl.x_stride + k;
+        for (int g = 0; g < kDotChunks; ++g)
+          _mm512_store_si512(xd + i * kBlock + 32 * g, _mm512_permutexvar_epi16(dot_order(), load(xs + 32 * g)));
+        bf16_range(xs, &xlo[i], &xhi[i]);
+      }
+    const bool g_first = g_pos == 0;
+    if (++g_pos == tl.g_blk) g_pos = 0;
+    const bool g_last = g_pos == 0 || b + 1 == n_blk;
+    const bool first_group = b < tl.g_blk;
+    const bool pf = k + (kPrefetchBlocks + 1) * kBlock <= tl.k1;
+    for (int s = 0; s * kOutTile < no; ++s) {
+      const int ns = no - s * kOutTile < kOutTile ? no - s * kOutTile : kOutTile;
+      const int64_t o = tl.o + s * kOutTile;
+      int lo = 0, hi = 0;
+      const bool fast = !partial && dec.window(o, ns, k, &lo, &hi);
+      auto chain = [&](int i, __m512 beta) {
+        __m512& pa = part[i][s];
+        pa = g_first ? beta : _mm512_add_ps(pa, beta);
+        if (g_last) total[i][s] = first_group ? pa : _mm512_add_ps(total[i][s], pa);
+      };
+      auto row_ok = [&](int i) { return fast && xlo[i] >= lo && xhi[i] <= hi; };
+      if (nt == 1 && row_ok(0)) {  // one row: decoded weights go straight to the dot
+        if (pf)
+          for (int q = 0; q < ns; ++q) dec.prefetch(o + q, k + kPrefetchBlocks * kBlock);
+        chain(0, row_dot_decode(dec, o, ns, k, xd));
+        continue;
+      }
+      for (int q = 0; q < ns; ++q) {
+        if (pf) dec.prefetch(o + q, k + kPrefetchBlocks * kBlock);
+        if (fast) dec.dot_block(o + q, k, wd[q]);
+      }
+      for (int q = ns; q < kOutTile; ++q)
+        for (int m = 0; m < kDotChunks; ++m) wd[q][m] = _mm512_setzero_si512();
+      bool wf_ready = false;
+      auto one_row = [&](int i) {
+        if (row_ok(i)) return chain(i, row_dot(xd + i * kBlock, wd));
+        if (!wf_ready) {
+          for (int q = 0; q < kOutTile; ++q) {
+            if (q >= ns) {
+              for (int c = 0; c < kChunks; ++c) wf[q][c] = _mm512_setzero_ps();
+            } else if (partial) {
+              general.part(o + q, k, width, wf[q]);
+            } else {
+              general.full(o + q, k, wf[q]);
+            }
+          }
+          wf_ready = true;
+        }
+        chain(i, row_general(x + i * tl.x_stride + k, width, wf));
+      };
+      int i = 0;
+      if (fast && nt >= kTransposeMinRows) {
+        transpose_block(wd, wt);
+        auto group = [&]<int R>(int i0) {
+          bool ok = true;
+          for (int r = 0; r < R; ++r) ok = ok && row_ok(i0 + r);
+          if (!ok) {
+            for (int r = 0; r < R; ++r) one_row(i0 + r);
+            return;
+          }
+          __m512 beta[R];
+          rows_dot_t<R>(xd + i0 * kBlock, wt, beta);
+          for (int r = 0; r < R; ++r) chain(i0 + r, beta[r]);
+        };
+        for (; i + 4 <= nt; i += 4) group.template operator()<4>(i);
+        for (; i + 2 <= nt; i += 2) group.template operator()<2>(i);
+      }
+      for (; i < nt; ++i) one_row(i);
+    }
+  }
+  for (int i = 0; i < nt; ++i)
+    for (int s = 0; s * kOutTile < no; ++s) _mm512_storeu_ps(tl.y + i * kMaxOutTile + s * kOutTile, total[i][s]);
+}
+
+}  // namespace
+
+void avx512_bf16_gemm_tile(const Tile& tl) {
+  if (tl.w->format == WeightFormat::kFP8) return gemm_tile<GemmFp8>(tl);
+  gemm_tile<GemmFp4>(tl);
+}
+
+}  // namespace dsv4::kernels::linear_tile
