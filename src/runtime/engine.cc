@@ -408,7 +408,11 @@ Status Engine::run_forward(const std::vector<PlannedRows>& plan) {
   bf16* xf = opt_.mtp ? xfinal_.data() : nullptr;
   Status st = injected(reqs_, 0);
   if (st.ok()) st = runner_->forward(reqs_, logits_.data(), xf);
-  if (st.ok() || opt_.ranks || reqs_.size() == 1) return st;
+  if (st.ok() || opt_.ranks) return st;
+  if (reqs_.size() == 1) {  // nothing to retry: the one request fails alone
+    sched_->fail(0, st.message());
+    return Status();
+  }
   const int64_t V = cfg_.vocab_size, ND = runner_->stream_width();
   for (size_t i = 0; i < reqs_.size(); ++i) {
     std::span<const StepRequest> one(&reqs_[i], 1);

@@ -367,6 +367,16 @@ TEST(Engine, FailureInTheForwardFailsOnlyThatRequest) {
   RunStats s;
   drain(**e, s);
   const RunStats plain = run(m, 4, false, reqs);
+  // Alone in its step, the failing request fails alone too (the step itself succeeds).
+  auto solo = Engine::create(m.cfg, *m.w, limits(4), opt);
+  ASSERT_TRUE(solo.ok());
+  ASSERT_TRUE((*solo)->add_request(reqs[0]).ok());
+  ASSERT_TRUE((*solo)->add_request(reqs[1]).ok());
+  (*solo)->cancel(0);
+  RunStats one;
+  drain(**solo, one);
+  EXPECT_EQ(one.finals[1].reason, FinishReason::kError);
+  EXPECT_EQ(one.finals[1].error, "injected");
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (i == 1) {
       EXPECT_EQ(s.finals[1].reason, FinishReason::kError);
