@@ -89,14 +89,7 @@ int run_generate(const GenerateArgs& a) {
   eo.tokenizer = text ? &text->tokenizer : nullptr;
   auto engine = Engine::create(*cfg, (*model)->weights, *lim, eo);
   if (Status st = rs.agree(engine.status()); !st.ok()) return fail(st);
-  if (!rs.primary()) {  // follow rank 0's steps until it stops
-    while (!(*engine)->stopped())
-      if (Result<StepReport> rep = (*engine)->step(); !rep.ok()) {
-        if (!(*engine)->last_error_uniform()) rs.abort_job(rep.status());
-        return fail(rep.status());  // rank 0 meets the same error and prints it
-      }
-    return 0;
-  }
+  if (!rs.primary()) return follow_rank0(**engine, rs);
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerationRequest g;
     g.prompt = prompts[i];

@@ -121,14 +121,7 @@ int run_serve(const ServeArgs& a) {
   eo.tokenizer = &text->tokenizer;
   auto engine = Engine::create(*cfg, (*model)->weights, *lim, eo);
   if (Status st = rs.agree(engine.status()); !st.ok()) return fail(st);
-  if (!rs.primary()) {  // follow rank 0's steps until it stops
-    while (!(*engine)->stopped())
-      if (Result<StepReport> rep = (*engine)->step(); !rep.ok()) {
-        if (!(*engine)->last_error_uniform()) rs.abort_job(rep.status());
-        return fail(rep.status());
-      }
-    return 0;
-  }
+  if (!rs.primary()) return follow_rank0(**engine, rs);
 
   server::ModelCard card;
   card.id = a.served_model_name.empty() ? dir_name(*dir) : a.served_model_name;

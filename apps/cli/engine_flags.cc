@@ -63,4 +63,13 @@ Result<std::unique_ptr<LoadedModel>> load_model(RankSession& rs, const EngineFla
   return std::unique_ptr<LoadedModel>(new LoadedModel{*dir, std::move(*cfg), std::move(*w)});
 }
 
+int follow_rank0(Engine& engine, RankSession& rs) {
+  while (!engine.stopped())
+    if (Result<StepReport> rep = engine.step(); !rep.ok()) {
+      if (!engine.last_error_uniform()) rs.abort_job(rep.status());
+      return fail(rep.status());  // rank 0 meets the same error and prints it
+    }
+  return 0;
+}
+
 }  // namespace dsv4::cli

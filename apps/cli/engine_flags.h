@@ -10,6 +10,7 @@
 #include "model/config.h"
 #include "model/limits.h"
 #include "model/weights.h"
+#include "runtime/engine.h"
 #include "ranks.h"
 
 namespace CLI {
@@ -48,5 +49,8 @@ struct LoadedModel {
 };
 // Starts with --isa; the result stays put (the engine keeps references into it).
 Result<std::unique_ptr<LoadedModel>> load_model(RankSession& rs, const EngineFlags& f);
+
+// Ranks other than 0: step with rank 0 until it stops the engine; the exit code.
+int follow_rank0(Engine& engine, RankSession& rs);
 
 }  // namespace dsv4::cli

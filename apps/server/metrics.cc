@@ -6,9 +6,6 @@
 namespace dsv4::server {
 namespace {
 
-// Index = FinishReason value; kNone is never counted.
-constexpr const char* kReasonNames[7] = {"none", "stop", "length", "context", "cancelled", "timeout", "error"};
-
 void header(std::string& out, const char* name, const char* type, const char* help) {
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
@@ -49,8 +46,9 @@ HttpMetrics::Counts HttpMetrics::snapshot() const {
 std::string format_metrics(const ServiceMetrics& m, const HttpMetrics::Counts& http) {
   std::string out;
   header(out, "dsv4_requests_finished_total", "counter", "Requests the engine finished, by finish reason.");
-  for (int r = 1; r < 7; ++r)
-    out += fmt::format("dsv4_requests_finished_total{{reason=\"{}\"}} {}\n", kReasonNames[r], m.finished[r]);
+  for (int r = 1; r < 7; ++r)  // index = FinishReason value; kNone is never counted
+    out += fmt::format("dsv4_requests_finished_total{{reason=\"{}\"}} {}\n",
+                       finish_reason_name(static_cast<FinishReason>(r)), m.finished[r]);
   scalar(out, "dsv4_requests_rejected_total", "counter",
          "Requests refused at submission (invalid, queue full, shutting down).", static_cast<double>(m.rejected));
   header(out, "dsv4_http_requests_total", "counter", "HTTP responses by route and status code.");

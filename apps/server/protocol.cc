@@ -659,10 +659,7 @@ std::string ResponseBuilder::stream_chat(const RequestUpdate& u, const chat::Cha
   Json lp = Json::array();
   if (want_lp)
     for (const TokenLogprob& t : u.logprobs) (request_.stream ? lp : logprobs_).push_back(chat_logprob_entry(t));
-  if (!request_.stream) {
-    n_tool_calls_ = static_cast<int>(message_.tool_calls.size());
-    return {};
-  }
+  if (!request_.stream) return {};
   auto chunk_with = [&](Json d, Json logprobs, Json finish) {
     Json chunk = chunk_base();
     Json choice;

@@ -118,12 +118,6 @@ class ResponseBuilder {
   std::string add(const RequestUpdate& update);
   bool finished() const { return finished_; }
   ApiResult<std::string> response() const;
-  // Usage so far (prompt, completion) and the finish reason (after the last update).
-  int64_t prompt_tokens() const { return prompt_tokens_; }
-  int64_t completion_tokens() const { return completion_tokens_; }
-
-  const std::string& id() const { return id_; }
-
  private:
   nlohmann::ordered_json chunk_base() const;
   nlohmann::ordered_json usage_json() const;

@@ -92,11 +92,17 @@ void Scheduler::end_slot(Req& r) {
   r.seq = -1;
 }
 
-void Scheduler::finish(Req& r, FinishReason why, const std::string& error) {
-  r.ended = true;
-  end_slot(r);
+// The prompt logprobs go out once, with the first update after the prompt (or the last one).
+void Scheduler::send_prompt_logprobs(Req& r) {
+  if (!r.g.prompt_logprobs || r.prompt_lp_sent || r.reported) return;
+  update_of(r).prompt_logprobs = std::move(r.prompt_lp);
+  r.prompt_lp_sent = true;
+}
+
+// The request's last update (rank-local: the caller decides whether it also ends now).
+void Scheduler::report_final(Req& r, FinishReason why, const std::string& error) {
   if (r.reported) return;
-  r.reported = true;
+  send_prompt_logprobs(r);
   RequestUpdate& u = update_of(r);
   if (r.text) r.text->finish(u.text);  // the held-back text (nothing after a stop string)
   u.finished = true;
@@ -104,10 +110,13 @@ void Scheduler::finish(Req& r, FinishReason why, const std::string& error) {
   u.error = error;
   u.prompt_tokens = r.prompt_len;
   u.completion_tokens = r.generated;
-  if (r.g.prompt_logprobs && !r.prompt_lp_sent) {
-    u.prompt_logprobs = std::move(r.prompt_lp);
-    r.prompt_lp_sent = true;
-  }
+  r.reported = true;
+}
+
+void Scheduler::finish(Req& r, FinishReason why, const std::string& error) {
+  r.ended = true;
+  end_slot(r);
+  report_final(r, why, error);
 }
 
 std::vector<std::pair<int64_t, FinishReason>> Scheduler::take_local_finishes() {
@@ -291,16 +300,7 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
       else if (static_cast<int64_t>(r.tokens.size()) + 1 >= opt_.limits.max_context)
         finish(r, FinishReason::kContext, {});
       else if (text_stop) {  // reported now; every rank ends it at the next plan (cancel)
-        RequestUpdate& u = update_of(r);
-        r.reported = true;
-        u.finished = true;
-        u.reason = FinishReason::kStop;
-        u.prompt_tokens = r.prompt_len;
-        u.completion_tokens = r.generated;
-        if (r.g.prompt_logprobs && !r.prompt_lp_sent) {
-          u.prompt_logprobs = std::move(r.prompt_lp);
-          r.prompt_lp_sent = true;
-        }
+        report_final(r, FinishReason::kStop, {});
         local_finishes_.push_back({r.id, FinishReason::kStop});
       }
     };
@@ -313,11 +313,7 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
       finish(r, FinishReason::kLength, {});
       continue;
     }
-    if (r.g.prompt_logprobs && !r.prompt_lp_sent && !r.reported) {
-      RequestUpdate& u = update_of(r);
-      u.prompt_logprobs = std::move(r.prompt_lp);
-      r.prompt_lp_sent = true;
-    }
+    send_prompt_logprobs(r);
     const int32_t t0 = tokens[2 * i], t1 = tokens[2 * i + 1];
     DSV4_CHECK(t0 >= 0);
     TokenLogprob* lp = logprobs ? logprobs + 2 * i : nullptr;

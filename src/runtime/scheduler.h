@@ -132,6 +132,8 @@ class Scheduler {
   void admit();
   void preempt(Req& r);
   void finish(Req& r, FinishReason why, const std::string& error);
+  void report_final(Req& r, FinishReason why, const std::string& error);
+  void send_prompt_logprobs(Req& r);
   RequestUpdate& update_of(Req& r);
   void end_slot(Req& r);
   int32_t pick_owner() const;
