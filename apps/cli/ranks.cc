@@ -49,7 +49,6 @@ Result<std::string> RankSession::model_dir(const std::string& model_flag) {
 LoadOptions RankSession::load_options(const ModelConfig& cfg) const {
   LoadOptions o;
   if (world_->size() == 1) return o;
-  o.wo_a_as_stored = true;
   if (validate_topology(cfg, topo_).ok())  // else bind() reports it
     o.reads = [cfg, t = topo_](const std::string& name) { return rank_reads(name, cfg, t); };
   return o;

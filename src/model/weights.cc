@@ -287,22 +287,11 @@ class Loader {
     return l;
   }
 
-  // wo_a: bf16 as used, no actq (model.md §0.4.4); an FP8 file copy is dequantized exactly.
-  Linear wo_a(Weights& w, const std::string& name, std::vector<bf16>& owned) {
+  // wo_a: used without actq (model.md §0.4.4) in its stored form, FP8 or BF16, never
+  // expanded: the linear kernels decode an FP8 block exactly (checkpoint.md §4.5), so the
+  // stored FP8 gives the bits of its bf16 dequantization from half the bytes.
+  Linear wo_a(Weights& w, const std::string& name) {
     Linear l = linear(w, name);
-    if (l.stored == StorageForm::kFP8 && !options_.wo_a_as_stored) {
-      const int64_t O = l.w.out, I = l.w.in, n_sc = ceil_div<int64_t>(I, 128);
-      owned.resize(static_cast<size_t>(O * I));
-      const uint8_t* codes = static_cast<const uint8_t*>(l.w.data);
-      for (int64_t o = 0; o < O; ++o)
-        for (int64_t b = 0; b < n_sc; ++b) {
-          const float s = ue8m0_decode(l.w.scale[(o / 128) * n_sc + b]);  // exact (§4.5)
-          for (int64_t i = b * 128; i < std::min(I, (b + 1) * 128); ++i)
-            owned[o * I + i] = bf16::from_float(e4m3_decode(codes[o * I + i]) * s);
-        }
-      l.w = LinearWeight{WeightFormat::kBF16, O, I, owned.data(), nullptr};
-    }
-    DSV4_CHECK(l.w.format == WeightFormat::kBF16 || options_.wo_a_as_stored, "wo_a '{}' must be bf16 as used", name);
     l.actq = false;
     return l;
   }
@@ -348,7 +337,7 @@ class Loader {
     a.wq_b = linear(w, p + "attn.wq_b.weight");
     a.wkv = linear(w, p + "attn.wkv.weight");
     a.kv_norm = ptr<bf16>(w, p + "attn.kv_norm.weight");
-    a.wo_a = wo_a(w, p + "attn.wo_a.weight", a.wo_a_dequant);
+    a.wo_a = wo_a(w, p + "attn.wo_a.weight");
     a.wo_b = linear(w, p + "attn.wo_b.weight");
     if (L.ratio != 0) a.compressor = compressor(w, p + "attn.compressor.", L.ratio, cfg_.head_dim);
     if (L.ratio == kCsaRatio) {

@@ -1,8 +1,8 @@
 // Model weights as views into the mapped checkpoint (checkpoint.md §4.6, §5, §7).
 // Every tensor is taken from the table of checkpoint_table.h with its expected dtype and
-// shape; FP8 / packed-FP4 matrices stay in their stored form (codes + ue8m0 scales), except
-// wo_a, which is dequantized once to an owned bf16 copy (exact, checkpoint.md §4.5) and runs
-// without actq (model.md §0.4.4). The actq flag of every other linear follows its stored form.
+// shape; FP8 / packed-FP4 matrices stay in their stored form (codes + ue8m0 scales), wo_a
+// included, which runs without actq (model.md §0.4.4; its FP8 blocks decode exactly,
+// checkpoint.md §4.5). The actq flag of every other linear follows its stored form.
 //
 // Shapes (D hidden, V vocab, H heads, Dh head_dim, Rq q_lora_rank, G o_groups,
 // Ro o_lora_rank, E routed experts, K experts per token, F moe_intermediate_size,
@@ -37,7 +37,7 @@ namespace dsv4 {
 
 // One linear layer as the engine uses it.
 struct Linear {
-  LinearWeight w;                         // view into the file, or the owned copy (wo_a)
+  LinearWeight w;                         // view into the file (or its realigned copy)
   StorageForm stored = StorageForm::kBF16;  // form in the checkpoint
   bool actq = false;  // input gets actq: stored FP8/FP4, never for wo_a (model.md §0.4.4)
 };
@@ -73,9 +73,8 @@ struct AttentionWeights {
   Linear wq_b;                       // [H·Dh, Rq]
   Linear wkv;                        // [Dh, D]
   const bf16* kv_norm = nullptr;     // [Dh]
-  Linear wo_a;                       // [G·Ro, H·Dh/G], bf16 as used (or as stored, LoadOptions), actq false
+  Linear wo_a;                       // [G·Ro, H·Dh/G], as stored (FP8 or BF16), actq false
   Linear wo_b;                       // [D, G·Ro]
-  std::vector<bf16> wo_a_dequant;    // owned bf16 copy when wo_a is stored FP8 (else empty)
   CompressorWeights compressor;      // CSA and HCA
   IndexerWeights indexer;            // CSA only
 };
@@ -155,10 +154,6 @@ struct LoadReport {
 // [0, n_routed_experts). Accepted per checkpoint.md §5.7: a matrix in BF16 form where the
 // table gives FP8/FP4; FP4 experts when expert_dtype is absent (warning). `report` may be null.
 struct LoadOptions {
-  // Keep wo_a as stored (an FP8 view of the file, no bf16 copy): for ranks, each of which
-  // reads only its output groups' rows (runtime.md §6.2). The engine's linear runs a
-  // stored-FP8 wo_a without actq to the same bits; the references need the default.
-  bool wo_a_as_stored = false;
   // Tensors whose data this process reads (nullptr: all). The others are checked for name,
   // dtype and shape only — their bytes (scale range, FP8 NaN codes) are never touched, so a
   // rank's resident memory holds only its share (model/placement.h rank_reads).

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "kernels/linear/linear.h"
 #include "model/checkpoint_table.h"
 #include "model/config.h"
 #include "model/placement.h"
@@ -174,11 +175,11 @@ TEST(Weights, LoadsReleasedLayout) {
       EXPECT_TRUE(lin->actq);
       EXPECT_NE(lin->w.scale, nullptr);
     }
-    // wo_a: dequantized bf16, no actq.
+    // wo_a: FP8 as stored (a view of the file), no actq.
     EXPECT_EQ(L.attn.wo_a.stored, StorageForm::kFP8);
-    EXPECT_EQ(L.attn.wo_a.w.format, WeightFormat::kBF16);
+    EXPECT_EQ(L.attn.wo_a.w.format, WeightFormat::kFP8);
     EXPECT_FALSE(L.attn.wo_a.actq);
-    EXPECT_EQ(L.attn.wo_a.w.data, L.attn.wo_a_dequant.data());
+    EXPECT_NE(L.attn.wo_a.w.scale, nullptr);
     EXPECT_EQ(L.attn.wo_a.w.out, 512);
     EXPECT_EQ(L.attn.wo_a.w.in, 80);
     // Routed experts: packed FP4 with the logical input width.
@@ -203,13 +204,14 @@ TEST(Weights, LoadsReleasedLayout) {
   EXPECT_EQ(w.layers[2].attn.compressor.ratio, 8);
   EXPECT_EQ(w.layers[1].attn.indexer.compressor.width, 64);
   EXPECT_EQ(w.layers[1].attn.indexer.weights_proj.w.out, 2);
-  // wo_a dequantization: W = e4m3(code) · 2^(scale − 127), exact in bf16.
+  // wo_a decodes to W = e4m3(code) · 2^(scale − 127), exact in bf16 (ceil scale grid, K = 80).
   const Tensor& codes = ckpt.at("layers.3.attn.wo_a.weight");
   const Tensor& sc = ckpt.at("layers.3.attn.wo_a.scale");  // [4, 1]
   for (int64_t o : {0, 127, 128, 300, 511})
     for (int64_t i : {0, 41, 79}) {
       const float want = e4m3_decode(codes.bytes[o * 80 + i]) * ue8m0_decode(sc.bytes[o / 128]);
-      EXPECT_EQ(w.layers[3].attn.wo_a_dequant[o * 80 + i].to_float(), want) << o << "," << i;
+      EXPECT_EQ(kernels::weight_at(w.layers[3].attn.wo_a.w, o, i), want) << o << "," << i;
+      EXPECT_EQ(bf16::from_float(want).to_float(), want) << o << "," << i;
     }
   // MTP layer: SWA, score routing, own projections and head params.
   const MtpWeights& m = w.mtp[0];
@@ -238,7 +240,6 @@ TEST(Weights, LoadsBf16Variant) {
       EXPECT_FALSE(lin->actq);
       EXPECT_EQ(lin->w.scale, nullptr);
     }
-    EXPECT_TRUE(L.attn.wo_a_dequant.empty());
     EXPECT_EQ(L.ffn.experts[0].w2.w.in, 256);
   }
 }
@@ -262,7 +263,6 @@ TEST(Weights, MixedBf16PerTensorAccepted) {
   const Linear& wo_a = r->layers[1].attn.wo_a;
   EXPECT_EQ(wo_a.stored, StorageForm::kBF16);
   EXPECT_FALSE(wo_a.actq);
-  EXPECT_TRUE(r->layers[1].attn.wo_a_dequant.empty());
   const Linear& e = r->layers[2].ffn.experts[3].w2;
   EXPECT_EQ(e.stored, StorageForm::kBF16);
   EXPECT_FALSE(e.actq);  // actq follows the stored form

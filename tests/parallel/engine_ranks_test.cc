@@ -145,7 +145,6 @@ TEST(EngineRanks, RankZeroReportsWhatOneRankDoes) {
       Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
       ASSERT_TRUE(files.ok());
       LoadOptions lo;
-      lo.wo_a_as_stored = true;
       lo.reads = [&](const std::string& name) { return rank_reads(name, m.cfg, *topo); };
       Result<Weights> w = load_weights(*files, m.cfg, nullptr, lo);
       ASSERT_TRUE(w.ok()) << w.message();

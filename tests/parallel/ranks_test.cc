@@ -143,16 +143,14 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay) {
   const Limits lim = test_limits();
   auto one = ModelRunner::create(m.cfg, *m.w, lim);
   ASSERT_TRUE(one.ok()) << one.message();
-  // The ranks load wo_a as stored (FP8 stays FP8: each rank reads its groups' rows only) and
-  // read the data of their share only.
+  // The ranks read the data of their share only (wo_a: their output groups' rows).
   Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
   ASSERT_TRUE(files.ok()) << files.message();
-  LoadOptions as_stored;
-  as_stored.wo_a_as_stored = true;
-  as_stored.reads = [&](const std::string& name) { return rank_reads(name, m.cfg, *topo); };
-  Result<Weights> stored = load_weights(*files, m.cfg, nullptr, as_stored);
-  ASSERT_TRUE(stored.ok()) << stored.message();
-  auto many = ModelRunner::create(m.cfg, *stored, lim, groups->get());
+  LoadOptions share;
+  share.reads = [&](const std::string& name) { return rank_reads(name, m.cfg, *topo); };
+  Result<Weights> shared = load_weights(*files, m.cfg, nullptr, share);
+  ASSERT_TRUE(shared.ok()) << shared.message();
+  auto many = ModelRunner::create(m.cfg, *shared, lim, groups->get());
   ASSERT_TRUE(many.ok()) << many.message();
 
   const int64_t V = m.cfg.vocab_size, ND = m.cfg.hc_mult * m.cfg.hidden_size;

@@ -451,10 +451,13 @@ void tile_bf16_fma(const Tile& tl) {
 
 // FP8 / FP4 weights: the GEMM tile (each weight block decoded once for all rows;
 // measured faster than the span tile at every T, T = 1 included, by its cheaper
-// decode); other weights: span tiles.
+// decode); BF16 weights from kBf16GemmMinRows rows (one row: the span tile, which
+// streams without a range scan of the weights); F32 weights: span tiles.
+constexpr int kBf16GemmMinRows = 2;
 void tile_bf16_gemm(const Tile& tl) {
   const WeightFormat f = tl.w->format;
   if (f == WeightFormat::kFP8 || f == WeightFormat::kFP4) return avx512_bf16_gemm_tile(tl);
+  if (f == WeightFormat::kBF16 && tl.nt >= kBf16GemmMinRows) return avx512_bf16_gemm_tile(tl);
   tile_rows<uint16_t, true>(tl);
 }
 

@@ -66,14 +66,16 @@ inline uint32_t hmin_epu16(__m512i v) {
 // Exponent range of 128 bf16 values (the dot's range check): *lo = smallest
 // biased exponent of a non-zero value (0 if any is subnormal, or if any is Inf /
 // NaN, which fails every check), *hi = largest; all zero: lo = 512, hi = 0.
-inline void bf16_range(const uint16_t* p, int* lo, int* hi) {
+// The same over n blocks of 128 at p, p + stride, ... (one range for all).
+inline void bf16_range(const uint16_t* p, int* lo, int* hi, int n = 1, int64_t stride = 0) {
   const __m512i mag = _mm512_set1_epi16(0x7FFF), one = _mm512_set1_epi16(1);
   __m512i mx = _mm512_setzero_si512(), mn = _mm512_set1_epi16(-1);
-  for (int h = 0; h < 4; ++h) {
-    const __m512i m = _mm512_and_si512(_mm512_loadu_si512(p + 32 * h), mag);
-    mx = _mm512_max_epu16(mx, m);
-    mn = _mm512_min_epu16(mn, _mm512_sub_epi16(m, one));  // zero wraps to 0xFFFF
-  }
+  for (int b = 0; b < n; ++b)
+    for (int h = 0; h < 4; ++h) {
+      const __m512i m = _mm512_and_si512(_mm512_loadu_si512(p + b * stride + 32 * h), mag);
+      mx = _mm512_max_epu16(mx, m);
+      mn = _mm512_min_epu16(mn, _mm512_sub_epi16(m, one));  // zero wraps to 0xFFFF
+    }
   const uint32_t max_mag = hmax_epu16(mx), min_mag = hmin_epu16(mn) + 1;
   *lo = max_mag >= 0x7F80 ? 0 : static_cast<int>(min_mag >> 7);
   *hi = static_cast<int>(max_mag >> 7);
@@ -129,6 +131,10 @@ struct DecodeBf16 {
   static void dot_window(const Prep& pr, int* lo, int* hi) {
     int wl = 0, wh = 0;
     bf16_range(pr.p, &wl, &wh);
+    window_of(wl, wh, lo, hi);
+  }
+  // The window of weights whose exponent range is [wl, wh] (bf16_range).
+  static void window_of(int wl, int wh, int* lo, int* hi) {
     *lo = wl >= 1 ? (142 - wl > 1 ? 142 - wl : 1) : 1000;  // ulp(x)·ulp(w) >= 2^-126, w normal
     *hi = 376 - wh;                                          // 8·|x|·|w| < 2^127
   }

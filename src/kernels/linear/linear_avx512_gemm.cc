@@ -1,6 +1,6 @@
 // GEMM tile of the linear engine (linear_tile.h) for kAvx512Bf16 on CPUs with
-// AVX512_VBMI: FP8 / FP4 weights, bf16 x (actq'd), up to kMaxRowTile rows and 64
-// outputs per call. Each 128-wide K block of 16 outputs is decoded ONCE per call
+// AVX512_VBMI: FP8 / FP4 weights with bf16 x (actq'd, or not: wo_a) and BF16
+// weights, up to kMaxRowTile rows and 64 outputs per call. Each 128-wide K block of 16 outputs is decoded ONCE per call
 // into bf16 words in dot layout (4 KiB, L1), then every row of the call runs
 // against it. Below kTransposeMinRows rows (row_dot): per row, 16 output lane
 // vectors of 4 VDPBF16PS each (lane l sums k = l, l+16, ..., l+112 in ascending
@@ -194,6 +194,26 @@ struct GemmFp8 {
       out[2 * h] = _mm512_unpacklo_epi8(lb, hb);
       out[2 * h + 1] = _mm512_unpackhi_epi8(lb, hb);
     }
+  }
+};
+
+// BF16 weights (no decode): the window from the exponent range of the ns outputs'
+// 128-column blocks together; dot_block permutes each 32-k chunk into dot layout.
+struct GemmBf16 {
+  using General = DecodeBf16;
+  const uint16_t* data;
+  int64_t in;
+  explicit GemmBf16(const LinearWeight& w) : data(static_cast<const uint16_t*>(w.data)), in(w.in) {}
+  void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, 2 * kBlock); }
+  bool window(int64_t o, int ns, int64_t k, int* lo, int* hi) const {
+    int wl = 0, wh = 0;
+    bf16_range(data + o * in + k, &wl, &wh, ns, in);
+    DecodeBf16::window_of(wl, wh, lo, hi);
+    return *lo <= *hi;
+  }
+  void dot_block(int64_t o, int64_t k, __m512i* out) const {
+    const uint16_t* p = data + o * in + k;
+    for (int m = 0; m < kDotChunks; ++m) out[m] = _mm512_permutexvar_epi16(dot_order(), load(p + 32 * m));
   }
 };
 
@@ -442,8 +462,12 @@ void gemm_tile(const Tile& tl) {
 }  // namespace
 
 void avx512_bf16_gemm_tile(const Tile& tl) {
-  if (tl.w->format == WeightFormat::kFP8) return gemm_tile<GemmFp8>(tl);
-  gemm_tile<GemmFp4>(tl);
+  switch (tl.w->format) {
+    case WeightFormat::kFP8: return gemm_tile<GemmFp8>(tl);
+    case WeightFormat::kFP4: return gemm_tile<GemmFp4>(tl);
+    case WeightFormat::kBF16: return gemm_tile<GemmBf16>(tl);
+    case WeightFormat::kF32: break;
+  }
 }
 
 }  // namespace dsv4::kernels::linear_tile

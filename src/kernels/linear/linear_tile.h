@@ -13,8 +13,8 @@
 //                    VDPBF16PS lane sums where a range check allows (kAvx512Bf16);
 //                    FP8/FP4 with bf16 x from 3 rows: the FMA GEMM tile (kAvx512,
 //                    and kAvx512Bf16 without VBMI)
-//   linear_avx512_gemm.cc  kAvx512Bf16 with VBMI, FP8/FP4 weights, bf16 x: each
-//                    weight block decoded once for up to 64 rows
+//   linear_avx512_gemm.cc  kAvx512Bf16 with VBMI, FP8/FP4 weights (and BF16 from
+//                    2 rows), bf16 x: each weight block decoded once for up to 64 rows
 // The ISA translation units use intrinsics and this header only: an inline
 // function with external linkage (std:: or dsv4 headers) compiled there could be
 // the copy the linker keeps for the whole program and run on a CPU without the ISA.
@@ -58,7 +58,7 @@ Kernels avx2_kernels();
 Kernels avx512_kernels();
 // vbmi: the CPU has AVX512_VBMI (the GEMM tile of linear_avx512_gemm.cc).
 Kernels avx512_bf16_kernels(bool vbmi);
-// FP8 / FP4 weights, bf16 x, any nt <= kMaxRowTile (linear_avx512_gemm.cc).
+// FP8 / FP4 / BF16 weights, bf16 x, any nt <= kMaxRowTile (linear_avx512_gemm.cc).
 void avx512_bf16_gemm_tile(const Tile& tl);
 
 }  // namespace dsv4::kernels::linear_tile

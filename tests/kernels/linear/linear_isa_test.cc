@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/cpu.h"
@@ -131,6 +132,17 @@ TEST_P(LinearIsa, SameBitsAsScalarEveryShapeAndT) {
     auto x = random_rows(kCapacity * sh.in, 12);
     if (w.quantized() && sh.in % 128 == 0) actq_rows(x.data(), kCapacity, sh.in, x.data(), 0, 1);
     check_all_paths(GetParam(), w, x, sh.name);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// wo_a runs its stored FP8 without actq (model.md §0.4.4): raw bf16 rows, K a multiple of
+// 128 or not, at the tiny, tiny2 and a wider group width.
+TEST_P(LinearIsa, SameBitsAsScalarFp8WithoutActq) {
+  for (auto [out, in] : {std::pair<int64_t, int64_t>{512, 80}, {512, 192}, {1024, 512}}) {
+    const auto ow = test::random_weight(WeightFormat::kFP8, out, in, 61);
+    check_all_paths(GetParam(), ow.view(), random_rows(kCapacity * in, 62),
+                    "fp8 wo_a " + std::to_string(out) + "x" + std::to_string(in));
     if (HasFatalFailure()) return;
   }
 }
