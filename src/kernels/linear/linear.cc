@@ -7,6 +7,7 @@
 #include <atomic>
 #include <bit>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "base/check.h"
@@ -22,6 +23,9 @@ namespace {
 using linear_tile::kBlock;
 using linear_tile::kLanes;
 using linear_tile::kRowTile;
+using linear_tile::BlockChain;
+using linear_tile::block_chain;
+using linear_tile::chain_beta;
 constexpr int kOutTile = 8;  // outputs sharing one converted input block (scalar tile)
 
 // A NaN result is stored as the positive quiet NaN: which NaN operand an add
@@ -143,8 +147,7 @@ void tile_scalar(const linear_tile::Tile& tl) {
     const int n = static_cast<int>(std::min<int64_t>(kBlock, tl.k1 - k));
     for (int j = 0; j < no; ++j) decode_block(w, tl.o + j, k, n, wb[j]);
     for (int i = 0; i < nt; ++i) load_block(x + i * tl.x_stride + k, n, xb[i]);
-    const bool g_first = b % g_blk == 0;
-    const bool g_last = (b + 1) % g_blk == 0 || b + 1 == n_blk;
+    const BlockChain chain = block_chain(b, n_blk, g_blk);
     float beta[kRowTile][kOutTile];
     for (int i = 0; i < nt; ++i) {
       int j = 0;
@@ -153,10 +156,7 @@ void tile_scalar(const linear_tile::Tile& tl) {
       for (; j < no; ++j) beta[i][j] = block_dot(xb[i], wb[j], n);
     }
     for (int i = 0; i < nt; ++i)
-      for (int j = 0; j < no; ++j) {
-        part[i][j] = g_first ? beta[i][j] : part[i][j] + beta[i][j];
-        if (g_last) total[i][j] = b < g_blk ? part[i][j] : total[i][j] + part[i][j];
-      }
+      for (int j = 0; j < no; ++j) chain_beta(chain, beta[i][j], part[i][j], total[i][j], std::plus<float>());
   }
   for (int i = 0; i < nt; ++i)
     for (int j = 0; j < no; ++j) tl.y[i * linear_tile::kMaxOutTile + j] = total[i][j];

@@ -42,6 +42,7 @@ struct V2 {
 };
 
 inline V2 zero2() { return V2{_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+inline __m256 add_ps(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
 
 // ue8m0 byte -> 2^(b-127) (the scalar's scale_value: 255 NaN, 0 2^-127) and
 // -> 2^(b-128) (half: 0 2^-128, 1 2^-127, 255 NaN).
@@ -386,7 +387,6 @@ void tile(const Tile& tl) {
   alignas(32) float xb[kSpan * kBlock];                // row i, block bb at (i·nb + bb)·128
   V2 lanes[kSpan][kOutTile];                           // row i, block bb at [i·nb + bb][j]
   __m256 part[kRowTile][kSubs], total[kRowTile][kSubs];
-  int64_t g_pos0 = 0;  // index within its K group of the span's first block
   for (int64_t b0 = 0; b0 < n_blk;) {
     const bool partial = b0 == n_full;
     const int nb = partial ? 1 : static_cast<int>(n_full - b0 < span ? n_full - b0 : span);
@@ -402,22 +402,15 @@ void tile(const Tile& tl) {
       int j = 0;
       for (; j + 2 <= ns; j += 2) span_lanes<Dec, 2>(dec, tl, o_sub, j, kb, nb, width, partial, xb, lanes);
       if (j < ns) span_lanes<Dec, 1>(dec, tl, o_sub, j, kb, nb, width, partial, xb, lanes);
-      int64_t g_pos = g_pos0;
       for (int bb = 0; bb < nb; ++bb) {
         const int64_t b = b0 + bb;
-        const bool g_first = g_pos == 0;
-        if (++g_pos == tl.g_blk) g_pos = 0;
-        const bool g_last = g_pos == 0 || b + 1 == n_blk;
-        const bool first_group = b < tl.g_blk;
+        const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
         for (int i = 0; i < nt; ++i) {
           const __m256 beta = fold8(lanes[i * nb + bb]);
-          __m256& pa = part[i][sub];
-          pa = g_first ? beta : _mm256_add_ps(pa, beta);
-          if (g_last) total[i][sub] = first_group ? pa : _mm256_add_ps(total[i][sub], pa);
+          chain_beta(chain, beta, part[i][sub], total[i][sub], add_ps);
         }
       }
     }
-    g_pos0 = (g_pos0 + nb) % tl.g_blk;
     b0 += nb;
   }
   for (int i = 0; i < nt; ++i)
@@ -462,26 +455,25 @@ inline void bf16_range(const uint16_t* p, int* lo, int* hi) {
   *hi = static_cast<int>(max_mag >> 7);
 }
 
-// The x exponent window [*lo, *hi] of a full weight block (linear_avx512.cc's
-// dot_window); false: no window (NaN codes, extreme scales).
-inline bool fma_window(const DecodeFp8& d, int64_t o, int64_t k, int* lo, int* hi) {
-  const int sb = d.scale[(o / kBlock) * d.nbk + k / kBlock];
-  if (sb < 10 || sb > 134 || DecodeFp8::has_nan_code(d.data + o * d.in + k)) return false;
-  *lo = 144 - sb > 1 ? 144 - sb : 1;
-  *hi = 368 - sb;
-  return true;
+// The x exponent window of a full weight block (linear_tile.h; empty: none, e.g.
+// NaN codes, extreme scales, subnormal weights).
+inline XWindow fma_window(const DecodeFp8& d, int64_t o, int64_t k) {
+  if (DecodeFp8::has_nan_code(d.data + o * d.in + k)) return kNoWindow;
+  return fp8_window(d.scale[(o / kBlock) * d.nbk + k / kBlock]);
 }
-inline bool fma_window(const DecodeFp4& d, int64_t o, int64_t k, int* lo, int* hi) {
+inline XWindow fma_window(const DecodeFp4& d, int64_t o, int64_t k) {
   const uint8_t* sc = d.scale + o * (d.in / 32) + k / 32;
   int mn = sc[0], mx = sc[0];
   for (int g = 1; g < kBlock / 32; ++g) {
     mn = sc[g] < mn ? sc[g] : mn;
     mx = sc[g] > mx ? sc[g] : mx;
   }
-  if (mn < 2 || mx > 252) return false;
-  *lo = 136 - mn > 1 ? 136 - mn : 1;
-  *hi = 374 - mx;
-  return true;
+  return fp4_window(mn, mx);
+}
+inline XWindow fma_window(const DecodeBf16& d, int64_t o, int64_t k) {
+  int wl = 0, wh = 0;
+  bf16_range(d.data + o * d.in + k, &wl, &wh);
+  return bf16_window(wl, wh);
 }
 
 // beta of 8 outputs for one row block xr (fp32) against w (8 outputs' blocks).
@@ -516,7 +508,6 @@ void gemm_tile(const Tile& tl) {
   int xlo[kMaxRowTile], xhi[kMaxRowTile];
   alignas(32) V2 w[kOutTile][kChunks];  // 8 outputs' block, exact fp32
   __m256 part[kMaxRowTile][kSubs], total[kMaxRowTile][kSubs];
-  int64_t g_pos = 0;  // index of block b within its K group
   for (int64_t b = 0; b < n_blk; ++b) {
     const int64_t k = tl.k0 + b * kBlock;
     const int width = tl.k1 - k < kBlock ? static_cast<int>(tl.k1 - k) : kBlock;
@@ -525,16 +516,12 @@ void gemm_tile(const Tile& tl) {
       load_x(x + i * tl.x_stride + k, width, xb + i * kBlock);
       if (!partial) bf16_range(x + i * tl.x_stride + k, &xlo[i], &xhi[i]);
     }
-    const bool g_first = g_pos == 0;
-    if (++g_pos == tl.g_blk) g_pos = 0;
-    const bool g_last = g_pos == 0 || b + 1 == n_blk;
-    const bool first_group = b < tl.g_blk;
+    const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
     const bool pf = k + (kPrefetchBlocks + 1) * kBlock <= tl.k1;
     for (int s = 0; s * kOutTile < no; ++s) {
       const int ns = no - s * kOutTile < kOutTile ? no - s * kOutTile : kOutTile;
       const int64_t o = tl.o + s * kOutTile;
-      bool fma = !partial;
-      int lo = 1, hi = 1 << 20;
+      XWindow win = partial ? kNoWindow : XWindow{1, 1 << 20};
       for (int q = 0; q < kOutTile; ++q) {
         if (q >= ns) {
           for (int c = 0; c < kChunks; ++c) w[q][c] = zero2();
@@ -546,17 +533,12 @@ void gemm_tile(const Tile& tl) {
           continue;
         }
         dec.full(o + q, k, w[q]);
-        int l = 0, h = 0;
-        fma = fma_window(dec, o + q, k, &l, &h) && fma;
-        lo = l > lo ? l : lo;
-        hi = h < hi ? h : hi;
+        win = intersect(win, fma_window(dec, o + q, k));
       }
       for (int i = 0; i < nt; ++i) {
-        const bool row_fma = fma && xlo[i] >= lo && xhi[i] <= hi;
+        const bool row_fma = !win.empty() && xlo[i] >= win.lo && xhi[i] <= win.hi;
         const __m256 beta = row_fma ? row_beta<true>(xb + i * kBlock, w) : row_beta<false>(xb + i * kBlock, w);
-        __m256& pa = part[i][s];
-        pa = g_first ? beta : _mm256_add_ps(pa, beta);
-        if (g_last) total[i][s] = first_group ? pa : _mm256_add_ps(total[i][s], pa);
+        chain_beta(chain, beta, part[i][s], total[i][s], add_ps);
       }
     }
   }
@@ -577,12 +559,13 @@ void tile_rows(const Tile& tl) {
   }
 }
 
-// FP8 / FP4 weights with kGemmMinRows rows or more: the GEMM tile; else span tiles.
+// FP8 / FP4 / BF16 weights with kGemmMinRows rows or more: the GEMM tile; else span tiles.
 constexpr int kGemmMinRows = 3;
 void tile_bf16(const Tile& tl) {
   const int nt = tl.nt;
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP8) return gemm_tile<DecodeFp8>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP4) return gemm_tile<DecodeFp4>(tl);
+  if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kBF16) return gemm_tile<DecodeBf16>(tl);
   tile_rows<uint16_t>(tl);
 }
 

@@ -138,17 +138,12 @@ template <class Dec, int NO, int NB>
 inline void rows_fast(const typename Dec::Prep (&pr)[NO][NB], const Span& sp, int bb0, int j) {
   const int nt = sp.tl->nt;
   bool dot = false;
-  int lo = 1, hi = 1 << 20;
+  XWindow win{1, 1 << 20};
   if constexpr (Dec::kDot) {
     if (sp.xd != nullptr && nt >= Dec::kDotMinRows) {
-      dot = true;
       for (int q = 0; q < NO; ++q)
-        for (int bb = 0; bb < NB; ++bb) {
-          int l = 0, h = 0;
-          Dec::dot_window(pr[q][bb], &l, &h);
-          lo = l > lo ? l : lo;
-          hi = h < hi ? h : hi;
-        }
+        for (int bb = 0; bb < NB; ++bb) win = intersect(win, Dec::dot_window(pr[q][bb]));
+      dot = !win.empty();
     }
   }
   auto use_dot = [&](int i0, int rows) {
@@ -156,7 +151,7 @@ inline void rows_fast(const typename Dec::Prep (&pr)[NO][NB], const Span& sp, in
     for (int r = 0; r < rows; ++r)
       for (int bb = 0; bb < NB; ++bb) {
         const int idx = (i0 + r) * sp.nb + bb0 + bb;
-        if (sp.xlo[idx] < lo || sp.xhi[idx] > hi) return false;
+        if (sp.xlo[idx] < win.lo || sp.xhi[idx] > win.hi) return false;
       }
     return true;
   };
@@ -261,7 +256,6 @@ void tile(const Tile& tl) {
   alignas(64) __m512 lanes[kSpan][kOutTile];
   __m512 part[kRowTile][kSubs], total[kRowTile][kSubs];
   Span sp{&tl, tl.o, 0, 0, 0, false, xb, nullptr, xlo, xhi, lanes};
-  int64_t g_pos0 = 0;  // index within its K group of the span's first block
   for (int64_t b0 = 0; b0 < n_blk;) {
     sp.partial = b0 == n_full;
     sp.nb = sp.partial ? 1 : static_cast<int>(n_full - b0 < span ? n_full - b0 : span);
@@ -289,22 +283,15 @@ void tile(const Tile& tl) {
       int j = 0;
       for (; j + 2 <= ns; j += 2) span_lanes<Dec, 2>(dec, sp, j);
       if (j < ns) span_lanes<Dec, 1>(dec, sp, j);
-      int64_t g_pos = g_pos0;
       for (int bb = 0; bb < sp.nb; ++bb) {
         const int64_t b = b0 + bb;
-        const bool g_first = g_pos == 0;
-        if (++g_pos == tl.g_blk) g_pos = 0;
-        const bool g_last = g_pos == 0 || b + 1 == n_blk;
-        const bool first_group = b < tl.g_blk;
+        const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
         for (int i = 0; i < nt; ++i) {
           const __m512 beta = fold16(lanes[i * sp.nb + bb]);
-          __m512& pa = part[i][sub];
-          pa = g_first ? beta : _mm512_add_ps(pa, beta);
-          if (g_last) total[i][sub] = first_group ? pa : _mm512_add_ps(total[i][sub], pa);
+          chain_beta(chain, beta, part[i][sub], total[i][sub], add_ps);
         }
       }
     }
-    g_pos0 = (g_pos0 + sp.nb) % tl.g_blk;
     b0 += sp.nb;
   }
   for (int i = 0; i < nt; ++i)
@@ -335,7 +322,7 @@ void tile_rows(const Tile& tl) {
   }
 }
 
-// --- GEMM tile of kAvx512 (no VDPBF16PS): FP8 / FP4 weights, bf16 x, up to
+// --- GEMM tile of kAvx512 (no VDPBF16PS): FP8 / FP4 / BF16 weights, bf16 x, up to
 // kMaxRowTile rows (linear_avx2.cc's, 16 lanes wide) ---
 // Each block of 16 outputs is decoded once (exact fp32, 8 KiB) for all rows.
 // Inside the window of the range check (dot_window: every product of bf16 x and
@@ -343,33 +330,26 @@ void tile_rows(const Tile& tl) {
 // step is one FMA, which then equals the multiply and add; elsewhere the
 // separate multiply and add.
 
-// The x exponent window of outputs [o, o + ns) at full block k; false: none.
-inline bool fma_window(const DecodeFp8& d, int64_t o, int ns, int64_t k, int* lo, int* hi) {
-  *lo = 1;
-  *hi = 1 << 20;
+// The x exponent window of outputs [o, o + ns) at full block k (empty: none).
+inline XWindow fma_window(const DecodeFp8& d, int64_t o, int ns, int64_t k) {
+  XWindow win{1, 1 << 20};
   for (int q = 0; q < ns; ++q) {
-    const int sb = d.scale[((o + q) / kBlock) * d.nbk + k / kBlock];
     const uint8_t* p = d.data + (o + q) * d.in + k;
-    const uint64_t nan = DecodeFp8::nan_codes(_mm512_loadu_si512(p)) | DecodeFp8::nan_codes(_mm512_loadu_si512(p + 64));
-    if (sb < 10 || sb > 134 || nan != 0) return false;
-    *lo = 144 - sb > *lo ? 144 - sb : *lo;
-    *hi = 368 - sb < *hi ? 368 - sb : *hi;
+    if ((DecodeFp8::nan_codes(_mm512_loadu_si512(p)) | DecodeFp8::nan_codes(_mm512_loadu_si512(p + 64))) != 0)
+      return kNoWindow;
+    win = intersect(win, fp8_window(d.scale[((o + q) / kBlock) * d.nbk + k / kBlock]));
   }
-  return true;
+  return win;
 }
-inline bool fma_window(const DecodeFp4& d, int64_t o, int ns, int64_t k, int* lo, int* hi) {
-  int mn = 255, mx = 0;
-  for (int q = 0; q < ns; ++q) {
-    const uint8_t* sc = d.scale + (o + q) * (d.in / 32) + k / 32;
-    for (int g = 0; g < kBlock / 32; ++g) {
-      mn = sc[g] < mn ? sc[g] : mn;
-      mx = sc[g] > mx ? sc[g] : mx;
-    }
-  }
-  if (mn < 2 || mx > 252) return false;
-  *lo = 136 - mn > 1 ? 136 - mn : 1;
-  *hi = 374 - mx;
-  return true;
+inline XWindow fma_window(const DecodeFp4& d, int64_t o, int ns, int64_t k) {
+  XWindow win{1, 1 << 20};
+  for (int q = 0; q < ns; ++q) win = intersect(win, DecodeFp4::window(d.scale + (o + q) * (d.in / 32) + k / 32));
+  return win;
+}
+inline XWindow fma_window(const DecodeBf16& d, int64_t o, int ns, int64_t k) {
+  int wl = 0, wh = 0;
+  bf16_range(d.data + o * d.in + k, &wl, &wh, ns, d.in);
+  return bf16_window(wl, wh);
 }
 
 // beta of 16 outputs for one row block xr (fp32) against w (16 outputs' blocks).
@@ -397,7 +377,6 @@ void fma_gemm_tile(const Tile& tl) {
   int xlo[kMaxRowTile], xhi[kMaxRowTile];
   alignas(64) __m512 w[kOutTile][kChunks];  // 16 outputs' block, exact fp32
   __m512 part[kMaxRowTile][kSubs], total[kMaxRowTile][kSubs];
-  int64_t g_pos = 0;  // index of block b within its K group
   for (int64_t b = 0; b < n_blk; ++b) {
     const int64_t k = tl.k0 + b * kBlock;
     const int width = tl.k1 - k < kBlock ? static_cast<int>(tl.k1 - k) : kBlock;
@@ -406,16 +385,12 @@ void fma_gemm_tile(const Tile& tl) {
       load_x(x + i * tl.x_stride + k, width, xb + i * kBlock);
       if (!partial) bf16_range(x + i * tl.x_stride + k, &xlo[i], &xhi[i]);
     }
-    const bool g_first = g_pos == 0;
-    if (++g_pos == tl.g_blk) g_pos = 0;
-    const bool g_last = g_pos == 0 || b + 1 == n_blk;
-    const bool first_group = b < tl.g_blk;
+    const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
     const bool pf = k + (kPrefetchBlocks + 1) * kBlock <= tl.k1;
     for (int s = 0; s * kOutTile < no; ++s) {
       const int ns = no - s * kOutTile < kOutTile ? no - s * kOutTile : kOutTile;
       const int64_t o = tl.o + s * kOutTile;
-      int lo = 0, hi = 0;
-      const bool fma = !partial && fma_window(dec, o, ns, k, &lo, &hi);
+      const XWindow win = partial ? kNoWindow : fma_window(dec, o, ns, k);
       for (int q = 0; q < kOutTile; ++q) {
         if (q >= ns) {
           for (int c = 0; c < kChunks; ++c) w[q][c] = _mm512_setzero_ps();
@@ -426,11 +401,9 @@ void fma_gemm_tile(const Tile& tl) {
         else dec.full(o + q, k, w[q]);
       }
       for (int i = 0; i < nt; ++i) {
-        const bool row_fma = fma && xlo[i] >= lo && xhi[i] <= hi;
+        const bool row_fma = !win.empty() && xlo[i] >= win.lo && xhi[i] <= win.hi;
         const __m512 beta = row_fma ? row_beta<true>(xb + i * kBlock, w) : row_beta<false>(xb + i * kBlock, w);
-        __m512& pa = part[i][s];
-        pa = g_first ? beta : _mm512_add_ps(pa, beta);
-        if (g_last) total[i][s] = first_group ? pa : _mm512_add_ps(total[i][s], pa);
+        chain_beta(chain, beta, part[i][s], total[i][s], add_ps);
       }
     }
   }
@@ -438,7 +411,7 @@ void fma_gemm_tile(const Tile& tl) {
     for (int s = 0; s * kOutTile < no; ++s) _mm512_storeu_ps(tl.y + i * kMaxOutTile + s * kOutTile, total[i][s]);
 }
 
-// bf16 x: FP8 / FP4 weights with kFmaGemmMinRows rows or more on the FMA GEMM
+// bf16 x: FP8 / FP4 / BF16 weights with kFmaGemmMinRows rows or more on the FMA GEMM
 // tile; else span tiles (kDot: with VDPBF16PS, kAvx512Bf16 on CPUs without VBMI).
 constexpr int kFmaGemmMinRows = 3;
 template <bool kDot>
@@ -446,6 +419,7 @@ void tile_bf16_fma(const Tile& tl) {
   const int nt = tl.nt;
   if (nt >= kFmaGemmMinRows && tl.w->format == WeightFormat::kFP8) return fma_gemm_tile<DecodeFp8>(tl);
   if (nt >= kFmaGemmMinRows && tl.w->format == WeightFormat::kFP4) return fma_gemm_tile<DecodeFp4>(tl);
+  if (nt >= kFmaGemmMinRows && tl.w->format == WeightFormat::kBF16) return fma_gemm_tile<DecodeBf16>(tl);
   tile_rows<uint16_t, kDot>(tl);
 }
 

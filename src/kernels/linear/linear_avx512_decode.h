@@ -17,6 +17,7 @@ constexpr int kOutTile = 16;  // outputs of one fold (a sub-tile)
 constexpr int kChunks = kBlock / 16;  // 16-lane chunks per block
 
 inline int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline __m512 add_ps(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
 inline __mmask16 lanes_below(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
 // ue8m0 byte -> 2^(b-127), the scalar's scale_value (255: NaN, 0: 2^-127).
@@ -105,8 +106,8 @@ inline void load_x(const float* x, int n, float* xb) {
 // readies the fast path (false: the block needs full()), chunk2(pr, g) gives
 // its weights [32g, 32g + 32) as two vectors; full(o, k, out) the whole block
 // exactly in every case as out[0, 8); part(o, k, n, out) the partial last block
-// of width n < 128, zero from n on. For the dot (kDot): dot_window(pr, lo, hi),
-// the x exponent range [lo, hi] the block's range check admits, and
+// of width n < 128, zero from n on. For the dot (kDot): dot_window(pr),
+// the x exponent window the block's range check admits (linear_tile.h XWindow), and
 // dot_chunk2(pr, g), the chunk pair in dot layout.
 struct DecodeBf16 {
   const uint16_t* data;
@@ -124,19 +125,13 @@ struct DecodeBf16 {
     out[0] = bf16_to_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pr.p + 32 * g)));
     out[1] = bf16_to_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pr.p + 32 * g + 16)));
   }
-  // Dot: w is a multiple of 2^(wl-134), |w| < 2^(wh-126) (biased exponents).
   static constexpr bool kDot = true;
   static constexpr int kDotMinRows = 2;  // one row: the range scan costs what the dot saves
   static constexpr bool kDecodeFirst = false;
-  static void dot_window(const Prep& pr, int* lo, int* hi) {
+  static XWindow dot_window(const Prep& pr) {
     int wl = 0, wh = 0;
     bf16_range(pr.p, &wl, &wh);
-    window_of(wl, wh, lo, hi);
-  }
-  // The window of weights whose exponent range is [wl, wh] (bf16_range).
-  static void window_of(int wl, int wh, int* lo, int* hi) {
-    *lo = wl >= 1 ? (142 - wl > 1 ? 142 - wl : 1) : 1000;  // ulp(x)·ulp(w) >= 2^-126, w normal
-    *hi = 376 - wh;                                          // 8·|x|·|w| < 2^127
+    return bf16_window(wl, wh);
   }
   static __m512i dot_chunk2(const Prep& pr, int g) {
     return _mm512_permutexvar_epi16(dot_order(), _mm512_loadu_si512(pr.p + 32 * g));
@@ -241,14 +236,10 @@ struct DecodeFp8 {
     out[0] = _mm512_mul_ps(bits(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pr.p + 32 * g))), pr.m);
     out[1] = _mm512_mul_ps(bits(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pr.p + 32 * g + 16))), pr.m);
   }
-  // Dot (fast-path blocks): ŵ is a multiple of 2^(sb-136), |ŵ| < 2^(sb-118).
   static constexpr bool kDot = true;
   static constexpr int kDotMinRows = 1;
   static constexpr bool kDecodeFirst = false;
-  static void dot_window(const Prep& pr, int* lo, int* hi) {
-    *lo = pr.sb >= 10 ? (144 - pr.sb > 1 ? 144 - pr.sb : 1) : 1000;
-    *hi = 368 - pr.sb;
-  }
+  static XWindow dot_window(const Prep& pr) { return fp8_window(pr.sb); }
   static __m512i dot_chunk2(const Prep& pr, int g) {
     __m512 w[2];
     chunk2(pr, g, w);
@@ -307,19 +298,19 @@ struct DecodeFp4 {  // in % 32 == 0, so n % 32 == 0
     return true;
   }
   static void chunk2(const Prep& pr, int g, __m512* out) { group(pr.p + 16 * g, pr.sc[g], out); }
-  // Dot: ŵ is a multiple of 2^(s-128), |ŵ| < 2^(s-124) for group scale byte s.
   static constexpr bool kDot = true;
   static constexpr int kDotMinRows = 1;
   static constexpr bool kDecodeFirst = true;
-  static void dot_window(const Prep& pr, int* lo, int* hi) {
-    int mn = pr.sc[0], mx = pr.sc[0];
+  // The window of the block's 4 group scale bytes (also fma_window's).
+  static XWindow window(const uint8_t* sc) {
+    int mn = sc[0], mx = sc[0];
     for (int g = 1; g < kBlock / 32; ++g) {
-      mn = pr.sc[g] < mn ? pr.sc[g] : mn;
-      mx = pr.sc[g] > mx ? pr.sc[g] : mx;
+      mn = sc[g] < mn ? sc[g] : mn;
+      mx = sc[g] > mx ? sc[g] : mx;
     }
-    *lo = mn >= 2 && mx <= 254 ? (136 - mn > 1 ? 136 - mn : 1) : 1000;
-    *hi = 374 - mx;
+    return fp4_window(mn, mx);
   }
+  static XWindow dot_window(const Prep& pr) { return window(pr.sc); }
   // Values of the even-k (low nibble) and odd-k (high nibble) codes, then the
   // upper halves in dot layout: k = 2j from lo[j], k = 2j + 1 from hi[j].
   static __m512i dot_chunk2(const Prep& pr, int g) {

@@ -154,10 +154,10 @@ inline Fp8Lut fp8_lut(int sb) {
                 _mm512_permutex2var_epi8(w[0], lo, w[1]), _mm512_permutex2var_epi8(w[2], lo, w[3])};
 }
 
-// window(o, ns, k, lo, hi): the x exponent window [lo, hi] of the range check
-// (linear_avx512.cc's dot_window) for outputs [o, o + ns) at block k, false when
-// they need the multiply-add path; dot_block(o, k, out): one output's block in dot
-// layout (out[m]: k = 32m .. 32m + 31).
+// window(o, ns, k): the x exponent window of the range check (linear_tile.h) for
+// outputs [o, o + ns) at block k together, empty when they need the multiply-add
+// path; dot_block(o, k, out): one output's block in dot layout (out[m]: k = 32m ..
+// 32m + 31).
 struct GemmFp8 {
   using General = DecodeFp8;
   const uint8_t* data;
@@ -170,13 +170,9 @@ struct GemmFp8 {
   void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, kBlock); }
   // The window of outputs [o, o + ns) at block k together: their scale bytes (at
   // most two 128-row blocks) all in [10, 134].
-  bool window(int64_t o, int ns, int64_t k, int* lo, int* hi) const {
-    const int s0 = scale[(o / kBlock) * nbk + k / kBlock], s1 = scale[((o + ns - 1) / kBlock) * nbk + k / kBlock];
-    const int smin = s0 < s1 ? s0 : s1, smax = s0 < s1 ? s1 : s0;
-    if (smin < 10 || smax > 134) return false;
-    *lo = 144 - smin > 1 ? 144 - smin : 1;
-    *hi = 368 - smax;
-    return true;
+  XWindow window(int64_t o, int ns, int64_t k) const {
+    return intersect(fp8_window(scale[(o / kBlock) * nbk + k / kBlock]),
+                     fp8_window(scale[((o + ns - 1) / kBlock) * nbk + k / kBlock]));
   }
   void dot_block(int64_t o, int64_t k, __m512i* out) {
     const int sb = scale[(o / kBlock) * nbk + k / kBlock];
@@ -205,11 +201,10 @@ struct GemmBf16 {
   int64_t in;
   explicit GemmBf16(const LinearWeight& w) : data(static_cast<const uint16_t*>(w.data)), in(w.in) {}
   void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, 2 * kBlock); }
-  bool window(int64_t o, int ns, int64_t k, int* lo, int* hi) const {
+  XWindow window(int64_t o, int ns, int64_t k) const {
     int wl = 0, wh = 0;
     bf16_range(data + o * in + k, &wl, &wh, ns, in);
-    DecodeBf16::window_of(wl, wh, lo, hi);
-    return *lo <= *hi;
+    return bf16_window(wl, wh);
   }
   void dot_block(int64_t o, int64_t k, __m512i* out) const {
     const uint16_t* p = data + o * in + k;
@@ -235,7 +230,7 @@ struct GemmFp4 {
   }
   // The window of outputs [o, o + ns) at block k together (the intersection of
   // theirs): from the smallest and largest of their 4·ns group scale bytes.
-  bool window(int64_t o, int ns, int64_t k, int* lo, int* hi) const {
+  XWindow window(int64_t o, int ns, int64_t k) const {
     const __m512i v = _mm512_mask_i32gather_epi32(_mm512_set1_epi8(120), lanes_below(ns), scale_rows,
                                                   scale + o * (in / 32) + k / 32, 1);
     __m256i mn8 = _mm256_min_epu8(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
@@ -247,10 +242,7 @@ struct GemmFp4 {
     const __m128i low = _mm_set1_epi16(0xFF);
     const int smin = _mm_cvtsi128_si32(_mm_minpos_epu16(_mm_and_si128(mn, low))) & 0xFF;
     const int smax = 0xFF - (_mm_cvtsi128_si32(_mm_minpos_epu16(_mm_andnot_si128(mx, low))) & 0xFF);
-    if (smin < 2 || smax > 252) return false;
-    *lo = 136 - smin > 1 ? 136 - smin : 1;
-    *hi = 374 - smax;
-    return true;
+    return fp4_window(smin, smax);
   }
   void dot_block(int64_t o, int64_t k, __m512i* out) const {
     const uint8_t* sc = scale + o * (in / 32) + k / 32;
@@ -378,7 +370,6 @@ void gemm_tile(const Tile& tl) {
   alignas(64) __m512i wt[kDotChunks][kOutTile];  // wd transposed: wt[m][l] word pair j from output j
   alignas(64) __m512 wf[kOutTile][kChunks];      // the same, fp32, for the multiply-add path
   __m512 part[kMaxRowTile][kSubs], total[kMaxRowTile][kSubs];
-  int64_t g_pos = 0;  // index of block b within its K group
   for (int64_t b = 0; b < n_blk; ++b) {
     const int64_t k = tl.k0 + b * kBlock;
     const int width = tl.k1 - k < kBlock ? static_cast<int>(tl.k1 - k) : kBlock;
@@ -390,26 +381,21 @@ void gemm_tile(const Tile& tl) {
           _mm512_store_si512(xd + i * kBlock + 32 * g, _mm512_permutexvar_epi16(dot_order(), load(xs + 32 * g)));
         bf16_range(xs, &xlo[i], &xhi[i]);
       }
-    const bool g_first = g_pos == 0;
-    if (++g_pos == tl.g_blk) g_pos = 0;
-    const bool g_last = g_pos == 0 || b + 1 == n_blk;
-    const bool first_group = b < tl.g_blk;
+    const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
     const bool pf = k + (kPrefetchBlocks + 1) * kBlock <= tl.k1;
     for (int s = 0; s * kOutTile < no; ++s) {
       const int ns = no - s * kOutTile < kOutTile ? no - s * kOutTile : kOutTile;
       const int64_t o = tl.o + s * kOutTile;
-      int lo = 0, hi = 0;
-      const bool fast = !partial && dec.window(o, ns, k, &lo, &hi);
-      auto chain = [&](int i, __m512 beta) {
-        __m512& pa = part[i][s];
-        pa = g_first ? beta : _mm512_add_ps(pa, beta);
-        if (g_last) total[i][s] = first_group ? pa : _mm512_add_ps(total[i][s], pa);
+      const XWindow win = partial ? kNoWindow : dec.window(o, ns, k);
+      const bool fast = !win.empty();
+      auto chain_row = [&](int i, __m512 beta) {
+        chain_beta(chain, beta, part[i][s], total[i][s], add_ps);
       };
-      auto row_ok = [&](int i) { return fast && xlo[i] >= lo && xhi[i] <= hi; };
+      auto row_ok = [&](int i) { return fast && xlo[i] >= win.lo && xhi[i] <= win.hi; };
       if (nt == 1 && row_ok(0)) {  // one row: decoded weights go straight to the dot
         if (pf)
           for (int q = 0; q < ns; ++q) dec.prefetch(o + q, k + kPrefetchBlocks * kBlock);
-        chain(0, row_dot_decode(dec, o, ns, k, xd));
+        chain_row(0, row_dot_decode(dec, o, ns, k, xd));
         continue;
       }
       for (int q = 0; q < ns; ++q) {
@@ -420,7 +406,7 @@ void gemm_tile(const Tile& tl) {
         for (int m = 0; m < kDotChunks; ++m) wd[q][m] = _mm512_setzero_si512();
       bool wf_ready = false;
       auto one_row = [&](int i) {
-        if (row_ok(i)) return chain(i, row_dot(xd + i * kBlock, wd));
+        if (row_ok(i)) return chain_row(i, row_dot(xd + i * kBlock, wd));
         if (!wf_ready) {
           for (int q = 0; q < kOutTile; ++q) {
             if (q >= ns) {
@@ -433,7 +419,7 @@ void gemm_tile(const Tile& tl) {
           }
           wf_ready = true;
         }
-        chain(i, row_general(x + i * tl.x_stride + k, width, wf));
+        chain_row(i, row_general(x + i * tl.x_stride + k, width, wf));
       };
       int i = 0;
       if (fast && nt >= kTransposeMinRows) {
@@ -447,7 +433,7 @@ void gemm_tile(const Tile& tl) {
           }
           __m512 beta[R];
           rows_dot_t<R>(xd + i0 * kBlock, wt, beta);
-          for (int r = 0; r < R; ++r) chain(i0 + r, beta[r]);
+          for (int r = 0; r < R; ++r) chain_row(i0 + r, beta[r]);
         };
         for (; i + 4 <= nt; i += 4) group.template operator()<4>(i);
         for (; i + 2 <= nt; i += 2) group.template operator()<2>(i);

@@ -46,6 +46,54 @@ struct Tile {
 
 using TileFn = void (*)(const Tile&);
 
+// In an unnamed namespace: each ISA translation unit compiles its own copy (above).
+namespace {
+
+// Block b of n_blk in the K order of linear.h with K groups of g_blk blocks: its
+// beta starts a group's chain (first), ends it (last: the group's pi joins the total),
+// and belongs to the first group (pi_0 starts the total).
+struct BlockChain {
+  bool first, last, first_group;
+};
+constexpr BlockChain block_chain(int64_t b, int64_t n_blk, int64_t g_blk) {
+  return BlockChain{b % g_blk == 0, (b + 1) % g_blk == 0 || b + 1 == n_blk, b < g_blk};
+}
+// Chains one row's beta of block c into its group partial pa and its total (V: a
+// float or an ISA vector, add its addition).
+template <class V, class Add>
+inline void chain_beta(const BlockChain& c, V beta, V& pa, V& total, Add add) {
+  pa = c.first ? beta : add(pa, beta);
+  if (c.last) total = c.first_group ? pa : add(total, pa);
+}
+
+// The range check that lets a lane step be one VDPBF16PS or FMA (linear_avx512.cc):
+// the window [lo, hi] of biased exponents of x (bf16_range of the row block) inside
+// which every product with the weight block is exact in fp32 (normal or zero, finite)
+// and no partial sum reaches 2^127. Empty (lo > hi): the multiply-add path.
+struct XWindow {
+  int lo, hi;
+  constexpr bool empty() const { return lo > hi; }
+};
+constexpr XWindow kNoWindow{1000, -1};  // admits no row (bf16_range gives lo <= 512, hi >= 0)
+constexpr int at_least_1(int v) { return v > 1 ? v : 1; }
+constexpr XWindow intersect(XWindow a, XWindow b) {
+  return XWindow{a.lo > b.lo ? a.lo : b.lo, a.hi < b.hi ? a.hi : b.hi};
+}
+// FP8 block of scale byte sb: ŵ is a multiple of 2^(sb-136) with |ŵ| < 2^(sb-118).
+constexpr XWindow fp8_window(int sb) {
+  return sb < 10 || sb > 134 ? kNoWindow : XWindow{at_least_1(144 - sb), 368 - sb};
+}
+// FP4 block of group scale bytes in [smin, smax]: ŵ a multiple of 2^(s-128), |ŵ| < 2^(s-124).
+constexpr XWindow fp4_window(int smin, int smax) {
+  return smin < 2 || smax > 252 ? kNoWindow : XWindow{at_least_1(136 - smin), 374 - smax};
+}
+// BF16 block of exponent range [wl, wh] (bf16_range; wl = 0: subnormal, Inf or NaN).
+constexpr XWindow bf16_window(int wl, int wh) {
+  return wl < 1 ? kNoWindow : XWindow{at_least_1(142 - wl), 376 - wh};
+}
+
+}  // namespace
+
 struct Kernels {
   int out_tile;   // outputs per tile, <= kMaxOutTile
   int row_tile;   // rows per tile, <= kMaxRowTile

@@ -9,6 +9,7 @@
 // skipped by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -133,6 +134,34 @@ TEST_P(LinearIsa, SameBitsAsScalarEveryShapeAndT) {
     if (w.quantized() && sh.in % 128 == 0) actq_rows(x.data(), kCapacity, sh.in, x.data(), 0, 1);
     check_all_paths(GetParam(), w, x, sh.name);
     if (HasFatalFailure()) return;
+  }
+}
+
+// Tiles of up to kMaxRowTile (64) rows, past kCapacity: T in 42..64 with ragged row
+// groups, every format the GEMM tiles take, 1 and 2 threads.
+TEST_P(LinearIsa, SameBitsAsScalarUpTo64Rows) {
+  constexpr int kRows = 64;
+  const Shape shapes[] = {{"fp8", WeightFormat::kFP8, 256, 512}, {"fp4", WeightFormat::kFP4, 256, 256},
+                          {"bf16", WeightFormat::kBF16, 512, 256}, {"fp8.partial", WeightFormat::kFP8, 37, 200}};
+  for (const Shape& sh : shapes) {
+    const auto ow = test::random_weight(sh.format, sh.out, sh.in, 71);
+    const LinearWeight w = ow.view();
+    auto x = random_rows(kRows * sh.in, 72);
+    if (w.quantized() && sh.in % 128 == 0) actq_rows(x.data(), kRows, sh.in, x.data(), 0, 1);
+    std::vector<bf16> want(kRows * w.out), got(kRows * w.out);
+    {
+      IsaScope scalar(Isa::kScalar);
+      linear(w, x.data(), kRows, want.data(), 0, 1);
+    }
+    IsaScope scope(GetParam());
+    for (int nthreads : {1, 2})
+      for (int T : {42, 47, 61, 63, 64}) {
+        std::fill(got.begin(), got.end(), bf16::from_bits(0x7FC1));
+        run(nthreads, [&](int tid, int n) { linear(w, x.data(), T, got.data(), tid, n); });
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), T * w.out * sizeof(bf16)), 0)
+            << sh.name << " T=" << T << " nthreads=" << nthreads;
+        for (int64_t i = T * w.out; i < kRows * w.out; ++i) ASSERT_EQ(got[i].bits, 0x7FC1) << sh.name << " T=" << T;
+      }
   }
 }
 
