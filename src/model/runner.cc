@@ -503,8 +503,23 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
   return Status();
 }
 
+Status ModelRunner::check_head_rows(std::span<const StepRequest> reqs, HeadRows head) const {
+  if (head.rows == nullptr) return Status();
+  int64_t T = 0;
+  for (const StepRequest& q : reqs) T += q.n;
+  for (int64_t i = 0; i < head.n; ++i) {
+    const int32_t r = head.rows[i];
+    if (r < 0 || r >= T || (i > 0 && r <= head.rows[i - 1]))
+      return Status::errorf("head rows: row {} at index {} is outside the step's {} rows or not above the previous "
+                            "one",
+                            r, i, T);
+  }
+  return Status();
+}
+
 Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
-                            const DecisionIO& dec) {
+                            const DecisionIO& dec, HeadRows head) {
+  DSV4_RETURN_IF_ERROR(check_head_rows(reqs, head));
   Status st = prepare_step(reqs, false);
   if (!st.ok()) return st;
   const int64_t T = md_.T;
@@ -522,13 +537,14 @@ Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf
     std::memcpy(xfinal_out, s.X.data(), sizeof(bf16) * T * ND);
   }
   // Every rank joins the sharded head when any rank wants logits (the engine always does).
-  if (logits || ranks_) return run_head(w_.hc_head, w_.norm, s.X.data(), logits);
+  if (logits || ranks_) return run_head(w_.hc_head, w_.norm, s.X.data(), logits, head);
   return Status();
 }
 
 Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
-                                const DecisionIO& dec) {
+                                const DecisionIO& dec, HeadRows head) {
   if (w_.mtp.empty()) return Status::error("the checkpoint has no MTP layer (num_nextn_predict_layers = 0)");
+  DSV4_RETURN_IF_ERROR(check_head_rows(reqs, head));
   Status st = prepare_step(reqs, true);
   if (!st.ok()) return st;
   const int64_t T = md_.T;
@@ -548,7 +564,7 @@ Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X
     for (int ph = 0; ph < k::kMtpProjPhases; ++ph)
       pool_.run([&](int tid, int n) { k::mtp_proj(ph, mp, mpw, io, tid, n); });
   DSV4_RETURN_IF_ERROR(run_block(mw.block, *layers_[cfg_.num_hidden_layers], true, s.Z.data(), dec));
-  if (logits || ranks_) return run_head(mw.hc_head, mw.norm, s.Z.data(), logits);
+  if (logits || ranks_) return run_head(mw.hc_head, mw.norm, s.Z.data(), logits, head);
   return Status();
 }
 
@@ -801,9 +817,27 @@ Status ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, const Decisi
   return Status();
 }
 
-Status ModelRunner::run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits) {
+// HeadRows on one rank: the listed rows of the final stack X are moved to its first rows
+// (ascending, so no row is overwritten before it moves) and the head runs on those only.
+// With ranks: every own row goes through the sharded head; the listed ones are written.
+Status ModelRunner::run_head(const HcParams& hc, const bf16* norm, bf16* X, float* logits, HeadRows head) {
   Scratch& s = *s_;
-  const int64_t T = md_.T, D = cfg_.hidden_size, V = cfg_.vocab_size;
+  int64_t T = md_.T;
+  const int64_t D = cfg_.hidden_size, V = cfg_.vocab_size;
+  const int32_t* out_row = ranks_ ? ranks_->own_row.data() : nullptr;
+  if (head.rows != nullptr && !ranks_) {
+    const int64_t ND = stream_width();
+    for (int64_t i = 0; i < head.n; ++i)
+      if (head.rows[i] != i) std::memcpy(X + i * ND, X + head.rows[i] * ND, sizeof(bf16) * ND);
+    T = head.n;
+    if (T == 0) return Status();
+  } else if (head.rows != nullptr) {
+    std::vector<int32_t>& at = ranks_->head_of_step;
+    std::fill(at.begin(), at.end(), -1);
+    for (int64_t i = 0; i < head.n; ++i) at[head.rows[i]] = static_cast<int32_t>(i);
+    for (int64_t t = 0; t < T; ++t) ranks_->head_out_row[t] = at[ranks_->own_row[t]];
+    out_row = ranks_->head_out_row.data();
+  }
   const k::HcParams hp{cfg_.hc_mult, D, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
                        static_cast<float>(cfg_.rms_norm_eps)};
   const k::HcHeadWeights hw{hc.fn, hc.scale, hc.base};
@@ -815,8 +849,7 @@ Status ModelRunner::run_head(const HcParams& hc, const bf16* norm, const bf16* X
     });
   }
   if (ranks_)  // vocabulary-sharded (parallel/head_seam.h); rows land at their step rows
-    return ranks_->head->run(*ranks_->g->tp, pool_, w_.head.w, s.y.data(), ranks_->tp_rows, ranks_->own_row.data(),
-                             logits);
+    return ranks_->head->run(*ranks_->g->tp, pool_, w_.head.w, s.y.data(), ranks_->tp_rows, out_row, logits);
   const k::LmHeadParams lp{0, V, V};
   pool_.run([&](int tid, int n) { k::lm_head(lp, w_.head.w, s.y.data(), T, logits, tid, n); });
   return Status();

@@ -77,6 +77,7 @@ struct ModelRunner::Scratch {
   Buf<int32_t> ids;                  // [T, K]
   Buf<uint8_t> moe;                  // expert work
   kernels::MoeWork moe_work;
+
 };
 
 // Several ranks (runtime.md §6): the seams, this rank's weight shards, and the step's own rows.
@@ -99,6 +100,8 @@ struct ModelRunner::Ranks {
   std::vector<StepRequest> cache;           // [B_MAX] the cache-row requests
   StepMetadata md_kv;                       // the cache rows
   std::vector<bf16> gathered, a_kv;         // [T_MAX, D]
+  // HeadRows of a step: logits row of each step row (−1: not listed), then of each own row.
+  std::vector<int32_t> head_of_step, head_out_row;  // [T_MAX]
   int64_t cp_gather_bytes = 0;
   explicit Ranks(const StepCapacity& cap) : md_kv(cap) {}
 };

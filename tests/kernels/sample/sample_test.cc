@@ -94,6 +94,38 @@ TEST(Sample, EngineMatchesReferenceAtEveryT) {
     }
 }
 
+// Rows at any addresses (the engine samples rows of a compact logits buffer in any order):
+// every T in [1, kCapacity] and 1..4 threads give the reference's tokens.
+TEST(Sample, RowPointersMatchReferenceForEveryThreadCount) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> n01(0.0f, 2.0f);
+  RowBuffer<float> logits(kCapacity, kVocab);
+  for (float& v : logits.v) v = n01(rng);
+  std::vector<const float*> at(kCapacity);
+  std::vector<SampleRow> rows;
+  for (int64_t t = 0; t < kCapacity; ++t) {
+    at[t] = logits.row((t * 17) % kCapacity);  // rows out of order
+    rows.push_back({{t % 3 == 0 ? 0.0f : 0.9f, t % 2 == 0 ? 1.0f : 0.8f, 5u + static_cast<uint64_t>(t)}, 40 + t, 0});
+  }
+  std::vector<int32_t> want(kCapacity);
+  for (int64_t t = 0; t < kCapacity; ++t) sample_ref(at[t], 1, kVocab, &rows[t], &want[t]);
+  for (int nthreads : {1, 2, 3, 4}) {
+    ThreadPool pool(nthreads);
+    const int64_t bytes = sample_scratch_bytes(kVocab, nthreads);
+    std::vector<uint64_t> scratch(bytes / 8);
+    RowBuffer<int32_t> tokens(kCapacity, 1);
+    for (int64_t T = 1; T <= kCapacity; ++T) {
+      std::fill(scratch.begin(), scratch.end(), ~uint64_t{0});
+      tokens.poison(T);
+      pool.run([&](int tid, int n) {
+        sample(at.data(), T, kVocab, rows.data(), tokens.data(), scratch.data(), bytes, tid, n);
+      });
+      for (int64_t t = 0; t < T; ++t) ASSERT_EQ(tokens.v[t], want[t]) << nthreads << " threads, T " << T;
+      ASSERT_TRUE(tokens.sentinel_intact(T)) << T;
+    }
+  }
+}
+
 TEST(Sample, ManyEqualProbabilitiesAndFlashVocab) {
   // Integer logits over 512 ids (runs of equal p decide which id sits where) and one row of
   // Flash's vocabulary (129280: the radix sort needs several passes).
