@@ -221,8 +221,10 @@ Status ModelRunner::init() {
     if (!st.ok()) return st;
     st = make_slot(lc->idx_cmp, lw.attn.indexer.compressor, true, lc->inv_freq);
     if (!st.ok()) return st;
+    int64_t comp_floats = 0;  // both compressors' scratch side by side
     for (const CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
-      if (s->present) max_comp_floats = std::max(max_comp_floats, k::compressor_scratch_floats(s->params, T));
+      if (s->present) comp_floats += k::compressor_scratch_floats(s->params, T);
+    max_comp_floats = std::max(max_comp_floats, comp_floats);
     for (const ExpertWeights& e : lw.ffn.experts) lc->experts.push_back(expert_view(e));
     lc->shared = expert_view(lw.ffn.shared);
     layers_.push_back(std::move(lc));
@@ -579,16 +581,16 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
   auto hc_pre = [&](const HcParams& h, const bf16* norm_w) {
     const k::HcPreWeights hw{h.fn, h.scale, h.base};
     pool_.run([&](int tid, int n) { k::hc_mix(X, h.fn, hp.n_mix(), hp, T, s.mix.data(), tid, n); });
-    pool_.run([&](int tid, int n) {
+    pool_.run([&](int tid, int n) {  // both split rows alike: each thread norms the rows it wrote
       k::hc_pre_apply(X, hw, hp, T, s.mix.data(), s.a.data(), s.post.data(), s.comb.data(), tid, n);
+      k::rmsnorm(s.a.data(), norm_w, s.a.data(), T, D, eps, tid, n);
     });
-    pool_.run([&](int tid, int n) { k::rmsnorm(s.a.data(), norm_w, s.a.data(), T, D, eps, tid, n); });
   };
   auto hc_post = [&](const bf16* f) {
     pool_.run([&](int tid, int n) { k::hc_post(f, X, s.post.data(), s.comb.data(), hp, T, X, tid, n); });
   };
   if (T == 0) {  // an idle rank (several ranks): the split chunks' cache rows, the seams' collectives
-    if (ranks_->has_cp) DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc));
+    if (ranks_->has_cp) DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc, 0));
     DSV4_RETURN_IF_ERROR(run_out_proj(lw, lc));
     return run_moe(lw, mtp_block, dec);
   }
@@ -606,7 +608,7 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
 // Cache writes before any read (runtime.md §2.9): kv path, window KV and compressors over the
 // cache rows — the computed rows, and with context-parallel prefill (runtime.md §6.8) every row
 // of the group's split chunks, whose normed inputs are all-gathered first.
-Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc) {
+Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc, int kv_first_phase) {
   Scratch& s = *s_;
   const ModelConfig& c = cfg_;
   const int64_t D = c.hidden_size, Dh = c.head_dim, Di = c.index_head_dim;
@@ -625,21 +627,35 @@ Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc) {
   const k::KvPathParams kp{D, static_cast<int>(Dh), Dr, eps};
   const k::KvPathWeights kw{aw.wkv.w, aw.kv_norm, lc.inv_freq};
   const k::KvPathIO kio{T, a, pos, s.kv.data(), s.kvpath.data()};
-  if (T > 0)
-    for (int ph = 0; ph < k::kKvPathPhases; ++ph) pool_.run([&](int tid, int n) { k::kv_path(ph, kp, kw, kio, tid, n); });
   const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
-  for (int64_t t = 0; t < T; ++t)
-    kv_pack_row(kv_format_, s.kv.data() + t * Dh, lc.ori.data() + mk->ori_slot[t] * kv_bytes);
+  if (T > 0)
+    for (int ph = kv_first_phase; ph < k::kKvPathPhases; ++ph)
+      pool_.run([&](int tid, int n) {
+        k::kv_path(ph, kp, kw, kio, tid, n);
+        if (ph != k::kKvPathPhases - 1) return;
+        const Range r = split_range(T, tid, n);  // the rows this thread finished (last phase splits rows)
+        for (int64_t t = r.begin; t < r.end; ++t)
+          kv_pack_row(kv_format_, s.kv.data() + t * Dh, lc.ori.data() + mk->ori_slot[t] * kv_bytes);
+      });
 
+  // Both compressors project in one run, each into its own part of s.cmp.
   const k::CompressorStep cstep{T, mk->row_seq.data(), pos};
-  auto compress = [&](CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width) {
-    pool_.run([&](int tid, int n) { k::compressor_project(slot.params, slot.weights, a, T, s.cmp.data(), tid, n); });
+  float* cmp_main = s.cmp.data();
+  float* cmp_idx = cmp_main + (lc.main_cmp.present ? k::compressor_scratch_floats(lc.main_cmp.params, T) : 0);
+  if (T > 0 && (lc.main_cmp.present || lc.idx_cmp.present))
     pool_.run([&](int tid, int n) {
-      k::compressor_emit(slot.params, slot.weights, cstep, slot.states.data(), s.cmp.data(), s.emits.data(),
+      if (lc.main_cmp.present)
+        k::compressor_project(lc.main_cmp.params, lc.main_cmp.weights, a, T, cmp_main, tid, n);
+      if (lc.idx_cmp.present) k::compressor_project(lc.idx_cmp.params, lc.idx_cmp.weights, a, T, cmp_idx, tid, n);
+    });
+  auto compress = [&](CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width,
+                      float* scratch) {
+    pool_.run([&](int tid, int n) {
+      k::compressor_emit(slot.params, slot.weights, cstep, slot.states.data(), scratch, s.emits.data(),
                          s.entries.data(), tid, n);
     });
     pool_.run([&](int tid, int n) {
-      k::compressor_commit(slot.params, slot.weights, cstep, slot.states.data(), s.cmp.data(), tid, n);
+      k::compressor_commit(slot.params, slot.weights, cstep, slot.states.data(), scratch, tid, n);
     });
     const int64_t n_emit = k::compressor_count_emits(pos, T, slot.params.ratio);
     const bool indexer = slot.params.kind == k::CompressorKind::kIndexer;
@@ -653,8 +669,8 @@ Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc) {
       else kv_pack_row(kv_format_, s.entries.data() + e * width, dst);
     }
   };
-  if (T > 0 && lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh);
-  if (T > 0 && lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, idx_page_rows_, Di);
+  if (T > 0 && lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh, cmp_main);
+  if (T > 0 && lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, idx_page_rows_, Di, cmp_idx);
   return Status();
 }
 
@@ -672,8 +688,22 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
   const k::QPathParams qp{D, c.q_lora_rank, H, static_cast<int>(Dh), Dr, eps};
   const k::QPathWeights qw{aw.wq_a.w, aw.q_norm, aw.wq_b.w, lc.inv_freq};
   const k::QPathIO qio{T, s.a.data(), pos, s.qr.data(), s.q.data(), s.qpath.data()};
-  for (int ph = 0; ph < k::kQPathPhases; ++ph) pool_.run([&](int tid, int n) { k::q_path(ph, qp, qw, qio, tid, n); });
-  DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc));
+  // The kv path's first phase (actq of the same rows, rows split alike) joins the q path's
+  // when the cache rows are the computed rows.
+  const bool kv_first_here = !(ranks_ && ranks_->has_cp);
+  const k::KvPathParams kp{D, static_cast<int>(Dh), Dr, eps};
+  const k::KvPathWeights kw{aw.wkv.w, aw.kv_norm, lc.inv_freq};
+  const k::KvPathIO kio{T, s.a.data(), pos, s.kv.data(), s.kvpath.data()};
+  // The indexer's actq of qr joins the phase that writes qr (rows split alike).
+  const bool csa = lw.kind == AttentionKind::kCSA;
+  const bool idx_actq = csa && aw.indexer.wq_b.w.quantized();
+  for (int ph = 0; ph < k::kQPathPhases; ++ph)
+    pool_.run([&](int tid, int n) {
+      k::q_path(ph, qp, qw, qio, tid, n);
+      if (ph == 0 && kv_first_here) k::kv_path(0, kp, kw, kio, tid, n);
+      if (ph == 2 && idx_actq) k::actq_rows(s.qr.data(), T, c.q_lora_rank, s.qr_q.data(), tid, n);
+    });
+  DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc, kv_first_here ? 1 : 0));
   const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
 
   // Per-row views of this layer's paged caches.
@@ -691,14 +721,14 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
   const int32_t* picks = nullptr;
   const int32_t* n_picks = nullptr;
   int64_t picks_stride = 0;
+  const k::IndexerParams ip{c.index_n_heads, static_cast<int>(Di), Dr, static_cast<int>(c.index_topk)};
+  const k::IndexKeys idx_keys{s.idx_rows.data(), s.count.data(), idx_format_};
+  // The top-k merge and attn_select split rows alike: one run, unless decisions are forced
+  // or logged in between.
+  const bool merge_in_select = lw.kind == AttentionKind::kCSA && !dec.forced && !dec.log;
   if (lw.kind == AttentionKind::kCSA) {
     const IndexerWeights& iw = aw.indexer;
-    const k::IndexerParams ip{c.index_n_heads, static_cast<int>(Di), Dr, static_cast<int>(c.index_topk)};
-    const bf16* qr_in = s.qr.data();
-    if (iw.wq_b.w.quantized()) {
-      pool_.run([&](int tid, int n) { k::actq_rows(s.qr.data(), T, c.q_lora_rank, s.qr_q.data(), tid, n); });
-      qr_in = s.qr_q.data();
-    }
+    const bf16* qr_in = idx_actq ? s.qr_q.data() : s.qr.data();
     pool_.run([&](int tid, int n) {
       k::indexer_project(ip, iw.wq_b.w, iw.weights_proj.w, qr_in, s.a.data(), T, s.qi.data(), s.omega.data(), tid, n);
     });
@@ -706,14 +736,14 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
       k::indexer_finish(ip, lc.inv_freq, pos, T, s.qi.data(), s.omega.data(), s.wgt.data(), tid, n);
     });
     for (int64_t t = 0; t < T; ++t) s.count.data()[t] = static_cast<int32_t>(k::visible_entries(pos[t], kCsaRatio));
-    const k::IndexKeys keys{s.idx_rows.data(), s.count.data(), idx_format_};
     pool_.run([&](int tid, int n) {
-      k::indexer_select(ip, s.qi.data(), s.wgt.data(), keys, T, s.picks.data(), s.n_picks.data(), s.select_base,
-                        tid, n);
+      k::indexer_select(ip, s.qi.data(), s.wgt.data(), idx_keys, T, s.picks.data(), s.n_picks.data(),
+                        s.select_base, tid, n);
     });
-    pool_.run([&](int tid, int n) {
-      k::indexer_select_merge(ip, keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
-    });
+    if (!merge_in_select)
+      pool_.run([&](int tid, int n) {
+        k::indexer_select_merge(ip, idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
+      });
     picks_stride = c.index_topk;
     const int layer = mtp_block ? 0 : lw.layer;
     if (dec.forced)  // a forced entry has exactly n_picks ids (DecisionTable::create)
@@ -738,6 +768,8 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
   sp.ratio = lw.ratio;
   sp.stride = s.list_stride;
   pool_.run([&](int tid, int n) {
+    if (merge_in_select)
+      k::indexer_select_merge(ip, idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
     k::attn_select(sp, T, pos, md_.window_len.data(), picks, picks_stride, n_picks, s.list.data(), s.len.data(), tid, n);
   });
   const k::AttnList list{s.list.data(), s.list_stride, s.len.data(), md_.window_len.data(),
@@ -843,8 +875,8 @@ Status ModelRunner::run_head(const HcParams& hc, const bf16* norm, bf16* X, floa
   const k::HcHeadWeights hw{hc.fn, hc.scale, hc.base};
   if (T > 0) {  // an idle rank (several ranks) only joins the head's collectives
     pool_.run([&](int tid, int n) { k::hc_mix(X, hc.fn, cfg_.hc_mult, hp, T, s.mix.data(), tid, n); });
-    pool_.run([&](int tid, int n) { k::hc_head_apply(X, hw, hp, T, s.mix.data(), s.y.data(), tid, n); });
-    pool_.run([&](int tid, int n) {
+    pool_.run([&](int tid, int n) {  // both split rows alike
+      k::hc_head_apply(X, hw, hp, T, s.mix.data(), s.y.data(), tid, n);
       k::rmsnorm(s.y.data(), norm, s.y.data(), T, D, static_cast<float>(cfg_.rms_norm_eps), tid, n);
     });
   }

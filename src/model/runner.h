@@ -143,7 +143,8 @@ class ModelRunner {
   Status init();
   Status init_ranks(RankGroups* ranks);
   Status run_out_proj(const LayerWeights& lw, LayerCaches& lc);
-  Status run_cache_writes(const LayerWeights& lw, LayerCaches& lc);
+  // kv_first_phase: the kv path's phases before it already ran (with the q path's).
+  Status run_cache_writes(const LayerWeights& lw, LayerCaches& lc, int kv_first_phase);
   Status plan_rank_rows(std::span<const StepRequest> reqs);
   Status gather_cp_rows();
   Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
