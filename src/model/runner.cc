@@ -234,60 +234,61 @@ Status ModelRunner::init() {
   s_ = std::make_unique<Scratch>();
   Scratch& s = *s_;
   const int64_t M = c.hc_mix(), Rq = c.q_lora_rank, E = c.n_routed_experts, K = c.num_experts_per_tok;
-  s.X.size_to(T * N * D);
-  s.Z.size_to(T * N * D);
-  s.mix.size_to(T * std::max<int64_t>(M, N));
-  s.post.size_to(T * N);
-  s.comb.size_to(T * N * N);
-  for (Buf<bf16>* b : {&s.a, &s.attn_out, &s.y, &s.m}) b->size_to(T * D);
-  s.qr.size_to(T * Rq);
-  s.q.size_to(T * H * Dh);
-  s.o.size_to(T * H * Dh);
-  s.kv.size_to(T * Dh);
+  s.size(s.X, T * N * D);
+  s.size(s.Z, T * N * D);
+  s.size(s.mix, T * std::max<int64_t>(M, N));
+  s.size(s.post, T * N);
+  s.size(s.comb, T * N * N);
+  for (Buf<bf16>* b : {&s.a, &s.attn_out, &s.y, &s.m}) s.size(*b, T * D);
+  s.size(s.qr, T * Rq);
+  s.size(s.q, T * H * Dh);
+  s.size(s.o, T * H * Dh);
+  s.size(s.kv, T * Dh);
   k::QPathParams qp{D, Rq, static_cast<int>(H), static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim),
                     static_cast<float>(c.rms_norm_eps)};
-  s.qpath.size_to(k::q_path_scratch_elems(qp, T));
+  s.size(s.qpath, k::q_path_scratch_elems(qp, T));
   k::KvPathParams kp{D, static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim), static_cast<float>(c.rms_norm_eps)};
-  s.kvpath.size_to(k::kv_path_scratch_elems(kp, T));
+  s.size(s.kvpath, k::kv_path_scratch_elems(kp, T));
   k::OutProjParams op{static_cast<int>(H), static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim), c.o_groups,
                       c.o_lora_rank, D};
-  s.oproj.size_to(k::out_proj_scratch_elems(op, T));
+  s.size(s.oproj, k::out_proj_scratch_elems(op, T));
   k::MtpProjParams mp{c.vocab_size, D, c.hc_mult, static_cast<float>(c.rms_norm_eps)};
-  s.mtpproj.size_to(k::mtp_proj_scratch_elems(mp, T));
-  s.cmp.size_to(std::max<int64_t>(max_comp_floats, 1));
-  s.emits.size_to(T);
-  s.entries.size_to(T * std::max(Dh, Di));
-  s.qr_q.size_to(T * Rq);
-  s.qi.size_to(T * std::max<int64_t>(Hi * Di, 1));
-  s.omega.size_to(T * std::max<int64_t>(Hi, 1));
-  s.wgt.size_to(T * std::max<int64_t>(Hi, 1));
-  s.picks.size_to(T * std::max<int64_t>(c.index_topk, 1));
-  s.n_picks.size_to(T);
-  s.count.size_to(T);
+  s.size(s.mtpproj, k::mtp_proj_scratch_elems(mp, T));
+  s.size(s.cmp, std::max<int64_t>(max_comp_floats, 1));
+  s.size(s.emits, T);
+  s.size(s.entries, T * std::max(Dh, Di));
+  s.size(s.qr_q, T * Rq);
+  s.size(s.qi, T * std::max<int64_t>(Hi * Di, 1));
+  s.size(s.omega, T * std::max<int64_t>(Hi, 1));
+  s.size(s.wgt, T * std::max<int64_t>(Hi, 1));
+  s.size(s.picks, T * std::max<int64_t>(c.index_topk, 1));
+  s.size(s.n_picks, T);
+  s.size(s.count, T);
   k::IndexerParams ip{static_cast<int>(Hi), static_cast<int>(Di), static_cast<int>(c.qk_rope_head_dim),
                       static_cast<int>(c.index_topk)};
-  s.select_base = aligned_scratch(s.select, k::indexer_select_scratch_bytes(ip, pool_.size()));
+  s.select_base = s.aligned(s.select, k::indexer_select_scratch_bytes(ip, pool_.size()));
   // Attention list: window part plus the CSA picks (HCA rows read their compressed
   // entries as a dense tail, AttnList::n_dense: nothing grows with the context).
   int64_t max_cmp_list = 0;
   for (int l = 0; l < c.n_layers_total(); ++l)
     if (c.layer_ratio(l) == kCsaRatio) max_cmp_list = std::max<int64_t>(max_cmp_list, c.index_topk);
   s.list_stride = W + max_cmp_list;
-  s.list.size_to(T * s.list_stride);
-  s.len.size_to(T);
-  s.dense.size_to(T);
-  s.win_rows.size_to(T);
-  s.cmp_rows.size_to(T);
-  s.idx_rows.size_to(T);
-  s.attn.size_to(k::sparse_attn_scratch_floats(k::SparseAttnParams{static_cast<int>(H), static_cast<int>(Dh)},
+  s.size(s.list, T * s.list_stride);
+  s.size(s.len, T);
+  s.size(s.dense, T);
+  s.size(s.win_rows, T);
+  s.size(s.cmp_rows, T);
+  s.size(s.idx_rows, T);
+  s.size(s.attn, k::sparse_attn_scratch_floats(k::SparseAttnParams{static_cast<int>(H), static_cast<int>(Dh)},
                                                pool_.size()));
-  s.gate_scores.size_to(T * E);
-  s.route_w.size_to(T * K);
-  s.ids.size_to(T * K);
+  s.size(s.gate_scores, T * E);
+  s.size(s.route_w, T * K);
+  s.size(s.ids, T * K);
   const k::MoeExpertParams ep{D, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
   const k::MoeDispatchParams dp{K, 0, E, T};
   const int64_t moe_bytes = k::moe_expert_scratch_bytes(ep, dp);
-  void* aligned = aligned_scratch(s.moe, moe_bytes);
+  void* aligned = s.aligned(s.moe, moe_bytes);
+  s.first_touch(pool_);
   s.moe_work = k::moe_expert_scratch_carve(ep, dp, aligned, moe_bytes);
 
   slots_.assign(limits_.max_seqs, Slot{});
