@@ -86,7 +86,8 @@ class ModelRunner {
   void register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
   int32_t prefix_entries() const;
 
-  // Main model over one step. logits [T, V] for every row (nullptr: none);
+  // Main model over one step. logits [T, V] for every row, or [head.n, V] for the rows head
+  // lists (nullptr: none);
   // xfinal_out [T, N, D] bf16 copy of the final HC stack (nullptr: none). With ranks, every
   // rank passes the whole step; only the rows of its own requests are computed and written
   // (rows are numbered over the whole step). A request with StepRequest::cp (context-parallel

@@ -318,11 +318,12 @@ void Engine::add_sample(const float* row, const kernels::SamplingParams& sp, int
 
 void Engine::run_sample_tasks() {
   const int64_t n = n_sample_, V = cfg_.vocab_size, bytes = static_cast<int64_t>(sample_scratch_.size() * 8);
-  if (n > 0)
-    runner_->pool().run([&](int tid, int nt) {
-      kernels::sample(sample_logits_.data(), n, V, sample_rows_.data(), sample_tokens_.data(), sample_scratch_.data(),
-                      bytes, tid, nt);
-    });
+  auto part = [&](int tid, int nt) {
+    kernels::sample(sample_logits_.data(), n, V, sample_rows_.data(), sample_tokens_.data(), sample_scratch_.data(),
+                    bytes, tid, nt);
+  };
+  if (n == 1) part(0, 1);  // one row: no other thread has work, so no run (and no barrier)
+  else if (n > 1) runner_->pool().run(part);
   for (int64_t i = 0; i < n; ++i) *sample_out_[i] = sample_tokens_[i];
   n_sample_ = 0;
 }
@@ -333,14 +334,15 @@ void Engine::add_logprobs(const float* row, int32_t token, int32_t top, TokenLog
 
 void Engine::run_logprob_tasks() {
   const int64_t n = n_logprob_;
-  if (n > 0)
-    runner_->pool().run([&](int tid, int nt) {
-      const Range r = split_range(n, tid, nt);
-      for (int64_t i = r.begin; i < r.end; ++i) {
-        const LogprobTask& k = logprob_tasks_[i];
-        logprobs_of(k.row, k.token, k.top, *k.out);
-      }
-    });
+  auto part = [&](int tid, int nt) {
+    const Range r = split_range(n, tid, nt);
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      const LogprobTask& k = logprob_tasks_[i];
+      logprobs_of(k.row, k.token, k.top, *k.out);
+    }
+  };
+  if (n == 1) part(0, 1);
+  else if (n > 1) runner_->pool().run(part);
   n_logprob_ = 0;
 }
 
