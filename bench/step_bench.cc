@@ -388,14 +388,8 @@ void tiny_runs_case(int threads) {
   const ModelConfig cfg = value_or_die(load_config(dir));
   SafetensorsSet files = value_or_die(SafetensorsSet::open_dir(dir));
   const Weights w = value_or_die(load_weights(files, cfg, nullptr));
-  Limits lim;
-  lim.max_batch = 1;
-  lim.max_seqs = 1;
-  lim.max_chunk = 8;
-  lim.max_rows = 8;
-  lim.max_decode_rows = 1;
-  lim.max_context = 64;
-  lim.n_threads = threads;
+  const Limits lim{.max_batch = 1, .max_rows = 8, .max_decode_rows = 1, .max_chunk = 8, .max_seqs = 1,
+                   .max_context = 64, .n_threads = threads};
   std::unique_ptr<ModelRunner> runner = value_or_die(ModelRunner::create(cfg, w, lim));
   std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   std::vector<float> logits(static_cast<size_t>(cfg.vocab_size));
