@@ -19,7 +19,13 @@
 //   moe       = gate + shared expert + (distinct routed experts of the step)·(w1+w2+w3),
 //   head      = head + hc_head_fn, plus hc_{attn,ffn}_fn and the B embed rows;
 // GB/s = mean bytes / median time, and its fraction of the measured 2-thread
-// read bandwidth (bench/bandwidth.h). KV-cache reads are not counted.
+// read bandwidth (bench/bandwidth.h). KV-cache reads are not counted. runs/step: thread-pool
+// runs (each one barrier) per step.
+//
+// Then: a prefill chunk of --prompt rows with the head on every row (teacher-forced logits)
+// and on the last row only (HeadRows: what the engine asks for); sampling of 1, 4, 16 rows of
+// the 129,280-entry vocabulary (temperature 0.8, top-p 0.9) serially and in the runner's pool;
+// and the pool runs of one decode step of the tiny preset (B = 1).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -43,6 +49,7 @@
 #include "base/math.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "kernels/sample/sample.h"
 #include "cache/step_metadata.h"
 #include "io/safetensors.h"
 #include "model/checkpoint_table.h"
@@ -312,7 +319,89 @@ uint64_t touch_model(const Weights& w) {
 struct Row {
   int B = 0;
   double ms = 0, gb = 0, gbps = 0, frac = 0, experts = 0, attn_gb = 0, moe_gb = 0, head_gb = 0;
+  uint64_t runs = 0;
 };
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Prefill chunk of the sequence slot `seq` with logits of every row, then of the last row only,
+// interleaved; medians in ms.
+void prefill_case(ModelRunner& runner, int seq, int prompt, int steps, Rng& rng) {
+  const ModelConfig& cfg = runner.config();
+  std::vector<int32_t> toks(prompt);
+  std::vector<float> logits(static_cast<size_t>(prompt) * cfg.vocab_size);
+  std::vector<double> all_ms, last_ms;
+  const int32_t last = prompt - 1;
+  for (int it = 0; it < kWarmup + steps; ++it)
+    for (const bool only_last : {false, true}) {
+      for (int32_t& t : toks) t = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(cfg.vocab_size));
+      if (Status st = runner.start_sequence(seq); !st.ok()) die(st);
+      const StepRequest req{seq, 0, prompt, prompt, toks.data()};
+      const HeadRows head = only_last ? HeadRows{&last, 1} : HeadRows{};
+      const auto t0 = std::chrono::steady_clock::now();
+      if (Status st = runner.forward(std::span(&req, 1), logits.data(), nullptr, {}, head); !st.ok()) die(st);
+      const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      runner.end_sequence(seq);
+      if (it >= kWarmup) (only_last ? last_ms : all_ms).push_back(t);
+    }
+  std::printf("\nprefill chunk of %d rows (median of %d): head on every row %.2f ms, on the last row %.2f ms\n",
+              prompt, steps, median(all_ms), median(last_ms));
+}
+
+// Per-row sampling time: T rows of V logits, serially on one thread, then in the pool.
+void sampling_case(ThreadPool& pool, int64_t V, int steps, Rng& rng) {
+  std::printf("\nsampling, V = %lld, temperature 0.8, top-p 0.9 (median of %d): ms per row\n%3s %9s %9s\n",
+              static_cast<long long>(V), steps, "T", "serial", "pool");
+  for (const int T : {1, 4, 16}) {
+    std::vector<float> logits(static_cast<size_t>(T * V));
+    for (float& l : logits) l = static_cast<float>(rng.next() >> 40) * 0x1p-24f * 8.0f;
+    std::vector<kernels::SampleRow> rows(T);
+    for (int t = 0; t < T; ++t) rows[t] = kernels::SampleRow{{0.8f, 0.9f, 7}, 100 + t, 0};
+    std::vector<int32_t> serial(T), pooled(T);
+    std::vector<uint64_t> scratch(static_cast<size_t>(kernels::sample_scratch_bytes(V, pool.size()) / 8 + 1));
+    const int64_t bytes = static_cast<int64_t>(scratch.size() * 8);
+    std::vector<double> s_ms, p_ms;
+    for (int it = 0; it < kWarmup + steps; ++it) {
+      auto t0 = std::chrono::steady_clock::now();
+      kernels::sample(logits.data(), T, V, rows.data(), serial.data(), scratch.data(), bytes, 0, 1);
+      auto t1 = std::chrono::steady_clock::now();
+      pool.run([&](int tid, int n) {
+        kernels::sample(logits.data(), T, V, rows.data(), pooled.data(), scratch.data(), bytes, tid, n);
+      });
+      auto t2 = std::chrono::steady_clock::now();
+      if (serial != pooled) die(Status::error("pool sampling differs from serial sampling"));
+      if (it < kWarmup) continue;
+      s_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count() / T);
+      p_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count() / T);
+    }
+    std::printf("%3d %9.3f %9.3f\n", T, median(s_ms), median(p_ms));
+  }
+}
+
+// Pool runs of one B = 1 decode step of the tiny preset (after an 8-token prompt).
+void tiny_runs_case(int threads) {
+  const std::string dir = "/tmp/dsv4_step_bench_tiny";
+  if (Status st = make_tiny_checkpoint(dir, "tiny", 0, TinyQuant::kFp8); !st.ok()) die(st);
+  const ModelConfig cfg = value_or_die(load_config(dir));
+  SafetensorsSet files = value_or_die(SafetensorsSet::open_dir(dir));
+  const Weights w = value_or_die(load_weights(files, cfg, nullptr));
+  const Limits lim{.max_batch = 1, .max_rows = 8, .max_decode_rows = 1, .max_chunk = 8, .max_seqs = 1,
+                   .max_context = 64, .n_threads = threads};
+  std::unique_ptr<ModelRunner> runner = value_or_die(ModelRunner::create(cfg, w, lim));
+  std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<float> logits(static_cast<size_t>(cfg.vocab_size));
+  if (Status st = runner->start_sequence(0); !st.ok()) die(st);
+  const StepRequest pre{0, 0, 8, 8, toks.data()};
+  if (Status st = runner->forward(std::span(&pre, 1), nullptr, nullptr); !st.ok()) die(st);
+  const StepRequest dec{0, 8, 1, 8, toks.data() + 8};
+  const uint64_t r0 = runner->pool().runs();
+  if (Status st = runner->forward(std::span(&dec, 1), logits.data(), nullptr); !st.ok()) die(st);
+  std::printf("\ntiny preset (%d layers), one B = 1 decode step: %llu pool runs\n", cfg.num_hidden_layers,
+              static_cast<unsigned long long>(runner->pool().runs() - r0));
+}
 
 int run(const Args& a) {
   const ModelConfig cfg = bench_config();
@@ -332,7 +421,7 @@ int run(const Args& a) {
 
   Limits lim;
   lim.max_batch = kMaxBatch;
-  lim.max_seqs = kMaxBatch;
+  lim.max_seqs = kMaxBatch + 1;  // the last slot: the prefill case
   lim.max_chunk = a.prompt;
   lim.max_rows = std::max(a.prompt, kMaxBatch);
   lim.max_decode_rows = 1;
@@ -372,16 +461,19 @@ int run(const Args& a) {
   for (const int B : {1, 4, 16}) {
     std::vector<double> ms;
     double bytes_sum = 0, experts_sum = 0;
+    uint64_t runs = 0;
     for (int it = 0; it < kWarmup + a.steps; ++it) {
       for (int r = 0; r < B; ++r) {
         tokens[r] = token();
         reqs[r] = StepRequest{r, pos[r], 1, a.prompt, &tokens[r]};
       }
       dec.clear();
+      const uint64_t runs0 = runner->pool().runs();
       const auto t0 = std::chrono::steady_clock::now();
       if (Status st = runner->forward(std::span(reqs.data(), B), logits.data(), nullptr, DecisionIO{nullptr, &dec}); !st.ok()) die(st);
       const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       for (int r = 0; r < B; ++r) ++pos[r];
+      runs = runner->pool().runs() - runs0;
       if (it < kWarmup) continue;
       for (int r = 0; r < B; ++r)
         if (!std::isfinite(logits[static_cast<size_t>(r * cfg.vocab_size)]))
@@ -397,6 +489,7 @@ int run(const Args& a) {
     std::sort(ms.begin(), ms.end());
     Row row;
     row.B = B;
+    row.runs = runs;
     row.ms = ms[ms.size() / 2];
     row.experts = experts_sum / a.steps;
     row.gb = bytes_sum / a.steps / 1e9;
@@ -411,11 +504,15 @@ int run(const Args& a) {
   std::printf("\nFlash 1 layer (CSA) + head, %d threads, decode of 1 row per request after a %d-token prompt,\n"
               "median of %d steps; GB = weight bytes read per step (mean over the steps)\n",
               a.threads, a.prompt, a.steps);
-  std::printf("%3s %9s %8s %8s %7s %8s | %8s %8s %8s\n", "B", "step_ms", "GB", "GB/s", "%bw", "experts",
-              "attn_GB", "moe_GB", "head_GB");
+  std::printf("%3s %9s %8s %8s %7s %8s | %8s %8s %8s | %9s\n", "B", "step_ms", "GB", "GB/s", "%bw", "experts",
+              "attn_GB", "moe_GB", "head_GB", "runs/step");
   for (const Row& r : rows)
-    std::printf("%3d %9.2f %8.3f %8.2f %6.1f%% %8.1f | %8.3f %8.3f %8.3f\n", r.B, r.ms, r.gb, r.gbps,
-                100.0 * r.frac, r.experts, r.attn_gb, r.moe_gb, r.head_gb);
+    std::printf("%3d %9.2f %8.3f %8.2f %6.1f%% %8.1f | %8.3f %8.3f %8.3f | %9llu\n", r.B, r.ms, r.gb, r.gbps,
+                100.0 * r.frac, r.experts, r.attn_gb, r.moe_gb, r.head_gb, static_cast<unsigned long long>(r.runs));
+  std::fflush(stdout);
+  prefill_case(*runner, kMaxBatch, a.prompt, a.steps, rng);
+  sampling_case(runner->pool(), cfg.vocab_size, a.steps, rng);
+  tiny_runs_case(a.threads);
   return 0;
 }
 

@@ -36,6 +36,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::dispatch(Thunk thunk, void* ctx) {
+  ++runs_;
   if (n_threads_ == 1) {
     thunk(ctx, 0, 1);
     return;

@@ -23,6 +23,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+  // Calls of run() since construction: each one ends in a barrier when size() > 1.
+  uint64_t runs() const { return runs_; }
 
   template <class Fn>
   void run(Fn&& fn) {
@@ -37,6 +39,7 @@ class ThreadPool {
   void worker(int tid);
 
   int n_threads_;
+  uint64_t runs_ = 0;  // written by the caller only (run() is not reentrant)
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable wake_;

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "base/huge_pages.h"
 #include "io/file_util.h"
 
 namespace dsv4 {
@@ -323,6 +324,7 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
   }
   (*f)->map_ = map;
   (*f)->map_size_ = size;
+  advise_willneed(map, size);  // the loader reads every tensor: start the read-ahead now
   return f;
 }
 

@@ -221,8 +221,10 @@ Status ModelRunner::init() {
     if (!st.ok()) return st;
     st = make_slot(lc->idx_cmp, lw.attn.indexer.compressor, true, lc->inv_freq);
     if (!st.ok()) return st;
+    int64_t comp_floats = 0;  // both compressors' scratch side by side
     for (const CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
-      if (s->present) max_comp_floats = std::max(max_comp_floats, k::compressor_scratch_floats(s->params, T));
+      if (s->present) comp_floats += k::compressor_scratch_floats(s->params, T);
+    max_comp_floats = std::max(max_comp_floats, comp_floats);
     for (const ExpertWeights& e : lw.ffn.experts) lc->experts.push_back(expert_view(e));
     lc->shared = expert_view(lw.ffn.shared);
     layers_.push_back(std::move(lc));
@@ -232,60 +234,61 @@ Status ModelRunner::init() {
   s_ = std::make_unique<Scratch>();
   Scratch& s = *s_;
   const int64_t M = c.hc_mix(), Rq = c.q_lora_rank, E = c.n_routed_experts, K = c.num_experts_per_tok;
-  s.X.size_to(T * N * D);
-  s.Z.size_to(T * N * D);
-  s.mix.size_to(T * std::max<int64_t>(M, N));
-  s.post.size_to(T * N);
-  s.comb.size_to(T * N * N);
-  for (Buf<bf16>* b : {&s.a, &s.attn_out, &s.y, &s.m}) b->size_to(T * D);
-  s.qr.size_to(T * Rq);
-  s.q.size_to(T * H * Dh);
-  s.o.size_to(T * H * Dh);
-  s.kv.size_to(T * Dh);
+  s.size(s.X, T * N * D);
+  s.size(s.Z, T * N * D);
+  s.size(s.mix, T * std::max<int64_t>(M, N));
+  s.size(s.post, T * N);
+  s.size(s.comb, T * N * N);
+  for (Buf<bf16>* b : {&s.a, &s.attn_out, &s.y, &s.m}) s.size(*b, T * D);
+  s.size(s.qr, T * Rq);
+  s.size(s.q, T * H * Dh);
+  s.size(s.o, T * H * Dh);
+  s.size(s.kv, T * Dh);
   k::QPathParams qp{D, Rq, static_cast<int>(H), static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim),
                     static_cast<float>(c.rms_norm_eps)};
-  s.qpath.size_to(k::q_path_scratch_elems(qp, T));
+  s.size(s.qpath, k::q_path_scratch_elems(qp, T));
   k::KvPathParams kp{D, static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim), static_cast<float>(c.rms_norm_eps)};
-  s.kvpath.size_to(k::kv_path_scratch_elems(kp, T));
+  s.size(s.kvpath, k::kv_path_scratch_elems(kp, T));
   k::OutProjParams op{static_cast<int>(H), static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim), c.o_groups,
                       c.o_lora_rank, D};
-  s.oproj.size_to(k::out_proj_scratch_elems(op, T));
+  s.size(s.oproj, k::out_proj_scratch_elems(op, T));
   k::MtpProjParams mp{c.vocab_size, D, c.hc_mult, static_cast<float>(c.rms_norm_eps)};
-  s.mtpproj.size_to(k::mtp_proj_scratch_elems(mp, T));
-  s.cmp.size_to(std::max<int64_t>(max_comp_floats, 1));
-  s.emits.size_to(T);
-  s.entries.size_to(T * std::max(Dh, Di));
-  s.qr_q.size_to(T * Rq);
-  s.qi.size_to(T * std::max<int64_t>(Hi * Di, 1));
-  s.omega.size_to(T * std::max<int64_t>(Hi, 1));
-  s.wgt.size_to(T * std::max<int64_t>(Hi, 1));
-  s.picks.size_to(T * std::max<int64_t>(c.index_topk, 1));
-  s.n_picks.size_to(T);
-  s.count.size_to(T);
+  s.size(s.mtpproj, k::mtp_proj_scratch_elems(mp, T));
+  s.size(s.cmp, std::max<int64_t>(max_comp_floats, 1));
+  s.size(s.emits, T);
+  s.size(s.entries, T * std::max(Dh, Di));
+  s.size(s.qr_q, T * Rq);
+  s.size(s.qi, T * std::max<int64_t>(Hi * Di, 1));
+  s.size(s.omega, T * std::max<int64_t>(Hi, 1));
+  s.size(s.wgt, T * std::max<int64_t>(Hi, 1));
+  s.size(s.picks, T * std::max<int64_t>(c.index_topk, 1));
+  s.size(s.n_picks, T);
+  s.size(s.count, T);
   k::IndexerParams ip{static_cast<int>(Hi), static_cast<int>(Di), static_cast<int>(c.qk_rope_head_dim),
                       static_cast<int>(c.index_topk)};
-  s.select_base = aligned_scratch(s.select, k::indexer_select_scratch_bytes(ip, pool_.size()));
+  s.select_base = s.aligned(s.select, k::indexer_select_scratch_bytes(ip, pool_.size()));
   // Attention list: window part plus the CSA picks (HCA rows read their compressed
   // entries as a dense tail, AttnList::n_dense: nothing grows with the context).
   int64_t max_cmp_list = 0;
   for (int l = 0; l < c.n_layers_total(); ++l)
     if (c.layer_ratio(l) == kCsaRatio) max_cmp_list = std::max<int64_t>(max_cmp_list, c.index_topk);
   s.list_stride = W + max_cmp_list;
-  s.list.size_to(T * s.list_stride);
-  s.len.size_to(T);
-  s.dense.size_to(T);
-  s.win_rows.size_to(T);
-  s.cmp_rows.size_to(T);
-  s.idx_rows.size_to(T);
-  s.attn.size_to(k::sparse_attn_scratch_floats(k::SparseAttnParams{static_cast<int>(H), static_cast<int>(Dh)},
+  s.size(s.list, T * s.list_stride);
+  s.size(s.len, T);
+  s.size(s.dense, T);
+  s.size(s.win_rows, T);
+  s.size(s.cmp_rows, T);
+  s.size(s.idx_rows, T);
+  s.size(s.attn, k::sparse_attn_scratch_floats(k::SparseAttnParams{static_cast<int>(H), static_cast<int>(Dh)},
                                                pool_.size()));
-  s.gate_scores.size_to(T * E);
-  s.route_w.size_to(T * K);
-  s.ids.size_to(T * K);
+  s.size(s.gate_scores, T * E);
+  s.size(s.route_w, T * K);
+  s.size(s.ids, T * K);
   const k::MoeExpertParams ep{D, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
   const k::MoeDispatchParams dp{K, 0, E, T};
   const int64_t moe_bytes = k::moe_expert_scratch_bytes(ep, dp);
-  void* aligned = aligned_scratch(s.moe, moe_bytes);
+  void* aligned = s.aligned(s.moe, moe_bytes);
+  s.first_touch(pool_);
   s.moe_work = k::moe_expert_scratch_carve(ep, dp, aligned, moe_bytes);
 
   slots_.assign(limits_.max_seqs, Slot{});
@@ -503,8 +506,23 @@ Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
   return Status();
 }
 
+Status ModelRunner::check_head_rows(std::span<const StepRequest> reqs, HeadRows head) const {
+  if (head.rows == nullptr) return Status();
+  int64_t T = 0;
+  for (const StepRequest& q : reqs) T += q.n;
+  for (int64_t i = 0; i < head.n; ++i) {
+    const int32_t r = head.rows[i];
+    if (r < 0 || r >= T || (i > 0 && r <= head.rows[i - 1]))
+      return Status::errorf("head rows: row {} at index {} is outside the step's {} rows or not above the previous "
+                            "one",
+                            r, i, T);
+  }
+  return Status();
+}
+
 Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
-                            const DecisionIO& dec) {
+                            const DecisionIO& dec, HeadRows head) {
+  DSV4_RETURN_IF_ERROR(check_head_rows(reqs, head));
   Status st = prepare_step(reqs, false);
   if (!st.ok()) return st;
   const int64_t T = md_.T;
@@ -522,13 +540,14 @@ Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf
     std::memcpy(xfinal_out, s.X.data(), sizeof(bf16) * T * ND);
   }
   // Every rank joins the sharded head when any rank wants logits (the engine always does).
-  if (logits || ranks_) return run_head(w_.hc_head, w_.norm, s.X.data(), logits);
+  if (logits || ranks_) return run_head(w_.hc_head, w_.norm, s.X.data(), logits, head);
   return Status();
 }
 
 Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
-                                const DecisionIO& dec) {
+                                const DecisionIO& dec, HeadRows head) {
   if (w_.mtp.empty()) return Status::error("the checkpoint has no MTP layer (num_nextn_predict_layers = 0)");
+  DSV4_RETURN_IF_ERROR(check_head_rows(reqs, head));
   Status st = prepare_step(reqs, true);
   if (!st.ok()) return st;
   const int64_t T = md_.T;
@@ -548,7 +567,7 @@ Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X
     for (int ph = 0; ph < k::kMtpProjPhases; ++ph)
       pool_.run([&](int tid, int n) { k::mtp_proj(ph, mp, mpw, io, tid, n); });
   DSV4_RETURN_IF_ERROR(run_block(mw.block, *layers_[cfg_.num_hidden_layers], true, s.Z.data(), dec));
-  if (logits || ranks_) return run_head(mw.hc_head, mw.norm, s.Z.data(), logits);
+  if (logits || ranks_) return run_head(mw.hc_head, mw.norm, s.Z.data(), logits, head);
   return Status();
 }
 
@@ -563,16 +582,16 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
   auto hc_pre = [&](const HcParams& h, const bf16* norm_w) {
     const k::HcPreWeights hw{h.fn, h.scale, h.base};
     pool_.run([&](int tid, int n) { k::hc_mix(X, h.fn, hp.n_mix(), hp, T, s.mix.data(), tid, n); });
-    pool_.run([&](int tid, int n) {
+    pool_.run([&](int tid, int n) {  // both split rows alike: each thread norms the rows it wrote
       k::hc_pre_apply(X, hw, hp, T, s.mix.data(), s.a.data(), s.post.data(), s.comb.data(), tid, n);
+      k::rmsnorm(s.a.data(), norm_w, s.a.data(), T, D, eps, tid, n);
     });
-    pool_.run([&](int tid, int n) { k::rmsnorm(s.a.data(), norm_w, s.a.data(), T, D, eps, tid, n); });
   };
   auto hc_post = [&](const bf16* f) {
     pool_.run([&](int tid, int n) { k::hc_post(f, X, s.post.data(), s.comb.data(), hp, T, X, tid, n); });
   };
   if (T == 0) {  // an idle rank (several ranks): the split chunks' cache rows, the seams' collectives
-    if (ranks_->has_cp) DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc));
+    if (ranks_->has_cp) DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc, 0));
     DSV4_RETURN_IF_ERROR(run_out_proj(lw, lc));
     return run_moe(lw, mtp_block, dec);
   }
@@ -590,7 +609,7 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
 // Cache writes before any read (runtime.md §2.9): kv path, window KV and compressors over the
 // cache rows — the computed rows, and with context-parallel prefill (runtime.md §6.8) every row
 // of the group's split chunks, whose normed inputs are all-gathered first.
-Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc) {
+Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc, int kv_first_phase) {
   Scratch& s = *s_;
   const ModelConfig& c = cfg_;
   const int64_t D = c.hidden_size, Dh = c.head_dim, Di = c.index_head_dim;
@@ -609,21 +628,35 @@ Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc) {
   const k::KvPathParams kp{D, static_cast<int>(Dh), Dr, eps};
   const k::KvPathWeights kw{aw.wkv.w, aw.kv_norm, lc.inv_freq};
   const k::KvPathIO kio{T, a, pos, s.kv.data(), s.kvpath.data()};
-  if (T > 0)
-    for (int ph = 0; ph < k::kKvPathPhases; ++ph) pool_.run([&](int tid, int n) { k::kv_path(ph, kp, kw, kio, tid, n); });
   const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
-  for (int64_t t = 0; t < T; ++t)
-    kv_pack_row(kv_format_, s.kv.data() + t * Dh, lc.ori.data() + mk->ori_slot[t] * kv_bytes);
+  if (T > 0)
+    for (int ph = kv_first_phase; ph < k::kKvPathPhases; ++ph)
+      pool_.run([&](int tid, int n) {
+        k::kv_path(ph, kp, kw, kio, tid, n);
+        if (ph != k::kKvPathPhases - 1) return;
+        const Range r = split_range(T, tid, n);  // the rows this thread finished (last phase splits rows)
+        for (int64_t t = r.begin; t < r.end; ++t)
+          kv_pack_row(kv_format_, s.kv.data() + t * Dh, lc.ori.data() + mk->ori_slot[t] * kv_bytes);
+      });
 
+  // Both compressors project in one run, each into its own part of s.cmp.
   const k::CompressorStep cstep{T, mk->row_seq.data(), pos};
-  auto compress = [&](CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width) {
-    pool_.run([&](int tid, int n) { k::compressor_project(slot.params, slot.weights, a, T, s.cmp.data(), tid, n); });
+  float* cmp_main = s.cmp.data();
+  float* cmp_idx = cmp_main + (lc.main_cmp.present ? k::compressor_scratch_floats(lc.main_cmp.params, T) : 0);
+  if (T > 0 && (lc.main_cmp.present || lc.idx_cmp.present))
     pool_.run([&](int tid, int n) {
-      k::compressor_emit(slot.params, slot.weights, cstep, slot.states.data(), s.cmp.data(), s.emits.data(),
+      if (lc.main_cmp.present)
+        k::compressor_project(lc.main_cmp.params, lc.main_cmp.weights, a, T, cmp_main, tid, n);
+      if (lc.idx_cmp.present) k::compressor_project(lc.idx_cmp.params, lc.idx_cmp.weights, a, T, cmp_idx, tid, n);
+    });
+  auto compress = [&](CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width,
+                      float* scratch) {
+    pool_.run([&](int tid, int n) {
+      k::compressor_emit(slot.params, slot.weights, cstep, slot.states.data(), scratch, s.emits.data(),
                          s.entries.data(), tid, n);
     });
     pool_.run([&](int tid, int n) {
-      k::compressor_commit(slot.params, slot.weights, cstep, slot.states.data(), s.cmp.data(), tid, n);
+      k::compressor_commit(slot.params, slot.weights, cstep, slot.states.data(), scratch, tid, n);
     });
     const int64_t n_emit = k::compressor_count_emits(pos, T, slot.params.ratio);
     const bool indexer = slot.params.kind == k::CompressorKind::kIndexer;
@@ -637,8 +670,8 @@ Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc) {
       else kv_pack_row(kv_format_, s.entries.data() + e * width, dst);
     }
   };
-  if (T > 0 && lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh);
-  if (T > 0 && lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, idx_page_rows_, Di);
+  if (T > 0 && lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh, cmp_main);
+  if (T > 0 && lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, idx_page_rows_, Di, cmp_idx);
   return Status();
 }
 
@@ -656,8 +689,22 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
   const k::QPathParams qp{D, c.q_lora_rank, H, static_cast<int>(Dh), Dr, eps};
   const k::QPathWeights qw{aw.wq_a.w, aw.q_norm, aw.wq_b.w, lc.inv_freq};
   const k::QPathIO qio{T, s.a.data(), pos, s.qr.data(), s.q.data(), s.qpath.data()};
-  for (int ph = 0; ph < k::kQPathPhases; ++ph) pool_.run([&](int tid, int n) { k::q_path(ph, qp, qw, qio, tid, n); });
-  DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc));
+  // The kv path's first phase (actq of the same rows, rows split alike) joins the q path's
+  // when the cache rows are the computed rows.
+  const bool kv_first_here = !(ranks_ && ranks_->has_cp);
+  const k::KvPathParams kp{D, static_cast<int>(Dh), Dr, eps};
+  const k::KvPathWeights kw{aw.wkv.w, aw.kv_norm, lc.inv_freq};
+  const k::KvPathIO kio{T, s.a.data(), pos, s.kv.data(), s.kvpath.data()};
+  // The indexer's actq of qr joins the phase that writes qr (rows split alike).
+  const bool csa = lw.kind == AttentionKind::kCSA;
+  const bool idx_actq = csa && aw.indexer.wq_b.w.quantized();
+  for (int ph = 0; ph < k::kQPathPhases; ++ph)
+    pool_.run([&](int tid, int n) {
+      k::q_path(ph, qp, qw, qio, tid, n);
+      if (ph == 0 && kv_first_here) k::kv_path(0, kp, kw, kio, tid, n);
+      if (ph == 2 && idx_actq) k::actq_rows(s.qr.data(), T, c.q_lora_rank, s.qr_q.data(), tid, n);
+    });
+  DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc, kv_first_here ? 1 : 0));
   const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
 
   // Per-row views of this layer's paged caches.
@@ -675,14 +722,14 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
   const int32_t* picks = nullptr;
   const int32_t* n_picks = nullptr;
   int64_t picks_stride = 0;
+  const k::IndexerParams ip{c.index_n_heads, static_cast<int>(Di), Dr, static_cast<int>(c.index_topk)};
+  const k::IndexKeys idx_keys{s.idx_rows.data(), s.count.data(), idx_format_};
+  // The top-k merge and attn_select split rows alike: one run, unless decisions are forced
+  // or logged in between.
+  const bool merge_in_select = lw.kind == AttentionKind::kCSA && !dec.forced && !dec.log;
   if (lw.kind == AttentionKind::kCSA) {
     const IndexerWeights& iw = aw.indexer;
-    const k::IndexerParams ip{c.index_n_heads, static_cast<int>(Di), Dr, static_cast<int>(c.index_topk)};
-    const bf16* qr_in = s.qr.data();
-    if (iw.wq_b.w.quantized()) {
-      pool_.run([&](int tid, int n) { k::actq_rows(s.qr.data(), T, c.q_lora_rank, s.qr_q.data(), tid, n); });
-      qr_in = s.qr_q.data();
-    }
+    const bf16* qr_in = idx_actq ? s.qr_q.data() : s.qr.data();
     pool_.run([&](int tid, int n) {
       k::indexer_project(ip, iw.wq_b.w, iw.weights_proj.w, qr_in, s.a.data(), T, s.qi.data(), s.omega.data(), tid, n);
     });
@@ -690,14 +737,14 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
       k::indexer_finish(ip, lc.inv_freq, pos, T, s.qi.data(), s.omega.data(), s.wgt.data(), tid, n);
     });
     for (int64_t t = 0; t < T; ++t) s.count.data()[t] = static_cast<int32_t>(k::visible_entries(pos[t], kCsaRatio));
-    const k::IndexKeys keys{s.idx_rows.data(), s.count.data(), idx_format_};
     pool_.run([&](int tid, int n) {
-      k::indexer_select(ip, s.qi.data(), s.wgt.data(), keys, T, s.picks.data(), s.n_picks.data(), s.select_base,
-                        tid, n);
+      k::indexer_select(ip, s.qi.data(), s.wgt.data(), idx_keys, T, s.picks.data(), s.n_picks.data(),
+                        s.select_base, tid, n);
     });
-    pool_.run([&](int tid, int n) {
-      k::indexer_select_merge(ip, keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
-    });
+    if (!merge_in_select)
+      pool_.run([&](int tid, int n) {
+        k::indexer_select_merge(ip, idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
+      });
     picks_stride = c.index_topk;
     const int layer = mtp_block ? 0 : lw.layer;
     if (dec.forced)  // a forced entry has exactly n_picks ids (DecisionTable::create)
@@ -722,6 +769,8 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
   sp.ratio = lw.ratio;
   sp.stride = s.list_stride;
   pool_.run([&](int tid, int n) {
+    if (merge_in_select)
+      k::indexer_select_merge(ip, idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
     k::attn_select(sp, T, pos, md_.window_len.data(), picks, picks_stride, n_picks, s.list.data(), s.len.data(), tid, n);
   });
   const k::AttnList list{s.list.data(), s.list_stride, s.len.data(), md_.window_len.data(),
@@ -801,22 +850,39 @@ Status ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, const Decisi
   return Status();
 }
 
-Status ModelRunner::run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits) {
+// HeadRows on one rank: the listed rows of the final stack X are moved to its first rows
+// (ascending, so no row is overwritten before it moves) and the head runs on those only.
+// With ranks: every own row goes through the sharded head; the listed ones are written.
+Status ModelRunner::run_head(const HcParams& hc, const bf16* norm, bf16* X, float* logits, HeadRows head) {
   Scratch& s = *s_;
-  const int64_t T = md_.T, D = cfg_.hidden_size, V = cfg_.vocab_size;
+  int64_t T = md_.T;
+  const int64_t D = cfg_.hidden_size, V = cfg_.vocab_size;
+  const int32_t* out_row = ranks_ ? ranks_->own_row.data() : nullptr;
+  if (head.rows != nullptr && !ranks_) {
+    const int64_t ND = stream_width();
+    for (int64_t i = 0; i < head.n; ++i)
+      if (head.rows[i] != i) std::memcpy(X + i * ND, X + head.rows[i] * ND, sizeof(bf16) * ND);
+    T = head.n;
+    if (T == 0) return Status();
+  } else if (head.rows != nullptr) {
+    std::vector<int32_t>& at = ranks_->head_of_step;
+    std::fill(at.begin(), at.end(), -1);
+    for (int64_t i = 0; i < head.n; ++i) at[head.rows[i]] = static_cast<int32_t>(i);
+    for (int64_t t = 0; t < T; ++t) ranks_->head_out_row[t] = at[ranks_->own_row[t]];
+    out_row = ranks_->head_out_row.data();
+  }
   const k::HcParams hp{cfg_.hc_mult, D, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
                        static_cast<float>(cfg_.rms_norm_eps)};
   const k::HcHeadWeights hw{hc.fn, hc.scale, hc.base};
   if (T > 0) {  // an idle rank (several ranks) only joins the head's collectives
     pool_.run([&](int tid, int n) { k::hc_mix(X, hc.fn, cfg_.hc_mult, hp, T, s.mix.data(), tid, n); });
-    pool_.run([&](int tid, int n) { k::hc_head_apply(X, hw, hp, T, s.mix.data(), s.y.data(), tid, n); });
-    pool_.run([&](int tid, int n) {
+    pool_.run([&](int tid, int n) {  // both split rows alike
+      k::hc_head_apply(X, hw, hp, T, s.mix.data(), s.y.data(), tid, n);
       k::rmsnorm(s.y.data(), norm, s.y.data(), T, D, static_cast<float>(cfg_.rms_norm_eps), tid, n);
     });
   }
   if (ranks_)  // vocabulary-sharded (parallel/head_seam.h); rows land at their step rows
-    return ranks_->head->run(*ranks_->g->tp, pool_, w_.head.w, s.y.data(), ranks_->tp_rows, ranks_->own_row.data(),
-                             logits);
+    return ranks_->head->run(*ranks_->g->tp, pool_, w_.head.w, s.y.data(), ranks_->tp_rows, out_row, logits);
   const k::LmHeadParams lp{0, V, V};
   pool_.run([&](int tid, int n) { k::lm_head(lp, w_.head.w, s.y.data(), T, logits, tid, n); });
   return Status();

@@ -39,6 +39,15 @@ namespace dsv4 {
 // multiple of every compress ratio. Errors name the limit.
 Status validate_limits_for_model(const Limits& l, const ModelConfig& cfg);
 
+// The rows of a step whose logits are computed (the LM head runs on these rows only): step
+// rows in strictly ascending order; logits row i holds step row rows[i]. rows == nullptr:
+// every row, logits row t = step row t (teacher-forced logits). Each computed row's logits
+// equal the all-rows call's bit for bit (every head kernel is row-invariant).
+struct HeadRows {
+  const int32_t* rows = nullptr;
+  int64_t n = 0;
+};
+
 class ModelRunner {
  public:
   // ranks: the job's communicators when several ranks share each step (runtime.md §6):
@@ -77,7 +86,8 @@ class ModelRunner {
   void register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
   int32_t prefix_entries() const;
 
-  // Main model over one step. logits [T, V] for every row (nullptr: none);
+  // Main model over one step. logits [T, V] for every row, or [head.n, V] for the rows head
+  // lists (nullptr: none);
   // xfinal_out [T, N, D] bf16 copy of the final HC stack (nullptr: none). With ranks, every
   // rank passes the whole step; only the rows of its own requests are computed and written
   // (rows are numbered over the whole step). A request with StepRequest::cp (context-parallel
@@ -87,12 +97,14 @@ class ModelRunner {
   // prompt is prefilled that way; all its prompt chunks must be split, its decode rows not.
   // dec.forced replaces the decisions it lists (keyed by sequence slot and position);
   // dec.log receives every decision the step used, forced or not, in execution order.
+  // head: the rows whose logits are written (HeadRows; with ranks, a listed row this rank does
+  // not compute is left unwritten).
   Status forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
-                 const DecisionIO& dec = {});
+                 const DecisionIO& dec = {}, HeadRows head = {});
   // MTP layer: request r's rows are positions p0..p0+n-1 with tokens = the
   // NEXT tokens t_{p+1}; X [T, N, D] holds Xfinal_p of every row (with ranks: of the own rows).
   Status forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
-                     const DecisionIO& dec = {});
+                     const DecisionIO& dec = {}, HeadRows head = {});
 
   // Cache demand, for the scheduler: compressed-cache blocks (page_tokens positions each,
   // one page in every compressed family) a sequence needs in addition to hold positions
@@ -121,6 +133,8 @@ class ModelRunner {
   SeamBytes seam_bytes() const;
   void reset_seam_bytes();
   int64_t stream_width() const { return cfg_.hc_mult * cfg_.hidden_size; }  // N·D
+  // The runner's workers, for per-row work after the forward (sampling); run() calls counted.
+  ThreadPool& pool() { return pool_; }
 
  private:
   struct LayerCaches;
@@ -130,7 +144,8 @@ class ModelRunner {
   Status init();
   Status init_ranks(RankGroups* ranks);
   Status run_out_proj(const LayerWeights& lw, LayerCaches& lc);
-  Status run_cache_writes(const LayerWeights& lw, LayerCaches& lc);
+  // kv_first_phase: the kv path's phases before it already ran (with the q path's).
+  Status run_cache_writes(const LayerWeights& lw, LayerCaches& lc, int kv_first_phase);
   Status plan_rank_rows(std::span<const StepRequest> reqs);
   Status gather_cp_rows();
   Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
@@ -138,7 +153,8 @@ class ModelRunner {
   Status run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, const DecisionIO& dec);
   Status run_moe(const LayerWeights& lw, bool mtp_block, const DecisionIO& dec);
   Status run_moe_seam(const LayerCaches& lc);
-  Status run_head(const HcParams& hc, const bf16* norm, const bf16* X, float* logits);
+  Status check_head_rows(std::span<const StepRequest> reqs, HeadRows head) const;
+  Status run_head(const HcParams& hc, const bf16* norm, bf16* X, float* logits, HeadRows head);
 
   const ModelConfig& cfg_;
   const Weights& w_;

@@ -49,6 +49,8 @@ Status ModelRunner::init_ranks(RankGroups* g) {
   R.cache.reserve(limits_.max_batch);
   R.cp_chunks.reserve(limits_.max_batch);
   R.own_row.resize(T);
+  R.head_of_step.resize(T);
+  R.head_out_row.resize(T);
   R.tp_rows.resize(t.tp);
   R.cp_rows.resize(t.tp);
   R.cp_cursor.resize(t.tp);

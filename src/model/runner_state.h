@@ -2,10 +2,18 @@
 // compressor slots, step scratch sized once from Limits, and the ranks' seams and rows.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "base/huge_pages.h"
+#include "base/math.h"
+#include "base/thread_pool.h"
 #include "cache/cache_storage.h"
 #include "kernels/compressor/compressor.h"
 #include "kernels/moe_expert/moe_expert.h"
@@ -16,21 +24,33 @@
 
 namespace dsv4 {
 
-// Capacity-sized buffer that is never resized after construction.
+// Capacity-sized buffer that is never resized after construction. From 2 MiB on, elements
+// whose zero value is all zero bits live on huge pages (base/huge_pages.h), untouched until
+// Scratch::first_touch; smaller buffers and other types are value-initialized vectors.
 template <class T>
 struct Buf {
+  static constexpr bool kHugeable = std::is_arithmetic_v<T> || std::is_same_v<T, bf16>;
   std::vector<T> v;
-  void size_to(int64_t n) { v.assign(static_cast<size_t>(n), T{}); }
-  T* data() { return v.data(); }
+  T* huge = nullptr;
+  size_t huge_bytes = 0;
+  Buf() = default;
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  ~Buf() { huge_unmap(huge, huge_bytes); }
+  // Returns the bytes left for first_touch (0: none).
+  size_t size_to(int64_t n) {
+    const size_t bytes = sizeof(T) * static_cast<size_t>(n);
+    if (!kHugeable || bytes < kHugePageBytes) {
+      v.assign(static_cast<size_t>(n), T{});
+      return 0;
+    }
+    huge = static_cast<T*>(huge_map(bytes));
+    if (huge == nullptr) throw std::bad_alloc();
+    huge_bytes = bytes;
+    return bytes;
+  }
+  T* data() { return huge != nullptr ? huge : v.data(); }
 };
-
-// Sizes b to hold `bytes` from a 64-byte boundary and returns that boundary.
-inline void* aligned_scratch(Buf<uint8_t>& b, int64_t bytes) {
-  b.size_to(bytes + 64);
-  void* base = b.data();
-  size_t space = static_cast<size_t>(bytes + 64);
-  return std::align(64, static_cast<size_t>(bytes), base, space);
-}
 
 // One compressor instance of one layer: per-sequence state and the kernel views.
 struct CompressorSlot {
@@ -77,6 +97,32 @@ struct ModelRunner::Scratch {
   Buf<int32_t> ids;                  // [T, K]
   Buf<uint8_t> moe;                  // expert work
   kernels::MoeWork moe_work;
+
+  std::vector<std::pair<void*, size_t>> untouched;  // huge-page buffers before first_touch
+  template <class T>
+  void size(Buf<T>& b, int64_t n) {
+    if (const size_t bytes = b.size_to(n); bytes > 0) untouched.emplace_back(b.data(), bytes);
+  }
+  // Sizes b to hold `bytes` from a 64-byte boundary and returns that boundary.
+  void* aligned(Buf<uint8_t>& b, int64_t bytes) {
+    size(b, bytes + 64);
+    void* base = b.data();
+    size_t space = static_cast<size_t>(bytes + 64);
+    return std::align(64, static_cast<size_t>(bytes), base, space);
+  }
+  // Zero-fills the huge-page buffers, each thread its share of every buffer's pages, so that
+  // a page is placed by the first thread that writes it.
+  void first_touch(ThreadPool& pool) {
+    pool.run([&](int tid, int n) {
+      for (const auto& [p, bytes] : untouched) {
+        const int64_t pages = ceil_div<int64_t>(static_cast<int64_t>(bytes), int64_t{4096});
+        const Range r = split_range(pages, tid, n);
+        const size_t b0 = static_cast<size_t>(r.begin) * 4096, b1 = std::min(bytes, static_cast<size_t>(r.end) * 4096);
+        if (b1 > b0) std::memset(static_cast<uint8_t*>(p) + b0, 0, b1 - b0);
+      }
+    });
+    untouched.clear();
+  }
 };
 
 // Several ranks (runtime.md §6): the seams, this rank's weight shards, and the step's own rows.
@@ -99,6 +145,8 @@ struct ModelRunner::Ranks {
   std::vector<StepRequest> cache;           // [B_MAX] the cache-row requests
   StepMetadata md_kv;                       // the cache rows
   std::vector<bf16> gathered, a_kv;         // [T_MAX, D]
+  // HeadRows of a step: logits row of each step row (−1: not listed), then of each own row.
+  std::vector<int32_t> head_of_step, head_out_row;  // [T_MAX]
   int64_t cp_gather_bytes = 0;
   explicit Ranks(const StepCapacity& cap) : md_kv(cap) {}
 };

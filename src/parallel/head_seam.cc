@@ -37,7 +37,8 @@ Status HeadSeam::run(Communicator& tp, ThreadPool& pool, const LinearWeight& hea
   if (logits)
     for (int q = 0; q < tp_; ++q)
       for (int64_t t = 0; t < T; ++t)
-        std::memcpy(logits + out_row[t] * V_ + q * Vs_, recv_.data() + (q * T + t) * Vs_, sizeof(float) * Vs_);
+        if (out_row[t] >= 0)
+          std::memcpy(logits + out_row[t] * V_ + q * Vs_, recv_.data() + (q * T + t) * Vs_, sizeof(float) * Vs_);
   return Status();
 }
 

@@ -24,7 +24,7 @@ class HeadSeam {
   HeadSeam(int64_t hidden, int64_t vocab, int tp, int tp_rank, int64_t capacity);
 
   // y [rows[tp_rank], D]; own row t's logits go to logits + out_row[t]·V (full vocabulary;
-  // logits nullptr: none, the rank still joins the collectives).
+  // out_row[t] < 0: nowhere; logits nullptr: none, the rank still joins the collectives).
   Status run(Communicator& tp, ThreadPool& pool, const LinearWeight& head, const bf16* y,
              std::span<const int64_t> rows, const int32_t* out_row, float* logits);
   // Bytes this rank sent since construction: hidden-row all-gather, logits all-to-all.

@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/cpu.h"
+#include "base/math.h"
 
 namespace dsv4 {
 
@@ -77,7 +78,20 @@ Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions
     xfinal_.resize(static_cast<size_t>(T * ND));
     mtp_x_.resize(static_cast<size_t>(T * ND));
   }
-  sample_scratch_.resize(static_cast<size_t>(kernels::sample_scratch_bytes(V, 1) / 8 + 1));
+  const int threads = runner_->pool().size();
+  sample_scratch_.resize(static_cast<size_t>(kernels::sample_scratch_bytes(V, threads) / 8 + 1));
+  head_rows_.resize(T);
+  head_at_.resize(T);
+  one_rows_.resize(T);
+  head_begin_.resize(limits.max_batch);
+  head_count_.resize(limits.max_batch);
+  mtp_head_rows_.resize(limits.max_batch);
+  sample_logits_.resize(2 * static_cast<size_t>(limits.max_batch));
+  sample_rows_.resize(sample_logits_.size());
+  sample_tokens_.resize(sample_logits_.size());
+  sample_out_.resize(sample_logits_.size());
+  logprob_tasks_.resize(2 * static_cast<size_t>(limits.max_batch) + static_cast<size_t>(T));
+  draft_tok_.resize(limits.max_batch);
   logprobs_.resize(2 * static_cast<size_t>(limits.max_batch));
   prompt_logprobs_.resize(limits.max_batch);
   sampled_.resize(static_cast<size_t>(2 * limits.max_batch));
@@ -295,12 +309,64 @@ Status Engine::exchange(int32_t* values, int per_request) {
   return Status();
 }
 
-int32_t Engine::sample_row(const float* logits, const kernels::SamplingParams& sp, int64_t position, int slot) {
-  const kernels::SampleRow row{sp, position, slot};
-  int32_t tok = 0;
-  kernels::sample(logits, 1, cfg_.vocab_size, &row, &tok, sample_scratch_.data(),
-                  static_cast<int64_t>(sample_scratch_.size() * 8), 0, 1);
-  return tok;
+void Engine::add_sample(const float* row, const kernels::SamplingParams& sp, int64_t position, int slot,
+                        int32_t* out) {
+  sample_logits_[n_sample_] = row;
+  sample_rows_[n_sample_] = kernels::SampleRow{sp, position, slot};
+  sample_out_[n_sample_++] = out;
+}
+
+void Engine::run_sample_tasks() {
+  const int64_t n = n_sample_, V = cfg_.vocab_size, bytes = static_cast<int64_t>(sample_scratch_.size() * 8);
+  auto part = [&](int tid, int nt) {
+    kernels::sample(sample_logits_.data(), n, V, sample_rows_.data(), sample_tokens_.data(), sample_scratch_.data(),
+                    bytes, tid, nt);
+  };
+  if (n == 1) part(0, 1);  // one row: no other thread has work, so no run (and no barrier)
+  else if (n > 1) runner_->pool().run(part);
+  for (int64_t i = 0; i < n; ++i) *sample_out_[i] = sample_tokens_[i];
+  n_sample_ = 0;
+}
+
+void Engine::add_logprobs(const float* row, int32_t token, int32_t top, TokenLogprob* out) {
+  logprob_tasks_[n_logprob_++] = LogprobTask{row, token, top, out};
+}
+
+void Engine::run_logprob_tasks() {
+  const int64_t n = n_logprob_;
+  auto part = [&](int tid, int nt) {
+    const Range r = split_range(n, tid, nt);
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      const LogprobTask& k = logprob_tasks_[i];
+      logprobs_of(k.row, k.token, k.top, *k.out);
+    }
+  };
+  if (n == 1) part(0, 1);
+  else if (n > 1) runner_->pool().run(part);
+  n_logprob_ = 0;
+}
+
+// The rows whose logits this rank reads: of each live request it samples, the rows scored for
+// prompt logprobs and the sampled rows (the last real row, and the draft row).
+void Engine::plan_head_rows(const std::vector<PlannedRows>& plan) {
+  const int me = rank();
+  n_head_ = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const PlannedRows& p = plan[i];
+    head_begin_[i] = n_head_;
+    for (int32_t j = 0; j < p.n; ++j) head_at_[row_begin_[i] + j] = -1;
+    if (p.sampler == me && sched_->live(i)) {
+      const int32_t real = p.n - (p.has_draft ? 1 : 0);
+      for (int32_t j = 0; j < p.n; ++j) {
+        const bool prompt_lp = p.request->prompt_logprobs && p.p0 + j + 1 < p.prompt_len;
+        const bool sampled = p.samples && (j == real - 1 || (p.has_draft && j == real));
+        if (!prompt_lp && !sampled) continue;
+        head_at_[row_begin_[i] + j] = static_cast<int32_t>(n_head_);
+        head_rows_[n_head_++] = static_cast<int32_t>(row_begin_[i] + j);
+      }
+    }
+    head_count_[i] = n_head_ - head_begin_[i];
+  }
 }
 
 // log-softmax of the raw row: the token's value and the `top` most likely ids (ties: lower id).
@@ -406,8 +472,9 @@ Status Engine::run_forward(const std::vector<PlannedRows>& plan) {
     return Status();
   };
   bf16* xf = opt_.mtp ? xfinal_.data() : nullptr;
+  plan_head_rows(plan);
   Status st = injected(reqs_, 0);
-  if (st.ok()) st = runner_->forward(reqs_, logits_.data(), xf);
+  if (st.ok()) st = runner_->forward(reqs_, logits_.data(), xf, {}, HeadRows{head_rows_.data(), n_head_});
   if (st.ok() || opt_.ranks) return st;
   if (reqs_.size() == 1) {  // nothing to retry: the one request fails alone
     sched_->fail(0, st.message());
@@ -417,8 +484,11 @@ Status Engine::run_forward(const std::vector<PlannedRows>& plan) {
   for (size_t i = 0; i < reqs_.size(); ++i) {
     std::span<const StepRequest> one(&reqs_[i], 1);
     Status si = injected(one, i);
+    for (int64_t k = 0; k < head_count_[i]; ++k)
+      one_rows_[k] = head_rows_[head_begin_[i] + k] - static_cast<int32_t>(row_begin_[i]);
     if (si.ok())
-      si = runner_->forward(one, logits_.data() + row_begin_[i] * V, xf ? xf + row_begin_[i] * ND : nullptr);
+      si = runner_->forward(one, logits_.data() + head_begin_[i] * V, xf ? xf + row_begin_[i] * ND : nullptr, {},
+                            HeadRows{one_rows_.data(), head_count_[i]});
     if (!si.ok()) sched_->fail(i, si.message());
   }
   return Status();
@@ -473,27 +543,37 @@ Result<StepReport> Engine::step() {
       const PlannedRows& p = plan[i];
       const GenerationRequest& g = *p.request;
       int32_t* t2 = tok + 2 * i;
-      t2[0] = t2[1] = -1;
+      t2[0] = t2[1] = draft_tok_[i] = -1;
       prompt_logprobs_[i].clear();
       if (p.sampler != me || !sched_->live(i)) continue;
-      const float* rows = logits_.data() + row_begin_[i] * V;
+      auto row = [&](int64_t j) { return logits_.data() + head_at_[row_begin_[i] + j] * V; };
       if (g.prompt_logprobs) {  // row j predicts the prompt token at p0 + j + 1
         any_prompt_lp = true;
-        for (int64_t j = 0; j < p.n && p.p0 + j + 1 < p.prompt_len; ++j) {
-          prompt_logprobs_[i].emplace_back();
-          logprobs_of(rows + j * V, g.prompt[p.p0 + j + 1], std::max(g.logprobs, 0), prompt_logprobs_[i].back());
-        }
+        const int64_t n_lp = std::max<int64_t>(0, std::min<int64_t>(p.n, p.prompt_len - p.p0 - 1));
+        prompt_logprobs_[i].resize(static_cast<size_t>(n_lp));
+        for (int64_t j = 0; j < n_lp; ++j)
+          add_logprobs(row(j), g.prompt[p.p0 + j + 1], std::max(g.logprobs, 0), &prompt_logprobs_[i][j]);
       }
       if (!p.samples) continue;
       const int32_t real = p.n - (p.has_draft ? 1 : 0);
       const int64_t q = p.p0 + real;  // the position the last real row predicts
-      t2[0] = sample_row(rows + (real - 1) * V, g.sampling, q, 0);
-      if (g.logprobs >= 0) logprobs_of(rows + (real - 1) * V, t2[0], g.logprobs, logprobs_[2 * i]);
-      if (p.has_draft && p.tokens[1] == t2[0]) {
-        t2[1] = sample_row(rows + real * V, g.sampling, q + 1, 0);
-        if (g.logprobs >= 0) logprobs_of(rows + real * V, t2[1], g.logprobs, logprobs_[2 * i + 1]);
-      }
+      add_sample(row(real - 1), g.sampling, q, 0, &t2[0]);
+      if (p.has_draft) add_sample(row(real), g.sampling, q + 1, 0, &draft_tok_[i]);  // kept if accepted
     }
+    run_sample_tasks();
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const PlannedRows& p = plan[i];
+      const int32_t* t2 = tok + 2 * i;
+      if (t2[0] < 0) continue;
+      const int32_t real = p.n - (p.has_draft ? 1 : 0);
+      auto row = [&](int64_t j) { return logits_.data() + head_at_[row_begin_[i] + j] * V; };
+      if (p.has_draft && p.tokens[1] == t2[0]) tok[2 * i + 1] = draft_tok_[i];
+      const int32_t top = p.request->logprobs;
+      if (top < 0) continue;
+      add_logprobs(row(real - 1), t2[0], top, &logprobs_[2 * i]);
+      if (t2[1] >= 0) add_logprobs(row(real), t2[1], top, &logprobs_[2 * i + 1]);
+    }
+    run_logprob_tasks();
     DSV4_RETURN_IF_ERROR(exchange(tok, 2));
     if (opt_.ranks) {
       DSV4_RETURN_IF_ERROR(exchange_logprobs(plan));
@@ -524,17 +604,26 @@ Result<StepReport> Engine::step() {
         mtp_T += n;
       }
       if (!mtp_reqs_.empty()) {
-        DSV4_RETURN_IF_ERROR(runner_->forward_mtp(mtp_reqs_, mtp_x_.data(), mtp_logits_.data()));
+        // The last MTP row (position len - 2) of each request that gets a draft predicts position len.
+        int64_t n_mtp_head = 0;
+        for (size_t i = 0; i < plan.size(); ++i) {
+          const int64_t len = static_cast<int64_t>(sched_->tokens(i).size());
+          if (!sched_->live(i) || sched_->cached(i) != len - 1 || plan[i].sampler != me) continue;
+          mtp_head_rows_[n_mtp_head++] =
+              static_cast<int32_t>(mtp_begin_[i] + (sched_->cached(i) - sched_->cached_before(i)) - 1);
+        }
+        DSV4_RETURN_IF_ERROR(runner_->forward_mtp(mtp_reqs_, mtp_x_.data(), mtp_logits_.data(), {},
+                                                  HeadRows{mtp_head_rows_.data(), n_mtp_head}));
         int32_t* draft = values_.data();  // [planned]
+        int64_t k = 0;
         for (size_t i = 0; i < plan.size(); ++i) {
           draft[i] = -1;
           const int64_t len = static_cast<int64_t>(sched_->tokens(i).size());
           if (!sched_->live(i) || sched_->cached(i) != len - 1 || plan[i].sampler != me) continue;
-          // The last MTP row (position len - 2) predicts position len.
-          const int64_t last = mtp_begin_[i] + (sched_->cached(i) - sched_->cached_before(i)) - 1;
           const kernels::SamplingParams greedy{0.0f, 1.0f, 0};
-          draft[i] = sample_row(mtp_logits_.data() + last * V, greedy, len, 1);
+          add_sample(mtp_logits_.data() + k++ * V, greedy, len, 1, &draft[i]);
         }
+        run_sample_tasks();
         DSV4_RETURN_IF_ERROR(exchange(draft, 1));
         for (size_t i = 0; i < plan.size(); ++i) {
           const int64_t len = static_cast<int64_t>(sched_->tokens(i).size());

@@ -109,7 +109,13 @@ class Engine {
   class RunnerPages;
   Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions& opt,
          std::unique_ptr<ModelRunner> runner);
-  int32_t sample_row(const float* logits, const kernels::SamplingParams& sp, int64_t position, int slot);
+  void plan_head_rows(const std::vector<PlannedRows>& plan);
+  // The queued sample tasks (then the logprob tasks) over the runner's pool, rows split over
+  // threads; each row's result is the serial one (a pure function of the row).
+  void run_sample_tasks();
+  void run_logprob_tasks();
+  void add_sample(const float* row, const kernels::SamplingParams& sp, int64_t position, int slot, int32_t* out);
+  void add_logprobs(const float* row, int32_t token, int32_t top, TokenLogprob* out);
   Status sync_requests(bool stop);      // rank 0's new requests and cancels (or stop) to every rank
   Status exchange(int32_t* values, int per_request);  // samplers' values of the planned requests to all
   Status run_forward(const std::vector<PlannedRows>& plan);
@@ -131,7 +137,27 @@ class Engine {
   std::vector<int32_t> mtp_tokens_;
   std::vector<float> logits_, mtp_logits_;
   std::vector<bf16> xfinal_, mtp_x_;
-  std::vector<uint64_t> sample_scratch_;
+  std::vector<uint64_t> sample_scratch_;   // per pool thread
+  // Rows whose logits this rank reads (ascending step rows) and the logits row of each step
+  // row (−1: none); per planned request its first entry in head_rows_ and their count.
+  std::vector<int32_t> head_rows_, head_at_, one_rows_;
+  std::vector<int64_t> head_begin_, head_count_;
+  int64_t n_head_ = 0;
+  std::vector<int32_t> mtp_head_rows_;      // [B_MAX] MTP rows whose draft is sampled
+  // Sampling and logprob tasks of a step.
+  std::vector<const float*> sample_logits_;
+  std::vector<kernels::SampleRow> sample_rows_;
+  std::vector<int32_t> sample_tokens_;
+  std::vector<int32_t*> sample_out_;
+  int64_t n_sample_ = 0;
+  struct LogprobTask {
+    const float* row;
+    int32_t token, top;
+    TokenLogprob* out;
+  };
+  std::vector<LogprobTask> logprob_tasks_;
+  int64_t n_logprob_ = 0;
+  std::vector<int32_t> draft_tok_;          // [B_MAX] the sampled token of each draft row
   std::vector<TokenLogprob> logprobs_;      // [B_MAX, 2] (token -1: none)
   std::vector<std::vector<TokenLogprob>> prompt_logprobs_;  // [B_MAX]
   // Several ranks.

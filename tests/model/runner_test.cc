@@ -149,6 +149,86 @@ TEST_P(RunnerTest, BatchInvariance) {
   for (int i = 0; i < n_req; ++i) ASSERT_EQ(got[i], want[i]) << "request " << i;
 }
 
+// HeadRows: the head on listed rows only gives those rows' logits of the all-rows call bit for
+// bit — prompt chunks, decode rows, several requests per step, the MTP layer — and a decode
+// step with listed rows allocates nothing; rows out of order or outside the step are errors.
+TEST_P(RunnerTest, HeadOnListedRowsEqualsAllRows) {
+  const Loaded& m = model(GetParam().preset, GetParam().quant);
+  const int64_t V = m.cfg.vocab_size, ND = m.cfg.hc_mult * m.cfg.hidden_size;
+  const bool mtp = !m.w->mtp.empty();
+  auto r = ModelRunner::create(m.cfg, *m.w, limits(8));
+  ASSERT_TRUE(r.ok()) << r.message();
+  ModelRunner& R = **r;
+  const int n_req = 3;
+  std::vector<std::vector<int32_t>> seqs;
+  for (int i = 0; i < n_req; ++i) seqs.push_back(tokens(14 + 5 * i + 1, 300 + i, V));  // + the MTP's next token
+  const int64_t T_MAX = R.limits().max_rows;
+  std::vector<float> buf(static_cast<size_t>(T_MAX) * V), mbuf(buf.size());
+  std::vector<bf16> xf(static_cast<size_t>(T_MAX * ND));
+  // Returns the listed rows' logits of every step (main, then MTP), in step order.
+  auto run = [&](bool listed, std::vector<float>& main_out, std::vector<float>& mtp_out) {
+    std::vector<int> p(n_req, 0);
+    for (int step = 0;; ++step) {
+      std::vector<StepRequest> reqs, mreqs;
+      std::vector<int32_t> rows;
+      int32_t row = 0;
+      for (int i = 0; i < n_req; ++i) {
+        const int len = static_cast<int>(seqs[i].size()) - 1, plen = 7 + 5 * i;
+        if (p[i] >= len) continue;
+        if (p[i] == 0) {
+          EXPECT_TRUE(R.start_sequence(i).ok());
+        }
+        const int c = p[i] < plen ? std::min(8, plen - p[i]) : 1;
+        reqs.push_back({i, p[i], c, plen, seqs[i].data() + p[i]});
+        mreqs.push_back({i, p[i], c, plen, seqs[i].data() + p[i] + 1});
+        if (c > 2) rows.push_back(row);
+        rows.push_back(row + c - 1);
+        row += c;
+      }
+      if (reqs.empty()) break;
+      const HeadRows head = listed ? HeadRows{rows.data(), static_cast<int64_t>(rows.size())} : HeadRows{};
+      if (listed && step > 3) {  // decode steps
+        test::AllocCounter count;
+        ASSERT_TRUE(R.forward(reqs, buf.data(), xf.data(), {}, head).ok());
+        EXPECT_EQ(count.allocations(), 0) << "step " << step;
+      } else {
+        ASSERT_TRUE(R.forward(reqs, buf.data(), xf.data(), {}, head).ok());
+      }
+      for (size_t k = 0; k < rows.size(); ++k) {
+        const float* src = buf.data() + (listed ? static_cast<int64_t>(k) : rows[k]) * V;
+        main_out.insert(main_out.end(), src, src + V);
+      }
+      if (mtp) {
+        ASSERT_TRUE(R.forward_mtp(mreqs, xf.data(), mbuf.data(), {}, head).ok());
+        for (size_t k = 0; k < rows.size(); ++k) {
+          const float* src = mbuf.data() + (listed ? static_cast<int64_t>(k) : rows[k]) * V;
+          mtp_out.insert(mtp_out.end(), src, src + V);
+        }
+      }
+      for (const StepRequest& q : reqs) {
+        p[q.seq] += q.n;
+        if (p[q.seq] >= static_cast<int>(seqs[q.seq].size()) - 1) R.end_sequence(q.seq);
+      }
+    }
+  };
+  std::vector<float> all_main, all_mtp, some_main, some_mtp;
+  run(false, all_main, all_mtp);
+  run(true, some_main, some_mtp);
+  ASSERT_FALSE(all_main.empty());
+  ASSERT_EQ(some_main, all_main);
+  ASSERT_EQ(some_mtp, all_mtp);
+  // Errors name the rows; nothing of the slot changes.
+  ASSERT_TRUE(R.start_sequence(0).ok());
+  const StepRequest q{0, 0, 4, 4, seqs[0].data()};
+  const int32_t descending[] = {2, 1}, outside[] = {1, 4};
+  EXPECT_NE(R.forward({&q, 1}, buf.data(), nullptr, {}, HeadRows{descending, 2}).message().find("head rows"),
+            std::string::npos);
+  EXPECT_NE(R.forward({&q, 1}, buf.data(), nullptr, {}, HeadRows{outside, 2}).message().find("head rows"),
+            std::string::npos);
+  EXPECT_TRUE(R.forward({&q, 1}, buf.data(), nullptr, {}, HeadRows{outside, 1}).ok());
+  R.end_sequence(0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, RunnerTest,
                          ::testing::Values(Case{"tiny", TinyQuant::kFp8}, Case{"tiny", TinyQuant::kNone},
                                            Case{"tiny2", TinyQuant::kFp8}, Case{"tiny2", TinyQuant::kNone}),

@@ -3,6 +3,7 @@
 // the same tokens whatever the batch; request validation errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -479,6 +480,112 @@ TEST(Engine, Logprobs) {
   ASSERT_EQ(f.prompt_logprobs.size(), score.prompt.size() - 1);
   EXPECT_EQ(f.prompt_logprobs.back().token, lps[0].token);
   EXPECT_NEAR(f.prompt_logprobs.back().logprob, lps[0].logprob, 1e-5);
+}
+
+struct Scored {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<TokenLogprob>> logprobs, prompt_logprobs;
+};
+
+bool same(const std::vector<std::vector<TokenLogprob>>& a, const std::vector<std::vector<TokenLogprob>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size()) return false;
+    for (size_t j = 0; j < a[i].size(); ++j)
+      if (a[i][j].token != b[i][j].token || a[i][j].logprob != b[i][j].logprob || a[i][j].top != b[i][j].top)
+        return false;
+  }
+  return true;
+}
+
+Scored score_run(const Loaded& m, int threads, bool mtp, const std::vector<GenerationRequest>& reqs) {
+  Limits lim = limits(3);
+  lim.n_threads = threads;
+  EngineOptions opt;
+  opt.mtp = mtp;
+  auto e = Engine::create(m.cfg, *m.w, lim, opt);
+  EXPECT_TRUE(e.ok()) << e.message();
+  Scored s;
+  s.tokens.resize(reqs.size());
+  s.logprobs.resize(reqs.size());
+  s.prompt_logprobs.resize(reqs.size());
+  for (const auto& r : reqs) EXPECT_TRUE((*e)->add_request(r).ok());
+  while (!(*e)->idle()) {
+    auto rep = (*e)->step();
+    EXPECT_TRUE(rep.ok()) << rep.message();
+    if (!rep.ok()) break;
+    for (RequestUpdate& u : (*e)->updates()) {
+      s.tokens[u.id].insert(s.tokens[u.id].end(), u.tokens.begin(), u.tokens.end());
+      s.logprobs[u.id].insert(s.logprobs[u.id].end(), u.logprobs.begin(), u.logprobs.end());
+      s.prompt_logprobs[u.id].insert(s.prompt_logprobs[u.id].end(), u.prompt_logprobs.begin(),
+                                     u.prompt_logprobs.end());
+    }
+  }
+  return s;
+}
+
+// Sampling and logprobs run in the runner's pool, rows split over threads: 1 to 4 threads give
+// the same tokens, logprobs and prompt logprobs, with and without MTP drafts. The head runs on
+// the rows the engine reads only: a request's tokens and logprobs equal those of the model's
+// logits of every row, sampled by sample_ref, with the log-softmax in double.
+TEST(Engine, PoolSamplingAndHeadOnSampledRows) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  std::vector<GenerationRequest> reqs = requests(0.8f, 0.9f);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].max_tokens = 8;
+    reqs[i].logprobs = i % 2 == 0 ? 3 : -1;
+    reqs[i].prompt_logprobs = i == 2;
+  }
+  for (bool mtp : {false, true}) {
+    const Scored one = score_run(m, 1, mtp, reqs);
+    for (int threads : {2, 3, 4}) {
+      const Scored got = score_run(m, threads, mtp, reqs);
+      EXPECT_EQ(got.tokens, one.tokens) << threads << " threads, mtp " << mtp;
+      EXPECT_TRUE(same(got.logprobs, one.logprobs)) << threads << " threads, mtp " << mtp;
+      EXPECT_TRUE(same(got.prompt_logprobs, one.prompt_logprobs)) << threads << " threads, mtp " << mtp;
+    }
+    if (mtp) continue;
+    // Request 2 by hand: every row's logits (chunks of 8), then decode rows.
+    const GenerationRequest& g = reqs[2];
+    auto r = ModelRunner::create(m.cfg, *m.w, limits(3));
+    ASSERT_TRUE(r.ok()) << r.message();
+    const int64_t V = m.cfg.vocab_size;
+    std::vector<float> logits(static_cast<size_t>(32 * V));
+    auto lse_of = [&](const float* row) {
+      float mx = -INFINITY;
+      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, row[v]);
+      double sum = 0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
+      return mx + std::log(sum);
+    };
+    ASSERT_TRUE((*r)->start_sequence(0).ok());
+    std::vector<int32_t> seq = g.prompt;
+    const int64_t plen = static_cast<int64_t>(g.prompt.size());
+    std::vector<float> prompt_lp, token_lp;
+    for (int64_t p0 = 0; static_cast<int32_t>(seq.size()) < plen + g.max_tokens;) {
+      const int32_t n = p0 < plen ? static_cast<int32_t>(std::min<int64_t>(8, plen - p0)) : 1;
+      const StepRequest q{0, p0, n, plen, seq.data() + p0};
+      ASSERT_TRUE((*r)->forward({&q, 1}, logits.data(), nullptr).ok());
+      for (int32_t j = 0; j < n && p0 + j + 1 < plen; ++j) {
+        const float* row = logits.data() + j * V;
+        prompt_lp.push_back(static_cast<float>(row[seq[p0 + j + 1]] - lse_of(row)));
+      }
+      p0 += n;
+      if (p0 < plen) continue;
+      const kernels::SampleRow sr{g.sampling, p0, 0};
+      int32_t tok = -1;
+      const float* last = logits.data() + (n - 1) * V;
+      kernels::sample_ref(last, 1, V, &sr, &tok);
+      seq.push_back(tok);
+      token_lp.push_back(static_cast<float>(last[tok] - lse_of(last)));
+    }
+    const std::vector<int32_t> want(seq.begin() + plen, seq.end());
+    EXPECT_EQ(one.tokens[2], want);
+    ASSERT_EQ(one.logprobs[2].size(), token_lp.size());
+    for (size_t j = 0; j < token_lp.size(); ++j) EXPECT_EQ(one.logprobs[2][j].logprob, token_lp[j]) << j;
+    ASSERT_EQ(one.prompt_logprobs[2].size(), prompt_lp.size());
+    for (size_t j = 0; j < prompt_lp.size(); ++j) EXPECT_EQ(one.prompt_logprobs[2][j].logprob, prompt_lp[j]) << j;
+  }
 }
 
 }  // namespace

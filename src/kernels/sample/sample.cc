@@ -116,8 +116,11 @@ float sample_uniform(uint64_t seed, int64_t q, int j) {
 
 int64_t sample_scratch_bytes(int64_t V, int nthreads) { return thread_bytes(V) * nthreads; }
 
-void sample(const float* logits, int64_t T, int64_t V, const SampleRow* rows, int32_t* tokens,
-            void* scratch, int64_t scratch_bytes, int tid, int nthreads) {
+namespace {
+
+template <class RowAt>
+void sample_rows(RowAt row_at, int64_t T, int64_t V, const SampleRow* rows, int32_t* tokens, void* scratch,
+                 int64_t scratch_bytes, int tid, int nthreads) {
   DSV4_CHECK(V >= 1 && V <= (int64_t{1} << 31), "vocab {}", V);
   DSV4_CHECK(thread_bytes(V) * (tid + 1) <= scratch_bytes, "sample scratch {} bytes for thread {}",
              scratch_bytes, tid);
@@ -127,7 +130,20 @@ void sample(const float* logits, int64_t T, int64_t V, const SampleRow* rows, in
   uint64_t* b = a + V;
   const Range r = split_range(T, tid, nthreads);
   for (int64_t t = r.begin; t < r.end; ++t)
-    tokens[t] = sample_row(logits + t * V, V, rows[t], p, a, b);
+    tokens[t] = sample_row(row_at(t), V, rows[t], p, a, b);
+}
+
+}  // namespace
+
+void sample(const float* logits, int64_t T, int64_t V, const SampleRow* rows, int32_t* tokens,
+            void* scratch, int64_t scratch_bytes, int tid, int nthreads) {
+  sample_rows([&](int64_t t) { return logits + t * V; }, T, V, rows, tokens, scratch, scratch_bytes, tid,
+              nthreads);
+}
+
+void sample(const float* const* logits, int64_t T, int64_t V, const SampleRow* rows, int32_t* tokens,
+            void* scratch, int64_t scratch_bytes, int tid, int nthreads) {
+  sample_rows([&](int64_t t) { return logits[t]; }, T, V, rows, tokens, scratch, scratch_bytes, tid, nthreads);
 }
 
 }  // namespace dsv4::kernels

@@ -57,5 +57,8 @@ int64_t sample_scratch_bytes(int64_t V, int nthreads);
 // scratch: sample_scratch_bytes(V, n) bytes (8-byte aligned) with n ≥ nthreads.
 void sample(const float* logits, int64_t T, int64_t V, const SampleRow* rows, int32_t* tokens,
             void* scratch, int64_t scratch_bytes, int tid, int nthreads);
+// The same over rows at any addresses: row t is logits[t] [V].
+void sample(const float* const* logits, int64_t T, int64_t V, const SampleRow* rows, int32_t* tokens,
+            void* scratch, int64_t scratch_bytes, int tid, int nthreads);
 
 }  // namespace dsv4::kernels

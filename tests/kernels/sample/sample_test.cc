@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <random>
 #include <vector>
 
@@ -41,6 +42,29 @@ int32_t one(const std::vector<float>& logits, SamplingParams p, int64_t q, int j
   return tok;
 }
 
+// The engine's tokens at every T in [1, kCapacity] for each thread count equal want[0, T):
+// NaN-filled scratch, sentinel rows past T untouched. logits: [kCapacity, kVocab] or row pointers.
+template <class Logits>
+void expect_every_t(Logits logits, const std::vector<SampleRow>& rows, const std::vector<int32_t>& want,
+                    std::initializer_list<int> thread_counts) {
+  for (int nthreads : thread_counts) {
+    ThreadPool pool(nthreads);
+    const int64_t bytes = sample_scratch_bytes(kVocab, nthreads);
+    std::vector<uint64_t> scratch(bytes / 8);
+    RowBuffer<int32_t> tokens(kCapacity, 1);
+    for (int64_t T = 1; T <= kCapacity; ++T) {
+      std::fill(scratch.begin(), scratch.end(), ~uint64_t{0});
+      tokens.poison(T);
+      pool.run([&](int tid, int n) {
+        sample(logits, T, kVocab, rows.data(), tokens.data(), scratch.data(), bytes, tid, n);
+      });
+      for (int64_t t = 0; t < T; ++t)
+        ASSERT_EQ(tokens.v[t], want[t]) << nthreads << " threads, T " << T << " row " << t;
+      ASSERT_TRUE(tokens.sentinel_intact(T)) << T;
+    }
+  }
+}
+
 TEST(SampleRng, SpecCheckValues) {
   EXPECT_EQ(sample_mix(0), 0xE220A8397B1DCDAFull);
   EXPECT_EQ(sample_uniform(0, 0, 0), 10946269 * 0x1p-24f);
@@ -71,27 +95,31 @@ TEST(Sample, EngineMatchesReferenceAtEveryT) {
   std::vector<int32_t> want(kCapacity);
   sample_ref(logits.data(), kCapacity, kVocab, rows.data(), want.data());
   const std::vector<float> flat(logits.v.begin(), logits.v.end());
-  for (int nthreads : {1, 2}) {
-    ThreadPool pool(nthreads);
-    const int64_t bytes = sample_scratch_bytes(kVocab, nthreads);
-    std::vector<uint64_t> scratch(bytes / 8);
-    RowBuffer<int32_t> tokens(kCapacity, 1);
-    for (int64_t T = 1; T <= kCapacity; ++T) {
-      std::fill(scratch.begin(), scratch.end(), ~uint64_t{0});
-      tokens.poison(T);
-      pool.run([&](int tid, int n) {
-        sample(flat.data(), T, kVocab, rows.data(), tokens.data(), scratch.data(), bytes, tid, n);
-      });
-      for (int64_t t = 0; t < T; ++t) ASSERT_EQ(tokens.v[t], want[t]) << "T " << T << " row " << t;
-      ASSERT_TRUE(tokens.sentinel_intact(T)) << T;
-    }
-  }
+  expect_every_t(flat.data(), rows, want, {1, 2});
   // Many positions per row: the same tokens from both.
   for (int64_t t = 0; t < kCapacity; t += 4)
     for (int64_t q = 0; q < 50; ++q) {
       const std::vector<float> row(logits.row(t), logits.row(t) + kVocab);
       ASSERT_EQ(one(row, rows[t].params, q, 0, true), one(row, rows[t].params, q, 0, false));
     }
+}
+
+// Rows at any addresses (the engine samples rows of a compact logits buffer in any order):
+// every T in [1, kCapacity] and 1..4 threads give the reference's tokens.
+TEST(Sample, RowPointersMatchReferenceForEveryThreadCount) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> n01(0.0f, 2.0f);
+  RowBuffer<float> logits(kCapacity, kVocab);
+  for (float& v : logits.v) v = n01(rng);
+  std::vector<const float*> at(kCapacity);
+  std::vector<SampleRow> rows;
+  for (int64_t t = 0; t < kCapacity; ++t) {
+    at[t] = logits.row((t * 17) % kCapacity);  // rows out of order
+    rows.push_back({{t % 3 == 0 ? 0.0f : 0.9f, t % 2 == 0 ? 1.0f : 0.8f, 5u + static_cast<uint64_t>(t)}, 40 + t, 0});
+  }
+  std::vector<int32_t> want(kCapacity);
+  for (int64_t t = 0; t < kCapacity; ++t) sample_ref(at[t], 1, kVocab, &rows[t], &want[t]);
+  expect_every_t(at.data(), rows, want, {1, 2, 3, 4});
 }
 
 TEST(Sample, ManyEqualProbabilitiesAndFlashVocab) {
