@@ -16,6 +16,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see train.py
 try:
     import numpy as np
     import torch
