@@ -6,7 +6,9 @@ forward. Near-ties of routing and indexer top-k are taken out of the comparison 
 the trainer's decisions in the engine (--decisions-in).
 
 Usage: engine_match.py DSV4_BINARY WORKDIR [--ckpt CKPT.pt] [--steps N]
-Exit 0 when all four comparisons are within tolerance, 1 otherwise, 77 (skip) without torch.
+Also runs `dsv4 generate` (the engine's Level-A numerics) on the FP8 export with and without
+--mtp and requires the same greedy tokens.
+Exit 0 when all of it holds, 1 otherwise, 77 (skip) without torch.
 """
 import argparse
 import json
@@ -125,6 +127,23 @@ def main():
                                  ref.numpy(), got)
             ok_all &= ok
             table.append((quant, head, da, dr))
+    # The engine's own (Level-A) path accepts the FP8 export: greedy decode with and without
+    # MTP drafts gives the same tokens.
+    outs = []
+    for extra in ([], ["--mtp"]):
+        cmd = [a.dsv4, "generate", "--model", os.path.join(a.workdir, "model_fp8"), "--prompt-ids",
+               ",".join(map(str, toks[:24])), "--max-tokens", "24", "--quiet-steps"] + extra
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        line = [x for x in (r.stdout + r.stderr).splitlines() if x.startswith("request 0 (")]
+        if r.returncode != 0 or not line:
+            print(r.stdout + r.stderr)
+            print(f"FAIL: {' '.join(cmd)}")
+            ok_all = False
+        outs.append(line[0].split("->")[-1].strip() if line else None)
+    if outs[0] != outs[1]:
+        print(f"FAIL: generate differs with --mtp: {outs[0]} vs {outs[1]}")
+        ok_all = False
+    print(f"generate (Level A, FP8 export): {outs[0]}, the same with --mtp")
     n_idx = sum(1 for e in decisions if e["kind"] == "idx")
     print(f"{len(toks)} tokens, {len(decisions)} forced decisions ({n_idx} indexer rows)")
     print("engine_match: " + ("PASS" if ok_all else "FAIL"))
