@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency from Debian packages. Idempotent:
 # packages already present are skipped without touching apt.
-# --browser also installs chromium (the chat page's browser test, release pass only).
-# Usage: scripts/setup.sh [--browser]
+# --browser also installs chromium (the chat page's browser test, release pass only);
+# --train the trainer's packages (train/: PyTorch with OpenBLAS, the KJV corpus and its reader,
+# regex, matplotlib; its tests run in the release pass only, label python).
+# Usage: scripts/setup.sh [--browser] [--train]
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config ccache clang libclang-rt-14-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libfmt-dev libcli11-dev
       libopenmpi-dev openmpi-bin libcpp-httplib-dev libpcre2-dev python3-numpy curl jq)
-if [ "${1:-}" = --browser ]; then pkgs+=(chromium); fi
+for flag in "$@"; do
+  case "$flag" in
+    --browser) pkgs+=(chromium) ;;
+    --train) pkgs+=(python3-torch libopenblas0-pthread python3-regex python3-matplotlib bible-kjv
+                    bible-kjv-text) ;;
+    *) echo "setup: unknown flag $flag (expected --browser, --train)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

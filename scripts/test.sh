@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-release}
-# The release pass runs the browser test of the chat page: chromium with it.
-if [ "$preset" = release ]; then scripts/setup.sh --browser; else scripts/setup.sh; fi
+# The release pass runs the browser test of the chat page (chromium) and the trainer's tests
+# (PyTorch): their packages with it.
+if [ "$preset" = release ]; then scripts/setup.sh --browser --train; else scripts/setup.sh; fi
 scripts/build.sh "$preset"
 if [ "$preset" = asan ]; then
   # OpenMPI's own allocations are not ours to fix.
@@ -13,9 +14,10 @@ if [ "$preset" = asan ]; then
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fi
 # Tests labelled npm (conformance against JavaScript references, packages installed from the
-# npm registry at test time) run in the release pass only.
+# npm registry at test time) and python (the trainer in train/, PyTorch) run in the release
+# pass only.
 exclude=()
-[ "$preset" = asan ] && exclude=(-LE npm)
+[ "$preset" = asan ] && exclude=(-LE 'npm|python')
 ctest --preset "$preset" -j "$(nproc)" "${exclude[@]}"
 if [ "$preset" = release ]; then
   for f in build/release/tests/web_chat/chat_page.png build/release/tests/web_chat_mock/chat_page.png; do
