@@ -95,17 +95,9 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
         const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (it >= wc.n) ms.push_back(t);  // the first pass warms up
       }
-      CaseResult r;
-      r.name = s.form == StorageForm::kFP4 ? "gemm-fp4" : s.form == StorageForm::kFP8 ? "gemm-fp8" : "gemm-bf16";
-      r.phase = "gemm";
-      r.shape = s.label();
-      r.B = T;
-      r.S = 1;
-      r.T = T;
-      r.threads = threads;
-      r.step_ms = median(ms);
-      r.cost = matrix_cost(s.form, s.out, s.in, T);
-      out.push_back(r);
+      const char* name =
+          s.form == StorageForm::kFP4 ? "gemm-fp4" : s.form == StorageForm::kFP8 ? "gemm-fp8" : "gemm-bf16";
+      out.push_back(timed_case(name, "gemm", s.label(), T, 1, threads, ms, matrix_cost(s.form, s.out, s.in, T)));
     }
   }
   return out;

@@ -138,15 +138,8 @@ class LayerStepper {
 
   CaseResult make_case(const char* phase, int B, int S, const std::vector<double>& ms, const Cost& sum,
                        double experts) const {
-    CaseResult c;
-    c.phase = phase;
-    c.B = B;
-    c.S = S;
-    c.T = B * S;
-    c.threads = threads();
-    c.step_ms = median(ms);
     const double n = static_cast<double>(std::max<size_t>(1, ms.size()));
-    c.cost = Cost{sum.bytes / n, sum.flops / n};
+    CaseResult c = timed_case("", phase, "", B, S, threads(), ms, Cost{sum.bytes / n, sum.flops / n});
     c.experts_hit = experts / n;
     return c;
   }
@@ -202,16 +195,7 @@ std::vector<CaseResult> run_head_cases(const ModelConfig& cfg, const Weights& w,
       pool.run([&](int tid, int n) { kernels::lm_head(p, w.head.w, y.data(), B, logits.data(), tid, n); });
       if (it > 0) ms.push_back(ms_since(t0));
     }
-    CaseResult c;
-    c.name = "head";
-    c.phase = "decode";
-    c.B = B;
-    c.S = 1;
-    c.T = B;
-    c.threads = threads;
-    c.step_ms = median(ms);
-    c.cost = head_cost(cfg, B);
-    out.push_back(c);
+    out.push_back(timed_case("head", "decode", "", B, 1, threads, ms, head_cost(cfg, B)));
   }
   return out;
 }

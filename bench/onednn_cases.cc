@@ -45,17 +45,8 @@ Result<std::vector<CaseResult>> run_onednn_cases(const std::vector<GemmShape>& s
           const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
           if (it >= wc.n) ms.push_back(t);
         }
-        CaseResult r;
-        r.name = "onednn-bf16";
-        r.phase = "gemm";
-        r.shape = s.label();
-        r.B = T;
-        r.S = 1;
-        r.T = T;
-        r.threads = threads;
-        r.step_ms = median(ms);
-        r.cost = matrix_cost(StorageForm::kBF16, s.out, s.in, T);
-        out.push_back(r);
+        out.push_back(timed_case("onednn-bf16", "gemm", s.label(), T, 1, threads, ms,
+                                 matrix_cost(StorageForm::kBF16, s.out, s.in, T)));
       }
     }
   } catch (const std::exception& e) {

@@ -9,11 +9,27 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace dsv4::bench {
+
+CaseResult timed_case(std::string name, std::string phase, std::string shape, int B, int S, int threads,
+                      const std::vector<double>& ms, const Cost& cost) {
+  CaseResult c;
+  c.name = std::move(name);
+  c.phase = std::move(phase);
+  c.shape = std::move(shape);
+  c.B = B;
+  c.S = S;
+  c.T = B * S;
+  c.threads = threads;
+  c.step_ms = median(ms);
+  c.cost = cost;
+  return c;
+}
 
 void finish(CaseResult& c, const Machine& m) {
   c.frac = fractions(c.cost, c.step_ms / 1e3, m.read(c.threads), m.peak(c.threads));

@@ -39,6 +39,10 @@ struct CaseResult {
   double tokens_per_s() const { return step_ms > 0 ? T / (step_ms / 1e3) : 0; }
 };
 
+// A case with step_ms = median(ms), T = B·S; cost per step.
+CaseResult timed_case(std::string name, std::string phase, std::string shape, int B, int S, int threads,
+                      const std::vector<double>& ms, const Cost& cost);
+
 // Fills c.frac from its cost, time and the machine at its thread count.
 void finish(CaseResult& c, const Machine& m);
 

@@ -73,16 +73,8 @@ Result<std::vector<CaseResult>> run_tiny_e2e(const std::string& model_dir, const
       (*engine)->updates().clear();
       if (rep->batch == B && rep->rows == B && ++decode_steps > warmup) ms.push_back(t);
     }
-    CaseResult c;
-    c.name = "tiny-e2e";
-    c.phase = "decode";
-    c.B = B;
-    c.S = 1;
-    c.T = B;
-    c.threads = threads;
-    c.step_ms = median(ms);
-    c.cost = model_step_cost(cfg.value(), B, kPrompt + warmup + repeats / 2);
-    out.push_back(c);
+    out.push_back(timed_case("tiny-e2e", "decode", "", B, 1, threads, ms,
+                             model_step_cost(cfg.value(), B, kPrompt + warmup + repeats / 2)));
   }
   return out;
 }
