@@ -51,6 +51,7 @@ void print_machine(const Machine& m) {
   for (const auto& [t, gbps] : m.read_gbps)
     std::printf("  %d thread%s: read bandwidth %.1f GB/s (best of the sizes), dot peak %.1f GFLOP/s\n", t,
                 t > 1 ? "s" : " ", gbps, m.peak(t));
+  std::fflush(stdout);
 }
 
 void print_cases(const std::string& title, const std::vector<CaseResult>& cases) {
