@@ -195,7 +195,7 @@ std::vector<CaseResult> run_head_cases(const ModelConfig& cfg, const Weights& w,
       pool.run([&](int tid, int n) { kernels::lm_head(p, w.head.w, y.data(), B, logits.data(), tid, n); });
       if (it > 0) ms.push_back(ms_since(t0));
     }
-    out.push_back(timed_case("head", "decode", "", B, 1, threads, ms, head_cost(cfg, B)));
+    out.push_back(timed_case("head", "decode", "", B, 1, threads, ms, matrix_cost(StorageForm::kBF16, V, D, B)));
   }
   return out;
 }

@@ -32,7 +32,8 @@ struct StepSets {
 Result<std::vector<CaseResult>> run_layer_cases(const ModelConfig& cfg, const Weights& w, const std::string& name,
                                                 const StepSets& sets, int threads);
 
-// The LM head (hc_head is not run; its bytes are counted) over T = B rows per B.
+// The LM head matrix (lm_head kernel; hc_head and the final norm are not run) over T = B
+// rows per B; bytes and FLOPs of the head matrix alone.
 std::vector<CaseResult> run_head_cases(const ModelConfig& cfg, const Weights& w, const std::vector<int>& batches,
                                        int repeats, int threads);
 

@@ -25,7 +25,8 @@
 //   FLOPs per row: 2·(out·in) of every dense matrix above, 2·K·3·F·D routed,
 //     4·H·Dh per attended key (scores and values), 2·Hi·Di per indexer key
 // Not counted: activations and scratch (cache-resident), norms, cache writes.
-// LM head over T rows: bytes V·D·2 (bf16) + hc_head_fn [N, N·D] f32; FLOPs 2·T·V·D.
+// LM head stage over T rows (hc_head, then the head): bytes V·D·2 (bf16) + hc_head_fn
+// [N, N·D] f32; FLOPs 2·T·(V·D + N·N·D).
 #pragma once
 
 #include <cstdint>
