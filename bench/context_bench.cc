@@ -16,7 +16,7 @@
 //    % bw against the same-run read bandwidth (bench/bandwidth.h, same thread count).
 //    MACs per step: indexer n·Hi·Di (the scores); attention keys·H·Dh·2 (q·k and p·v).
 //    The rest of a layer (projections, compressor, MoE) is weight-bound and measured by
-//    step_bench; a roofline from the layer's weight bytes is printed for reference.
+//    dsv4 bench; a roofline from the layer's weight bytes is printed for reference.
 // 2. Tiny model (preset tiny, FP8, max_position_embeddings 1,048,576, written to a
 //    temporary directory): per context ctx a runner with max_context = ctx, one sequence
 //    prefilled with ctx − (warm-up + decode steps) random tokens in chunks, then decode
@@ -445,7 +445,7 @@ void print_flash(const std::vector<KernelRow>& rows, double bw, const ModelConfi
     std::printf("| %lld | %d | %s | %.3f | %d | %.2f | %.2f | %.1f %% | %.1f |\n", static_cast<long long>(r.ctx), r.B,
                 r.part.c_str(), r.ms, r.reps, r.bytes / 1e6, gbps, 100.0 * gbps / bw, r.macs / (r.ms * 1e-3) / 1e9);
   }
-  // Rest of a layer: weight-bound; measured by step_bench with the real checkpoint.
+  // Rest of a layer: weight-bound; measured by dsv4 bench with the real checkpoint.
   int csa = -1, hca = -1;
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     if (csa < 0 && cfg.layer_ratio(l) == kCsaRatio) csa = l;
@@ -454,7 +454,7 @@ void print_flash(const std::vector<KernelRow>& rows, double bw, const ModelConfi
   if (csa >= 0 && hca >= 0) {
     const double wc = layer_weight_bytes(cfg, csa), wh = layer_weight_bytes(cfg, hca);
     std::printf("\nRest of the layer (projections, compressor, MoE; weight-bound, not measured here — see "
-                "step_bench): a B = 1 row reads %.0f MB of weights for a CSA layer, %.0f MB for an HCA layer "
+                "dsv4 bench): a B = 1 row reads %.0f MB of weights for a CSA layer, %.0f MB for an HCA layer "
                 "(checkpoint form, %d of %d routed experts) = %.2f / %.2f ms at %.1f GB/s.\n",
                 wc / 1e6, wh / 1e6, cfg.num_experts_per_tok, cfg.n_routed_experts, wc / bw / 1e6, wh / bw / 1e6, bw);
   }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the release preset's benchmarks and runs the linear roofline: read
+# The per-ISA part of `dsv4 bench` (the entry point for speed, README Benchmarks): builds
+# the release preset's benchmarks and runs the linear roofline: read
 # bandwidth, then Flash-size linears per ISA variant (median of 5 repetitions;
 # the development machine is shared and noisy).
 # Usage: scripts/bench.sh [Google Benchmark flags, e.g. --benchmark_filter=wo_b]

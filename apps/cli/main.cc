@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
       dsv4::cli::add_tokenize(app),
       dsv4::cli::add_chat(app),
       dsv4::cli::add_serve(app),
+      dsv4::cli::add_bench(app),
   };
 
   try {

@@ -1,0 +1,219 @@
+// The `dsv4 bench` run (bench_run.h).
+#include "bench_run.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "base/cpu.h"
+#include "base/thread_pool.h"
+#include "gemm_cases.h"
+#include "layer_cases.h"
+#include "layer_checkpoint.h"
+#include "onednn_cases.h"
+#include "probe.h"
+#include "report.h"
+#include "tiny_e2e.h"
+
+namespace dsv4::bench {
+namespace {
+
+constexpr int kProbeReps = 5;
+constexpr double kPeakSeconds = 0.2;
+
+bool selected(const BenchOptions& o, const std::string& group) {
+  return o.cases.empty() || std::find(o.cases.begin(), o.cases.end(), group) != o.cases.end();
+}
+
+std::vector<int> thread_counts(const BenchOptions& o) {
+  if (o.scaling && o.threads > 1) return {1, o.threads};
+  return {o.threads};
+}
+
+Machine probe_machine(const BenchOptions& o) {
+  Machine m;
+  const Isa isa = detect_isa();
+  m.isa = isa_name(isa);
+  m.read_probe = read_probe_name(isa);
+  m.dot_probe = dot_probe_name(isa);
+  for (int t : thread_counts(o)) {
+    ThreadPool pool(t);
+    double best = 0;
+    for (int64_t mib : o.bandwidth_mib) {
+      const int64_t bytes = mib << 20;
+      const double gbps = read_bandwidth_gbps(pool, bytes, kProbeReps, isa);
+      m.bandwidth.push_back({t, bytes, gbps});
+      best = std::max(best, gbps);
+    }
+    m.read_gbps[t] = best;
+    m.peak_gflops[t] = dot_peak_gflops(pool, kProbeReps, kPeakSeconds, isa);
+  }
+  return m;
+}
+
+void add_cases(std::vector<CaseResult>& all, std::vector<CaseResult> some, const Machine& m) {
+  for (CaseResult& c : some) finish(c, m);
+  all.insert(all.end(), some.begin(), some.end());
+}
+
+std::vector<CaseResult> slice(const std::vector<CaseResult>& all, size_t from) {
+  return std::vector<CaseResult>(all.begin() + static_cast<std::ptrdiff_t>(from), all.end());
+}
+
+// One layer kind: mapped, timed, dropped.
+Status run_layer_kind(const BenchOptions& o, LayerKind kind, const Machine& m, bool time_layer, bool with_head,
+                      std::vector<CaseResult>& all) {
+  Result<ModelConfig> cfg = bench_layer_config(o.preset, kind);
+  if (!cfg.ok()) return cfg.status();
+  const std::string dir = fmt::format("{}/{}-{}", o.cache_dir, o.preset, layer_kind_name(kind));
+  DSV4_RETURN_IF_ERROR(ensure_layer_checkpoint(cfg.value(), dir));
+  Result<std::unique_ptr<MappedLayer>> layer = MappedLayer::open(dir, cfg.value());
+  if (!layer.ok()) return layer.status();
+  const std::string name = fmt::format("layer-{}", layer_kind_name(kind));
+  std::printf("\n%s: %s mapped and touched (RSS %.2f GiB)\n", name.c_str(), dir.c_str(),
+              static_cast<double>(current_rss_bytes()) / (1 << 30));
+  std::fflush(stdout);
+  const size_t first = all.size();
+  if (time_layer) {
+    const StepSets sets{o.batches, o.spec_rows, o.prefill, o.repeats, 2, o.context};
+    Result<std::vector<CaseResult>> cases = run_layer_cases(cfg.value(), (*layer)->weights(), name, sets, o.threads);
+    if (!cases.ok()) return cases.status();
+    add_cases(all, std::move(cases.value()), m);
+  }
+  if (time_layer && o.scaling && o.threads > 1) {
+    const StepSets one{{1}, {1}, {}, o.repeats, 2, o.context};
+    Result<std::vector<CaseResult>> c1 = run_layer_cases(cfg.value(), (*layer)->weights(), name, one, 1);
+    if (!c1.ok()) return c1.status();
+    add_cases(all, std::move(c1.value()), m);
+  }
+  if (with_head) {
+    add_cases(all, run_head_cases(cfg.value(), (*layer)->weights(), o.batches, o.repeats, o.threads), m);
+    if (o.scaling && o.threads > 1) add_cases(all, run_head_cases(cfg.value(), (*layer)->weights(), {1}, o.repeats, 1), m);
+  }
+  print_cases(fmt::format("{} ({} preset, one layer; head: {} vocabulary rows), median of {}", name, o.preset,
+                          cfg.value().vocab_size, o.repeats),
+              slice(all, first));
+  layer.value().reset();  // munmap + POSIX_FADV_DONTNEED
+  std::printf("%s dropped: RSS %.2f GiB, peak RSS so far %.2f GiB\n", name.c_str(),
+              static_cast<double>(current_rss_bytes()) / (1 << 30), static_cast<double>(peak_rss_bytes()) / (1 << 30));
+  return Status();
+}
+
+Status run_gemms(const BenchOptions& o, const Machine& m, std::vector<CaseResult>& all,
+                 std::vector<std::string>& notes) {
+  Result<ModelConfig> cfg = bench_layer_config(o.preset, LayerKind::kCsa);
+  if (!cfg.ok()) return cfg.status();
+  const std::vector<GemmShape> shapes = gemm_shapes(cfg.value());
+  const GemmSets sets{o.gemm_rows, o.repeats, o.gemm_span_mib << 20};
+  const size_t first = all.size();
+  for (int t : thread_counts(o)) {
+    if (selected(o, "gemm")) add_cases(all, run_gemm_cases(shapes, sets, t), m);
+    if (!selected(o, "onednn")) continue;
+    if (!onednn_available()) {
+      if (t == o.threads) {
+        notes.push_back("oneDNN rows skipped: built without libdnnl-dev");
+        std::printf("\noneDNN: not found at configure time (libdnnl-dev); its rows are skipped\n");
+      }
+      continue;
+    }
+    Result<std::vector<CaseResult>> d = run_onednn_cases(shapes, sets, t);
+    if (!d.ok()) return d.status();
+    add_cases(all, std::move(d.value()), m);
+  }
+  // Side by side: engine and oneDNN rows of one shape and T next to each other.
+  std::vector<CaseResult> rows = slice(all, first);
+  std::stable_sort(rows.begin(), rows.end(), [](const CaseResult& a, const CaseResult& b) {
+    return std::tie(a.threads, a.shape, a.T) < std::tie(b.threads, b.shape, b.T);
+  });
+  print_cases(fmt::format("core GEMV/GEMM at the {} shapes: engine FP8/FP4 beside oneDNN bf16, median of {} passes",
+                          o.preset, o.repeats),
+              rows);
+  return Status();
+}
+
+// Every case timed at 1 thread beside its N-thread twin.
+void print_scaling(const std::vector<CaseResult>& all, int threads) {
+  std::map<std::tuple<std::string, std::string, std::string, int, int>, const CaseResult*> multi;
+  for (const CaseResult& c : all)
+    if (c.threads == threads) multi[{c.name, c.phase, c.shape, c.B, c.S}] = &c;
+  bool header = false;
+  for (const CaseResult& c : all) {
+    if (c.threads != 1) continue;
+    auto it = multi.find({c.name, c.phase, c.shape, c.B, c.S});
+    if (it == multi.end()) continue;
+    if (!header) {
+      std::printf("\nscaling: 1 thread vs %d threads (same case)\n%-12s %-18s %4s %2s %10s %10s %8s\n", threads, "case",
+                  "shape", "B", "S", "ms 1T", fmt::format("ms {}T", threads).c_str(), "speed-up");
+      header = true;
+    }
+    std::printf("%-12s %-18s %4d %2d %10.3f %10.3f %7.2fx\n", c.name.c_str(), c.shape.c_str(), c.B, c.S, c.step_ms,
+                it->second->step_ms, it->second->step_ms > 0 ? c.step_ms / it->second->step_ms : 0.0);
+  }
+}
+
+}  // namespace
+
+void apply_quick(BenchOptions& o) {
+  o.batches = {1, 4, 16};
+  o.spec_rows = {1, 2};
+  o.prefill = {64};
+  o.gemm_rows = {1, 16};
+  o.bandwidth_mib = {1024};
+  o.repeats = 3;
+}
+
+Status run_bench(const BenchOptions& o) {
+  for (const std::string& c : o.cases)
+    if (std::find_if(std::begin(kCaseGroups), std::end(kCaseGroups), [&](const char* g) { return c == g; }) ==
+        std::end(kCaseGroups))
+      return Status::errorf("--cases: unknown group '{}' (known: layer-csa, layer-hca, head, gemm, onednn, tiny-e2e)", c);
+  const Machine m = probe_machine(o);
+  print_machine(m);
+  std::vector<CaseResult> all;
+  std::vector<std::string> notes;
+  const bool head = selected(o, "head");
+  bool head_done = false;
+  for (LayerKind kind : {LayerKind::kCsa, LayerKind::kHca}) {
+    const bool layer = selected(o, fmt::format("layer-{}", layer_kind_name(kind)));
+    if (!layer && !(head && !head_done)) continue;
+    DSV4_RETURN_IF_ERROR(run_layer_kind(o, kind, m, layer, head && !head_done, all));
+    head_done = head_done || head;
+  }
+  if (selected(o, "gemm") || selected(o, "onednn")) DSV4_RETURN_IF_ERROR(run_gemms(o, m, all, notes));
+  if (selected(o, "tiny-e2e")) {
+    if (o.tiny_model_dir.empty()) {
+      notes.push_back("tiny-e2e skipped: no model directory");
+    } else {
+      const size_t first = all.size();
+      for (int t : thread_counts(o)) {
+        Result<std::vector<CaseResult>> c = run_tiny_e2e(o.tiny_model_dir, o.batches, 2, o.repeats, t);
+        if (!c.ok()) return c.status();
+        add_cases(all, std::move(c.value()), m);
+      }
+      print_cases(fmt::format("tiny-e2e: Engine decode steps of the built-in tiny model, median of {}", o.repeats),
+                  slice(all, first));
+    }
+  }
+  if (o.scaling && o.threads > 1) print_scaling(all, o.threads);
+  const int64_t peak = peak_rss_bytes();
+  std::printf("\npeak RSS %.2f GiB\n", static_cast<double>(peak) / (1 << 30));
+  if (o.json.empty()) return Status();
+  DSV4_RETURN_IF_ERROR(write_json(o.json, m, all, peak, notes));
+  std::printf("wrote %s\n", o.json.c_str());
+  const std::string png = std::filesystem::path(o.json).replace_extension(".png").string();
+  const std::string gnuplot = find_gnuplot();
+  if (gnuplot.empty()) {
+    std::printf("gnuplot not found (Debian: gnuplot-nox): no PNG drawn\n");
+    return Status();
+  }
+  DSV4_RETURN_IF_ERROR(plot_throughput(gnuplot, png, all, o.threads));
+  std::printf("wrote %s\n", png.c_str());
+  return Status();
+}
+
+}  // namespace dsv4::bench

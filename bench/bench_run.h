@@ -1,0 +1,44 @@
+// `dsv4 bench`: one run measures the machine (read bandwidth, dot peak), then times
+// each case against it (report.h): real-size layers of each kind (layer_cases.h, one
+// kind mapped at a time), the LM head, the engine's FP8/FP4 GEMV/GEMM beside oneDNN
+// bf16 (gemm_cases.h, onednn_cases.h), end-to-end decode of the tiny model
+// (tiny_e2e.h), 1-thread vs N-thread scaling; prints a table per case group, writes
+// the JSON and the throughput-vs-batch PNG.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace dsv4::bench {
+
+// Case groups a run can select.
+inline constexpr const char* kCaseGroups[] = {"layer-csa", "layer-hca", "head", "gemm", "onednn", "tiny-e2e"};
+
+struct BenchOptions {
+  std::string preset = "flash";           // layer shapes: flash | tiny
+  std::string cache_dir;                  // layer checkpoints live in <cache_dir>/<preset>-<kind>
+  std::string tiny_model_dir;             // tiny-e2e's model (empty: tiny-e2e skipped)
+  std::vector<std::string> cases;         // kCaseGroups subset; empty: all
+  std::vector<int> batches = {1, 2, 4, 8, 16, 32, 64};
+  std::vector<int> spec_rows = {1, 2, 4, 8};
+  std::vector<int> prefill = {64, 256, 1024};
+  std::vector<int> gemm_rows = {1, 4, 16, 64};
+  std::vector<int64_t> bandwidth_mib = {1024, 2048, 4096};
+  int repeats = 5;
+  int threads = 2;
+  int context = 128;                      // prompt positions of every decode sequence
+  int64_t gemm_span_mib = 96;
+  bool scaling = true;                    // also time the scaling subset at 1 thread
+  std::string json;                       // empty: no JSON (and no PNG)
+};
+
+// The --quick sets: B {1, 4, 16}, S {1, 2}, prefill {64}, T {1, 16}, one 1 GiB buffer,
+// 3 repeats (flags given explicitly still win; the caller applies them after).
+void apply_quick(BenchOptions& o);
+
+Status run_bench(const BenchOptions& o);
+
+}  // namespace dsv4::bench

@@ -1,0 +1,71 @@
+// Results of `dsv4 bench`: one CaseResult per timed case, the machine's denominators,
+// the printed tables, the JSON file and the throughput-vs-batch PNG (gnuplot).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "roofline.h"
+
+namespace dsv4::bench {
+
+// Denominators measured in the run, per thread count.
+struct Machine {
+  std::string isa, read_probe, dot_probe;
+  struct BandwidthRow {
+    int threads = 0;
+    int64_t bytes = 0;
+    double gbps = 0;
+  };
+  std::vector<BandwidthRow> bandwidth;  // every size probed
+  std::map<int, double> read_gbps;      // threads -> best over sizes
+  std::map<int, double> peak_gflops;    // threads -> dot peak
+  double read(int threads) const { return read_gbps.count(threads) ? read_gbps.at(threads) : 0; }
+  double peak(int threads) const { return peak_gflops.count(threads) ? peak_gflops.at(threads) : 0; }
+};
+
+struct CaseResult {
+  std::string name;     // layer-csa, layer-hca, head, gemm-fp8, gemm-fp4, onednn-bf16, tiny-e2e
+  std::string phase;    // decode | prefill | gemm
+  std::string shape;    // gemm cases: "wq_a 1024x4096"; else empty
+  int B = 0, S = 0, T = 0, threads = 0;
+  double step_ms = 0;   // median of the repeats
+  Cost cost;            // per step
+  double experts_hit = -1;  // layer cases: mean distinct routed experts per step
+  double pool_runs = -1;    // layer cases: thread-pool runs (each ends in a barrier) per step
+  Fractions frac;       // filled by finish()
+  double tokens_per_s() const { return step_ms > 0 ? T / (step_ms / 1e3) : 0; }
+};
+
+// A case with step_ms = median(ms), T = B·S; cost per step.
+CaseResult timed_case(std::string name, std::string phase, std::string shape, int B, int S, int threads,
+                      const std::vector<double>& ms, const Cost& cost);
+
+// Fills c.frac from its cost, time and the machine at its thread count.
+void finish(CaseResult& c, const Machine& m);
+
+double median(std::vector<double> v);
+
+void print_machine(const Machine& m);
+// A table of the cases (a title line, then one row per case).
+void print_cases(const std::string& title, const std::vector<CaseResult>& cases);
+
+// {"machine": {isa, read_probe, dot_probe, read_bandwidth: [{threads, bytes, gbps}],
+// read_gbps: {"<threads>": best}, peak_gflops: {"<threads>": peak}}, "peak_rss_bytes": N, "notes": [...], "cases": [{case, phase, shape,
+// B, S, T, threads, step_ms, tokens_per_s, bytes, gbps, bandwidth_fraction, flops, gflops,
+// compute_fraction, roofline_fraction, experts_hit}]}.
+Status write_json(const std::string& path, const Machine& m, const std::vector<CaseResult>& cases,
+                  int64_t peak_rss, const std::vector<std::string>& notes);
+
+// Path of gnuplot on PATH, or empty.
+std::string find_gnuplot();
+// Draws tokens/s against B (decode, S = 1, the thread count given) for every case name
+// with such rows into png_path (data and script beside it, .dat / .gp). Error: gnuplot
+// failed.
+Status plot_throughput(const std::string& gnuplot, const std::string& png_path,
+                       const std::vector<CaseResult>& cases, int threads);
+
+}  // namespace dsv4::bench

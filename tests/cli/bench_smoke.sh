@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# dsv4 bench in a tiny mode (tiny layer shapes, 8 MiB probe buffers, small sets): the JSON
+# holds every case group, every required field, finite values; the PNG is a PNG when
+# gnuplot is installed. Usage: bench_smoke.sh /path/to/dsv4 WORKDIR
+set -euo pipefail
+dsv4=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work"
+export XDG_CACHE_HOME="$work/xdg"
+"$dsv4" bench --preset tiny --quick --bandwidth-mib 8 --gemm-span-mib 1 --batches 1,2 --spec-rows 1,2 \
+  --prefill 16 --gemm-rows 1,4 --repeats 2 --context 16 --cache-dir "$work/cache" --json "$work/bench.json" \
+  >"$work/out.txt" 2>&1 || { echo "FAIL: dsv4 bench exited $?"; cat "$work/out.txt"; exit 1; }
+# A second run reuses the cached layer checkpoints.
+"$dsv4" bench --preset tiny --cases layer-hca --batches 1 --spec-rows 1 --prefill 16 --bandwidth-mib 8 --repeats 1 \
+  --context 16 --no-scaling --cache-dir "$work/cache" >"$work/out2.txt" 2>&1 ||
+  { echo "FAIL: second run exited $?"; cat "$work/out2.txt"; exit 1; }
+if grep -q "writing random layer checkpoint" "$work/out2.txt"; then echo "FAIL: checkpoint not reused"; exit 1; fi
+/usr/bin/python3 - "$work/bench.json" <<'PY'
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+need = ["case", "B", "S", "T", "step_ms", "tokens_per_s", "bytes", "gbps", "bandwidth_fraction", "gflops",
+        "compute_fraction", "roofline_fraction"]
+cases = d["cases"]
+names = {c["case"] for c in cases}
+want = {"layer-csa", "layer-hca", "head", "gemm-fp8", "gemm-fp4", "tiny-e2e"}
+if not any("oneDNN rows skipped" in n for n in d["notes"]):
+    want.add("onednn-bf16")
+missing = want - names
+assert not missing, f"missing cases {missing}"
+for c in cases:
+    for k in need:
+        assert k in c, f"{c['case']}: no field {k}"
+        if k != "case":
+            assert isinstance(c[k], (int, float)) and math.isfinite(c[k]), f"{c['case']}: {k} = {c[k]}"
+    assert c["step_ms"] > 0 and c["bytes"] > 0, c
+for c in ("layer-csa", "layer-hca"):
+    phases = {(x["phase"], x["B"], x["S"]) for x in cases if x["case"] == c and x["threads"] == 2}
+    assert {("decode", 1, 1), ("decode", 2, 2), ("prefill", 1, 16)} <= phases, (c, phases)
+    assert any(x["case"] == c and x["threads"] == 1 for x in cases), f"{c}: no 1-thread row"
+    assert all(x["pool_runs"] > 0 for x in cases if x["case"] == c and x["phase"] == "decode"), f"{c}: pool_runs"
+m = d["machine"]
+assert m["read_gbps"]["1"] > 0 and m["read_gbps"]["2"] > 0 and m["peak_gflops"]["2"] > 0, m
+assert d["peak_rss_bytes"] > 0
+PY
+if command -v gnuplot >/dev/null; then
+  head -c 8 "$work/bench.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" ||
+    { echo "FAIL: $work/bench.png is not a PNG"; exit 1; }
+fi
+echo "bench smoke: ok"
