@@ -42,10 +42,12 @@ int main(int argc, char** argv) {
     code = 1;
   }
   // A failed rank of an mpirun job leaves without MPI_Finalize (which would wait for ranks
-  // that may still be in a collective): mpirun sees the exit code and ends the job.
+  // that may still be in a collective): mpirun sees the exit code and ends the job. First it
+  // waits (at most 2 s) for the other ranks to fail too, so rank 0's message gets out.
   if (code != 0 && dsv4::launched_by_mpirun()) {
     std::fflush(stdout);
     std::fflush(stderr);
+    dsv4::wait_for_ranks_at_exit(2.0);
     std::_Exit(code);
   }
   return code;

@@ -89,5 +89,10 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator();
 // True when this process was started by mpirun (OpenMPI's environment), so a command
 // can choose MPI without a flag.
 bool launched_by_mpirun();
+// A failing rank's last act: waits until every rank of the job has called this too (a
+// failure every rank detects alike) or `seconds` have passed, so that rank 0's message is
+// out before mpirun ends the job on the first non-zero exit. False: timed out, or MPI not
+// started.
+bool wait_for_ranks_at_exit(double seconds);
 
 }  // namespace dsv4

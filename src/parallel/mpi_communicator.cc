@@ -3,6 +3,8 @@
 // bytes), so counts are rows and stay far below INT_MAX.
 #include <mpi.h>
 
+#include <time.h>
+
 #include <climits>
 #include <cstdlib>
 #include <utility>
@@ -19,6 +21,10 @@ std::string mpi_error(int code) {
   MPI_Error_string(code, buf, &len);
   return std::string(buf, static_cast<size_t>(len));
 }
+
+// A copy of MPI_COMM_WORLD for the exit barrier alone, so that it never pairs with a
+// collective of the step that other ranks may be inside.
+MPI_Comm g_exit_comm = MPI_COMM_NULL;
 
 void finalize_at_exit() {
   int finalized = 0;
@@ -147,6 +153,22 @@ bool launched_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
 }
 
+bool wait_for_ranks_at_exit(double seconds) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized || g_exit_comm == MPI_COMM_NULL) return false;
+  MPI_Request req;
+  if (MPI_Ibarrier(g_exit_comm, &req) != MPI_SUCCESS) return false;
+  const double deadline = MPI_Wtime() + seconds;
+  int done = 0;
+  while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done && MPI_Wtime() < deadline) {
+    timespec pause{0, 1000000};  // 1 ms
+    nanosleep(&pause, nullptr);
+  }
+  return done != 0;
+}
+
 Result<std::unique_ptr<Communicator>> make_mpi_communicator() {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -157,6 +179,7 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator() {
     std::atexit(finalize_at_exit);
     // Errors come back as codes (turned into Status), not as an abort.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &g_exit_comm) != MPI_SUCCESS) g_exit_comm = MPI_COMM_NULL;
   }
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
