@@ -37,7 +37,7 @@ Cost layer_step_cost(const ModelConfig& cfg, int layer, std::span<const RequestR
   c += matrix_cost(dense, Rq, D, T);                                                 // wq_a
   c += matrix_cost(dense, H * Dh, Rq, T);                                            // wq_b
   c += matrix_cost(dense, Dh, D, T);                                                 // wkv
-  c += matrix_cost(bf, int64_t{cfg.o_groups} * cfg.o_lora_rank, cfg.wo_a_in(), T);   // wo_a (bf16 copy)
+  c += matrix_cost(dense, int64_t{cfg.o_groups} * cfg.o_lora_rank, cfg.wo_a_in(), T);  // wo_a (as stored)
   c += matrix_cost(dense, D, cfg.wo_b_in(), T);                                      // wo_b
   if (ratio > 0) c += matrix_cost(bf, 2 * cfg.compressor_out(layer), D, T);          // compressor wkv + wgate
   if (ratio == kCsaRatio) {

@@ -12,9 +12,9 @@
 // E routed experts, K per token, N hc_mult, M = (2+N)·N, Hi/Di indexer heads/dim,
 // W sliding_window, r the layer's compress ratio):
 //   weights read once per step, as the engine holds them (FP8: codes + one scale per
-//   128x128 block; FP4: codes + one scale per 32; wo_a as its bf16 copy):
+//   128x128 block; FP4: codes + one scale per 32; wo_a as stored too):
 //     hc_attn_fn, hc_ffn_fn [M, N·D] f32; wq_a [Rq, D]; wq_b [H·Dh, Rq]; wkv [Dh, D];
-//     wo_a [G·Ro, H·Dh/G] bf16; wo_b [D, G·Ro]; compressor wkv, wgate [c, D] bf16
+//     wo_a [G·Ro, H·Dh/G]; wo_b [D, G·Ro]; compressor wkv, wgate [c, D] bf16
 //     (r > 0; c = 2·Dh at r = 4, else Dh); indexer (r = 4) wq_b [Hi·Di, Rq],
 //     weights_proj [Hi, D] bf16, its compressor [2·Di, D] x 2 bf16; gate [E, D] bf16;
 //     shared expert w1, w3 [F, D], w2 [D, F]; routed experts hit by any row of the
