@@ -195,7 +195,7 @@ Status run_bench(const BenchOptions& o) {
         if (!c.ok()) return c.status();
         add_cases(all, std::move(c.value()), m);
       }
-      print_cases(fmt::format("tiny-e2e: Engine decode steps of the built-in tiny model, median of {}", o.repeats),
+      print_cases(fmt::format("tiny-e2e: Engine decode steps of the built-in model, median of {}", o.repeats),
                   slice(all, first));
     }
   }

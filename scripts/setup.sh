@@ -4,11 +4,12 @@
 # --browser also installs chromium (the chat page's browser test, release pass only);
 # --train the trainer's packages (train/: PyTorch with OpenBLAS, the KJV corpus and its reader,
 # regex, matplotlib; its tests run in the release pass only, label python).
+# wamerican is the word list of the built-in model's demo test (tests/cli/demo_cli.sh).
 # Usage: scripts/setup.sh [--browser] [--train]
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config ccache clang libclang-rt-14-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libfmt-dev libcli11-dev
-      libopenmpi-dev openmpi-bin libcpp-httplib-dev libpcre2-dev python3-numpy curl jq
+      libopenmpi-dev openmpi-bin libcpp-httplib-dev libpcre2-dev python3-numpy curl jq wamerican
       libdnnl-dev gnuplot-nox)  # dsv4 bench: oneDNN comparison rows (bench only), throughput PNG
 for flag in "$@"; do
   case "$flag" in

@@ -183,7 +183,7 @@ int run_chat(const ChatArgs& a) {
 Command add_chat(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
   CLI::App* sub = app.add_subcommand("chat", "Interactive chat in the terminal (multi-turn, streamed)");
-  sub->add_option("--model", a->model, "Checkpoint directory (default: the built-in tiny model)");
+  sub->add_option("--model", a->model, kModelHelp);
   sub->add_option("--system", a->system, "System prompt");
   sub->add_flag("--thinking", a->thinking, "Thinking mode: the model reasons first (shown in brackets)");
   sub->add_option("--max-tokens", a->max_tokens, "Most tokens per answer")->capture_default_str();

@@ -38,7 +38,10 @@ struct GenerateArgs {
   std::vector<std::string> stop;
 };
 
-// Built-in demo prompts (token ids of the tiny vocabulary).
+// Demo prompts when none is given: text in the style of the built-in model's corpus (the King
+// James Bible) through the model's tokenizer, or token ids when the model has no tokenizer.
+const std::vector<std::string> kDemoTexts = {"In the beginning", "And the LORD spake unto Moses, saying,",
+                                             "Blessed are the", "The LORD is my shepherd;"};
 const std::vector<std::vector<int32_t>> kDemoPrompts = {
     {5, 17, 42}, {100, 200, 300, 400, 11, 12}, {7}, {250, 251, 252, 253, 254, 255, 256, 257, 258, 259}};
 
@@ -79,6 +82,8 @@ int run_generate(const GenerateArgs& a) {
   if (parsed.ok())
     for (const std::string& t : a.prompt_text) prompts.push_back(encode_prompt(*text, t, /*allow_special=*/false));
   if (Status st = rs.agree(parsed); !st.ok()) return fail(st);
+  if (prompts.empty() && text)
+    for (const std::string& t : kDemoTexts) prompts.push_back(encode_prompt(*text, t, /*allow_special=*/false));
   if (prompts.empty()) prompts = kDemoPrompts;
   Result<Limits> lim = engine_limits(ef);
   if (!lim.ok()) return fail(lim.status());

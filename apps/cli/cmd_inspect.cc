@@ -1,7 +1,7 @@
 // dsv4 inspect [--model DIR] [--tp N] [--ep M]: prints the config summary, layer schedule,
 // tensor statistics and validation results of a checkpoint (model/inspect.h); with --tp /
 // --ep, the weight bytes each rank of such a deployment holds (model/placement.h). Without
-// --model it inspects the built-in tiny model. Exit code 1 when validation fails.
+// --model it inspects the built-in model (models/kjv-9m). Exit code 1 when validation fails.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -50,9 +50,7 @@ Command add_inspect(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand(
       "inspect", "Print config, layer schedule, tensor statistics and validation of a checkpoint");
-  sub->add_option("--model", args->model,
-                  "Checkpoint directory (default: the built-in tiny model, generated on "
-                  "first use)");
+  sub->add_option("--model", args->model, kModelHelp);
   sub->add_option("--tp", args->tp, "With --ep: show the weight bytes per rank of a tp-way deployment");
   sub->add_option("--ep", args->ep, "Ranks the routed experts are spread over (default: the world)");
   return {sub, [args]() {

@@ -140,8 +140,7 @@ Command add_logits(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "logits", "Teacher-forced logits of a token sequence as float32 .npy [n, vocab] "
                 "(--mtp: the MTP head's [n-1, vocab])");
-  sub->add_option("--model", args->model,
-                  "Checkpoint directory (default: the built-in tiny model, generated on first use)");
+  sub->add_option("--model", args->model, kModelHelp);
   sub->add_option("--tokens", args->tokens,
                   "Comma-separated token ids, e.g. 1,2,3, or @FILE (ids separated by commas and/or whitespace)")
       ->required();

@@ -2,7 +2,7 @@
 // encodes text to ids printed comma-separated on one line, or decodes ids (inline or
 // @FILE, as --prompt-ids) to their text, written as is with no newline added.
 // --model reads DIR/tokenizer.json (+ tokenizer_config.json: BOS first when
-// add_bos_token says so); without --model or --tokenizer, the built-in tiny model's.
+// add_bos_token says so); without --model or --tokenizer, the built-in model's.
 // --special matches added tokens (<think>, <｜User｜>, ...) in the text; without it the
 // text is plain text. Invalid UTF-8 input is encoded as U+FFFD (text.md §1.3).
 #include <cstdio>
@@ -40,7 +40,7 @@ Command add_tokenize(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* sub = app.add_subcommand("tokenize", "Encode text to token ids, or decode ids to text");
   CLI::Option* model = sub->add_option("--model", args->model,
-                                       "Model directory with tokenizer.json (default: the built-in tiny model)");
+                                       "Model directory with tokenizer.json (default: $DSV4_MODEL if set, else the built-in model)");
   sub->add_option("--tokenizer", args->tokenizer, "A tokenizer.json file")->excludes(model);
   CLI::Option* text = sub->add_option("--text", args->text, "Text to encode");
   CLI::Option* file = sub->add_option("--file", args->file, "File whose bytes are encoded")->excludes(text);

@@ -37,13 +37,15 @@ Command add_bench(CLI::App& app);
 int fail(const Status& status);
 void set_error_printing(bool on);
 
-// The user's dsv4 cache directory: $XDG_CACHE_HOME/dsv4, else $HOME/.cache/dsv4
-// (the only place the CLI reads the environment for it).
-Result<std::string> user_cache_root();
-
-// --model DIR if given, else the built-in tiny model (generated on first use
-// into the user's cache directory).
+// --model DIR if given, else $DSV4_MODEL when set and not empty, else the built-in model:
+// models/kjv-9m of the source tree this binary was built from (DSV4_BUILTIN_MODEL_DIR, set by
+// apps/cli/CMakeLists.txt); an error naming that path when its config.json is missing. This is
+// the only place the CLI reads the environment for a model.
 Result<std::string> resolve_model_dir(const std::string& model_flag);
+// <XDG_CACHE_HOME or ~/.cache>/dsv4 (dsv4 bench keeps its layer checkpoints there).
+Result<std::string> user_cache_root();
+inline constexpr const char* kModelHelp =
+    "Checkpoint directory (default: $DSV4_MODEL if set, else the built-in model models/kjv-9m)";
 
 // The token ids of a list option such as --tokens or --prompt-ids: either inline,
 // "5,17,42" (parse_token_ids, runtime/teacher_forced.h), or "@FILE", a regular file

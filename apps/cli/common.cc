@@ -2,6 +2,7 @@
 // token-list options.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string_view>
 
 #include "commands.h"
@@ -10,7 +11,6 @@
 #include "kernels/indexer/indexer.h"
 #include "kernels/linear/linear.h"
 #include "kernels/sparse_attn/sparse_attn.h"
-#include "model/tiny_checkpoint.h"
 #include "runtime/teacher_forced.h"
 
 namespace dsv4::cli {
@@ -32,16 +32,22 @@ Result<std::string> user_cache_root() {
   if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/dsv4";
   const char* home = std::getenv("HOME");
   if (home != nullptr && home[0] == '/') return std::string(home) + "/.cache/dsv4";
-  return Status::error(
-      "cannot locate the cache directory for the built-in model: neither XDG_CACHE_HOME nor "
-      "HOME is set to an absolute path (pass --model DIR instead)");
+  return Status::error("cannot locate the user cache directory: neither XDG_CACHE_HOME nor HOME is set to an "
+                       "absolute path");
 }
 
 Result<std::string> resolve_model_dir(const std::string& model_flag) {
   if (!model_flag.empty()) return model_flag;
-  Result<std::string> root = user_cache_root();
-  if (!root.ok()) return root.status();
-  return builtin_model_dir(root.value());
+  const char* env = std::getenv("DSV4_MODEL");
+  if (env != nullptr && env[0] != '\0') return std::string(env);
+  const std::string dir = DSV4_BUILTIN_MODEL_DIR;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(dir + "/config.json", ec))
+    return Status::errorf(
+        "the built-in model is missing: {}/config.json not found (the source tree's models/ folder, "
+        "compiled into this binary; pass --model DIR or set DSV4_MODEL=DIR)",
+        dir);
+  return dir;
 }
 
 namespace {

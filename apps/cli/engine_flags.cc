@@ -10,7 +10,7 @@
 namespace dsv4::cli {
 
 void add_engine_options(CLI::App* sub, EngineFlags* f) {
-  sub->add_option("--model", f->model, "Checkpoint directory (default: the built-in tiny model)");
+  sub->add_option("--model", f->model, kModelHelp);
   sub->add_flag("--mtp", f->mtp, "Speculative decode with the MTP layer's drafts");
   sub->add_option("--batch-size", f->batch_size, "Most requests decoded in one step (B_MAX)")->capture_default_str();
   sub->add_option("--threads", f->threads, "Worker threads of the engine")->capture_default_str();

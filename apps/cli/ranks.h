@@ -32,7 +32,7 @@ class RankSession {
 
   bool primary() const { return world_->rank() == 0; }
   int world_size() const { return world_->size(); }
-  // resolve_model_dir on rank 0 first (it may write the built-in model), then the others.
+  // resolve_model_dir on rank 0 first, then the others (a missing model is reported once).
   Result<std::string> model_dir(const std::string& model_flag);
   // Checks the topology against the model and builds the TP/EP groups.
   Status bind(const ModelConfig& cfg);

@@ -1,18 +1,13 @@
 // Tiny checkpoint generator (see tiny_checkpoint.h for the value and storage rules).
 #include "model/tiny_checkpoint.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <numbers>
 #include <span>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -144,39 +139,6 @@ std::string generation_config_text(const ModelConfig& cfg) {
   j["temperature"] = 1.0;
   j["top_p"] = 1.0;
   return j.dump(2) + "\n";
-}
-
-constexpr const char* kBuiltinPreset = "tiny";
-constexpr uint64_t kBuiltinSeed = 0;
-constexpr const char* kBuiltinName = "tiny-fp8-seed0";
-constexpr const char* kStampFile = "dsv4-tiny.stamp";
-
-std::string builtin_stamp() {
-  return fmt::format("dsv4 tiny checkpoint v{} preset={} quant=fp8 seed={}\n",
-                     kTinyCheckpointVersion, kBuiltinPreset, kBuiltinSeed);
-}
-
-// True when dir holds a complete checkpoint stamped with the current version.
-bool builtin_complete(const std::string& dir) {
-  std::ifstream in(dir + "/" + kStampFile, std::ios::binary);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (ss.str() != builtin_stamp()) return false;
-  std::error_code ec;
-  for (const char* f : {"config.json", "generation_config.json", "model.safetensors",
-                        "tokenizer.json", "tokenizer_config.json"})
-    if (!fs::is_regular_file(dir + "/" + f, ec)) return false;
-  return true;
-}
-
-// A fresh, uniquely named directory `<parent>/.<base>.XXXXXX`.
-Result<std::string> make_unique_dir(const std::string& parent, const std::string& base) {
-  std::string templ = parent + "/." + base + ".XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr)
-    return Status::errorf("cannot create a temporary directory in {}: {}", parent,
-                          std::strerror(errno));
-  return templ;
 }
 
 }  // namespace
@@ -370,56 +332,6 @@ Status make_tiny_checkpoint(const std::string& out_dir, const std::string& prese
       write_text(out_dir + "/generation_config.json", generation_config_text(cfg)));
   DSV4_RETURN_IF_ERROR(write_tiny_tokenizer(out_dir));
   return writer.write(out_dir + "/model.safetensors");
-}
-
-Result<std::string> builtin_model_dir(const std::string& cache_root) {
-  const std::string dir = cache_root + "/" + kBuiltinName;
-  if (builtin_complete(dir)) return dir;
-
-  std::error_code ec;
-  fs::create_directories(cache_root, ec);
-  if (ec)
-    return Status::errorf("cache directory {}: cannot create it: {}", cache_root, ec.message());
-  Result<std::string> tmp = make_unique_dir(cache_root, kBuiltinName);
-  if (!tmp.ok()) return tmp.status();
-  auto cleanup = [&](const std::string& path) { fs::remove_all(path, ec); };
-
-  Status st = make_tiny_checkpoint(tmp.value(), kBuiltinPreset, kBuiltinSeed, TinyQuant::kFp8);
-  if (st.ok()) st = write_text(tmp.value() + "/" + kStampFile, builtin_stamp());
-  if (!st.ok()) {
-    cleanup(tmp.value());
-    return st.with_context("generating the built-in model");
-  }
-  // rename(2) of a directory is atomic; it fails when `dir` exists and is not empty.
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (::rename(tmp.value().c_str(), dir.c_str()) == 0) return dir;
-    const int err = errno;
-    if (err != ENOTEMPTY && err != EEXIST) {
-      cleanup(tmp.value());
-      return Status::errorf("cannot move {} to {}: {}", tmp.value(), dir, std::strerror(err));
-    }
-    if (builtin_complete(dir)) {  // another process installed it meanwhile
-      cleanup(tmp.value());
-      return dir;
-    }
-    // A stale or partial copy (old version): move it aside, then delete it.
-    Result<std::string> stale = make_unique_dir(cache_root, std::string(kBuiltinName) + ".stale");
-    if (!stale.ok()) {
-      cleanup(tmp.value());
-      return stale.status();
-    }
-    const std::string target = stale.value() + "/old";
-    if (::rename(dir.c_str(), target.c_str()) != 0 && errno != ENOENT) {
-      const int e2 = errno;
-      cleanup(tmp.value());
-      cleanup(stale.value());
-      return Status::errorf("cannot replace the stale built-in model {}: {}", dir,
-                            std::strerror(e2));
-    }
-    cleanup(stale.value());
-  }
-  cleanup(tmp.value());
-  return Status::errorf("cannot install the built-in model at {}", dir);
 }
 
 }  // namespace dsv4

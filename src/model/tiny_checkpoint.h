@@ -70,14 +70,8 @@ struct QuantizedMatrix {
 QuantizedMatrix quantize_fp8_blocks(const float* w, int64_t out, int64_t in);
 QuantizedMatrix quantize_fp4_rows(const float* w, int64_t out, int64_t in);  // in % 32 == 0
 
-// Version of the generator's output; a change of values or layout bumps it,
-// which makes builtin_model_dir() regenerate its cached copy.
+// Version of the generator's output (the safetensors "dsv4_generator" metadata); a change of
+// values or layout bumps it.
 constexpr int kTinyCheckpointVersion = 2;  // 2: tokenizer files (text.md §5)
-
-// Preset tiny, kFp8, seed 0, kept in <cache_root>/tiny-fp8-seed0. Reused when
-// its stamp file names the current version; otherwise generated into a
-// temporary sibling directory and renamed into place, so a crash never leaves
-// a partial model under the final name. Returns the directory.
-Result<std::string> builtin_model_dir(const std::string& cache_root);
 
 }  // namespace dsv4

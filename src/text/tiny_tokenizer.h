@@ -1,4 +1,4 @@
-// The tiny test tokenizer of text.md §5 (512 ids) for the built-in tiny model:
+// The tiny test tokenizer of text.md §5 (512 ids) for the tiny test checkpoints (make-tiny):
 //   0..2      BOS, EOS, pad (added, special, normalized false; also in model.vocab)
 //   3..258    the 256 byte symbols, ids as in the real vocabulary (§1.6)
 //   259..499  241 merges trained on a fixed corpus (§5.2): most frequent pair,

@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# dsv4 chat on the built-in tiny model: multi-turn history, /reset, /exit, end of input, and
+# dsv4 chat on a random tiny model (make-tiny): multi-turn history, /reset, /exit, end of input, and
 # Ctrl-C (SIGINT) stopping one answer while the session goes on.
 # Usage: chat_cli.sh <dsv4 binary> <work dir>
 set -uo pipefail
 dsv4=$1
 work=$2
 rm -rf "$work" && mkdir -p "$work"
-export XDG_CACHE_HOME="$work/cache"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+"$dsv4" make-tiny --out "$work/tiny" >/dev/null || { echo "FAIL: make-tiny"; exit 1; }
 
 out=$(printf 'Hello there\n/reset\nHow are you?\nAnd then?\n/exit\nnever read\n' |
-      timeout 120 "$dsv4" chat --max-tokens 6 --temperature 0 2>&1)
+      timeout 120 "$dsv4" chat --model "$work/tiny" --max-tokens 6 --temperature 0 2>&1)
 code=$?
 [ "$code" -eq 0 ] || fail "chat exited $code: $out"
 [ "$(grep -ao '(max tokens)' <<<"$out" | wc -l)" -eq 3 ] || fail "expected 3 answers: $out"
 grep -aq '(history cleared)' <<<"$out" || fail "no /reset acknowledgement: $out"
 
 # End of input ends the session; thinking mode shows reasoning in brackets.
-out=$(printf 'Hi\n' | timeout 120 "$dsv4" chat --max-tokens 6 --thinking 2>&1)
+out=$(printf 'Hi\n' | timeout 120 "$dsv4" chat --model "$work/tiny" --max-tokens 6 --thinking 2>&1)
 [ $? -eq 0 ] || fail "chat --thinking exited non-zero: $out"
 grep -aq '\[' <<<"$out" || fail "no reasoning block in thinking mode: $out"
 
@@ -28,7 +28,7 @@ ctrl_c_run() {  # ctrl_c_run SEED: 0 when the answer was stopped
   local fifo="$work/in" pid start
   rm -f "$fifo" && mkfifo "$fifo"
   : >"$work/ctrlc.txt"
-  timeout 300 "$dsv4" chat --max-tokens 100000 --temperature 0.8 --seed "$1" >"$work/ctrlc.txt" 2>&1 <"$fifo" &
+  timeout 300 "$dsv4" chat --model "$work/tiny" --max-tokens 100000 --temperature 0.8 --seed "$1" >"$work/ctrlc.txt" 2>&1 <"$fifo" &
   pid=$!
   exec 3>"$fifo"
   echo "Tell me a long story" >&3

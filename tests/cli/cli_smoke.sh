@@ -5,8 +5,8 @@
 set -uo pipefail
 dsv4=$1
 work=$2
+unset DSV4_MODEL  # the built-in model where no --model is given
 rm -rf "$work" && mkdir -p "$work"
-export XDG_CACHE_HOME="$work/cache"
 fails=0
 ok() {  # ok <description> <command...>: must exit 0
   local what=$1; shift
@@ -38,6 +38,11 @@ ok "plan model mtp" "$dsv4" plan --model "$work/t2" --tp 2 --ep 4 --batch 3 --co
 grep -q "^ranks 1, 3: 2 requests, 4 rows" "$work/out.txt" ||
   { echo "FAIL: plan --batch 3 over tp 2 gave no rank with 2 requests"; cat "$work/out.txt"; fails=$((fails + 1)); }
 ok "inspect built-in" "$dsv4" inspect
+grep -q "models/kjv-9m" "$work/out.txt" || { echo "FAIL: inspect without --model did not use models/kjv-9m"; fails=$((fails + 1)); }
+# $DSV4_MODEL replaces the built-in model; a missing directory is named.
+DSV4_MODEL="$work/t2" "$dsv4" inspect >"$work/out.txt" 2>&1
+grep -q "$work/t2" "$work/out.txt" || { echo "FAIL: DSV4_MODEL was not used"; cat "$work/out.txt"; fails=$((fails + 1)); }
+bad "DSV4_MODEL missing" "$work/no_model" env DSV4_MODEL="$work/no_model" "$dsv4" inspect
 ok "logits" "$dsv4" logits --model "$work/t2" --tokens 1,2,3,4,5 --out "$work/l.npy" --decisions-out "$work/d.json"
 [ -s "$work/l.npy" ] && [ -s "$work/d.json" ] || { echo "FAIL: logits wrote no files"; fails=$((fails + 1)); }
 # Decision replay: forcing the dumped decisions changes nothing, and the Level-A reference

@@ -12,7 +12,6 @@ work=$2
 shift 2
 mpirun=("$@")
 rm -rf "$work" && mkdir -p "$work"
-export XDG_CACHE_HOME="$work/cache"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 

@@ -509,53 +509,5 @@ TEST(TinyCheckpoint, MaxPositionOverrideChangesOnlyConfigField) {
   }
 }
 
-TEST(TinyCheckpoint, BuiltinModelGeneratedOnceAndReused) {
-  test::TmpDir tmp;
-  const std::string root = tmp.file("cache/dsv4");
-  Result<std::string> dir = builtin_model_dir(root);
-  ASSERT_TRUE(dir.ok()) << dir.message();
-  EXPECT_EQ(dir.value(), root + "/tiny-fp8-seed0");
-  // Same bytes as make-tiny with preset tiny, fp8, seed 0.
-  ASSERT_TRUE(make_tiny_checkpoint(tmp.file("ref"), "tiny", 0, TinyQuant::kFp8).ok());
-  EXPECT_EQ(read_text(dir.value() + "/model.safetensors"),
-            read_text(tmp.file("ref") + "/model.safetensors"));
-  EXPECT_EQ(read_text(dir.value() + "/config.json"), read_text(tmp.file("ref") + "/config.json"));
-
-  // Reused: a marker file in the directory survives the second call.
-  std::ofstream(dir.value() + "/marker") << "x";
-  Result<std::string> again = builtin_model_dir(root);
-  ASSERT_TRUE(again.ok()) << again.message();
-  EXPECT_EQ(again.value(), dir.value());
-  EXPECT_TRUE(fs::exists(dir.value() + "/marker"));
-
-  // A stamp of another version: regenerated (the marker disappears).
-  std::ofstream(dir.value() + "/dsv4-tiny.stamp", std::ios::trunc) << "dsv4 tiny checkpoint v0\n";
-  ASSERT_TRUE(builtin_model_dir(root).ok());
-  EXPECT_FALSE(fs::exists(dir.value() + "/marker"));
-  EXPECT_EQ(read_text(dir.value() + "/model.safetensors"),
-            read_text(tmp.file("ref") + "/model.safetensors"));
-
-  // A partial copy (file missing): regenerated.
-  fs::remove(dir.value() + "/model.safetensors");
-  ASSERT_TRUE(builtin_model_dir(root).ok());
-  EXPECT_TRUE(fs::exists(dir.value() + "/model.safetensors"));
-  fs::remove(dir.value() + "/tokenizer.json");
-  ASSERT_TRUE(builtin_model_dir(root).ok());
-  EXPECT_TRUE(fs::exists(dir.value() + "/tokenizer.json"));
-
-  // No temporary or stale directories are left behind.
-  std::vector<std::string> entries;
-  for (const auto& e : fs::directory_iterator(root)) entries.push_back(e.path().filename());
-  EXPECT_EQ(entries, (std::vector<std::string>{"tiny-fp8-seed0"}));
-}
-
-TEST(TinyCheckpoint, BuiltinModelDirUnwritableRootIsAnError) {
-  test::TmpDir tmp;
-  std::ofstream(tmp.file("file")) << "x";
-  Result<std::string> dir = builtin_model_dir(tmp.file("file") + "/dsv4");
-  ASSERT_FALSE(dir.ok());
-  EXPECT_NE(dir.message().find("file/dsv4"), std::string::npos) << dir.message();
-}
-
 }  // namespace
 }  // namespace dsv4

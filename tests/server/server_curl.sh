@@ -8,7 +8,6 @@ set -uo pipefail
 dsv4=$1
 work=$2
 rm -rf "$work" && mkdir -p "$work"
-export XDG_CACHE_HOME="$work/cache"
 fails=0
 pids=()
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

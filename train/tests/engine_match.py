@@ -5,9 +5,11 @@ files (dequantized: checkpoint.md §4), so the comparison checks the export as w
 forward. Near-ties of routing and indexer top-k are taken out of the comparison by replaying
 the trainer's decisions in the engine (--decisions-in).
 
-Usage: engine_match.py DSV4_BINARY WORKDIR [--ckpt CKPT.pt] [--steps N]
-Also runs `dsv4 generate` (the engine's Level-A numerics) on the FP8 export with and without
---mtp and requires the same greedy tokens.
+Usage: engine_match.py DSV4_BINARY WORKDIR [--ckpt CKPT.pt | --model-dir DIR] [--tokens N]
+--model-dir compares an already exported directory (the committed built-in model, models/kjv-9m)
+instead of exporting: the trainer's model is built from its config.json and its weights read back
+from its files. Also runs `dsv4 generate` (the engine's Level-A numerics) on the FP8 model with
+and without --mtp and requires the same greedy tokens.
 Exit 0 when all of it holds, 1 otherwise, 77 (skip) without torch.
 """
 import argparse
@@ -80,11 +82,16 @@ def main():
     ap.add_argument("dsv4")
     ap.add_argument("workdir")
     ap.add_argument("--ckpt", help="a train.py checkpoint (default: random init, seed 1)")
+    ap.add_argument("--model-dir", help="an exported directory to compare as it is (no export)")
     ap.add_argument("--tokens", type=int, default=160)
     a = ap.parse_args()
     torch.set_num_threads(2)
     os.makedirs(a.workdir, exist_ok=True)
-    if a.ckpt:
+    if a.model_dir:
+        with open(os.path.join(a.model_dir, "config.json"), encoding="utf-8") as f:
+            cfg = json.load(f)
+        src = None
+    elif a.ckpt:
         ck = torch.load(a.ckpt, map_location="cpu")
         cfg = ck["config"]
         src = M.Model(cfg)
@@ -107,31 +114,37 @@ def main():
     tokens_file = os.path.join(a.workdir, "tokens.txt")
     with open(tokens_file, "w") as f:
         f.write(",".join(map(str, toks)) + "\n")
-    state = export.model_state(src)
-    ok_all, table = True, []
-    for quant in ("none", "fp8"):
-        d = os.path.join(a.workdir, f"model_{quant}")
-        export.export(state, cfg, d, quant, TOKENIZER_DIR)
+    ok_all = True
+    if a.model_dir:
+        checks = [("FP8" if "quantization_config" in cfg else "BF16", a.model_dir)]
+        fp8_dir = a.model_dir
+    else:
+        state = export.model_state(src)
+        checks = []
+        for quant in ("none", "fp8"):
+            d = os.path.join(a.workdir, f"model_{quant}")
+            export.export(state, cfg, d, quant, TOKENIZER_DIR)
+            checks.append(("BF16" if quant == "none" else "FP8", d))
+        fp8_dir = os.path.join(a.workdir, "model_fp8")
+    for name, d in checks:
         m = M.Model(cfg).double().eval()
         load_into(m, export.load_dequantized(d))
         decisions = []
         with torch.no_grad():
             logits, mtp_logits, _ = m(torch.tensor([toks]), mtp=True, decisions=decisions)
-        dec_file = os.path.join(a.workdir, f"decisions_{quant}.json")
+        dec_file = os.path.join(a.workdir, f"decisions_{name}.json")
         with open(dec_file, "w") as f:
             json.dump({"decisions": decisions}, f)
         for head, ref in (("main", logits[0]), ("mtp", mtp_logits[0])):
             got = run_engine(a.dsv4, d, tokens_file, dec_file,
-                             os.path.join(a.workdir, f"{quant}_{head}.npy"), head == "mtp")
-            ok, da, dr = compare(f"{'BF16' if quant == 'none' else 'FP8'} {head}",
-                                 ref.numpy(), got)
+                             os.path.join(a.workdir, f"{name}_{head}.npy"), head == "mtp")
+            ok, _, _ = compare(f"{name} {head}", ref.numpy(), got)
             ok_all &= ok
-            table.append((quant, head, da, dr))
     # The engine's own (Level-A) path accepts the FP8 export: greedy decode with and without
     # MTP drafts gives the same tokens.
     outs = []
     for extra in ([], ["--mtp"]):
-        cmd = [a.dsv4, "generate", "--model", os.path.join(a.workdir, "model_fp8"), "--prompt-ids",
+        cmd = [a.dsv4, "generate", "--model", fp8_dir, "--prompt-ids",
                ",".join(map(str, toks[:24])), "--max-tokens", "24", "--quiet-steps"] + extra
         r = subprocess.run(cmd, capture_output=True, text=True)
         line = [x for x in (r.stdout + r.stderr).splitlines() if x.startswith("request 0 (")]

@@ -12,5 +12,4 @@ mkdir -p "$cache" && cache=$(cd "$cache" && pwd)
 source "$here/../../support/npm_install.sh"
 npm_install "$cache" "openai@6.49.0" || exit $?
 rm -rf "$work" && mkdir -p "$work" && work=$(cd "$work" && pwd)
-export XDG_CACHE_HOME="$work/cache"
 exec node "$here/openai_sdk.mjs" "$dsv4" "$cache" "$work"

@@ -2,7 +2,7 @@
 # The chat page (apps/server/web/chat.html) in headless Chromium, driven by playwright-core
 # (chat_page.mjs). Debian's chromium is installed with apt-get when missing (root only) and
 # playwright-core (pinned) with the image's npm into CACHE_DIR; both are test-time only.
-#   real: starts `DSV4 serve --port P` (no --model: the built-in tiny model) and drives it;
+#   real: starts `DSV4 serve --model M --port P` on a random tiny model (make-tiny) and drives it;
 #   mock: serves PAGE with mock_server.mjs (exact texts, reasoning, a slow stream).
 # Exit 77 (ctest SKIP) only when the npm registry or the apt mirror is unreachable, or (real)
 # while this build's dsv4 has no `serve` command. The screenshot goes to OUT_DIR/chat_page.png.
@@ -45,7 +45,8 @@ npm_install "$cache" "${pins[@]}" || exit $?
 port=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
 log="$out/server.log"
 if [ "$mode" = real ]; then
-  "$target" serve --port "$port" >"$log" 2>&1 &
+  "$target" make-tiny --out "$out/model" >"$log" 2>&1 || { echo "make-tiny failed:"; cat "$log"; exit 1; }
+  "$target" serve --model "$out/model" --port "$port" >"$log" 2>&1 &
 else
   node "$here/mock_server.mjs" "$target" "$port" >"$log" 2>&1 &
 fi
