@@ -355,9 +355,10 @@ def draft_logits(target, drafter, tokens, G, decisions=None, forced_main=None):
 
 # ---------------------------------------------------------------------- loading
 
-def load_target(model_dir, keep_mtp=False, dtype=torch.float32):
-    """The frozen target from an exported directory (models/kjv-9m or a DSpark checkpoint),
-    weights dequantized (checkpoint.md §4). keep_mtp: also the MTP layer (plain-MTP files)."""
+def load_target(model_dir, keep_mtp=False, dtype=torch.float32, weights=None):
+    """(target, config.json dict): the frozen target from an exported directory (models/kjv-9m
+    or a DSpark checkpoint), weights dequantized (checkpoint.md §4); keep_mtp: with its MTP
+    layer (plain-MTP files). weights: the directory's load_dequantized(), if already read."""
     import json
     import os
 
@@ -369,7 +370,8 @@ def load_target(model_dir, keep_mtp=False, dtype=torch.float32):
         tcfg["num_nextn_predict_layers"] = cfg["num_nextn_predict_layers"]
         tcfg["compress_ratios"] = list(cfg["compress_ratios"])
     model = M.Model(tcfg)
-    weights = export.load_dequantized(model_dir)
+    if weights is None:
+        weights = export.load_dequantized(model_dir)
     load_state(model, {k: v for k, v in weights.items() if keep_mtp or not k.startswith("mtp.")})
     model.to(dtype).eval()
     for p in model.parameters():
@@ -393,10 +395,13 @@ def load_state(module, weights):
 
 
 def load_drafter(model_dir, dtype=torch.float32):
-    """(target, drafter, config) from an exported DSpark checkpoint directory."""
+    """(target, drafter, config.json dict) from an exported DSpark checkpoint directory."""
     import export
-    target, cfg = load_target(model_dir, dtype=dtype)
-    drafter = DSpark(cfg)
     weights = export.load_dequantized(model_dir)
+    target, cfg = load_target(model_dir, dtype=dtype, weights=weights)
+    drafter = DSpark(cfg)
     load_state(drafter, {k: v for k, v in weights.items() if k.startswith("mtp.")})
-    return target, drafter.to(dtype).eval(), cfg
+    drafter.to(dtype).eval()
+    for p in drafter.parameters():
+        p.requires_grad_(False)
+    return target, drafter, cfg
