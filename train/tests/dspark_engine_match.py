@@ -11,7 +11,9 @@ routing and indexer picks (as engine_match.py), and the drafter's per dspark.md 
 {"block": "dspark", "kind": "moe", "stage": s, "anchor": a, "row": i, "selected": K ids} and
 {"block": "dspark", "kind": "draft", "anchor": a, "row": i, "selected": [d_{i+1}]} (the draft
 made from row i; forcing it continues the chain with that token). --main-decisions-only
-leaves the drafter's out.
+leaves the drafter's out. Level-B storage choice (dspark.md §3.10): the target features and the
+ring rows are not rounded to bf16 (fp64 here; the engine's float run is expected to keep them
+in fp32 like its float KV cache).
 
 Usage: dspark_engine_match.py DSV4_BINARY WORKDIR [--ckpt CKPT.pt | --model-dir DIR]
                               [--tokens N] [--gamma G] [--main-decisions-only]
@@ -56,7 +58,7 @@ def passage(n):
     """The first n tokens of the validation split (held out from training)."""
     tok = bpe.Tokenizer.load(os.path.join(TRAIN, "tokenizer", "tokenizer.json"))
     _, val = corpus.split_texts()
-    return tok.encode(val[:4 * n])[:n]
+    return tok.encode(val[:6 * n])[:n]
 
 
 def random_drafter(seed=1):
