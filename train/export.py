@@ -24,7 +24,8 @@ import numpy as np
 # Matrices stored FP8 in the released layout (the table's `matrix` entries, checkpoint.md §5);
 # routed experts are FP4.
 _FP8_SUFFIXES = ("attn.wq_a.weight", "attn.wq_b.weight", "attn.wkv.weight", "attn.wo_a.weight",
-                 "attn.wo_b.weight", "attn.indexer.wq_b.weight", "e_proj.weight", "h_proj.weight")
+                 "attn.wo_b.weight", "attn.indexer.wq_b.weight", "e_proj.weight", "h_proj.weight",
+                 "main_proj.weight")
 
 
 def storage_of(name):
@@ -199,10 +200,8 @@ def load_dequantized(model_dir):
 
 # -------------------------------------------------------------------------------- export
 
-def export(state, cfg, out_dir, quant, tokenizer_dir, generator="dsv4 train/export.py"):
-    """state: {name: numpy array (float or int64)} in checkpoint names; cfg: config dict."""
-    assert quant in ("fp8", "none")
-    os.makedirs(out_dir, exist_ok=True)
+def quantized_config(cfg, quant):
+    """cfg with quantization_config and expert_dtype set for --quant fp8, dropped for none."""
     cfg = dict(cfg)
     cfg.pop("quantization_config", None)
     cfg.pop("expert_dtype", None)
@@ -211,32 +210,44 @@ def export(state, cfg, out_dir, quant, tokenizer_dir, generator="dsv4 train/expo
                                       "quant_method": "fp8", "scale_fmt": "ue8m0",
                                       "weight_block_size": [128, 128]}
         cfg["expert_dtype"] = "fp4"
-    tensors = []
-    for name in sorted(state):
-        a = np.asarray(state[name])
-        form = storage_of(name)
-        if quant == "none" and form in ("fp8", "fp4"):
-            form = "bf16"
-        if form == "i64":
-            tensors.append((name, "I64", a.astype(np.int64)))
-        elif form == "f32":
-            tensors.append((name, "F32", a.astype(np.float32)))
-        elif form == "bf16":
-            tensors.append((name, "BF16", bf16_bits(a.astype(np.float32))))
-        elif form == "fp8":
-            # Quantize the bf16-rounded weight (the trainer's bf16 master copy of the release).
-            codes, scale = quantize_fp8(bf16_round(a.astype(np.float32)))
-            tensors.append((name, "F8_E4M3", codes))
-            tensors.append((name[:-len("weight")] + "scale", "F8_E8M0", scale))
-        else:
-            packed, scale = quantize_fp4(bf16_round(a.astype(np.float32)))
-            tensors.append((name, "I8", packed))
-            tensors.append((name[:-len("weight")] + "scale", "F8_E8M0", scale))
-    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors,
-                      {"format": "pt", "dsv4_generator": generator})
+    return cfg
+
+
+def encode(name, a, quant):
+    """One trainer tensor -> [(name, dtype string, raw array)], its .scale included."""
+    a = np.asarray(a)
+    form = storage_of(name)
+    if quant == "none" and form in ("fp8", "fp4"):
+        form = "bf16"
+    if form == "i64":
+        return [(name, "I64", a.astype(np.int64))]
+    if form == "f32":
+        return [(name, "F32", a.astype(np.float32))]
+    if form == "bf16":
+        return [(name, "BF16", bf16_bits(a.astype(np.float32)))]
+    # Quantize the bf16-rounded weight (the trainer's bf16 master copy of the release).
+    codes, scale = (quantize_fp8 if form == "fp8" else quantize_fp4)(bf16_round(a.astype(np.float32)))
+    return [(name, "F8_E4M3" if form == "fp8" else "I8", codes),
+            (name[:-len("weight")] + "scale", "F8_E8M0", scale)]
+
+
+def write_config(cfg, out_dir):
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
         f.write("\n")
+
+
+def export(state, cfg, out_dir, quant, tokenizer_dir, generator="dsv4 train/export.py"):
+    """state: {name: numpy array (float or int64)} in checkpoint names; cfg: config dict."""
+    assert quant in ("fp8", "none")
+    os.makedirs(out_dir, exist_ok=True)
+    cfg = quantized_config(cfg, quant)
+    tensors = []
+    for name in sorted(state):
+        tensors += encode(name, state[name], quant)
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors,
+                      {"format": "pt", "dsv4_generator": generator})
+    write_config(cfg, out_dir)
     with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": cfg["bos_token_id"], "eos_token_id": cfg["eos_token_id"],
                    "do_sample": True, "temperature": 1.0, "top_p": 1.0}, f, indent=2)

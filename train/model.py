@@ -184,6 +184,8 @@ class Compressor(nn.Module):
         B, T, _ = a.shape
         r, dim = self.ratio, self.dim
         nb = T // r
+        if nb == 0:  # fewer than r positions: no complete block yet
+            return a.new_zeros(B, 0, dim)
         A = self.wkv(a[:, :nb * r]).unflatten(1, (nb, r))            # [B,nb,r,width]
         G = self.wgate(a[:, :nb * r]).unflatten(1, (nb, r)) + self.ape
         if r == CSA_RATIO:
@@ -498,10 +500,12 @@ class Model(nn.Module):
         y = norm(hc_head(self.cfg, hc.hc_head_fn, hc.hc_head_base, hc.hc_head_scale, X))
         return self.head(y)
 
-    def forward(self, tok, mtp=True, decisions=None, forced=None):
+    def forward(self, tok, mtp=True, decisions=None, forced=None, stacks=None):
         """tok [B,T] -> (logits [B,T,V], mtp_logits [B,T-1,V] or None, indexer loss).
         decisions: a list to append the engine's decision JSON entries to (B must be 1);
-        forced: {"idx"|"moe": {(mtp, layer): LongTensor}} to replay decisions."""
+        forced: {"idx"|"moe": {(mtp, layer): LongTensor}} to replay decisions;
+        stacks: a list that receives the HC stack X_l [B,T,N,D] after every main block
+        l = 0..L-1 (X_{L-1} = Xfinal), the DSpark drafter's target features (dspark.md §2)."""
         cfg = self.cfg
         B, T = tok.shape
         dt = self.embed.weight.dtype
@@ -513,6 +517,8 @@ class Model(nn.Module):
         for l, blk in enumerate(self.layers):
             ctx["layer"] = l
             X = blk(X, tok, ropes, ctx)
+            if stacks is not None:
+                stacks.append(X)
         logits = self.logits_of(self, self.norm, X)
         mtp_logits = None
         if mtp and len(self.mtp) and T > 1:
