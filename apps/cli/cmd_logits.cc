@@ -1,9 +1,11 @@
-// dsv4 logits [--model DIR] --tokens 1,2,3|@FILE --out FILE.npy [--mtp] [--chunk N] [--decode]
+// dsv4 logits [--model DIR] --tokens 1,2,3|@FILE --out FILE.npy [--mtp | --dspark [--gamma G]]
+//             [--chunk N] [--decode]
 //             [--numerics demo|reference|float] [--decisions-out FILE.json]
 //             [--decisions-in FILE.json] [--threads N] [--isa I] [--tp T [--dp D] [--ep E]]:
 // (under mpirun: rank 0 owns the sequence and writes the file, the others share its seams)
 // teacher-forced logits of one token sequence as float32 .npy [n, vocab] (--mtp: the
-// MTP head's [n-1, vocab]) and optionally every discrete decision as JSON
+// MTP head's [n-1, vocab]; --dspark: the DSpark drafter's [n-1, G, vocab], Level B so far) and
+// optionally every discrete decision as JSON
 // (runtime/teacher_forced.h); --decisions-in forces the decisions a FILE lists (the JSON
 // --decisions-out writes; model/decisions.h). The interface is the contract for external
 // conformance checks: keep it stable. Prints a one-line summary to stderr.
@@ -35,6 +37,8 @@ struct LogitsArgs {
   std::string tokens;
   std::string out;
   bool mtp = false;
+  bool dspark = false;
+  int32_t gamma = 0;  // 0: the checkpoint's dspark_block_size
   int32_t chunk = 0;
   bool decode = false;
   std::string numerics = "demo";
@@ -99,6 +103,11 @@ int run_logits(const LogitsArgs& a) {
 
   TeacherForcedOptions opt;
   opt.mtp = a.mtp;
+  if (a.gamma != 0 && !a.dspark) return fail(Status::error("--gamma needs --dspark"));
+  if (a.dspark) {
+    if (!cfg->dspark) return fail(Status::errorf("--dspark: {} has no DSpark drafter (config.json has no dspark_* fields)", dir.value()));
+    opt.dspark_gamma = a.gamma != 0 ? a.gamma : static_cast<int32_t>(cfg->dspark->block_size);
+  }
   opt.chunk = a.chunk;
   opt.decode = a.decode;
   opt.numerics = numerics.value();
@@ -112,7 +121,8 @@ int run_logits(const LogitsArgs& a) {
   if (!rs.primary()) return 0;  // rank 0 owns the sequence and writes the files
 
   const TeacherForcedOutput& o = r.value();
-  Status st = write_npy_f32(a.out, o.logits.data(), {o.rows, o.vocab});
+  Status st = o.gamma > 0 ? write_npy_f32(a.out, o.logits.data(), {o.rows, o.gamma, o.vocab})
+                          : write_npy_f32(a.out, o.logits.data(), {o.rows, o.vocab});
   if (!st.ok()) return fail(st);
   if (!a.decisions_out.empty()) {
     st = write_text_file(a.decisions_out, decisions_to_json(o.decisions));
@@ -122,9 +132,11 @@ int run_logits(const LogitsArgs& a) {
                            : a.decode           ? "decode steps"
                            : a.chunk > 0        ? "prefill chunks of " + std::to_string(a.chunk)
                                                 : "whole-prompt prefill";
-  std::fprintf(stderr, "dsv4 logits: %s [%lld, %lld] float32 -> %s (%s numerics, %s, threads %d, ranks %d); "
+  const std::string shape = o.gamma > 0 ? fmt::format("{}, {}, {}", o.rows, o.gamma, o.vocab)
+                                        : fmt::format("{}, {}", o.rows, o.vocab);
+  std::fprintf(stderr, "dsv4 logits: %s [%s] float32 -> %s (%s numerics, %s, threads %d, ranks %d); "
                "load %.3f s, forward %.3f s",
-               a.mtp ? "mtp" : "main", static_cast<long long>(o.rows), static_cast<long long>(o.vocab),
+               a.dspark ? "dspark" : a.mtp ? "mtp" : "main", shape.c_str(),
                a.out.c_str(), a.numerics.c_str(), feed.c_str(), a.threads, rs.world_size(),
                std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
   if (!a.decisions_in.empty()) std::fprintf(stderr, "; %zu decisions forced", forced.size());
@@ -147,6 +159,11 @@ Command add_logits(CLI::App& app) {
   sub->add_option("--out", args->out, "Output .npy file (float32, C order)")->required();
   sub->add_flag("--mtp", args->mtp,
                 "MTP head's logits: row i from the final hidden state at position i and token i+1");
+  sub->add_flag("--dspark", args->dspark,
+                "DSpark drafter's logits [n-1, G, vocab]: for anchor a, the Markov-corrected logits of "
+                "the G block rows after positions 0..a with anchor token a+1 (--numerics float)");
+  sub->add_option("--gamma", args->gamma,
+                  "Drafts per round with --dspark, 1..64 (default: the checkpoint's dspark_block_size)");
   sub->add_option("--chunk", args->chunk, "Prefill in chunks of N rows (0: whole prompt)")
       ->capture_default_str();
   sub->add_flag("--decode", args->decode,

@@ -1,4 +1,4 @@
-// dsv4 make-tiny --out DIR [--preset tiny|tiny2] [--seed N] [--quant none|fp8] [--max-position N]:
+// dsv4 make-tiny --out DIR [--preset tiny|tiny2|tiny-ds|tiny-ds-w80|tiny2-ds] [--seed N] [--quant none|fp8] [--max-position N]:
 // writes a random tiny checkpoint in the released format (model/tiny_checkpoint.h);
 // --max-position sets max_position_embeddings in its config.json (weights unchanged).
 #include <charconv>
@@ -52,7 +52,7 @@ Command add_make_tiny(CLI::App& app) {
   sub->add_option("--out", args->out, "Output directory (created; existing files are replaced)")
       ->required();
   sub->add_option("--preset", args->preset, "Model preset")
-      ->check(CLI::IsMember({"tiny", "tiny2"}))
+      ->check(CLI::IsMember({"tiny", "tiny2", "tiny-ds", "tiny-ds-w80", "tiny2-ds"}))
       ->capture_default_str();
   sub->add_option("--seed", args->seed, "Random seed, 0 .. 2^64-1")->capture_default_str();
   sub->add_option("--quant", args->quant,

@@ -137,7 +137,8 @@ std::vector<TensorSpec> global_tensors(const ModelConfig& cfg) {
 }
 
 std::vector<TensorSpec> layer_tensors(const ModelConfig& cfg, int l) {
-  DSV4_CHECK(l >= 0 && l < cfg.n_layers_total(), "layer {} of {}", l, cfg.n_layers_total());
+  DSV4_CHECK(l >= 0 && l < cfg.n_checkpoint_layers(), "layer {} of {}", l,
+             cfg.n_checkpoint_layers());
   std::vector<TensorSpec> out;
   TableBuilder b(out, layer_prefix(cfg, l), l);
   const int64_t D = cfg.hidden_size, H = cfg.num_attention_heads, Dh = cfg.head_dim;
@@ -145,6 +146,7 @@ std::vector<TensorSpec> layer_tensors(const ModelConfig& cfg, int l) {
   const int64_t M = cfg.hc_mix();
   const StorageForm dense = cfg.dense_storage(), expert = cfg.expert_storage();
   const bool mtp = cfg.is_mtp_layer(l);
+  const bool stage = cfg.is_dspark_stage(l);
 
   b.plain("attn_norm.weight", DType::kBF16, {D});
   b.plain("ffn_norm.weight", DType::kBF16, {D});
@@ -172,7 +174,7 @@ std::vector<TensorSpec> layer_tensors(const ModelConfig& cfg, int l) {
   }
   // MoE.
   b.bf16_matrix("ffn.gate.weight", E, D);
-  if (!mtp && cfg.is_hash_layer(l))
+  if (!mtp && !stage && cfg.is_hash_layer(l))
     b.plain("ffn.gate.tid2eid", DType::kI64, {cfg.vocab_size, cfg.num_experts_per_tok});
   else
     b.plain("ffn.gate.bias", DType::kF32, {E});
@@ -193,12 +195,29 @@ std::vector<TensorSpec> layer_tensors(const ModelConfig& cfg, int l) {
     b.plain("norm.weight", DType::kBF16, {D});
     add_hc_head(b, cfg);
   }
+  if (stage) {
+    // dspark.md §1.4: stage 0 projects the target features; the last stage carries the head.
+    const int s_idx = l - cfg.num_hidden_layers;
+    const int64_t n_lt = static_cast<int64_t>(cfg.dspark->target_layer_ids.size());
+    const int64_t Rm = cfg.dspark->markov_rank;
+    if (s_idx == 0) {
+      b.matrix("main_proj.weight", D, n_lt * D, dense);
+      b.plain("main_norm.weight", DType::kBF16, {D});
+    }
+    if (s_idx == cfg.n_dspark_stages() - 1) {
+      b.plain("norm.weight", DType::kBF16, {D});
+      add_hc_head(b, cfg);
+      b.bf16_matrix("markov_head.markov_w1.weight", cfg.vocab_size, Rm);
+      b.bf16_matrix("markov_head.markov_w2.weight", cfg.vocab_size, Rm);
+      b.bf16_matrix("confidence_head.proj.weight", 1, D + Rm);
+    }
+  }
   return out;
 }
 
 std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg) {
   std::vector<TensorSpec> out = global_tensors(cfg);
-  for (int l = 0; l < cfg.n_layers_total(); ++l) {
+  for (int l = 0; l < cfg.n_checkpoint_layers(); ++l) {
     auto t = layer_tensors(cfg, l);
     out.insert(out.end(), std::make_move_iterator(t.begin()), std::make_move_iterator(t.end()));
   }

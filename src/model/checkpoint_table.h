@@ -20,9 +20,13 @@
 //             attn.indexer.compressor.{wkv,wgate} [ci, D], ape [4, ci], norm [Di]
 //   HCA (ratio r, c = Dh): attn.compressor.{wkv,wgate} [Dh, D], ape [r, Dh], norm [Dh]
 //   MTP extras: e_proj/h_proj [D, D]*, enorm/hnorm/norm [D], hc_head_{fn,base,scale}
+//   DSpark stages (dspark.md §1.4; score-routed, SWA): stage 0 adds main_proj [D, |Lt|·D]* and
+//             main_norm [D]; the last stage norm [D], hc_head_*, markov_head.markov_w1/w2
+//             [V, Rm] BF16 and confidence_head.proj [1, D + Rm] BF16
 //   * FP8-class (ModelConfig::dense_storage()), ** routed expert (expert_storage()); each
 //   quantized matrix is followed by its "<prefix>.scale" (F8_E8M0) entry.
-// Order: globals, then layers 0..L-1, then MTP layers; a scale directly after its matrix.
+// Order: globals, then layers 0..L-1, then the MTP layer or the DSpark stages; a scale directly
+// after its matrix.
 #pragma once
 
 #include <cstdint>
@@ -71,7 +75,7 @@ std::vector<TensorSpec> matrix_specs(const TensorSpec& like, StorageForm form);
 
 // Every tensor the config implies, in table order (see above). Requires validate(cfg) ok.
 std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg);
-// Only the tensors of layer l (l may be an MTP index), in table order.
+// Only the tensors of layer l (l may be an MTP or DSpark stage index), in table order.
 std::vector<TensorSpec> layer_tensors(const ModelConfig& cfg, int l);
 // Only the 6 global tensors.
 std::vector<TensorSpec> global_tensors(const ModelConfig& cfg);

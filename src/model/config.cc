@@ -51,6 +51,14 @@ int64_t ModelConfig::compressor_out(int l) const {
   return r == kCsaRatio ? 2 * head_dim : head_dim;
 }
 
+std::string ModelConfig::no_mtp_reason() const {
+  if (dspark)
+    return "the checkpoint's drafter is DSpark (config.json has the dspark_* fields), not an MTP "
+           "layer (dspark.md §1.3)";
+  if (num_nextn_predict_layers < 1) return "the checkpoint has no MTP layer (num_nextn_predict_layers = 0)";
+  return "";
+}
+
 StorageForm ModelConfig::dense_storage() const {
   return quantization_config ? StorageForm::kFP8 : StorageForm::kBF16;
 }
@@ -286,6 +294,24 @@ Result<ModelConfig> parse_config_json(std::string_view text, const std::string& 
       c.expert_dtype = ed;
     }
   }
+  // DSpark drafter fields (dspark.md §1.2): all four or none.
+  {
+    static constexpr const char* kDsparkFields[] = {"dspark_block_size", "dspark_noise_token_id",
+                                                    "dspark_target_layer_ids", "dspark_markov_rank"};
+    std::vector<std::string> present, absent;
+    for (const char* f : kDsparkFields) (r.get(f, false) ? present : absent).push_back(f);
+    if (!present.empty() && !absent.empty())
+      r.fail(fmt::format("{} missing: a DSpark checkpoint has all four dspark_* fields (found {})",
+                         fmt::join(absent, ", "), fmt::join(present, ", ")));
+    if (absent.empty()) {
+      DSparkConfig d;
+      r.integer("dspark_block_size", d.block_size);
+      r.integer("dspark_noise_token_id", d.noise_token_id);
+      r.integer_array("dspark_target_layer_ids", d.target_layer_ids);
+      r.integer("dspark_markov_rank", d.markov_rank);
+      c.dspark = std::move(d);
+    }
+  }
   if (!r.status().ok()) return r.status();
   return c;
 }
@@ -377,6 +403,12 @@ json to_config_json(const ModelConfig& c) {
                                     {"weight_block_size", q.weight_block_size}};
   }
   if (c.expert_dtype) j["expert_dtype"] = *c.expert_dtype;
+  if (c.dspark) {
+    j["dspark_block_size"] = c.dspark->block_size;
+    j["dspark_noise_token_id"] = c.dspark->noise_token_id;
+    j["dspark_target_layer_ids"] = c.dspark->target_layer_ids;
+    j["dspark_markov_rank"] = c.dspark->markov_rank;
+  }
   return j;
 }
 
@@ -452,6 +484,33 @@ ModelConfig tiny_common() {
 }  // namespace
 
 Result<ModelConfig> preset_config(std::string_view name, bool quantized) {
+  // DSpark forms (dspark.md §5): the base preset with its MTP entry replaced by three stages.
+  struct DsForm {
+    std::string_view name, base;
+    int64_t window;  // 0: the base's
+  };
+  static constexpr DsForm kDsForms[] = {
+      {"tiny-ds", "tiny", 0}, {"tiny-ds-w80", "tiny", 80}, {"tiny2-ds", "tiny2", 0},
+      {"flash-0731", "flash", 0}};
+  for (const DsForm& f : kDsForms) {
+    if (name != f.name) continue;
+    const std::string_view base = f.base;
+    Result<ModelConfig> r = preset_config(base, quantized);
+    if (!r.ok()) return r.status();
+    ModelConfig c = std::move(r.value());
+    const int L = c.num_hidden_layers;
+    c.compress_ratios.resize(static_cast<size_t>(L));
+    c.compress_ratios.insert(c.compress_ratios.end(), 3, 0);
+    c.num_nextn_predict_layers = 1;  // stale, as in the release
+    DSparkConfig d;
+    d.block_size = 5;
+    d.noise_token_id = base == "flash" ? 128799 : c.vocab_size - 1;
+    d.target_layer_ids = base == "flash" ? std::vector<int>{40, 41, 42} : std::vector<int>{L - 3, L - 2, L - 1};
+    d.markov_rank = base == "flash" ? 256 : 48;
+    c.dspark = std::move(d);
+    if (f.window) c.sliding_window = f.window;
+    return c;
+  }
   ModelConfig c;
   if (name == "flash") {
     c = flash_base();
@@ -482,7 +541,9 @@ Result<ModelConfig> preset_config(std::string_view name, bool quantized) {
     c.moe_intermediate_size = 256;
     c.swiglu_limit = 2.0;
   } else {
-    return Status::errorf("unknown preset '{}' (known: tiny, tiny2, flash)", name);
+    return Status::errorf("unknown preset '{}' (known: tiny, tiny2, flash, tiny-ds, tiny-ds-w80, "
+                          "tiny2-ds, flash-0731)",
+                          name);
   }
   if (quantized) {
     c.quantization_config = QuantizationConfig{};
@@ -501,6 +562,8 @@ constexpr int64_t kMaxDim = int64_t{1} << 24;
 constexpr int64_t kMaxLayers = 512;
 constexpr int64_t kMaxHeads = 1 << 16;
 constexpr int64_t kMaxExperts = 1024;  // bounds the table (layers x experts x 6 entries)
+constexpr int64_t kMaxDsparkStages = 16;
+constexpr int64_t kMaxDraftLen = 64;
 
 bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -586,23 +649,51 @@ Status validate(const ModelConfig& c) {
     e.add("field 'num_nextn_predict_layers' = {} is not supported (must be 0 or 1)",
           c.num_nextn_predict_layers);
 
-  // Layer schedule.
-  const int64_t n_total = int64_t{c.num_hidden_layers} + c.num_nextn_predict_layers;
-  if (static_cast<int64_t>(c.compress_ratios.size()) != n_total) {
+  // Layer schedule: main layers, then the MTP layer or the DSpark stages (all SWA).
+  const int64_t n_ratios = static_cast<int64_t>(c.compress_ratios.size());
+  if (c.dspark) {
+    if (n_ratios <= c.num_hidden_layers || n_ratios > c.num_hidden_layers + kMaxDsparkStages)
+      e.add("field 'compress_ratios' has {} entries: a DSpark checkpoint has num_hidden_layers = "
+            "{} entries plus one per stage, 1 to {} stages (dspark.md §1.3)",
+            n_ratios, c.num_hidden_layers, kMaxDsparkStages);
+  } else if (n_ratios != int64_t{c.num_hidden_layers} + c.num_nextn_predict_layers) {
     e.add("field 'compress_ratios' has {} entries, must have num_hidden_layers + "
           "num_nextn_predict_layers = {} + {} = {}",
-          c.compress_ratios.size(), c.num_hidden_layers, c.num_nextn_predict_layers, n_total);
-  } else {
-    for (int64_t l = 0; l < n_total; ++l) {
-      const int r = c.compress_ratios[l];
-      if (r < 0 || r > kMaxDim)
-        e.add("field 'compress_ratios[{}]' = {} must be 0 (SWA), 4 (CSA) or another positive "
-              "ratio (HCA) up to {}",
-              l, r, kMaxDim);
-      else if (l >= c.num_hidden_layers && r != 0)
-        e.add("field 'compress_ratios[{}]' = {} must be 0: the MTP layer is a sliding-window "
-              "layer",
-              l, r);
+          n_ratios, c.num_hidden_layers, c.num_nextn_predict_layers,
+          int64_t{c.num_hidden_layers} + c.num_nextn_predict_layers);
+  }
+  for (int64_t l = 0; l < n_ratios; ++l) {
+    const int r = c.compress_ratios[l];
+    if (r < 0 || r > kMaxDim)
+      e.add("field 'compress_ratios[{}]' = {} must be 0 (SWA), 4 (CSA) or another positive "
+            "ratio (HCA) up to {}",
+            l, r, kMaxDim);
+    else if (l >= c.num_hidden_layers && r != 0)
+      e.add("field 'compress_ratios[{}]' = {} must be 0: the {} is a sliding-window layer", l, r,
+            c.dspark ? fmt::format("DSpark stage {}", l - c.num_hidden_layers)
+                     : std::string("MTP layer"));
+  }
+  if (c.dspark) {
+    const DSparkConfig& d = *c.dspark;
+    if (d.block_size < 1 || d.block_size > kMaxDraftLen)
+      e.add("field 'dspark_block_size' = {} must lie in [1, {}]", d.block_size, kMaxDraftLen);
+    if (d.noise_token_id < 0 || d.noise_token_id >= c.vocab_size)
+      e.add("field 'dspark_noise_token_id' = {} must lie in [0, vocab_size = {})",
+            d.noise_token_id, c.vocab_size);
+    if (d.markov_rank < 1 || d.markov_rank > kMaxDim)
+      e.add("field 'dspark_markov_rank' = {} must lie in [1, {}]", d.markov_rank, kMaxDim);
+    if (d.target_layer_ids.empty())
+      e.add("field 'dspark_target_layer_ids' is empty (the drafter reads at least one layer)");
+    for (size_t i = 0; i < d.target_layer_ids.size(); ++i) {
+      const int l = d.target_layer_ids[i];
+      if (l < 0 || l >= c.num_hidden_layers)
+        e.add("field 'dspark_target_layer_ids[{}]' = {} must lie in [0, num_hidden_layers = {})",
+              i, l, c.num_hidden_layers);
+      else if (i > 0 && l <= d.target_layer_ids[i - 1]) {
+        e.add("field 'dspark_target_layer_ids' = [{}] must be strictly ascending (dspark.md §1.2)",
+              fmt::join(d.target_layer_ids, ", "));
+        break;
+      }
     }
   }
 

@@ -3,10 +3,12 @@
 // (model.md §14.1, §14.1a) and flash (model.md §1.1), and the validation rules of
 // model.md §14.2 (math), §0.2 (Level-A block sizes) and runtime.md §6.1 (parallel split).
 //
-// Layer indexing: main layers l = 0 .. num_hidden_layers-1, then the MTP layers
-// l = num_hidden_layers .. n_layers_total()-1 (`mtp.{l - num_hidden_layers}.` in the
-// checkpoint). compress_ratios has one entry per index l: 0 = SWA, 4 = CSA (overlapping,
-// with indexer), any other positive value = HCA (non-overlapping).
+// Layer indexing: main layers l = 0 .. num_hidden_layers-1, then the drafter's layers
+// l = num_hidden_layers .. n_checkpoint_layers()-1 (`mtp.{l - num_hidden_layers}.` in the
+// checkpoint): the MTP layer (model.md §11), or with the dspark_* fields the NS DSpark stages
+// (dspark.md §1; NS = len(compress_ratios) - num_hidden_layers, never num_nextn_predict_layers).
+// compress_ratios has one entry per index l: 0 = SWA, 4 = CSA (overlapping, with indexer), any
+// other positive value = HCA (non-overlapping).
 //
 // Storage (checkpoint.md §5.7): quantization_config absent -> every matrix BF16;
 // present -> FP8-class matrices FP8 (128x128 ue8m0 scales), routed experts per expert_dtype
@@ -53,6 +55,14 @@ std::string_view attention_kind_name(AttentionKind k);  // "SWA" | "CSA" | "HCA"
 enum class StorageForm { kBF16, kF32, kI64, kFP8, kFP4 };
 std::string_view storage_form_name(StorageForm f);  // "BF16" | "F32" | "I64" | "FP8" | "FP4"
 
+// The DSpark drafter fields of config.json (dspark.md §1.2); all four or none.
+struct DSparkConfig {
+  int64_t block_size = 0;             // dspark_block_size: trained γ, the default γ (>= 1)
+  int64_t noise_token_id = 0;         // dspark_noise_token_id ν in [0, vocab_size)
+  std::vector<int> target_layer_ids;  // dspark_target_layer_ids Lt: strictly ascending, < L
+  int64_t markov_rank = 0;            // dspark_markov_rank Rm (>= 1)
+};
+
 // The CSA compression ratio (overlap and indexer are keyed on ratio == 4, model.md §14.2).
 constexpr int kCsaRatio = 4;
 
@@ -98,7 +108,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double compress_rope_theta = 160000.0;
   RopeScaling rope_scaling;
-  std::vector<int> compress_ratios;  // num_hidden_layers + num_nextn_predict_layers entries
+  std::vector<int> compress_ratios;  // num_hidden_layers + MTP layers or DSpark stages
   int64_t max_position_embeddings = 0;
   int num_nextn_predict_layers = 1;
   int64_t bos_token_id = 0;
@@ -111,12 +121,26 @@ struct ModelConfig {
   std::optional<QuantizationConfig> quantization_config;
   std::optional<std::string> expert_dtype;  // "fp4" | "fp8"
 
+  // --- optional drafter fields (dspark.md §1.2): present = a DSpark checkpoint ---
+  std::optional<DSparkConfig> dspark;
+
   // --- derived ---
   int64_t nope_head_dim() const { return head_dim - qk_rope_head_dim; }
   int hc_mix() const { return (2 + hc_mult) * hc_mult; }  // M: rows of hc_attn_fn / hc_ffn_fn
   int64_t hc_dim() const { return hc_mult * hidden_size; }  // N·D: columns of every hc_*_fn
-  int n_layers_total() const { return num_hidden_layers + num_nextn_predict_layers; }
-  bool is_mtp_layer(int l) const { return l >= num_hidden_layers; }
+  // MTP layers (model.md §11): num_nextn_predict_layers, 0 in a DSpark checkpoint (where the
+  // field is a stale 1, dspark.md §1.2).
+  int n_mtp_layers() const { return dspark ? 0 : num_nextn_predict_layers; }
+  // DSpark stages NS (dspark.md §1.3): the compress_ratios entries past the main layers.
+  int n_dspark_stages() const {
+    return dspark ? static_cast<int>(compress_ratios.size()) - num_hidden_layers : 0;
+  }
+  // Layers that run as target blocks with caches: the main layers and the MTP layer.
+  int n_layers_total() const { return num_hidden_layers + n_mtp_layers(); }
+  // Every layer of the checkpoint: n_layers_total() plus the DSpark stages.
+  int n_checkpoint_layers() const { return n_layers_total() + n_dspark_stages(); }
+  bool is_mtp_layer(int l) const { return l >= num_hidden_layers && !dspark; }
+  bool is_dspark_stage(int l) const { return l >= num_hidden_layers && dspark.has_value(); }
   int layer_ratio(int l) const;            // compress_ratios[l] (DSV4_CHECK on range)
   AttentionKind attention_kind(int l) const;  // 0 -> SWA, 4 -> CSA, else HCA
   bool is_hash_layer(int l) const { return l < num_hash_layers; }  // MTP: never (validated)
@@ -132,6 +156,8 @@ struct ModelConfig {
   // expert_dtype "fp4", kFP8 for "fp8" or absent (the loader may detect FP4 and warn).
   StorageForm expert_storage() const;
   bool quantized() const { return quantization_config.has_value(); }
+  // Why the MTP layer cannot run, for messages: "" when it can.
+  std::string no_mtp_reason() const;
 };
 
 // Parses config.json text. Structural checks only: a missing required field is an error
@@ -140,11 +166,14 @@ struct ModelConfig {
 Result<ModelConfig> parse_config_json(std::string_view text, const std::string& source_name);
 // Reads DIR/config.json and parses it; with `validate_config`, also runs validate().
 Result<ModelConfig> load_config(const std::string& dir, bool validate_config = true);
-// Every field of checkpoint.md §2 (quantization_config / expert_dtype only when present).
+// Every field of checkpoint.md §2 (quantization_config / expert_dtype / dspark_* only when
+// present).
 nlohmann::json to_config_json(const ModelConfig& cfg);
 std::string to_config_json_text(const ModelConfig& cfg);  // pretty-printed, 2-space indent
 
-// Presets: "tiny", "tiny2" (model.md §14.1, §14.1a), "flash" (model.md §1.1, bos 0, eos 1).
+// Presets: "tiny", "tiny2" (model.md §14.1, §14.1a), "flash" (model.md §1.1, bos 0, eos 1), and
+// their DSpark forms (dspark.md §5): "tiny-ds", "tiny-ds-w80" (sliding_window 80), "tiny2-ds",
+// "flash-0731" (Flash with the three stages of the 0731 release).
 // `quantized` = the released layout (quantization_config + expert_dtype "fp4"); false = the
 // BF16 variant (both absent). Unknown name: error naming it.
 Result<ModelConfig> preset_config(std::string_view name, bool quantized);

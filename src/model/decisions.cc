@@ -31,7 +31,7 @@ Status check_ids(const std::vector<int32_t>& ids, int64_t bound, bool repeats, c
 }
 
 Status check_entry(const ModelConfig& cfg, const Decision& d) {
-  const int n_layers = d.mtp ? cfg.num_nextn_predict_layers : cfg.num_hidden_layers;
+  const int n_layers = d.mtp ? cfg.n_mtp_layers() : cfg.num_hidden_layers;
   if (d.layer < 0 || d.layer >= n_layers)
     return Status::errorf("layer {} outside [0, {}) of block {}", d.layer, n_layers, d.mtp ? "mtp" : "main");
   if (d.pos < 0) return Status::errorf("pos {} is negative", d.pos);

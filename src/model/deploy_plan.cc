@@ -229,9 +229,7 @@ Status check_options(const ModelConfig& cfg, const PlanOptions& opt) {
                           cfg.max_position_embeddings);
   if (!(opt.host_memory_gib > 0) || !std::isfinite(opt.host_memory_gib))
     return Status::errorf("--host-memory {} must be a positive number of GiB", opt.host_memory_gib);
-  if (opt.mtp && cfg.num_nextn_predict_layers < 1)
-    return Status::errorf("--mtp needs an MTP layer, but num_nextn_predict_layers = {}",
-                          cfg.num_nextn_predict_layers);
+  if (opt.mtp && cfg.n_mtp_layers() < 1) return Status::errorf("--mtp: {}", cfg.no_mtp_reason());
   if (opt.tp < 1 || opt.dp < 1) return Status::errorf("--tp {} and --dp {} must be at least 1", opt.tp, opt.dp);
   if (static_cast<int64_t>(opt.tp) * opt.dp > kMaxWorld)
     return Status::errorf("--dp {} x --tp {} is more than {} ranks", opt.dp, opt.tp, kMaxWorld);

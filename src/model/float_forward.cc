@@ -412,6 +412,52 @@ struct DecisionLog {
   }
 };
 
+// Query path (model.md §6.1) of rows at positions pos0, pos0+1, ...: q [T, H·Dh] with the
+// per-head RMS and RoPE; `qr` receives the normalized low-rank query [T, Rq] (the indexer's).
+Mat query_path(const ModelConfig& cfg, const AttentionWeights& aw, const Mat& a,
+               const RopeTable& rope, int64_t pos0, Mat* qr_out) {
+  const int64_t H = cfg.num_attention_heads, Dh = cfg.head_dim;
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  Mat qr = rmsnorm(linear(aw.wq_a, a), aw.q_norm, eps);  // [T, Rq]
+  Mat q = linear(aw.wq_b, qr);                           // [T, H·Dh]
+  for (int64_t t = 0; t < a.rows; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      float* qh = q.row(t) + h * Dh;
+      const float r = urms(qh, Dh, eps);
+      for (int64_t d = 0; d < Dh; ++d) qh[d] *= r;
+      rope_apply(rope, qh, Dh, pos0 + t, false);
+    }
+  if (qr_out) *qr_out = std::move(qr);
+  return q;
+}
+
+// Key/value path (model.md §6.2) of rows at positions pos0, pos0+1, ...: [T, Dh].
+Mat key_path(const ModelConfig& cfg, const AttentionWeights& aw, const Mat& a,
+             const RopeTable& rope, int64_t pos0) {
+  Mat kv = rmsnorm(linear(aw.wkv, a), aw.kv_norm, static_cast<float>(cfg.rms_norm_eps));
+  for (int64_t t = 0; t < a.rows; ++t) rope_apply(rope, kv.row(t), cfg.head_dim, pos0 + t, false);
+  return kv;
+}
+
+// Attention of row t (position pos0 + t) over `keys` for every head, then de-rotation
+// (model.md §6.5–§6.6), into o.row(t).
+void attend_row(const ModelConfig& cfg, const AttentionWeights& aw, const Mat& q, int64_t t,
+                int64_t pos, const std::vector<const float*>& keys, const RopeTable& rope, Mat& o) {
+  const int64_t H = cfg.num_attention_heads, Dh = cfg.head_dim;
+  const float sigma_a = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+  for (int64_t h = 0; h < H; ++h) {
+    float* oh = o.row(t) + h * Dh;
+    attend_head(q.row(t) + h * Dh, keys, Dh, sigma_a, aw.attn_sink[h], oh);
+    rope_apply(rope, oh, Dh, pos, true);
+  }
+}
+
+// Grouped output projection (model.md §6.6): o [T, H·Dh] -> [T, D].
+Mat output_path(const ModelConfig& cfg, const AttentionWeights& aw, const Mat& o) {
+  const Mat u = linear(aw.wo_a, o, cfg.o_groups);  // [T, G·Ro]
+  return linear(aw.wo_b, u);                       // [T, D]
+}
+
 // Attention_l (model.md §6): query path (per-head RMS and RoPE), key/value path, candidate
 // set S(p) = window ∪ Cmp(p) (SWA: none; HCA: every visible entry; CSA: indexer top-k),
 // sparse attention with sink, de-rotation, grouped wo_a, wo_b. a [T, D] -> [T, D].
@@ -420,23 +466,10 @@ Mat attention(const ModelConfig& cfg, const LayerWeights& lw, const Mat& a, cons
   const AttentionWeights& aw = lw.attn;
   const int64_t T = a.rows, H = cfg.num_attention_heads, Dh = cfg.head_dim;
   const int64_t W = cfg.sliding_window;
-  const float eps = static_cast<float>(cfg.rms_norm_eps);
-  const float sigma_a = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
 
-  // Query path (§6.1).
-  const Mat qr = rmsnorm(linear(aw.wq_a, a), aw.q_norm, eps);  // [T, Rq]
-  Mat q = linear(aw.wq_b, qr);                                 // [T, H·Dh]
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t h = 0; h < H; ++h) {
-      float* qh = q.row(t) + h * Dh;
-      const float r = urms(qh, Dh, eps);
-      for (int64_t d = 0; d < Dh; ++d) qh[d] *= r;
-      rope_apply(rope, qh, Dh, t, false);
-    }
-
-  // Key/value path (§6.2): kv[t] is key and value of position t.
-  Mat kv = rmsnorm(linear(aw.wkv, a), aw.kv_norm, eps);  // [T, Dh]
-  for (int64_t t = 0; t < T; ++t) rope_apply(rope, kv.row(t), Dh, t, false);
+  Mat qr;
+  const Mat q = query_path(cfg, aw, a, rope, 0, &qr);  // [T, H·Dh]
+  const Mat kv = key_path(cfg, aw, a, rope, 0);         // [T, Dh]: key and value of position t
 
   // Compressed entries (§7) and, for CSA, the indexer's picks (§8).
   Mat cmp;  // [⌊T/r⌋, Dh]
@@ -460,16 +493,9 @@ Mat attention(const ModelConfig& cfg, const LayerWeights& lw, const Mat& a, cons
       for (int64_t i = 0; i < (p + 1) / lw.ratio; ++i) keys.push_back(cmp.row(i));
     if (lw.kind == AttentionKind::kCSA)
       for (int32_t i : picks[p]) keys.push_back(cmp.row(i));
-    for (int64_t h = 0; h < H; ++h) {
-      float* oh = o.row(p) + h * Dh;
-      attend_head(q.row(p) + h * Dh, keys, Dh, sigma_a, aw.attn_sink[h], oh);
-      rope_apply(rope, oh, Dh, p, true);
-    }
+    attend_row(cfg, aw, q, p, p, keys, rope, o);
   }
-
-  // Grouped output projection (§6.6).
-  const Mat u = linear(aw.wo_a, o, cfg.o_groups);  // [T, G·Ro]
-  return linear(aw.wo_b, u);                       // [T, D]
+  return output_path(cfg, aw, o);
 }
 
 // ------------------------------------------------------------------------------- MoE (§9)
@@ -559,19 +585,28 @@ struct RopeTables {
   const RopeTable& of(const LayerWeights& lw) const { return lw.ratio == 0 ? main : compress; }
 };
 
-// Block_l (model.md §2.2) on the streams X [T, N·D], in place. tok [T] (hash routing).
-void block(const ModelConfig& cfg, const LayerWeights& lw, Mat& X, const std::vector<int32_t>& tok,
-           const RopeTables& ropes, const DecisionLog& log) {
+// Block_l (model.md §2.2) on the streams X [T, N·D], in place, with `attend` mapping the
+// attention input a [T, D] to the attention output [T, D]. tok [T] (hash routing).
+template <class Attend>
+void block_with(const ModelConfig& cfg, const LayerWeights& lw, Mat& X,
+                const std::vector<int32_t>& tok, const DecisionLog& log, Attend&& attend) {
   const float eps = static_cast<float>(cfg.rms_norm_eps);
   HcMix mix = hc_pre(cfg, lw.hc_attn, X);
   const Mat a = rmsnorm(mix.y, lw.attn_norm, eps);
-  const Mat o = attention(cfg, lw, a, ropes.of(lw), log);
+  const Mat o = attend(a);
   hc_post(cfg, o, mix, X);
 
   mix = hc_pre(cfg, lw.hc_ffn, X);
   const Mat f = rmsnorm(mix.y, lw.ffn_norm, eps);
   const Mat m = moe(cfg, lw, f, tok, log);
   hc_post(cfg, m, mix, X);
+}
+
+// A target block: Attention_l over the rows of the call (positions 0..T-1).
+void block(const ModelConfig& cfg, const LayerWeights& lw, Mat& X, const std::vector<int32_t>& tok,
+           const RopeTables& ropes, const DecisionLog& log) {
+  block_with(cfg, lw, X, tok, log,
+             [&](const Mat& a) { return attention(cfg, lw, a, ropes.of(lw), log); });
 }
 
 // logits = head · RMSNorm(HcHead(X); norm) (model.md §5.3, §10.1). X [T, N·D] -> [T, V].
@@ -612,7 +647,124 @@ Mat mtp_input(const ModelConfig& cfg, const bf16* embed, const MtpWeights& mw, c
   return Z;
 }
 
+// The main model's final streams Xfinal [n, N·D] (model.md §2.1). With `features`, also the
+// DSpark target features H [n, |Lt|·D] (dspark.md §2): per target layer, ascending, the fp32
+// mean of the N streams of the layer's output stack.
+Mat main_streams(const ModelConfig& cfg, const Weights& w, const std::vector<int32_t>& tokens,
+                 const RopeTables& ropes, std::vector<Decision>* decisions,
+                 const DecisionTable* forced, Mat* features) {
+  const int64_t N = cfg.hc_mult, D = cfg.hidden_size;
+  Mat X = embed_streams(cfg, w.embed, tokens);  // [n, N·D]
+  const std::vector<int>* lt = features ? &cfg.dspark->target_layer_ids : nullptr;
+  if (features) *features = Mat(X.rows, static_cast<int64_t>(lt->size()) * D);
+  const float inv_n = 1.0f / static_cast<float>(N);
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    block(cfg, w.layers[l], X, tokens, ropes, DecisionLog{decisions, forced, false, l});
+    if (!features) continue;
+    const auto at = std::find(lt->begin(), lt->end(), l);
+    if (at == lt->end()) continue;
+    const int64_t off = (at - lt->begin()) * D;
+    for (int64_t t = 0; t < X.rows; ++t)
+      for (int64_t d = 0; d < D; ++d) {
+        float sum = 0.0f;
+        for (int64_t k = 0; k < N; ++k) sum += X.row(t)[k * D + d];
+        features->row(t)[off + d] = sum * inv_n;
+      }
+  }
+  return X;
+}
+
+// DSpark attention of one stage (dspark.md §3.6) for the γ block rows a [γ, D] at positions
+// pos0 = anchor + 1 ...: every row attends, without a causal mask, to the context keys `ctx`
+// (the committed window, any order at Level B) and to all γ block keys.
+Mat dspark_attention(const ModelConfig& cfg, const LayerWeights& lw, const Mat& a,
+                     const std::vector<const float*>& ctx, int64_t pos0, const RopeTable& rope) {
+  const AttentionWeights& aw = lw.attn;
+  const Mat q = query_path(cfg, aw, a, rope, pos0, nullptr);
+  const Mat k = key_path(cfg, aw, a, rope, pos0);  // transient block keys
+  std::vector<const float*> keys = ctx;
+  for (int64_t i = 0; i < a.rows; ++i) keys.push_back(k.row(i));
+  Mat o(a.rows, cfg.num_attention_heads * cfg.head_dim);
+  for (int64_t i = 0; i < a.rows; ++i) attend_row(cfg, aw, q, i, pos0 + i, keys, rope, o);
+  return output_path(cfg, aw, o);
+}
+
 }  // namespace
+
+Result<FloatDsparkOutput> float_dspark(const ModelConfig& cfg, const Weights& w,
+                                       const std::vector<int32_t>& tokens, int gamma,
+                                       const DecisionTable* forced) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (!w.dspark.present || !cfg.dspark)
+    return Status::error("float_dspark: the checkpoint has no DSpark drafter (config.json has no "
+                         "dspark_* fields; dspark.md §1.3)");
+  if (n < 2) return Status::errorf("float_dspark: needs at least 2 tokens (an anchor after the "
+                                   "first committed position), got {}", n);
+  if (gamma < 1 || gamma > 64)
+    return Status::errorf("float_dspark: gamma = {} must lie in [1, 64]", gamma);
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= cfg.vocab_size)
+      return Status::errorf("float_dspark: tokens[{}] = {} outside [0, vocab_size = {})", i,
+                            tokens[i], cfg.vocab_size);
+  const DSparkWeights& dw = w.dspark;
+  const int64_t V = cfg.vocab_size, G = gamma, W = cfg.sliding_window;
+  const int64_t Rm = cfg.dspark->markov_rank, NS = static_cast<int64_t>(dw.stages.size());
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  const RopeTables ropes{make_rope_table(cfg, false, n + G), make_rope_table(cfg, true, n + G)};
+
+  FloatDsparkOutput out;
+  out.n_anchors = n - 1;
+  out.gamma = G;
+  out.vocab = V;
+  out.logits.resize(static_cast<size_t>((n - 1) * G * V));
+  out.drafts.resize(static_cast<size_t>((n - 1) * G));
+
+  // Target features of every position (whole-sequence prefill), context rows (§3.2) and each
+  // stage's context keys (§3.3), main RoPE profile: stages are ratio 0.
+  Mat H;
+  std::vector<Decision> main_decisions;
+  main_streams(cfg, w, tokens, ropes, &main_decisions, forced, &H);
+  const Mat main_x = rmsnorm(linear(dw.main_proj, H), dw.main_norm, eps);  // [n, D]
+  std::vector<Mat> ctx_keys;
+  for (int64_t s = 0; s < NS; ++s)
+    ctx_keys.push_back(key_path(cfg, dw.stages[s].attn, main_x, ropes.main, 0));
+
+  // W2 [V, Rm] in fp32 once.
+  std::vector<float> w2(static_cast<size_t>(V * Rm)), m(static_cast<size_t>(Rm));
+  for (int64_t i = 0; i < V * Rm; ++i) w2[i] = dw.markov_w2[i].to_float();
+
+  std::vector<Decision> stage_decisions;  // not reported (dspark.md §3.10 keys them by anchor)
+  std::vector<const float*> ctx;
+  for (int64_t a = 0; a + 1 < n; ++a) {
+    // Block input (§3.4): the anchor token t_{a+1}, then γ-1 noise tokens.
+    std::vector<int32_t> u(static_cast<size_t>(G), static_cast<int32_t>(cfg.dspark->noise_token_id));
+    u[0] = tokens[a + 1];
+    Mat Z = embed_streams(cfg, w.embed, u);
+    for (int64_t s = 0; s < NS; ++s) {
+      ctx.clear();
+      for (int64_t p = std::max<int64_t>(0, a - W + 1); p <= a; ++p) ctx.push_back(ctx_keys[s].row(p));
+      const LayerWeights& lw = dw.stages[s];
+      stage_decisions.clear();
+      block_with(cfg, lw, Z, u, DecisionLog{&stage_decisions, nullptr, false, 0},
+                 [&](const Mat& x) { return dspark_attention(cfg, lw, x, ctx, a + 1, ropes.main); });
+    }
+    // Head (§3.7) and Markov chain (§3.8).
+    const std::vector<float> U = lm_logits(cfg, dw.hc_head, dw.norm, w.head, Z);  // [G, V]
+    int32_t prev = tokens[a + 1];
+    for (int64_t i = 0; i < G; ++i) {
+      for (int64_t r = 0; r < Rm; ++r) m[r] = dw.markov_w1[prev * Rm + r].to_float();
+      float* lam = out.logits.data() + ((a * G) + i) * V;
+      int32_t best = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        lam[v] = U[i * V + v] + dot(m.data(), w2.data() + v * Rm, Rm);
+        if (order_key(lam[v]) > order_key(lam[best])) best = static_cast<int32_t>(v);
+      }
+      out.drafts[a * G + i] = best;
+      prev = best;
+    }
+  }
+  return out;
+}
 
 Result<FloatForwardOutput> float_forward(const ModelConfig& cfg, const Weights& w,
                                          const std::vector<int32_t>& tokens, bool mtp,
@@ -624,8 +776,7 @@ Result<FloatForwardOutput> float_forward(const ModelConfig& cfg, const Weights& 
       return Status::errorf("float_forward: tokens[{}] = {} outside [0, vocab_size = {})", i,
                             tokens[i], cfg.vocab_size);
   if (mtp && w.mtp.empty())
-    return Status::error("float_forward: mtp requested but the model has no MTP layer "
-                         "(num_nextn_predict_layers = 0)");
+    return Status::errorf("float_forward: mtp requested, but {}", cfg.no_mtp_reason());
   DSV4_CHECK(static_cast<int>(w.layers.size()) == cfg.num_hidden_layers, "{} layers, config {}",
              w.layers.size(), cfg.num_hidden_layers);
 
@@ -635,9 +786,7 @@ Result<FloatForwardOutput> float_forward(const ModelConfig& cfg, const Weights& 
   const RopeTables ropes{make_rope_table(cfg, false, n), make_rope_table(cfg, true, n)};
 
   // Main model (§2.1).
-  Mat X = embed_streams(cfg, w.embed, tokens);  // [n, N·D]
-  for (int l = 0; l < cfg.num_hidden_layers; ++l)
-    block(cfg, w.layers[l], X, tokens, ropes, DecisionLog{&out.decisions, forced, false, l});
+  const Mat X = main_streams(cfg, w, tokens, ropes, &out.decisions, forced, nullptr);
   out.logits = lm_logits(cfg, w.hc_head, w.norm, w.head, X);
 
   // MTP layer (§11): rows p = 0..n-2 from Xfinal_p and t_{p+1}.

@@ -13,6 +13,15 @@
 //   logits      [n, V]    row p predicts token p+1 (model.md §2.1, §10.1)
 //   mtp_logits  [n-1, V]  row p from Xfinal_p and embed(tokens[p+1]) through the mtp.0 block
 //                         (own SWA over MTP rows <= p); predicts token p+2 (model.md §11)
+//
+// float_dspark: the DSpark drafter at Level B (dspark.md §2-§3.8, §3.10), teacher-forced as
+// `dsv4 logits --dspark` defines it: target features H(p) from one whole-sequence call, then
+// for each anchor a = 0..n-2 (context = positions 0..a, anchor token t_{a+1}) the γ-row block
+// through the stages (context keys of positions max(0, a-W+1)..a plus every block key, no
+// causal mask), the drafter head and the Markov chain following the drafter's own argmax
+// drafts (exact ties -> lowest id).
+//   logits  [n-1, γ, V]  λ_0 .. λ_{γ-1} per anchor
+//   drafts  [n-1, γ]     d_1 .. d_γ per anchor
 // Memory: weights are dequantized a block of rows at a time; routed experts only when a
 // token of the call selects them.
 #pragma once
@@ -37,11 +46,26 @@ struct FloatForwardOutput {
   std::vector<Decision> decisions;
 };
 
+struct FloatDsparkOutput {
+  int64_t n_anchors = 0;      // n - 1
+  int64_t gamma = 0;
+  int64_t vocab = 0;
+  std::vector<float> logits;  // [n-1, γ, V]
+  std::vector<int32_t> drafts;  // [n-1, γ]
+};
+
 // `forced` (decision replay, nullptr: none) replaces the routed experts and indexer picks it
 // lists (seq 0), with the route weights of the forced ids.
 // Errors: empty `tokens`, a token outside [0, vocab_size), `mtp` without an MTP layer.
 Result<FloatForwardOutput> float_forward(const ModelConfig& cfg, const Weights& w,
                                          const std::vector<int32_t>& tokens, bool mtp,
                                          const DecisionTable* forced = nullptr);
+
+// Errors: no DSpark drafter, fewer than 2 tokens, gamma outside [1, 64], a token outside
+// [0, vocab_size).
+// `forced` replaces the target model's decisions it lists (the drafter's are not forced yet).
+Result<FloatDsparkOutput> float_dspark(const ModelConfig& cfg, const Weights& w,
+                                       const std::vector<int32_t>& tokens, int gamma,
+                                       const DecisionTable* forced = nullptr);
 
 }  // namespace dsv4

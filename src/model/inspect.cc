@@ -1,6 +1,7 @@
 // Checkpoint report for `dsv4 inspect` (see inspect.h).
 #include "model/inspect.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string_view>
@@ -26,8 +27,10 @@ std::string bytes_str(int64_t n) {
 void config_section(const ModelConfig& c, std::string& out) {
   auto line = [&out](const std::string& s) { out += "  " + s + "\n"; };
   out += "config:\n";
-  line(fmt::format("vocab_size {}, hidden_size {}, layers {} + {} MTP, max_position_embeddings {}",
-                   c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_nextn_predict_layers,
+  line(fmt::format("vocab_size {}, hidden_size {}, layers {} + {}, max_position_embeddings {}",
+                   c.vocab_size, c.hidden_size, c.num_hidden_layers,
+                   c.dspark ? fmt::format("{} DSpark stages", c.n_dspark_stages())
+                            : fmt::format("{} MTP", c.num_nextn_predict_layers),
                    c.max_position_embeddings));
   line(fmt::format("attention: {} heads x head_dim {} (nope {}, rope {}), kv heads {}, "
                    "q_lora_rank {}, o_groups {} x o_lora_rank {}, sliding_window {}",
@@ -54,6 +57,18 @@ void config_section(const ModelConfig& c, std::string& out) {
     q = fmt::format("{} {} {} block [{}]", qc.quant_method, qc.fmt, qc.scale_fmt,
                     fmt::join(qc.weight_block_size, ", "));
   }
+  if (c.dspark) {
+    const DSparkConfig& d = *c.dspark;
+    line(fmt::format("drafter: DSpark, {} stages reading the stream means of layers [{}] "
+                     "(main_proj {} -> {}), block size (default gamma) {}, noise token {}, Markov "
+                     "rank {} (num_nextn_predict_layers {} is not used)",
+                     c.n_dspark_stages(), fmt::join(d.target_layer_ids, ", "),
+                     static_cast<int64_t>(d.target_layer_ids.size()) * c.hidden_size,
+                     c.hidden_size, d.block_size, d.noise_token_id, d.markov_rank,
+                     c.num_nextn_predict_layers));
+  } else {
+    line(c.num_nextn_predict_layers > 0 ? "drafter: MTP (one layer, model.md §11)" : "drafter: none");
+  }
   line(fmt::format("storage: quantization_config {}, expert_dtype {} -> dense matrices {}, "
                    "routed experts {}",
                    q, c.expert_dtype ? *c.expert_dtype : std::string("absent"),
@@ -64,16 +79,27 @@ void schedule_section(const ModelConfig& c, std::string& out) {
   out += "layer schedule:\n";
   out += fmt::format("  {:>5}  {:<10} {:>5}  {:<4} {:<6} {}\n", "layer", "name", "ratio", "attn",
                      "router", "rope");
-  for (int l = 0; l < c.n_layers_total(); ++l) {
+  for (int l = 0; l < c.n_checkpoint_layers(); ++l) {
     std::string name = layer_prefix(c, l);
     if (!name.empty() && name.back() == '.') name.pop_back();
     const int ratio = c.layer_ratio(l);
     const std::string rope =
         ratio == 0 ? fmt::format("main (theta {}, no YaRN)", c.rope_theta)
                    : fmt::format("compress (theta {} + YaRN)", c.compress_rope_theta);
-    out += fmt::format("  {:>5}  {:<10} {:>5}  {:<4} {:<6} {}\n", l, name, ratio,
+    std::string role;
+    if (c.is_mtp_layer(l)) role = "  MTP";
+    if (c.is_dspark_stage(l)) {
+      const int s = l - c.num_hidden_layers;
+      role = fmt::format("  DSpark stage {}{}{}", s, s == 0 ? ", main_proj" : "",
+                         s == c.n_dspark_stages() - 1 ? ", head + Markov + confidence" : "");
+    }
+    if (c.dspark && l < c.num_hidden_layers &&
+        std::find(c.dspark->target_layer_ids.begin(), c.dspark->target_layer_ids.end(), l) !=
+            c.dspark->target_layer_ids.end())
+      role = "  DSpark target features";
+    out += fmt::format("  {:>5}  {:<10} {:>5}  {:<4} {:<6} {}{}\n", l, name, ratio,
                        attention_kind_name(c.attention_kind(l)),
-                       c.is_hash_layer(l) ? "hash" : "score", rope);
+                       l < c.num_hidden_layers && c.is_hash_layer(l) ? "hash" : "score", rope, role);
   }
 }
 
@@ -146,6 +172,9 @@ InspectReport inspect_checkpoint(const std::string& dir) {
                          "in place of FP8/FP4)\n",
                          rep.n_tensors, bytes_str(rep.n_bytes), rep.unexpected.size(),
                          rep.warnings.size(), rep.n_bf16_fallback);
+      if (cfg.dspark)
+        out += fmt::format("  drafter: DSpark, {} mtp.* tensors, each taken once\n",
+                           rep.drafter.size());
     } else {
       out += fmt::format("  load_weights: ERROR {}\n", w.message());
       load_error = w.message();

@@ -16,6 +16,7 @@
 #include "kernels/hc/hc.h"
 #include "kernels/indexer/indexer.h"
 #include "kernels/kv_path/kv_path.h"
+#include "kernels/linear/linear.h"
 #include "kernels/lm_head/lm_head.h"
 #include "kernels/moe_combine/moe_combine.h"
 #include "kernels/moe_expert/moe_expert.h"
@@ -111,6 +112,10 @@ struct ReferenceModel::Sequence {
   int64_t length = 0;      // positions the main model has seen
   int64_t mtp_length = 0;  // positions the MTP layer has seen
   std::vector<LayerState> layers;  // main layers, then the MTP layers
+  // DSpark: per stage the context rows c_s(p) [positions, Dh] by absolute position, and which
+  // positions are committed.
+  std::vector<std::vector<bf16>> dspark_ctx;
+  std::vector<bool> dspark_committed;
 };
 
 // One request's rows in this step.
@@ -168,7 +173,8 @@ Status ReferenceModel::check_step(std::span<const StepRequest> reqs, bool mtp) c
 }
 
 Status ReferenceModel::forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
-                               const DecisionIO& dec) {
+                               const DecisionIO& dec, bf16* features_out) {
+  if (features_out && !cfg_.dspark) return Status::error("target features requested, but the checkpoint has no DSpark drafter");
   DSV4_RETURN_IF_ERROR(check_step(reqs, false));
   const int64_t ND = stream_width(), V = cfg_.vocab_size;
   int64_t row = 0;
@@ -177,7 +183,10 @@ Status ReferenceModel::forward(std::span<const StepRequest> reqs, float* logits,
     const Request rq = request_of(q);
     std::vector<bf16> X(static_cast<size_t>(q.n * ND));
     k::embed_ref(k::EmbedParams{V, cfg_.hidden_size, cfg_.hc_mult}, w_.embed, q.tokens, q.n, X.data());
-    for (int l = 0; l < cfg_.num_hidden_layers; ++l) run_block(w_.layers[l], false, sq, rq, X.data(), dec);
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+      run_block(w_.layers[l], false, sq, rq, X.data(), dec);
+      if (features_out) stream_means(l, X.data(), q.n, features_out + row * feature_width());
+    }
     if (xfinal_out) std::copy(X.begin(), X.end(), xfinal_out + row * ND);
     if (logits) head(w_.hc_head, w_.norm, X.data(), q.n, logits + row * V);
     sq.length = std::max(sq.length, q.p0 + q.n);
@@ -188,7 +197,7 @@ Status ReferenceModel::forward(std::span<const StepRequest> reqs, float* logits,
 
 Status ReferenceModel::forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
                                    const DecisionIO& dec) {
-  if (w_.mtp.empty()) return Status::error("the checkpoint has no MTP layer (num_nextn_predict_layers = 0)");
+  if (w_.mtp.empty()) return Status::error(cfg_.no_mtp_reason());
   DSV4_RETURN_IF_ERROR(check_step(reqs, true));
   const int64_t ND = stream_width(), V = cfg_.vocab_size;
   const MtpWeights& mw = w_.mtp[0];
@@ -210,6 +219,12 @@ Status ReferenceModel::forward_mtp(std::span<const StepRequest> reqs, const bf16
 
 void ReferenceModel::run_block(const LayerWeights& lw, bool mtp_block, Sequence& sq, const Request& rq, bf16* X,
                                const DecisionIO& dec) {
+  run_block_with(lw, mtp_block, rq, X, dec,
+                 [&](const bf16* a, bf16* out) { attention(lw, mtp_block, sq, rq, a, out, dec); });
+}
+
+void ReferenceModel::run_block_with(const LayerWeights& lw, bool mtp_block, const Request& rq, bf16* X,
+                                    const DecisionIO& dec, const std::function<void(const bf16*, bf16*)>& attend) {
   const int64_t T = rq.T, D = cfg_.hidden_size, N = cfg_.hc_mult;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const k::HcParams hp{N, D, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps), eps};
@@ -219,7 +234,7 @@ void ReferenceModel::run_block(const LayerWeights& lw, bool mtp_block, Sequence&
   k::hc_pre_ref(X, k::HcPreWeights{lw.hc_attn.fn, lw.hc_attn.scale, lw.hc_attn.base}, hp, T, a.data(), post.data(),
                 comb.data());
   k::rmsnorm_ref(a.data(), lw.attn_norm, a.data(), T, D, eps);
-  attention(lw, mtp_block, sq, rq, a.data(), out.data(), dec);
+  attend(a.data(), out.data());
   k::hc_post_ref(out.data(), X, post.data(), comb.data(), hp, T, X);
   // MoE sub-block
   k::hc_pre_ref(X, k::HcPreWeights{lw.hc_ffn.fn, lw.hc_ffn.scale, lw.hc_ffn.base}, hp, T, a.data(), post.data(),
@@ -390,6 +405,147 @@ void ReferenceModel::head(const HcParams& hc, const bf16* norm, const bf16* X, i
   k::hc_head_ref(X, k::HcHeadWeights{hc.fn, hc.scale, hc.base}, hp, T, y.data());
   k::rmsnorm_ref(y.data(), norm, y.data(), T, D, eps);
   k::lm_head_ref(k::LmHeadParams{0, V, V}, w_.head.w, y.data(), T, logits);
+}
+
+// ------------------------------------------------------------------------------------------
+// The DSpark drafter (dspark.md §2-§3.8, §3.10): target feature means (A17), context rows
+// (A18), the stage blocks with the non-causal block attention over [context rows in ring-slot
+// order, block keys] (A19), head and Markov chain (A20). Context rows by absolute position.
+int64_t ReferenceModel::feature_width() const {
+  return cfg_.dspark ? static_cast<int64_t>(cfg_.dspark->target_layer_ids.size()) * cfg_.hidden_size : 0;
+}
+
+void ReferenceModel::stream_means(int l, const bf16* X, int64_t T, bf16* features) const {
+  const std::vector<int>& lt = cfg_.dspark->target_layer_ids;
+  const auto at = std::find(lt.begin(), lt.end(), l);
+  if (at == lt.end()) return;
+  const int64_t D = cfg_.hidden_size, N = cfg_.hc_mult, off = (at - lt.begin()) * D, F = feature_width();
+  const float inv_n = 1.0f / static_cast<float>(N);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t d = 0; d < D; ++d) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < N; ++j) sum += X[(t * N + j) * D + d].to_float();
+      features[t * F + off + d] = bf16::from_float(sum * inv_n);
+    }
+}
+
+Status ReferenceModel::dspark_commit(int32_t seq, int64_t p0, int64_t n, const bf16* features) {
+  if (!w_.dspark.present) return Status::error("the checkpoint has no DSpark drafter");
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return Status::errorf("dspark commit: sequence slot {} was not started", seq);
+  if (p0 < 0 || n < 0) return Status::errorf("dspark commit: p0 = {}, n = {} must be non-negative", p0, n);
+  Sequence& sq = *it->second;
+  const DSparkWeights& dw = w_.dspark;
+  const int64_t D = cfg_.hidden_size, Dh = cfg_.head_dim, NS = static_cast<int64_t>(dw.stages.size());
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  // A18: main_x = RMSNorm(main_proj · H) once, then per stage the key path at p.
+  std::vector<bf16> main_x(static_cast<size_t>(n * D)), c(static_cast<size_t>(n * Dh));
+  k::linear_ref(dw.main_proj.w, features, n, main_x.data(), dw.main_proj.actq);
+  k::rmsnorm_ref(main_x.data(), dw.main_norm, main_x.data(), n, D, eps);
+  std::vector<int64_t> pos(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) pos[i] = p0 + i;
+  sq.dspark_ctx.resize(static_cast<size_t>(NS));
+  for (int64_t s = 0; s < NS; ++s) {
+    const AttentionWeights& aw = dw.stages[s].attn;
+    k::kv_path_ref(k::KvPathParams{D, static_cast<int>(Dh), static_cast<int>(cfg_.qk_rope_head_dim), eps},
+                   k::KvPathWeights{aw.wkv.w, aw.kv_norm, inv_main_.data()}, main_x.data(), n, pos.data(), c.data());
+    std::vector<bf16>& rows = sq.dspark_ctx[s];
+    if (static_cast<int64_t>(rows.size()) < (p0 + n) * Dh) rows.resize(static_cast<size_t>((p0 + n) * Dh));
+    std::copy(c.begin(), c.end(), rows.begin() + p0 * Dh);
+  }
+  if (static_cast<int64_t>(sq.dspark_committed.size()) < p0 + n) sq.dspark_committed.resize(static_cast<size_t>(p0 + n));
+  for (int64_t i = 0; i < n; ++i) sq.dspark_committed[p0 + i] = true;
+  return Status();
+}
+
+// DSpark attention of one stage (dspark.md §3.6) for the block rows a [γ, D]: keys = the
+// n_ctx context rows `ctx` (ring-slot order) followed by the γ transient block keys; every
+// row reads the whole list (no causal mask).
+void ReferenceModel::dspark_attention(const LayerWeights& lw, const std::vector<bf16>& ctx, int64_t n_ctx,
+                                      const Request& rq, const bf16* a, bf16* out) {
+  const ModelConfig& c = cfg_;
+  const AttentionWeights& aw = lw.attn;
+  const int64_t T = rq.T, D = c.hidden_size, Dh = c.head_dim, Rq = c.q_lora_rank;
+  const int H = c.num_attention_heads, Dr = static_cast<int>(c.qk_rope_head_dim);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t* pos = rq.pos.data();
+  std::vector<bf16> qr(static_cast<size_t>(T * Rq)), q(static_cast<size_t>(T * H * Dh));
+  k::q_path_ref(k::QPathParams{D, Rq, H, static_cast<int>(Dh), Dr, eps},
+                k::QPathWeights{aw.wq_a.w, aw.q_norm, aw.wq_b.w, inv_main_.data()}, a, T, pos, qr.data(), q.data());
+  // Keys: context rows, then the block keys (A6 with fp8sim_64, a choice of dspark.md §8).
+  const int64_t L = n_ctx + T;
+  std::vector<bf16> keys(static_cast<size_t>(L * Dh));
+  std::copy_n(ctx.begin(), n_ctx * Dh, keys.begin());
+  k::kv_path_ref(k::KvPathParams{D, static_cast<int>(Dh), Dr, eps}, k::KvPathWeights{aw.wkv.w, aw.kv_norm, inv_main_.data()},
+                 a, T, pos, keys.data() + n_ctx * Dh);
+  std::vector<int32_t> list(static_cast<size_t>(T * L)), len(static_cast<size_t>(T), static_cast<int32_t>(L));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < L; ++j) list[t * L + j] = static_cast<int32_t>(j);
+  const PagedRows rows{keys.data(), &kPageZero, kOnePage, 0, Dh};
+  const std::vector<PagedRows> win(static_cast<size_t>(T), rows);
+  std::vector<bf16> o(static_cast<size_t>(T * H * Dh));
+  k::sparse_attn_ref(k::SparseAttnParams{H, static_cast<int>(Dh)}, q.data(), T,
+                     k::AttnList{list.data(), L, len.data(), len.data()}, k::AttnKeys{win.data(), nullptr},
+                     aw.attn_sink, o.data());
+  const k::OutProjParams op{H, static_cast<int>(Dh), Dr, c.o_groups, c.o_lora_rank, D};
+  k::out_proj_ref(op, k::OutProjWeights{aw.wo_a.w, aw.wo_b.w, inv_main_.data()}, o.data(), T, pos, out);
+}
+
+Status ReferenceModel::dspark_propose(int32_t seq, int64_t a, int32_t x0, int gamma, float* lambda, int32_t* drafts) {
+  if (!w_.dspark.present) return Status::error("the checkpoint has no DSpark drafter");
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return Status::errorf("dspark propose: sequence slot {} was not started", seq);
+  if (gamma < 1) return Status::errorf("dspark propose: gamma = {} must be at least 1", gamma);
+  if (x0 < 0 || x0 >= cfg_.vocab_size)
+    return Status::errorf("dspark propose: anchor token {} outside [0, vocab_size = {})", x0, cfg_.vocab_size);
+  Sequence& sq = *it->second;
+  const DSparkWeights& dw = w_.dspark;
+  const int64_t W = cfg_.sliding_window, Dh = cfg_.head_dim, D = cfg_.hidden_size, N = cfg_.hc_mult;
+  const int64_t V = cfg_.vocab_size, Rm = cfg_.dspark->markov_rank, G = gamma;
+  const int64_t n_ctx = std::min<int64_t>(W, a + 1);
+  for (int64_t p = a + 1 - n_ctx; p <= a; ++p)
+    if (p < 0 || p >= static_cast<int64_t>(sq.dspark_committed.size()) || !sq.dspark_committed[p])
+      return Status::errorf("dspark propose: anchor {} needs the context row of position {}, not committed", a, p);
+
+  // Block rows (§3.4): anchor token, then γ-1 noise tokens, at positions a+1 ...
+  std::vector<int32_t> u(static_cast<size_t>(G), static_cast<int32_t>(cfg_.dspark->noise_token_id));
+  u[0] = x0;
+  Request rq{seq, G, std::vector<int64_t>(static_cast<size_t>(G)), u.data(), 1};
+  for (int64_t i = 0; i < G; ++i) rq.pos[i] = a + 1 + i;
+  std::vector<bf16> Z(static_cast<size_t>(G * N * D));
+  k::embed_ref(k::EmbedParams{V, D, cfg_.hc_mult}, w_.embed, u.data(), G, Z.data());
+  // Context list in ring-slot order (§3.6): slot j holds the position p ≡ j (mod W) of the window.
+  std::vector<bf16> ctx(static_cast<size_t>(n_ctx * Dh));
+  for (size_t s = 0; s < dw.stages.size(); ++s) {
+    int64_t e = 0;
+    for (int64_t j = 0; j < std::min(W, a + 1); ++j) {
+      const int64_t lo = a + 1 - n_ctx;  // window [lo, a]; the p ≡ j (mod W) in it
+      const int64_t p = lo + ((j - lo % W) % W + W) % W;
+      std::copy_n(sq.dspark_ctx[s].begin() + p * Dh, Dh, ctx.begin() + (e++) * Dh);
+    }
+    const LayerWeights& lw = dw.stages[s];
+    run_block_with(lw, false, rq, Z.data(), DecisionIO{},
+                   [&](const bf16* x, bf16* out) { dspark_attention(lw, ctx, n_ctx, rq, x, out); });
+  }
+  // Head (§3.7, A20) and the Markov chain (§3.8).
+  std::vector<float> U(static_cast<size_t>(G * V)), lam(static_cast<size_t>(V));
+  head(dw.hc_head, dw.norm, Z.data(), G, U.data());
+  int32_t prev = x0;
+  for (int64_t i = 0; i < G; ++i) {
+    const bf16* m = dw.markov_w1 + prev * Rm;
+    int32_t best = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      const bf16* w2 = dw.markov_w2 + v * Rm;
+      float beta = 0.0f;
+      for (int64_t r = 0; r < Rm; ++r) beta += m[r].to_float() * w2[r].to_float();
+      lam[v] = U[i * V + v] + beta;
+      if (lam[v] > lam[best] || (std::isnan(lam[best]) && !std::isnan(lam[v]))) best = static_cast<int32_t>(v);
+    }
+    if (lambda) std::copy(lam.begin(), lam.end(), lambda + i * V);
+    drafts[i] = best;
+    prev = best;
+  }
+  return Status();
 }
 
 }  // namespace dsv4

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -55,11 +56,23 @@ class ReferenceModel {
   void end_sequence(int32_t seq);
 
   // As ModelRunner::forward / forward_mtp. A request's p0 may be at most the positions the
-  // sequence has seen (main model, resp. MTP layer): no gaps.
+  // sequence has seen (main model, resp. MTP layer): no gaps. `features_out` (a DSpark
+  // checkpoint; may be null): the target features H(p) [rows, |Lt|·D] of every row
+  // (dspark.md §2, A17).
   Status forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
-                 const DecisionIO& dec = {});
+                 const DecisionIO& dec = {}, bf16* features_out = nullptr);
   Status forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
                      const DecisionIO& dec = {});
+
+  // The DSpark drafter (dspark.md §3, Level A §3.10), the oracle of the engine's:
+  // dspark_commit writes the context rows c_s(p) of positions p0 .. p0+n-1 from their target
+  // features [n, |Lt|·D] into every stage's rows of the sequence (by absolute position, so
+  // commits may repeat or arrive in any order); dspark_propose runs one round for anchor a
+  // (every position of max(0, a-W+1) .. a committed) with anchor token x0 and γ rows:
+  // lambda [γ, V] (may be null) and drafts [γ]. The drafter's decisions are not recorded.
+  Status dspark_commit(int32_t seq, int64_t p0, int64_t n, const bf16* features);
+  Status dspark_propose(int32_t seq, int64_t a, int32_t x0, int gamma, float* lambda, int32_t* drafts);
+  int64_t feature_width() const;  // |Lt|·D (0 without a DSpark drafter)
 
   int64_t vocab_size() const { return cfg_.vocab_size; }
   int64_t stream_width() const { return cfg_.hc_mult * cfg_.hidden_size; }  // N·D
@@ -75,6 +88,14 @@ class ReferenceModel {
   Status check_step(std::span<const StepRequest> reqs, bool mtp) const;
   void run_block(const LayerWeights& lw, bool mtp_block, Sequence& sq, const Request& rq, bf16* X,
                  const DecisionIO& dec);
+  // Block_l with `attend(a, out)` as the attention sub-block (a, out [T, D]).
+  void run_block_with(const LayerWeights& lw, bool mtp_block, const Request& rq, bf16* X, const DecisionIO& dec,
+                      const std::function<void(const bf16*, bf16*)>& attend);
+  // A17: if layer l is a DSpark target layer, its slice of H for rows X [T, N·D] (row stride
+  // feature_width()).
+  void stream_means(int l, const bf16* X, int64_t T, bf16* features) const;
+  void dspark_attention(const LayerWeights& lw, const std::vector<bf16>& ctx, int64_t n_ctx, const Request& rq,
+                        const bf16* a, bf16* out);
   void attention(const LayerWeights& lw, bool mtp_block, Sequence& sq, const Request& rq, const bf16* a,
                  bf16* out, const DecisionIO& dec);
   void moe(const LayerWeights& lw, bool mtp_block, const Request& rq, const bf16* f, bf16* out,

@@ -546,7 +546,7 @@ Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf
 
 Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
                                 const DecisionIO& dec, HeadRows head) {
-  if (w_.mtp.empty()) return Status::error("the checkpoint has no MTP layer (num_nextn_predict_layers = 0)");
+  if (w_.mtp.empty()) return Status::error(cfg_.no_mtp_reason());
   DSV4_RETURN_IF_ERROR(check_head_rows(reqs, head));
   Status st = prepare_step(reqs, true);
   if (!st.ok()) return st;

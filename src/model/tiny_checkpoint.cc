@@ -153,8 +153,12 @@ std::string_view tiny_quant_name(TinyQuant q) { return q == TinyQuant::kFp8 ? "f
 
 Result<ModelConfig> tiny_config(const std::string& preset, TinyQuant quant,
                                 const TinyOverrides& overrides) {
-  if (preset != "tiny" && preset != "tiny2")
-    return Status::errorf("--preset: unknown tiny preset \"{}\" (expected tiny or tiny2)", preset);
+  static constexpr std::string_view kPresets[] = {"tiny", "tiny2", "tiny-ds", "tiny-ds-w80",
+                                                  "tiny2-ds"};
+  if (std::find(std::begin(kPresets), std::end(kPresets), preset) == std::end(kPresets))
+    return Status::errorf("--preset: unknown tiny preset \"{}\" (expected tiny, tiny2, tiny-ds, "
+                          "tiny-ds-w80 or tiny2-ds)",
+                          preset);
   Result<ModelConfig> cfg = preset_config(preset, quant == TinyQuant::kFp8);
   if (!cfg.ok()) return cfg.status();
   if (overrides.max_position_embeddings)
@@ -198,6 +202,9 @@ Result<std::vector<float>> tiny_tensor_sample(const ModelConfig& cfg, const Tens
     v = {0.08f};
   } else if ((n == "hc_attn_scale" || n == "hc_ffn_scale") && v.size() == 3) {
     v = {0.08f, 0.03f, 0.2f};
+  } else if (n == "markov_head.markov_w1.weight") {
+    // dspark.md §5: unit-scale Markov embeddings, so that the bias W2·W1[t] has unit scale.
+    fill_normal(v, rng, 0.0, 1.0);
   } else if (ends_with(n, ".weight") && spec.shape.size() == 2) {
     // Projections kept BF16 in every variant (compressor, weights_proj, gate).
     fill_normal(v, rng, 0.0, 1.0 / static_cast<double>(spec.shape[1]));

@@ -12,6 +12,8 @@
 //   hc_*_fn N(0, 0.05); hc_*_base N(0, 3); hc_{attn,ffn}_scale [0.08, 0.03, 0.2];
 //   hc_head_scale [0.08]
 //   gate.tid2eid [vocab, k]        k distinct expert ids per row, uniform
+//   DSpark (dspark.md §5): markov_w1 N(0, 1); markov_w2 [V, Rm] N(0, 1/Rm), main_proj and
+//   confidence_head.proj N(0, 1/in) as every projection
 // Storage (--quant fp8, the released layout): FP8 matrices get one ue8m0 scale
 // per 128x128 block, s = 2^e4m3_scale_exponent(block amax) (the Level-A scale
 // rule, model.md §0.4.3) and codes e4m3(w / s); FP4 experts one scale per row
@@ -43,7 +45,8 @@ struct TinyOverrides {
   std::optional<int64_t> max_position_embeddings;  // presets: 1024
 };
 
-// Config of a tiny checkpoint: the preset (tiny | tiny2) with the overrides, with
+// Config of a tiny checkpoint: the preset (tiny | tiny2 | tiny-ds | tiny-ds-w80 | tiny2-ds)
+// with the overrides, with
 // quantization_config and expert_dtype "fp4" for kFp8, neither for kNone. Errors:
 // an unknown preset; validate()'s error for an override it rejects.
 Result<ModelConfig> tiny_config(const std::string& preset, TinyQuant quant,

@@ -63,6 +63,7 @@ class Loader {
       : files_(files), cfg_(cfg), report_(report), options_(options) {}
 
   Result<Weights> run() {
+    DSV4_RETURN_IF_ERROR(check_drafter_kind());
     const std::vector<TensorSpec> table = expected_tensors(cfg_);
     std::vector<std::string> missing;
     for (const TensorSpec& spec : table) {
@@ -86,12 +87,94 @@ class Loader {
                             missing.size(), table.size(), first,
                             missing.size() > n_show ? ", ..." : "");
     }
-    for (const auto& [name, view] : files_.tensors())
-      if (!used_.count(name)) report_.unexpected.push_back(name);
+    for (const auto& [name, view] : files_.tensors()) {
+      if (used_.count(name)) {
+        if (name.starts_with("mtp.")) report_.drafter.push_back(name);
+        continue;
+      }
+      if (name.starts_with("mtp.") && cfg_.dspark) return unused_drafter_tensor(name);
+      report_.unexpected.push_back(name);
+    }
+    std::sort(report_.drafter.begin(), report_.drafter.end());
     return build();
   }
 
  private:
+  // dspark.md §1.3: which drafter the tensors hold must agree with config.json, and a DSpark
+  // checkpoint's stage prefixes must be exactly mtp.0 .. mtp.{NS-1}.
+  Status check_drafter_kind() const {
+    static constexpr std::string_view kMtpOnly[] = {".e_proj.weight", ".h_proj.weight",
+                                                    ".enorm.weight", ".hnorm.weight"};
+    static constexpr std::string_view kDsparkOnly[] = {".main_proj.weight", ".main_norm.weight",
+                                                       ".markov_head.", ".confidence_head."};
+    std::set<int> stages;
+    for (const auto& [name, view] : files_.tensors()) {
+      if (!name.starts_with("mtp.")) continue;
+      const size_t dot = name.find('.', 4);
+      int s = -1;
+      if (dot != std::string::npos && dot > 4) {
+        try {
+          s = std::stoi(name.substr(4, dot - 4));
+        } catch (...) {
+          s = -1;
+        }
+      }
+      if (s < 0 || std::to_string(s) != name.substr(4, dot - 4))
+        return Status::errorf("tensor '{}': not a drafter tensor name mtp.{{stage}}.… (dspark.md "
+                              "§1.4)",
+                              name);
+      stages.insert(s);
+      const std::string_view rest(name.data() + dot, name.size() - dot);
+      if (cfg_.dspark) {
+        for (std::string_view m : kMtpOnly)
+          if (rest == m)
+            return Status::errorf("tensor '{}' in a DSpark checkpoint: config.json has the "
+                                  "dspark_* fields, so mtp.* holds DSpark stages, which have no "
+                                  "MTP projections (dspark.md §1.3)",
+                                  name);
+      } else {
+        for (std::string_view m : kDsparkOnly)
+          if (rest.starts_with(m))
+            return Status::errorf("tensor '{}' is a DSpark drafter tensor, but config.json has "
+                                  "none of the dspark_* fields (dspark_block_size, "
+                                  "dspark_noise_token_id, dspark_target_layer_ids, "
+                                  "dspark_markov_rank missing; dspark.md §1.3)",
+                                  name);
+      }
+    }
+    if (!cfg_.dspark) return Status();
+    const int ns = cfg_.n_dspark_stages();
+    std::vector<int> found(stages.begin(), stages.end());
+    const bool contiguous = !found.empty() && found.front() == 0 &&
+                            found.back() == static_cast<int>(found.size()) - 1;
+    if (!contiguous)
+      return Status::errorf("the mtp.* tensors hold stages {{{}}}: a DSpark checkpoint has the "
+                            "stages mtp.0 .. mtp.{{NS-1}} (dspark.md §1.3)",
+                            fmt::join(found, ", "));
+    if (static_cast<int>(found.size()) != ns)
+      return Status::errorf("the mtp.* tensors hold {} DSpark stages (mtp.0 .. mtp.{}), but "
+                            "compress_ratios has {} entries = num_hidden_layers {} + {} stages "
+                            "(dspark.md §1.3)",
+                            found.size(), found.size() - 1, cfg_.compress_ratios.size(),
+                            cfg_.num_hidden_layers, ns);
+    return Status();
+  }
+
+  // An mtp.* tensor of a DSpark checkpoint that the table does not take (dspark.md §1.5.4).
+  Status unused_drafter_tensor(const std::string& name) const {
+    if (name.ends_with(".scale")) {
+      const std::string weight = name.substr(0, name.size() - 6) + ".weight";
+      if (used_.count(weight))
+        return Status::errorf("tensor '{}': a scale next to '{}', which is BF16 in every variant "
+                              "(dspark.md §1.4)",
+                              name, weight);
+    }
+    return Status::errorf("tensor '{}': not a tensor of this DSpark checkpoint (stage {} of {}; "
+                          "dspark.md §1.4 lists each stage's set, the main_proj set on stage 0 "
+                          "and the head set on the last stage only)",
+                          name, name.substr(4, name.find('.', 4) - 4), cfg_.n_dspark_stages());
+  }
+
   void use(const TensorView& v) {
     used_.insert(v.name);
     ++report_.n_tensors;
@@ -325,7 +408,7 @@ class Loader {
     L.layer = l;
     L.ratio = cfg_.layer_ratio(l);
     L.kind = cfg_.attention_kind(l);
-    L.hash = !cfg_.is_mtp_layer(l) && cfg_.is_hash_layer(l);
+    L.hash = l < cfg_.num_hidden_layers && cfg_.is_hash_layer(l);
     L.attn_norm = ptr<bf16>(w, p + "attn_norm.weight");
     L.ffn_norm = ptr<bf16>(w, p + "ffn_norm.weight");
     L.hc_attn = hc(w, p, "hc_attn");
@@ -372,8 +455,8 @@ class Loader {
     w.hc_head = hc(w, "", "hc_head");
     w.layers.reserve(cfg_.num_hidden_layers);
     for (int l = 0; l < cfg_.num_hidden_layers; ++l) w.layers.push_back(layer(w, l));
-    w.mtp.reserve(cfg_.num_nextn_predict_layers);
-    for (int i = 0; i < cfg_.num_nextn_predict_layers; ++i) {
+    w.mtp.reserve(cfg_.n_mtp_layers());
+    for (int i = 0; i < cfg_.n_mtp_layers(); ++i) {
       const int l = cfg_.num_hidden_layers + i;
       const std::string p = layer_prefix(cfg_, l);
       MtpWeights m;
@@ -385,6 +468,20 @@ class Loader {
       m.norm = ptr<bf16>(w, p + "norm.weight");
       m.hc_head = hc(w, p, "hc_head");
       w.mtp.push_back(std::move(m));
+    }
+    if (cfg_.dspark) {
+      DSparkWeights& d = w.dspark;
+      const int L = cfg_.num_hidden_layers, ns = cfg_.n_dspark_stages();
+      const std::string first = layer_prefix(cfg_, L), last = layer_prefix(cfg_, L + ns - 1);
+      d.present = true;
+      d.main_proj = linear(w, first + "main_proj.weight");
+      d.main_norm = ptr<bf16>(w, first + "main_norm.weight");
+      for (int s = 0; s < ns; ++s) d.stages.push_back(layer(w, L + s));
+      d.norm = ptr<bf16>(w, last + "norm.weight");
+      d.hc_head = hc(w, last, "hc_head");
+      d.markov_w1 = ptr<bf16>(w, last + "markov_head.markov_w1.weight");
+      d.markov_w2 = ptr<bf16>(w, last + "markov_head.markov_w2.weight");
+      d.confidence = ptr<bf16>(w, last + "confidence_head.proj.weight");
     }
     return w;
   }

@@ -20,6 +20,10 @@
 //                    (hash layers); shared expert and E routed experts w1/w3 [F, D], w2 [D, F]
 //   MtpWeights:      block (LayerWeights), e_proj/h_proj [D, D], enorm/hnorm/norm [D],
 //                    hc_head as the globals
+//   DSparkWeights:   (dspark.md §1.4; Rm markov rank, Lt target layers) main_proj
+//                    [D, |Lt|·D], main_norm [D], NS stage blocks (LayerWeights, SWA,
+//                    score-routed), norm [D], hc_head as the globals, markov_w1/w2 [V, Rm]
+//                    bf16, confidence [D + Rm] bf16
 #pragma once
 
 #include <cstdint>
@@ -116,6 +120,19 @@ struct MtpWeights {
   HcParams hc_head;               // fn [N, N·D], base [N], scale [1]
 };
 
+// The DSpark drafter (dspark.md §1, §3): present exactly when the config has the dspark_* fields.
+struct DSparkWeights {
+  bool present = false;
+  Linear main_proj;                   // [D, |Lt|·D] (mtp.0)
+  const bf16* main_norm = nullptr;    // [D] (mtp.0)
+  std::vector<LayerWeights> stages;   // NS blocks, layer index num_hidden_layers + s
+  const bf16* norm = nullptr;         // [D] (last stage)
+  HcParams hc_head;                   // fn [N, N·D], base [N], scale [1] (last stage)
+  const bf16* markov_w1 = nullptr;    // [V, Rm]: row t = Markov embedding of token t
+  const bf16* markov_w2 = nullptr;    // [V, Rm]: row v = weights of token v's bias
+  const bf16* confidence = nullptr;   // [D + Rm] (confidence_head.proj row 0)
+};
+
 // Move-only: views point into `files` (kept alive here) and into owned buffers.
 struct Weights {
   SafetensorsSet files;
@@ -124,7 +141,8 @@ struct Weights {
   const bf16* norm = nullptr;   // [D]
   HcParams hc_head;
   std::vector<LayerWeights> layers;  // num_hidden_layers
-  std::vector<MtpWeights> mtp;       // num_nextn_predict_layers
+  std::vector<MtpWeights> mtp;       // ModelConfig::n_mtp_layers()
+  DSparkWeights dspark;              // the DSpark drafter, when the config has one
   // Aligned copies of BF16/F32 tensors whose bytes in the file are not aligned to their
   // element size (safetensors does not require it); views point here instead.
   std::vector<std::vector<uint8_t>> realigned;
@@ -145,6 +163,7 @@ struct LoadReport {
   int64_t n_bytes = 0;                  // their stored bytes
   int64_t n_bf16_fallback = 0;          // matrices stored BF16 where the table gives FP8/FP4
   int64_t n_realigned = 0;              // tensors copied because their data was misaligned
+  std::vector<std::string> drafter;     // the mtp.* tensors taken (scales included), sorted
 };
 
 // Loads and checks every tensor of expected_tensors(cfg) (cfg must pass validate()).
@@ -153,6 +172,10 @@ struct LoadReport {
 // index), an FP8 NaN code 0x7F/0xFF, a tid2eid of wrong shape or with an id outside
 // [0, n_routed_experts). Accepted per checkpoint.md §5.7: a matrix in BF16 form where the
 // table gives FP8/FP4; FP4 experts when expert_dtype is absent (warning). `report` may be null.
+// The drafter (dspark.md §1.3, §1.5): a DSpark config takes exactly the stages mtp.0 ..
+// mtp.{NS-1}; MTP tensors in a DSpark checkpoint, DSpark tensors without the dspark_* fields,
+// a stage count other than compress_ratios' and any mtp.* tensor left unused are errors naming
+// the tensor or field.
 struct LoadOptions {
   // Tensors whose data this process reads (nullptr: all). The others are checked for name,
   // dtype and shape only — their bytes (scale range, FP8 NaN codes) are never touched, so a

@@ -111,7 +111,7 @@ Engine::~Engine() = default;
 Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Weights& w, const Limits& limits,
                                                const EngineOptions& opt) {
   if (opt.mtp && w.mtp.empty())
-    return Status::error("--mtp needs an MTP layer, but num_nextn_predict_layers = 0");
+    return Status::errorf("--mtp: {}", cfg.no_mtp_reason());
   Limits l = limits;
   if (opt.mtp) l.max_decode_rows = std::max(l.max_decode_rows, 2);
   // The engine's own step buffers: logits of every row (twice with MTP) and final streams.

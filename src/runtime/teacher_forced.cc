@@ -54,7 +54,23 @@ Status validate(const ModelConfig& cfg, const Weights& w, const std::vector<int3
   if (opt.mtp && tokens.size() < 2)
     return Status::errorf("mtp needs at least 2 tokens (row p uses token p+1), got {}", tokens.size());
   if (opt.mtp && w.mtp.empty())
-    return Status::error("mtp requested but the model has no MTP layer (num_nextn_predict_layers = 0)");
+    return Status::errorf("mtp requested, but {}", cfg.no_mtp_reason());
+  if (opt.dspark_gamma != 0) {
+    if (opt.mtp) return Status::error("dspark and mtp exclude each other (one drafter per checkpoint)");
+    if (!w.dspark.present)
+      return Status::error("dspark requested, but the checkpoint has no DSpark drafter (config.json "
+                           "has no dspark_* fields; dspark.md §1.3)");
+    if (tokens.size() < 2)
+      return Status::errorf("dspark needs at least 2 tokens (anchor a uses token a+1), got {}", tokens.size());
+    if (opt.dspark_gamma < 1 || opt.dspark_gamma > kMaxDsparkGamma)
+      return Status::errorf("gamma = {} must lie in [1, {}]", opt.dspark_gamma, kMaxDsparkGamma);
+    if (opt.numerics == Numerics::kDemo)
+      return Status::error("dspark with demo numerics: the engine's drafter is not implemented yet; "
+                           "use reference (Level A) or float (Level B) numerics");
+    if (opt.collect_decisions || (opt.forced != nullptr && opt.numerics != Numerics::kFloat))
+      return Status::error("dspark: decisions are not recorded yet, and forced only for the target "
+                           "model at float numerics");
+  }
   return Status();
 }
 
@@ -112,17 +128,42 @@ Status run_demo(const ModelConfig& cfg, const Weights& w, const std::vector<int3
   return feed(**created, tokens, opt, out);
 }
 
-// Level A, reference: ReferenceModel.
+// Level A, reference: ReferenceModel. With dspark: one whole-sequence prefill for the target
+// features (dspark.md §4.2), every position committed to the drafter, one round per anchor.
 Status run_reference(const ModelConfig& cfg, const Weights& w, const std::vector<int32_t>& tokens,
                      const TeacherForcedOptions& opt, TeacherForcedOutput& out) {
   auto created = ReferenceModel::create(cfg, w);
   if (!created.ok()) return created.status().with_context("reference model");
-  return feed(**created, tokens, opt, out);
+  if (opt.dspark_gamma == 0) return feed(**created, tokens, opt, out);
+  ReferenceModel& m = **created;
+  const int64_t n = static_cast<int64_t>(tokens.size()), G = opt.dspark_gamma, V = cfg.vocab_size;
+  DSV4_RETURN_IF_ERROR(m.start_sequence(0));
+  std::vector<bf16> features(static_cast<size_t>(n * m.feature_width()));
+  StepRequest req;
+  req.seq = 0;
+  req.p0 = 0;
+  req.n = static_cast<int32_t>(n);
+  req.prompt_len = n;
+  req.tokens = tokens.data();
+  DSV4_RETURN_IF_ERROR(m.forward(std::span<const StepRequest>(&req, 1), nullptr, nullptr, {}, features.data()));
+  DSV4_RETURN_IF_ERROR(m.dspark_commit(0, 0, n, features.data()));
+  out.drafts.resize(static_cast<size_t>((n - 1) * G));
+  for (int64_t a = 0; a + 1 < n; ++a)
+    DSV4_RETURN_IF_ERROR(m.dspark_propose(0, a, tokens[a + 1], static_cast<int>(G), out.logits.data() + a * G * V,
+                                          out.drafts.data() + a * G));
+  return Status();
 }
 
 // Level B: float_forward over the whole sequence.
 Status run_float(const ModelConfig& cfg, const Weights& w, const std::vector<int32_t>& tokens,
                  const TeacherForcedOptions& opt, TeacherForcedOutput& out) {
+  if (opt.dspark_gamma > 0) {
+    auto d = float_dspark(cfg, w, tokens, opt.dspark_gamma, opt.forced);
+    if (!d.ok()) return d.status();
+    out.logits = std::move(d->logits);
+    out.drafts = std::move(d->drafts);
+    return Status();
+  }
   auto r = float_forward(cfg, w, tokens, opt.mtp, opt.forced);
   if (!r.ok()) return r.status();
   FloatForwardOutput& f = *r;
@@ -141,13 +182,14 @@ Result<TeacherForcedOutput> teacher_forced_logits(const ModelConfig& cfg, const 
   DSV4_RETURN_IF_ERROR(validate(cfg, w, tokens, opt));
   const int64_t n = static_cast<int64_t>(tokens.size());
   TeacherForcedOutput out;
-  out.rows = opt.mtp ? n - 1 : n;
+  out.rows = opt.mtp || opt.dspark_gamma > 0 ? n - 1 : n;
+  out.gamma = opt.dspark_gamma;
   out.vocab = cfg.vocab_size;
   if (opt.numerics == Numerics::kDemo) {
     out.logits.assign(static_cast<size_t>(out.rows * out.vocab), 0.0f);
     DSV4_RETURN_IF_ERROR(run_demo(cfg, w, tokens, opt, out));
   } else if (opt.numerics == Numerics::kReference) {
-    out.logits.assign(static_cast<size_t>(out.rows * out.vocab), 0.0f);
+    out.logits.assign(static_cast<size_t>(out.rows * std::max<int64_t>(1, out.gamma) * out.vocab), 0.0f);
     DSV4_RETURN_IF_ERROR(run_reference(cfg, w, tokens, opt, out));
   } else {
     DSV4_RETURN_IF_ERROR(run_float(cfg, w, tokens, opt, out));

@@ -5,6 +5,9 @@
 //   main:  logits [n, V]    row p = head(Xfinal_p), predicts t[p+1]
 //   --mtp: logits [n-1, V]  row p = MTP head from Xfinal_p and embed(t[p+1]),
 //                           predicts t[p+2] (model.md §11); needs n >= 2
+//   --dspark: logits [n-1, G, V]  per anchor a, the drafter's Markov-corrected logits
+//                           λ_0..λ_{G-1} (dspark.md §3.8, model/float_forward.h
+//                           float_dspark); needs n >= 2; Level B only so far
 // Feeding (demo numerics, the Level-A ModelRunner):
 //   default   the whole sequence is the prompt (prompt_len = n), prefilled in
 //             calls of `chunk` rows (chunk 0: one call, or calls of
@@ -52,11 +55,15 @@ enum class Numerics { kDemo, kReference, kFloat };
 Result<Numerics> parse_numerics(std::string_view name);
 std::string_view numerics_name(Numerics n);
 
+// Largest drafter block of `dsv4 logits --dspark`.
+constexpr int32_t kMaxDsparkGamma = 64;
+
 // Largest prefill call of a teacher-forced run (rows per ModelRunner step).
 constexpr int32_t kMaxTeacherForcedCall = 512;
 
 struct TeacherForcedOptions {
   bool mtp = false;         // MTP head's logits [n-1, V] instead of the main [n, V]
+  int32_t dspark_gamma = 0; // > 0: the DSpark drafter's logits [n-1, γ, V] (float numerics)
   int32_t chunk = 0;        // prefill rows per call; 0 = whole prompt
   bool decode = false;      // one-token prompt, then one decode step per token
   Numerics numerics = Numerics::kDemo;
@@ -69,15 +76,18 @@ struct TeacherForcedOptions {
 };
 
 struct TeacherForcedOutput {
-  int64_t rows = 0;                  // n, or n-1 with mtp
+  int64_t rows = 0;                  // n, or n-1 with mtp or dspark
+  int64_t gamma = 0;                 // γ with dspark (logits [rows, γ, V]), else 0
   int64_t vocab = 0;                 // V
-  std::vector<float> logits;         // [rows, V]
+  std::vector<float> logits;         // [rows, V] or [rows, γ, V]
+  std::vector<int32_t> drafts;       // [rows, γ] with dspark: the drafter's argmax chain
   std::vector<Decision> decisions;   // sorted as above; empty unless collected
 };
 
 // Errors: empty tokens; a token id outside [0, vocab_size) (names the id and its
 // index); chunk < 0 or > kMaxTeacherForcedCall; decode together with chunk > 0;
-// mtp with n < 2 or without an MTP layer; any error of the runner.
+// mtp with n < 2 or without an MTP layer; dspark with n < 2, without a DSpark drafter, with
+// mtp, decisions or numerics other than float; any error of the runner.
 Result<TeacherForcedOutput> teacher_forced_logits(const ModelConfig& cfg, const Weights& w,
                                                   const std::vector<int32_t>& tokens,
                                                   const TeacherForcedOptions& opt);

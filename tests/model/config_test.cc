@@ -288,6 +288,52 @@ TEST(Config, RoundTripThroughJson) {
     }
 }
 
+// dspark.md §1.2, §5: the DSpark presets, their fields and the layer indexing around them.
+TEST(Config, DsparkPresetsAndFields) {
+  for (const char* name : {"tiny-ds", "tiny-ds-w80", "tiny2-ds", "flash-0731"})
+    for (bool q : {false, true}) {
+      SCOPED_TRACE(name);
+      const ModelConfig c = *preset_config(name, q);
+      ASSERT_TRUE(c.dspark.has_value());
+      EXPECT_TRUE(validate(c).ok()) << validate(c).message();
+      EXPECT_TRUE(validate_level_a(c).ok()) << validate_level_a(c).message();
+      EXPECT_EQ(c.num_nextn_predict_layers, 1);  // stale, as in the release
+      EXPECT_EQ(c.n_mtp_layers(), 0);
+      EXPECT_EQ(c.n_dspark_stages(), 3);
+      EXPECT_EQ(c.n_layers_total(), c.num_hidden_layers);
+      EXPECT_EQ(c.n_checkpoint_layers(), c.num_hidden_layers + 3);
+      EXPECT_FALSE(c.is_mtp_layer(c.num_hidden_layers));
+      EXPECT_TRUE(c.is_dspark_stage(c.num_hidden_layers + 2));
+      EXPECT_FALSE(c.no_mtp_reason().empty());
+      EXPECT_EQ(c.dspark->block_size, 5);
+      const ModelConfig back = parse_ok(to_config_json_text(c));
+      EXPECT_EQ(to_config_json(back), to_config_json(c));
+      ASSERT_TRUE(back.dspark.has_value());
+      EXPECT_EQ(back.dspark->target_layer_ids, c.dspark->target_layer_ids);
+    }
+  const ModelConfig t = *preset_config("tiny-ds", true);
+  EXPECT_EQ(t.compress_ratios, (std::vector<int>{0, 4, 8, 4, 0, 0, 0}));
+  EXPECT_EQ(t.dspark->target_layer_ids, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(t.dspark->noise_token_id, 511);
+  EXPECT_EQ(t.dspark->markov_rank, 48);
+  EXPECT_EQ(t.sliding_window, 8);
+  EXPECT_EQ(preset_config("tiny-ds-w80", true)->sliding_window, 80);
+  EXPECT_EQ(preset_config("tiny2-ds", true)->hidden_size, 256);
+  const ModelConfig f = *preset_config("flash-0731", true);
+  EXPECT_EQ(f.compress_ratios.size(), 46u);
+  EXPECT_EQ(f.dspark->target_layer_ids, (std::vector<int>{40, 41, 42}));
+  EXPECT_EQ(f.dspark->noise_token_id, 128799);
+  EXPECT_EQ(f.dspark->markov_rank, 256);
+  // The plain presets have no drafter fields.
+  EXPECT_FALSE(json::parse(to_config_json_text(*preset_config("tiny", true))).contains("dspark_block_size"));
+  // A field of the wrong type is named.
+  json j = to_config_json(t);
+  j["dspark_target_layer_ids"] = "1,2,3";
+  auto r = parse_config_json(j.dump(), "config.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Contains(r.message(), "dspark_target_layer_ids"));
+}
+
 TEST(Config, MissingRequiredFieldIsNamed) {
   const json full = json::parse(kFlashConfigJson);
   for (const char* field : {"vocab_size", "hidden_size", "num_hidden_layers", "head_dim",

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -297,20 +298,45 @@ TEST_P(TinyRoundTrip, EveryTensorMatchesWhatWasWritten) {
   };
   ASSERT_EQ(wt.layers.size(), static_cast<size_t>(c.num_hidden_layers));
   for (int l = 0; l < c.num_hidden_layers; ++l) check_block(wt.layers[l], l);
-  ASSERT_EQ(wt.mtp.size(), static_cast<size_t>(c.num_nextn_predict_layers));
-  for (int i = 0; i < c.num_nextn_predict_layers; ++i) {
+  ASSERT_EQ(wt.mtp.size(), static_cast<size_t>(c.n_mtp_layers()));
+  for (int i = 0; i < c.n_mtp_layers(); ++i) {
     const int l = c.num_hidden_layers + i;
     check_block(wt.mtp[i].block, l);
     check_linear(files.value(), wt.mtp[i].e_proj, layer_prefix(c, l) + "e_proj.weight", false);
     check_linear(files.value(), wt.mtp[i].h_proj, layer_prefix(c, l) + "h_proj.weight", false);
   }
+  // DSpark presets (dspark.md §5): three stages in place of the stale MTP count, each taken.
+  const DSparkWeights& d = wt.dspark;
+  ASSERT_EQ(d.present, c.dspark.has_value());
+  if (!d.present) return;
+  EXPECT_EQ(c.num_nextn_predict_layers, 1);
+  ASSERT_EQ(d.stages.size(), 3u);
+  for (int s = 0; s < 3; ++s) {
+    check_block(d.stages[s], c.num_hidden_layers + s);
+    EXPECT_FALSE(d.stages[s].hash);
+    EXPECT_EQ(d.stages[s].kind, AttentionKind::kSWA);
+  }
+  check_linear(files.value(), d.main_proj, "mtp.0.main_proj.weight", false);
+  EXPECT_EQ(d.main_proj.w.in, 3 * c.hidden_size);
+  EXPECT_EQ(static_cast<const void*>(d.markov_w1), files->find("mtp.2.markov_head.markov_w1.weight")->data);
+  EXPECT_EQ(static_cast<const void*>(d.markov_w2), files->find("mtp.2.markov_head.markov_w2.weight")->data);
+  EXPECT_EQ(static_cast<const void*>(d.confidence), files->find("mtp.2.confidence_head.proj.weight")->data);
+  // dspark.md §5: 241 mtp.* tensors in the released layout, 144 in the BF16 variant (tiny-ds).
+  size_t n_mtp = 0;
+  for (const auto& [name, view] : files->tensors()) n_mtp += name.starts_with("mtp.");
+  EXPECT_EQ(rep.drafter.size(), n_mtp);
+  if (c.hidden_size == 128) {
+    EXPECT_EQ(n_mtp, quant == TinyQuant::kFp8 ? 241u : 144u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, TinyRoundTrip,
-                         ::testing::Combine(::testing::Values("tiny", "tiny2"),
+                         ::testing::Combine(::testing::Values("tiny", "tiny2", "tiny-ds", "tiny2-ds"),
                                             ::testing::Values(TinyQuant::kNone, TinyQuant::kFp8)),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::get<0>(info.param) + "_" +
+                           std::string name = std::get<0>(info.param);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name + "_" +
                                   std::string(tiny_quant_name(std::get<1>(info.param)));
                          });
 
@@ -409,6 +435,38 @@ TEST(TinyCheckpoint, InitializationFollowsModelMd14) {
   EXPECT_NE(tiny_tensor_sample(cfg.value(), by_name.at("layers.0.attn_norm.weight"), 0).value(),
             tiny_tensor_sample(cfg.value(), by_name.at("layers.1.attn_norm.weight"), 0).value());
   EXPECT_FALSE(tiny_tensor_sample(cfg.value(), by_name.at("layers.0.attn.wq_a.scale"), 0).ok());
+}
+
+// dspark.md §5: the drafter's tensors of tiny-ds.
+TEST(TinyCheckpoint, DsparkInitialization) {
+  Result<ModelConfig> cfg = tiny_config("tiny-ds", TinyQuant::kFp8);
+  ASSERT_TRUE(cfg.ok()) << cfg.message();
+  std::map<std::string, TensorSpec> by_name;
+  for (const TensorSpec& s : expected_tensors(cfg.value())) by_name[s.name] = s;
+  auto expect_dist = [&](const std::string& name, double mean, double var) {
+    ASSERT_TRUE(by_name.count(name)) << name;
+    const std::vector<float> v = tiny_tensor_sample(cfg.value(), by_name.at(name), 0).value();
+    double m = 0, m2 = 0;
+    for (const float x : v) m += x;
+    m /= static_cast<double>(v.size());
+    for (const float x : v) m2 += (x - m) * (x - m);
+    m2 /= static_cast<double>(v.size());
+    EXPECT_NEAR(m, mean, 4 * std::sqrt(var / static_cast<double>(v.size())) + 1e-9) << name;
+    EXPECT_NEAR(m2, var, 0.2 * var) << name;
+  };
+  expect_dist("mtp.0.main_proj.weight", 0, 1.0 / 384);
+  expect_dist("mtp.0.main_norm.weight", 1, 0.1);
+  expect_dist("mtp.2.norm.weight", 1, 0.1);
+  expect_dist("mtp.2.markov_head.markov_w1.weight", 0, 1.0);
+  expect_dist("mtp.2.markov_head.markov_w2.weight", 0, 1.0 / 48);
+  expect_dist("mtp.2.confidence_head.proj.weight", 0, 1.0 / 176);
+  expect_dist("mtp.1.hc_attn_fn", 0, 0.05);
+  EXPECT_EQ(by_name.at("mtp.2.markov_head.markov_w2.weight").shape, (std::vector<int64_t>{512, 48}));
+  EXPECT_EQ(by_name.at("mtp.0.main_proj.scale").shape, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(by_name.count("mtp.1.main_proj.weight"), 0u);
+  EXPECT_EQ(by_name.count("mtp.0.norm.weight"), 0u);
+  EXPECT_EQ(by_name.count("mtp.0.e_proj.weight"), 0u);
+  EXPECT_EQ(by_name.count("mtp.1.ffn.gate.tid2eid"), 0u);
 }
 
 TEST(TinyCheckpoint, QuantizeFp8BlocksHandExample) {

@@ -533,6 +533,157 @@ TEST(Weights, MisalignedDataIsRealigned) {
   check_bf16(r->embed, "embed.weight");
 }
 
+// ---- DSpark drafter (dspark.md §1.3-§1.5, §6 "Loader") ----
+
+ModelConfig tiny_ds(bool quantized) { return *preset_config("tiny-ds", quantized); }
+
+// Erases every tensor whose name starts with `prefix`.
+void erase_prefix(Ckpt& c, const std::string& prefix) {
+  std::erase_if(c, [&](const auto& kv) { return kv.first.starts_with(prefix); });
+}
+
+TEST(Weights, DsparkLoadsBothLayoutsAndTakesEveryStageTensorOnce) {
+  for (bool q : {true, false}) {
+    SCOPED_TRACE(q ? "released" : "bf16");
+    const ModelConfig cfg = tiny_ds(q);
+    const Ckpt ckpt = make_ckpt(cfg);
+    TmpDir dir;
+    LoadReport rep;
+    auto w = write_and_load(dir, cfg, ckpt, &rep);
+    ASSERT_TRUE(w.ok()) << w.message();
+    EXPECT_TRUE(rep.unexpected.empty());
+    EXPECT_TRUE(w->mtp.empty());
+    ASSERT_TRUE(w->dspark.present);
+    EXPECT_EQ(w->dspark.stages.size(), 3u);
+    std::vector<std::string> want;
+    for (const auto& [name, t] : ckpt)
+      if (name.starts_with("mtp.")) want.push_back(name);
+    EXPECT_EQ(rep.drafter, want);  // both sorted
+    EXPECT_EQ(want.size(), q ? 241u : 144u);
+  }
+  // A tiny checkpoint with its MTP layer still loads as MTP.
+  const ModelConfig mtp = tiny(true);
+  TmpDir dir;
+  auto w = write_and_load(dir, mtp, make_ckpt(mtp), nullptr);
+  ASSERT_TRUE(w.ok()) << w.message();
+  EXPECT_EQ(w->mtp.size(), 1u);
+  EXPECT_FALSE(w->dspark.present);
+}
+
+TEST(Weights, DsparkRefusalsNameTheFieldOrTensor) {
+  const ModelConfig cfg = tiny_ds(true);
+  // One dspark_* field missing: the config does not parse.
+  {
+    nlohmann::json j = to_config_json(cfg);
+    j.erase("dspark_markov_rank");
+    auto r = parse_config_json(j.dump(), "config.json");
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(Contains(r.message(), "dspark_markov_rank missing"));
+  }
+  // MTP tensors next to the dspark_* fields.
+  {
+    Ckpt c = make_ckpt(cfg);
+    const Ckpt m = make_ckpt(tiny(true));
+    c["mtp.0.e_proj.weight"] = m.at("mtp.0.e_proj.weight");
+    c["mtp.0.e_proj.scale"] = m.at("mtp.0.e_proj.scale");
+    EXPECT_TRUE(Contains(load_error(cfg, c), "'mtp.0.e_proj.weight' in a DSpark checkpoint"));
+  }
+  // DSpark tensors without the fields.
+  {
+    ModelConfig no_fields = cfg;
+    no_fields.dspark.reset();
+    no_fields.compress_ratios.resize(5);
+    Ckpt c = make_ckpt(tiny(true));
+    erase_prefix(c, "mtp.");
+    for (const auto& [name, t] : make_ckpt(cfg))
+      if (name.starts_with("mtp.")) c[name] = t;
+    EXPECT_TRUE(Contains(load_error(no_fields, c), "dspark_markov_rank missing"));
+  }
+  // No main_proj.
+  {
+    Ckpt c = make_ckpt(cfg);
+    c.erase("mtp.0.main_proj.weight");
+    c.erase("mtp.0.main_proj.scale");
+    EXPECT_TRUE(Contains(load_error(cfg, c), "mtp.0.main_proj.weight"));
+  }
+  // Stages {0, 2}.
+  {
+    Ckpt c = make_ckpt(cfg);
+    erase_prefix(c, "mtp.1.");
+    EXPECT_TRUE(Contains(load_error(cfg, c), "stages {0, 2}"));
+  }
+  // A stage without one expert.
+  {
+    Ckpt c = make_ckpt(cfg);
+    erase_prefix(c, "mtp.1.ffn.experts.7.");
+    const std::string m = load_error(cfg, c);
+    EXPECT_TRUE(Contains(m, "missing 3 of the"));
+    EXPECT_TRUE(Contains(m, "mtp.1.ffn.experts.7.w1.weight"));
+  }
+  // A head set on a middle stage.
+  {
+    Ckpt c = make_ckpt(cfg);
+    c["mtp.1.norm.weight"] = c.at("mtp.2.norm.weight");
+    EXPECT_TRUE(Contains(load_error(cfg, c), "'mtp.1.norm.weight': not a tensor of this DSpark"));
+  }
+  // compress_ratios one entry short: two stages announced, three present.
+  {
+    ModelConfig short_cfg = cfg;
+    short_cfg.compress_ratios.pop_back();
+    const std::string m = load_error(short_cfg, make_ckpt(cfg));
+    EXPECT_TRUE(Contains(m, "hold 3 DSpark stages"));
+    EXPECT_TRUE(Contains(m, "compress_ratios has 6 entries"));
+  }
+  // Config rules: a non-zero stage ratio, unsorted Lt, ν >= V, and no stage at all.
+  {
+    ModelConfig c = cfg;
+    c.compress_ratios[5] = 4;
+    EXPECT_TRUE(Contains(validate(c).message(), "compress_ratios[5]' = 4 must be 0: the DSpark stage 1"));
+    c = cfg;
+    c.dspark->target_layer_ids = {1, 3, 2};
+    EXPECT_TRUE(Contains(validate(c).message(), "'dspark_target_layer_ids' = [1, 3, 2] must be strictly ascending"));
+    c = cfg;
+    c.dspark->target_layer_ids = {1, 4};
+    EXPECT_TRUE(Contains(validate(c).message(), "'dspark_target_layer_ids[1]' = 4 must lie in [0, num_hidden_layers = 4)"));
+    c = cfg;
+    c.dspark->noise_token_id = 512;
+    EXPECT_TRUE(Contains(validate(c).message(), "'dspark_noise_token_id' = 512 must lie in [0, vocab_size = 512)"));
+    c = cfg;
+    c.compress_ratios.resize(4);
+    EXPECT_TRUE(Contains(validate(c).message(), "'compress_ratios' has 4 entries: a DSpark checkpoint"));
+    c = cfg;
+    c.dspark->markov_rank = 0;
+    EXPECT_TRUE(Contains(validate(c).message(), "'dspark_markov_rank' = 0"));
+    c = cfg;
+    c.dspark->block_size = 0;
+    EXPECT_TRUE(Contains(validate(c).message(), "'dspark_block_size' = 0"));
+  }
+  // Markov tables [V, Rm + 1].
+  {
+    Ckpt c = make_ckpt(cfg);
+    c["mtp.2.markov_head.markov_w1.weight"] =
+        Tensor{DType::kBF16, {512, 49}, std::vector<uint8_t>(512 * 49 * 2)};
+    const std::string m = load_error(cfg, c);
+    EXPECT_TRUE(Contains(m, "'mtp.2.markov_head.markov_w1.weight'"));
+    EXPECT_TRUE(Contains(m, "expected BF16 [512, 48], found BF16 [512, 49]"));
+  }
+  // A .scale next to markov_w1 (BF16 in every variant).
+  {
+    Ckpt c = make_ckpt(cfg);
+    c["mtp.2.markov_head.markov_w1.scale"] = Tensor{DType::kF8_E8M0, {4, 1}, std::vector<uint8_t>(4, 127)};
+    EXPECT_TRUE(Contains(load_error(cfg, c), "'mtp.2.markov_head.markov_w1.scale': a scale next to"));
+  }
+  // An unknown mtp.* name, and a malformed stage prefix.
+  {
+    Ckpt c = make_ckpt(cfg);
+    c["mtp.0.attn.extra"] = Tensor{DType::kF32, {2}, std::vector<uint8_t>(8)};
+    EXPECT_TRUE(Contains(load_error(cfg, c), "'mtp.0.attn.extra': not a tensor of this DSpark"));
+    c = make_ckpt(cfg);
+    c["mtp.x.norm.weight"] = c.at("mtp.2.norm.weight");
+    EXPECT_TRUE(Contains(load_error(cfg, c), "'mtp.x.norm.weight': not a drafter tensor name"));
+  }
+}
+
 TEST(Weights, InvalidConfigRejected) {
   ModelConfig cfg = tiny(true);
   const Ckpt ckpt = make_ckpt(cfg);

@@ -20,8 +20,8 @@ Usage: dspark_engine_match.py DSV4_BINARY WORKDIR [--ckpt CKPT.pt | --model-dir 
 Default: a random drafter (seeded, non-trivial sinks, routing biases, Markov tables) on the
 committed target models/kjv-9m, exported both ways. --ckpt: a train_dspark.py checkpoint,
 exported both ways; --model-dir: an exported DSpark directory as it is (models/kjv-9m-dspark).
-Exit 0 when it holds, 1 otherwise; 77 (skip) when `dsv4 logits --help` does not list --dspark
-(the engine has no DSpark drafter yet) or torch is missing.
+Exit 0 when it holds, 1 otherwise (also when `dsv4 logits --help` does not list --dspark); 77
+(skip) when torch is missing.
 """
 import argparse
 import json
@@ -97,8 +97,8 @@ def main():
     ap.add_argument("--main-decisions-only", action="store_true")
     a = ap.parse_args()
     if not engine_has_dspark(a.dsv4):
-        print(f"SKIP: `{a.dsv4} logits --help` does not list --dspark (no DSpark drafter in the engine yet)")
-        return 77
+        print(f"FAIL: `{a.dsv4} logits --help` does not list --dspark")
+        return 1
     torch.set_num_threads(2)
     os.makedirs(a.workdir, exist_ok=True)
     if a.model_dir:

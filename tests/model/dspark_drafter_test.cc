@@ -1,0 +1,264 @@
+// The DSpark drafter (dspark.md §2-§3.8) on tiny-ds, at Level B (model/float_forward.h
+// float_dspark) and Level A (ReferenceModel::dspark_*, through teacher_forced_logits):
+// shapes and the argmax chain, bit-exact prefix consistency (an anchor's output depends on
+// tokens 0..a+1 only), the non-causal block (every row depends on γ), the programmed Markov
+// chain of dspark.md §6 (U = 0, W1 = identity, W2 a map f: drafts f(x0), f(f(x0)), ...; a tie
+// picks the lower id), Level A against Level B, commits row by row, input errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "model/float_forward.h"
+#include "model/reference_model.h"
+#include "runtime/teacher_forced.h"
+#include "support/tiny_model.h"
+
+namespace dsv4 {
+namespace {
+
+using test::random_tokens;
+using test::tiny_model;
+
+const test::TinyModel& tiny_ds() { return tiny_model("tiny-ds", TinyQuant::kFp8, 3); }
+
+FloatDsparkOutput run(const ModelConfig& cfg, const Weights& w, const std::vector<int32_t>& t, int gamma) {
+  Result<FloatDsparkOutput> r = float_dspark(cfg, w, t, gamma);
+  EXPECT_TRUE(r.ok()) << r.message();
+  return r.ok() ? std::move(*r) : FloatDsparkOutput{};
+}
+
+TEST(FloatDspark, ShapesFiniteAndDraftsAreTheArgmaxChain) {
+  const auto& m = tiny_ds();
+  const int64_t V = m.cfg.vocab_size;
+  const std::vector<int32_t> t = random_tokens(20, 5, V);
+  const FloatDsparkOutput o = run(m.cfg, *m.w, t, 5);
+  ASSERT_EQ(o.n_anchors, 19);
+  ASSERT_EQ(o.gamma, 5);
+  ASSERT_EQ(o.logits.size(), static_cast<size_t>(19 * 5 * V));
+  ASSERT_EQ(o.drafts.size(), static_cast<size_t>(19 * 5));
+  for (float x : o.logits) ASSERT_TRUE(std::isfinite(x));
+  for (int64_t r = 0; r < 19 * 5; ++r) {
+    const float* lam = o.logits.data() + r * V;
+    int32_t best = 0;
+    for (int32_t v = 1; v < V; ++v)
+      if (lam[v] > lam[best]) best = v;
+    EXPECT_EQ(o.drafts[r], best) << "row " << r;
+  }
+}
+
+// Anchor a reads positions 0..a and token a+1 only: a shorter call gives the same bits.
+TEST(FloatDspark, PrefixConsistentBitExact) {
+  const auto& m = tiny_ds();
+  const int64_t V = m.cfg.vocab_size, G = 3;
+  const std::vector<int32_t> t = random_tokens(24, 9, V);  // W = 8: the context window slides
+  const FloatDsparkOutput full = run(m.cfg, *m.w, t, G);
+  for (int k : {2, 9, 17}) {
+    const std::vector<int32_t> head(t.begin(), t.begin() + k);
+    const FloatDsparkOutput part = run(m.cfg, *m.w, head, G);
+    ASSERT_EQ(part.n_anchors, k - 1);
+    EXPECT_EQ(0, std::memcmp(part.logits.data(), full.logits.data(), part.logits.size() * sizeof(float))) << k;
+  }
+  // A later token changes only the anchors that read it.
+  std::vector<int32_t> t2 = t;
+  t2[12] = (t2[12] + 1) % static_cast<int32_t>(V);
+  const FloatDsparkOutput changed = run(m.cfg, *m.w, t2, G);
+  const size_t row = static_cast<size_t>(G * V);
+  EXPECT_EQ(0, std::memcmp(changed.logits.data(), full.logits.data(), 11 * row * sizeof(float)));
+  EXPECT_NE(0, std::memcmp(changed.logits.data() + 11 * row, full.logits.data() + 11 * row, row * sizeof(float)));
+}
+
+// dspark.md §3.6: no causal mask inside the block, so row i's logits depend on γ.
+TEST(FloatDspark, EveryRowDependsOnGamma) {
+  const auto& m = tiny_ds();
+  const int64_t V = m.cfg.vocab_size;
+  const std::vector<int32_t> t = random_tokens(12, 4, V);
+  const FloatDsparkOutput g5 = run(m.cfg, *m.w, t, 5), g7 = run(m.cfg, *m.w, t, 7);
+  for (int64_t a = 0; a < 11; ++a)
+    for (int64_t i = 0; i < 5; ++i)
+      EXPECT_NE(0, std::memcmp(g5.logits.data() + (a * 5 + i) * V, g7.logits.data() + (a * 7 + i) * V,
+                               V * sizeof(float)))
+          << "anchor " << a << " row " << i;
+}
+
+// dspark.md §6: Markov chain with programmed transitions. Rm = V, W1 = identity, W2[v][t] = 1
+// iff f(t) = v, and the drafter's final norm 0 (y = 0, U = 0 exactly): drafts f(x0), f(f(x0)),
+// ...; with a second 1 per column the lower id of the two wins.
+TEST(FloatDspark, ProgrammedMarkovChain) {
+  const auto& m = tiny_ds();
+  const int64_t V = m.cfg.vocab_size, D = m.cfg.hidden_size;
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
+  ASSERT_TRUE(files.ok()) << files.message();
+  Result<Weights> loaded = load_weights(*files, m.cfg, nullptr);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  Weights& w = *loaded;
+  ModelConfig cfg = m.cfg;
+  cfg.dspark->markov_rank = V;
+  auto f = [&](int64_t t) { return static_cast<int32_t>((7 * t + 3) % V); };
+  auto g = [&](int64_t t) { return static_cast<int32_t>((11 * t + 5) % V); };
+  std::vector<bf16> w1(static_cast<size_t>(V * V), bf16::from_float(0.0f)), w2 = w1, w2_tie = w1;
+  const std::vector<bf16> zero_norm(static_cast<size_t>(D), bf16::from_float(0.0f));
+  for (int64_t t = 0; t < V; ++t) {
+    w1[t * V + t] = bf16::from_float(1.0f);
+    w2[f(t) * V + t] = bf16::from_float(1.0f);
+    w2_tie[f(t) * V + t] = bf16::from_float(1.0f);
+    w2_tie[g(t) * V + t] = bf16::from_float(1.0f);
+  }
+  w.dspark.markov_w1 = w1.data();
+  w.dspark.markov_w2 = w2.data();
+  w.dspark.norm = zero_norm.data();
+  const std::vector<int32_t> t = random_tokens(10, 8, V);
+  constexpr int G = 6;
+  auto expect_chain = [&](const std::vector<int32_t>& drafts, auto next, const char* what) {
+    ASSERT_EQ(drafts.size(), static_cast<size_t>(9 * G)) << what;
+    for (int64_t a = 0; a + 1 < 10; ++a) {
+      int32_t prev = t[a + 1];
+      for (int64_t i = 0; i < G; ++i) {
+        prev = next(prev);
+        ASSERT_EQ(drafts[a * G + i], prev) << what << ": anchor " << a << " draft " << i + 1;
+      }
+    }
+  };
+  auto lower = [&](int32_t x) { return std::min(f(x), g(x)); };
+  TeacherForcedOptions ref;
+  ref.numerics = Numerics::kReference;
+  ref.dspark_gamma = G;
+  expect_chain(run(cfg, w, t, G).drafts, f, "level B");
+  expect_chain(teacher_forced_logits(cfg, w, t, ref)->drafts, f, "level A");
+  w.dspark.markov_w2 = w2_tie.data();
+  expect_chain(run(cfg, w, t, G).drafts, lower, "level B, ties");
+  expect_chain(teacher_forced_logits(cfg, w, t, ref)->drafts, lower, "level A, ties");
+}
+
+// Level A (the reference drafter) as `dsv4 logits --dspark --numerics reference` runs it.
+TeacherForcedOutput run_reference(const ModelConfig& cfg, const Weights& w, const std::vector<int32_t>& t, int gamma) {
+  TeacherForcedOptions opt;
+  opt.numerics = Numerics::kReference;
+  opt.dspark_gamma = gamma;
+  Result<TeacherForcedOutput> r = teacher_forced_logits(cfg, w, t, opt);
+  EXPECT_TRUE(r.ok()) << r.message();
+  return r.ok() ? std::move(*r) : TeacherForcedOutput{};
+}
+
+TEST(ReferenceDspark, ShapesPrefixConsistencyAndGammaDependence) {
+  const auto& m = tiny_ds();
+  const int64_t V = m.cfg.vocab_size, G = 5;
+  const std::vector<int32_t> t = random_tokens(20, 5, V);
+  const TeacherForcedOutput full = run_reference(m.cfg, *m.w, t, G);
+  ASSERT_EQ(full.rows, 19);
+  ASSERT_EQ(full.gamma, G);
+  ASSERT_EQ(full.logits.size(), static_cast<size_t>(19 * G * V));
+  for (float x : full.logits) ASSERT_TRUE(std::isfinite(x));
+  for (int64_t r = 0; r < 19 * G; ++r) {
+    const float* lam = full.logits.data() + r * V;
+    EXPECT_EQ(full.drafts[r], std::max_element(lam, lam + V) - lam) << "row " << r;
+  }
+  // Prompts of at least W tokens: the prompt-row list layout does not depend on the length.
+  for (int k : {9, 14}) {
+    const TeacherForcedOutput part = run_reference(m.cfg, *m.w, std::vector<int32_t>(t.begin(), t.begin() + k), G);
+    ASSERT_EQ(part.rows, k - 1);
+    for (int64_t a = 0; a + 1 < k; ++a)
+      EXPECT_EQ(0, std::memcmp(part.logits.data() + a * G * V, full.logits.data() + a * G * V, G * V * sizeof(float)))
+          << "prefix " << k << " anchor " << a;
+  }
+  const TeacherForcedOutput g7 = run_reference(m.cfg, *m.w, t, 7);
+  for (int64_t a = 0; a < 19; ++a)
+    for (int64_t i = 0; i < 5; ++i)
+      EXPECT_NE(0, std::memcmp(full.logits.data() + (a * 5 + i) * V, g7.logits.data() + (a * 7 + i) * V,
+                               V * sizeof(float)))
+          << "anchor " << a << " row " << i;
+}
+
+// Level A against Level B on the trained drafter (models/kjv-9m-dspark; tiny's random weights
+// put its two levels ~20 % apart already in the main logits): per row the relative distance
+// of λ is summation-order and rounding noise (median well under 2 %), the drafts mostly agree.
+// A wrong key list, feature or Markov term moves rows by 100 % and more.
+TEST(ReferenceDspark, CloseToLevelBOnTheTrainedDrafter) {
+  const std::string dir = std::string(DSV4_MODELS_DIR) + "/kjv-9m-dspark";
+  Result<ModelConfig> cfg = load_config(dir);
+  ASSERT_TRUE(cfg.ok()) << cfg.message();
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(dir);
+  ASSERT_TRUE(files.ok()) << files.message();
+  Result<Weights> w = load_weights(*files, *cfg, nullptr);
+  ASSERT_TRUE(w.ok()) << w.message();
+  const int64_t V = cfg->vocab_size, G = 5, n = 40;
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>(300 + 37 * i % 3000);
+  const TeacherForcedOutput ref = run_reference(*cfg, *w, t, G);
+  const FloatDsparkOutput flt = run(*cfg, *w, t, G);
+  ASSERT_EQ(ref.logits.size(), flt.logits.size());
+  const int64_t rows = (n - 1) * G;
+  std::vector<double> err;
+  int same = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    same += ref.drafts[r] == flt.drafts[r];
+    double num = 0, den = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      const double d = ref.logits[r * V + v] - flt.logits[r * V + v];
+      num += d * d;
+      den += static_cast<double>(flt.logits[r * V + v]) * flt.logits[r * V + v];
+    }
+    err.push_back(std::sqrt(num / den));
+  }
+  std::sort(err.begin(), err.end());
+  EXPECT_LT(err[err.size() / 2], 0.02);
+  EXPECT_LT(err[err.size() * 9 / 10], 0.1);
+  EXPECT_GE(same, rows * 85 / 100) << same << " of " << rows;
+}
+
+// Commits row by row (as decoding does) give the same rounds as one commit of every row; a
+// round whose context is not committed is an error naming the position.
+TEST(ReferenceDspark, RowByRowCommitsEqualOneCommit) {
+  const auto& m = tiny_ds();
+  const int64_t V = m.cfg.vocab_size, G = 4, n = 13;
+  const std::vector<int32_t> t = random_tokens(static_cast<int>(n), 6, V);
+  auto model = ReferenceModel::create(m.cfg, *m.w);
+  ASSERT_TRUE(model.ok()) << model.message();
+  ReferenceModel& ref = **model;
+  ASSERT_TRUE(ref.start_sequence(0).ok());
+  ASSERT_TRUE(ref.start_sequence(1).ok());
+  std::vector<bf16> f(static_cast<size_t>(n * ref.feature_width()));
+  StepRequest q;
+  q.seq = 0;
+  q.n = static_cast<int32_t>(n);
+  q.prompt_len = n;
+  q.tokens = t.data();
+  ASSERT_TRUE(ref.forward(std::span<const StepRequest>(&q, 1), nullptr, nullptr, {}, f.data()).ok());
+  ASSERT_TRUE(ref.dspark_commit(0, 0, n, f.data()).ok());
+  std::vector<int32_t> d0(G), d1(G);
+  std::vector<float> l0(static_cast<size_t>(G * V)), l1(l0.size());
+  for (int64_t p = 0; p < n; ++p) ASSERT_TRUE(ref.dspark_commit(1, p, 1, f.data() + p * ref.feature_width()).ok());
+  for (int64_t a = 0; a + 1 < n; ++a) {
+    ASSERT_TRUE(ref.dspark_propose(0, a, t[a + 1], G, l0.data(), d0.data()).ok());
+    ASSERT_TRUE(ref.dspark_propose(1, a, t[a + 1], G, l1.data(), d1.data()).ok());
+    EXPECT_EQ(d0, d1);
+    EXPECT_EQ(0, std::memcmp(l0.data(), l1.data(), l0.size() * sizeof(float))) << "anchor " << a;
+  }
+  ASSERT_TRUE(ref.start_sequence(2).ok());
+  ASSERT_TRUE(ref.dspark_commit(2, 1, 3, f.data()).ok());
+  const Status st = ref.dspark_propose(2, 3, 7, G, nullptr, d0.data());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("position 0"), std::string::npos) << st.message();
+}
+
+TEST(FloatDspark, InputErrorsNameTheProblem) {
+  const auto& m = tiny_ds();
+  auto r = float_dspark(m.cfg, *m.w, {5}, 5);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("at least 2 tokens"), std::string::npos) << r.message();
+  r = float_dspark(m.cfg, *m.w, {5, 6}, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("gamma = 0"), std::string::npos) << r.message();
+  r = float_dspark(m.cfg, *m.w, {5, 512}, 5);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("tokens[1] = 512"), std::string::npos) << r.message();
+  const auto& plain = tiny_model("tiny", TinyQuant::kFp8, 3);
+  r = float_dspark(plain.cfg, *plain.w, {5, 6}, 5);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("no DSpark drafter"), std::string::npos) << r.message();
+}
+
+}  // namespace
+}  // namespace dsv4
