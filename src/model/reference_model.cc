@@ -419,14 +419,10 @@ void ReferenceModel::stream_means(int l, const bf16* X, int64_t T, bf16* feature
   const std::vector<int>& lt = cfg_.dspark->target_layer_ids;
   const auto at = std::find(lt.begin(), lt.end(), l);
   if (at == lt.end()) return;
-  const int64_t D = cfg_.hidden_size, N = cfg_.hc_mult, off = (at - lt.begin()) * D, F = feature_width();
-  const float inv_n = 1.0f / static_cast<float>(N);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t d = 0; d < D; ++d) {
-      float sum = 0.0f;
-      for (int64_t j = 0; j < N; ++j) sum += X[(t * N + j) * D + d].to_float();
-      features[t * F + off + d] = bf16::from_float(sum * inv_n);
-    }
+  const int64_t D = cfg_.hidden_size, off = (at - lt.begin()) * D;
+  const k::HcParams hp{cfg_.hc_mult, D, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
+                       static_cast<float>(cfg_.rms_norm_eps)};
+  k::hc_stream_mean_ref(X, hp, T, features + off, feature_width());
 }
 
 Status ReferenceModel::dspark_commit(int32_t seq, int64_t p0, int64_t n, const bf16* features) {

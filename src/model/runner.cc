@@ -236,6 +236,7 @@ Status ModelRunner::init() {
   const int64_t M = c.hc_mix(), Rq = c.q_lora_rank, E = c.n_routed_experts, K = c.num_experts_per_tok;
   s.size(s.X, T * N * D);
   s.size(s.Z, T * N * D);
+  if (c.dspark) s.size(s.features, T * static_cast<int64_t>(c.dspark->target_layer_ids.size()) * D);
   s.size(s.mix, T * std::max<int64_t>(M, N));
   s.size(s.post, T * N);
   s.size(s.comb, T * N * N);
@@ -521,8 +522,10 @@ Status ModelRunner::check_head_rows(std::span<const StepRequest> reqs, HeadRows 
 }
 
 Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
-                            const DecisionIO& dec, HeadRows head) {
+                            const DecisionIO& dec, HeadRows head, bf16* features_out) {
   DSV4_RETURN_IF_ERROR(check_head_rows(reqs, head));
+  if (features_out && !cfg_.dspark)
+    return Status::error("target features requested, but the checkpoint has no DSpark drafter");
   Status st = prepare_step(reqs, false);
   if (!st.ok()) return st;
   const int64_t T = md_.T;
@@ -530,8 +533,23 @@ Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf
   Scratch& s = *s_;
   const k::EmbedParams ep{cfg_.vocab_size, cfg_.hidden_size, cfg_.hc_mult};
   if (T > 0) pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, md_.token.data(), T, s.X.data(), tid, n); });
-  for (int l = 0; l < cfg_.num_hidden_layers; ++l)
+  // DSpark target features (dspark.md §2): each target layer's slice of the feature rows.
+  const std::vector<int>* lt = features_out ? &cfg_.dspark->target_layer_ids : nullptr;
+  const int64_t F = lt ? static_cast<int64_t>(lt->size()) * cfg_.hidden_size : 0;
+  bf16* feat = ranks_ ? s.features.data() : features_out;
+  const k::HcParams hp{cfg_.hc_mult, cfg_.hidden_size, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
+                       static_cast<float>(cfg_.rms_norm_eps)};
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     DSV4_RETURN_IF_ERROR(run_block(w_.layers[l], *layers_[l], false, s.X.data(), dec));
+    const auto at = lt ? std::find(lt->begin(), lt->end(), l) : std::vector<int>::const_iterator{};
+    if (lt && at != lt->end() && T > 0) {
+      bf16* slice = feat + (at - lt->begin()) * cfg_.hidden_size;
+      pool_.run([&](int tid, int n) { k::hc_stream_mean(s.X.data(), hp, T, slice, F, tid, n); });
+    }
+  }
+  if (lt && ranks_)
+    for (int64_t t = 0; t < T; ++t)
+      std::memcpy(features_out + ranks_->own_row[t] * F, feat + t * F, sizeof(bf16) * F);
   const int64_t ND = stream_width();
   if (xfinal_out && ranks_) {
     for (int64_t t = 0; t < T; ++t)

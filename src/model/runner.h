@@ -99,8 +99,10 @@ class ModelRunner {
   // dec.log receives every decision the step used, forced or not, in execution order.
   // head: the rows whose logits are written (HeadRows; with ranks, a listed row this rank does
   // not compute is left unwritten).
+  // features_out (a DSpark checkpoint; nullptr: none): the target features H(p) [T, |Lt|·D]
+  // of every row (dspark.md §2, A17), written like xfinal_out.
   Status forward(std::span<const StepRequest> reqs, float* logits, bf16* xfinal_out,
-                 const DecisionIO& dec = {}, HeadRows head = {});
+                 const DecisionIO& dec = {}, HeadRows head = {}, bf16* features_out = nullptr);
   // MTP layer: request r's rows are positions p0..p0+n-1 with tokens = the
   // NEXT tokens t_{p+1}; X [T, N, D] holds Xfinal_p of every row (with ranks: of the own rows).
   Status forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,

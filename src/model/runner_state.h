@@ -82,6 +82,7 @@ struct ModelRunner::Scratch {
   Buf<float> mix, post, comb;        // [T, M], [T, N], [T, N·N]
   Buf<bf16> a, qr, q, kv, o, attn_out, y, m;
   Buf<bf16> qpath, kvpath, oproj, mtpproj;
+  Buf<bf16> features;  // [T, |Lt|·D] DSpark target features of the own rows (ranks)
   Buf<float> cmp;                    // compressor projections
   Buf<kernels::CompressorEmit> emits;      // [T]
   Buf<bf16> entries;                 // [T, max(Dh, Di)]

@@ -17,9 +17,11 @@
 #include "base/cpu.h"
 #include "io/safetensors.h"
 #include "kernels/indexer/indexer.h"
+#include "kernels/hc/hc.h"
 #include "kernels/linear/linear.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 #include "model/config.h"
+#include "model/reference_model.h"
 #include "model/runner.h"
 #include "model/tiny_checkpoint.h"
 #include "model/weights.h"
@@ -257,6 +259,64 @@ std::vector<float> prompt_then_decode(ModelRunner& r, const std::vector<int32_t>
 // model.md §14.3: on tiny the HCA list passes 64 entries from p = 455 on, so prompt
 // rows and decode rows carry two-block lists; a 480-token prompt decoded on to 520
 // equals pure token-by-token decoding.
+// DSpark target features (dspark.md §2, A17): the stream means of the target layers' output
+// stacks. The last target layer of tiny-ds is the last layer, so its slice is the mean of
+// Xfinal bit for bit; prefill equals decode bit for bit (batch and row invariance); the whole
+// row is close to the Level-A reference's (summation order); every row is written, the rows
+// past T keep their sentinel.
+TEST(Runner, DsparkTargetFeatures) {
+  const Loaded& m = test::tiny_model("tiny-ds", TinyQuant::kFp8, 1);
+  const int64_t D = m.cfg.hidden_size, N = m.cfg.hc_mult, F = 3 * D;
+  auto r = ModelRunner::create(m.cfg, *m.w, limits(16));
+  ASSERT_TRUE(r.ok()) << r.message();
+  ModelRunner& R = **r;
+  const int n = 14;
+  const std::vector<int32_t> t = tokens(n, 77, m.cfg.vocab_size);
+  const bf16 sentinel = bf16::from_float(-3.0f);
+  std::vector<bf16> feat(static_cast<size_t>(R.limits().max_rows * F), sentinel), xf(static_cast<size_t>(n * N * D));
+  ASSERT_TRUE(R.start_sequence(0).ok());
+  const StepRequest q{0, 0, n, n, t.data()};
+  ASSERT_TRUE(R.forward({&q, 1}, nullptr, xf.data(), {}, {}, feat.data()).ok());
+  R.end_sequence(0);
+  for (int64_t i = n * F; i < static_cast<int64_t>(feat.size()); ++i) ASSERT_EQ(feat[i].bits, sentinel.bits) << i;
+  const kernels::HcParams hp{m.cfg.hc_mult, D, m.cfg.hc_sinkhorn_iters, 1e-6f, 1e-6f};
+  std::vector<bf16> last(static_cast<size_t>(n * F));
+  kernels::hc_stream_mean_ref(xf.data(), hp, n, last.data() + 2 * D, F);
+  for (int64_t row = 0; row < n; ++row)
+    for (int64_t d = 2 * D; d < F; ++d) ASSERT_EQ(feat[row * F + d].bits, last[row * F + d].bits) << row << " " << d;
+  // Prompt of 1, then one row per step: the same features (the prompt-row list layout only
+  // differs below W for prompts shorter than W, so compare from a prompt of W = 8 rows).
+  std::vector<bf16> step_feat(static_cast<size_t>(F)), dec(static_cast<size_t>(n * F));
+  ASSERT_TRUE(R.start_sequence(1).ok());
+  const StepRequest head{1, 0, 8, 8, t.data()};
+  ASSERT_TRUE(R.forward({&head, 1}, nullptr, nullptr, {}, {}, dec.data()).ok());
+  for (int p = 8; p < n; ++p) {
+    const StepRequest one{1, p, 1, 8, t.data() + p};
+    ASSERT_TRUE(R.forward({&one, 1}, nullptr, nullptr, {}, {}, dec.data() + p * F).ok());
+  }
+  R.end_sequence(1);
+  for (int64_t i = 0; i < n * F; ++i) ASSERT_EQ(dec[i].bits, feat[i].bits) << "row " << i / F;
+  // Against the Level-A reference.
+  auto ref = ReferenceModel::create(m.cfg, *m.w);
+  ASSERT_TRUE(ref.ok()) << ref.message();
+  ASSERT_TRUE((*ref)->start_sequence(0).ok());
+  std::vector<bf16> rf(static_cast<size_t>(n * F));
+  ASSERT_TRUE((*ref)->forward({&q, 1}, nullptr, nullptr, {}, rf.data()).ok());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n * F; ++i) {
+    const double d = feat[i].to_float() - rf[i].to_float();
+    num += d * d;
+    den += static_cast<double>(rf[i].to_float()) * rf[i].to_float();
+  }
+  EXPECT_LT(std::sqrt(num / den), 0.02);
+  // A checkpoint without a drafter has no features.
+  const Loaded& plain = model("tiny", TinyQuant::kFp8);
+  auto r2 = ModelRunner::create(plain.cfg, *plain.w, limits(16));
+  ASSERT_TRUE(r2.ok());
+  ASSERT_TRUE((*r2)->start_sequence(0).ok());
+  EXPECT_FALSE((*r2)->forward({&q, 1}, nullptr, nullptr, {}, {}, feat.data()).ok());
+}
+
 TEST(Runner, LongSequenceWithTwoBlockLists) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
   const auto toks = tokens(520, 21, m.cfg.vocab_size);

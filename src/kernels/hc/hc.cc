@@ -208,4 +208,22 @@ void hc_post(const bf16* f, const bf16* X, const float* post, const float* comb,
   }
 }
 
+void hc_stream_mean(const bf16* X, const HcParams& p, int64_t T, bf16* F, int64_t stride, int tid,
+                    int nthreads) {
+  const int64_t N = p.hc_mult, D = p.hidden;
+  const int64_t n_chunks = ceil_div(D, kChunk);
+  const float inv_n = 1.0f / static_cast<float>(N);
+  const Range r = split_range(T * n_chunks, tid, nthreads);
+  for (int64_t item = r.begin; item < r.end; ++item) {
+    const int64_t t = item / n_chunks, d0 = (item % n_chunks) * kChunk;
+    const int64_t n = std::min(kChunk, D - d0);
+    float s[kChunk] = {};
+    for (int64_t k = 0; k < N; ++k) {
+      const bf16* xk = X + (t * N + k) * D + d0;
+      for (int64_t i = 0; i < n; ++i) s[i] += to_f32(xk[i]);
+    }
+    for (int64_t i = 0; i < n; ++i) F[t * stride + d0 + i] = bf16::from_float(s[i] * inv_n);
+  }
+}
+
 }  // namespace dsv4::kernels

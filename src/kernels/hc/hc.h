@@ -22,6 +22,10 @@
 //   m_k = f32(Σ₃₂(fn_k · x) · ρ); z_k = f32(f32(m_k · scale) + base_k); pre_k = f32(sigmoid(z_k) + εh);
 //   y = bf16(Σ₃₂_k f32(pre_k · x_k)).
 //
+// hc_stream_mean (dspark.md §2, A17: the DSpark target features): F[d] = bf16(f32(Σ₃₂_k x_k[d]) ·
+//   fp32(1/N)), the sum over k ascending; X [T, N, D] -> F rows of `stride` elements (a
+//   layer's slice of the feature row).
+//
 // Engine: two phases, each its own ThreadPool::run:
 //   hc_mix   raw dots mix[t][i] = Σ₃₂(fn_i · x_t) into caller scratch [T, n_mix] (mixing rows split
 //            over threads: each fn row is read once for all T rows);
@@ -66,6 +70,7 @@ void hc_pre_ref(const bf16* X, const HcPreWeights& w, const HcParams& p, int64_t
 void hc_post_ref(const bf16* f, const bf16* X, const float* post, const float* comb,
                  const HcParams& p, int64_t T, bf16* X_out);
 void hc_head_ref(const bf16* X, const HcHeadWeights& w, const HcParams& p, int64_t T, bf16* y);
+void hc_stream_mean_ref(const bf16* X, const HcParams& p, int64_t T, bf16* F, int64_t stride);
 
 // --- engine (inside ThreadPool::run; no allocation) ---
 // Scratch floats of hc_mix's output for `capacity` rows and n_mix mixing rows.
@@ -83,5 +88,8 @@ void hc_head_apply(const bf16* X, const HcHeadWeights& w, const HcParams& p, int
                    const float* mix, bf16* y, int tid, int nthreads);
 void hc_post(const bf16* f, const bf16* X, const float* post, const float* comb, const HcParams& p,
              int64_t T, bf16* X_out, int tid, int nthreads);
+// (row, D-chunk) items split over threads.
+void hc_stream_mean(const bf16* X, const HcParams& p, int64_t T, bf16* F, int64_t stride, int tid,
+                    int nthreads);
 
 }  // namespace dsv4::kernels

@@ -167,4 +167,15 @@ void hc_head_ref(const bf16* X, const HcHeadWeights& w, const HcParams& p, int64
   }
 }
 
+void hc_stream_mean_ref(const bf16* X, const HcParams& p, int64_t T, bf16* F, int64_t stride) {
+  const int64_t N = p.hc_mult, D = p.hidden;
+  const float inv_n = 1.0f / static_cast<float>(N);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t d = 0; d < D; ++d) {
+      float sum = 0.0f;
+      for (int64_t k = 0; k < N; ++k) sum += X[(t * N + k) * D + d].to_float();
+      F[t * stride + d] = bf16::from_float(sum * inv_n);
+    }
+}
+
 }  // namespace dsv4::kernels

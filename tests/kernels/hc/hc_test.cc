@@ -194,6 +194,34 @@ TEST_P(HcPreset, PostMatchesReferenceAtEveryT) {
   ASSERT_TRUE(test::all_close(Xr.data(), ref.data(), kCapacity * W, test::kExact, "ref in place"));
 }
 
+// dspark.md §2 (A17): the stream mean, into a slice of wider feature rows; the rest of each
+// row and the rows past T keep their contents.
+TEST_P(HcPreset, StreamMeanMatchesReferenceAtEveryT) {
+  const HcParams& p = params();
+  HcData d(p, 41 + GetParam());
+  const int64_t D = p.hidden, stride = 3 * D, off = D;
+  std::vector<bf16> ref(static_cast<size_t>(kCapacity * stride), bf16::from_float(0.0f));
+  hc_stream_mean_ref(d.X.data(), p, kCapacity, ref.data() + off, stride);
+  // Hand check of one element: the fp32 sum of the four streams times 1/4, rounded once.
+  float sum = 0.0f;
+  for (int64_t k = 0; k < p.hc_mult; ++k) sum += d.X.data()[(3 * p.hc_mult + k) * D + 5].to_float();
+  EXPECT_EQ(ref[3 * stride + off + 5].bits, bf16::from_float(sum * 0.25f).bits);
+  const bf16 sentinel = bf16::from_float(-1234.0f);
+  for (int nthreads : {1, 2}) {
+    ThreadPool pool(nthreads);
+    for (int64_t T = 1; T <= kCapacity; ++T) {
+      std::vector<bf16> out(static_cast<size_t>(kCapacity * stride), sentinel);
+      pool.run([&](int tid, int n) { hc_stream_mean(d.X.data(), p, T, out.data() + off, stride, tid, n); });
+      for (int64_t t = 0; t < kCapacity; ++t)
+        for (int64_t i = 0; i < stride; ++i) {
+          const bool written = t < T && i >= off && i < off + D;
+          ASSERT_EQ(out[t * stride + i].bits, written ? ref[t * stride + i].bits : sentinel.bits)
+              << "T " << T << " row " << t << " col " << i;
+        }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, HcPreset, ::testing::Values(0, 1),
                          [](const auto& info) { return info.param == 0 ? "tiny" : "tiny2"; });
 
