@@ -11,11 +11,19 @@
 namespace dsv4 {
 namespace {
 
-auto key_of(const Decision& d) { return std::make_tuple(d.mtp, d.layer, d.seq, d.pos, !d.idx); }
+int block_rank(const Decision& d) { return d.dspark ? 2 : d.mtp ? 1 : 0; }
+int kind_rank(const Decision& d) { return d.draft ? 2 : d.idx ? 0 : 1; }
+auto key_of(const Decision& d) { return std::make_tuple(block_rank(d), d.layer, d.seq, d.pos, d.row, kind_rank(d)); }
+
+const char* block_name(const Decision& d) { return d.dspark ? "dspark" : d.mtp ? "mtp" : "main"; }
+const char* kind_name(const Decision& d) { return d.draft ? "draft" : d.idx ? "idx" : "moe"; }
 
 std::string describe(size_t i, const Decision& d) {
-  return fmt::format("decisions[{}] (block {}, kind {}, layer {}, pos {})", i, d.mtp ? "mtp" : "main",
-                     d.idx ? "idx" : "moe", d.layer, d.pos);
+  if (d.dspark)
+    return fmt::format("decisions[{}] (block dspark, kind {}, stage {}, anchor {}, row {})", i, kind_name(d),
+                       d.layer, d.pos, d.row);
+  return fmt::format("decisions[{}] (block {}, kind {}, layer {}, pos {})", i, block_name(d), kind_name(d), d.layer,
+                     d.pos);
 }
 
 // Ids in [0, bound), distinct unless `repeats`.
@@ -31,6 +39,19 @@ Status check_ids(const std::vector<int32_t>& ids, int64_t bound, bool repeats, c
 }
 
 Status check_entry(const ModelConfig& cfg, const Decision& d) {
+  if (d.dspark) {
+    if (!cfg.dspark) return Status::error("block dspark, but the checkpoint has no DSpark drafter");
+    if (d.pos < 0 || d.row < 0) return Status::errorf("anchor {} and row {} must not be negative", d.pos, d.row);
+    if (d.draft) {
+      if (d.selected.size() != 1) return Status::errorf("{} ids selected, a draft is one token", d.selected.size());
+      return check_ids(d.selected, cfg.vocab_size, false, "vocab_size");
+    }
+    if (d.layer < 0 || d.layer >= cfg.n_dspark_stages())
+      return Status::errorf("stage {} outside [0, {})", d.layer, cfg.n_dspark_stages());
+    if (static_cast<int64_t>(d.selected.size()) != cfg.num_experts_per_tok)
+      return Status::errorf("{} ids selected, num_experts_per_tok = {}", d.selected.size(), cfg.num_experts_per_tok);
+    return check_ids(d.selected, cfg.n_routed_experts, false, "n_routed_experts");
+  }
   const int n_layers = d.mtp ? cfg.n_mtp_layers() : cfg.num_hidden_layers;
   if (d.layer < 0 || d.layer >= n_layers)
     return Status::errorf("layer {} outside [0, {}) of block {}", d.layer, n_layers, d.mtp ? "mtp" : "main");
@@ -62,8 +83,17 @@ std::string decisions_to_json(const std::vector<Decision>& decisions) {
   auto it = std::back_inserter(s);
   for (size_t i = 0; i < decisions.size(); ++i) {
     const Decision& d = decisions[i];
-    fmt::format_to(it, "{}\n  {{\"block\": \"{}\", \"kind\": \"{}\", \"layer\": {}, \"pos\": {}, \"selected\": [",
-                   i == 0 ? "" : ",", d.mtp ? "mtp" : "main", d.idx ? "idx" : "moe", d.layer, d.pos);
+    if (d.dspark && d.draft)
+      fmt::format_to(it, "{}\n  {{\"block\": \"dspark\", \"kind\": \"draft\", \"anchor\": {}, \"row\": {}, \"selected\": [",
+                     i == 0 ? "" : ",", d.pos, d.row);
+    else if (d.dspark)
+      fmt::format_to(it,
+                     "{}\n  {{\"block\": \"dspark\", \"kind\": \"moe\", \"stage\": {}, \"anchor\": {}, \"row\": {}, "
+                     "\"selected\": [",
+                     i == 0 ? "" : ",", d.layer, d.pos, d.row);
+    else
+      fmt::format_to(it, "{}\n  {{\"block\": \"{}\", \"kind\": \"{}\", \"layer\": {}, \"pos\": {}, \"selected\": [",
+                     i == 0 ? "" : ",", block_name(d), kind_name(d), d.layer, d.pos);
     for (size_t k = 0; k < d.selected.size(); ++k) fmt::format_to(it, "{}{}", k == 0 ? "" : ", ", d.selected[k]);
     s += "]}";
   }
@@ -88,20 +118,48 @@ Result<std::vector<Decision>> decisions_from_json(std::string_view text) {
     const json& e = arr[i];
     auto bad = [&](std::string_view why) { return Status::errorf("decisions[{}]: {}", i, why); };
     if (!e.is_object()) return bad("not an object");
-    for (const char* f : {"block", "kind", "layer", "pos", "selected"})
-      if (!e.contains(f)) return bad(fmt::format("missing field \"{}\"", f));
+    if (!e.contains("block")) return bad("missing field \"block\"");
+    const json& block = e["block"];
+    if (!block.is_string() || (block != "main" && block != "mtp" && block != "dspark"))
+      return bad("\"block\" must be \"main\", \"mtp\" or \"dspark\"");
     Decision d;
-    const json &block = e["block"], &kind = e["kind"], &layer = e["layer"], &pos = e["pos"], &sel = e["selected"];
-    if (!block.is_string() || (block != "main" && block != "mtp")) return bad("\"block\" must be \"main\" or \"mtp\"");
-    if (!kind.is_string() || (kind != "moe" && kind != "idx")) return bad("\"kind\" must be \"moe\" or \"idx\"");
-    if (!layer.is_number_integer() || layer.get<int64_t>() < 0 || layer.get<int64_t>() > (1 << 20))
-      return bad("\"layer\" must be a non-negative integer");
-    if (!pos.is_number_integer() || pos.get<int64_t>() < 0) return bad("\"pos\" must be a non-negative integer");
-    if (!sel.is_array()) return bad("\"selected\" must be an array of integers");
+    d.dspark = block == "dspark";
     d.mtp = block == "mtp";
-    d.idx = kind == "idx";
-    d.layer = static_cast<int>(layer.get<int64_t>());
-    d.pos = pos.get<int64_t>();
+    if (!e.contains("kind")) return bad("missing field \"kind\"");
+    const json& kind = e["kind"];
+    if (d.dspark) {
+      if (!kind.is_string() || (kind != "moe" && kind != "draft")) return bad("\"kind\" of block dspark must be \"moe\" or \"draft\"");
+      d.draft = kind == "draft";
+    } else {
+      if (!kind.is_string() || (kind != "moe" && kind != "idx")) return bad("\"kind\" must be \"moe\" or \"idx\"");
+      d.idx = kind == "idx";
+    }
+    std::vector<const char*> fields;
+    if (!d.dspark) fields = {"layer", "pos"};
+    else if (d.draft) fields = {"anchor", "row"};
+    else fields = {"stage", "anchor", "row"};
+    fields.push_back("selected");
+    for (const char* f : fields)
+      if (!e.contains(f)) return bad(fmt::format("missing field \"{}\"", f));
+    auto index = [&](const char* f, int64_t max, int64_t* out) {
+      const json& v = e[f];
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > max) return false;
+      *out = v.get<int64_t>();
+      return true;
+    };
+    int64_t layer = 0, pos = 0, row = 0;
+    const char* layer_field = d.dspark ? "stage" : "layer";
+    const char* pos_field = d.dspark ? "anchor" : "pos";
+    if (!(d.dspark && d.draft) && !index(layer_field, 1 << 20, &layer))
+      return bad(fmt::format("\"{}\" must be a non-negative integer", layer_field));
+    if (!index(pos_field, std::numeric_limits<int64_t>::max(), &pos))
+      return bad(fmt::format("\"{}\" must be a non-negative integer", pos_field));
+    if (d.dspark && !index("row", 1 << 20, &row)) return bad("\"row\" must be a non-negative integer");
+    const json& sel = e["selected"];
+    if (!sel.is_array()) return bad("\"selected\" must be an array of integers");
+    d.layer = static_cast<int>(layer);
+    d.pos = pos;
+    d.row = static_cast<int32_t>(row);
     for (size_t k = 0; k < sel.size(); ++k) {
       constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
       if (!sel[k].is_number_integer() || sel[k].get<int64_t>() < lo || sel[k].get<int64_t>() > hi)
@@ -131,8 +189,15 @@ Result<DecisionTable> DecisionTable::create(const ModelConfig& cfg, std::vector<
   return t;
 }
 
+const Decision* DecisionTable::find_dspark(bool draft, int stage, int32_t seq, int64_t anchor, int32_t row) const {
+  const auto key = std::make_tuple(2, draft ? 0 : stage, seq, anchor, row, draft ? 2 : 1);
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), key,
+                             [](const Decision& d, const auto& k) { return key_of(d) < k; });
+  return it != entries_.end() && key_of(*it) == key ? &*it : nullptr;
+}
+
 const Decision* DecisionTable::find(bool mtp, bool idx, int layer, int32_t seq, int64_t pos) const {
-  const auto key = std::make_tuple(mtp, layer, seq, pos, !idx);
+  const auto key = std::make_tuple(mtp ? 1 : 0, layer, seq, pos, int32_t{0}, idx ? 0 : 1);
   auto it = std::lower_bound(entries_.begin(), entries_.end(), key,
                              [](const Decision& d, const auto& k) { return key_of(d) < k; });
   return it != entries_.end() && key_of(*it) == key ? &*it : nullptr;

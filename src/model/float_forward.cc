@@ -397,18 +397,29 @@ void attend_head(const float* q, const std::vector<const float*>& keys, int64_t 
 }
 
 // Applies forced decisions and records the one used per row.
+// In a DSpark stage (dspark >= 0 is the anchor), `layer` is the stage and pos the block row.
 struct DecisionLog {
   std::vector<Decision>* out = nullptr;
   const DecisionTable* forced = nullptr;
   bool mtp = false;
   int layer = 0;
+  int64_t dspark_anchor = -1;
   // Replaces `selected` by the forced decision of (idx, pos), if any.
   void force(bool idx, int64_t pos, std::vector<int32_t>& selected) const {
     if (forced == nullptr) return;
-    if (const Decision* d = forced->find(mtp, idx, layer, 0, pos)) selected = d->selected;
+    const Decision* d = dspark_anchor >= 0
+                            ? forced->find_dspark(false, layer, 0, dspark_anchor, static_cast<int32_t>(pos))
+                            : forced->find(mtp, idx, layer, 0, pos);
+    if (d) selected = d->selected;
   }
   void add(bool idx, int64_t pos, std::vector<int32_t> selected) const {
-    out->push_back(Decision{mtp, idx, layer, 0, pos, std::move(selected)});
+    Decision d{mtp, idx, layer, 0, pos, std::move(selected)};
+    if (dspark_anchor >= 0) {
+      d.dspark = true;
+      d.pos = dspark_anchor;
+      d.row = static_cast<int32_t>(pos);
+    }
+    out->push_back(std::move(d));
   }
 };
 
@@ -714,6 +725,7 @@ Result<FloatDsparkOutput> float_dspark(const ModelConfig& cfg, const Weights& w,
 
   FloatDsparkOutput out;
   out.n_anchors = n - 1;
+  std::vector<Decision>& decisions = out.decisions;
   out.gamma = G;
   out.vocab = V;
   out.logits.resize(static_cast<size_t>((n - 1) * G * V));
@@ -722,8 +734,7 @@ Result<FloatDsparkOutput> float_dspark(const ModelConfig& cfg, const Weights& w,
   // Target features of every position (whole-sequence prefill), context rows (§3.2) and each
   // stage's context keys (§3.3), main RoPE profile: stages are ratio 0.
   Mat H;
-  std::vector<Decision> main_decisions;
-  main_streams(cfg, w, tokens, ropes, &main_decisions, forced, &H);
+  main_streams(cfg, w, tokens, ropes, &decisions, forced, &H);
   const Mat main_x = rmsnorm(linear(dw.main_proj, H), dw.main_norm, eps);  // [n, D]
   std::vector<Mat> ctx_keys;
   for (int64_t s = 0; s < NS; ++s)
@@ -733,7 +744,6 @@ Result<FloatDsparkOutput> float_dspark(const ModelConfig& cfg, const Weights& w,
   std::vector<float> w2(static_cast<size_t>(V * Rm)), m(static_cast<size_t>(Rm));
   for (int64_t i = 0; i < V * Rm; ++i) w2[i] = dw.markov_w2[i].to_float();
 
-  std::vector<Decision> stage_decisions;  // not reported (dspark.md §3.10 keys them by anchor)
   std::vector<const float*> ctx;
   for (int64_t a = 0; a + 1 < n; ++a) {
     // Block input (§3.4): the anchor token t_{a+1}, then γ-1 noise tokens.
@@ -744,8 +754,7 @@ Result<FloatDsparkOutput> float_dspark(const ModelConfig& cfg, const Weights& w,
       ctx.clear();
       for (int64_t p = std::max<int64_t>(0, a - W + 1); p <= a; ++p) ctx.push_back(ctx_keys[s].row(p));
       const LayerWeights& lw = dw.stages[s];
-      stage_decisions.clear();
-      block_with(cfg, lw, Z, u, DecisionLog{&stage_decisions, nullptr, false, 0},
+      block_with(cfg, lw, Z, u, DecisionLog{&decisions, forced, false, static_cast<int>(s), a},
                  [&](const Mat& x) { return dspark_attention(cfg, lw, x, ctx, a + 1, ropes.main); });
     }
     // Head (§3.7) and Markov chain (§3.8).
@@ -759,6 +768,9 @@ Result<FloatDsparkOutput> float_dspark(const ModelConfig& cfg, const Weights& w,
         lam[v] = U[i * V + v] + dot(m.data(), w2.data() + v * Rm, Rm);
         if (order_key(lam[v]) > order_key(lam[best])) best = static_cast<int32_t>(v);
       }
+      if (forced)
+        if (const Decision* d = forced->find_dspark(true, 0, 0, a, static_cast<int32_t>(i))) best = d->selected[0];
+      decisions.push_back(Decision{false, false, 0, 0, a, {best}, true, true, static_cast<int32_t>(i)});
       out.drafts[a * G + i] = best;
       prev = best;
     }

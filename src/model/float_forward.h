@@ -52,6 +52,7 @@ struct FloatDsparkOutput {
   int64_t vocab = 0;
   std::vector<float> logits;  // [n-1, γ, V]
   std::vector<int32_t> drafts;  // [n-1, γ]
+  std::vector<Decision> decisions;  // the target's, then each round's stage MoE and drafts
 };
 
 // `forced` (decision replay, nullptr: none) replaces the routed experts and indexer picks it
@@ -63,7 +64,8 @@ Result<FloatForwardOutput> float_forward(const ModelConfig& cfg, const Weights& 
 
 // Errors: no DSpark drafter, fewer than 2 tokens, gamma outside [1, 64], a token outside
 // [0, vocab_size).
-// `forced` replaces the target model's decisions it lists (the drafter's are not forced yet).
+// `forced` replaces the decisions it lists: the target model's and the drafter's (dspark.md
+// §3.10; a forced draft continues the chain).
 Result<FloatDsparkOutput> float_dspark(const ModelConfig& cfg, const Weights& w,
                                        const std::vector<int32_t>& tokens, int gamma,
                                        const DecisionTable* forced = nullptr);

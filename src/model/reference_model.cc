@@ -125,6 +125,8 @@ struct ReferenceModel::Request {
   std::vector<int64_t> pos;  // [T]
   const int32_t* tokens = nullptr;
   int64_t prompt_len = 0;
+  int64_t dspark_anchor = -1;  // a DSpark round's anchor (then decisions are keyed by stage, anchor, row)
+  int dspark_stage = 0;
 };
 
 ReferenceModel::Request ReferenceModel::request_of(const StepRequest& q) {
@@ -349,7 +351,10 @@ void ReferenceModel::moe(const LayerWeights& lw, bool mtp_block, const Request& 
   for (int64_t t = 0; t < T; ++t) {
     int32_t* sel = ids.data() + t * K;
     const float* s = scores.data() + t * E;
-    const Decision* fd = dec.forced ? dec.forced->find(mtp_block, false, layer, rq.seq, rq.pos[t]) : nullptr;
+    const bool ds = rq.dspark_anchor >= 0;
+    const Decision* fd = !dec.forced ? nullptr
+                         : ds ? dec.forced->find_dspark(false, rq.dspark_stage, rq.seq, rq.dspark_anchor, static_cast<int32_t>(t))
+                              : dec.forced->find(mtp_block, false, layer, rq.seq, rq.pos[t]);
     if (fd) {
       std::vector<int32_t> own(sel, sel + K);
       if (own != fd->selected) {
@@ -365,7 +370,11 @@ void ReferenceModel::moe(const LayerWeights& lw, bool mtp_block, const Request& 
       for (int64_t j = 0; j < K; ++j) sum = sum + s[sel[j]];
       for (int64_t j = 0; j < K; ++j) weights[t * K + j] = (s[sel[j]] / sum) * gp.routed_scaling_factor;
     }
-    if (dec.log) dec.log->push_back({mtp_block, false, layer, rq.seq, rq.pos[t], std::vector<int32_t>(sel, sel + K)});
+    if (dec.log && ds)
+      dec.log->push_back({false, false, rq.dspark_stage, rq.seq, rq.dspark_anchor, std::vector<int32_t>(sel, sel + K),
+                          true, false, static_cast<int32_t>(t)});
+    else if (dec.log)
+      dec.log->push_back({mtp_block, false, layer, rq.seq, rq.pos[t], std::vector<int32_t>(sel, sel + K)});
   }
 
   // Routed experts: each expert once on the rows that chose it (a repeated id once per row,
@@ -487,7 +496,8 @@ void ReferenceModel::dspark_attention(const LayerWeights& lw, const std::vector<
   k::out_proj_ref(op, k::OutProjWeights{aw.wo_a.w, aw.wo_b.w, inv_main_.data()}, o.data(), T, pos, out);
 }
 
-Status ReferenceModel::dspark_propose(int32_t seq, int64_t a, int32_t x0, int gamma, float* lambda, int32_t* drafts) {
+Status ReferenceModel::dspark_propose(int32_t seq, int64_t a, int32_t x0, int gamma, float* lambda, int32_t* drafts,
+                                      const DecisionIO& dec) {
   if (!w_.dspark.present) return Status::error("the checkpoint has no DSpark drafter");
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return Status::errorf("dspark propose: sequence slot {} was not started", seq);
@@ -506,7 +516,7 @@ Status ReferenceModel::dspark_propose(int32_t seq, int64_t a, int32_t x0, int ga
   // Block rows (§3.4): anchor token, then γ-1 noise tokens, at positions a+1 ...
   std::vector<int32_t> u(static_cast<size_t>(G), static_cast<int32_t>(cfg_.dspark->noise_token_id));
   u[0] = x0;
-  Request rq{seq, G, std::vector<int64_t>(static_cast<size_t>(G)), u.data(), 1};
+  Request rq{seq, G, std::vector<int64_t>(static_cast<size_t>(G)), u.data(), 1, a, 0};
   for (int64_t i = 0; i < G; ++i) rq.pos[i] = a + 1 + i;
   std::vector<bf16> Z(static_cast<size_t>(G * N * D));
   k::embed_ref(k::EmbedParams{V, D, cfg_.hc_mult}, w_.embed, u.data(), G, Z.data());
@@ -520,7 +530,8 @@ Status ReferenceModel::dspark_propose(int32_t seq, int64_t a, int32_t x0, int ga
       std::copy_n(sq.dspark_ctx[s].begin() + p * Dh, Dh, ctx.begin() + (e++) * Dh);
     }
     const LayerWeights& lw = dw.stages[s];
-    run_block_with(lw, false, rq, Z.data(), DecisionIO{},
+    rq.dspark_stage = static_cast<int>(s);
+    run_block_with(lw, false, rq, Z.data(), dec,
                    [&](const bf16* x, bf16* out) { dspark_attention(lw, ctx, n_ctx, rq, x, out); });
   }
   // Head (§3.7, A20) and the Markov chain (§3.8).
@@ -538,6 +549,9 @@ Status ReferenceModel::dspark_propose(int32_t seq, int64_t a, int32_t x0, int ga
       if (lam[v] > lam[best] || (std::isnan(lam[best]) && !std::isnan(lam[v]))) best = static_cast<int32_t>(v);
     }
     if (lambda) std::copy(lam.begin(), lam.end(), lambda + i * V);
+    if (dec.forced)
+      if (const Decision* d = dec.forced->find_dspark(true, 0, seq, a, static_cast<int32_t>(i))) best = d->selected[0];
+    if (dec.log) dec.log->push_back({false, false, 0, seq, a, {best}, true, true, static_cast<int32_t>(i)});
     drafts[i] = best;
     prev = best;
   }

@@ -69,9 +69,11 @@ class ReferenceModel {
   // features [n, |Lt|·D] into every stage's rows of the sequence (by absolute position, so
   // commits may repeat or arrive in any order); dspark_propose runs one round for anchor a
   // (every position of max(0, a-W+1) .. a committed) with anchor token x0 and γ rows:
-  // lambda [γ, V] (may be null) and drafts [γ]. The drafter's decisions are not recorded.
+  // lambda [γ, V] (may be null) and drafts [γ]; dec forces and logs the round's decisions
+  // (stage MoE and drafts, keyed by anchor, dspark.md §3.10; a forced draft continues the chain).
   Status dspark_commit(int32_t seq, int64_t p0, int64_t n, const bf16* features);
-  Status dspark_propose(int32_t seq, int64_t a, int32_t x0, int gamma, float* lambda, int32_t* drafts);
+  Status dspark_propose(int32_t seq, int64_t a, int32_t x0, int gamma, float* lambda, int32_t* drafts,
+                        const DecisionIO& dec = {});
   int64_t feature_width() const;  // |Lt|·D (0 without a DSpark drafter)
 
   int64_t vocab_size() const { return cfg_.vocab_size; }

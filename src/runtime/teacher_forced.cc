@@ -67,9 +67,6 @@ Status validate(const ModelConfig& cfg, const Weights& w, const std::vector<int3
     if (opt.numerics == Numerics::kDemo)
       return Status::error("dspark with demo numerics: the engine's drafter is not implemented yet; "
                            "use reference (Level A) or float (Level B) numerics");
-    if (opt.collect_decisions || (opt.forced != nullptr && opt.numerics != Numerics::kFloat))
-      return Status::error("dspark: decisions are not recorded yet, and forced only for the target "
-                           "model at float numerics");
   }
   return Status();
 }
@@ -145,12 +142,13 @@ Status run_reference(const ModelConfig& cfg, const Weights& w, const std::vector
   req.n = static_cast<int32_t>(n);
   req.prompt_len = n;
   req.tokens = tokens.data();
-  DSV4_RETURN_IF_ERROR(m.forward(std::span<const StepRequest>(&req, 1), nullptr, nullptr, {}, features.data()));
+  const DecisionIO dec{opt.forced, opt.collect_decisions ? &out.decisions : nullptr};
+  DSV4_RETURN_IF_ERROR(m.forward(std::span<const StepRequest>(&req, 1), nullptr, nullptr, dec, features.data()));
   DSV4_RETURN_IF_ERROR(m.dspark_commit(0, 0, n, features.data()));
   out.drafts.resize(static_cast<size_t>((n - 1) * G));
   for (int64_t a = 0; a + 1 < n; ++a)
     DSV4_RETURN_IF_ERROR(m.dspark_propose(0, a, tokens[a + 1], static_cast<int>(G), out.logits.data() + a * G * V,
-                                          out.drafts.data() + a * G));
+                                          out.drafts.data() + a * G, dec));
   return Status();
 }
 
@@ -162,6 +160,7 @@ Status run_float(const ModelConfig& cfg, const Weights& w, const std::vector<int
     if (!d.ok()) return d.status();
     out.logits = std::move(d->logits);
     out.drafts = std::move(d->drafts);
+    if (opt.collect_decisions) out.decisions = std::move(d->decisions);
     return Status();
   }
   auto r = float_forward(cfg, w, tokens, opt.mtp, opt.forced);

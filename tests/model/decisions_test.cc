@@ -1,6 +1,6 @@
 // Decision lists (model/decisions.h): JSON round trip, parse errors naming the entry and the
 // field, DecisionTable checks against the model (each error names the entry and the rule),
-// lookup by key.
+// lookup by key; the DSpark drafter's entries (dspark.md §3.10).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -96,6 +96,62 @@ TEST(Decisions, FindByKey) {
   EXPECT_EQ(t->find(false, false, 2, 1, 5), nullptr);  // other sequence
   EXPECT_EQ(t->find(false, false, 2, 3, 6), nullptr);  // other position
   EXPECT_TRUE(DecisionTable().empty());
+}
+
+}  // namespace
+}  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// dspark.md §3.10: block dspark, kind moe keyed by (stage, anchor, row), kind draft by
+// (anchor, row); JSON round trip, parse errors, table checks, lookup.
+TEST(Decisions, DsparkEntries) {
+  const ModelConfig ds = preset_config("tiny-ds", true).value();
+  Decision moe{false, false, 2, 0, 7, {0, 4}, true, false, 3};
+  Decision draft{false, false, 0, 0, 7, {311}, true, true, 1};
+  const std::string text = decisions_to_json({moe, draft});
+  EXPECT_NE(text.find(R"("block": "dspark", "kind": "moe", "stage": 2, "anchor": 7, "row": 3, "selected": [0, 4])"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find(R"("block": "dspark", "kind": "draft", "anchor": 7, "row": 1, "selected": [311])"),
+            std::string::npos) << text;
+  auto back = decisions_from_json(text);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(decisions_to_json(*back), text);
+  // Parse errors name the field.
+  auto err = [](const char* entry) {
+    return decisions_from_json(std::string(R"({"decisions": [{)") + entry + "}]}").status();
+  };
+  EXPECT_TRUE(has(err(R"("block": "dspark", "kind": "moe", "anchor": 7, "row": 0, "selected": [1, 2])"),
+                  "missing field \"stage\""));
+  EXPECT_TRUE(has(err(R"("block": "dspark", "kind": "draft", "anchor": 7, "selected": [1])"), "missing field \"row\""));
+  EXPECT_TRUE(has(err(R"("block": "dspark", "kind": "idx", "anchor": 7, "row": 0, "selected": [1])"),
+                  "\"kind\" of block dspark"));
+  EXPECT_TRUE(has(err(R"("block": "dspark", "kind": "draft", "anchor": -1, "row": 0, "selected": [1])"), "\"anchor\""));
+  // Table checks against the model.
+  auto create_ds = [&](std::vector<Decision> d) { return DecisionTable::create(ds, std::move(d)).status(); };
+  EXPECT_TRUE(create_ds({moe, draft}).ok());
+  Decision bad = moe;
+  bad.layer = 3;
+  EXPECT_TRUE(has(create_ds({bad}), "stage 3 outside [0, 3)"));
+  bad = draft;
+  bad.selected = {1, 2};
+  EXPECT_TRUE(has(create_ds({bad}), "a draft is one token"));
+  bad.selected = {512};
+  EXPECT_TRUE(has(create_ds({bad}), "outside [0, 512)"));
+  EXPECT_TRUE(has(create({moe}), "no DSpark drafter"));
+  // Lookup: the anchor is part of the key.
+  Decision other = moe;
+  other.pos = 8;
+  other.selected = {5, 6};
+  auto t = DecisionTable::create(ds, {moe, draft, other});
+  ASSERT_TRUE(t.ok()) << t.message();
+  ASSERT_NE(t->find_dspark(false, 2, 0, 7, 3), nullptr);
+  EXPECT_EQ(t->find_dspark(false, 2, 0, 8, 3)->selected, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(t->find_dspark(true, 0, 0, 7, 1)->selected, (std::vector<int32_t>{311}));
+  EXPECT_EQ(t->find_dspark(true, 0, 0, 7, 3), nullptr);
+  EXPECT_EQ(t->find_dspark(false, 1, 0, 7, 3), nullptr);
+  EXPECT_EQ(t->find(false, false, 2, 0, 7), nullptr);  // not a main-block key
 }
 
 }  // namespace

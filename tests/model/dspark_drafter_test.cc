@@ -243,6 +243,51 @@ TEST(ReferenceDspark, RowByRowCommitsEqualOneCommit) {
   EXPECT_NE(st.message().find("position 0"), std::string::npos) << st.message();
 }
 
+// dspark.md §3.10 decision replay at both levels: the decisions a run reports, forced back,
+// reproduce it bit for bit; a forced draft is taken and continues the chain (the next row's
+// Markov term follows it).
+TEST(ReferenceDspark, DecisionReplay) {
+  const auto& m = tiny_ds();
+  const int64_t V = m.cfg.vocab_size, G = 4;
+  const std::vector<int32_t> t = random_tokens(12, 13, V);
+  for (Numerics level : {Numerics::kReference, Numerics::kFloat}) {
+    SCOPED_TRACE(numerics_name(level));
+    TeacherForcedOptions opt;
+    opt.numerics = level;
+    opt.dspark_gamma = static_cast<int32_t>(G);
+    opt.collect_decisions = true;
+    Result<TeacherForcedOutput> first = teacher_forced_logits(m.cfg, *m.w, t, opt);
+    ASSERT_TRUE(first.ok()) << first.message();
+    int n_moe = 0, n_draft = 0;
+    for (const Decision& d : first->decisions) {
+      n_moe += d.dspark && !d.draft;
+      n_draft += d.dspark && d.draft;
+    }
+    EXPECT_EQ(n_moe, 11 * 3 * G);  // anchors x stages x rows
+    EXPECT_EQ(n_draft, 11 * G);
+    Result<DecisionTable> table = DecisionTable::create(m.cfg, first->decisions);
+    ASSERT_TRUE(table.ok()) << table.message();
+    opt.forced = &*table;
+    Result<TeacherForcedOutput> again = teacher_forced_logits(m.cfg, *m.w, t, opt);
+    ASSERT_TRUE(again.ok()) << again.message();
+    EXPECT_EQ(again->drafts, first->drafts);
+    EXPECT_EQ(0, std::memcmp(again->logits.data(), first->logits.data(), first->logits.size() * sizeof(float)));
+    EXPECT_EQ(decisions_to_json(again->decisions), decisions_to_json(first->decisions));
+    // Force d_1 of anchor 5 to another token: taken, row 1's λ changes (its Markov row), row 0's not.
+    const int32_t forced_tok = (first->drafts[5 * G] + 1) % static_cast<int32_t>(V);
+    Result<DecisionTable> one = DecisionTable::create(m.cfg, {Decision{false, false, 0, 0, 5, {forced_tok}, true, true, 0}});
+    ASSERT_TRUE(one.ok()) << one.message();
+    opt.forced = &*one;
+    Result<TeacherForcedOutput> f = teacher_forced_logits(m.cfg, *m.w, t, opt);
+    ASSERT_TRUE(f.ok()) << f.message();
+    EXPECT_EQ(f->drafts[5 * G], forced_tok);
+    const float* l0 = first->logits.data() + 5 * G * V;
+    const float* l1 = f->logits.data() + 5 * G * V;
+    EXPECT_EQ(0, std::memcmp(l0, l1, V * sizeof(float)));
+    EXPECT_NE(0, std::memcmp(l0 + V, l1 + V, V * sizeof(float)));
+  }
+}
+
 TEST(FloatDspark, InputErrorsNameTheProblem) {
   const auto& m = tiny_ds();
   auto r = float_dspark(m.cfg, *m.w, {5}, 5);
