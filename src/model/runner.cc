@@ -293,6 +293,7 @@ Status ModelRunner::init() {
   s.moe_work = k::moe_expert_scratch_carve(ep, dp, aligned, moe_bytes);
 
   slots_.assign(limits_.max_seqs, Slot{});
+  if (c.dspark) DSV4_RETURN_IF_ERROR(dspark_init());
   tail_rows_ = W - 1;
   if (limits_.prefix_blocks > 0) prefix_ = std::make_unique<PrefixCache>(limits_.page_tokens, limits_.prefix_blocks);
   return Status();
@@ -314,6 +315,7 @@ Status ModelRunner::start_sequence(int32_t seq) {
       if (s->present) k::compressor_state_reset(s->params, s->states[seq]);
   slots_[seq] = Slot{};
   slots_[seq].active = true;
+  if (ds_) std::fill_n(ds_->ring_pos.begin() + static_cast<int64_t>(seq) * ds_->W, ds_->W, int64_t{-1});
   return Status();
 }
 
@@ -590,7 +592,7 @@ Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X
 }
 
 Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X,
-                              const DecisionIO& dec) {
+                              const DecisionIO& dec, int dspark_gamma) {
   Scratch& s = *s_;
   const int64_t T = md_.T;
   const k::HcParams hp{cfg_.hc_mult, cfg_.hidden_size, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
@@ -611,15 +613,16 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
   if (T == 0) {  // an idle rank (several ranks): the split chunks' cache rows, the seams' collectives
     if (ranks_->has_cp) DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc, 0));
     DSV4_RETURN_IF_ERROR(run_out_proj(lw, lc));
-    return run_moe(lw, mtp_block, dec);
+    return run_moe(lw, lc, mtp_block, dec);
   }
   // attention sub-block: hc_pre -> attn_norm -> attention -> hc_post
   hc_pre(lw.hc_attn, lw.attn_norm);
-  DSV4_RETURN_IF_ERROR(run_attention(lw, lc, mtp_block, dec));
+  DSV4_RETURN_IF_ERROR(dspark_gamma > 0 ? run_dspark_attention(lw, lc, dspark_gamma)
+                                        : run_attention(lw, lc, mtp_block, dec));
   hc_post(s.attn_out.data());
   // MoE sub-block: hc_pre -> ffn_norm -> MoE -> hc_post
   hc_pre(lw.hc_ffn, lw.ffn_norm);
-  DSV4_RETURN_IF_ERROR(run_moe(lw, mtp_block, dec));
+  DSV4_RETURN_IF_ERROR(run_moe(lw, lc, mtp_block, dec));
   hc_post(s.m.data());
   return Status();
 }
@@ -824,11 +827,10 @@ Status ModelRunner::run_out_proj(const LayerWeights& lw, LayerCaches& lc) {
                            s.attn_out.data());
 }
 
-Status ModelRunner::run_moe(const LayerWeights& lw, bool mtp_block, const DecisionIO& dec) {
+Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec) {
   Scratch& s = *s_;
   const ModelConfig& c = cfg_;
   const int64_t T = md_.T, E = c.n_routed_experts, K = c.num_experts_per_tok;
-  const LayerCaches& lc = *layers_[lw.layer];
   if (T == 0) return ranks_ && ranks_->moe ? run_moe_seam(lc) : Status();
   const k::MoeGateParams gp{c.hidden_size, E, K, static_cast<float>(c.routed_scaling_factor)};
   k::MoeGateWeights gw;

@@ -108,6 +108,32 @@ class ModelRunner {
   Status forward_mtp(std::span<const StepRequest> reqs, const bf16* X, float* logits,
                      const DecisionIO& dec = {}, HeadRows head = {});
 
+  // The DSpark drafter (dspark.md §3, Level A §3.10) on the runner's pool and kernels; one
+  // prepared program for any number of requests (one rank). Per sequence slot and stage a ring
+  // of W context rows, slot p mod W, packed like the window KV.
+  // dspark_commit: the target features [Σn, |Lt|·D] (ModelRunner::forward's features_out) of
+  //   positions p0 .. p0+n-1 of each listed slot, in order -> main_proj, main_norm, each
+  //   stage's key path -> the rings. Commits never go below the slot's start.
+  // dspark_propose: one round per listed slot, γ block rows each (anchor token x0 at anchor+1,
+  //   then the noise token): the stages with the non-causal block attention over [ring rows in
+  //   ring-slot order, block keys], the drafter head, the Markov chain. lambda [B·γ, V] (the
+  //   corrected logits λ, also the base-logit scratch), drafts [B·γ]. Every context position
+  //   max(0, anchor-W+1) .. anchor must have been committed (else an error naming it). B·γ <=
+  //   max_rows, γ <= kMaxDsparkGamma. Allocates nothing.
+  struct DsparkCommit {
+    int32_t seq = -1;
+    int64_t p0 = 0;
+    int32_t n = 0;
+  };
+  struct DsparkRound {
+    int32_t seq = -1;
+    int64_t anchor = 0;
+    int32_t x0 = 0;
+  };
+  static constexpr int kMaxDsparkGamma = 64;
+  Status dspark_commit(std::span<const DsparkCommit> commits, const bf16* features);
+  Status dspark_propose(std::span<const DsparkRound> rounds, int gamma, float* lambda, int32_t* drafts);
+
   // Cache demand, for the scheduler: compressed-cache blocks (page_tokens positions each,
   // one page in every compressed family) a sequence needs in addition to hold positions
   // [0, end) (a new sequence: seq = -1), the blocks free now and in all.
@@ -151,9 +177,15 @@ class ModelRunner {
   Status plan_rank_rows(std::span<const StepRequest> reqs);
   Status gather_cp_rows();
   Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
-  Status run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X, const DecisionIO& dec);
+  // dspark_gamma > 0: a DSpark stage over blocks of that many rows (run_dspark_attention).
+  Status run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X, const DecisionIO& dec,
+                   int dspark_gamma = 0);
+  struct Dspark;
+  std::unique_ptr<Dspark> ds_;  // the DSpark drafter's state (a DSpark checkpoint)
+  Status dspark_init();
+  Status run_dspark_attention(const LayerWeights& lw, LayerCaches& lc, int gamma);
   Status run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, const DecisionIO& dec);
-  Status run_moe(const LayerWeights& lw, bool mtp_block, const DecisionIO& dec);
+  Status run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec);
   Status run_moe_seam(const LayerCaches& lc);
   Status check_head_rows(std::span<const StepRequest> reqs, HeadRows head) const;
   Status run_head(const HcParams& hc, const bf16* norm, bf16* X, float* logits, HeadRows head);

@@ -18,6 +18,7 @@
 #include "kernels/compressor/compressor.h"
 #include "kernels/moe_expert/moe_expert.h"
 #include "model/runner.h"
+#include "numeric/paged_rows.h"
 #include "parallel/attn_output_seam.h"
 #include "parallel/head_seam.h"
 #include "parallel/moe_seam.h"
@@ -150,6 +151,29 @@ struct ModelRunner::Ranks {
   std::vector<int32_t> head_of_step, head_out_row;  // [T_MAX]
   int64_t cp_gather_bytes = 0;
   explicit Ranks(const StepCapacity& cap) : md_kv(cap) {}
+};
+
+// The DSpark drafter's state (runner_dspark.cc), sized once at init.
+struct ModelRunner::Dspark {
+  int ns = 0;            // stages
+  int64_t F = 0;         // |Lt|·D feature width
+  int64_t W = 0;         // ring rows per stage (sliding_window)
+  int64_t kv_bytes = 0;  // packed row
+  int64_t list_stride = 0;                   // W + kMaxDsparkGamma
+  std::vector<std::unique_ptr<LayerCaches>> layers;  // per stage: expert views, main RoPE
+  std::vector<uint8_t> rings;                // [max_seqs, NS, W, kv_bytes]
+  std::vector<int64_t> ring_pos;             // [max_seqs, W] position held by each slot (-1: none)
+  std::vector<bf16> fq, main_x;              // [T, F] actq'd features, [T, D] context rows
+  std::vector<int64_t> pos;                  // [T] positions of a commit
+  std::vector<uint8_t> keys;                 // [B_MAX, list_stride, kv_bytes] per-request key lists
+  std::vector<int32_t> list, len;            // [T, list_stride], [T]
+  std::vector<PagedBytes> rows;              // [T]
+  std::vector<bf16> m;                       // [B_MAX, Rm] Markov rows
+  std::vector<float> beta;                   // [B_MAX, V]
+  std::vector<int32_t> prev;                 // [B_MAX]
+  uint8_t* ring(int32_t seq, int stage, int64_t slot) {
+    return rings.data() + ((static_cast<int64_t>(seq) * ns + stage) * W + slot) * kv_bytes;
+  }
 };
 
 }  // namespace dsv4

@@ -64,9 +64,11 @@ Status validate(const ModelConfig& cfg, const Weights& w, const std::vector<int3
       return Status::errorf("dspark needs at least 2 tokens (anchor a uses token a+1), got {}", tokens.size());
     if (opt.dspark_gamma < 1 || opt.dspark_gamma > kMaxDsparkGamma)
       return Status::errorf("gamma = {} must lie in [1, {}]", opt.dspark_gamma, kMaxDsparkGamma);
-    if (opt.numerics == Numerics::kDemo)
-      return Status::error("dspark with demo numerics: the engine's drafter is not implemented yet; "
-                           "use reference (Level A) or float (Level B) numerics");
+    if (opt.numerics == Numerics::kDemo && (opt.forced != nullptr || opt.collect_decisions))
+      return Status::error("dspark with demo numerics: the engine's drafter does not record or force "
+                           "decisions yet (reference and float numerics do)");
+    if (opt.numerics == Numerics::kDemo && opt.ranks != nullptr)
+      return Status::error("dspark with demo numerics runs on one rank so far");
   }
   return Status();
 }
@@ -123,6 +125,43 @@ Status run_demo(const ModelConfig& cfg, const Weights& w, const std::vector<int3
   auto created = ModelRunner::create(cfg, w, lim, opt.ranks);
   if (!created.ok()) return created.status().with_context("model runner");
   return feed(**created, tokens, opt, out);
+}
+
+// Level A, engine, DSpark: the target's whole-sequence prefill (calls of up to
+// kMaxTeacherForcedCall rows) keeps every row's features; then, as decoding does, each
+// position is committed to the rings and the round of its anchor runs.
+Status run_demo_dspark(const ModelConfig& cfg, const Weights& w, const std::vector<int32_t>& tokens,
+                       const TeacherForcedOptions& opt, TeacherForcedOutput& out) {
+  const int64_t n = static_cast<int64_t>(tokens.size()), G = opt.dspark_gamma, V = cfg.vocab_size;
+  const int32_t call = static_cast<int32_t>(std::min<int64_t>(n, kMaxTeacherForcedCall));
+  Limits lim;
+  lim.max_batch = 1;
+  lim.max_seqs = 1;
+  lim.max_rows = std::max<int32_t>(call, static_cast<int32_t>(G));
+  lim.max_chunk = call;
+  lim.max_decode_rows = 1;
+  lim.max_context = n + G;
+  lim.n_threads = opt.n_threads;
+  auto created = ModelRunner::create(cfg, w, lim, nullptr);
+  if (!created.ok()) return created.status().with_context("model runner");
+  ModelRunner& r = **created;
+  const int64_t F = static_cast<int64_t>(cfg.dspark->target_layer_ids.size()) * cfg.hidden_size;
+  std::vector<bf16> features(static_cast<size_t>(n * F));
+  DSV4_RETURN_IF_ERROR(r.start_sequence(0));
+  for (int64_t p0 = 0; p0 < n; p0 += call) {
+    const int32_t c = static_cast<int32_t>(std::min<int64_t>(call, n - p0));
+    const StepRequest q{0, p0, c, n, tokens.data() + p0};
+    DSV4_RETURN_IF_ERROR(r.forward({&q, 1}, nullptr, nullptr, {}, {}, features.data() + p0 * F));
+  }
+  out.drafts.resize(static_cast<size_t>((n - 1) * G));
+  for (int64_t a = 0; a + 1 < n; ++a) {
+    const ModelRunner::DsparkCommit commit{0, a, 1};
+    DSV4_RETURN_IF_ERROR(r.dspark_commit({&commit, 1}, features.data() + a * F));
+    const ModelRunner::DsparkRound round{0, a, tokens[a + 1]};
+    DSV4_RETURN_IF_ERROR(r.dspark_propose({&round, 1}, static_cast<int>(G), out.logits.data() + a * G * V,
+                                          out.drafts.data() + a * G));
+  }
+  return Status();
 }
 
 // Level A, reference: ReferenceModel. With dspark: one whole-sequence prefill for the target
@@ -184,7 +223,10 @@ Result<TeacherForcedOutput> teacher_forced_logits(const ModelConfig& cfg, const 
   out.rows = opt.mtp || opt.dspark_gamma > 0 ? n - 1 : n;
   out.gamma = opt.dspark_gamma;
   out.vocab = cfg.vocab_size;
-  if (opt.numerics == Numerics::kDemo) {
+  if (opt.numerics == Numerics::kDemo && opt.dspark_gamma > 0) {
+    out.logits.assign(static_cast<size_t>(out.rows * out.gamma * out.vocab), 0.0f);
+    DSV4_RETURN_IF_ERROR(run_demo_dspark(cfg, w, tokens, opt, out));
+  } else if (opt.numerics == Numerics::kDemo) {
     out.logits.assign(static_cast<size_t>(out.rows * out.vocab), 0.0f);
     DSV4_RETURN_IF_ERROR(run_demo(cfg, w, tokens, opt, out));
   } else if (opt.numerics == Numerics::kReference) {

@@ -7,8 +7,8 @@
 //                           predicts t[p+2] (model.md §11); needs n >= 2
 //   --dspark: logits [n-1, G, V]  per anchor a, the drafter's Markov-corrected logits
 //                           λ_0..λ_{G-1} (dspark.md §3.8, model/float_forward.h
-//                           float_dspark; ReferenceModel::dspark_propose); needs n >= 2;
-//                           reference and float numerics (the engine's drafter: to come)
+//                           float_dspark; ReferenceModel::dspark_propose;
+//                           ModelRunner::dspark_propose at demo numerics); needs n >= 2
 // Feeding (demo numerics, the Level-A ModelRunner):
 //   default   the whole sequence is the prompt (prompt_len = n), prefilled in
 //             calls of `chunk` rows (chunk 0: one call, or calls of
@@ -66,7 +66,7 @@ constexpr int32_t kMaxTeacherForcedCall = 512;
 
 struct TeacherForcedOptions {
   bool mtp = false;         // MTP head's logits [n-1, V] instead of the main [n, V]
-  int32_t dspark_gamma = 0; // > 0: the DSpark drafter's logits [n-1, γ, V] (reference, float)
+  int32_t dspark_gamma = 0; // > 0: the DSpark drafter's logits [n-1, γ, V]
   int32_t chunk = 0;        // prefill rows per call; 0 = whole prompt
   bool decode = false;      // one-token prompt, then one decode step per token
   Numerics numerics = Numerics::kDemo;
@@ -90,7 +90,7 @@ struct TeacherForcedOutput {
 // Errors: empty tokens; a token id outside [0, vocab_size) (names the id and its
 // index); chunk < 0 or > kMaxTeacherForcedCall; decode together with chunk > 0;
 // mtp with n < 2 or without an MTP layer; dspark with n < 2, without a DSpark drafter, with
-// mtp or at demo numerics; any error of the runner.
+// mtp; decisions at demo numerics; any error of the runner.
 Result<TeacherForcedOutput> teacher_forced_logits(const ModelConfig& cfg, const Weights& w,
                                                   const std::vector<int32_t>& tokens,
                                                   const TeacherForcedOptions& opt);

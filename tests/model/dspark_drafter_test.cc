@@ -3,8 +3,13 @@
 // shapes and the argmax chain, bit-exact prefix consistency (an anchor's output depends on
 // tokens 0..a+1 only), the non-causal block (every row depends on γ), the programmed Markov
 // chain of dspark.md §6 (U = 0, W1 = identity, W2 a map f: drafts f(x0), f(f(x0)), ...; a tie
-// picks the lower id), Level A against Level B, commits row by row, input errors.
+// picks the lower id), Level A against Level B, commits row by row, decision replay, input
+// errors; and the engine's drafter (ModelRunner::dspark_*) against the reference: every preset
+// (tiny-ds-w80: lists over 64 entries, ring-slot order after the wrap), batches of rounds
+// equal to rounds alone bit for bit, sentinels past the active rows, no allocation.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +18,8 @@
 
 #include "model/float_forward.h"
 #include "model/reference_model.h"
+#include "model/runner.h"
+#include "support/alloc_counter.h"
 #include "runtime/teacher_forced.h"
 #include "support/tiny_model.h"
 
@@ -286,6 +293,118 @@ TEST(ReferenceDspark, DecisionReplay) {
     EXPECT_EQ(0, std::memcmp(l0, l1, V * sizeof(float)));
     EXPECT_NE(0, std::memcmp(l0 + V, l1 + V, V * sizeof(float)));
   }
+}
+
+// ---- the engine's drafter ----
+
+TeacherForcedOutput run_level_a(const test::TinyModel& m, const std::vector<int32_t>& t, int gamma, Numerics level) {
+  TeacherForcedOptions opt;
+  opt.numerics = level;
+  opt.dspark_gamma = gamma;
+  opt.n_threads = 2;
+  Result<TeacherForcedOutput> r = teacher_forced_logits(m.cfg, *m.w, t, opt);
+  EXPECT_TRUE(r.ok()) << r.message();
+  return r.ok() ? std::move(*r) : TeacherForcedOutput{};
+}
+
+// Engine vs reference, Level A both: the same roundings, other summation orders.
+TEST(EngineDspark, MatchesTheReference) {
+  struct Case {
+    const char* preset;
+    int n, gamma;
+  };
+  for (const Case& k : {Case{"tiny-ds", 30, 5}, Case{"tiny-ds", 20, 7}, Case{"tiny-ds-w80", 200, 5},
+                        Case{"tiny2-ds", 40, 2}}) {
+    SCOPED_TRACE(fmt::format("{} n {} gamma {}", k.preset, k.n, k.gamma));
+    const auto& m = tiny_model(k.preset, TinyQuant::kFp8, 3);
+    const int64_t V = m.cfg.vocab_size;
+    const std::vector<int32_t> t = random_tokens(k.n, 17, V);
+    const TeacherForcedOutput eng = run_level_a(m, t, k.gamma, Numerics::kDemo);
+    const TeacherForcedOutput ref = run_level_a(m, t, k.gamma, Numerics::kReference);
+    ASSERT_EQ(eng.logits.size(), ref.logits.size());
+    const int64_t rows = static_cast<int64_t>(k.n - 1) * k.gamma;
+    int same = 0;
+    double worst = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      same += eng.drafts[r] == ref.drafts[r];
+      double num = 0, den = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        const double d = eng.logits[r * V + v] - ref.logits[r * V + v];
+        num += d * d;
+        den += static_cast<double>(ref.logits[r * V + v]) * ref.logits[r * V + v];
+      }
+      worst = std::max(worst, std::sqrt(num / den));
+    }
+    EXPECT_LT(worst, 2e-3);
+    EXPECT_GE(same, rows * 98 / 100) << same << " of " << rows;
+  }
+}
+
+// A batch of rounds (anchors before and after the ring wraps, different slots) equals each
+// round alone bit for bit; rows past the active ones keep their sentinel; commits and rounds
+// allocate nothing; a round whose context is not committed is an error naming the position.
+TEST(EngineDspark, BatchOfRoundsEqualsRoundsAloneAndAllocatesNothing) {
+  const auto& m = tiny_model("tiny-ds", TinyQuant::kFp8, 3);
+  const int64_t V = m.cfg.vocab_size, G = 4, W = m.cfg.sliding_window;
+  Limits lim;
+  lim.max_batch = 4;
+  lim.max_seqs = 4;
+  lim.max_rows = 32;
+  lim.max_chunk = 32;
+  lim.max_decode_rows = 1;
+  lim.max_context = 64;
+  lim.n_threads = 2;
+  auto created = ModelRunner::create(m.cfg, *m.w, lim);
+  ASSERT_TRUE(created.ok()) << created.message();
+  ModelRunner& r = **created;
+  const int64_t F = 3 * m.cfg.hidden_size;
+  const int lens[3] = {3, 13, 25};  // anchors 2 (a + 1 < W), 12 and 24 (wrapped)
+  std::vector<std::vector<int32_t>> toks;
+  std::vector<std::vector<bf16>> feats;
+  for (int i = 0; i < 3; ++i) {
+    toks.push_back(random_tokens(lens[i] + 1, 30 + i, V));
+    feats.emplace_back(static_cast<size_t>(lens[i] * F));
+    ASSERT_TRUE(r.start_sequence(i).ok());
+    const StepRequest q{i, 0, lens[i], lens[i], toks[i].data()};
+    ASSERT_TRUE(r.forward({&q, 1}, nullptr, nullptr, {}, {}, feats[i].data()).ok());
+  }
+  // Slot 0 in one commit, the others a few rows at a time.
+  std::vector<ModelRunner::DsparkCommit> commits = {{0, 0, lens[0]}};
+  ASSERT_TRUE(r.dspark_commit(commits, feats[0].data()).ok());
+  for (int i = 1; i < 3; ++i)
+    for (int p = 0; p < lens[i]; p += 5) {
+      const ModelRunner::DsparkCommit c{i, p, std::min(5, lens[i] - p)};
+      ASSERT_TRUE(r.dspark_commit({&c, 1}, feats[i].data() + p * F).ok());
+    }
+  std::vector<ModelRunner::DsparkRound> rounds;
+  for (int i = 0; i < 3; ++i) rounds.push_back({i, lens[i] - 1, toks[i][lens[i]]});
+  const float sentinel = -777.0f;
+  std::vector<float> together(static_cast<size_t>(4 * G * V), sentinel), alone(static_cast<size_t>(G * V));
+  std::vector<int32_t> d_together(static_cast<size_t>(4 * G), -5), d_alone(static_cast<size_t>(G));
+  {
+    test::AllocCounter count;
+    ASSERT_TRUE(r.dspark_propose(rounds, G, together.data(), d_together.data()).ok());
+    const ModelRunner::DsparkCommit again{1, lens[1] - 1, 1};
+    ASSERT_TRUE(r.dspark_commit({&again, 1}, feats[1].data() + (lens[1] - 1) * F).ok());
+    EXPECT_EQ(count.allocations(), 0);
+  }
+  for (int64_t i = 3 * G * V; i < 4 * G * V; ++i) ASSERT_EQ(together[i], sentinel) << i;
+  for (int64_t i = 3 * G; i < 4 * G; ++i) ASSERT_EQ(d_together[i], -5);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(r.dspark_propose({&rounds[i], 1}, G, alone.data(), d_alone.data()).ok());
+    EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + i * G * V, alone.size() * sizeof(float))) << "slot " << i;
+    EXPECT_EQ(std::vector<int32_t>(d_together.begin() + i * G, d_together.begin() + (i + 1) * G), d_alone);
+  }
+  // Slot 3: positions 0..2 committed, a round at anchor 5 lacks position 3.
+  ASSERT_TRUE(r.start_sequence(3).ok());
+  const ModelRunner::DsparkCommit few{3, 0, 3};
+  ASSERT_TRUE(r.dspark_commit({&few, 1}, feats[2].data()).ok());
+  const ModelRunner::DsparkRound early{3, 5, 1};
+  const Status st = r.dspark_propose({&early, 1}, G, alone.data(), d_alone.data());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("position 3"), std::string::npos) << st.message();
+  EXPECT_FALSE(r.dspark_propose({&rounds[0], 1}, 65, alone.data(), d_alone.data()).ok());
+  EXPECT_LE(W, 8);
 }
 
 TEST(FloatDspark, InputErrorsNameTheProblem) {
