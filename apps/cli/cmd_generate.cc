@@ -1,10 +1,11 @@
 // dsv4 generate [--model DIR] [--prompt TEXT]... [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
-//   [--temperature T] [--top-p P] [--seed S] [--stop STR]... [--mtp] [--batch-size B] [--threads N] [--isa I]
+//   [--temperature T] [--top-p P] [--seed S] [--stop STR]... [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
 //   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
 //   [--tp T [--dp D] [--ep E]] [--cp-prefill N]  (under mpirun -np T·D: the ranks share each step)
 // Decodes several prompts together with continuous batching (runtime/engine.h):
 // the batch changes as requests finish. Prints each step's batch size, each
-// request's tokens, tokens/s and (with --mtp) the draft acceptance rate.
+// request's tokens, tokens/s and (with --mtp / --spec) the draft acceptance rate (DSpark: drafts
+// accepted per round and acceptance by draft position).
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -88,7 +89,7 @@ int run_generate(const GenerateArgs& a) {
   Result<Limits> lim = engine_limits(ef);
   if (!lim.ok()) return fail(lim.status());
   EngineOptions eo;
-  eo.mtp = ef.mtp;
+  if (Status st = apply_spec(ef, *cfg, &eo); !st.ok()) return fail(st);
   eo.ranks = rs.groups();
   eo.cp_prefill_tokens = ef.cp_prefill;
   eo.tokenizer = text ? &text->tokenizer : nullptr;
@@ -109,9 +110,11 @@ int run_generate(const GenerateArgs& a) {
   }
   std::printf("model %s: %d layers, vocab %lld; %zu requests, batch size %d%s, temperature %g, top-p %g%s\n",
               dir->c_str(), cfg->num_hidden_layers, static_cast<long long>(cfg->vocab_size), prompts.size(),
-              ef.batch_size, ef.mtp ? ", MTP drafts" : "", a.temperature, a.top_p,
+              ef.batch_size, spec_label(eo).empty() ? "" : (", " + spec_label(eo) + " drafts").c_str(), a.temperature,
+              a.top_p,
               rs.world_size() > 1 ? fmt::format("; {} ranks (tp {})", rs.world_size(), ef.ranks.tp).c_str() : "");
-  int64_t committed = 0, drafts = 0, accepted = 0, steps = 0, prefix_hits = 0, preempted = 0;
+  int64_t committed = 0, drafts = 0, accepted = 0, steps = 0, prefix_hits = 0, preempted = 0, rounds = 0;
+  std::vector<int64_t> accepted_at(StepReport::kMaxAcceptedAt, 0);  // rounds by drafts accepted
   struct Out {
     std::vector<int32_t> tokens;
     std::string text;
@@ -131,6 +134,8 @@ int run_generate(const GenerateArgs& a) {
     committed += rep->committed;
     drafts += rep->drafts;
     accepted += rep->accepted;
+    rounds += rep->rounds;
+    for (int k = 0; k < StepReport::kMaxAcceptedAt; ++k) accepted_at[k] += rep->accepted_at[k];
     decode_seconds += rep->seconds;
     prefix_hits += rep->prefix_hit_tokens;
     preempted += rep->preempted;
@@ -161,9 +166,21 @@ int run_generate(const GenerateArgs& a) {
   }
   std::printf("%lld tokens in %lld steps, %.3f s: %.1f tokens/s", static_cast<long long>(committed),
               static_cast<long long>(steps), total, committed / (total > 0 ? total : 1));
-  if (ef.mtp)
+  if (eo.mtp)
     std::printf(", MTP acceptance %lld/%lld = %.2f", static_cast<long long>(accepted),
                 static_cast<long long>(drafts), drafts ? static_cast<double>(accepted) / drafts : 0.0);
+  if (eo.dspark_gamma > 0) {
+    // Per draft position k: the share of rounds that accepted at least k drafts.
+    std::string by_pos;
+    int64_t at_least = rounds;
+    for (int k = 1; k <= eo.dspark_gamma && k < StepReport::kMaxAcceptedAt; ++k) {
+      at_least -= accepted_at[k - 1];
+      by_pos += fmt::format("{}{:.2f}", k > 1 ? " " : "", rounds ? static_cast<double>(at_least) / rounds : 0.0);
+    }
+    std::printf(", DSpark: %lld rounds, %.2f drafts accepted per round (%lld/%lld), acceptance by position [%s]",
+                static_cast<long long>(rounds), rounds ? static_cast<double>(accepted) / rounds : 0.0,
+                static_cast<long long>(accepted), static_cast<long long>(drafts), by_pos.c_str());
+  }
   if (preempted > 0) std::printf(", %lld preemptions (recomputed)", static_cast<long long>(preempted));
   if (ef.prefix_blocks > 0)
     std::printf(", prefix cache: %lld prompt positions reused", static_cast<long long>(prefix_hits));

@@ -115,7 +115,7 @@ int run_serve(const ServeArgs& a) {
   Result<Limits> lim = engine_limits(ef);
   if (!lim.ok()) return fail(lim.status());
   EngineOptions eo;
-  eo.mtp = ef.mtp;
+  if (Status st = apply_spec(ef, *cfg, &eo); !st.ok()) return fail(st);
   eo.ranks = rs.groups();
   eo.cp_prefill_tokens = ef.cp_prefill;
   eo.tokenizer = &text->tokenizer;
@@ -150,7 +150,8 @@ int run_serve(const ServeArgs& a) {
     return fail(port.status());
   }
   std::printf("dsv4 serve: model %s (%s), context %lld, batch %d%s\n", card.id.c_str(), dir->c_str(),
-              static_cast<long long>(card.max_context), ef.batch_size, ef.mtp ? ", MTP drafts" : "");
+              static_cast<long long>(card.max_context), ef.batch_size,
+              spec_label(eo).empty() ? "" : (", " + spec_label(eo) + " drafts").c_str());
   std::printf("dsv4 serve: listening on http://%s:%d\n", a.host.c_str(), *port);
   std::fflush(stdout);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "commands.h"
 #include "io/safetensors.h"
@@ -11,7 +12,14 @@ namespace dsv4::cli {
 
 void add_engine_options(CLI::App* sub, EngineFlags* f) {
   sub->add_option("--model", f->model, kModelHelp);
-  sub->add_flag("--mtp", f->mtp, "Speculative decode with the MTP layer's drafts");
+  sub->add_flag("--mtp", f->mtp, "Speculative decode with the MTP layer's drafts (= --spec mtp)");
+  sub->add_option("--spec", f->spec,
+                  "Speculative decoding: none, mtp (the MTP layer, one draft per step) or dspark (the DSpark "
+                  "drafter, --gamma drafts per round; a DeepSeek-V4-Flash-0731 checkpoint); outputs equal plain "
+                  "decoding")
+      ->check(CLI::IsMember({"none", "mtp", "dspark"}))
+      ->capture_default_str();
+  sub->add_option("--gamma", f->gamma, "DSpark drafts per round, 1..64 (default: the checkpoint's dspark_block_size)");
   sub->add_option("--batch-size", f->batch_size, "Most requests decoded in one step (B_MAX)")->capture_default_str();
   sub->add_option("--threads", f->threads, "Worker threads of the engine")->capture_default_str();
   sub->add_option("--max-chunk", f->max_chunk, "Largest prefill chunk per request")->capture_default_str();
@@ -40,7 +48,7 @@ Result<Limits> engine_limits(const EngineFlags& f) {
   lim.max_batch = f.batch_size;
   lim.max_seqs = f.batch_size;
   lim.max_chunk = f.max_chunk;
-  lim.max_decode_rows = f.mtp ? 2 : 1;
+  lim.max_decode_rows = f.mtp || f.spec == "mtp" ? 2 : 1;  // DSpark: the engine sets 1 + gamma
   lim.max_rows = std::max(f.max_chunk, 2 * f.batch_size);
   lim.max_context = f.max_context;
   lim.n_threads = f.threads;
@@ -48,6 +56,27 @@ Result<Limits> engine_limits(const EngineFlags& f) {
   lim.cache_blocks = f.cache_blocks;
   lim.prefix_blocks = f.prefix_blocks;
   return lim;
+}
+
+Status apply_spec(const EngineFlags& f, const ModelConfig& cfg, EngineOptions* eo) {
+  if (f.mtp && f.spec != "none" && f.spec != "mtp")
+    return Status::errorf("--mtp is --spec mtp; it contradicts --spec {}", f.spec);
+  if (f.gamma != 0 && f.spec != "dspark") return Status::error("--gamma needs --spec dspark");
+  eo->mtp = f.mtp || f.spec == "mtp";
+  eo->dspark_gamma = 0;
+  if (f.spec == "dspark") {
+    if (!cfg.dspark)
+      return Status::error("--spec dspark: the checkpoint has no DSpark drafter (config.json has no dspark_* "
+                           "fields; a DeepSeek-V4-Flash-0731 checkpoint has them)");
+    eo->dspark_gamma = f.gamma != 0 ? f.gamma : static_cast<int32_t>(cfg.dspark->block_size);
+  }
+  return Status();
+}
+
+std::string spec_label(const EngineOptions& eo) {
+  if (eo.mtp) return "MTP";
+  if (eo.dspark_gamma > 0) return fmt::format("DSpark (gamma {})", eo.dspark_gamma);
+  return "";
 }
 
 Result<std::unique_ptr<LoadedModel>> load_model(RankSession& rs, const EngineFlags& f) {

@@ -21,7 +21,9 @@ namespace dsv4::cli {
 
 struct EngineFlags {
   std::string model;
-  bool mtp = false;
+  bool mtp = false;         // --mtp, the alias of --spec mtp
+  std::string spec = "none";  // --spec none|mtp|dspark
+  int gamma = 0;            // --gamma: DSpark drafts per round (0: the checkpoint's dspark_block_size)
   int batch_size = 4;
   int threads = 2;
   int max_chunk = 64;
@@ -39,6 +41,11 @@ struct EngineFlags {
 void add_engine_options(CLI::App* sub, EngineFlags* f);
 // The deployment limits the flags give (errors name the flag).
 Result<Limits> engine_limits(const EngineFlags& f);
+// The speculative decoding the flags ask for, into eo (mtp, dspark_gamma); errors name the flag
+// (--gamma without --spec dspark, --mtp with --spec other than mtp).
+Status apply_spec(const EngineFlags& f, const ModelConfig& cfg, EngineOptions* eo);
+// "MTP" / "DSpark (gamma G)" / "" for the run's summary line.
+std::string spec_label(const EngineOptions& eo);
 
 // A checkpoint loaded on every rank (a failure on any rank fails all of them): config and
 // weights; the topology bound to the model.

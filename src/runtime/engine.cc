@@ -57,6 +57,7 @@ Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions
                std::unique_ptr<ModelRunner> runner)
     : cfg_(cfg), limits_(limits), opt_(opt), runner_(std::move(runner)) {
   const int64_t T = limits.max_rows, V = cfg.vocab_size, ND = cfg.hc_mult * cfg.hidden_size;
+  const size_t S = static_cast<size_t>(S_ = limits.max_decode_rows), B = static_cast<size_t>(limits.max_batch);
   pages_ = std::make_unique<RunnerPages>(*runner_, opt.mtp);
   SchedulerOptions so;
   so.limits = limits;
@@ -86,20 +87,29 @@ Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions
   head_begin_.resize(limits.max_batch);
   head_count_.resize(limits.max_batch);
   mtp_head_rows_.resize(limits.max_batch);
-  sample_logits_.resize(2 * static_cast<size_t>(limits.max_batch));
+  if (opt.dspark_gamma > 0) {  // DSpark: every row's features, the drafter's rounds and logits
+    ds_features_.resize(static_cast<size_t>(T * static_cast<int64_t>(cfg.dspark->target_layer_ids.size()) *
+                                            cfg.hidden_size));
+    ds_commits_.reserve(B);
+    ds_rounds_.reserve(B);
+    ds_round_of_.resize(B);
+    ds_lambda_.resize(static_cast<size_t>(T * V));
+    ds_drafts_.resize(static_cast<size_t>(T));
+  }
+  sample_logits_.resize(S * B);
   sample_rows_.resize(sample_logits_.size());
   sample_tokens_.resize(sample_logits_.size());
   sample_out_.resize(sample_logits_.size());
-  logprob_tasks_.resize(2 * static_cast<size_t>(limits.max_batch) + static_cast<size_t>(T));
-  draft_tok_.resize(limits.max_batch);
-  logprobs_.resize(2 * static_cast<size_t>(limits.max_batch));
+  logprob_tasks_.resize(S * B + static_cast<size_t>(T));
+  draft_tok_.resize(S * B);
+  logprobs_.resize(S * B);
   prompt_logprobs_.resize(limits.max_batch);
-  sampled_.resize(static_cast<size_t>(2 * limits.max_batch));
-  values_.resize(static_cast<size_t>(2 * limits.max_batch));
-  gathered_.resize(static_cast<size_t>(2 * limits.max_batch));
+  sampled_.resize(S * B);
+  values_.resize(S * B);
+  gathered_.resize(S * B);
   gather_rows_.resize(opt.ranks ? opt.ranks->topo.world : 1);
   if (opt.ranks) {
-    lp_send_.resize(2 * static_cast<size_t>(limits.max_batch) + static_cast<size_t>(T));
+    lp_send_.resize(S * B + static_cast<size_t>(T));
     lp_recv_.resize(lp_send_.size());
   }
 }
@@ -114,6 +124,18 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
     return Status::errorf("--mtp: {}", cfg.no_mtp_reason());
   Limits l = limits;
   if (opt.mtp) l.max_decode_rows = std::max(l.max_decode_rows, 2);
+  if (opt.dspark_gamma != 0) {
+    if (!w.dspark.present)
+      return Status::error("--spec dspark: the checkpoint has no DSpark drafter (config.json has no dspark_* fields; "
+                           "dspark.md §1.3)");
+    if (opt.mtp) return Status::error("--spec dspark and --mtp exclude each other");
+    if (opt.dspark_gamma < 1 || opt.dspark_gamma > ModelRunner::kMaxDsparkGamma)
+      return Status::errorf("--gamma {} outside [1, {}]", opt.dspark_gamma, ModelRunner::kMaxDsparkGamma);
+    if (opt.ranks) return Status::error("--spec dspark runs on one rank so far");
+    l.max_decode_rows = std::max(l.max_decode_rows, opt.dspark_gamma + 1);
+    l.max_rows = std::max(l.max_rows, l.max_decode_rows);
+    l.prefix_blocks = 0;  // a prefix hit would bring target caches but no drafter rings (dspark.md §4.9)
+  }
   // The engine's own step buffers: logits of every row (twice with MTP) and final streams.
   const double per_row = 4.0 * static_cast<double>(cfg.vocab_size) * (opt.mtp ? 2 : 1) +
                          (opt.mtp ? 4.0 : 0.0) * static_cast<double>(cfg.hc_mult * cfg.hidden_size);
@@ -356,10 +378,10 @@ void Engine::plan_head_rows(const std::vector<PlannedRows>& plan) {
     head_begin_[i] = n_head_;
     for (int32_t j = 0; j < p.n; ++j) head_at_[row_begin_[i] + j] = -1;
     if (p.sampler == me && sched_->live(i)) {
-      const int32_t real = p.n - (p.has_draft ? 1 : 0);
+      const int32_t real = p.n - p.n_drafts;
       for (int32_t j = 0; j < p.n; ++j) {
         const bool prompt_lp = p.request->prompt_logprobs && p.p0 + j + 1 < p.prompt_len;
-        const bool sampled = p.samples && (j == real - 1 || (p.has_draft && j == real));
+        const bool sampled = p.samples && j >= real - 1;
         if (!prompt_lp && !sampled) continue;
         head_at_[row_begin_[i] + j] = static_cast<int32_t>(n_head_);
         head_rows_[n_head_++] = static_cast<int32_t>(row_begin_[i] + j);
@@ -398,8 +420,9 @@ void Engine::logprobs_of(const float* row, int32_t token, int32_t top, TokenLogp
 // Several ranks: each sampler's logprobs of its requests (2 records for the sampled tokens
 // when asked, then one per row for prompt logprobs) to every rank, in plan order per sampler.
 Status Engine::exchange_logprobs(const std::vector<PlannedRows>& plan) {
-  auto records = [](const PlannedRows& p) -> int64_t {
-    return (p.request->logprobs >= 0 ? 2 : 0) + (p.request->prompt_logprobs ? p.n : 0);
+  const int32_t S = S_;
+  auto records = [S](const PlannedRows& p) -> int64_t {
+    return (p.request->logprobs >= 0 ? S : 0) + (p.request->prompt_logprobs ? p.n : 0);
   };
   int64_t total = 0;
   for (const PlannedRows& p : plan) total += records(p);
@@ -428,7 +451,7 @@ Status Engine::exchange_logprobs(const std::vector<PlannedRows>& plan) {
     gather_rows_[p.sampler] += records(p);
     if (p.sampler != me) continue;
     if (p.request->logprobs >= 0)
-      for (int j = 0; j < 2; ++j) pack(logprobs_[2 * i + j], lp_send_[mine++]);
+      for (int j = 0; j < S; ++j) pack(logprobs_[S * i + j], lp_send_[mine++]);
     if (p.request->prompt_logprobs)
       for (int32_t j = 0; j < p.n; ++j) {
         if (j < static_cast<int32_t>(prompt_logprobs_[i].size())) pack(prompt_logprobs_[i][j], lp_send_[mine]);
@@ -472,9 +495,11 @@ Status Engine::run_forward(const std::vector<PlannedRows>& plan) {
     return Status();
   };
   bf16* xf = opt_.mtp ? xfinal_.data() : nullptr;
+  bf16* feat = opt_.dspark_gamma > 0 ? ds_features_.data() : nullptr;
+  const int64_t F = opt_.dspark_gamma > 0 ? static_cast<int64_t>(cfg_.dspark->target_layer_ids.size()) * cfg_.hidden_size : 0;
   plan_head_rows(plan);
   Status st = injected(reqs_, 0);
-  if (st.ok()) st = runner_->forward(reqs_, logits_.data(), xf, {}, HeadRows{head_rows_.data(), n_head_});
+  if (st.ok()) st = runner_->forward(reqs_, logits_.data(), xf, {}, HeadRows{head_rows_.data(), n_head_}, feat);
   if (st.ok() || opt_.ranks) return st;
   if (reqs_.size() == 1) {  // nothing to retry: the one request fails alone
     sched_->fail(0, st.message());
@@ -488,8 +513,51 @@ Status Engine::run_forward(const std::vector<PlannedRows>& plan) {
       one_rows_[k] = head_rows_[head_begin_[i] + k] - static_cast<int32_t>(row_begin_[i]);
     if (si.ok())
       si = runner_->forward(one, logits_.data() + head_begin_[i] * V, xf ? xf + row_begin_[i] * ND : nullptr, {},
-                            HeadRows{one_rows_.data(), head_count_[i]});
+                            HeadRows{one_rows_.data(), head_count_[i]}, feat ? feat + row_begin_[i] * F : nullptr);
     if (!si.ok()) sched_->fail(i, si.message());
+  }
+  return Status();
+}
+
+// DSpark (dspark.md §4.2, §4.4): every position committed this step (prompt rows, and the
+// verified rows 0..n_acc of a round) goes to the drafter's rings; each request whose next
+// anchor token is known then gets a round: anchor a = committed length − 1, x0 = the token at
+// a + 1, γ drafts (fewer near max_context), verified by the next step.
+Status Engine::run_dspark(const std::vector<PlannedRows>& plan) {
+  const int64_t F = static_cast<int64_t>(cfg_.dspark->target_layer_ids.size()) * cfg_.hidden_size;
+  const int32_t G = opt_.dspark_gamma;
+  ds_commits_.clear();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (!sched_->live(i)) continue;
+    const int64_t old = sched_->cached_before(i), n = sched_->cached(i) - old;
+    if (n <= 0) continue;
+    const ModelRunner::DsparkCommit c{plan[i].seq, old, static_cast<int32_t>(n)};
+    DSV4_RETURN_IF_ERROR(runner_->dspark_commit({&c, 1}, ds_features_.data() + row_begin_[i] * F));
+  }
+  ds_rounds_.clear();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const int64_t len = sched_->live(i) ? static_cast<int64_t>(sched_->tokens(i).size()) : 0;
+    if (!sched_->live(i) || sched_->cached(i) != len - 1) continue;
+    ds_round_of_[ds_rounds_.size()] = static_cast<int32_t>(i);
+    ds_rounds_.push_back(ModelRunner::DsparkRound{plan[i].seq, len - 2, sched_->tokens(i)[len - 1]});
+  }
+  // Rounds in groups that fit max_rows (γ block rows each).
+  const int64_t per_call = std::max<int64_t>(1, limits_.max_rows / G);
+  for (size_t r0 = 0; r0 < ds_rounds_.size(); r0 += per_call) {
+    const size_t n = std::min<size_t>(per_call, ds_rounds_.size() - r0);
+    DSV4_RETURN_IF_ERROR(runner_->dspark_propose(std::span<const ModelRunner::DsparkRound>(ds_rounds_.data() + r0, n),
+                                                 G, ds_lambda_.data(), ds_drafts_.data()));
+    for (size_t r = 0; r < n; ++r) {
+      const size_t i = static_cast<size_t>(ds_round_of_[r0 + r]);
+      const int64_t len = static_cast<int64_t>(sched_->tokens(i).size());
+      int32_t* d = ds_drafts_.data() + r * G;
+      // Verify rows len-1 .. len-1+ℓ must stay inside max_context.
+      const int32_t ell = static_cast<int32_t>(std::clamp<int64_t>(limits_.max_context - len, 0, G));
+      if (opt_.force_draft)
+        for (int32_t k = 0; k < ell; ++k)
+          if (const int32_t f = opt_.force_draft(plan[i].id, len + k); f >= 0) d[k] = f;
+      sched_->set_drafts(i, d, ell);
+    }
   }
   return Status();
 }
@@ -537,13 +605,15 @@ Result<StepReport> Engine::step() {
     // Sampling (by the rank holding each request's last row), then verification and commit.
     const int64_t V = cfg_.vocab_size;
     const int me = rank();
-    int32_t* tok = values_.data();  // [planned, 2]: tokens sampled, −1 none
+    const int32_t S = S_;
+    int32_t* tok = values_.data();  // [planned, S]: tokens sampled, −1 none
     bool any_prompt_lp = false;
     for (size_t i = 0; i < plan.size(); ++i) {
       const PlannedRows& p = plan[i];
       const GenerationRequest& g = *p.request;
-      int32_t* t2 = tok + 2 * i;
-      t2[0] = t2[1] = draft_tok_[i] = -1;
+      int32_t* t2 = tok + S * i;
+      std::fill_n(t2, S, -1);
+      std::fill_n(draft_tok_.data() + S * i, S, -1);
       prompt_logprobs_[i].clear();
       if (p.sampler != me || !sched_->live(i)) continue;
       auto row = [&](int64_t j) { return logits_.data() + head_at_[row_begin_[i] + j] * V; };
@@ -555,26 +625,28 @@ Result<StepReport> Engine::step() {
           add_logprobs(row(j), g.prompt[p.p0 + j + 1], std::max(g.logprobs, 0), &prompt_logprobs_[i][j]);
       }
       if (!p.samples) continue;
-      const int32_t real = p.n - (p.has_draft ? 1 : 0);
+      const int32_t real = p.n - p.n_drafts;
       const int64_t q = p.p0 + real;  // the position the last real row predicts
       add_sample(row(real - 1), g.sampling, q, 0, &t2[0]);
-      if (p.has_draft) add_sample(row(real), g.sampling, q + 1, 0, &draft_tok_[i]);  // kept if accepted
+      for (int32_t k = 1; k <= p.n_drafts; ++k)  // kept if drafts 1..k are accepted
+        add_sample(row(real - 1 + k), g.sampling, q + k, 0, &draft_tok_[S * i + k]);
     }
     run_sample_tasks();
     for (size_t i = 0; i < plan.size(); ++i) {
       const PlannedRows& p = plan[i];
-      const int32_t* t2 = tok + 2 * i;
+      int32_t* t2 = tok + S * i;
       if (t2[0] < 0) continue;
-      const int32_t real = p.n - (p.has_draft ? 1 : 0);
+      const int32_t real = p.n - p.n_drafts;
       auto row = [&](int64_t j) { return logits_.data() + head_at_[row_begin_[i] + j] * V; };
-      if (p.has_draft && p.tokens[1] == t2[0]) tok[2 * i + 1] = draft_tok_[i];
+      // Exact match (runtime.md §3.2): draft k is accepted when it equals the target's token at
+      // its position and every earlier draft was accepted.
+      for (int32_t k = 1; k <= p.n_drafts && p.tokens[k] == t2[k - 1]; ++k) t2[k] = draft_tok_[S * i + k];
       const int32_t top = p.request->logprobs;
       if (top < 0) continue;
-      add_logprobs(row(real - 1), t2[0], top, &logprobs_[2 * i]);
-      if (t2[1] >= 0) add_logprobs(row(real), t2[1], top, &logprobs_[2 * i + 1]);
+      for (int32_t k = 0; k < S && t2[k] >= 0; ++k) add_logprobs(row(real - 1 + k), t2[k], top, &logprobs_[S * i + k]);
     }
     run_logprob_tasks();
-    DSV4_RETURN_IF_ERROR(exchange(tok, 2));
+    DSV4_RETURN_IF_ERROR(exchange(tok, S));
     if (opt_.ranks) {
       DSV4_RETURN_IF_ERROR(exchange_logprobs(plan));
       for (const PlannedRows& p : plan) any_prompt_lp |= p.request->prompt_logprobs;
@@ -584,6 +656,8 @@ Result<StepReport> Engine::step() {
     rep.committed = static_cast<int32_t>(c.committed);
     rep.drafts = static_cast<int32_t>(c.drafts);
     rep.accepted = static_cast<int32_t>(c.accepted);
+    rep.rounds = static_cast<int32_t>(c.rounds);
+    for (int k = 0; k < StepReport::kMaxAcceptedAt; ++k) rep.accepted_at[k] = static_cast<int32_t>(c.accepted_at[k]);
 
     // MTP rows: the positions committed to the caches this step whose next token is known.
     if (opt_.mtp) {
@@ -633,10 +707,11 @@ Result<StepReport> Engine::step() {
             const int32_t forced = opt_.force_draft(plan[i].id, len);
             if (forced >= 0) d = forced;
           }
-          sched_->set_draft(i, d);
+          sched_->set_drafts(i, &d, 1);
         }
       }
     }
+    if (opt_.dspark_gamma > 0) DSV4_RETURN_IF_ERROR(run_dspark(plan));
     // Prompt blocks completed this step join the prefix cache.
     for (size_t i = 0; i < plan.size(); ++i)
       if (sched_->live(i))

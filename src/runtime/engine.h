@@ -44,8 +44,11 @@ struct StepReport {
   int32_t batch = 0;          // requests in the step (B)
   int32_t rows = 0;           // rows of the main forward (T)
   int32_t committed = 0;      // tokens committed to outputs this step
-  int32_t drafts = 0;         // MTP drafts verified this step
+  int32_t drafts = 0;         // drafts verified this step (MTP or DSpark)
   int32_t accepted = 0;       // of which accepted
+  static constexpr int kMaxAcceptedAt = 65;
+  int32_t rounds = 0;         // requests whose step verified drafts
+  int32_t accepted_at[kMaxAcceptedAt] = {};  // of those, by drafts accepted (0 .. γ)
   int32_t preempted = 0;      // requests sent back to wait (pages ran out)
   int64_t prefix_hit_tokens = 0;  // prompt positions admitted requests skipped (prefix cache)
   double seconds = 0;
@@ -53,8 +56,12 @@ struct StepReport {
 
 struct EngineOptions {
   bool mtp = false;
-  // Forced drafts (runtime.md §8: forced accept patterns): when set, the MTP
-  // layer still runs, but the draft for (request id, position) is this
+  // DSpark speculative decoding (dspark.md §4) with this many drafts per round (0: off): each
+  // step verifies the anchor plus the drafts by exact match, commits the accepted rows' features
+  // to the drafter's rings and drafts the next round. One rank; the prefix cache is off.
+  int32_t dspark_gamma = 0;
+  // Forced drafts (runtime.md §8: forced accept patterns): when set, the drafter
+  // (MTP or DSpark) still runs, but the draft for (request id, position) is this
   // function's value unless it returns -1.
   std::function<int32_t(int64_t, int64_t)> force_draft;
   // The job's communicators when several ranks share each step (not owned); nullptr: one rank.
@@ -119,6 +126,7 @@ class Engine {
   Status sync_requests(bool stop);      // rank 0's new requests and cancels (or stop) to every rank
   Status exchange(int32_t* values, int per_request);  // samplers' values of the planned requests to all
   Status run_forward(const std::vector<PlannedRows>& plan);
+  Status run_dspark(const std::vector<PlannedRows>& plan);
   Status exchange_logprobs(const std::vector<PlannedRows>& plan);  // samplers' logprobs to all
   void logprobs_of(const float* row, int32_t token, int32_t top, TokenLogprob& out) const;
 
@@ -169,6 +177,15 @@ class Engine {
   struct LogprobRecord;                       // one TokenLogprob on the wire
   std::vector<LogprobRecord> lp_send_, lp_recv_;  // [2 B_MAX + T_MAX]
   const std::vector<PlannedRows>* plan_ = nullptr;
+  int32_t S_ = 2;  // limits.max_decode_rows: entries per request in values_, draft_tok_, logprobs_
+  // DSpark: features of every row [T_MAX, |Lt|·D], the step's rounds (and their plan index),
+  // the drafter's λ [T_MAX, V] and drafts [T_MAX].
+  std::vector<bf16> ds_features_;
+  std::vector<ModelRunner::DsparkCommit> ds_commits_;
+  std::vector<ModelRunner::DsparkRound> ds_rounds_;
+  std::vector<int32_t> ds_round_of_;
+  std::vector<float> ds_lambda_;
+  std::vector<int32_t> ds_drafts_;
   bool stopped_ = false;
   bool last_error_uniform_ = false;
 };

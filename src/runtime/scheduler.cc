@@ -13,7 +13,7 @@ struct Scheduler::Req {
   int64_t prompt_len = 0;
   int64_t n_cached = 0;         // positions in the caches (main and MTP)
   int32_t seq = -1;
-  int32_t draft = -1;           // MTP draft for position tokens.size(), or -1
+  std::vector<int32_t> drafts;  // drafts for positions tokens.size() .. (MTP: one; DSpark: γ)
   int32_t owner = 0;
   bool cp = false;
   int32_t generated = 0;
@@ -45,7 +45,7 @@ Scheduler::Scheduler(const SchedulerOptions& opt, PageBudget& pages) : opt_(opt)
   seq_used_.assign(opt.limits.max_seqs, 0);
   plan_.reserve(opt.limits.max_batch);
   planned_.reserve(opt.limits.max_batch);
-  draft_rows_.resize(2 * static_cast<size_t>(opt.limits.max_batch));
+  draft_rows_.resize(static_cast<size_t>(opt.limits.max_decode_rows) * opt.limits.max_batch);
 }
 
 Scheduler::~Scheduler() = default;
@@ -144,7 +144,7 @@ void Scheduler::preempt(Req& r) {
   seq_used_[r.seq] = 0;
   r.seq = -1;
   r.n_cached = 0;
-  r.draft = -1;
+  r.drafts.clear();
   r.cp = false;
   ++counters_.preempted;
   auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == &r; });
@@ -159,7 +159,8 @@ void Scheduler::admit() {
     Req& r = *waiting_.front();
     const int64_t len = static_cast<int64_t>(r.tokens.size());
     int64_t growth = 0;
-    for (const auto& q : running_) growth += pages_.pages_short(q->seq, static_cast<int64_t>(q->tokens.size()) + 1);
+    for (const auto& q : running_)
+      growth += pages_.pages_short(q->seq, static_cast<int64_t>(q->tokens.size()) + opt_.limits.max_decode_rows - 1);
     if (pages_.pages_short(-1, len) + growth > pages_.free_pages()) break;
     int32_t seq = -1;
     for (int32_t s = 0; s < opt_.limits.max_seqs && seq < 0; ++s)
@@ -233,13 +234,14 @@ const std::vector<PlannedRows>& Scheduler::plan() {
         p.n = static_cast<int32_t>(std::min<int64_t>({end - r.n_cached, L.max_chunk, L.max_rows - T}));
         p.tokens = r.tokens.data() + r.n_cached;
         p.samples = r.n_cached + p.n == len;
-      } else {  // decode: the last token, and the draft
-        p.has_draft = r.draft >= 0;
-        p.n = p.has_draft ? 2 : 1;
+      } else {  // decode: the last token, and the drafts
+        p.n_drafts = static_cast<int32_t>(r.drafts.size());
+        p.has_draft = p.n_drafts > 0;
+        p.n = 1 + p.n_drafts;
         if (T + p.n > L.max_rows) continue;
-        int32_t* rows = draft_rows_.data() + 2 * plan_.size();
+        int32_t* rows = draft_rows_.data() + static_cast<size_t>(L.max_decode_rows) * plan_.size();
         rows[0] = r.tokens.back();
-        rows[1] = r.draft;
+        std::copy(r.drafts.begin(), r.drafts.end(), rows + 1);
         p.tokens = rows;
         p.samples = true;
       }
@@ -314,25 +316,22 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
       continue;
     }
     send_prompt_logprobs(r);
-    const int32_t t0 = tokens[2 * i], t1 = tokens[2 * i + 1];
-    DSV4_CHECK(t0 >= 0);
-    TokenLogprob* lp = logprobs ? logprobs + 2 * i : nullptr;
-    if (p.has_draft) {
-      ++counters_.drafts;
-      if (t1 >= 0) {  // the draft matched the token sampled at the anchor
-        ++counters_.accepted;
-        r.n_cached += 2;
-        commit(t0, lp);
-        commit(t1, lp ? lp + 1 : nullptr);
-      } else {
-        r.n_cached += 1;
-        commit(t0, lp);
-      }
-    } else {
-      r.n_cached += p.n;
-      commit(t0, lp);
+    const int64_t S = opt_.limits.max_decode_rows;
+    const int32_t* t = tokens + S * i;
+    DSV4_CHECK(t[0] >= 0);
+    TokenLogprob* lp = logprobs ? logprobs + S * i : nullptr;
+    // Row 0's token, then one more per accepted draft (t[k] >= 0 iff drafts 1..k matched).
+    int32_t n_acc = 0;
+    while (n_acc < p.n_drafts && t[n_acc + 1] >= 0) ++n_acc;
+    counters_.drafts += p.n_drafts;
+    counters_.accepted += n_acc;
+    if (p.n_drafts > 0) {
+      ++counters_.rounds;
+      ++counters_.accepted_at[std::min<int32_t>(n_acc, Counters::kMaxAcceptedAt - 1)];
     }
-    r.draft = -1;
+    r.n_cached += p.n_drafts > 0 ? 1 + n_acc : p.n;
+    for (int32_t k = 0; k <= n_acc; ++k) commit(t[k], lp ? lp + k : nullptr);
+    r.drafts.clear();
   }
   // planned_ points into this step's requests: those that ended stay alive until the next plan().
   size_t kept = 0;
@@ -345,8 +344,11 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
 
 void Scheduler::fail(size_t i, const std::string& error) { finish(*planned_[i], FinishReason::kError, error); }
 
-void Scheduler::set_draft(size_t i, int32_t draft) {
-  if (!planned_[i]->ended) planned_[i]->draft = draft;
+void Scheduler::set_drafts(size_t i, const int32_t* drafts, int32_t n) {
+  Req& r = *planned_[i];
+  r.drafts.clear();
+  if (r.ended) return;
+  for (int32_t k = 0; k < n && k + 1 < opt_.limits.max_decode_rows && drafts[k] >= 0; ++k) r.drafts.push_back(drafts[k]);
 }
 
 bool Scheduler::live(size_t i) const { return !planned_[i]->ended; }

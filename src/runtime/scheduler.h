@@ -78,7 +78,8 @@ struct PlannedRows {
   bool split = false;              // context-parallel prefill chunk over the owner's TP group
   int32_t sampler = 0;             // rank holding the last row (samples it)
   bool samples = false;            // the last (non-draft) row predicts a new token
-  bool has_draft = false;          // row n-1 is the MTP draft
+  bool has_draft = false;          // n_drafts > 0
+  int32_t n_drafts = 0;            // decode: rows 1 .. n_drafts are drafts (MTP: 1; DSpark: up to γ)
   const GenerationRequest* request = nullptr;
 };
 
@@ -98,16 +99,18 @@ class Scheduler {
   // Admission, preemption and rows. Requests that ended (cancelled, failed to fit) report in
   // updates() of this step.
   const std::vector<PlannedRows>& plan();
-  // The executor's results for plan()[i]: tokens[2 i] the token sampled at the last row (-1:
-  // none), tokens[2 i + 1] the one after the accepted draft (-1: none or rejected);
-  // logprobs[2 i + j] their log-probabilities (when the request asked for them; may be null).
+  // The executor's results for plan()[i], S = limits.max_decode_rows entries each: tokens[S i]
+  // the token sampled at the last real row (-1: none), tokens[S i + k] (k >= 1) the one sampled
+  // at draft row k when drafts 1..k all matched (-1: none or rejected); logprobs[S i + k]
+  // their log-probabilities (when the request asked for them; may be null).
   // prompt_logprobs[i]: this step's prompt logprobs (appended; may be null).
   void update(const int32_t* tokens, TokenLogprob* logprobs,
               std::vector<TokenLogprob>* prompt_logprobs);
   // plan()[i] failed in the executor: it ends alone with the error (at once).
   void fail(size_t i, const std::string& error);
-  // After the MTP layer: the draft for plan()[i] (-1: none).
-  void set_draft(size_t i, int32_t draft);
+  // After the drafter: the drafts for plan()[i]'s next step (MTP: one; DSpark: γ), up to the
+  // first −1 and at most max_decode_rows − 1.
+  void set_drafts(size_t i, const int32_t* drafts, int32_t n);
   // plan()[i] still runs after update() (its MTP rows are the positions committed this step).
   bool live(size_t i) const;
   // Positions plan()[i] had in the caches before this step, and its tokens.
@@ -122,7 +125,10 @@ class Scheduler {
   std::vector<std::pair<int64_t, FinishReason>> take_local_finishes();
   // Per-step counters.
   struct Counters {
+    static constexpr int kMaxAcceptedAt = 65;
     int64_t drafts = 0, accepted = 0, preempted = 0, prefix_hit_tokens = 0, committed = 0;
+    int64_t rounds = 0;                          // verify steps of requests with drafts
+    int64_t accepted_at[kMaxAcceptedAt] = {};    // rounds by drafts accepted (0 .. γ)
   };
   const Counters& counters() const { return counters_; }  // of the last step
 
@@ -149,7 +155,7 @@ class Scheduler {
   std::vector<PlannedRows> plan_;
   std::vector<Req*> planned_;
   std::vector<RequestUpdate> updates_;
-  std::vector<int32_t> draft_rows_;  // [B_MAX, 2] anchor + draft tokens of decode rows
+  std::vector<int32_t> draft_rows_;  // [B_MAX, S_MAX] anchor + draft tokens of decode rows
   Counters counters_;
   int64_t step_ = 0;
   int64_t admitted_ = 0;

@@ -5,7 +5,9 @@
 #          KJV forms): at least 70 % of its alphabetic words. Not a fixed string.
 #   mtp:   the same tokens with and without --mtp, greedy and seeded sampling at temperature
 #          0.8, three prompts in batches of 2; the acceptance rate is printed, not asserted.
-# Usage: demo_cli.sh words|mtp <dsv4 binary> <work dir>
+#   dspark: the same with models/kjv-9m-dspark and --spec dspark (gamma 5, and 2 for the
+#          sampled run): the same tokens as plain decoding; acceptance by position printed.
+# Usage: demo_cli.sh words|mtp|dspark <dsv4 binary> <work dir>
 set -uo pipefail
 mode=$1 dsv4=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
@@ -61,7 +63,28 @@ mtp)
     grep '^request 0 text' "$work/mtp.txt"
   done
   ;;
-*) echo "usage: demo_cli.sh words|mtp DSV4 WORKDIR"; exit 2 ;;
+dspark)
+  model=(--model "$(cd "$(dirname "$0")/../.." && pwd)/models/kjv-9m-dspark")
+  prompts=(--prompt "In the beginning" --prompt "Blessed are the" --prompt "And it came to pass, when")
+  for sampling in "--temperature 0" "--temperature 0.8 --seed 7 --gamma 2"; do
+    for m in plain dspark; do
+      extra=(); [ "$m" = dspark ] && extra=(--spec dspark)
+      run=$sampling; [ "$m" = plain ] && run=${sampling/ --gamma 2/}
+      # shellcheck disable=SC2086
+      "$dsv4" generate "${model[@]}" "${prompts[@]}" --max-tokens 40 --batch-size 2 --quiet-steps $run "${extra[@]}" \
+        >"$work/$m.txt" 2>&1 || fail "generate $run ${extra[*]}: $(cat "$work/$m.txt")"
+      grep '^request' "$work/$m.txt" >"$work/$m.req"
+    done
+    [ "$(grep -c '^request [0-9]* (' "$work/plain.req")" -eq 3 ] || fail "$sampling: not 3 requests: $(cat "$work/plain.txt")"
+    cmp -s "$work/plain.req" "$work/dspark.req" ||
+      { fail "$sampling: outputs differ with --spec dspark"; diff "$work/plain.req" "$work/dspark.req"; }
+    rate=$(grep -o 'DSpark: .*\]' "$work/dspark.txt")
+    [ -n "$rate" ] || fail "$sampling --spec dspark: no acceptance printed"
+    echo "$sampling: identical with --spec dspark; $rate"
+    grep '^request 0 text' "$work/dspark.txt"
+  done
+  ;;
+*) echo "usage: demo_cli.sh words|mtp|dspark DSV4 WORKDIR"; exit 2 ;;
 esac
 [ "$fails" -eq 0 ] && echo "demo_cli $mode: all checks passed"
 exit $((fails > 0))

@@ -144,6 +144,108 @@ TEST(Engine, ForcedAcceptAndRejectPatterns) {
   }
 }
 
+// ---- DSpark rounds (dspark.md §4): gamma drafts per step, verified by exact match ----
+
+struct DsStats {
+  RunStats s;
+  std::vector<int64_t> accepted_at = std::vector<int64_t>(StepReport::kMaxAcceptedAt, 0);
+  int64_t rounds = 0;
+};
+
+DsStats run_ds(const Loaded& m, int batch, int gamma, const std::vector<GenerationRequest>& reqs,
+               std::function<int32_t(int64_t, int64_t)> force = {}) {
+  EngineOptions opt;
+  opt.dspark_gamma = gamma;
+  opt.force_draft = force;
+  Limits lim = limits(batch);
+  lim.max_rows = 64;
+  auto e = Engine::create(m.cfg, *m.w, lim, opt);
+  EXPECT_TRUE(e.ok()) << e.message();
+  DsStats d;
+  if (!e.ok()) return d;
+  for (const auto& r : reqs) EXPECT_TRUE((*e)->add_request(r).ok());
+  Engine& engine = **e;
+  while (!engine.idle()) {
+    auto rep = engine.step();
+    EXPECT_TRUE(rep.ok()) << rep.message();
+    if (!rep.ok()) break;
+    d.s.drafts += rep->drafts;
+    d.s.accepted += rep->accepted;
+    d.rounds += rep->rounds;
+    for (int k = 0; k < StepReport::kMaxAcceptedAt; ++k) d.accepted_at[k] += rep->accepted_at[k];
+    for (RequestUpdate& u : engine.updates()) {
+      const size_t id = static_cast<size_t>(u.id);
+      d.s.out.resize(std::max(d.s.out.size(), id + 1));
+      d.s.out[id].insert(d.s.out[id].end(), u.tokens.begin(), u.tokens.end());
+    }
+  }
+  return d;
+}
+
+// Lossless: the same tokens as plain decoding, greedy and sampled, for several gamma and
+// batch sizes (requests join as others leave).
+TEST(Engine, DsparkGivesTheSameTokens) {
+  const Loaded& m = model("tiny-ds", TinyQuant::kFp8);
+  struct Case {
+    float temp;
+    int batch, gamma;
+  };
+  for (const Case& c : {Case{0.0f, 3, 5}, Case{0.0f, 1, 2}, Case{0.8f, 3, 7}, Case{0.8f, 2, 1}}) {
+    const auto reqs = requests(c.temp, 0.95f);
+    const RunStats plain = run(m, c.batch, false, reqs);
+    const DsStats ds = run_ds(m, c.batch, c.gamma, reqs);
+    ASSERT_EQ(ds.s.out, plain.out) << "temperature " << c.temp << " batch " << c.batch << " gamma " << c.gamma;
+    EXPECT_GT(ds.rounds, 0);
+    EXPECT_LE(ds.s.drafts, ds.rounds * c.gamma);
+  }
+}
+
+// Forced drafts (runtime.md §8): the plain continuation with a wrong draft at about every
+// third position (a hash of the position), so the first error falls on every draft of a round
+// and some rounds have none: n_acc takes every value 0..γ; rejected rows cross CSA (4) and HCA (8)
+// boundaries and the window wrap. Output = plain decoding throughout; all-right drafts are
+// all accepted.
+TEST(Engine, DsparkForcedDraftsEveryAcceptedLength) {
+  const Loaded& m = model("tiny-ds", TinyQuant::kFp8);
+  const int V = static_cast<int>(m.cfg.vocab_size);
+  for (float temp : {0.0f, 0.7f}) {
+    const auto reqs = requests(temp, 1.0f);
+    const RunStats plain = run(m, 3, false, reqs);
+    auto truth = [&](int id, int64_t q) -> int32_t {
+      const int64_t i = q - static_cast<int64_t>(reqs[id].prompt.size());
+      return i >= 0 && i < static_cast<int64_t>(plain.out[id].size()) ? plain.out[id][i] : -1;
+    };
+    for (int gamma : {3, 5}) {
+      const DsStats right = run_ds(m, 3, gamma, reqs, truth);
+      ASSERT_EQ(right.s.out, plain.out);
+      EXPECT_GT(right.accepted_at[gamma], right.rounds / 2) << "gamma " << gamma;
+      const DsStats mixed = run_ds(m, 3, gamma, reqs, [&](int id, int64_t q) {
+        const int32_t t = truth(id, q);
+        uint64_t z = (static_cast<uint64_t>(q) << 8 | static_cast<uint64_t>(id)) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+        const bool wrong = (z ^ (z >> 29)) % 3 == 0;
+        return t < 0 ? -1 : (wrong ? (t + 1) % V : t);
+      });
+      ASSERT_EQ(mixed.s.out, plain.out) << "gamma " << gamma;
+      for (int a = 0; a <= gamma; ++a) EXPECT_GT(mixed.accepted_at[a], 0) << "gamma " << gamma << " n_acc " << a;
+    }
+  }
+}
+
+TEST(Engine, DsparkNeedsADsparkCheckpoint) {
+  EngineOptions opt;
+  opt.dspark_gamma = 5;
+  auto e = Engine::create(model("tiny", TinyQuant::kFp8).cfg, *model("tiny", TinyQuant::kFp8).w, limits(2), opt);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("no DSpark drafter"), std::string::npos) << e.message();
+  const Loaded& m = model("tiny-ds", TinyQuant::kFp8);
+  opt.dspark_gamma = 65;
+  EXPECT_FALSE(Engine::create(m.cfg, *m.w, limits(2), opt).ok());
+  opt.dspark_gamma = 2;
+  opt.mtp = true;
+  EXPECT_FALSE(Engine::create(m.cfg, *m.w, limits(2), opt).ok());
+}
+
 TEST(Engine, MtpGivesTheSameTokensSampled) {
   const Loaded& m = model("tiny2", TinyQuant::kFp8);
   const auto reqs = requests(0.8f, 0.9f);

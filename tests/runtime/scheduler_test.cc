@@ -58,18 +58,19 @@ struct Log {
 };
 
 // One step of the fake executor: reserves the step's pages (as the runner does), samples
-// fake_token at the predicted positions, accepts every draft that equals it.
-void step(Scheduler& s, FakePages& pages, Log& log) {
+// fake_token at the predicted positions, accepts drafts while they equal it.
+void step(Scheduler& s, FakePages& pages, Log& log, int S = 2) {
   const std::vector<PlannedRows>& plan = s.plan();
   log.plans.push_back(plan);
-  std::vector<int32_t> tok(2 * plan.size(), -1);
+  std::vector<int32_t> tok(S * plan.size(), -1);
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedRows& p = plan[i];
     ASSERT_TRUE(pages.reserve(p.seq, p.p0 + p.n).ok()) << "the plan does not fit the pages";
     if (!p.samples) continue;
-    const int32_t real = p.n - (p.has_draft ? 1 : 0);
-    tok[2 * i] = fake_token(p.id, p.p0 + real);
-    if (p.has_draft && p.tokens[1] == tok[2 * i]) tok[2 * i + 1] = fake_token(p.id, p.p0 + real + 1);
+    const int32_t real = p.n - p.n_drafts;
+    tok[S * i] = fake_token(p.id, p.p0 + real);
+    for (int32_t k = 1; k <= p.n_drafts && p.tokens[k] == tok[S * i + k - 1]; ++k)
+      tok[S * i + k] = fake_token(p.id, p.p0 + real + k);
   }
   s.update(tok.data(), nullptr, nullptr);
   for (RequestUpdate& u : s.updates()) {
@@ -277,7 +278,8 @@ TEST(Scheduler, DraftsVerifyByExactMatch) {
     const auto& plan = log.plans.back();
     if (!plan.empty() && s.live(0)) {
       const int64_t len = static_cast<int64_t>(s.tokens(0).size());
-      s.set_draft(0, good ? fake_token(0, len) : 5);  // alternately right and wrong
+      const int32_t d = good ? fake_token(0, len) : 5;  // alternately right and wrong
+      s.set_drafts(0, &d, 1);
       good = !good;
     }
   }
@@ -286,6 +288,46 @@ TEST(Scheduler, DraftsVerifyByExactMatch) {
   for (const auto& plan : log.plans)
     for (const PlannedRows& p : plan) drafted += p.has_draft;
   EXPECT_GT(drafted, 2);
+}
+
+// γ drafts per step (DSpark): the first error at every place 0..γ (and none), so each step
+// commits 1 + n_acc tokens; the output is unchanged, the counters count rounds by n_acc, and a
+// stop at max_tokens inside an accepted run ends the request there.
+TEST(Scheduler, MultiDraftRoundsCommitTheAcceptedPrefix) {
+  constexpr int G = 4, S = G + 1;
+  FakePages pages(16, 100);
+  SchedulerOptions o = options(4, 64, 16, 4);
+  o.limits.max_decode_rows = S;
+  Scheduler s(o, pages);
+  s.add(0, request(3, 40));
+  Log log;
+  int wrong_at = 0;  // the first wrong draft: 1..G, or G + 1 = none
+  int64_t rounds = 0, accepted = 0;
+  std::vector<int64_t> by_n_acc(G + 1, 0);
+  for (int k = 0; k < 200 && !s.idle(); ++k) {
+    step(s, pages, log, S);
+    const Scheduler::Counters& c = s.counters();
+    rounds += c.rounds;
+    accepted += c.accepted;
+    for (int a = 0; a <= G; ++a) by_n_acc[a] += c.accepted_at[a];
+    if (!log.plans.back().empty() && s.live(0)) {
+      const int64_t len = static_cast<int64_t>(s.tokens(0).size());
+      int32_t d[G];
+      for (int j = 0; j < G; ++j) d[j] = j + 1 == wrong_at + 1 ? 5 : fake_token(0, len + j);
+      wrong_at = (wrong_at + 1) % (G + 1);
+      s.set_drafts(0, d, G);
+    }
+  }
+  EXPECT_EQ(log.out[0], alone(request(3, 40), 0));
+  EXPECT_GT(rounds, 5);
+  for (int a = 0; a <= G; ++a) EXPECT_GT(by_n_acc[a], 0) << "n_acc " << a;
+  int64_t sum = 0;
+  for (int a = 0; a <= G; ++a) sum += a * by_n_acc[a];
+  EXPECT_EQ(sum, accepted);
+  int max_rows = 0;
+  for (const auto& plan : log.plans)
+    for (const PlannedRows& p : plan) max_rows = std::max(max_rows, p.n_drafts > 0 ? p.n : 0);
+  EXPECT_EQ(max_rows, S);
 }
 
 // Stop strings on the detokenized text: a match across token boundaries ends the text before
