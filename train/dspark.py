@@ -183,26 +183,10 @@ class DSpark(nn.Module):
         N, Mx = cfg.hc_mult, cfg.hc_mix
         with torch.no_grad():
             for name, p in self.named_parameters():
-                leaf = name.split(".")[-1]
                 if name.endswith("markov_w1.weight"):
                     p.copy_(torch.randn(p.shape, generator=g))
-                elif p.dim() == 2 and leaf == "weight":
-                    std = 1.0 / math.sqrt(p.shape[1])
-                    if ".wo_b." in name or ".w2." in name:
-                        std *= out_scale
-                    p.copy_(torch.randn(p.shape, generator=g) * std)
-                elif leaf.endswith("_fn"):
-                    p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1]))
-                elif leaf.endswith("_scale"):
-                    p.fill_(0.1)
-                elif leaf.endswith("_base"):
-                    p.zero_()
-                    if p.shape[0] == Mx:
-                        p[2 * N:].view(N, N).diagonal().fill_(4.0)
-                elif leaf == "weight":  # norms
-                    p.fill_(1.0)
-                else:  # attn_sink
-                    p.zero_()
+                else:
+                    M.init_parameter(name, p, g, out_scale, N, Mx)
             for n, b in self.named_buffers():
                 b.zero_()  # gate.bias
 

@@ -437,6 +437,30 @@ class Embed(nn.Module):
         self.weight = nn.Parameter(torch.empty(V, D))
 
 
+def init_parameter(name, p, g, out_scale, N, M):
+    """One parameter of a block or head, in place (under torch.no_grad): linears N(0, 1/fan_in),
+    wo_b and w2 scaled by out_scale; HC fn N(0, 1/(N·D)), scales 0.1, bases 0 with the comb base
+    (M rows) +4 on the diagonal; norms 1; everything else (sinks, ape) 0. Draws from g."""
+    leaf = name.split(".")[-1]
+    if p.dim() == 2 and leaf == "weight":
+        std = 1.0 / math.sqrt(p.shape[1])
+        if ".wo_b." in name or ".w2." in name:
+            std *= out_scale
+        p.copy_(torch.randn(p.shape, generator=g) * std)
+    elif leaf.endswith("_fn"):
+        p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1]))
+    elif leaf.endswith("_scale"):
+        p.fill_(0.1)
+    elif leaf.endswith("_base"):
+        p.zero_()
+        if p.shape[0] == M:
+            p[2 * N:].view(N, N).diagonal().fill_(4.0)
+    elif leaf == "weight":  # norms
+        p.fill_(1.0)
+    else:  # attn_sink, ape
+        p.zero_()
+
+
 class Model(nn.Module):
     def __init__(self, cfg_dict):
         super().__init__()
@@ -461,26 +485,10 @@ class Model(nn.Module):
         N, M = cfg.hc_mult, cfg.hc_mix
         with torch.no_grad():
             for name, p in self.named_parameters():
-                leaf = name.split(".")[-1]
                 if name == "embed.weight":
                     p.copy_(torch.randn(p.shape, generator=g))
-                elif p.dim() == 2 and leaf == "weight":
-                    std = 1.0 / math.sqrt(p.shape[1])
-                    if ".wo_b." in name or ".w2." in name:
-                        std *= out_scale
-                    p.copy_(torch.randn(p.shape, generator=g) * std)
-                elif leaf.endswith("_fn"):
-                    p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1]))
-                elif leaf.endswith("_scale"):
-                    p.fill_(0.1)
-                elif leaf.endswith("_base"):
-                    p.zero_()
-                    if p.shape[0] == M:
-                        p[2 * N:].view(N, N).diagonal().fill_(4.0)
-                elif leaf == "weight":  # norms
-                    p.fill_(1.0)
-                else:  # attn_sink, ape
-                    p.zero_()
+                else:
+                    init_parameter(name, p, g, out_scale, N, M)
             for m in self.modules():
                 if isinstance(m, Gate) and hasattr(m, "tid2eid"):
                     V, K = m.tid2eid.shape
