@@ -160,7 +160,8 @@ void Scheduler::admit() {
     const int64_t len = static_cast<int64_t>(r.tokens.size());
     int64_t growth = 0;
     for (const auto& q : running_)
-      growth += pages_.pages_short(q->seq, static_cast<int64_t>(q->tokens.size()) + opt_.limits.max_decode_rows - 1);
+      growth += pages_.pages_short(q->seq, static_cast<int64_t>(q->tokens.size()) +
+                                               std::max(1, opt_.limits.max_decode_rows - 1));
     if (pages_.pages_short(-1, len) + growth > pages_.free_pages()) break;
     int32_t seq = -1;
     for (int32_t s = 0; s < opt_.limits.max_seqs && seq < 0; ++s)
