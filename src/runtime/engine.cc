@@ -472,7 +472,7 @@ Status Engine::exchange_logprobs(const std::vector<PlannedRows>& plan) {
     const PlannedRows& p = plan[i];
     int64_t& at = cursor[p.sampler];
     if (p.request->logprobs >= 0)
-      for (int j = 0; j < 2; ++j) unpack(lp_recv_[at++], logprobs_[2 * i + j]);
+      for (int j = 0; j < S; ++j) unpack(lp_recv_[at++], logprobs_[S * i + j]);
     if (p.request->prompt_logprobs) {
       prompt_logprobs_[i].clear();
       for (int32_t j = 0; j < p.n; ++j, ++at)
