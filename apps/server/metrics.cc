@@ -71,11 +71,19 @@ std::string format_metrics(const ServiceMetrics& m, const HttpMetrics::Counts& h
   histogram(out, "dsv4_step_seconds", "Wall time of one engine step.", m.step_time_hist,
             ServiceMetrics::kTimeBuckets, le, &m.step_seconds_sum);
 
-  scalar(out, "dsv4_mtp_draft_tokens_total", "counter", "MTP draft tokens verified.", static_cast<double>(m.drafts));
-  scalar(out, "dsv4_mtp_accepted_tokens_total", "counter", "MTP draft tokens accepted.",
+  scalar(out, "dsv4_mtp_draft_tokens_total", "counter", "Draft tokens verified (MTP or DSpark).", static_cast<double>(m.drafts));
+  scalar(out, "dsv4_mtp_accepted_tokens_total", "counter", "Draft tokens accepted (MTP or DSpark).",
          static_cast<double>(m.accepted));
-  scalar(out, "dsv4_mtp_acceptance_ratio", "gauge", "Accepted / verified MTP drafts since start (0 without drafts).",
+  scalar(out, "dsv4_mtp_acceptance_ratio", "gauge", "Accepted / verified drafts since start (0 without drafts).",
          m.drafts > 0 ? static_cast<double>(m.accepted) / static_cast<double>(m.drafts) : 0.0);
+  // Speculative rounds (MTP or DSpark) by drafts accepted: acceptance by draft position k is
+  // the share of rounds with at least k accepted (dspark.md §4; buckets with rounds only).
+  scalar(out, "dsv4_spec_rounds_total", "counter", "Verify steps of requests that carried drafts.",
+         static_cast<double>(m.spec_rounds));
+  header(out, "dsv4_spec_rounds_accepted_total", "counter", "Speculative rounds by drafts accepted.");
+  for (int k = 0; k < ServiceMetrics::kMaxAcceptedAt; ++k)
+    if (m.spec_accepted_at[k] > 0)
+      out += fmt::format("dsv4_spec_rounds_accepted_total{{accepted=\"{}\"}} {}\n", k, m.spec_accepted_at[k]);
   scalar(out, "dsv4_preemptions_total", "counter", "Running requests preempted for pages (recomputed later).",
          static_cast<double>(m.preempted));
   if (m.cache_pages_total >= 0) {

@@ -150,6 +150,9 @@ void Service::run() {
     }
     m.drafts += rep->drafts;
     m.accepted += rep->accepted;
+    m.spec_rounds += rep->rounds;
+    for (int k = 0; k < ServiceMetrics::kMaxAcceptedAt && k < StepReport::kMaxAcceptedAt; ++k)
+      m.spec_accepted_at[k] += rep->accepted_at[k];
     m.preempted += rep->preempted;
     m.completion_tokens += rep->committed;
     m.running = engine_.running();

@@ -42,6 +42,10 @@ TEST(Metrics, PrometheusText) {
   m.step_seconds_sum = 0.015;
   m.drafts = 8;
   m.accepted = 6;
+  m.spec_rounds = 4;
+  m.spec_accepted_at[0] = 1;
+  m.spec_accepted_at[2] = 2;
+  m.spec_accepted_at[5] = 1;
   HttpMetrics http;
   http.count("/v1/completions", 200);
   http.count("/v1/completions", 200);
@@ -76,6 +80,11 @@ TEST(Metrics, PrometheusText) {
   EXPECT_EQ(s["dsv4_mtp_draft_tokens_total"], 8);
   EXPECT_EQ(s["dsv4_mtp_accepted_tokens_total"], 6);
   EXPECT_DOUBLE_EQ(s["dsv4_mtp_acceptance_ratio"], 0.75);
+  EXPECT_EQ(s["dsv4_spec_rounds_total"], 4);
+  EXPECT_EQ(s["dsv4_spec_rounds_accepted_total{accepted=\"0\"}"], 1);
+  EXPECT_EQ(s["dsv4_spec_rounds_accepted_total{accepted=\"2\"}"], 2);
+  EXPECT_EQ(s["dsv4_spec_rounds_accepted_total{accepted=\"5\"}"], 1);
+  EXPECT_EQ(s.count("dsv4_spec_rounds_accepted_total{accepted=\"1\"}"), 0u);
 
   // Every sample's family has HELP and TYPE lines before it.
   std::istringstream in(text);
