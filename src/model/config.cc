@@ -563,7 +563,6 @@ constexpr int64_t kMaxLayers = 512;
 constexpr int64_t kMaxHeads = 1 << 16;
 constexpr int64_t kMaxExperts = 1024;  // bounds the table (layers x experts x 6 entries)
 constexpr int64_t kMaxDsparkStages = 16;
-constexpr int64_t kMaxDraftLen = 64;
 
 bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -675,8 +674,8 @@ Status validate(const ModelConfig& c) {
   }
   if (c.dspark) {
     const DSparkConfig& d = *c.dspark;
-    if (d.block_size < 1 || d.block_size > kMaxDraftLen)
-      e.add("field 'dspark_block_size' = {} must lie in [1, {}]", d.block_size, kMaxDraftLen);
+    if (d.block_size < 1 || d.block_size > kMaxDsparkGamma)
+      e.add("field 'dspark_block_size' = {} must lie in [1, {}]", d.block_size, kMaxDsparkGamma);
     if (d.noise_token_id < 0 || d.noise_token_id >= c.vocab_size)
       e.add("field 'dspark_noise_token_id' = {} must lie in [0, vocab_size = {})",
             d.noise_token_id, c.vocab_size);

@@ -63,6 +63,10 @@ struct DSparkConfig {
   int64_t markov_rank = 0;            // dspark_markov_rank Rm (>= 1)
 };
 
+// Largest DSpark draft block γ (dspark_block_size and every run's --gamma; sizes the drafter's
+// attention lists).
+constexpr int kMaxDsparkGamma = 64;
+
 // The CSA compression ratio (overlap and indexer are keyed on ratio == 4, model.md §14.2).
 constexpr int kCsaRatio = 4;
 

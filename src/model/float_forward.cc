@@ -711,8 +711,8 @@ Result<FloatDsparkOutput> float_dspark(const ModelConfig& cfg, const Weights& w,
                          "dspark_* fields; dspark.md §1.3)");
   if (n < 2) return Status::errorf("float_dspark: needs at least 2 tokens (an anchor after the "
                                    "first committed position), got {}", n);
-  if (gamma < 1 || gamma > 64)
-    return Status::errorf("float_dspark: gamma = {} must lie in [1, 64]", gamma);
+  if (gamma < 1 || gamma > kMaxDsparkGamma)
+    return Status::errorf("float_dspark: gamma = {} must lie in [1, {}]", gamma, kMaxDsparkGamma);
   for (int64_t i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= cfg.vocab_size)
       return Status::errorf("float_dspark: tokens[{}] = {} outside [0, vocab_size = {})", i,

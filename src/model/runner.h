@@ -111,9 +111,10 @@ class ModelRunner {
   // The DSpark drafter (dspark.md §3, Level A §3.10) on the runner's pool and kernels; one
   // prepared program for any number of requests (one rank). Per sequence slot and stage a ring
   // of W context rows, slot p mod W, packed like the window KV.
-  // dspark_commit: the target features [Σn, |Lt|·D] (ModelRunner::forward's features_out) of
-  //   positions p0 .. p0+n-1 of each listed slot, in order -> main_proj, main_norm, each
-  //   stage's key path -> the rings. Commits never go below the slot's start.
+  // dspark_commit: per listed slot the target features [n, |Lt|·D] (rows of
+  //   ModelRunner::forward's features_out) of positions p0 .. p0+n-1 -> main_proj, main_norm,
+  //   each stage's key path -> the rings, all slots in one pass. Commits never go below the
+  //   slot's start.
   // dspark_propose: one round per listed slot, γ block rows each (anchor token x0 at anchor+1,
   //   then the noise token): the stages with the non-causal block attention over [ring rows in
   //   ring-slot order, block keys], the drafter head, the Markov chain. lambda [B·γ, V] (the
@@ -124,14 +125,14 @@ class ModelRunner {
     int32_t seq = -1;
     int64_t p0 = 0;
     int32_t n = 0;
+    const bf16* features = nullptr;  // [n, |Lt|·D]
   };
   struct DsparkRound {
     int32_t seq = -1;
     int64_t anchor = 0;
     int32_t x0 = 0;
   };
-  static constexpr int kMaxDsparkGamma = 64;
-  Status dspark_commit(std::span<const DsparkCommit> commits, const bf16* features);
+  Status dspark_commit(std::span<const DsparkCommit> commits);
   Status dspark_propose(std::span<const DsparkRound> rounds, int gamma, float* lambda, int32_t* drafts);
 
   // Cache demand, for the scheduler: compressed-cache blocks (page_tokens positions each,

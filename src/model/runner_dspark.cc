@@ -46,6 +46,7 @@ Status ModelRunner::dspark_init() {
   const int64_t T = limits_.max_rows, B = limits_.max_batch, S = limits_.max_seqs;
   d->rings.assign(static_cast<size_t>(S * d->ns * d->W * d->kv_bytes), 0);
   d->ring_pos.assign(static_cast<size_t>(S * d->W), -1);
+  d->feat.resize(static_cast<size_t>(T * d->F));
   d->fq.resize(static_cast<size_t>(T * d->F));
   d->main_x.resize(static_cast<size_t>(T * c.hidden_size));
   d->pos.resize(static_cast<size_t>(T));
@@ -60,7 +61,7 @@ Status ModelRunner::dspark_init() {
   return Status();
 }
 
-Status ModelRunner::dspark_commit(std::span<const DsparkCommit> commits, const bf16* features) {
+Status ModelRunner::dspark_commit(std::span<const DsparkCommit> commits) {
   if (!ds_) return Status::error("dspark commit: the checkpoint has no DSpark drafter");
   if (ranks_) return Status::error("dspark commit: the DSpark drafter runs on one rank so far");
   Dspark& d = *ds_;
@@ -73,10 +74,11 @@ Status ModelRunner::dspark_commit(std::span<const DsparkCommit> commits, const b
     if (q.n < 0 || q.p0 < slots_[q.seq].floor)
       return Status::errorf("dspark commit {}: positions {} .. {} of slot {} (its start is {})", r, q.p0,
                             q.p0 + q.n - 1, q.seq, slots_[q.seq].floor);
+    if (T + q.n > limits_.max_rows)
+      return Status::errorf("dspark commit: {}+ rows exceed max_rows = {}", T + q.n, limits_.max_rows);
     for (int32_t i = 0; i < q.n; ++i) d.pos[static_cast<size_t>(T + i)] = q.p0 + i;
+    if (q.n > 0) std::memcpy(d.feat.data() + T * d.F, q.features, sizeof(bf16) * q.n * d.F);
     T += q.n;
-    if (T > limits_.max_rows)
-      return Status::errorf("dspark commit: {}+ rows exceed max_rows = {}", T, limits_.max_rows);
   }
   if (T == 0) return Status();
   const DSparkWeights& dw = w_.dspark;
@@ -84,9 +86,9 @@ Status ModelRunner::dspark_commit(std::span<const DsparkCommit> commits, const b
   const float eps = static_cast<float>(c.rms_norm_eps);
   Scratch& s = *s_;
   // A18: main_x = RMSNorm(main_proj · actq(H)).
-  const bf16* x = features;
+  const bf16* x = d.feat.data();
   if (dw.main_proj.actq) {
-    pool_.run([&](int tid, int n) { k::actq_rows(features, T, d.F, d.fq.data(), tid, n); });
+    pool_.run([&](int tid, int n) { k::actq_rows(d.feat.data(), T, d.F, d.fq.data(), tid, n); });
     x = d.fq.data();
   }
   pool_.run([&](int tid, int n) { k::linear(dw.main_proj.w, x, T, d.main_x.data(), tid, n); });

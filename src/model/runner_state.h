@@ -163,7 +163,7 @@ struct ModelRunner::Dspark {
   std::vector<std::unique_ptr<LayerCaches>> layers;  // per stage: expert views, main RoPE
   std::vector<uint8_t> rings;                // [max_seqs, NS, W, kv_bytes]
   std::vector<int64_t> ring_pos;             // [max_seqs, W] position held by each slot (-1: none)
-  std::vector<bf16> fq, main_x;              // [T, F] actq'd features, [T, D] context rows
+  std::vector<bf16> feat, fq, main_x;        // [T, F] gathered and actq'd features, [T, D] context rows
   std::vector<int64_t> pos;                  // [T] positions of a commit
   std::vector<uint8_t> keys;                 // [B_MAX, list_stride, kv_bytes] per-request key lists
   std::vector<int32_t> list, len;            // [T, list_stride], [T]

@@ -129,8 +129,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
       return Status::error("--spec dspark: the checkpoint has no DSpark drafter (config.json has no dspark_* fields; "
                            "dspark.md §1.3)");
     if (opt.mtp) return Status::error("--spec dspark and --mtp exclude each other");
-    if (opt.dspark_gamma < 1 || opt.dspark_gamma > ModelRunner::kMaxDsparkGamma)
-      return Status::errorf("--gamma {} outside [1, {}]", opt.dspark_gamma, ModelRunner::kMaxDsparkGamma);
+    if (opt.dspark_gamma < 1 || opt.dspark_gamma > kMaxDsparkGamma)
+      return Status::errorf("--gamma {} outside [1, {}]", opt.dspark_gamma, kMaxDsparkGamma);
     if (opt.ranks) return Status::error("--spec dspark runs on one rank so far");
     l.max_decode_rows = std::max(l.max_decode_rows, opt.dspark_gamma + 1);
     l.max_rows = std::max(l.max_rows, l.max_decode_rows);
@@ -530,10 +530,10 @@ Status Engine::run_dspark(const std::vector<PlannedRows>& plan) {
   for (size_t i = 0; i < plan.size(); ++i) {
     if (!sched_->live(i)) continue;
     const int64_t old = sched_->cached_before(i), n = sched_->cached(i) - old;
-    if (n <= 0) continue;
-    const ModelRunner::DsparkCommit c{plan[i].seq, old, static_cast<int32_t>(n)};
-    DSV4_RETURN_IF_ERROR(runner_->dspark_commit({&c, 1}, ds_features_.data() + row_begin_[i] * F));
+    if (n > 0)
+      ds_commits_.push_back({plan[i].seq, old, static_cast<int32_t>(n), ds_features_.data() + row_begin_[i] * F});
   }
+  DSV4_RETURN_IF_ERROR(runner_->dspark_commit(ds_commits_));
   ds_rounds_.clear();
   for (size_t i = 0; i < plan.size(); ++i) {
     const int64_t len = sched_->live(i) ? static_cast<int64_t>(sched_->tokens(i).size()) : 0;

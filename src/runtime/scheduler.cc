@@ -237,7 +237,6 @@ const std::vector<PlannedRows>& Scheduler::plan() {
         p.samples = r.n_cached + p.n == len;
       } else {  // decode: the last token, and the drafts
         p.n_drafts = static_cast<int32_t>(r.drafts.size());
-        p.has_draft = p.n_drafts > 0;
         p.n = 1 + p.n_drafts;
         if (T + p.n > L.max_rows) continue;
         int32_t* rows = draft_rows_.data() + static_cast<size_t>(L.max_decode_rows) * plan_.size();

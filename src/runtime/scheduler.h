@@ -78,7 +78,6 @@ struct PlannedRows {
   bool split = false;              // context-parallel prefill chunk over the owner's TP group
   int32_t sampler = 0;             // rank holding the last row (samples it)
   bool samples = false;            // the last (non-draft) row predicts a new token
-  bool has_draft = false;          // n_drafts > 0
   int32_t n_drafts = 0;            // decode: rows 1 .. n_drafts are drafts (MTP: 1; DSpark: up to γ)
   const GenerationRequest* request = nullptr;
 };

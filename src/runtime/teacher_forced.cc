@@ -155,8 +155,8 @@ Status run_demo_dspark(const ModelConfig& cfg, const Weights& w, const std::vect
   }
   out.drafts.resize(static_cast<size_t>((n - 1) * G));
   for (int64_t a = 0; a + 1 < n; ++a) {
-    const ModelRunner::DsparkCommit commit{0, a, 1};
-    DSV4_RETURN_IF_ERROR(r.dspark_commit({&commit, 1}, features.data() + a * F));
+    const ModelRunner::DsparkCommit commit{0, a, 1, features.data() + a * F};
+    DSV4_RETURN_IF_ERROR(r.dspark_commit({&commit, 1}));
     const ModelRunner::DsparkRound round{0, a, tokens[a + 1]};
     DSV4_RETURN_IF_ERROR(r.dspark_propose({&round, 1}, static_cast<int>(G), out.logits.data() + a * G * V,
                                           out.drafts.data() + a * G));

@@ -58,9 +58,6 @@ enum class Numerics { kDemo, kReference, kFloat };
 Result<Numerics> parse_numerics(std::string_view name);
 std::string_view numerics_name(Numerics n);
 
-// Largest drafter block of `dsv4 logits --dspark`.
-constexpr int32_t kMaxDsparkGamma = 64;
-
 // Largest prefill call of a teacher-forced run (rows per ModelRunner step).
 constexpr int32_t kMaxTeacherForcedCall = 512;
 

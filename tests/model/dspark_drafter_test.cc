@@ -369,12 +369,12 @@ TEST(EngineDspark, BatchOfRoundsEqualsRoundsAloneAndAllocatesNothing) {
     ASSERT_TRUE(r.forward({&q, 1}, nullptr, nullptr, {}, {}, feats[i].data()).ok());
   }
   // Slot 0 in one commit, the others a few rows at a time.
-  std::vector<ModelRunner::DsparkCommit> commits = {{0, 0, lens[0]}};
-  ASSERT_TRUE(r.dspark_commit(commits, feats[0].data()).ok());
+  std::vector<ModelRunner::DsparkCommit> commits = {{0, 0, lens[0], feats[0].data()}};
+  ASSERT_TRUE(r.dspark_commit(commits).ok());
   for (int i = 1; i < 3; ++i)
     for (int p = 0; p < lens[i]; p += 5) {
-      const ModelRunner::DsparkCommit c{i, p, std::min(5, lens[i] - p)};
-      ASSERT_TRUE(r.dspark_commit({&c, 1}, feats[i].data() + p * F).ok());
+      const ModelRunner::DsparkCommit c{i, p, std::min(5, lens[i] - p), feats[i].data() + p * F};
+      ASSERT_TRUE(r.dspark_commit({&c, 1}).ok());
     }
   std::vector<ModelRunner::DsparkRound> rounds;
   for (int i = 0; i < 3; ++i) rounds.push_back({i, lens[i] - 1, toks[i][lens[i]]});
@@ -384,8 +384,10 @@ TEST(EngineDspark, BatchOfRoundsEqualsRoundsAloneAndAllocatesNothing) {
   {
     test::AllocCounter count;
     ASSERT_TRUE(r.dspark_propose(rounds, G, together.data(), d_together.data()).ok());
-    const ModelRunner::DsparkCommit again{1, lens[1] - 1, 1};
-    ASSERT_TRUE(r.dspark_commit({&again, 1}, feats[1].data() + (lens[1] - 1) * F).ok());
+    // Two slots in one commit, as the engine does after a step.
+    const ModelRunner::DsparkCommit again[2] = {{1, lens[1] - 1, 1, feats[1].data() + (lens[1] - 1) * F},
+                                                {2, lens[2] - 2, 2, feats[2].data() + (lens[2] - 2) * F}};
+    ASSERT_TRUE(r.dspark_commit(again).ok());
     EXPECT_EQ(count.allocations(), 0);
   }
   for (int64_t i = 3 * G * V; i < 4 * G * V; ++i) ASSERT_EQ(together[i], sentinel) << i;
@@ -397,14 +399,41 @@ TEST(EngineDspark, BatchOfRoundsEqualsRoundsAloneAndAllocatesNothing) {
   }
   // Slot 3: positions 0..2 committed, a round at anchor 5 lacks position 3.
   ASSERT_TRUE(r.start_sequence(3).ok());
-  const ModelRunner::DsparkCommit few{3, 0, 3};
-  ASSERT_TRUE(r.dspark_commit({&few, 1}, feats[2].data()).ok());
+  const ModelRunner::DsparkCommit few{3, 0, 3, feats[2].data()};
+  ASSERT_TRUE(r.dspark_commit({&few, 1}).ok());
   const ModelRunner::DsparkRound early{3, 5, 1};
   const Status st = r.dspark_propose({&early, 1}, G, alone.data(), d_alone.data());
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("position 3"), std::string::npos) << st.message();
   EXPECT_FALSE(r.dspark_propose({&rounds[0], 1}, 65, alone.data(), d_alone.data()).ok());
   EXPECT_LE(W, 8);
+}
+
+// `dsv4 logits --dspark`'s refusals (teacher_forced_logits), each naming the problem.
+TEST(EngineDspark, TeacherForcedRefusals) {
+  const auto& m = tiny_ds();
+  const std::vector<int32_t> t = {5, 6, 7};
+  auto refused = [&](TeacherForcedOptions opt, const ModelConfig& cfg, const Weights& w, const char* part) {
+    Result<TeacherForcedOutput> r = teacher_forced_logits(cfg, w, t, opt);
+    ASSERT_FALSE(r.ok()) << part;
+    EXPECT_NE(r.message().find(part), std::string::npos) << r.message();
+  };
+  TeacherForcedOptions opt;
+  opt.dspark_gamma = 5;
+  opt.mtp = true;
+  refused(opt, m.cfg, *m.w, "mtp requested, but the checkpoint's drafter is DSpark");
+  opt.mtp = false;
+  opt.dspark_gamma = kMaxDsparkGamma + 1;
+  refused(opt, m.cfg, *m.w, "gamma = 65");
+  opt.dspark_gamma = 5;
+  opt.collect_decisions = true;  // demo numerics: the engine's drafter logs no decisions yet
+  refused(opt, m.cfg, *m.w, "does not record or force");
+  opt.collect_decisions = false;
+  const auto& plain = tiny_model("tiny", TinyQuant::kFp8, 3);
+  refused(opt, plain.cfg, *plain.w, "no DSpark drafter");
+  Result<TeacherForcedOutput> one = teacher_forced_logits(m.cfg, *m.w, {5}, opt);
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(one.message().find("at least 2 tokens"), std::string::npos) << one.message();
 }
 
 TEST(FloatDspark, InputErrorsNameTheProblem) {
