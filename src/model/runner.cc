@@ -549,9 +549,11 @@ Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf
       pool_.run([&](int tid, int n) { k::hc_stream_mean(s.X.data(), hp, T, slice, F, tid, n); });
     }
   }
-  if (lt && ranks_)
+  if (lt && ranks_) {
     for (int64_t t = 0; t < T; ++t)
       std::memcpy(features_out + ranks_->own_row[t] * F, feat + t * F, sizeof(bf16) * F);
+    if (ranks_->has_cp) DSV4_RETURN_IF_ERROR(gather_cp_features(reqs, feat, F, features_out));
+  }
   const int64_t ND = stream_width();
   if (xfinal_out && ranks_) {
     for (int64_t t = 0; t < T; ++t)

@@ -109,8 +109,8 @@ class ModelRunner {
                      const DecisionIO& dec = {}, HeadRows head = {});
 
   // The DSpark drafter (dspark.md §3, Level A §3.10) on the runner's pool and kernels; one
-  // prepared program for any number of requests (one rank). Per sequence slot and stage a ring
-  // of W context rows, slot p mod W, packed like the window KV.
+  // prepared program for any number of requests, one rank or several (below). Per sequence
+  // slot and stage a ring of W context rows, slot p mod W, packed like the window KV.
   // dspark_commit: per listed slot the target features [n, |Lt|·D] (rows of
   //   ModelRunner::forward's features_out) of positions p0 .. p0+n-1 -> main_proj, main_norm,
   //   each stage's key path -> the rings, all slots in one pass. Commits never go below the
@@ -121,16 +121,22 @@ class ModelRunner {
   //   corrected logits λ, also the base-logit scratch), drafts [B·γ]. Every context position
   //   max(0, anchor-W+1) .. anchor must have been committed (else an error naming it). B·γ <=
   //   max_rows, γ <= kMaxDsparkGamma. Allocates nothing.
+  // With ranks every rank passes every commit and round: a slot's rings live on its owner
+  // (StepRequest::owner), which commits and proposes for it; the stage blocks and the head run
+  // through the seams as the target's do, so every rank joins each propose call. Row r·γ + i
+  // of lambda / drafts is written on round r's owner only.
   struct DsparkCommit {
     int32_t seq = -1;
     int64_t p0 = 0;
     int32_t n = 0;
     const bf16* features = nullptr;  // [n, |Lt|·D]
+    int32_t owner = 0;
   };
   struct DsparkRound {
     int32_t seq = -1;
     int64_t anchor = 0;
     int32_t x0 = 0;
+    int32_t owner = 0;
   };
   Status dspark_commit(std::span<const DsparkCommit> commits);
   Status dspark_propose(std::span<const DsparkRound> rounds, int gamma, float* lambda, int32_t* drafts);
@@ -177,6 +183,7 @@ class ModelRunner {
   Status run_cache_writes(const LayerWeights& lw, LayerCaches& lc, int kv_first_phase);
   Status plan_rank_rows(std::span<const StepRequest> reqs);
   Status gather_cp_rows();
+  Status gather_cp_features(std::span<const StepRequest> reqs, const bf16* feat, int64_t F, bf16* features_out);
   Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
   // dspark_gamma > 0: a DSpark stage over blocks of that many rows (run_dspark_attention).
   Status run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X, const DecisionIO& dec,
@@ -184,6 +191,7 @@ class ModelRunner {
   struct Dspark;
   std::unique_ptr<Dspark> ds_;  // the DSpark drafter's state (a DSpark checkpoint)
   Status dspark_init();
+  void plan_dspark_rows(std::span<const DsparkRound> rounds, int gamma);
   Status run_dspark_attention(const LayerWeights& lw, LayerCaches& lc, int gamma);
   Status run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, const DecisionIO& dec);
   Status run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec);

@@ -57,18 +57,20 @@ Status ModelRunner::dspark_init() {
   d->m.resize(static_cast<size_t>(std::max(B, T) * c.dspark->markov_rank));
   d->beta.resize(static_cast<size_t>(std::max(B, T) * c.vocab_size));
   d->prev.resize(static_cast<size_t>(std::max(B, T)));
+  d->own.resize(static_cast<size_t>(std::max(B, T)));
   ds_ = std::move(d);
   return Status();
 }
 
 Status ModelRunner::dspark_commit(std::span<const DsparkCommit> commits) {
   if (!ds_) return Status::error("dspark commit: the checkpoint has no DSpark drafter");
-  if (ranks_) return Status::error("dspark commit: the DSpark drafter runs on one rank so far");
   Dspark& d = *ds_;
   const ModelConfig& c = cfg_;
+  const int me = world_rank();
   int64_t T = 0;
   for (size_t r = 0; r < commits.size(); ++r) {
     const DsparkCommit& q = commits[r];
+    if (q.owner != me) continue;  // another rank's rings
     if (q.seq < 0 || q.seq >= limits_.max_seqs || !slots_[q.seq].active)
       return Status::errorf("dspark commit {}: sequence slot {} is not active", r, q.seq);
     if (q.n < 0 || q.p0 < slots_[q.seq].floor)
@@ -102,79 +104,92 @@ Status ModelRunner::dspark_commit(std::span<const DsparkCommit> commits) {
     for (int ph = 0; ph < k::kKvPathPhases; ++ph) pool_.run([&](int tid, int n) { k::kv_path(ph, kp, kw, kio, tid, n); });
     int64_t t = 0;
     for (const DsparkCommit& q : commits)
-      for (int32_t i = 0; i < q.n; ++i, ++t)
-        kv_pack_row(kv_format_, s.kv.data() + t * Dh, d.ring(q.seq, st, (q.p0 + i) % d.W));
+      if (q.owner == me)
+        for (int32_t i = 0; i < q.n; ++i, ++t)
+          kv_pack_row(kv_format_, s.kv.data() + t * Dh, d.ring(q.seq, st, (q.p0 + i) % d.W));
   }
   for (const DsparkCommit& q : commits)
-    for (int32_t i = 0; i < q.n; ++i) d.ring_pos[static_cast<size_t>(q.seq * d.W + (q.p0 + i) % d.W)] = q.p0 + i;
+    if (q.owner == me)
+      for (int32_t i = 0; i < q.n; ++i) d.ring_pos[static_cast<size_t>(q.seq * d.W + (q.p0 + i) % d.W)] = q.p0 + i;
   return Status();
 }
 
 Status ModelRunner::dspark_propose(std::span<const DsparkRound> rounds, int gamma, float* lambda, int32_t* drafts) {
   if (!ds_) return Status::error("dspark propose: the checkpoint has no DSpark drafter");
-  if (ranks_) return Status::error("dspark propose: the DSpark drafter runs on one rank so far");
   Dspark& d = *ds_;
   const ModelConfig& c = cfg_;
+  const int me = world_rank();
   const int64_t B = static_cast<int64_t>(rounds.size()), G = gamma, V = c.vocab_size;
   if (gamma < 1 || gamma > kMaxDsparkGamma)
     return Status::errorf("dspark propose: gamma = {} outside [1, {}]", gamma, kMaxDsparkGamma);
   if (B > limits_.max_batch || B * G > limits_.max_rows)
     return Status::errorf("dspark propose: {} rounds of {} rows exceed max_batch = {} or max_rows = {}", B, G,
                           limits_.max_batch, limits_.max_rows);
+  int64_t Bo = 0;  // the rounds this rank computes (all of them on one rank)
   for (int64_t r = 0; r < B; ++r) {
     const DsparkRound& q = rounds[r];
+    if (ranks_ && (q.owner < 0 || q.owner >= ranks_->g->topo.world))
+      return Status::errorf("dspark propose {}: owner rank {} outside [0, {})", r, q.owner, ranks_->g->topo.world);
     if (q.seq < 0 || q.seq >= limits_.max_seqs || !slots_[q.seq].active)
       return Status::errorf("dspark propose {}: sequence slot {} is not active", r, q.seq);
     if (q.x0 < 0 || q.x0 >= V) return Status::errorf("dspark propose {}: anchor token {} outside [0, {})", r, q.x0, V);
     if (q.anchor < 0) return Status::errorf("dspark propose {}: anchor {} is negative", r, q.anchor);
+    if (q.owner != me) continue;
     for (int64_t p = std::max<int64_t>(0, q.anchor - d.W + 1); p <= q.anchor; ++p)
       if (d.ring_pos[static_cast<size_t>(q.seq * d.W + p % d.W)] != p)
         return Status::errorf("dspark propose {}: anchor {} needs the context row of position {} (slot {}), not "
                               "committed",
                               r, q.anchor, p, q.seq);
+    d.own[Bo++] = static_cast<int32_t>(r);
   }
-  if (B == 0) return Status();
-  // Block rows (§3.4) as the step's rows.
-  const int64_t T = B * G;
-  md_.B = static_cast<int32_t>(B);
+  if (B == 0) return Status();  // every rank sees the same rounds: all return here alike
+  // Block rows (§3.4) as the step's rows: the own rounds' rows.
+  const int64_t T = Bo * G;
+  md_.B = static_cast<int32_t>(Bo);
   md_.T = static_cast<int32_t>(T);
-  for (int64_t r = 0; r < B; ++r) {
-    md_.row_begin[r] = static_cast<int32_t>(r * G);
+  for (int64_t k = 0; k < Bo; ++k) {
+    const DsparkRound& q = rounds[d.own[k]];
+    md_.row_begin[k] = static_cast<int32_t>(k * G);
     for (int64_t i = 0; i < G; ++i) {
-      const int64_t t = r * G + i;
-      md_.row_req[t] = static_cast<int32_t>(r);
-      md_.row_seq[t] = rounds[r].seq;
-      md_.pos[t] = rounds[r].anchor + 1 + i;
-      md_.token[t] = i == 0 ? rounds[r].x0 : static_cast<int32_t>(c.dspark->noise_token_id);
+      const int64_t t = k * G + i;
+      md_.row_req[t] = static_cast<int32_t>(k);
+      md_.row_seq[t] = q.seq;
+      md_.pos[t] = q.anchor + 1 + i;
+      md_.token[t] = i == 0 ? q.x0 : static_cast<int32_t>(c.dspark->noise_token_id);
       md_.window_len[t] = 0;
     }
   }
-  md_.row_begin[B] = static_cast<int32_t>(T);
+  md_.row_begin[Bo] = static_cast<int32_t>(T);
+  if (ranks_) plan_dspark_rows(rounds, gamma);
   Scratch& s = *s_;
   const k::EmbedParams ep{V, c.hidden_size, c.hc_mult};
-  pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, md_.token.data(), T, s.Z.data(), tid, n); });
+  if (T > 0) pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, md_.token.data(), T, s.Z.data(), tid, n); });
   for (int st = 0; st < d.ns; ++st)
     DSV4_RETURN_IF_ERROR(run_block(w_.dspark.stages[st], *d.layers[st], false, s.Z.data(), {}, gamma));
-  // Head (§3.7) into lambda, then the Markov chain (§3.8, A20) row by row of the block.
+  // Head (§3.7) into lambda (with ranks: the own rows at their round rows), then the Markov
+  // chain (§3.8, A20) row by row of the block.
   DSV4_RETURN_IF_ERROR(run_head(w_.dspark.hc_head, w_.dspark.norm, s.Z.data(), lambda, {}));
+  if (Bo == 0) return Status();
   const int64_t Rm = c.dspark->markov_rank;
   const LinearWeight w2{WeightFormat::kBF16, V, Rm, w_.dspark.markov_w2, nullptr};
-  for (int64_t r = 0; r < B; ++r) d.prev[r] = rounds[r].x0;
+  for (int64_t k = 0; k < Bo; ++k) d.prev[k] = rounds[d.own[k]].x0;
   for (int64_t i = 0; i < G; ++i) {
-    for (int64_t r = 0; r < B; ++r) std::memcpy(&d.m[r * Rm], w_.dspark.markov_w1 + d.prev[r] * Rm, sizeof(bf16) * Rm);
-    pool_.run([&](int tid, int n) { k::linear_f32(w2, d.m.data(), B, d.beta.data(), tid, n); });
+    for (int64_t k = 0; k < Bo; ++k)
+      std::memcpy(&d.m[k * Rm], w_.dspark.markov_w1 + d.prev[k] * Rm, sizeof(bf16) * Rm);
+    pool_.run([&](int tid, int n) { k::linear_f32(w2, d.m.data(), Bo, d.beta.data(), tid, n); });
     pool_.run([&](int tid, int n) {
-      const Range rr = split_range(B, tid, n);
-      for (int64_t r = rr.begin; r < rr.end; ++r) {
-        float* lam = lambda + (r * G + i) * V;
-        const float* beta = d.beta.data() + r * V;
+      const Range rr = split_range(Bo, tid, n);
+      for (int64_t k = rr.begin; k < rr.end; ++k) {
+        const int64_t row = d.own[k] * G + i;
+        float* lam = lambda + row * V;
+        const float* beta = d.beta.data() + k * V;
         int32_t best = 0;
         for (int64_t v = 0; v < V; ++v) {
           lam[v] = lam[v] + beta[v];
           if (lam[v] > lam[best]) best = static_cast<int32_t>(v);
         }
-        drafts[r * G + i] = best;
-        d.prev[r] = best;
+        drafts[row] = best;
+        d.prev[k] = best;
       }
     });
   }

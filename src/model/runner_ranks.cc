@@ -28,8 +28,11 @@ Status ModelRunner::init_ranks(RankGroups* g) {
   const k::OutProjParams op{c.num_attention_heads, static_cast<int>(c.head_dim), static_cast<int>(c.qk_rope_head_dim),
                             c.o_groups, c.o_lora_rank, c.hidden_size};
   if (t.tp > 1) {
-    for (int l = 0; l < c.n_layers_total(); ++l) {
-      const LayerWeights& lw = c.is_mtp_layer(l) ? w_.mtp[l - c.num_hidden_layers].block : w_.layers[l];
+    for (int l = 0; l < c.n_checkpoint_layers(); ++l) {  // main layers, then MTP layers or DSpark stages
+      const int extra = l - c.num_hidden_layers;
+      const LayerWeights& lw = c.is_mtp_layer(l)      ? w_.mtp[extra].block
+                               : c.is_dspark_stage(l) ? w_.dspark.stages[extra]
+                                                      : w_.layers[l];
       Result<OutProjShard> sh = make_out_proj_shard(op, lw.attn.wo_a.w, lw.attn.wo_b.w, t.tp, t.tp_rank());
       if (!sh.ok()) return sh.status().with_context(fmt::format("layer {}", l));
       R.out_proj.push_back(std::move(*sh));
@@ -57,6 +60,7 @@ Status ModelRunner::init_ranks(RankGroups* g) {
   R.gathered.resize(static_cast<size_t>(T * c.hidden_size));
   R.a_kv.resize(static_cast<size_t>(T * c.hidden_size));
   R.stage.resize(static_cast<size_t>(T * stream_width()));
+  if (c.dspark) R.feat_gathered.resize(static_cast<size_t>(T * c.dspark->target_layer_ids.size() * c.hidden_size));
   return Status();
 }
 
@@ -174,6 +178,57 @@ Status ModelRunner::gather_cp_rows() {
       dst += m;
     }
   return Status();
+}
+
+// DSpark target features of the group's split chunks (dspark.md §2 with runtime.md §6.8):
+// each TP rank computed its shares; after the all-gather every rank of the group holds every
+// row of each chunk at its step row of features_out (the owner commits them to its rings).
+Status ModelRunner::gather_cp_features(std::span<const StepRequest> reqs, const bf16* feat, int64_t F,
+                                       bf16* features_out) {
+  Ranks& R = *ranks_;
+  const Topology& t = R.g->topo;
+  const int tp = t.tp;
+  Communicator& comm = *R.g->tp;
+  const int64_t mark = comm.total_sent();
+  DSV4_RETURN_IF_ERROR(
+      comm.all_gather_rows(feat + R.n_unsplit * F, R.cp_rows, F * sizeof(bf16), R.feat_gathered.data()));
+  R.cp_gather_bytes += comm.total_sent() - mark;
+  std::vector<int64_t>& src = R.cp_cursor;  // each TP rank's next gathered row
+  int64_t off = 0;
+  for (int q = 0; q < tp; ++q) {
+    src[q] = off;
+    off += R.cp_rows[q];
+  }
+  int64_t row = 0;
+  for (const StepRequest& q : reqs) {
+    if (q.cp && q.owner / tp == t.dp_group())
+      for (int j = 0; j < tp; ++j) {
+        const Share sh = share_of(q.n, j, tp);
+        std::memcpy(features_out + (row + sh.begin) * F, R.feat_gathered.data() + src[j] * F,
+                    sizeof(bf16) * sh.size() * F);
+        src[j] += sh.size();
+      }
+    row += q.n;
+  }
+  return Status();
+}
+
+// A DSpark round's block rows with ranks: the rounds this rank owns are its rows (rows
+// numbered over all rounds, γ per round), every TP rank's counts for the seams; no split chunks.
+void ModelRunner::plan_dspark_rows(std::span<const DsparkRound> rounds, int gamma) {
+  Ranks& R = *ranks_;
+  const Topology& t = R.g->topo;
+  std::fill(R.tp_rows.begin(), R.tp_rows.end(), 0);
+  int32_t local = 0;
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    const int32_t o = rounds[r].owner;
+    if (o / t.tp == t.dp_group()) R.tp_rows[o % t.tp] += gamma;
+    if (o == t.rank)
+      for (int32_t i = 0; i < gamma; ++i) R.own_row[local++] = static_cast<int32_t>(r) * gamma + i;
+  }
+  R.n_unsplit = local;
+  R.has_cp = false;
+  R.cp_chunks.clear();
 }
 
 // Expert-parallel MoE over the EP group (parallel/moe_seam.h): local experts

@@ -147,6 +147,7 @@ struct ModelRunner::Ranks {
   std::vector<StepRequest> cache;           // [B_MAX] the cache-row requests
   StepMetadata md_kv;                       // the cache rows
   std::vector<bf16> gathered, a_kv;         // [T_MAX, D]
+  std::vector<bf16> feat_gathered;          // [T_MAX, |Lt|·D] split chunks' DSpark features
   // HeadRows of a step: logits row of each step row (−1: not listed), then of each own row.
   std::vector<int32_t> head_of_step, head_out_row;  // [T_MAX]
   int64_t cp_gather_bytes = 0;
@@ -171,6 +172,7 @@ struct ModelRunner::Dspark {
   std::vector<bf16> m;                       // [B_MAX, Rm] Markov rows
   std::vector<float> beta;                   // [B_MAX, V]
   std::vector<int32_t> prev;                 // [B_MAX]
+  std::vector<int32_t> own;                  // [B_MAX] index of each own round (all rounds on one rank)
   uint8_t* ring(int32_t seq, int stage, int64_t slot) {
     return rings.data() + ((static_cast<int64_t>(seq) * ns + stage) * W + slot) * kv_bytes;
   }

@@ -131,7 +131,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
     if (opt.mtp) return Status::error("--spec dspark and --mtp exclude each other");
     if (opt.dspark_gamma < 1 || opt.dspark_gamma > kMaxDsparkGamma)
       return Status::errorf("--gamma {} outside [1, {}]", opt.dspark_gamma, kMaxDsparkGamma);
-    if (opt.ranks) return Status::error("--spec dspark runs on one rank so far");
     l.max_decode_rows = std::max(l.max_decode_rows, opt.dspark_gamma + 1);
     l.max_rows = std::max(l.max_rows, l.max_decode_rows);
     l.prefix_blocks = 0;  // a prefix hit would bring target caches but no drafter rings (dspark.md §4.9)
@@ -303,13 +302,14 @@ Status Engine::stop() {
 
 // values [planned, per_request]: the entries of the requests this rank owns are set; after
 // the call every entry is (each owner's values, all-gathered over the job).
-Status Engine::exchange(int32_t* values, int per_request) {
+Status Engine::exchange(int32_t* values, int per_request, bool by_owner) {
   if (!opt_.ranks) return Status();
   const int world = opt_.ranks->topo.world, me = rank();
+  auto source = [&](size_t i) { return by_owner ? (*plan_)[i].owner : (*plan_)[i].sampler; };
   std::fill(gather_rows_.begin(), gather_rows_.end(), 0);
   int64_t mine = 0;
   for (size_t i = 0; i < plan_->size(); ++i) {
-    const int from = (*plan_)[i].sampler;
+    const int from = source(i);
     ++gather_rows_[from];
     if (from == me)
       for (int j = 0; j < per_request; ++j) sampled_[mine * per_request + j] = values[i * per_request + j];
@@ -325,7 +325,7 @@ Status Engine::exchange(int32_t* values, int per_request) {
     off += n;
   }
   for (size_t i = 0; i < plan_->size(); ++i) {
-    const int64_t at = cursor[(*plan_)[i].sampler]++;
+    const int64_t at = cursor[source(i)]++;
     for (int j = 0; j < per_request; ++j) values[i * per_request + j] = gathered_[at * per_request + j];
   }
   return Status();
@@ -522,7 +522,9 @@ Status Engine::run_forward(const std::vector<PlannedRows>& plan) {
 // DSpark (dspark.md §4.2, §4.4): every position committed this step (prompt rows, and the
 // verified rows 0..n_acc of a round) goes to the drafter's rings; each request whose next
 // anchor token is known then gets a round: anchor a = committed length − 1, x0 = the token at
-// a + 1, γ drafts (fewer near max_context), verified by the next step.
+// a + 1, γ drafts (fewer near max_context), verified by the next step. With ranks each
+// request's owner commits and drafts (the stages join the seams on every rank); the drafts
+// then go to every rank's scheduler.
 Status Engine::run_dspark(const std::vector<PlannedRows>& plan) {
   const int64_t F = static_cast<int64_t>(cfg_.dspark->target_layer_ids.size()) * cfg_.hidden_size;
   const int32_t G = opt_.dspark_gamma;
@@ -531,7 +533,8 @@ Status Engine::run_dspark(const std::vector<PlannedRows>& plan) {
     if (!sched_->live(i)) continue;
     const int64_t old = sched_->cached_before(i), n = sched_->cached(i) - old;
     if (n > 0)
-      ds_commits_.push_back({plan[i].seq, old, static_cast<int32_t>(n), ds_features_.data() + row_begin_[i] * F});
+      ds_commits_.push_back(
+          {plan[i].seq, old, static_cast<int32_t>(n), ds_features_.data() + row_begin_[i] * F, plan[i].owner});
   }
   DSV4_RETURN_IF_ERROR(runner_->dspark_commit(ds_commits_));
   ds_rounds_.clear();
@@ -539,25 +542,33 @@ Status Engine::run_dspark(const std::vector<PlannedRows>& plan) {
     const int64_t len = sched_->live(i) ? static_cast<int64_t>(sched_->tokens(i).size()) : 0;
     if (!sched_->live(i) || sched_->cached(i) != len - 1) continue;
     ds_round_of_[ds_rounds_.size()] = static_cast<int32_t>(i);
-    ds_rounds_.push_back(ModelRunner::DsparkRound{plan[i].seq, len - 2, sched_->tokens(i)[len - 1]});
+    ds_rounds_.push_back(ModelRunner::DsparkRound{plan[i].seq, len - 2, sched_->tokens(i)[len - 1], plan[i].owner});
   }
-  // Rounds in groups that fit max_rows (γ block rows each).
+  if (ds_rounds_.empty()) return Status();  // the same on every rank (replicated schedulers)
+  // Rounds in groups that fit max_rows (γ block rows each); each round's drafts to values_
+  // [planned, G] on its owner.
+  int32_t* drafts = values_.data();
+  std::fill_n(drafts, plan.size() * G, -1);
   const int64_t per_call = std::max<int64_t>(1, limits_.max_rows / G);
   for (size_t r0 = 0; r0 < ds_rounds_.size(); r0 += per_call) {
     const size_t n = std::min<size_t>(per_call, ds_rounds_.size() - r0);
     DSV4_RETURN_IF_ERROR(runner_->dspark_propose(std::span<const ModelRunner::DsparkRound>(ds_rounds_.data() + r0, n),
                                                  G, ds_lambda_.data(), ds_drafts_.data()));
-    for (size_t r = 0; r < n; ++r) {
-      const size_t i = static_cast<size_t>(ds_round_of_[r0 + r]);
-      const int64_t len = static_cast<int64_t>(sched_->tokens(i).size());
-      int32_t* d = ds_drafts_.data() + r * G;
-      // Verify rows len-1 .. len-1+ℓ must stay inside max_context.
-      const int32_t ell = static_cast<int32_t>(std::clamp<int64_t>(limits_.max_context - len, 0, G));
-      if (opt_.force_draft)
-        for (int32_t k = 0; k < ell; ++k)
-          if (const int32_t f = opt_.force_draft(plan[i].id, len + k); f >= 0) d[k] = f;
-      sched_->set_drafts(i, d, ell);
-    }
+    for (size_t r = 0; r < n; ++r)
+      if (ds_rounds_[r0 + r].owner == rank())
+        std::copy_n(ds_drafts_.data() + r * G, G, drafts + ds_round_of_[r0 + r] * G);
+  }
+  DSV4_RETURN_IF_ERROR(exchange(drafts, G, true));
+  for (size_t r = 0; r < ds_rounds_.size(); ++r) {
+    const size_t i = static_cast<size_t>(ds_round_of_[r]);
+    const int64_t len = static_cast<int64_t>(sched_->tokens(i).size());
+    int32_t* d = drafts + i * G;
+    // Verify rows len-1 .. len-1+ℓ must stay inside max_context.
+    const int32_t ell = static_cast<int32_t>(std::clamp<int64_t>(limits_.max_context - len, 0, G));
+    if (opt_.force_draft)
+      for (int32_t k = 0; k < ell; ++k)
+        if (const int32_t f = opt_.force_draft(plan[i].id, len + k); f >= 0) d[k] = f;
+    sched_->set_drafts(i, d, ell);
   }
   return Status();
 }

@@ -124,7 +124,9 @@ class Engine {
   void add_sample(const float* row, const kernels::SamplingParams& sp, int64_t position, int slot, int32_t* out);
   void add_logprobs(const float* row, int32_t token, int32_t top, TokenLogprob* out);
   Status sync_requests(bool stop);      // rank 0's new requests and cancels (or stop) to every rank
-  Status exchange(int32_t* values, int per_request);  // samplers' values of the planned requests to all
+  // The values of the planned requests to all ranks, from each request's sampler (by_owner:
+  // from its owner, which holds its DSpark rings).
+  Status exchange(int32_t* values, int per_request, bool by_owner = false);
   Status run_forward(const std::vector<PlannedRows>& plan);
   Status run_dspark(const std::vector<PlannedRows>& plan);
   Status exchange_logprobs(const std::vector<PlannedRows>& plan);  // samplers' logprobs to all
@@ -171,8 +173,8 @@ class Engine {
   // Several ranks.
   std::vector<GenerationRequest> unsent_;   // rank 0: added since the last sync
   std::vector<uint8_t> sync_buf_;
-  std::vector<int32_t> values_;             // [B_MAX · 2] sampled tokens / drafts per planned request
-  std::vector<int32_t> sampled_, gathered_;  // [B_MAX · 2] the exchange's own and gathered records
+  std::vector<int32_t> values_;             // [B_MAX · S] sampled tokens / drafts per planned request
+  std::vector<int32_t> sampled_, gathered_;  // [B_MAX · S] the exchange's own and gathered records
   std::vector<int64_t> gather_rows_;
   struct LogprobRecord;                       // one TokenLogprob on the wire
   std::vector<LogprobRecord> lp_send_, lp_recv_;  // [2 B_MAX + T_MAX]

@@ -2,7 +2,8 @@
 # The dsv4 command on 1, 2 and 4 ranks (mpirun, the shared/DESIGN.md line): `generate`
 # prints the same tokens and `logits` writes the same bytes as one process, for tiny and
 # tiny2 checkpoints in BF16 and FP8, greedy and sampled, with and without MTP, with
-# continuous batching (more prompts than the batch) and context-parallel prefill; stop strings and
+# continuous batching (more prompts than the batch) and context-parallel prefill; DSpark on
+# the trained drafter (same tokens, same acceptance); stop strings and
 # preemption; `serve` answers as one process does; a bad topology fails on every rank,
 # with its message printed once and without hanging.
 # Usage: mpi_cli.sh /path/to/dsv4 WORKDIR mpirun-args...
@@ -42,6 +43,27 @@ for ck in "tiny none" "tiny2 fp8" "tiny fp8" "tiny2 none"; do
         --out "$work/many.npy" $feed --tp "$np" 2>/dev/null || fail "logits $ck $feed on $np ranks"
       cmp -s "$work/one.npy" "$work/many.npy" || fail "logits $ck $feed: $np ranks differ"
     done
+  done
+done
+
+# DSpark on ranks (models/kjv-9m-dspark, trained drafter): the owner of each request drafts
+# through the seams; the same tokens and the same drafts accepted per round and position,
+# with context-parallel prefill, data-parallel groups, greedy and sampled.
+ds_model="$(cd "$(dirname "$0")/../.." && pwd)/models/kjv-9m-dspark"
+for mode in "" "--temperature 0.8 --seed 3"; do
+  ds_run=(generate --model "$ds_model" --prompt "And God said" --prompt "In the beginning God created"
+          --prompt "Blessed are the" --max-tokens 24 --batch-size 2 --max-chunk 4 --quiet-steps --spec dspark $mode)
+  timeout 300 "$dsv4" "${ds_run[@]}" >"$work/one_full.txt" || fail "generate --spec dspark $mode (1 rank)"
+  grep -E '^request|acceptance' "$work/one_full.txt" | sed 's/^[0-9]* tokens in.*DSpark/DSpark/' >"$work/one.txt"
+  grep -q 'drafts accepted per round' "$work/one.txt" || fail "--spec dspark printed no acceptance"
+  for layout in "2 --tp 2 --cp-prefill 3" "4 --tp 2 --dp 2" "4 --tp 1 --ep 4"; do
+    set -- $layout
+    np=$1
+    shift
+    timeout 300 "${mpirun[@]}" -np "$np" "$dsv4" "${ds_run[@]}" "$@" |
+      grep -E '^request|acceptance' | sed 's/^[0-9]* tokens in.*DSpark/DSpark/' >"$work/many.txt" ||
+      fail "generate --spec dspark $mode on $layout"
+    cmp -s "$work/one.txt" "$work/many.txt" || { fail "--spec dspark $mode: $layout differs"; diff "$work/one.txt" "$work/many.txt"; }
   done
 done
 

@@ -1,13 +1,15 @@
 // The Engine on several ranks (runtime.md §6): what rank 0 reports — tokens, logprobs, prompt
 // logprobs, finish reasons after stop ids, a cancel and preemption — equals a one-rank engine
-// on the same requests, for every layout the world admits, with and without MTP. The other
-// ranks follow rank 0's steps until it stops.
+// on the same requests, for every layout the world admits, plain, with MTP and with DSpark
+// (the same drafts: the same drafts accepted per round). The other ranks follow rank 0's
+// steps until it stops.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <vector>
 
 #include "io/safetensors.h"
+#include "model/config.h"
 #include "model/placement.h"
 #include "model/weights.h"
 #include "parallel/communicator.h"
@@ -25,7 +27,27 @@ struct Report {
   std::map<int64_t, std::vector<int32_t>> tokens;
   std::map<int64_t, std::vector<TokenLogprob>> logprobs, prompt_logprobs;
   std::map<int64_t, FinishReason> reason;
+  int64_t drafts = 0, accepted = 0, rounds = 0;
+  std::vector<int64_t> accepted_at = std::vector<int64_t>(StepReport::kMaxAcceptedAt, 0);
+  int64_t preempted = 0;
 };
+
+void record(Report& r, const StepReport& rep, std::vector<RequestUpdate>& updates) {
+  r.drafts += rep.drafts;
+  r.accepted += rep.accepted;
+  r.rounds += rep.rounds;
+  r.preempted += rep.preempted;
+  for (int k = 0; k < StepReport::kMaxAcceptedAt; ++k) r.accepted_at[k] += rep.accepted_at[k];
+  for (RequestUpdate& u : updates) {
+    auto& t = r.tokens[u.id];
+    t.insert(t.end(), u.tokens.begin(), u.tokens.end());
+    auto& l = r.logprobs[u.id];
+    l.insert(l.end(), u.logprobs.begin(), u.logprobs.end());
+    auto& p = r.prompt_logprobs[u.id];
+    p.insert(p.end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
+    if (u.finished) r.reason[u.id] = u.reason;
+  }
+}
 
 Limits engine_limits() {
   Limits l;
@@ -79,15 +101,7 @@ Report run(Engine& e, const std::vector<GenerationRequest>& reqs) {
     auto rep = e.step();
     EXPECT_TRUE(rep.ok()) << rep.message();
     if (!rep.ok()) break;
-    for (RequestUpdate& u : e.updates()) {
-      auto& t = r.tokens[u.id];
-      t.insert(t.end(), u.tokens.begin(), u.tokens.end());
-      auto& l = r.logprobs[u.id];
-      l.insert(l.end(), u.logprobs.begin(), u.logprobs.end());
-      auto& p = r.prompt_logprobs[u.id];
-      p.insert(p.end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
-      if (u.finished) r.reason[u.id] = u.reason;
-    }
+    record(r, *rep, e.updates());
   }
   EXPECT_TRUE(e.stop().ok());
   return r;
@@ -102,42 +116,30 @@ void expect_same(const std::vector<TokenLogprob>& a, const std::vector<TokenLogp
   }
 }
 
+enum class Spec { kNone, kMtp, kDspark };
+
 TEST(EngineRanks, RankZeroReportsWhatOneRankDoes) {
   Communicator& world = comm();
-  const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8);
-  const auto reqs = requests(m.cfg.vocab_size);
-  for (bool mtp : {false, true}) {
+  for (Spec spec : {Spec::kNone, Spec::kMtp, Spec::kDspark}) {
+    const bool mtp = spec == Spec::kMtp;
+    const test::TinyModel& m = test::tiny_model(spec == Spec::kDspark ? "tiny-ds" : "tiny", TinyQuant::kFp8);
+    const auto reqs = requests(m.cfg.vocab_size);
     EngineOptions one_opt;
     one_opt.mtp = mtp;
+    one_opt.dspark_gamma = spec == Spec::kDspark ? 3 : 0;
     auto one = Engine::create(m.cfg, *m.w, engine_limits(), one_opt);
     ASSERT_TRUE(one.ok()) << one.message();
-    Report want;
-    {
-      // Every rank runs the one-rank engine alone (no collectives): rank 0 keeps its report.
-      for (const auto& g : reqs) ASSERT_TRUE((*one)->add_request(g).ok());
-      int preempted = 0;
-      for (int step = 0; !(*one)->idle(); ++step) {
-        if (step == 4) (*one)->cancel(1);
-        auto rep = (*one)->step();
-        ASSERT_TRUE(rep.ok()) << rep.message();
-        preempted += rep->preempted;
-        for (RequestUpdate& u : (*one)->updates()) {
-          auto& t = want.tokens[u.id];
-          t.insert(t.end(), u.tokens.begin(), u.tokens.end());
-          auto& l = want.logprobs[u.id];
-          l.insert(l.end(), u.logprobs.begin(), u.logprobs.end());
-          auto& p = want.prompt_logprobs[u.id];
-          p.insert(p.end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
-          if (u.finished) want.reason[u.id] = u.reason;
-        }
-      }
-      EXPECT_GT(preempted, 0) << "the cache limits should make decode preempt";
+    // Every rank runs the one-rank engine alone (no collectives): rank 0 keeps its report.
+    Report want = run(**one, reqs);
+    EXPECT_GT(want.preempted, 0) << "the cache limits should make decode preempt";
+    if (spec != Spec::kNone) {
+      EXPECT_GT(want.drafts, 0);
     }
     ASSERT_EQ(want.reason.at(1), FinishReason::kCancelled);
     ASSERT_EQ(want.reason.at(2), FinishReason::kStop) << "pick stop ids the request meets";
     ASSERT_EQ(want.prompt_logprobs.at(5).size(), 18u);
     for (int tp : {world.size(), 1}) {
-      SCOPED_TRACE("mtp " + std::to_string(mtp) + " tp " + std::to_string(tp));
+      SCOPED_TRACE("spec " + std::to_string(static_cast<int>(spec)) + " tp " + std::to_string(tp));
       Result<Topology> topo = make_topology(world.size(), world.rank(), tp, world.size() / tp, world.size());
       ASSERT_TRUE(topo.ok()) << topo.message();
       auto groups = make_rank_groups(world, *topo);
@@ -148,8 +150,7 @@ TEST(EngineRanks, RankZeroReportsWhatOneRankDoes) {
       lo.reads = [&](const std::string& name) { return rank_reads(name, m.cfg, *topo); };
       Result<Weights> w = load_weights(*files, m.cfg, nullptr, lo);
       ASSERT_TRUE(w.ok()) << w.message();
-      EngineOptions opt;
-      opt.mtp = mtp;
+      EngineOptions opt = one_opt;
       opt.ranks = groups->get();
       opt.cp_prefill_tokens = 6;
       auto many = Engine::create(m.cfg, *w, engine_limits(), opt);
@@ -158,9 +159,70 @@ TEST(EngineRanks, RankZeroReportsWhatOneRankDoes) {
       if (world.rank() != 0) continue;
       EXPECT_EQ(got.tokens, want.tokens);
       EXPECT_EQ(got.reason, want.reason);
+      EXPECT_EQ(got.drafts, want.drafts);
+      EXPECT_EQ(got.accepted, want.accepted);
+      EXPECT_EQ(got.rounds, want.rounds);
+      EXPECT_EQ(got.accepted_at, want.accepted_at);
       for (const auto& [id, l] : want.logprobs) expect_same(got.logprobs.at(id), l, "logprobs");
       for (const auto& [id, l] : want.prompt_logprobs) expect_same(got.prompt_logprobs.at(id), l, "prompt logprobs");
     }
+  }
+}
+
+// DSpark on the trained drafter (models/kjv-9m-dspark), whose drafts are often accepted:
+// several ranks draft exactly what one rank drafts — the same drafts accepted at every
+// position of every round — and emit the same tokens, with context-parallel prefill, requests
+// joining and leaving, greedy and sampled.
+TEST(EngineRanks, DsparkDraftsWhatOneRankDrafts) {
+  Communicator& world = comm();
+  const std::string dir = std::string(DSV4_MODELS_DIR) + "/kjv-9m-dspark";
+  Result<ModelConfig> cfg = load_config(dir);
+  ASSERT_TRUE(cfg.ok()) << cfg.message();
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(dir);
+  ASSERT_TRUE(files.ok()) << files.message();
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 4; ++i) {
+    GenerationRequest g;
+    g.prompt = test::random_tokens(9 + 4 * i, 500 + i, cfg->vocab_size);
+    g.max_tokens = 20 + 4 * i;
+    g.stop_at_eos = false;
+    g.sampling = {i == 3 ? 0.8f : 0.0f, 1.0f, static_cast<uint64_t>(7 + i)};
+    g.logprobs = i == 1 ? 2 : -1;
+    reqs.push_back(g);
+  }
+  Limits l = engine_limits();
+  l.cache_blocks = 0;  // as many as needed
+  EngineOptions one_opt;
+  one_opt.dspark_gamma = 5;
+  Result<Weights> w1 = load_weights(*files, *cfg, nullptr);
+  ASSERT_TRUE(w1.ok()) << w1.message();
+  auto one = Engine::create(*cfg, *w1, l, one_opt);
+  ASSERT_TRUE(one.ok()) << one.message();
+  const Report want = run(**one, reqs);
+  EXPECT_GT(want.accepted, want.rounds / 2) << "the trained drafter should be accepted about once per round";
+  std::vector<int> tps{1};
+  if (world.size() % 2 == 0 && cfg->o_groups % 2 == 0) tps.push_back(2);
+  for (int tp : tps) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    Result<Topology> topo = make_topology(world.size(), world.rank(), tp, world.size() / tp, world.size());
+    ASSERT_TRUE(topo.ok()) << topo.message();
+    auto groups = make_rank_groups(world, *topo);
+    ASSERT_TRUE(groups.ok()) << groups.message();
+    LoadOptions lo;
+    lo.reads = [&](const std::string& name) { return rank_reads(name, *cfg, *topo); };
+    Result<Weights> w = load_weights(*files, *cfg, nullptr, lo);
+    ASSERT_TRUE(w.ok()) << w.message();
+    EngineOptions opt = one_opt;
+    opt.ranks = groups->get();
+    opt.cp_prefill_tokens = 6;
+    auto many = Engine::create(*cfg, *w, l, opt);
+    ASSERT_TRUE(many.ok()) << many.message();
+    const Report got = run(**many, reqs);
+    if (world.rank() != 0) continue;
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.rounds, want.rounds);
+    EXPECT_EQ(got.accepted_at, want.accepted_at);
+    for (const auto& [id, lp] : want.logprobs) expect_same(got.logprobs.at(id), lp, "logprobs");
   }
 }
 
