@@ -615,7 +615,7 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
   if (T == 0) {  // an idle rank (several ranks): the split chunks' cache rows, the seams' collectives
     if (ranks_->has_cp) DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc, 0));
     DSV4_RETURN_IF_ERROR(run_out_proj(lw, lc));
-    return run_moe(lw, lc, mtp_block, dec);
+    return run_moe(lw, lc, mtp_block, dec, dspark_gamma);
   }
   // attention sub-block: hc_pre -> attn_norm -> attention -> hc_post
   hc_pre(lw.hc_attn, lw.attn_norm);
@@ -624,7 +624,7 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
   hc_post(s.attn_out.data());
   // MoE sub-block: hc_pre -> ffn_norm -> MoE -> hc_post
   hc_pre(lw.hc_ffn, lw.ffn_norm);
-  DSV4_RETURN_IF_ERROR(run_moe(lw, lc, mtp_block, dec));
+  DSV4_RETURN_IF_ERROR(run_moe(lw, lc, mtp_block, dec, dspark_gamma));
   hc_post(s.m.data());
   return Status();
 }
@@ -829,7 +829,8 @@ Status ModelRunner::run_out_proj(const LayerWeights& lw, LayerCaches& lc) {
                            s.attn_out.data());
 }
 
-Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec) {
+Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
+                            int dspark_gamma) {
   Scratch& s = *s_;
   const ModelConfig& c = cfg_;
   const int64_t T = md_.T, E = c.n_routed_experts, K = c.num_experts_per_tok;
@@ -844,16 +845,29 @@ Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool 
     k::moe_gate_route(s.gate_scores.data(), gw, md_.token.data(), gp, T, s.ids.data(), s.route_w.data(), tid, n);
   });
   const int layer = mtp_block ? 0 : lw.layer;
+  // A DSpark stage's block row t is row t mod γ of its round (rounds of γ rows), anchor pos − 1 − row.
+  const int stage = dspark_gamma > 0 ? lw.layer - c.num_hidden_layers : 0;
+  auto ds_row = [&](int64_t t) { return static_cast<int32_t>(t % dspark_gamma); };
+  auto find = [&](int64_t t) {
+    return dspark_gamma > 0
+               ? dec.forced->find_dspark(false, stage, md_.row_seq[t], md_.pos[t] - 1 - ds_row(t), ds_row(t))
+               : dec.forced->find(mtp_block, false, layer, md_.row_seq[t], md_.pos[t]);
+  };
   if (dec.forced)
     for (int64_t t = 0; t < T; ++t)
-      if (const Decision* f = dec.forced->find(mtp_block, false, layer, md_.row_seq[t], md_.pos[t])) {
+      if (const Decision* f = find(t)) {
         std::copy(f->selected.begin(), f->selected.end(), s.ids.data() + t * K);
         k::moe_route_weights(s.gate_scores.data() + t * E, s.ids.data() + t * K, gp, s.route_w.data() + t * K);
       }
   if (dec.log)
-    for (int64_t t = 0; t < T; ++t)
-      dec.log->push_back({mtp_block, false, layer, md_.row_seq[t], md_.pos[t],
-                          std::vector<int32_t>(s.ids.data() + t * K, s.ids.data() + (t + 1) * K)});
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int32_t> sel(s.ids.data() + t * K, s.ids.data() + (t + 1) * K);
+      if (dspark_gamma > 0)
+        dec.log->push_back(
+            {false, false, stage, md_.row_seq[t], md_.pos[t] - 1 - ds_row(t), std::move(sel), true, false, ds_row(t)});
+      else
+        dec.log->push_back({mtp_block, false, layer, md_.row_seq[t], md_.pos[t], std::move(sel)});
+    }
   if (ranks_ && ranks_->moe) return run_moe_seam(lc);
   const k::MoeExpertParams ep{c.hidden_size, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
   const k::MoeDispatchParams dp{K, 0, E, limits_.max_rows};

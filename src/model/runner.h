@@ -139,7 +139,14 @@ class ModelRunner {
     int32_t owner = 0;
   };
   Status dspark_commit(std::span<const DsparkCommit> commits);
-  Status dspark_propose(std::span<const DsparkRound> rounds, int gamma, float* lambda, int32_t* drafts);
+  // The first position a slot's rings can hold: its start (0, or a prefix hit's first fed
+  // position, runtime.md §7.1). A round at anchor a needs max(0, a − W + 1) at or above it, so
+  // after a hit proposals wait until W rows are committed (dspark.md §4.9).
+  int64_t dspark_context_start(int32_t seq) const { return slots_[seq].floor; }
+  // dec: the drafter's decisions (decisions.h, block "dspark"): the stages' routed experts and
+  // the drafts, forced (a forced draft continues the Markov chain) and logged.
+  Status dspark_propose(std::span<const DsparkRound> rounds, int gamma, float* lambda, int32_t* drafts,
+                        const DecisionIO& dec = {});
 
   // Cache demand, for the scheduler: compressed-cache blocks (page_tokens positions each,
   // one page in every compressed family) a sequence needs in addition to hold positions
@@ -194,7 +201,9 @@ class ModelRunner {
   void plan_dspark_rows(std::span<const DsparkRound> rounds, int gamma);
   Status run_dspark_attention(const LayerWeights& lw, LayerCaches& lc, int gamma);
   Status run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, const DecisionIO& dec);
-  Status run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec);
+  // dspark_gamma > 0: a DSpark stage, its decisions keyed by (stage, anchor, block row).
+  Status run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
+                 int dspark_gamma = 0);
   Status run_moe_seam(const LayerCaches& lc);
   Status check_head_rows(std::span<const StepRequest> reqs, HeadRows head) const;
   Status run_head(const HcParams& hc, const bf16* norm, bf16* X, float* logits, HeadRows head);

@@ -114,7 +114,8 @@ Status ModelRunner::dspark_commit(std::span<const DsparkCommit> commits) {
   return Status();
 }
 
-Status ModelRunner::dspark_propose(std::span<const DsparkRound> rounds, int gamma, float* lambda, int32_t* drafts) {
+Status ModelRunner::dspark_propose(std::span<const DsparkRound> rounds, int gamma, float* lambda, int32_t* drafts,
+                                   const DecisionIO& dec) {
   if (!ds_) return Status::error("dspark propose: the checkpoint has no DSpark drafter");
   Dspark& d = *ds_;
   const ModelConfig& c = cfg_;
@@ -165,7 +166,7 @@ Status ModelRunner::dspark_propose(std::span<const DsparkRound> rounds, int gamm
   const k::EmbedParams ep{V, c.hidden_size, c.hc_mult};
   if (T > 0) pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, md_.token.data(), T, s.Z.data(), tid, n); });
   for (int st = 0; st < d.ns; ++st)
-    DSV4_RETURN_IF_ERROR(run_block(w_.dspark.stages[st], *d.layers[st], false, s.Z.data(), {}, gamma));
+    DSV4_RETURN_IF_ERROR(run_block(w_.dspark.stages[st], *d.layers[st], false, s.Z.data(), dec, gamma));
   // Head (§3.7) into lambda (with ranks: the own rows at their round rows), then the Markov
   // chain (§3.8, A20) row by row of the block.
   DSV4_RETURN_IF_ERROR(run_head(w_.dspark.hc_head, w_.dspark.norm, s.Z.data(), lambda, {}));
@@ -192,6 +193,15 @@ Status ModelRunner::dspark_propose(std::span<const DsparkRound> rounds, int gamm
         d.prev[k] = best;
       }
     });
+    if (dec.forced || dec.log)
+      for (int64_t k = 0; k < Bo; ++k) {
+        const DsparkRound& q = rounds[d.own[k]];
+        const int64_t row = d.own[k] * G + i;
+        const int32_t bi = static_cast<int32_t>(i);
+        if (dec.forced)
+          if (const Decision* f = dec.forced->find_dspark(true, 0, q.seq, q.anchor, bi)) drafts[row] = d.prev[k] = f->selected[0];
+        if (dec.log) dec.log->push_back({false, false, 0, q.seq, q.anchor, {drafts[row]}, true, true, bi});
+      }
   }
   return Status();
 }

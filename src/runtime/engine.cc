@@ -133,7 +133,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
       return Status::errorf("--gamma {} outside [1, {}]", opt.dspark_gamma, kMaxDsparkGamma);
     l.max_decode_rows = std::max(l.max_decode_rows, opt.dspark_gamma + 1);
     l.max_rows = std::max(l.max_rows, l.max_decode_rows);
-    l.prefix_blocks = 0;  // a prefix hit would bring target caches but no drafter rings (dspark.md §4.9)
   }
   // The engine's own step buffers: logits of every row (twice with MTP) and final streams.
   const double per_row = 4.0 * static_cast<double>(cfg.vocab_size) * (opt.mtp ? 2 : 1) +
@@ -541,8 +540,11 @@ Status Engine::run_dspark(const std::vector<PlannedRows>& plan) {
   for (size_t i = 0; i < plan.size(); ++i) {
     const int64_t len = sched_->live(i) ? static_cast<int64_t>(sched_->tokens(i).size()) : 0;
     if (!sched_->live(i) || sched_->cached(i) != len - 1) continue;
+    // After a prefix hit the rings hold positions from the slot's start only (dspark.md §4.9).
+    const int64_t anchor = len - 2, context_start = runner_->dspark_context_start(plan[i].seq);
+    if (context_start > 0 && anchor - cfg_.sliding_window + 1 < context_start) continue;
     ds_round_of_[ds_rounds_.size()] = static_cast<int32_t>(i);
-    ds_rounds_.push_back(ModelRunner::DsparkRound{plan[i].seq, len - 2, sched_->tokens(i)[len - 1], plan[i].owner});
+    ds_rounds_.push_back(ModelRunner::DsparkRound{plan[i].seq, anchor, sched_->tokens(i)[len - 1], plan[i].owner});
   }
   if (ds_rounds_.empty()) return Status();  // the same on every rank (replicated schedulers)
   // Rounds in groups that fit max_rows (γ block rows each); each round's drafts to values_

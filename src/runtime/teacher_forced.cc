@@ -64,11 +64,6 @@ Status validate(const ModelConfig& cfg, const Weights& w, const std::vector<int3
       return Status::errorf("dspark needs at least 2 tokens (anchor a uses token a+1), got {}", tokens.size());
     if (opt.dspark_gamma < 1 || opt.dspark_gamma > kMaxDsparkGamma)
       return Status::errorf("gamma = {} must lie in [1, {}]", opt.dspark_gamma, kMaxDsparkGamma);
-    if (opt.numerics == Numerics::kDemo && (opt.forced != nullptr || opt.collect_decisions))
-      return Status::error("dspark with demo numerics: the engine's drafter does not record or force "
-                           "decisions yet (reference and float numerics do)");
-    if (opt.numerics == Numerics::kDemo && opt.ranks != nullptr)
-      return Status::error("dspark with demo numerics runs on one rank so far");
   }
   return Status();
 }
@@ -142,16 +137,17 @@ Status run_demo_dspark(const ModelConfig& cfg, const Weights& w, const std::vect
   lim.max_decode_rows = 1;
   lim.max_context = n + G;
   lim.n_threads = opt.n_threads;
-  auto created = ModelRunner::create(cfg, w, lim, nullptr);
+  auto created = ModelRunner::create(cfg, w, lim, opt.ranks);  // with ranks rank 0 owns the sequence
   if (!created.ok()) return created.status().with_context("model runner");
   ModelRunner& r = **created;
+  const DecisionIO dec{opt.forced, opt.collect_decisions ? &out.decisions : nullptr};
   const int64_t F = static_cast<int64_t>(cfg.dspark->target_layer_ids.size()) * cfg.hidden_size;
   std::vector<bf16> features(static_cast<size_t>(n * F));
   DSV4_RETURN_IF_ERROR(r.start_sequence(0));
   for (int64_t p0 = 0; p0 < n; p0 += call) {
     const int32_t c = static_cast<int32_t>(std::min<int64_t>(call, n - p0));
     const StepRequest q{0, p0, c, n, tokens.data() + p0};
-    DSV4_RETURN_IF_ERROR(r.forward({&q, 1}, nullptr, nullptr, {}, {}, features.data() + p0 * F));
+    DSV4_RETURN_IF_ERROR(r.forward({&q, 1}, nullptr, nullptr, dec, {}, features.data() + p0 * F));
   }
   out.drafts.resize(static_cast<size_t>((n - 1) * G));
   for (int64_t a = 0; a + 1 < n; ++a) {
@@ -159,7 +155,7 @@ Status run_demo_dspark(const ModelConfig& cfg, const Weights& w, const std::vect
     DSV4_RETURN_IF_ERROR(r.dspark_commit({&commit, 1}));
     const ModelRunner::DsparkRound round{0, a, tokens[a + 1]};
     DSV4_RETURN_IF_ERROR(r.dspark_propose({&round, 1}, static_cast<int>(G), out.logits.data() + a * G * V,
-                                          out.drafts.data() + a * G));
+                                          out.drafts.data() + a * G, dec));
   }
   return Status();
 }

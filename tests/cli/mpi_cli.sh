@@ -67,6 +67,18 @@ for mode in "" "--temperature 0.8 --seed 3"; do
   done
 done
 
+ds_logits=(logits --model "$ds_model" --tokens 300,301,302,303,304,305,306,307,308,309,310,311 --dspark --gamma 3)
+"$dsv4" "${ds_logits[@]}" --out "$work/one.npy" --decisions-out "$work/one.json" 2>/dev/null || fail "logits --dspark"
+for layout in "2 --tp 2" "4 --tp 2 --ep 4"; do
+  set -- $layout
+  np=$1
+  shift
+  timeout 300 "${mpirun[@]}" -np "$np" "$dsv4" "${ds_logits[@]}" --out "$work/many.npy" \
+    --decisions-out "$work/many.json" "$@" 2>/dev/null || fail "logits --dspark on $layout"
+  cmp -s "$work/one.npy" "$work/many.npy" || fail "logits --dspark: $layout differs"
+  cmp -s "$work/one.json" "$work/many.json" || fail "logits --dspark decisions: $layout differ"
+done
+
 # Text prompts with stop strings (matched on rank 0, ended on every rank at the next step) and
 # a compressed cache small enough that decode preempts and recomputes requests: same output.
 text_run=(generate --model "$work/tiny-fp8" --prompt "Once upon a time" --prompt "The quick brown fox"

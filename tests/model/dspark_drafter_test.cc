@@ -257,12 +257,13 @@ TEST(ReferenceDspark, DecisionReplay) {
   const auto& m = tiny_ds();
   const int64_t V = m.cfg.vocab_size, G = 4;
   const std::vector<int32_t> t = random_tokens(12, 13, V);
-  for (Numerics level : {Numerics::kReference, Numerics::kFloat}) {
+  for (Numerics level : {Numerics::kReference, Numerics::kFloat, Numerics::kDemo}) {
     SCOPED_TRACE(numerics_name(level));
     TeacherForcedOptions opt;
     opt.numerics = level;
     opt.dspark_gamma = static_cast<int32_t>(G);
     opt.collect_decisions = true;
+    opt.n_threads = 2;
     Result<TeacherForcedOutput> first = teacher_forced_logits(m.cfg, *m.w, t, opt);
     ASSERT_TRUE(first.ok()) << first.message();
     int n_moe = 0, n_draft = 0;
@@ -338,6 +339,40 @@ TEST(EngineDspark, MatchesTheReference) {
     EXPECT_LT(worst, 2e-3);
     EXPECT_GE(same, rows * 98 / 100) << same << " of " << rows;
   }
+}
+
+// The engine's drafter replaying the reference's decisions (the stages' experts and the
+// drafts) logs exactly those decisions and moves no row further than the free run does.
+TEST(EngineDspark, ReplaysTheReferenceDecisions) {
+  const auto& m = tiny_model("tiny-ds-w80", TinyQuant::kFp8, 3);
+  const int64_t V = m.cfg.vocab_size, G = 5, n = 120;
+  const std::vector<int32_t> t = random_tokens(n, 23, V);
+  TeacherForcedOptions opt;
+  opt.numerics = Numerics::kReference;
+  opt.dspark_gamma = static_cast<int32_t>(G);
+  opt.collect_decisions = true;
+  Result<TeacherForcedOutput> ref = teacher_forced_logits(m.cfg, *m.w, t, opt);
+  ASSERT_TRUE(ref.ok()) << ref.message();
+  Result<DecisionTable> table = DecisionTable::create(m.cfg, ref->decisions);
+  ASSERT_TRUE(table.ok()) << table.message();
+  opt.numerics = Numerics::kDemo;
+  opt.n_threads = 2;
+  opt.forced = &*table;
+  Result<TeacherForcedOutput> eng = teacher_forced_logits(m.cfg, *m.w, t, opt);
+  ASSERT_TRUE(eng.ok()) << eng.message();
+  EXPECT_EQ(eng->drafts, ref->drafts);
+  EXPECT_EQ(decisions_to_json(eng->decisions), decisions_to_json(ref->decisions));
+  double worst = 0;
+  for (int64_t r = 0; r < (n - 1) * G; ++r) {
+    double num = 0, den = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      const double d = eng->logits[r * V + v] - ref->logits[r * V + v];
+      num += d * d;
+      den += static_cast<double>(ref->logits[r * V + v]) * ref->logits[r * V + v];
+    }
+    worst = std::max(worst, std::sqrt(num / den));
+  }
+  EXPECT_LT(worst, 2e-3);
 }
 
 // A batch of rounds (anchors before and after the ring wraps, different slots) equals each
@@ -426,9 +461,6 @@ TEST(EngineDspark, TeacherForcedRefusals) {
   opt.dspark_gamma = kMaxDsparkGamma + 1;
   refused(opt, m.cfg, *m.w, "gamma = 65");
   opt.dspark_gamma = 5;
-  opt.collect_decisions = true;  // demo numerics: the engine's drafter logs no decisions yet
-  refused(opt, m.cfg, *m.w, "does not record or force");
-  opt.collect_decisions = false;
   const auto& plain = tiny_model("tiny", TinyQuant::kFp8, 3);
   refused(opt, plain.cfg, *plain.w, "no DSpark drafter");
   Result<TeacherForcedOutput> one = teacher_forced_logits(m.cfg, *m.w, {5}, opt);

@@ -153,12 +153,14 @@ struct DsStats {
 };
 
 DsStats run_ds(const Loaded& m, int batch, int gamma, const std::vector<GenerationRequest>& reqs,
-               std::function<int32_t(int64_t, int64_t)> force = {}) {
+               std::function<int32_t(int64_t, int64_t)> force = {}, Limits lim = limits(0)) {
   EngineOptions opt;
   opt.dspark_gamma = gamma;
   opt.force_draft = force;
-  Limits lim = limits(batch);
-  lim.max_rows = 64;
+  if (lim.max_batch == 0) {
+    lim = limits(batch);
+    lim.max_rows = 64;
+  }
   auto e = Engine::create(m.cfg, *m.w, lim, opt);
   EXPECT_TRUE(e.ok()) << e.message();
   DsStats d;
@@ -230,6 +232,50 @@ TEST(Engine, DsparkForcedDraftsEveryAcceptedLength) {
       for (int a = 0; a <= gamma; ++a) EXPECT_GT(mixed.accepted_at[a], 0) << "gamma " << gamma << " n_acc " << a;
     }
   }
+}
+
+// DSpark with the prefix cache (dspark.md §4.9): a hit brings the target's caches but no
+// drafter rows, so the request's rounds wait until W rows are committed after its start, then
+// resume; tokens equal plain decoding; with right (forced) drafts, the requests that hit lose
+// the rounds of those W positions and no others.
+TEST(Engine, DsparkDefersRoundsAfterAPrefixHit) {
+  const Loaded& m = model("tiny-ds-w80", TinyQuant::kFp8);
+  const int64_t W = m.cfg.sliding_window;
+  const auto system = test::random_tokens(100, 21, m.cfg.vocab_size);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 3; ++i) {
+    GenerationRequest g;
+    g.prompt = system;
+    const auto user = test::random_tokens(5 + 7 * i, 30 + i, m.cfg.vocab_size);
+    g.prompt.insert(g.prompt.end(), user.begin(), user.end());
+    g.max_tokens = 90;
+    g.stop_at_eos = false;
+    g.sampling = {0.7f, 0.9f, 500u + i};
+    reqs.push_back(g);
+  }
+  Limits l = limits(1);  // one at a time: each request finds the previous ones' blocks
+  l.max_rows = 64;
+  l.page_tokens = 32;
+  const RunStats plain = run(m, 1, false, reqs, {}, l);
+  auto truth = [&](int id, int64_t q) -> int32_t {
+    const int64_t i = q - static_cast<int64_t>(reqs[id].prompt.size());
+    return i >= 0 && i < static_cast<int64_t>(plain.out[id].size()) ? plain.out[id][i] : -1;
+  };
+  const int gamma = 3;
+  const DsStats first_alone = run_ds(m, 1, gamma, {reqs[0]}, truth, l);
+  const DsStats cold = run_ds(m, 1, gamma, reqs, truth, l);
+  l.prefix_blocks = 8;
+  const DsStats warm = run_ds(m, 1, gamma, reqs, truth, l);
+  const DsStats natural = run_ds(m, 1, gamma, reqs, {}, l);
+  EXPECT_EQ(cold.s.out, plain.out);
+  EXPECT_EQ(warm.s.out, plain.out);
+  EXPECT_EQ(natural.s.out, plain.out);
+  // Requests 1 and 2 restart at 92 (as in PrefixCacheHitsGiveTheSameTokens) with prompts ending
+  // at 112 and 119: no round before anchor 92 + W − 1 (fewer rounds than cold), rounds after.
+  ASSERT_GT(92 + W - 1, 119);
+  EXPECT_LT(warm.rounds, cold.rounds);
+  EXPECT_GT(warm.rounds, first_alone.rounds);
+  EXPECT_GT(warm.accepted_at[gamma], first_alone.accepted_at[gamma]);
 }
 
 TEST(Engine, DsparkNeedsADsparkCheckpoint) {
