@@ -444,6 +444,48 @@ TEST(EngineDspark, BatchOfRoundsEqualsRoundsAloneAndAllocatesNothing) {
   EXPECT_LE(W, 8);
 }
 
+// A slot reused after a longer sequence (every ring row written, scratch full of its values)
+// drafts exactly what a fresh runner drafts: no stale ring row or scratch value is read.
+TEST(EngineDspark, ReusedSlotReadsNothingStale) {
+  const auto& m = tiny_model("tiny-ds", TinyQuant::kFp8, 3);
+  const int64_t V = m.cfg.vocab_size, G = 5, F = 3 * m.cfg.hidden_size;
+  Limits lim;
+  lim.max_batch = 2;
+  lim.max_seqs = 2;
+  lim.max_rows = 48;
+  lim.max_chunk = 48;
+  lim.max_decode_rows = 1;
+  lim.max_context = 64;
+  lim.n_threads = 2;
+  auto round = [&](ModelRunner& r, const std::vector<int32_t>& t, int64_t len, std::vector<float>& lam,
+                   std::vector<int32_t>& d) {
+    std::vector<bf16> feat(static_cast<size_t>(len * F));
+    ASSERT_TRUE(r.start_sequence(0).ok());
+    const StepRequest q{0, 0, static_cast<int32_t>(len), len, t.data()};
+    ASSERT_TRUE(r.forward({&q, 1}, nullptr, nullptr, {}, {}, feat.data()).ok());
+    const ModelRunner::DsparkCommit c{0, 0, static_cast<int32_t>(len), feat.data()};
+    ASSERT_TRUE(r.dspark_commit({&c, 1}).ok());
+    const ModelRunner::DsparkRound rd{0, len - 1, t[len]};
+    lam.assign(static_cast<size_t>(G * V), 0.0f);
+    d.assign(static_cast<size_t>(G), -1);
+    ASSERT_TRUE(r.dspark_propose({&rd, 1}, G, lam.data(), d.data()).ok());
+    r.end_sequence(0);
+  };
+  const std::vector<int32_t> longer = random_tokens(41, 5, V), shorter = random_tokens(4, 6, V);
+  auto fresh = ModelRunner::create(m.cfg, *m.w, lim);
+  auto reused = ModelRunner::create(m.cfg, *m.w, lim);
+  ASSERT_TRUE(fresh.ok() && reused.ok());
+  std::vector<float> lam_fresh, lam_reused;
+  std::vector<int32_t> d_fresh, d_reused;
+  round(**reused, longer, 40, lam_reused, d_reused);  // anchor 39: the ring wrapped several times
+  for (int64_t len : {1, 3}) {
+    round(**fresh, shorter, len, lam_fresh, d_fresh);
+    round(**reused, shorter, len, lam_reused, d_reused);
+    EXPECT_EQ(0, std::memcmp(lam_fresh.data(), lam_reused.data(), lam_fresh.size() * sizeof(float))) << len;
+    EXPECT_EQ(d_fresh, d_reused);
+  }
+}
+
 // `dsv4 logits --dspark`'s refusals (teacher_forced_logits), each naming the problem.
 TEST(EngineDspark, TeacherForcedRefusals) {
   const auto& m = tiny_ds();

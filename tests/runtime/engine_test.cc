@@ -179,6 +179,8 @@ DsStats run_ds(const Loaded& m, int batch, int gamma, const std::vector<Generati
       const size_t id = static_cast<size_t>(u.id);
       d.s.out.resize(std::max(d.s.out.size(), id + 1));
       d.s.out[id].insert(d.s.out[id].end(), u.tokens.begin(), u.tokens.end());
+      d.s.finals.resize(std::max(d.s.finals.size(), id + 1));
+      if (u.finished) d.s.finals[id] = u;
     }
   }
   return d;
@@ -232,6 +234,35 @@ TEST(Engine, DsparkForcedDraftsEveryAcceptedLength) {
       for (int a = 0; a <= gamma; ++a) EXPECT_GT(mixed.accepted_at[a], 0) << "gamma " << gamma << " n_acc " << a;
     }
   }
+}
+
+// Near max_context a round verifies only the drafts whose rows fit (ℓ < γ), so one step mixes
+// requests verifying γ drafts with requests verifying fewer; the tokens still equal plain
+// decoding and every request ends at the context limit.
+TEST(Engine, DsparkDraftsShrinkAtTheContextEnd) {
+  const Loaded& m = model("tiny-ds", TinyQuant::kFp8);
+  auto reqs = requests(0.0f, 1.0f);
+  for (auto& g : reqs) g.max_tokens = 100;
+  Limits l = limits(3);
+  l.max_rows = 64;
+  l.max_context = 37;
+  const RunStats plain = run(m, 3, false, reqs, {}, l);
+  auto truth = [&](int id, int64_t q) -> int32_t {
+    const int64_t i = q - static_cast<int64_t>(reqs[id].prompt.size());
+    return i >= 0 && i < static_cast<int64_t>(plain.out[id].size()) ? plain.out[id][i] : -1;
+  };
+  const int gamma = 5;
+  const DsStats ds = run_ds(m, 3, gamma, reqs, truth, l);
+  ASSERT_EQ(ds.s.out, plain.out);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_GE(static_cast<int64_t>(reqs[i].prompt.size() + plain.out[i].size()), l.max_context - 1) << i;
+    EXPECT_EQ(ds.s.finals[i].reason, plain.finals[i].reason) << i;
+    EXPECT_TRUE(ds.s.finals[i].reason == FinishReason::kLength || ds.s.finals[i].reason == FinishReason::kContext);
+  }
+  int64_t short_rounds = 0;  // rounds that verified and accepted fewer than γ right drafts
+  for (int k = 1; k < gamma; ++k) short_rounds += ds.accepted_at[k];
+  EXPECT_GT(short_rounds, 0);
+  EXPECT_GT(ds.accepted_at[gamma], 0);
 }
 
 // DSpark with the prefix cache (dspark.md §4.9): a hit brings the target's caches but no
