@@ -309,6 +309,54 @@ TEST(Engine, DsparkDefersRoundsAfterAPrefixHit) {
   EXPECT_GT(warm.accepted_at[gamma], first_alone.accepted_at[gamma]);
 }
 
+// The measurement of issue 13 on tiny-ds (random weights): tokens per round and acceptance by
+// position at γ = 1..7 with natural drafts (a random drafter: about none accepted), right
+// drafts (all accepted but where a request ends) and mixed ones (each draft wrong with
+// probability 1/3 by a hash: P(n_acc = k) = (2/3)^k / 3 below γ). Printed; tokens always
+// equal plain decoding.
+TEST(Engine, DsparkAcceptanceByGamma) {
+  const Loaded& m = model("tiny-ds", TinyQuant::kFp8);
+  const int V = static_cast<int>(m.cfg.vocab_size);
+  const auto reqs = requests(0.0f, 1.0f);
+  const RunStats plain = run(m, 3, false, reqs);
+  auto truth = [&](int id, int64_t q) -> int32_t {
+    const int64_t i = q - static_cast<int64_t>(reqs[id].prompt.size());
+    return i >= 0 && i < static_cast<int64_t>(plain.out[id].size()) ? plain.out[id][i] : -1;
+  };
+  auto mixed = [&](int id, int64_t q) -> int32_t {
+    const int32_t t = truth(id, q);
+    uint64_t z = (static_cast<uint64_t>(q) << 8 | static_cast<uint64_t>(id)) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+    return t < 0 ? -1 : ((z ^ (z >> 29)) % 3 == 0 ? (t + 1) % V : t);
+  };
+  std::printf("drafts     gamma  rounds  tokens/round  acceptance by position\n");
+  for (int gamma = 1; gamma <= 7; ++gamma) {
+    for (int kind = 0; kind < 3; ++kind) {
+      std::function<int32_t(int64_t, int64_t)> force;
+      if (kind == 1) force = truth;
+      if (kind == 2) force = mixed;
+      const DsStats d = run_ds(m, 3, gamma, reqs, force);
+      ASSERT_EQ(d.s.out, plain.out) << "gamma " << gamma << " kind " << kind;
+      ASSERT_GT(d.rounds, 0);
+      int64_t accepted = 0;
+      std::string by_pos;
+      for (int k = 1; k <= gamma; ++k) {
+        int64_t at_least = 0;
+        for (int j = k; j <= gamma; ++j) at_least += d.accepted_at[j];
+        accepted += at_least;
+        by_pos += fmt::format(" {:.2f}", static_cast<double>(at_least) / d.rounds);
+      }
+      std::printf("%-10s %5d %7lld %13.2f %s\n", kind == 0 ? "natural" : kind == 1 ? "right" : "mixed", gamma,
+                  static_cast<long long>(d.rounds), 1.0 + static_cast<double>(accepted) / d.rounds, by_pos.c_str());
+      if (kind == 1) {
+        EXPECT_GT(d.accepted_at[gamma], d.rounds * 3 / 4) << "gamma " << gamma;
+      } else if (kind == 2) {
+        EXPECT_GT(d.accepted_at[0], d.rounds / 6) << "gamma " << gamma;
+      }
+    }
+  }
+}
+
 TEST(Engine, DsparkNeedsADsparkCheckpoint) {
   EngineOptions opt;
   opt.dspark_gamma = 5;
