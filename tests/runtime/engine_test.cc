@@ -265,25 +265,31 @@ TEST(Engine, DsparkDraftsShrinkAtTheContextEnd) {
   EXPECT_GT(ds.accepted_at[gamma], 0);
 }
 
-// DSpark with the prefix cache (dspark.md §4.9): a hit brings the target's caches but no
-// drafter rows, so the request's rounds wait until W rows are committed after its start, then
-// resume; tokens equal plain decoding; with right (forced) drafts, the requests that hit lose
-// the rounds of those W positions and no others.
-TEST(Engine, DsparkDefersRoundsAfterAPrefixHit) {
-  const Loaded& m = model("tiny-ds-w80", TinyQuant::kFp8);
-  const int64_t W = m.cfg.sliding_window;
-  const auto system = test::random_tokens(100, 21, m.cfg.vocab_size);
+// Three requests repeating a 100-token system prompt (sampled, T = 0.7): run one at a time
+// with the prefix cache, the second and third restart at position 92.
+std::vector<GenerationRequest> shared_prefix_requests(int64_t vocab, int32_t max_tokens) {
+  const auto system = test::random_tokens(100, 21, vocab);
   std::vector<GenerationRequest> reqs;
   for (int i = 0; i < 3; ++i) {
     GenerationRequest g;
     g.prompt = system;
-    const auto user = test::random_tokens(5 + 7 * i, 30 + i, m.cfg.vocab_size);
+    const auto user = test::random_tokens(5 + 7 * i, 30 + i, vocab);
     g.prompt.insert(g.prompt.end(), user.begin(), user.end());
-    g.max_tokens = 90;
+    g.max_tokens = max_tokens;
     g.stop_at_eos = false;
     g.sampling = {0.7f, 0.9f, 500u + i};
     reqs.push_back(g);
   }
+  return reqs;
+}
+
+// DSpark with the prefix cache (dspark.md §4.9): a hit brings the target's caches but no
+// drafter rows, so the request's rounds wait until W rows are committed after its start, then
+// resume; tokens equal plain decoding, with right, natural and no drafts.
+TEST(Engine, DsparkDefersRoundsAfterAPrefixHit) {
+  const Loaded& m = model("tiny-ds-w80", TinyQuant::kFp8);
+  const int64_t W = m.cfg.sliding_window;
+  const auto reqs = shared_prefix_requests(m.cfg.vocab_size, 90);
   Limits l = limits(1);  // one at a time: each request finds the previous ones' blocks
   l.max_rows = 64;
   l.page_tokens = 32;
@@ -486,18 +492,7 @@ namespace {
 // system prompt skip its cached blocks and produce the tokens of a run without the cache.
 TEST(Engine, PrefixCacheHitsGiveTheSameTokens) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
-  const auto system = test::random_tokens(100, 21, m.cfg.vocab_size);
-  std::vector<GenerationRequest> reqs;
-  for (int i = 0; i < 3; ++i) {
-    GenerationRequest g;
-    g.prompt = system;
-    const auto user = test::random_tokens(5 + 7 * i, 30 + i, m.cfg.vocab_size);
-    g.prompt.insert(g.prompt.end(), user.begin(), user.end());
-    g.max_tokens = 12;
-    g.stop_at_eos = false;
-    g.sampling = {0.7f, 0.9f, 500u + i};
-    reqs.push_back(g);
-  }
+  const auto reqs = shared_prefix_requests(m.cfg.vocab_size, 12);
   for (bool mtp : {false, true}) {
     Limits l = limits(1);  // one at a time: each request finds the previous ones' blocks
     l.page_tokens = 32;
