@@ -35,16 +35,23 @@ uint64_t* radix_sort_hi32(uint64_t* a, uint64_t* b, int64_t n) {
   return a;
 }
 
-int32_t sample_row(const float* l, int64_t V, const SampleRow& row, float* p, uint64_t* a,
-                   uint64_t* b) {
-  const SamplingParams& sp = row.params;
-  DSV4_CHECK(sp.temperature >= 0.0f, "temperature {}", sp.temperature);
-  if (sp.temperature == 0.0f) {
-    int64_t best = 0;
-    for (int64_t v = 1; v < V; ++v)
-      if (l[v] > l[best]) best = v;
-    return static_cast<int32_t>(best);
-  }
+int32_t id_of(uint64_t key) { return static_cast<int32_t>(key & 0xffffffffu); }
+
+// The sorted order of the ids by the non-negative values w (descending, equal → lower id).
+const uint64_t* sort_desc(const float* w, int64_t V, uint64_t* a, uint64_t* b) {
+  // w ≥ 0: its bit pattern orders like the value; ~bits sorts descending, the id breaks ties.
+  for (int64_t i = 0; i < V; ++i)
+    a[i] = (static_cast<uint64_t>(~std::bit_cast<uint32_t>(w[i])) << 32) | static_cast<uint64_t>(i);
+  return radix_sort_hi32(a, b, V);
+}
+
+// p (model.md §10.2 at T > 0) into p, the order by p, K and c_K.
+struct Kept {
+  const uint64_t* order;
+  int64_t K;
+  float cK;
+};
+Kept distribution(const float* l, int64_t V, const SamplingParams& sp, float* p, uint64_t* a, uint64_t* b) {
   const float temp = sp.temperature < kMinTemperature ? kMinTemperature : sp.temperature;
   float mu = -INFINITY;
   for (int64_t v = 0; v < V; ++v) {
@@ -64,30 +71,50 @@ int32_t sample_row(const float* l, int64_t V, const SampleRow& row, float* p, ui
   }
   const float S =
       ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-  for (int64_t i = 0; i < V; ++i) {
-    p[i] = p[i] / S;
-    // p ≥ 0: its bit pattern orders like the value; ~bits sorts descending, the id breaks ties.
-    a[i] = (static_cast<uint64_t>(~std::bit_cast<uint32_t>(p[i])) << 32) | static_cast<uint64_t>(i);
-  }
-  const uint64_t* order = radix_sort_hi32(a, b, V);
-  auto id_at = [&](int64_t k) { return static_cast<int32_t>(order[k] & 0xffffffffu); };
-
+  for (int64_t i = 0; i < V; ++i) p[i] = p[i] / S;
+  const uint64_t* order = sort_desc(p, V, a, b);
   int64_t K = V;
   float cK = 0.0f;
   for (int64_t k = 0; k < V; ++k) {
-    cK = cK + p[id_at(k)];
+    cK = cK + p[id_of(order[k])];
     if (sp.top_p != 1.0f && cK >= sp.top_p) {
       K = k + 1;
       break;
     }
   }
-  const float theta = sample_uniform(sp.seed, row.position, row.draft_slot) * cK;
-  float c = 0.0f;
-  for (int64_t k = 0; k < K; ++k) {
-    c = c + p[id_at(k)];
-    if (c > theta) return id_at(k);
+  return Kept{order, K, cK};
+}
+
+int32_t sample_row(const float* l, int64_t V, const SampleRow& row, float* p, uint64_t* a, uint64_t* b) {
+  const SamplingParams& sp = row.params;
+  DSV4_CHECK(sp.temperature >= 0.0f, "temperature {}", sp.temperature);
+  if (sp.temperature == 0.0f) {
+    int64_t best = 0;
+    for (int64_t v = 1; v < V; ++v)
+      if (l[v] > l[best]) best = v;
+    return static_cast<int32_t>(best);
   }
-  return id_at(0);
+  const Kept d = distribution(l, V, sp, p, a, b);
+  const float theta = sample_uniform(sp.seed, row.position, row.draft_slot) * d.cK;
+  float c = 0.0f;
+  for (int64_t k = 0; k < d.K; ++k) {
+    c = c + p[id_of(d.order[k])];
+    if (c > theta) return id_of(d.order[k]);
+  }
+  return id_of(d.order[0]);
+}
+
+// One thread's scratch: p [V] floats, then two key buffers [V].
+struct RowScratch {
+  float* p;
+  uint64_t* a;
+  uint64_t* b;
+};
+RowScratch row_scratch(int64_t V, void* scratch, int64_t scratch_bytes) {
+  DSV4_CHECK(thread_bytes(V) <= scratch_bytes, "sample scratch {} bytes, need {}", scratch_bytes, thread_bytes(V));
+  char* mine = static_cast<char*>(scratch);
+  uint64_t* a = reinterpret_cast<uint64_t*>(mine + probs_bytes(V));
+  return RowScratch{reinterpret_cast<float*>(mine), a, a + V};
 }
 
 }  // namespace
@@ -124,13 +151,9 @@ void sample_rows(RowAt row_at, int64_t T, int64_t V, const SampleRow* rows, int3
   DSV4_CHECK(V >= 1 && V <= (int64_t{1} << 31), "vocab {}", V);
   DSV4_CHECK(thread_bytes(V) * (tid + 1) <= scratch_bytes, "sample scratch {} bytes for thread {}",
              scratch_bytes, tid);
-  char* mine = static_cast<char*>(scratch) + thread_bytes(V) * tid;
-  float* p = reinterpret_cast<float*>(mine);
-  uint64_t* a = reinterpret_cast<uint64_t*>(mine + probs_bytes(V));
-  uint64_t* b = a + V;
+  const RowScratch w = row_scratch(V, static_cast<char*>(scratch) + thread_bytes(V) * tid, thread_bytes(V));
   const Range r = split_range(T, tid, nthreads);
-  for (int64_t t = r.begin; t < r.end; ++t)
-    tokens[t] = sample_row(row_at(t), V, rows[t], p, a, b);
+  for (int64_t t = r.begin; t < r.end; ++t) tokens[t] = sample_row(row_at(t), V, rows[t], w.p, w.a, w.b);
 }
 
 }  // namespace
@@ -144,6 +167,69 @@ void sample(const float* logits, int64_t T, int64_t V, const SampleRow* rows, in
 void sample(const float* const* logits, int64_t T, int64_t V, const SampleRow* rows, int32_t* tokens,
             void* scratch, int64_t scratch_bytes, int tid, int nthreads) {
   sample_rows([&](int64_t t) { return logits[t]; }, T, V, rows, tokens, scratch, scratch_bytes, tid, nthreads);
+}
+
+int64_t rejection_scratch_bytes(int64_t V) { return thread_bytes(V) + 2 * probs_bytes(V); }
+
+void sample_distribution(const float* l, int64_t V, const SamplingParams& sp, float* pi, void* scratch,
+                         int64_t scratch_bytes) {
+  DSV4_CHECK(sp.temperature > 0.0f, "temperature {}", sp.temperature);
+  const RowScratch w = row_scratch(V, scratch, scratch_bytes);
+  const Kept d = distribution(l, V, sp, w.p, w.a, w.b);
+  std::fill(pi, pi + V, 0.0f);
+  for (int64_t k = 0; k < d.K; ++k) {
+    const int32_t v = id_of(d.order[k]);
+    pi[v] = w.p[v] / d.cK;
+  }
+}
+
+int32_t residual_draw(const float* pt, const float* pd, int64_t V, float u, void* scratch, int64_t scratch_bytes) {
+  const RowScratch w = row_scratch(V, scratch, scratch_bytes);
+  for (int64_t v = 0; v < V; ++v) w.p[v] = std::max(0.0f, pt[v] - pd[v]);
+  const uint64_t* order = sort_desc(w.p, V, w.a, w.b);
+  float Z = 0.0f;
+  for (int64_t k = 0; k < V; ++k) Z = Z + w.p[id_of(order[k])];
+  if (!(Z > 0.0f)) return -1;
+  const float theta = u * Z;
+  float c = 0.0f;
+  for (int64_t k = 0; k < V; ++k) {
+    c = c + w.p[id_of(order[k])];
+    if (c > theta) return id_of(order[k]);
+  }
+  return -1;
+}
+
+int32_t rejection_verify(const RejectionRound& r, int64_t V, int32_t* tokens, void* scratch, int64_t scratch_bytes) {
+  DSV4_CHECK(rejection_scratch_bytes(V) <= scratch_bytes, "rejection scratch {} bytes, need {}", scratch_bytes,
+             rejection_scratch_bytes(V));
+  const SamplingParams& sp = r.params;
+  char* base = static_cast<char*>(scratch);
+  float* pt = reinterpret_cast<float*>(base + thread_bytes(V));
+  float* pd = reinterpret_cast<float*>(base + thread_bytes(V) + probs_bytes(V));
+  const int64_t row_bytes = thread_bytes(V);
+  for (int32_t k = 1; k <= r.ell; ++k) {
+    const int64_t q = r.q1 + k - 1;
+    const int32_t d = r.drafts[k - 1];
+    sample_distribution(r.target[k - 1], V, sp, pt, base, row_bytes);
+    sample_distribution(r.draft[k - 1], V, sp, pd, base, row_bytes);
+    const double test = static_cast<double>(sample_uniform(sp.seed, q, 2)) * static_cast<double>(pd[d]);
+    if (test < static_cast<double>(pt[d])) {
+      tokens[k - 1] = d;
+      continue;
+    }
+    int32_t b = residual_draw(pt, pd, V, sample_uniform(sp.seed, q, 3), base, row_bytes);
+    if (b < 0) {
+      const SampleRow row{sp, q, 3};
+      const RowScratch w = row_scratch(V, base, row_bytes);
+      b = sample_row(r.target[k - 1], V, row, w.p, w.a, w.b);
+    }
+    tokens[k - 1] = b;
+    return k - 1;
+  }
+  const SampleRow row{sp, r.q1 + r.ell, 0};
+  const RowScratch w = row_scratch(V, base, row_bytes);
+  tokens[r.ell] = sample_row(r.target[r.ell], V, row, w.p, w.a, w.b);
+  return r.ell;
 }
 
 }  // namespace dsv4::kernels

@@ -36,7 +36,8 @@ struct SamplingParams {
 Status validate_sampling_params(const SamplingParams& p);
 
 // One logits row to sample: the request's parameters, the absolute position q of the token being
-// sampled (q < 2^56) and the draft slot j (0 = target, 1 = drafter; j < 256).
+// sampled (q < 2^56) and the draft slot j (0 = target, 1 = drafter, 2 = acceptance test,
+// 3 = residual draw; j < 256).
 struct SampleRow {
   SamplingParams params;
   int64_t position = 0;
@@ -60,5 +61,38 @@ void sample(const float* logits, int64_t T, int64_t V, const SampleRow* rows, in
 // The same over rows at any addresses: row t is logits[t] [V].
 void sample(const float* const* logits, int64_t T, int64_t V, const SampleRow* rows, int32_t* tokens,
             void* scratch, int64_t scratch_bytes, int tid, int nthreads);
+
+// --- speculative sampling (dspark.md §4.3, mode rejection) ---
+// π(l): model.md §10.2 steps 2-5 for T > 0: π[v] = f32(p_v / c_K) for the K kept ids, 0 for
+// the others.
+// Residual draw: r[v] = max(0, f32(πt[v] − πd[v])), ids ordered by r descending (equal r →
+// lower id), running fp32 sums c'_1 … c'_V, Z = c'_V; Z > 0: the first id with
+// c' > f32(u · Z); Z = 0 (rounding only): −1.
+// One round of ℓ ≥ 1 drafts at positions q_1 = q1 … q_ℓ = q1 + ℓ − 1 (T > 0):
+//   for k = 1 .. ℓ: accept d_k iff U(seed, q_k, 2) · πd_k[d_k] < πt_k[d_k] (exact in fp64), with
+//   πt_k = π(target[k−1]), πd_k = π(draft[k−1]); at the first rejection the token for q_k is the
+//   residual draw with U(seed, q_k, 3) (Z = 0: the §10.2 draw from target[k−1], slot 3); all
+//   accepted: the §10.2 draw from target[ℓ] at position q1 + ℓ, slot 0.
+// tokens[0 .. n_acc] = d_1 … d_{n_acc}, b; returns n_acc.
+struct RejectionRound {
+  const float* const* target = nullptr;  // ℓ + 1 verify rows [V]
+  const float* const* draft = nullptr;   // ℓ drafter rows λ_0 … λ_{ℓ−1} [V]
+  const int32_t* drafts = nullptr;       // d_1 … d_ℓ
+  int32_t ell = 0;
+  SamplingParams params;                 // temperature > 0
+  int64_t q1 = 0;
+};
+void sample_distribution_ref(const float* l, int64_t V, const SamplingParams& sp, float* pi);
+int32_t residual_draw_ref(const float* pt, const float* pd, int64_t V, float u);
+int32_t rejection_verify_ref(const RejectionRound& r, int64_t V, int32_t* tokens);
+
+// Engine versions, one row / round per call in the caller's thread (no allocation).
+// scratch: rejection_scratch_bytes(V) bytes, 8-byte aligned (sample_distribution and
+// residual_draw need only sample_scratch_bytes(V, 1)).
+int64_t rejection_scratch_bytes(int64_t V);
+void sample_distribution(const float* l, int64_t V, const SamplingParams& sp, float* pi, void* scratch,
+                         int64_t scratch_bytes);
+int32_t residual_draw(const float* pt, const float* pd, int64_t V, float u, void* scratch, int64_t scratch_bytes);
+int32_t rejection_verify(const RejectionRound& r, int64_t V, int32_t* tokens, void* scratch, int64_t scratch_bytes);
 
 }  // namespace dsv4::kernels
