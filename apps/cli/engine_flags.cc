@@ -20,6 +20,12 @@ void add_engine_options(CLI::App* sub, EngineFlags* f) {
       ->check(CLI::IsMember({"none", "mtp", "dspark"}))
       ->capture_default_str();
   sub->add_option("--gamma", f->gamma, "DSpark drafts per round, 1..64 (default: the checkpoint's dspark_block_size)");
+  sub->add_option("--verify", f->verify,
+                  "DSpark verification: exact (outputs equal plain decoding) or rejection (at temperature > 0 "
+                  "drafts are sampled from the drafter and accepted by speculative sampling: the same "
+                  "distribution as plain sampling, not the same tokens; spec/dspark.md 4.3)")
+      ->check(CLI::IsMember({"exact", "rejection"}))
+      ->capture_default_str();
   sub->add_option("--batch-size", f->batch_size, "Most requests decoded in one step (B_MAX)")->capture_default_str();
   sub->add_option("--threads", f->threads, "Worker threads of the engine")->capture_default_str();
   sub->add_option("--max-chunk", f->max_chunk, "Largest prefill chunk per request")->capture_default_str();
@@ -62,6 +68,8 @@ Status apply_spec(const EngineFlags& f, const ModelConfig& cfg, EngineOptions* e
   if (f.mtp && f.spec != "none" && f.spec != "mtp")
     return Status::errorf("--mtp is --spec mtp; it contradicts --spec {}", f.spec);
   if (f.gamma != 0 && f.spec != "dspark") return Status::error("--gamma needs --spec dspark");
+  if (f.verify != "exact" && f.spec != "dspark") return Status::error("--verify rejection needs --spec dspark");
+  eo->dspark_rejection = f.verify == "rejection";
   eo->mtp = f.mtp || f.spec == "mtp";
   eo->dspark_gamma = 0;
   if (f.spec == "dspark") {
@@ -75,7 +83,8 @@ Status apply_spec(const EngineFlags& f, const ModelConfig& cfg, EngineOptions* e
 
 std::string spec_label(const EngineOptions& eo) {
   if (eo.mtp) return "MTP";
-  if (eo.dspark_gamma > 0) return fmt::format("DSpark (gamma {})", eo.dspark_gamma);
+  if (eo.dspark_gamma > 0)
+    return fmt::format("DSpark (gamma {}{})", eo.dspark_gamma, eo.dspark_rejection ? ", rejection sampling" : "");
   return "";
 }
 

@@ -24,6 +24,7 @@ struct EngineFlags {
   bool mtp = false;         // --mtp, the alias of --spec mtp
   std::string spec = "none";  // --spec none|mtp|dspark
   int gamma = 0;            // --gamma: DSpark drafts per round (0: the checkpoint's dspark_block_size)
+  std::string verify = "exact";  // --verify exact|rejection (DSpark, dspark.md §4.3)
   int batch_size = 4;
   int threads = 2;
   int max_chunk = 64;

@@ -24,6 +24,7 @@
 #include "cache/prefix_cache.h"
 #include "cache/step_metadata.h"
 #include "kernels/compressor/compressor.h"
+#include "kernels/sample/sample.h"
 #include "model/config.h"
 #include "model/decisions.h"
 #include "model/limits.h"
@@ -137,6 +138,9 @@ class ModelRunner {
     int64_t anchor = 0;
     int32_t x0 = 0;
     int32_t owner = 0;
+    // Temperature > 0: d_k is the model.md §10.2 draw from λ_{k−1} at position anchor + 1 + k,
+    // draft slot 1 (dspark.md §4.3 mode rejection); 0: the argmax chain.
+    kernels::SamplingParams sample{};
   };
   Status dspark_commit(std::span<const DsparkCommit> commits);
   // The first position a slot's rings can hold: its start (0, or a prefix hit's first fed

@@ -58,6 +58,7 @@ Status ModelRunner::dspark_init() {
   d->beta.resize(static_cast<size_t>(std::max(B, T) * c.vocab_size));
   d->prev.resize(static_cast<size_t>(std::max(B, T)));
   d->own.resize(static_cast<size_t>(std::max(B, T)));
+  d->sample_scratch.resize(static_cast<size_t>(k::sample_scratch_bytes(c.vocab_size, pool_.size()) / 8 + 1));
   ds_ = std::move(d);
   return Status();
 }
@@ -135,6 +136,7 @@ Status ModelRunner::dspark_propose(std::span<const DsparkRound> rounds, int gamm
       return Status::errorf("dspark propose {}: sequence slot {} is not active", r, q.seq);
     if (q.x0 < 0 || q.x0 >= V) return Status::errorf("dspark propose {}: anchor token {} outside [0, {})", r, q.x0, V);
     if (q.anchor < 0) return Status::errorf("dspark propose {}: anchor {} is negative", r, q.anchor);
+    DSV4_RETURN_IF_ERROR(k::validate_sampling_params(q.sample).with_context(fmt::format("dspark propose {}", r)));
     if (q.owner != me) continue;
     for (int64_t p = std::max<int64_t>(0, q.anchor - d.W + 1); p <= q.anchor; ++p)
       if (d.ring_pos[static_cast<size_t>(q.seq * d.W + p % d.W)] != p)
@@ -180,17 +182,23 @@ Status ModelRunner::dspark_propose(std::span<const DsparkRound> rounds, int gamm
     pool_.run([&](int tid, int n) { k::linear_f32(w2, d.m.data(), Bo, d.beta.data(), tid, n); });
     pool_.run([&](int tid, int n) {
       const Range rr = split_range(Bo, tid, n);
-      for (int64_t k = rr.begin; k < rr.end; ++k) {
-        const int64_t row = d.own[k] * G + i;
+      for (int64_t o = rr.begin; o < rr.end; ++o) {  // own round o
+        const int64_t row = d.own[o] * G + i;
         float* lam = lambda + row * V;
-        const float* beta = d.beta.data() + k * V;
+        const float* beta = d.beta.data() + o * V;
         int32_t best = 0;
         for (int64_t v = 0; v < V; ++v) {
           lam[v] = lam[v] + beta[v];
           if (lam[v] > lam[best]) best = static_cast<int32_t>(v);
         }
+        const DsparkRound& q = rounds[d.own[o]];
+        if (q.sample.temperature > 0.0f) {  // drawn from λ (dspark.md §4.3): d_{i+1} at anchor + 2 + i, slot 1
+          const int64_t bytes = k::sample_scratch_bytes(V, 1);
+          const k::SampleRow sr{q.sample, q.anchor + 2 + i, 1};
+          k::sample(lam, 1, V, &sr, &best, reinterpret_cast<char*>(d.sample_scratch.data()) + tid * bytes, bytes, 0, 1);
+        }
         drafts[row] = best;
-        d.prev[k] = best;
+        d.prev[o] = best;
       }
     });
     if (dec.forced || dec.log)

@@ -173,6 +173,7 @@ struct ModelRunner::Dspark {
   std::vector<float> beta;                   // [B_MAX, V]
   std::vector<int32_t> prev;                 // [B_MAX]
   std::vector<int32_t> own;                  // [B_MAX] index of each own round (all rounds on one rank)
+  std::vector<uint64_t> sample_scratch;      // drafts drawn at T > 0: sample_scratch_bytes(V, threads)
   uint8_t* ring(int32_t seq, int stage, int64_t slot) {
     return rings.data() + ((static_cast<int64_t>(seq) * ns + stage) * W + slot) * kv_bytes;
   }

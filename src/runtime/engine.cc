@@ -95,6 +95,12 @@ Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions
     ds_round_of_.resize(B);
     ds_lambda_.resize(static_cast<size_t>(T * V));
     ds_drafts_.resize(static_cast<size_t>(T));
+    if (opt.dspark_rejection) {
+      ds_kept_.resize(static_cast<size_t>(limits.max_seqs * static_cast<int64_t>(opt.dspark_gamma) * V));
+      rejection_tasks_.resize(B);
+      rejection_scratch_.resize(
+          static_cast<size_t>(kernels::rejection_scratch_bytes(V) / 8 + 1) * runner_->pool().size());
+    }
   }
   sample_logits_.resize(S * B);
   sample_rows_.resize(sample_logits_.size());
@@ -129,6 +135,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
       return Status::error("--spec dspark: the checkpoint has no DSpark drafter (config.json has no dspark_* fields; "
                            "dspark.md §1.3)");
     if (opt.mtp) return Status::error("--spec dspark and --mtp exclude each other");
+  } else if (opt.dspark_rejection) {
+    return Status::error("--verify rejection needs --spec dspark");
+  }
+  if (opt.dspark_gamma != 0) {
     if (opt.dspark_gamma < 1 || opt.dspark_gamma > kMaxDsparkGamma)
       return Status::errorf("--gamma {} outside [1, {}]", opt.dspark_gamma, kMaxDsparkGamma);
     l.max_decode_rows = std::max(l.max_decode_rows, opt.dspark_gamma + 1);
@@ -349,6 +359,27 @@ void Engine::run_sample_tasks() {
   n_sample_ = 0;
 }
 
+bool Engine::rejects(const PlannedRows& p) const {
+  return opt_.dspark_rejection && p.n_drafts > 0 && p.request->sampling.temperature > 0.0f;
+}
+
+// Rounds verified by rejection (dspark.md §4.3), one round per task, over the pool: the
+// committed tokens d_1 … d_{n_acc}, b into the request's values_ entries.
+void Engine::run_rejection_tasks(int64_t n) {
+  const int64_t V = cfg_.vocab_size, bytes = kernels::rejection_scratch_bytes(V);
+  const int64_t words = bytes / 8 + 1;
+  auto part = [&](int tid, int nt) {
+    const Range r = split_range(n, tid, nt);
+    for (int64_t t = r.begin; t < r.end; ++t) {
+      RejectionTask& task = rejection_tasks_[t];
+      kernels::rejection_verify(task.round, V, values_.data() + S_ * task.plan_index,
+                                rejection_scratch_.data() + tid * words, bytes);
+    }
+  };
+  if (n == 1) part(0, 1);
+  else if (n > 1) runner_->pool().run(part);
+}
+
 void Engine::add_logprobs(const float* row, int32_t token, int32_t top, TokenLogprob* out) {
   logprob_tasks_[n_logprob_++] = LogprobTask{row, token, top, out};
 }
@@ -544,7 +575,9 @@ Status Engine::run_dspark(const std::vector<PlannedRows>& plan) {
     const int64_t anchor = len - 2, context_start = runner_->dspark_context_start(plan[i].seq);
     if (context_start > 0 && anchor - cfg_.sliding_window + 1 < context_start) continue;
     ds_round_of_[ds_rounds_.size()] = static_cast<int32_t>(i);
-    ds_rounds_.push_back(ModelRunner::DsparkRound{plan[i].seq, anchor, sched_->tokens(i)[len - 1], plan[i].owner});
+    ModelRunner::DsparkRound round{plan[i].seq, anchor, sched_->tokens(i)[len - 1], plan[i].owner};
+    if (opt_.dspark_rejection) round.sample = plan[i].request->sampling;  // drafts drawn at T > 0
+    ds_rounds_.push_back(round);
   }
   if (ds_rounds_.empty()) return Status();  // the same on every rank (replicated schedulers)
   // Rounds in groups that fit max_rows (γ block rows each); each round's drafts to values_
@@ -556,9 +589,14 @@ Status Engine::run_dspark(const std::vector<PlannedRows>& plan) {
     const size_t n = std::min<size_t>(per_call, ds_rounds_.size() - r0);
     DSV4_RETURN_IF_ERROR(runner_->dspark_propose(std::span<const ModelRunner::DsparkRound>(ds_rounds_.data() + r0, n),
                                                  G, ds_lambda_.data(), ds_drafts_.data()));
-    for (size_t r = 0; r < n; ++r)
-      if (ds_rounds_[r0 + r].owner == rank())
-        std::copy_n(ds_drafts_.data() + r * G, G, drafts + ds_round_of_[r0 + r] * G);
+    for (size_t r = 0; r < n; ++r) {
+      const ModelRunner::DsparkRound& q = ds_rounds_[r0 + r];
+      if (q.owner != rank()) continue;
+      std::copy_n(ds_drafts_.data() + r * G, G, drafts + ds_round_of_[r0 + r] * G);
+      if (q.sample.temperature > 0.0f)  // λ_0 .. λ_{γ−1} until the verify step (mode rejection)
+        std::copy_n(ds_lambda_.data() + r * G * cfg_.vocab_size, G * cfg_.vocab_size,
+                    ds_kept_.data() + static_cast<int64_t>(q.seq) * G * cfg_.vocab_size);
+    }
   }
   DSV4_RETURN_IF_ERROR(exchange(drafts, G, true));
   for (size_t r = 0; r < ds_rounds_.size(); ++r) {
@@ -621,6 +659,7 @@ Result<StepReport> Engine::step() {
     const int32_t S = S_;
     int32_t* tok = values_.data();  // [planned, S]: tokens sampled, −1 none
     bool any_prompt_lp = false;
+    int64_t n_rejection = 0;
     for (size_t i = 0; i < plan.size(); ++i) {
       const PlannedRows& p = plan[i];
       const GenerationRequest& g = *p.request;
@@ -640,11 +679,21 @@ Result<StepReport> Engine::step() {
       if (!p.samples) continue;
       const int32_t real = p.n - p.n_drafts;
       const int64_t q = p.p0 + real;  // the position the last real row predicts
+      if (rejects(p)) {  // dspark.md §4.3 mode rejection: the whole round in one task
+        RejectionTask& task = rejection_tasks_[n_rejection++];
+        task.plan_index = i;
+        for (int32_t k = 0; k <= p.n_drafts; ++k) task.target[k] = row(real - 1 + k);
+        const float* kept = ds_kept_.data() + static_cast<int64_t>(p.seq) * opt_.dspark_gamma * V;
+        for (int32_t k = 0; k < p.n_drafts; ++k) task.draft[k] = kept + k * V;
+        task.round = kernels::RejectionRound{task.target, task.draft, p.tokens + 1, p.n_drafts, g.sampling, q};
+        continue;
+      }
       add_sample(row(real - 1), g.sampling, q, 0, &t2[0]);
       for (int32_t k = 1; k <= p.n_drafts; ++k)  // kept if drafts 1..k are accepted
         add_sample(row(real - 1 + k), g.sampling, q + k, 0, &draft_tok_[S * i + k]);
     }
     run_sample_tasks();
+    run_rejection_tasks(n_rejection);
     for (size_t i = 0; i < plan.size(); ++i) {
       const PlannedRows& p = plan[i];
       int32_t* t2 = tok + S * i;
@@ -652,8 +701,9 @@ Result<StepReport> Engine::step() {
       const int32_t real = p.n - p.n_drafts;
       auto row = [&](int64_t j) { return logits_.data() + head_at_[row_begin_[i] + j] * V; };
       // Exact match (runtime.md §3.2): draft k is accepted when it equals the target's token at
-      // its position and every earlier draft was accepted.
-      for (int32_t k = 1; k <= p.n_drafts && p.tokens[k] == t2[k - 1]; ++k) t2[k] = draft_tok_[S * i + k];
+      // its position and every earlier draft was accepted. (Rejection rounds are decided.)
+      if (!rejects(p))
+        for (int32_t k = 1; k <= p.n_drafts && p.tokens[k] == t2[k - 1]; ++k) t2[k] = draft_tok_[S * i + k];
       const int32_t top = p.request->logprobs;
       if (top < 0) continue;
       for (int32_t k = 0; k < S && t2[k] >= 0; ++k) add_logprobs(row(real - 1 + k), t2[k], top, &logprobs_[S * i + k]);

@@ -57,9 +57,13 @@ struct StepReport {
 struct EngineOptions {
   bool mtp = false;
   // DSpark speculative decoding (dspark.md §4) with this many drafts per round (0: off): each
-  // step verifies the anchor plus the drafts by exact match, commits the accepted rows' features
-  // to the drafter's rings and drafts the next round. One rank; the prefix cache is off.
+  // step verifies the anchor plus the drafts (by exact match), commits the accepted rows'
+  // features to the drafter's rings and drafts the next round.
   int32_t dspark_gamma = 0;
+  // DSpark verification mode rejection (dspark.md §4.3) for requests at temperature > 0: drafts
+  // drawn from the drafter's λ and accepted by speculative sampling — lossless in distribution,
+  // not token-identical to plain sampling. Temperature 0 stays exact.
+  bool dspark_rejection = false;
   // Forced drafts (runtime.md §8: forced accept patterns): when set, the drafter
   // (MTP or DSpark) still runs, but the draft for (request id, position) is this
   // function's value unless it returns -1.
@@ -121,6 +125,7 @@ class Engine {
   // threads; each row's result is the serial one (a pure function of the row).
   void run_sample_tasks();
   void run_logprob_tasks();
+  void run_rejection_tasks(int64_t n);
   void add_sample(const float* row, const kernels::SamplingParams& sp, int64_t position, int slot, int32_t* out);
   void add_logprobs(const float* row, int32_t token, int32_t top, TokenLogprob* out);
   Status sync_requests(bool stop);      // rank 0's new requests and cancels (or stop) to every rank
@@ -188,6 +193,18 @@ class Engine {
   std::vector<int32_t> ds_round_of_;
   std::vector<float> ds_lambda_;
   std::vector<int32_t> ds_drafts_;
+  // Mode rejection: per sequence slot the λ rows of its round [max_seqs, γ, V] (kept on the
+  // owner until the verify step), the step's rounds to verify, per-thread scratch.
+  std::vector<float> ds_kept_;
+  struct RejectionTask {
+    size_t plan_index;
+    kernels::RejectionRound round;
+    const float* target[kMaxDsparkGamma + 1];
+    const float* draft[kMaxDsparkGamma];
+  };
+  std::vector<RejectionTask> rejection_tasks_;
+  std::vector<uint64_t> rejection_scratch_;  // per pool thread
+  bool rejects(const PlannedRows& p) const;  // the request's drafts are verified by rejection
   bool stopped_ = false;
   bool last_error_uniform_ = false;
 };

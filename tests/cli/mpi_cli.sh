@@ -50,7 +50,7 @@ done
 # through the seams; the same tokens and the same drafts accepted per round and position,
 # with context-parallel prefill, data-parallel groups, greedy and sampled.
 ds_model="$(cd "$(dirname "$0")/../.." && pwd)/models/kjv-9m-dspark"
-for mode in "" "--temperature 0.8 --seed 3"; do
+for mode in "" "--temperature 0.8 --seed 3" "--temperature 0.8 --seed 3 --verify rejection"; do
   ds_run=(generate --model "$ds_model" --prompt "And God said" --prompt "In the beginning God created"
           --prompt "Blessed are the" --max-tokens 24 --batch-size 2 --max-chunk 4 --quiet-steps --spec dspark $mode)
   timeout 300 "$dsv4" "${ds_run[@]}" >"$work/one_full.txt" || fail "generate --spec dspark $mode (1 rank)"

@@ -192,37 +192,40 @@ TEST(EngineRanks, DsparkDraftsWhatOneRankDrafts) {
   }
   Limits l = engine_limits();
   l.cache_blocks = 0;  // as many as needed
-  EngineOptions one_opt;
-  one_opt.dspark_gamma = 5;
   Result<Weights> w1 = load_weights(*files, *cfg, nullptr);
   ASSERT_TRUE(w1.ok()) << w1.message();
-  auto one = Engine::create(*cfg, *w1, l, one_opt);
-  ASSERT_TRUE(one.ok()) << one.message();
-  const Report want = run(**one, reqs);
-  EXPECT_GT(want.accepted, want.rounds / 2) << "the trained drafter should be accepted about once per round";
   std::vector<int> tps{1};
   if (world.size() % 2 == 0 && cfg->o_groups % 2 == 0) tps.push_back(2);
-  for (int tp : tps) {
-    SCOPED_TRACE("tp " + std::to_string(tp));
-    Result<Topology> topo = make_topology(world.size(), world.rank(), tp, world.size() / tp, world.size());
-    ASSERT_TRUE(topo.ok()) << topo.message();
-    auto groups = make_rank_groups(world, *topo);
-    ASSERT_TRUE(groups.ok()) << groups.message();
-    LoadOptions lo;
-    lo.reads = [&](const std::string& name) { return rank_reads(name, *cfg, *topo); };
-    Result<Weights> w = load_weights(*files, *cfg, nullptr, lo);
-    ASSERT_TRUE(w.ok()) << w.message();
-    EngineOptions opt = one_opt;
-    opt.ranks = groups->get();
-    opt.cp_prefill_tokens = 6;
-    auto many = Engine::create(*cfg, *w, l, opt);
-    ASSERT_TRUE(many.ok()) << many.message();
-    const Report got = run(**many, reqs);
-    if (world.rank() != 0) continue;
-    EXPECT_EQ(got.tokens, want.tokens);
-    EXPECT_EQ(got.rounds, want.rounds);
-    EXPECT_EQ(got.accepted_at, want.accepted_at);
-    for (const auto& [id, lp] : want.logprobs) expect_same(got.logprobs.at(id), lp, "logprobs");
+  for (bool rejection : {false, true}) {  // mode rejection: drafts drawn on the owners, verified on the samplers
+    for (int tp : tps) {
+      SCOPED_TRACE("tp " + std::to_string(tp) + " rejection " + std::to_string(rejection));
+      EngineOptions one_opt;
+      one_opt.dspark_gamma = 5;
+      one_opt.dspark_rejection = rejection;
+      auto one = Engine::create(*cfg, *w1, l, one_opt);
+      ASSERT_TRUE(one.ok()) << one.message();
+      const Report want = run(**one, reqs);
+      EXPECT_GT(want.accepted, want.rounds / 2) << "the trained drafter should be accepted about once per round";
+      Result<Topology> topo = make_topology(world.size(), world.rank(), tp, world.size() / tp, world.size());
+      ASSERT_TRUE(topo.ok()) << topo.message();
+      auto groups = make_rank_groups(world, *topo);
+      ASSERT_TRUE(groups.ok()) << groups.message();
+      LoadOptions lo;
+      lo.reads = [&](const std::string& name) { return rank_reads(name, *cfg, *topo); };
+      Result<Weights> w = load_weights(*files, *cfg, nullptr, lo);
+      ASSERT_TRUE(w.ok()) << w.message();
+      EngineOptions opt = one_opt;
+      opt.ranks = groups->get();
+      opt.cp_prefill_tokens = 6;
+      auto many = Engine::create(*cfg, *w, l, opt);
+      ASSERT_TRUE(many.ok()) << many.message();
+      const Report got = run(**many, reqs);
+      if (world.rank() != 0) continue;
+      EXPECT_EQ(got.tokens, want.tokens);
+      EXPECT_EQ(got.rounds, want.rounds);
+      EXPECT_EQ(got.accepted_at, want.accepted_at);
+      for (const auto& [id, lp] : want.logprobs) expect_same(got.logprobs.at(id), lp, "logprobs");
+    }
   }
 }
 
