@@ -20,6 +20,7 @@
 #include "onednn_cases.h"
 #include "probe.h"
 #include "report.h"
+#include "spec_e2e.h"
 #include "tiny_e2e.h"
 
 namespace dsv4::bench {
@@ -239,6 +240,17 @@ Status run_bench(const BenchOptions& o) {
     }
   }
   if (selected(o, "dspark")) DSV4_RETURN_IF_ERROR(run_dspark(o, m, all));
+  if (selected(o, "spec-e2e")) {
+    if (o.spec_model_dir.empty() || o.spec_dspark_dir.empty()) {
+      notes.push_back("spec-e2e skipped: no model directories");
+    } else {
+      const SpecE2eSets sets{o.spec_batches, o.gammas, o.spec_tokens, o.repeats, o.threads};
+      Result<std::vector<CaseResult>> c = run_spec_e2e(o.spec_model_dir, o.spec_dspark_dir, o.spec_prompts, sets);
+      if (!c.ok()) return c.status();
+      print_spec_e2e(c.value(), sets);
+      add_cases(all, std::move(c.value()), m);
+    }
+  }
   if (o.scaling && o.threads > 1) print_scaling(all, o.threads);
   const int64_t peak = peak_rss_bytes();
   std::printf("\npeak RSS %.2f GiB\n", static_cast<double>(peak) / (1 << 30));

@@ -30,15 +30,16 @@ struct Machine {
 
 struct CaseResult {
   std::string name;     // layer-csa, layer-hca, head, gemm-fp8, gemm-fp4, onednn-bf16, tiny-e2e,
-                        // dspark-*
+                        // dspark-*, spec-e2e
   std::string phase;    // decode | prefill | gemm
-  std::string shape;    // gemm cases: "wq_a 1024x4096"; dspark: "gamma 5"; else empty
+  std::string shape;    // gemm cases: "wq_a 1024x4096"; dspark: "gamma 5"; spec-e2e: the variant
   int B = 0, S = 0, T = 0, threads = 0;
   double step_ms = 0;   // median of the repeats
   Cost cost;            // per step
   double experts_hit = -1;  // layer cases: mean distinct routed experts per step
   double pool_runs = -1;    // layer cases: thread-pool runs (each ends in a barrier) per step
   Fractions frac;       // filled by finish()
+  double measured_tokens_per_s = -1;  // spec-e2e: generated tokens / wall time; -1: T / step_ms
   // Further JSON fields of the record: numbers, then lists of numbers.
   std::vector<std::pair<std::string, double>> extra;
   std::vector<std::pair<std::string, std::vector<double>>> extra_lists;
@@ -47,7 +48,10 @@ struct CaseResult {
       if (k == key) return v;
     return 0;
   }
-  double tokens_per_s() const { return step_ms > 0 ? T / (step_ms / 1e3) : 0; }
+  double tokens_per_s() const {
+    if (measured_tokens_per_s >= 0) return measured_tokens_per_s;
+    return step_ms > 0 ? T / (step_ms / 1e3) : 0;
+  }
 };
 
 // A case with step_ms = median(ms), T = B·S; cost per step.

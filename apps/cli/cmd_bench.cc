@@ -1,10 +1,12 @@
 // dsv4 bench [--preset flash|tiny] [--cases G,...] [--batches B,...] [--spec-rows S,...]
-//            [--gammas G,...]
+//            [--gammas G,...] [--spec-batches B,...] [--spec-tokens N]
 //            [--prefill N,...] [--gemm-rows T,...] [--bandwidth-mib M,...] [--repeats N]
 //            [--threads N] [--context N] [--quick] [--no-scaling] [--cache-dir DIR] [--json FILE]:
 // speed against the machine's own roofline (bench/bench_run.h). Layer checkpoints are
-// cached under <user cache>/bench unless --cache-dir; tiny-e2e runs the built-in model.
+// cached under <user cache>/bench unless --cache-dir; tiny-e2e runs the built-in model,
+// spec-e2e the built-in model and its DSpark form (models/kjv-9m, models/kjv-9m-dspark).
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,17 +24,25 @@ Command add_bench(CLI::App& app) {
   auto no_scaling = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "bench", "Measure bandwidth and compute peak, then time real-size layers, the LM head, the core "
-               "GEMV/GEMM (beside oneDNN), tiny end-to-end decode and (--cases dspark) the real-size DSpark "
-               "drafter against them");
+               "GEMV/GEMM (beside oneDNN), tiny end-to-end decode, speculative decoding end to end and (--cases "
+               "dspark) the real-size DSpark drafter against them");
   sub->add_option("--preset", opts->preset, "Layer shapes")->check(CLI::IsMember({"flash", "tiny"}))->capture_default_str();
   sub->add_option("--cases", opts->cases,
-                  "Case groups: layer-csa, layer-hca, head, gemm, onednn, tiny-e2e, dspark (default: all but dspark)")
+                  "Case groups: layer-csa, layer-hca, head, gemm, onednn, tiny-e2e, spec-e2e, dspark (default: all but "
+                  "dspark)")
       ->delimiter(',');
   sub->add_option("--batches", opts->batches, "Decode requests per step (B)")->delimiter(',')->check(CLI::Range(1, 1024));
   sub->add_option("--spec-rows", opts->spec_rows, "Rows per request in decode (S)")->delimiter(',')->check(CLI::Range(1, 64));
-  sub->add_option("--gammas", opts->gammas, "DSpark drafts per round (dspark)")
+  sub->add_option("--gammas", opts->gammas, "DSpark drafts per round (dspark, spec-e2e)")
       ->delimiter(',')
       ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  sub->add_option("--spec-batches", opts->spec_batches, "spec-e2e: requests per step (B)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  sub->add_option("--spec-tokens", opts->spec_tokens, "spec-e2e: tokens generated per prompt")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   sub->add_option("--prefill", opts->prefill, "Prefill chunk rows")->delimiter(',')->check(CLI::Range(1, 8192));
   sub->add_option("--gemm-rows", opts->gemm_rows, "GEMV/GEMM rows (T)")->delimiter(',')->check(CLI::Range(1, 4096));
@@ -72,6 +82,13 @@ Command add_bench(CLI::App& app) {
       Result<std::string> dir = resolve_model_dir("");
       if (!dir.ok()) return fail(dir.status());
       o.tiny_model_dir = dir.value();
+    }
+    if (bench::selected(o, "spec-e2e")) {
+      // The source tree's models (not $DSV4_MODEL): the DSpark form must hold the same main model.
+      const std::filesystem::path builtin = DSV4_BUILTIN_MODEL_DIR;
+      o.spec_model_dir = builtin.string();
+      o.spec_dspark_dir = (builtin.parent_path() / "kjv-9m-dspark").string();
+      o.spec_prompts = kDemoTexts;
     }
     const Status st = bench::run_bench(o);
     return st.ok() ? 0 : fail(st);
