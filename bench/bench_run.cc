@@ -9,15 +9,18 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/cpu.h"
 #include "base/thread_pool.h"
+#include "dspark_cases.h"
 #include "gemm_cases.h"
 #include "layer_cases.h"
 #include "layer_checkpoint.h"
 #include "onednn_cases.h"
 #include "probe.h"
 #include "report.h"
+#include "spec_e2e.h"
 #include "tiny_e2e.h"
 
 namespace dsv4::bench {
@@ -25,10 +28,6 @@ namespace {
 
 constexpr int kProbeReps = 5;
 constexpr double kPeakSeconds = 0.2;
-
-bool selected(const BenchOptions& o, const std::string& group) {
-  return o.cases.empty() || std::find(o.cases.begin(), o.cases.end(), group) != o.cases.end();
-}
 
 std::vector<int> thread_counts(const BenchOptions& o) {
   if (o.scaling && o.threads > 1) return {1, o.threads};
@@ -65,19 +64,33 @@ std::vector<CaseResult> slice(const std::vector<CaseResult>& all, size_t from) {
   return std::vector<CaseResult>(all.begin() + static_cast<std::ptrdiff_t>(from), all.end());
 }
 
+// The checkpoint of a layer kind, written once, mapped and touched.
+Result<std::unique_ptr<MappedLayer>> map_kind(const BenchOptions& o, const ModelConfig& cfg, LayerKind kind,
+                                              const std::string& name) {
+  const std::string dir = fmt::format("{}/{}-{}", o.cache_dir, o.preset, layer_kind_name(kind));
+  DSV4_RETURN_IF_ERROR(ensure_layer_checkpoint(cfg, dir));
+  Result<std::unique_ptr<MappedLayer>> layer = MappedLayer::open(dir, cfg);
+  if (!layer.ok()) return layer.status();
+  std::printf("\n%s: %s mapped and touched (RSS %.2f GiB)\n", name.c_str(), dir.c_str(),
+              static_cast<double>(current_rss_bytes()) / (1 << 30));
+  std::fflush(stdout);
+  return layer;
+}
+
+void drop_kind(std::unique_ptr<MappedLayer>& layer, const std::string& name) {
+  layer.reset();  // munmap + POSIX_FADV_DONTNEED
+  std::printf("%s dropped: RSS %.2f GiB, peak RSS so far %.2f GiB\n", name.c_str(),
+              static_cast<double>(current_rss_bytes()) / (1 << 30), static_cast<double>(peak_rss_bytes()) / (1 << 30));
+}
+
 // One layer kind: mapped, timed, dropped.
 Status run_layer_kind(const BenchOptions& o, LayerKind kind, const Machine& m, bool time_layer, bool with_head,
                       std::vector<CaseResult>& all) {
   Result<ModelConfig> cfg = bench_layer_config(o.preset, kind);
   if (!cfg.ok()) return cfg.status();
-  const std::string dir = fmt::format("{}/{}-{}", o.cache_dir, o.preset, layer_kind_name(kind));
-  DSV4_RETURN_IF_ERROR(ensure_layer_checkpoint(cfg.value(), dir));
-  Result<std::unique_ptr<MappedLayer>> layer = MappedLayer::open(dir, cfg.value());
-  if (!layer.ok()) return layer.status();
   const std::string name = fmt::format("layer-{}", layer_kind_name(kind));
-  std::printf("\n%s: %s mapped and touched (RSS %.2f GiB)\n", name.c_str(), dir.c_str(),
-              static_cast<double>(current_rss_bytes()) / (1 << 30));
-  std::fflush(stdout);
+  Result<std::unique_ptr<MappedLayer>> layer = map_kind(o, cfg.value(), kind, name);
+  if (!layer.ok()) return layer.status();
   const size_t first = all.size();
   if (time_layer) {
     const StepSets sets{o.batches, o.spec_rows, o.prefill, o.repeats, 2, o.context};
@@ -98,9 +111,30 @@ Status run_layer_kind(const BenchOptions& o, LayerKind kind, const Machine& m, b
   print_cases(fmt::format("{} ({} preset, one layer; head: {} vocabulary rows), median of {}", name, o.preset,
                           cfg.value().vocab_size, o.repeats),
               slice(all, first));
-  layer.value().reset();  // munmap + POSIX_FADV_DONTNEED
-  std::printf("%s dropped: RSS %.2f GiB, peak RSS so far %.2f GiB\n", name.c_str(),
-              static_cast<double>(current_rss_bytes()) / (1 << 30), static_cast<double>(peak_rss_bytes()) / (1 << 30));
+  drop_kind(layer.value(), name);
+  return Status();
+}
+
+// The DSpark drafter: its checkpoint mapped, timed, dropped.
+Status run_dspark(const BenchOptions& o, const Machine& m, std::vector<CaseResult>& all) {
+  Result<ModelConfig> cfg = bench_layer_config(o.preset, LayerKind::kDspark);
+  if (!cfg.ok()) return cfg.status();
+  Result<ModelConfig> full = bench_preset_config(o.preset, LayerKind::kDspark);
+  if (!full.ok()) return full.status();
+  Result<std::unique_ptr<MappedLayer>> layer = map_kind(o, cfg.value(), LayerKind::kDspark, "dspark");
+  if (!layer.ok()) return layer.status();
+  const size_t first = all.size();
+  const DsparkSets sets{o.batches, o.gammas, o.repeats, 1, o.context};
+  Result<std::vector<CaseResult>> cases =
+      run_dspark_cases(cfg.value(), full.value(), (*layer)->weights(), sets, o.threads);
+  if (!cases.ok()) return cases.status();
+  add_cases(all, std::move(cases.value()), m);
+  print_cases(fmt::format("dspark ({} preset: one CSA target layer, one stage, head over {} vocabulary rows, Markov "
+                          "rank {}), median of {}",
+                          o.preset, cfg->vocab_size, cfg->dspark->markov_rank, o.repeats),
+              slice(all, first));
+  print_dspark_shares(slice(all, first), full.value());
+  drop_kind(layer.value(), "dspark");
   return Status();
 }
 
@@ -158,9 +192,15 @@ void print_scaling(const std::vector<CaseResult>& all, int threads) {
 
 }  // namespace
 
+bool selected(const BenchOptions& o, const std::string& group) {
+  if (!o.cases.empty()) return std::find(o.cases.begin(), o.cases.end(), group) != o.cases.end();
+  return std::find(std::begin(kOptInGroups), std::end(kOptInGroups), group) == std::end(kOptInGroups);
+}
+
 void apply_quick(BenchOptions& o) {
   o.batches = {1, 4, 16};
   o.spec_rows = {1, 2};
+  o.gammas = {1, 5};
   o.prefill = {64};
   o.gemm_rows = {1, 16};
   o.bandwidth_mib = {1024};
@@ -171,7 +211,7 @@ Status run_bench(const BenchOptions& o) {
   for (const std::string& c : o.cases)
     if (std::find_if(std::begin(kCaseGroups), std::end(kCaseGroups), [&](const char* g) { return c == g; }) ==
         std::end(kCaseGroups))
-      return Status::errorf("--cases: unknown group '{}' (known: layer-csa, layer-hca, head, gemm, onednn, tiny-e2e)", c);
+      return Status::errorf("--cases: unknown group '{}' (known: {})", c, fmt::join(kCaseGroups, ", "));
   const Machine m = probe_machine(o);
   print_machine(m);
   std::vector<CaseResult> all;
@@ -199,6 +239,18 @@ Status run_bench(const BenchOptions& o) {
                   slice(all, first));
     }
   }
+  if (selected(o, "dspark")) DSV4_RETURN_IF_ERROR(run_dspark(o, m, all));
+  if (selected(o, "spec-e2e")) {
+    if (o.spec_model_dir.empty() || o.spec_dspark_dir.empty()) {
+      notes.push_back("spec-e2e skipped: no model directories");
+    } else {
+      const SpecE2eSets sets{o.spec_batches, o.gammas, o.spec_tokens, o.repeats, o.threads};
+      Result<std::vector<CaseResult>> c = run_spec_e2e(o.spec_model_dir, o.spec_dspark_dir, o.spec_prompts, sets);
+      if (!c.ok()) return c.status();
+      print_spec_e2e(c.value(), sets);
+      add_cases(all, std::move(c.value()), m);
+    }
+  }
   if (o.scaling && o.threads > 1) print_scaling(all, o.threads);
   const int64_t peak = peak_rss_bytes();
   std::printf("\npeak RSS %.2f GiB\n", static_cast<double>(peak) / (1 << 30));
@@ -206,6 +258,10 @@ Status run_bench(const BenchOptions& o) {
   DSV4_RETURN_IF_ERROR(write_json(o.json, m, all, peak, notes));
   std::printf("wrote %s\n", o.json.c_str());
   const std::string png = std::filesystem::path(o.json).replace_extension(".png").string();
+  if (std::none_of(all.begin(), all.end(), [&](const CaseResult& c) { return plottable(c, o.threads); })) {
+    std::printf("no decode rows at S = 1 and %d threads: no PNG drawn\n", o.threads);
+    return Status();
+  }
   const std::string gnuplot = find_gnuplot();
   if (gnuplot.empty()) {
     std::printf("gnuplot not found (Debian: gnuplot-nox): no PNG drawn\n");

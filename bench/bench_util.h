@@ -1,11 +1,15 @@
 // Shared by the benchmark programs: the error exit (a failed step ends the run with its
-// message) and the deterministic random stream that fills synthetic weights and caches.
+// message), the deterministic random stream that fills synthetic weights and caches, and the
+// step clock.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "base/status.h"
 
@@ -27,5 +31,14 @@ struct Rng {
   }
   float uniform() { return static_cast<float>(next() >> 40) * 0x1p-24f * 2.0f - 1.0f; }  // [-1, 1)
 };
+
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Largest of v, at least floor.
+inline int max_of(const std::vector<int>& v, int floor) {
+  return v.empty() ? floor : std::max(floor, *std::max_element(v.begin(), v.end()));
+}
 
 }  // namespace dsv4::bench

@@ -21,22 +21,6 @@
 namespace dsv4::bench {
 namespace {
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-int max_of(const std::vector<int>& v, int floor) {
-  return v.empty() ? floor : std::max(floor, *std::max_element(v.begin(), v.end()));
-}
-
-// Distinct routed experts of layer 0 in a step's decision log.
-int64_t experts_hit(const std::vector<Decision>& log) {
-  std::set<int32_t> distinct;
-  for (const Decision& d : log)
-    if (!d.idx && !d.mtp && d.layer == 0) distinct.insert(d.selected.begin(), d.selected.end());
-  return static_cast<int64_t>(distinct.size());
-}
-
 class LayerStepper {
  public:
   LayerStepper(const ModelConfig& cfg, const StepSets& sets) : cfg_(cfg), sets_(sets), rng_{12345} {}
@@ -161,6 +145,21 @@ class LayerStepper {
 
 }  // namespace
 
+int64_t experts_hit(const std::vector<Decision>& log, bool dspark) {
+  std::set<int32_t> distinct;
+  for (const Decision& d : log)
+    if (!d.idx && !d.mtp && !d.draft && d.dspark == dspark && d.layer == 0)
+      distinct.insert(d.selected.begin(), d.selected.end());
+  return static_cast<int64_t>(distinct.size());
+}
+
+double head_ms(const Weights& w, int64_t vocab, const bf16* y, int64_t T, float* logits, ThreadPool& pool) {
+  const kernels::LmHeadParams p{0, vocab, vocab};
+  const auto t0 = std::chrono::steady_clock::now();
+  pool.run([&](int tid, int n) { kernels::lm_head(p, w.head.w, y, T, logits, tid, n); });
+  return ms_since(t0);
+}
+
 Result<std::vector<CaseResult>> run_layer_cases(const ModelConfig& cfg, const Weights& w, const std::string& name,
                                                 const StepSets& sets, int threads) {
   LayerStepper stepper(cfg, sets);
@@ -190,14 +189,12 @@ std::vector<CaseResult> run_head_cases(const ModelConfig& cfg, const Weights& w,
   for (bf16& v : y) v = bf16::from_float(rng.uniform());
   std::vector<float> logits(static_cast<size_t>(max_b * V));
   ThreadPool pool(threads);
-  const kernels::LmHeadParams p{0, V, V};
   std::vector<CaseResult> out;
   for (int B : batches) {
     std::vector<double> ms;
     for (int it = 0; it < repeats + 1; ++it) {
-      const auto t0 = std::chrono::steady_clock::now();
-      pool.run([&](int tid, int n) { kernels::lm_head(p, w.head.w, y.data(), B, logits.data(), tid, n); });
-      if (it > 0) ms.push_back(ms_since(t0));
+      const double t = head_ms(w, V, y.data(), B, logits.data(), pool);
+      if (it > 0) ms.push_back(t);
     }
     out.push_back(timed_case("head", "decode", "", B, 1, threads, ms, matrix_cost(StorageForm::kBF16, V, D, B)));
   }

@@ -9,11 +9,15 @@
 // step's routing hit (from the decision log), averaged over the timed steps.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "model/config.h"
+#include "model/decisions.h"
 #include "model/weights.h"
+#include "numeric/bf16.h"
 #include "report.h"
 
 namespace dsv4::bench {
@@ -36,5 +40,11 @@ Result<std::vector<CaseResult>> run_layer_cases(const ModelConfig& cfg, const We
 // rows per B; bytes and FLOPs of the head matrix alone.
 std::vector<CaseResult> run_head_cases(const ModelConfig& cfg, const Weights& w, const std::vector<int>& batches,
                                        int repeats, int threads);
+
+// Distinct routed experts of layer 0 (dspark: of DSpark stage 0) in a step's decision log.
+int64_t experts_hit(const std::vector<Decision>& log, bool dspark = false);
+
+// One LM head call (lm_head kernel) over T rows of y [T, D] into logits [T, V], ms.
+double head_ms(const Weights& w, int64_t vocab, const bf16* y, int64_t T, float* logits, ThreadPool& pool);
 
 }  // namespace dsv4::bench

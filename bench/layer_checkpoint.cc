@@ -162,32 +162,45 @@ int64_t statm_field(int index) {
 
 }  // namespace
 
-const char* layer_kind_name(LayerKind kind) { return kind == LayerKind::kCsa ? "csa" : "hca"; }
+const char* layer_kind_name(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kCsa: return "csa";
+    case LayerKind::kHca: return "hca";
+    case LayerKind::kDspark: return "dspark";
+  }
+  return "";
+}
+
+Result<ModelConfig> bench_preset_config(const std::string& preset, LayerKind kind) {
+  const bool ds = kind == LayerKind::kDspark;
+  if (preset == "flash") return preset_config(ds ? "flash-0731" : "flash", true);
+  if (preset == "tiny") return tiny_config(ds ? "tiny-ds" : "tiny", TinyQuant::kFp8);
+  return Status::errorf("--preset {}: unknown (known: flash, tiny)", preset);
+}
 
 Result<ModelConfig> bench_layer_config(const std::string& preset, LayerKind kind) {
-  ModelConfig cfg;
-  if (preset == "flash") {
-    Result<ModelConfig> c = preset_config("flash", true);
-    if (!c.ok()) return c.status();
-    cfg = std::move(c.value());
-  } else if (preset == "tiny") {
-    Result<ModelConfig> c = tiny_config("tiny", TinyQuant::kFp8);
-    if (!c.ok()) return c.status();
-    cfg = std::move(c.value());
-  } else {
-    return Status::errorf("--preset {}: unknown (known: flash, tiny)", preset);
-  }
+  Result<ModelConfig> c = bench_preset_config(preset, kind);
+  if (!c.ok()) return c.status();
+  ModelConfig cfg = std::move(c.value());
+  const bool ds = kind == LayerKind::kDspark;
   int ratio = 0;
-  for (int r : cfg.compress_ratios)
-    if (kind == LayerKind::kCsa ? r == kCsaRatio : r > kCsaRatio) {
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    const int r = cfg.compress_ratios[static_cast<size_t>(l)];
+    if (kind == LayerKind::kHca ? r > kCsaRatio : r == kCsaRatio) {
       ratio = r;
       break;
     }
-  if (ratio == 0) return Status::errorf("--preset {}: has no {} layer", preset, layer_kind_name(kind));
+  }
+  if (ratio == 0) return Status::errorf("--preset {}: has no {} layer", preset, ds ? "csa" : layer_kind_name(kind));
   cfg.num_hidden_layers = 1;
-  cfg.num_nextn_predict_layers = 0;
   cfg.compress_ratios = {ratio};
   cfg.num_hash_layers = 0;
+  if (ds) {
+    cfg.compress_ratios.push_back(0);  // one stage (num_nextn_predict_layers stays the stale 1)
+    cfg.dspark->target_layer_ids = {0};
+  } else {
+    cfg.num_nextn_predict_layers = 0;
+  }
   DSV4_RETURN_IF_ERROR(validate_level_a(cfg));
   return cfg;
 }

@@ -3,7 +3,10 @@
 //
 // Config: a preset (flash: FP8 attention, FP4 experts; tiny: its fp8 storage) with
 // num_hidden_layers = 1 of the kind asked (CSA: ratio 4; HCA: the preset's first ratio
-// above 4, 128 on flash), no MTP layer, score routing (num_hash_layers = 0).
+// above 4, 128 on flash), no MTP layer, score routing (num_hash_layers = 0). DSpark: the
+// preset's DSpark form (flash-0731, tiny-ds) cut to one CSA main layer and one stage
+// (compress_ratios [4, 0], dspark_target_layer_ids [0]; the stage carries main_proj and the
+// drafter head, dspark.md §1.4).
 // Values (speed matters, not accuracy; they only need to stay finite):
 //   FP8 matrices: codes with random sign and |code| < 0x50 (|v| < 4), block scale 2^-8;
 //   FP4 experts: random nibbles, scale 2^-7; BF16 matrices over 1 Mi elements uniform
@@ -22,10 +25,13 @@
 
 namespace dsv4::bench {
 
-enum class LayerKind { kCsa, kHca };
-const char* layer_kind_name(LayerKind kind);  // "csa" | "hca"
+enum class LayerKind { kCsa, kHca, kDspark };
+const char* layer_kind_name(LayerKind kind);  // "csa" | "hca" | "dspark"
 
+// The whole model a kind is cut from: flash or tiny (fp8), their DSpark forms for kDspark.
 // preset: "flash" | "tiny". Errors name the preset.
+Result<ModelConfig> bench_preset_config(const std::string& preset, LayerKind kind);
+// That model cut to the benchmarked layer(s) (above).
 Result<ModelConfig> bench_layer_config(const std::string& preset, LayerKind kind);
 
 // Writes dir/config.json and dir/model.safetensors once (streamed tensor by tensor),

@@ -57,12 +57,12 @@ void print_machine(const Machine& m) {
 void print_cases(const std::string& title, const std::vector<CaseResult>& cases) {
   if (cases.empty()) return;
   std::printf("\n%s\n", title.c_str());
-  std::printf("%-12s %-7s %-18s %4s %2s %5s %3s %10s %11s %9s %7s %6s %8s %6s %6s %7s %5s\n", "case", "phase", "shape", "B",
+  std::printf("%-13s %-7s %-18s %4s %2s %5s %3s %10s %11s %9s %7s %6s %8s %6s %6s %7s %5s\n", "case", "phase", "shape", "B",
               "S", "T", "thr", "step_ms", "tokens/s", "MB", "GB/s", "%bw", "GFLOP/s", "%peak", "%roof", "experts", "runs");
   for (const CaseResult& c : cases) {
     const std::string experts = c.experts_hit >= 0 ? fmt::format("{:.1f}", c.experts_hit) : "";
     const std::string runs = c.pool_runs >= 0 ? fmt::format("{:.0f}", c.pool_runs) : "";
-    std::printf("%-12s %-7s %-18s %4d %2d %5d %3d %10.3f %11.1f %9.2f %7.2f %5.1f%% %8.1f %5.1f%% %5.1f%% %7s %5s\n",
+    std::printf("%-13s %-7s %-18s %4d %2d %5d %3d %10.3f %11.1f %9.2f %7.2f %5.1f%% %8.1f %5.1f%% %5.1f%% %7s %5s\n",
                 c.name.c_str(), c.phase.c_str(), c.shape.c_str(), c.B, c.S, c.T, c.threads, c.step_ms, c.tokens_per_s(),
                 c.cost.bytes / 1e6, c.frac.gbps, 100 * c.frac.bandwidth_fraction, c.frac.gflops,
                 100 * c.frac.compute_fraction, 100 * c.frac.roofline_fraction, experts.c_str(), runs.c_str());
@@ -93,25 +93,29 @@ Status write_json(const std::string& path, const Machine& m, const std::vector<C
   j["peak_rss_bytes"] = peak_rss;
   j["notes"] = notes;
   nlohmann::json arr = nlohmann::json::array();
-  for (const CaseResult& c : cases)
-    arr.push_back({{"case", c.name},
-                   {"phase", c.phase},
-                   {"shape", c.shape},
-                   {"B", c.B},
-                   {"S", c.S},
-                   {"T", c.T},
-                   {"threads", c.threads},
-                   {"step_ms", c.step_ms},
-                   {"tokens_per_s", c.tokens_per_s()},
-                   {"bytes", c.cost.bytes},
-                   {"gbps", c.frac.gbps},
-                   {"bandwidth_fraction", c.frac.bandwidth_fraction},
-                   {"flops", c.cost.flops},
-                   {"gflops", c.frac.gflops},
-                   {"compute_fraction", c.frac.compute_fraction},
-                   {"roofline_fraction", c.frac.roofline_fraction},
-                   {"experts_hit", c.experts_hit},
-                   {"pool_runs", c.pool_runs}});
+  for (const CaseResult& c : cases) {
+    nlohmann::json r = {{"case", c.name},
+                        {"phase", c.phase},
+                        {"shape", c.shape},
+                        {"B", c.B},
+                        {"S", c.S},
+                        {"T", c.T},
+                        {"threads", c.threads},
+                        {"step_ms", c.step_ms},
+                        {"tokens_per_s", c.tokens_per_s()},
+                        {"bytes", c.cost.bytes},
+                        {"gbps", c.frac.gbps},
+                        {"bandwidth_fraction", c.frac.bandwidth_fraction},
+                        {"flops", c.cost.flops},
+                        {"gflops", c.frac.gflops},
+                        {"compute_fraction", c.frac.compute_fraction},
+                        {"roofline_fraction", c.frac.roofline_fraction},
+                        {"experts_hit", c.experts_hit},
+                        {"pool_runs", c.pool_runs}};
+    for (const auto& [key, v] : c.extra) r[key] = v;
+    for (const auto& [key, v] : c.extra_lists) r[key] = v;
+    arr.push_back(std::move(r));
+  }
   j["cases"] = arr;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << j.dump(2) << "\n";
@@ -131,11 +135,13 @@ std::string find_gnuplot() {
   return "";
 }
 
+bool plottable(const CaseResult& c, int threads) { return c.phase == "decode" && c.S == 1 && c.threads == threads; }
+
 Status plot_throughput(const std::string& gnuplot, const std::string& png_path, const std::vector<CaseResult>& cases,
                        int threads) {
   std::map<std::string, std::vector<std::pair<int, double>>> series;
   for (const CaseResult& c : cases)
-    if (c.phase == "decode" && c.S == 1 && c.threads == threads) series[c.name].push_back({c.B, c.tokens_per_s()});
+    if (plottable(c, threads)) series[c.name].push_back({c.B, c.tokens_per_s()});
   if (series.empty()) return Status::errorf("no decode rows at S = 1 and {} threads to plot", threads);
   const std::string stem = std::filesystem::path(png_path).replace_extension("").string();
   const std::string dat = stem + ".dat", gp = stem + ".gp";

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -28,16 +29,29 @@ struct Machine {
 };
 
 struct CaseResult {
-  std::string name;     // layer-csa, layer-hca, head, gemm-fp8, gemm-fp4, onednn-bf16, tiny-e2e
+  std::string name;     // layer-csa, layer-hca, head, gemm-fp8, gemm-fp4, onednn-bf16, tiny-e2e,
+                        // dspark-*, spec-e2e
   std::string phase;    // decode | prefill | gemm
-  std::string shape;    // gemm cases: "wq_a 1024x4096"; else empty
+  std::string shape;    // gemm cases: "wq_a 1024x4096"; dspark: "gamma 5"; spec-e2e: the variant
   int B = 0, S = 0, T = 0, threads = 0;
   double step_ms = 0;   // median of the repeats
   Cost cost;            // per step
   double experts_hit = -1;  // layer cases: mean distinct routed experts per step
   double pool_runs = -1;    // layer cases: thread-pool runs (each ends in a barrier) per step
   Fractions frac;       // filled by finish()
-  double tokens_per_s() const { return step_ms > 0 ? T / (step_ms / 1e3) : 0; }
+  double measured_tokens_per_s = -1;  // spec-e2e: generated tokens / wall time; -1: T / step_ms
+  // Further JSON fields of the record: numbers, then lists of numbers.
+  std::vector<std::pair<std::string, double>> extra;
+  std::vector<std::pair<std::string, std::vector<double>>> extra_lists;
+  double extra_value(const std::string& key) const {  // 0 when absent
+    for (const auto& [k, v] : extra)
+      if (k == key) return v;
+    return 0;
+  }
+  double tokens_per_s() const {
+    if (measured_tokens_per_s >= 0) return measured_tokens_per_s;
+    return step_ms > 0 ? T / (step_ms / 1e3) : 0;
+  }
 };
 
 // A case with step_ms = median(ms), T = B·S; cost per step.
@@ -56,15 +70,16 @@ void print_cases(const std::string& title, const std::vector<CaseResult>& cases)
 // {"machine": {isa, read_probe, dot_probe, read_bandwidth: [{threads, bytes, gbps}],
 // read_gbps: {"<threads>": best}, peak_gflops: {"<threads>": peak}}, "peak_rss_bytes": N, "notes": [...], "cases": [{case, phase, shape,
 // B, S, T, threads, step_ms, tokens_per_s, bytes, gbps, bandwidth_fraction, flops, gflops,
-// compute_fraction, roofline_fraction, experts_hit}]}.
+// compute_fraction, roofline_fraction, experts_hit, pool_runs, and the case's extra fields}]}.
 Status write_json(const std::string& path, const Machine& m, const std::vector<CaseResult>& cases,
                   int64_t peak_rss, const std::vector<std::string>& notes);
 
 // Path of gnuplot on PATH, or empty.
 std::string find_gnuplot();
-// Draws tokens/s against B (decode, S = 1, the thread count given) for every case name
-// with such rows into png_path (data and script beside it, .dat / .gp). Error: gnuplot
-// failed.
+// Whether the throughput plot draws the case: decode, S = 1, the thread count given.
+bool plottable(const CaseResult& c, int threads);
+// Draws tokens/s against B of the plottable cases, one line per case name, into png_path
+// (data and script beside it, .dat / .gp). Error: no such case, or gnuplot failed.
 Status plot_throughput(const std::string& gnuplot, const std::string& png_path,
                        const std::vector<CaseResult>& cases, int threads);
 

@@ -24,9 +24,10 @@ Cost matrix_cost(StorageForm form, int64_t out, int64_t in, int64_t T) {
   return Cost{static_cast<double>(matrix_bytes(form, out, in)), 2.0 * static_cast<double>(T * out * in)};
 }
 
-Cost layer_step_cost(const ModelConfig& cfg, int layer, std::span<const RequestRows> reqs, int64_t experts_hit) {
-  int64_t T = 0;
-  for (const RequestRows& r : reqs) T += r.n;
+namespace {
+
+// A layer's matrices over T rows (not the embedding rows, not the caches).
+Cost layer_weights_cost(const ModelConfig& cfg, int layer, int64_t T, double experts_hit) {
   const int64_t D = cfg.hidden_size, H = cfg.num_attention_heads, Dh = cfg.head_dim, Rq = cfg.q_lora_rank;
   const int64_t F = cfg.moe_intermediate_size, Hi = cfg.index_n_heads, Di = cfg.index_head_dim;
   const int ratio = cfg.layer_ratio(layer);
@@ -47,12 +48,28 @@ Cost layer_step_cost(const ModelConfig& cfg, int layer, std::span<const RequestR
   }
   c += matrix_cost(bf, cfg.n_routed_experts, D, T);              // gate
   c += matrix_cost(dense, 3 * F * int64_t{cfg.n_shared_experts}, D, T);  // shared w1, w3, w2
-  const StorageForm ex = cfg.expert_storage();
-  c.bytes += static_cast<double>(experts_hit * 3 * matrix_bytes(ex, F, D));
+  c.bytes += experts_hit * 3.0 * static_cast<double>(matrix_bytes(cfg.expert_storage(), F, D));
   c.flops += 2.0 * static_cast<double>(T * cfg.num_experts_per_tok * 3 * F * D);
-  c.bytes += static_cast<double>(T * D * 2);  // embedding rows
+  return c;
+}
 
-  const KvRowFormat kv{static_cast<int>(Dh), static_cast<int>(cfg.qk_rope_head_dim)};
+// Attention over `keys` packed KV rows, one row.
+Cost attended_keys_cost(const ModelConfig& cfg, int64_t keys) {
+  const KvRowFormat kv{static_cast<int>(cfg.head_dim), static_cast<int>(cfg.qk_rope_head_dim)};
+  return Cost{static_cast<double>(keys * kv.bytes()),
+              4.0 * static_cast<double>(int64_t{cfg.num_attention_heads} * cfg.head_dim * keys)};
+}
+
+}  // namespace
+
+Cost layer_step_cost(const ModelConfig& cfg, int layer, std::span<const RequestRows> reqs, int64_t experts_hit) {
+  int64_t T = 0;
+  for (const RequestRows& r : reqs) T += r.n;
+  const int64_t Hi = cfg.index_n_heads, Di = cfg.index_head_dim;
+  const int ratio = cfg.layer_ratio(layer);
+  Cost c = layer_weights_cost(cfg, layer, T, static_cast<double>(experts_hit));
+  c.bytes += static_cast<double>(T * cfg.hidden_size * 2);  // embedding rows
+
   const IndexKeyFormat key{static_cast<int>(Di)};
   for (const RequestRows& r : reqs)
     for (int64_t p = r.p0; p < r.p0 + r.n; ++p) {
@@ -63,8 +80,9 @@ Cost layer_step_cost(const ModelConfig& cfg, int layer, std::span<const RequestR
       } else if (ratio > 0) {
         keys += (p + 1) / ratio;
       }
-      c.bytes += static_cast<double>(keys * kv.bytes() + index_keys * key.bytes());
-      c.flops += 4.0 * static_cast<double>(H * Dh * keys) + 2.0 * static_cast<double>(Hi * Di * index_keys);
+      c += attended_keys_cost(cfg, keys);
+      c.bytes += static_cast<double>(index_keys * key.bytes());
+      c.flops += 2.0 * static_cast<double>(Hi * Di * index_keys);
     }
   return c;
 }
@@ -72,6 +90,39 @@ Cost layer_step_cost(const ModelConfig& cfg, int layer, std::span<const RequestR
 Cost head_cost(const ModelConfig& cfg, int64_t T) {
   Cost c = matrix_cost(StorageForm::kBF16, cfg.vocab_size, cfg.hidden_size, T);
   c += matrix_cost(StorageForm::kF32, cfg.hc_mult, cfg.hc_dim(), T);
+  return c;
+}
+
+Cost dspark_commit_cost(const ModelConfig& cfg, int64_t T) {
+  const int64_t D = cfg.hidden_size, F = static_cast<int64_t>(cfg.dspark->target_layer_ids.size()) * D;
+  Cost c{static_cast<double>(T * F * 2), 0};  // features
+  c += matrix_cost(cfg.dense_storage(), D, F, T);  // main_proj
+  for (int s = 0; s < cfg.n_dspark_stages(); ++s) c += matrix_cost(cfg.dense_storage(), cfg.head_dim, D, T);  // wkv
+  return c;
+}
+
+Cost markov_cost(const ModelConfig& cfg, int64_t B, int64_t gamma) {
+  const int64_t Rm = cfg.dspark->markov_rank;
+  Cost step = matrix_cost(StorageForm::kBF16, cfg.vocab_size, Rm, B);  // W2
+  step.bytes += static_cast<double>(B * Rm * 2);                        // W1 rows
+  return Cost{step.bytes * static_cast<double>(gamma), step.flops * static_cast<double>(gamma)};
+}
+
+Cost dspark_stages_cost(const ModelConfig& cfg, int64_t B, int64_t gamma, int64_t anchor, double experts_hit) {
+  const int64_t T = B * gamma, keys = std::min<int64_t>(cfg.sliding_window, anchor + 1) + gamma;
+  Cost c{static_cast<double>(T * cfg.hidden_size * 2), 0};  // embedding rows
+  for (int s = 0; s < cfg.n_dspark_stages(); ++s) {
+    c += layer_weights_cost(cfg, cfg.num_hidden_layers + s, T, experts_hit);
+    const Cost attn = attended_keys_cost(cfg, keys);
+    c += Cost{attn.bytes * static_cast<double>(T), attn.flops * static_cast<double>(T)};
+  }
+  return c;
+}
+
+Cost dspark_round_cost(const ModelConfig& cfg, int64_t B, int64_t gamma, int64_t anchor, double experts_hit) {
+  Cost c = dspark_stages_cost(cfg, B, gamma, anchor, experts_hit);
+  c += head_cost(cfg, B * gamma);
+  c += markov_cost(cfg, B, gamma);
   return c;
 }
 

@@ -27,6 +27,13 @@
 // Not counted: activations and scratch (cache-resident), norms, cache writes.
 // LM head stage over T rows (hc_head, then the head): bytes V·D·2 (bf16) + hc_head_fn
 // [N, N·D] f32; FLOPs 2·T·(V·D + N·N·D).
+// DSpark (dspark.md §3; Lt target layers, NS stages, Rm markov_rank, γ block rows):
+//   commit of T rows: the features T·|Lt|·D bf16, main_proj [D, |Lt|·D], each stage's wkv
+//     [Dh, D] (dense storage);
+//   round of B requests: the B·γ embedding rows; per stage the weights above (ratio 0) with
+//     the experts hit, each block row attending min(W, a + 1) ring rows + γ block keys;
+//     the LM head over B·γ rows (head_cost); the Markov chain: per step W2 [V, Rm] bf16 read
+//     once for the B rows plus B W1 rows, 2·B·V·Rm FLOPs.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +67,15 @@ struct RequestRows {
 Cost layer_step_cost(const ModelConfig& cfg, int layer, std::span<const RequestRows> reqs, int64_t experts_hit);
 // The LM head over T rows.
 Cost head_cost(const ModelConfig& cfg, int64_t T);
+// DSpark commit of T context rows (every stage of cfg).
+Cost dspark_commit_cost(const ModelConfig& cfg, int64_t T);
+// The Markov chain of B rounds of γ drafts.
+Cost markov_cost(const ModelConfig& cfg, int64_t B, int64_t gamma);
+// Every stage of cfg over B rounds of γ block rows at anchor a (no head, no Markov);
+// experts_hit = distinct routed experts per stage.
+Cost dspark_stages_cost(const ModelConfig& cfg, int64_t B, int64_t gamma, int64_t anchor, double experts_hit);
+// One dspark_propose call: the stages, the head over B·γ rows, the Markov chain.
+Cost dspark_round_cost(const ModelConfig& cfg, int64_t B, int64_t gamma, int64_t anchor, double experts_hit);
 // Expected distinct experts when T rows each pick K of E uniformly: E·(1 − (1 − K/E)^T).
 double expected_experts_hit(int64_t n_experts, int64_t k, int64_t T);
 

@@ -1,10 +1,12 @@
 // dsv4 bench [--preset flash|tiny] [--cases G,...] [--batches B,...] [--spec-rows S,...]
+//            [--gammas G,...] [--spec-batches B,...] [--spec-tokens N]
 //            [--prefill N,...] [--gemm-rows T,...] [--bandwidth-mib M,...] [--repeats N]
 //            [--threads N] [--context N] [--quick] [--no-scaling] [--cache-dir DIR] [--json FILE]:
 // speed against the machine's own roofline (bench/bench_run.h). Layer checkpoints are
-// cached under <user cache>/bench unless --cache-dir; tiny-e2e runs the built-in model.
-#include <algorithm>
+// cached under <user cache>/bench unless --cache-dir; tiny-e2e runs the built-in model,
+// spec-e2e the built-in model and its DSpark form (models/kjv-9m, models/kjv-9m-dspark).
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,12 +24,26 @@ Command add_bench(CLI::App& app) {
   auto no_scaling = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "bench", "Measure bandwidth and compute peak, then time real-size layers, the LM head, the core "
-               "GEMV/GEMM (beside oneDNN) and tiny end-to-end decode against them");
+               "GEMV/GEMM (beside oneDNN), tiny end-to-end decode, speculative decoding end to end and (--cases "
+               "dspark) the real-size DSpark drafter against them");
   sub->add_option("--preset", opts->preset, "Layer shapes")->check(CLI::IsMember({"flash", "tiny"}))->capture_default_str();
-  sub->add_option("--cases", opts->cases, "Case groups: layer-csa, layer-hca, head, gemm, onednn, tiny-e2e (default all)")
+  sub->add_option("--cases", opts->cases,
+                  "Case groups: layer-csa, layer-hca, head, gemm, onednn, tiny-e2e, spec-e2e, dspark (default: all but "
+                  "dspark)")
       ->delimiter(',');
   sub->add_option("--batches", opts->batches, "Decode requests per step (B)")->delimiter(',')->check(CLI::Range(1, 1024));
   sub->add_option("--spec-rows", opts->spec_rows, "Rows per request in decode (S)")->delimiter(',')->check(CLI::Range(1, 64));
+  sub->add_option("--gammas", opts->gammas, "DSpark drafts per round (dspark, spec-e2e)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  sub->add_option("--spec-batches", opts->spec_batches, "spec-e2e: requests per step (B)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  sub->add_option("--spec-tokens", opts->spec_tokens, "spec-e2e: tokens generated per prompt")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   sub->add_option("--prefill", opts->prefill, "Prefill chunk rows")->delimiter(',')->check(CLI::Range(1, 8192));
   sub->add_option("--gemm-rows", opts->gemm_rows, "GEMV/GEMM rows (T)")->delimiter(',')->check(CLI::Range(1, 4096));
   sub->add_option("--bandwidth-mib", opts->bandwidth_mib, "Read-probe buffer sizes, MiB (>= 1024 for a DRAM figure)")
@@ -38,7 +54,8 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--threads", opts->threads, "Threads")->check(CLI::Range(1, 1024))->capture_default_str();
   sub->add_option("--context", opts->context, "Prompt positions of every decode sequence")
       ->check(CLI::Range(1, 65536))->capture_default_str();
-  sub->add_flag("--quick", *quick, "B 1,4,16; S 1,2; prefill 64; T 1,16; one 1 GiB probe; 3 repeats (explicit flags win)");
+  sub->add_flag("--quick", *quick,
+                "B 1,4,16; S 1,2; gamma 1,5; prefill 64; T 1,16; one 1 GiB probe; 3 repeats (explicit flags win)");
   sub->add_flag("--no-scaling", *no_scaling, "Skip the 1-thread runs");
   sub->add_option("--cache-dir", opts->cache_dir, "Layer checkpoints (default: <user cache>/dsv4/bench)");
   sub->add_option("--json", opts->json, "Write one record per case here, and the throughput PNG beside it");
@@ -49,6 +66,7 @@ Command add_bench(CLI::App& app) {
       // Explicit flags win over --quick.
       if (sub->count("--batches")) o.batches = opts->batches;
       if (sub->count("--spec-rows")) o.spec_rows = opts->spec_rows;
+      if (sub->count("--gammas")) o.gammas = opts->gammas;
       if (sub->count("--prefill")) o.prefill = opts->prefill;
       if (sub->count("--gemm-rows")) o.gemm_rows = opts->gemm_rows;
       if (sub->count("--bandwidth-mib")) o.bandwidth_mib = opts->bandwidth_mib;
@@ -60,11 +78,17 @@ Command add_bench(CLI::App& app) {
       if (!root.ok()) return fail(root.status().with_context("--cache-dir not given"));
       o.cache_dir = root.value() + "/bench";
     }
-    const bool e2e = o.cases.empty() || std::find(o.cases.begin(), o.cases.end(), "tiny-e2e") != o.cases.end();
-    if (e2e) {
+    if (bench::selected(o, "tiny-e2e")) {
       Result<std::string> dir = resolve_model_dir("");
       if (!dir.ok()) return fail(dir.status());
       o.tiny_model_dir = dir.value();
+    }
+    if (bench::selected(o, "spec-e2e")) {
+      // The source tree's models (not $DSV4_MODEL): the DSpark form must hold the same main model.
+      const std::filesystem::path builtin = DSV4_BUILTIN_MODEL_DIR;
+      o.spec_model_dir = builtin.string();
+      o.spec_dspark_dir = (builtin.parent_path() / "kjv-9m-dspark").string();
+      o.spec_prompts = kDemoTexts;
     }
     const Status st = bench::run_bench(o);
     return st.ok() ? 0 : fail(st);

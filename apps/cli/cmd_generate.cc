@@ -39,10 +39,8 @@ struct GenerateArgs {
   std::vector<std::string> stop;
 };
 
-// Demo prompts when none is given: text in the style of the built-in model's corpus (the King
-// James Bible) through the model's tokenizer, or token ids when the model has no tokenizer.
-const std::vector<std::string> kDemoTexts = {"In the beginning", "And the LORD spake unto Moses, saying,",
-                                             "Blessed are the", "The LORD is my shepherd;"};
+// Demo prompts when none is given: kDemoTexts (commands.h) through the model's tokenizer, or
+// token ids when the model has no tokenizer.
 const std::vector<std::vector<int32_t>> kDemoPrompts = {
     {5, 17, 42}, {100, 200, 300, 400, 11, 12}, {7}, {250, 251, 252, 253, 254, 255, 256, 257, 258, 259}};
 

@@ -55,6 +55,11 @@ inline constexpr const char* kModelHelp =
 Result<std::vector<int32_t>> parse_token_list_option(const std::string& option,
                                                      const std::string& value);
 
+// The demo prompts of `dsv4 generate` (and bench's spec-e2e): text in the style of the built-in
+// model's corpus (the King James Bible).
+inline const std::vector<std::string> kDemoTexts = {"In the beginning", "And the LORD spake unto Moses, saying,",
+                                                    "Blessed are the", "The LORD is my shepherd;"};
+
 // Applies an --isa value ("auto" or a variant name) to the SIMD kernels.
 Status select_isa(const std::string& isa_flag);
 inline constexpr const char* kIsaHelp =

@@ -84,5 +84,41 @@ TEST(Roofline, HeadAndFractions) {
   EXPECT_NEAR(expected_experts_hit(256, 6, 1000), 256.0, 1e-6);
 }
 
+// small_csa with one DSpark stage (ratio 0) reading layer 0's features, Markov rank 16.
+ModelConfig small_dspark() {
+  ModelConfig c = small_csa();
+  c.compress_ratios = {4, 0};
+  c.dspark = DSparkConfig{5, 0, {0}, 16};
+  return c;
+}
+
+TEST(Roofline, DsparkByHand) {
+  const ModelConfig cfg = small_dspark();
+  ASSERT_EQ(cfg.n_dspark_stages(), 1);
+  // Commit of T = 3 rows: features 3 x 256 bf16 1536 B; main_proj FP8 [256, 256] + 2x2 scales
+  // 65540 B, 2·3·256·256 FLOPs; the stage's wkv FP8 [128, 256] + 1x2 32770 B, 2·3·128·256.
+  const Cost commit = dspark_commit_cost(cfg, 3);
+  EXPECT_DOUBLE_EQ(commit.bytes, 1536.0 + 65540 + 32770);
+  EXPECT_DOUBLE_EQ(commit.flops, 393216.0 + 196608);
+  // Markov, B = 2, γ = 3: per step W2 [1000, 16] bf16 32000 B + 2 W1 rows 64 B, 2·2·1000·16.
+  const Cost markov = markov_cost(cfg, 2, 3);
+  EXPECT_DOUBLE_EQ(markov.bytes, 3.0 * (32000 + 64));
+  EXPECT_DOUBLE_EQ(markov.flops, 3.0 * 64000);
+  // Stage over B = 2 rounds of γ = 3 rows (T = 6) at anchor 5:
+  //   embedding rows 6 x 256 x 2                     3072
+  //   hc fns 32768, wq_a 32770, wq_b 65540, wkv 32770, wo_a 32770, wo_b 32770, gate 4096,
+  //   shared 98310, routed 3 hit x 3 x 17408 = 156672: 488466 B;
+  //   FLOPs 2·6·(16·512 + 128·256 + 512·128 + 128·256 + 128·256 + 256·128 + 8·256 + 384·256)
+  //   + 2·6·2·3·128·256 = 3661824 + 2359296
+  //   each row attends min(16, 6) + 3 = 9 keys of 200 B: 6 x 1800 B, 6 x 4·4·128·9 FLOPs
+  const Cost stage = dspark_stages_cost(cfg, 2, 3, 5, 3.0);
+  EXPECT_DOUBLE_EQ(stage.bytes, 3072.0 + 488466 + 10800);
+  EXPECT_DOUBLE_EQ(stage.flops, 3661824.0 + 2359296 + 110592);
+  const Cost round = dspark_round_cost(cfg, 2, 3, 5, 3.0);
+  const Cost head = head_cost(cfg, 6);
+  EXPECT_DOUBLE_EQ(round.bytes, stage.bytes + head.bytes + markov.bytes);
+  EXPECT_DOUBLE_EQ(round.flops, stage.flops + head.flops + markov.flops);
+}
+
 }  // namespace
 }  // namespace dsv4::bench

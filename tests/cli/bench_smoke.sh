@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # dsv4 bench in a tiny mode (tiny layer shapes, 8 MiB probe buffers, small sets): the JSON
-# holds every case group, every required field, finite values; the PNG is a PNG when
-# gnuplot is installed. Usage: bench_smoke.sh /path/to/dsv4 WORKDIR
+# holds every default case group (not dspark), every required field, finite values; the PNG
+# is a PNG when gnuplot is installed. A third run takes the opt-in dspark group (tiny-ds cut
+# to one layer and one stage) and spec-e2e: their records, the share summary, acceptance.
+# Usage: bench_smoke.sh /path/to/dsv4 WORKDIR
 set -euo pipefail
 dsv4=$1
 work=$2
 rm -rf "$work" && mkdir -p "$work"
 export XDG_CACHE_HOME="$work/xdg"
 "$dsv4" bench --preset tiny --quick --bandwidth-mib 8 --gemm-span-mib 1 --batches 1,2 --spec-rows 1,2 \
-  --prefill 16 --gemm-rows 1,4 --repeats 2 --context 16 --cache-dir "$work/cache" --json "$work/bench.json" \
+  --prefill 16 --gemm-rows 1,4 --repeats 2 --context 16 --spec-tokens 8 --cache-dir "$work/cache" \
+  --json "$work/bench.json" \
   >"$work/out.txt" 2>&1 || { echo "FAIL: dsv4 bench exited $?"; cat "$work/out.txt"; exit 1; }
 # A second run reuses the cached layer checkpoints.
 "$dsv4" bench --preset tiny --cases layer-hca --batches 1 --spec-rows 1 --prefill 16 --bandwidth-mib 8 --repeats 1 \
@@ -22,7 +25,8 @@ need = ["case", "B", "S", "T", "step_ms", "tokens_per_s", "bytes", "gbps", "band
         "compute_fraction", "roofline_fraction"]
 cases = d["cases"]
 names = {c["case"] for c in cases}
-want = {"layer-csa", "layer-hca", "head", "gemm-fp8", "gemm-fp4", "tiny-e2e"}
+want = {"layer-csa", "layer-hca", "head", "gemm-fp8", "gemm-fp4", "tiny-e2e", "spec-e2e"}
+assert not any(n.startswith("dspark") for n in names), "dspark ran in the default run"
 if not any("oneDNN rows skipped" in n for n in d["notes"]):
     want.add("onednn-bf16")
 missing = want - names
@@ -32,7 +36,7 @@ for c in cases:
         assert k in c, f"{c['case']}: no field {k}"
         if k != "case":
             assert isinstance(c[k], (int, float)) and math.isfinite(c[k]), f"{c['case']}: {k} = {c[k]}"
-    assert c["step_ms"] > 0 and c["bytes"] > 0, c
+    assert c["step_ms"] > 0 and (c["bytes"] > 0 or c["case"] == "spec-e2e"), c
 for c in ("layer-csa", "layer-hca"):
     phases = {(x["phase"], x["B"], x["S"]) for x in cases if x["case"] == c and x["threads"] == 2}
     assert {("decode", 1, 1), ("decode", 2, 2), ("prefill", 1, 16)} <= phases, (c, phases)
@@ -41,6 +45,53 @@ for c in ("layer-csa", "layer-hca"):
 m = d["machine"]
 assert m["read_gbps"]["1"] > 0 and m["read_gbps"]["2"] > 0 and m["peak_gflops"]["2"] > 0, m
 assert d["peak_rss_bytes"] > 0
+PY
+# The opt-in DSpark drafter and speculative decoding end to end.
+"$dsv4" bench --preset tiny --cases dspark,spec-e2e --batches 1,2 --gammas 1,3 --spec-tokens 16 --bandwidth-mib 8 \
+  --repeats 2 --context 16 --no-scaling --cache-dir "$work/cache" --json "$work/spec.json" >"$work/out3.txt" 2>&1 ||
+  { echo "FAIL: dspark/spec-e2e run exited $?"; cat "$work/out3.txt"; exit 1; }
+grep -q "EXTRAPOLATED" "$work/out3.txt" || { echo "FAIL: no extrapolation notice"; cat "$work/out3.txt"; exit 1; }
+/usr/bin/python3 - "$work/spec.json" <<'PY'
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+cases = d["cases"]
+def finite(c):
+    for k, v in c.items():
+        if isinstance(v, (int, float)):
+            assert math.isfinite(v), (c["case"], k, v)
+        if isinstance(v, list):
+            assert all(math.isfinite(x) for x in v), (c["case"], k, v)
+pieces = ["dspark-target", "dspark-thead", "dspark-commit", "dspark-round", "dspark-head", "dspark-markov"]
+for B in (1, 2):
+    for g in (1, 3):
+        got = {c["case"]: c for c in cases if c["case"].startswith("dspark") and c["B"] == B and c["gamma"] == g}
+        assert set(got) == set(pieces) | {"dspark-share"}, (B, g, sorted(got))
+        for n in pieces:
+            c = got[n]
+            finite(c)
+            assert c["step_ms"] > 0 and c["bytes"] > 0 and c["flops"] > 0, c
+            assert c["S"] == (g if n in ("dspark-round", "dspark-head", "dspark-markov") else 1 + g), c
+        s = got["dspark-share"]
+        finite(s)
+        assert 0 < s["share"] < 1 and s["n_stages"] == 3 and s["n_layers"] == 4 and s["extrapolated"] == 1, s
+        assert s["stage_ms"] >= 0 and s["drafter_ms"] > 0 and s["target_ms"] > 0, s
+        assert abs(s["step_ms"] - s["drafter_ms"] - s["target_ms"]) < 1e-6 * s["step_ms"], s
+        # Bytes: the Markov chain reads W2 [V, Rm] bf16 once per block row (tiny-ds: V 512, Rm 48).
+        assert got["dspark-markov"]["bytes"] == g * (512 * 48 * 2 + B * 48 * 2), got["dspark-markov"]
+spec = [c for c in cases if c["case"] == "spec-e2e"]
+variants = {(c["shape"], c["B"]) for c in spec}
+assert variants == {(v, B) for v in ("plain", "mtp", "dspark g=1", "dspark g=3") for B in (1, 4)}, variants
+for c in spec:
+    finite(c)
+    assert c["tokens"] == 4 * 16 and c["steps"] > 0 and c["tokens_per_s"] > 0 and c["step_ms"] > 0, c
+    at = c["acceptance_at"]
+    assert len(at) == c["gamma"] and all(0 <= a <= 1 for a in at), c
+    assert all(x >= y for x, y in zip(at, at[1:])), c
+    assert sum(c["rounds_by_accepted"]) == c["rounds"], c
+    if c["shape"] == "plain":
+        assert c["drafts"] == 0 and c["speed_up"] == 1, c
+    else:
+        assert c["rounds"] > 0 and 0 <= c["accepted"] <= c["drafts"], c
 PY
 if command -v gnuplot >/dev/null; then
   head -c 8 "$work/bench.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" ||
