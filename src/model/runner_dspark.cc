@@ -136,7 +136,8 @@ Status ModelRunner::dspark_propose(std::span<const DsparkRound> rounds, int gamm
       return Status::errorf("dspark propose {}: sequence slot {} is not active", r, q.seq);
     if (q.x0 < 0 || q.x0 >= V) return Status::errorf("dspark propose {}: anchor token {} outside [0, {})", r, q.x0, V);
     if (q.anchor < 0) return Status::errorf("dspark propose {}: anchor {} is negative", r, q.anchor);
-    DSV4_RETURN_IF_ERROR(k::validate_sampling_params(q.sample).with_context(fmt::format("dspark propose {}", r)));
+    if (Status st = k::validate_sampling_params(q.sample); !st.ok())
+      return st.with_context(fmt::format("dspark propose {}", r));
     if (q.owner != me) continue;
     for (int64_t p = std::max<int64_t>(0, q.anchor - d.W + 1); p <= q.anchor; ++p)
       if (d.ring_pos[static_cast<size_t>(q.seq * d.W + p % d.W)] != p)

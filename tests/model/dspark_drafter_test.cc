@@ -418,6 +418,9 @@ TEST(EngineDspark, BatchOfRoundsEqualsRoundsAloneAndAllocatesNothing) {
   std::vector<int32_t> d_together(static_cast<size_t>(4 * G), -5), d_alone(static_cast<size_t>(G));
   {
     test::AllocCounter count;
+    std::vector<ModelRunner::DsparkRound> sampled = rounds;  // drafts drawn (mode rejection)
+    for (auto& q : sampled) q.sample = {0.8f, 0.9f, 3};
+    ASSERT_TRUE(r.dspark_propose(sampled, G, together.data(), d_together.data()).ok());
     ASSERT_TRUE(r.dspark_propose(rounds, G, together.data(), d_together.data()).ok());
     // Two slots in one commit, as the engine does after a step.
     const ModelRunner::DsparkCommit again[2] = {{1, lens[1] - 1, 1, feats[1].data() + (lens[1] - 1) * F},
