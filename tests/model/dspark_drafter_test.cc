@@ -416,10 +416,10 @@ TEST(EngineDspark, BatchOfRoundsEqualsRoundsAloneAndAllocatesNothing) {
   const float sentinel = -777.0f;
   std::vector<float> together(static_cast<size_t>(4 * G * V), sentinel), alone(static_cast<size_t>(G * V));
   std::vector<int32_t> d_together(static_cast<size_t>(4 * G), -5), d_alone(static_cast<size_t>(G));
+  std::vector<ModelRunner::DsparkRound> sampled = rounds;  // drafts drawn (mode rejection)
+  for (auto& q : sampled) q.sample = {0.8f, 0.9f, 3};
   {
     test::AllocCounter count;
-    std::vector<ModelRunner::DsparkRound> sampled = rounds;  // drafts drawn (mode rejection)
-    for (auto& q : sampled) q.sample = {0.8f, 0.9f, 3};
     ASSERT_TRUE(r.dspark_propose(sampled, G, together.data(), d_together.data()).ok());
     ASSERT_TRUE(r.dspark_propose(rounds, G, together.data(), d_together.data()).ok());
     // Two slots in one commit, as the engine does after a step.
