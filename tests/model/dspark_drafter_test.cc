@@ -183,18 +183,13 @@ TEST(ReferenceDspark, ShapesPrefixConsistencyAndGammaDependence) {
 // of λ is summation-order and rounding noise (median well under 2 %), the drafts mostly agree.
 // A wrong key list, feature or Markov term moves rows by 100 % and more.
 TEST(ReferenceDspark, CloseToLevelBOnTheTrainedDrafter) {
-  const std::string dir = std::string(DSV4_MODELS_DIR) + "/kjv-9m-dspark";
-  Result<ModelConfig> cfg = load_config(dir);
-  ASSERT_TRUE(cfg.ok()) << cfg.message();
-  Result<SafetensorsSet> files = SafetensorsSet::open_dir(dir);
-  ASSERT_TRUE(files.ok()) << files.message();
-  Result<Weights> w = load_weights(*files, *cfg, nullptr);
-  ASSERT_TRUE(w.ok()) << w.message();
-  const int64_t V = cfg->vocab_size, G = 5, n = 40;
+  const test::TinyModel& m = test::committed_model("kjv-9m-dspark");
+  ASSERT_TRUE(m.w);
+  const int64_t V = m.cfg.vocab_size, G = 5, n = 40;
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>(300 + 37 * i % 3000);
-  const TeacherForcedOutput ref = run_reference(*cfg, *w, t, G);
-  const FloatDsparkOutput flt = run(*cfg, *w, t, G);
+  const TeacherForcedOutput ref = run_reference(m.cfg, *m.w, t, G);
+  const FloatDsparkOutput flt = run(m.cfg, *m.w, t, G);
   ASSERT_EQ(ref.logits.size(), flt.logits.size());
   const int64_t rows = (n - 1) * G;
   std::vector<double> err;

@@ -396,14 +396,8 @@ TEST(Engine, DsparkRejectionIsExactAtZeroAndBatchInvariant) {
 // errors of the difference (a second plain run on other seeds shows the noise). Accepting
 // drafts unchecked or drawing the bonus from the target row breaks that by far.
 TEST(Engine, DsparkRejectionFollowsTheTargetDistribution) {
-  const std::string dir = std::string(DSV4_MODELS_DIR) + "/kjv-9m-dspark";
-  Result<ModelConfig> cfg = load_config(dir);
-  ASSERT_TRUE(cfg.ok()) << cfg.message();
-  Result<SafetensorsSet> files = SafetensorsSet::open_dir(dir);
-  ASSERT_TRUE(files.ok()) << files.message();
-  Result<Weights> w = load_weights(*files, *cfg, nullptr);
-  ASSERT_TRUE(w.ok()) << w.message();
-  const Loaded m{dir, *cfg, std::make_unique<Weights>(std::move(*w))};
+  const Loaded& m = test::committed_model("kjv-9m-dspark");
+  ASSERT_TRUE(m.w);
 #if defined(__SANITIZE_ADDRESS__)
   const int n = 300;  // the sanitizers check the memory; the statistics need the release pass's 2,000
 #else

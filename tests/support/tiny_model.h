@@ -1,6 +1,6 @@
 // Tiny checkpoints for model-level tests: made with make_tiny_checkpoint into
 // $DSV4_TEST_TMP (or /tmp) once per test binary and (preset, quant, seed), then
-// loaded and kept for the binary's lifetime.
+// loaded and kept for the binary's lifetime; and the committed models (DSV4_MODELS_DIR).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -34,6 +34,20 @@ inline std::vector<int32_t> random_tokens(int n, uint32_t seed, int64_t vocab) {
   return t;
 }
 
+// The config and weights of m.dir into m (failures are test failures).
+inline void load_model_dir(TinyModel& m) {
+  Result<ModelConfig> cfg = load_config(m.dir);
+  EXPECT_TRUE(cfg.ok()) << cfg.message();
+  if (cfg.ok()) m.cfg = *cfg;
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
+  EXPECT_TRUE(files.ok()) << files.message();
+  if (files.ok()) {
+    Result<Weights> w = load_weights(*files, m.cfg, nullptr);
+    EXPECT_TRUE(w.ok()) << w.message();
+    if (w.ok()) m.w = std::make_unique<Weights>(std::move(*w));
+  }
+}
+
 // max_position > 0 overrides max_position_embeddings (long-context tests).
 inline const TinyModel& tiny_model(const std::string& preset, TinyQuant quant, uint64_t seed = 1,
                                    int64_t max_position = 0) {
@@ -49,17 +63,20 @@ inline const TinyModel& tiny_model(const std::string& preset, TinyQuant quant, u
   if (max_position > 0) over.max_position_embeddings = max_position;
   const Status st = make_tiny_checkpoint(m->dir, preset, seed, quant, over);
   EXPECT_TRUE(st.ok()) << st.message();
-  Result<ModelConfig> cfg = load_config(m->dir);
-  EXPECT_TRUE(cfg.ok()) << cfg.message();
-  if (cfg.ok()) m->cfg = *cfg;
-  Result<SafetensorsSet> files = SafetensorsSet::open_dir(m->dir);
-  EXPECT_TRUE(files.ok()) << files.message();
-  if (files.ok()) {
-    Result<Weights> w = load_weights(*files, m->cfg, nullptr);
-    EXPECT_TRUE(w.ok()) << w.message();
-    if (w.ok()) m->w = std::make_unique<Weights>(std::move(*w));
-  }
+  load_model_dir(*m);
   return *(cache[key] = std::move(m));
 }
+
+#ifdef DSV4_MODELS_DIR
+// A committed model of models/ (e.g. "kjv-9m-dspark"), loaded once per test binary.
+inline const TinyModel& committed_model(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<TinyModel>> cache;
+  if (auto it = cache.find(name); it != cache.end()) return *it->second;
+  auto m = std::make_unique<TinyModel>();
+  m->dir = std::string(DSV4_MODELS_DIR) + "/" + name;
+  load_model_dir(*m);
+  return *(cache[name] = std::move(m));
+}
+#endif
 
 }  // namespace dsv4::test
