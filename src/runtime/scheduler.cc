@@ -45,6 +45,7 @@ Scheduler::Scheduler(const SchedulerOptions& opt, PageBudget& pages) : opt_(opt)
   seq_used_.assign(opt.limits.max_seqs, 0);
   plan_.reserve(opt.limits.max_batch);
   planned_.reserve(opt.limits.max_batch);
+  updates_.reserve(2 * static_cast<size_t>(opt.limits.max_batch));  // a step's updates: mostly the batch's
   draft_rows_.resize(static_cast<size_t>(opt.limits.max_decode_rows) * opt.limits.max_batch);
 }
 
@@ -53,8 +54,11 @@ Scheduler::~Scheduler() = default;
 void Scheduler::add(int64_t id, GenerationRequest req) {
   auto r = std::make_unique<Req>();
   r->id = id;
-  r->tokens = req.prompt;
   r->prompt_len = static_cast<int64_t>(req.prompt.size());
+  // Room for every token the request can reach, so that commits in a step never reallocate.
+  const int64_t most = std::min<int64_t>(r->prompt_len + std::max(req.max_tokens, 0), opt_.limits.max_context);
+  r->tokens.reserve(static_cast<size_t>(std::max(most, r->prompt_len) + opt_.limits.max_decode_rows));
+  r->tokens = req.prompt;
   if (opt_.tokenizer) r->text = std::make_unique<OutputText>(*opt_.tokenizer, req.stop_strings);
   r->g = std::move(req);
   waiting_.push_back(std::move(r));
@@ -80,6 +84,7 @@ RequestUpdate& Scheduler::update_of(Req& r) {
     r.update_at = updates_.size();
     updates_.emplace_back();
     updates_.back().id = r.id;
+    updates_.back().tokens.reserve(static_cast<size_t>(opt_.limits.max_decode_rows));  // one allocation
   }
   return updates_[r.update_at];
 }

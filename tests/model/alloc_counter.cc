@@ -1,5 +1,6 @@
 // Replacement global operator new/delete that count allocations while counting
-// is on (support/alloc_counter.h). Kept in its own translation unit.
+// is on (support/alloc_counter.h). Kept in its own translation unit. DSV4_ALLOC_TRAP set:
+// the first counted allocation traps (run under a debugger to see where it comes from).
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -17,7 +18,10 @@ int64_t alloc_count() { return g_count.load(); }
 }  // namespace dsv4::test
 
 void* operator new(std::size_t n) {
-  if (g_on.load(std::memory_order_relaxed)) g_count.fetch_add(1, std::memory_order_relaxed);
+  if (g_on.load(std::memory_order_relaxed)) {
+    g_count.fetch_add(1, std::memory_order_relaxed);
+    if (std::getenv("DSV4_ALLOC_TRAP")) __builtin_trap();
+  }
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
