@@ -135,14 +135,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
       return Status::error("--spec dspark: the checkpoint has no DSpark drafter (config.json has no dspark_* fields; "
                            "dspark.md §1.3)");
     if (opt.mtp) return Status::error("--spec dspark and --mtp exclude each other");
-  } else if (opt.dspark_rejection) {
-    return Status::error("--verify rejection needs --spec dspark");
-  }
-  if (opt.dspark_gamma != 0) {
     if (opt.dspark_gamma < 1 || opt.dspark_gamma > kMaxDsparkGamma)
       return Status::errorf("--gamma {} outside [1, {}]", opt.dspark_gamma, kMaxDsparkGamma);
     l.max_decode_rows = std::max(l.max_decode_rows, opt.dspark_gamma + 1);
     l.max_rows = std::max(l.max_rows, l.max_decode_rows);
+  } else if (opt.dspark_rejection) {
+    return Status::error("--verify rejection needs --spec dspark");
   }
   // The engine's own step buffers: logits of every row (twice with MTP) and final streams.
   const double per_row = 4.0 * static_cast<double>(cfg.vocab_size) * (opt.mtp ? 2 : 1) +

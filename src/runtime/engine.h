@@ -46,7 +46,7 @@ struct StepReport {
   int32_t committed = 0;      // tokens committed to outputs this step
   int32_t drafts = 0;         // drafts verified this step (MTP or DSpark)
   int32_t accepted = 0;       // of which accepted
-  static constexpr int kMaxAcceptedAt = 65;
+  static constexpr int kMaxAcceptedAt = Scheduler::Counters::kMaxAcceptedAt;
   int32_t rounds = 0;         // requests whose step verified drafts
   int32_t accepted_at[kMaxAcceptedAt] = {};  // of those, by drafts accepted (0 .. γ)
   int32_t preempted = 0;      // requests sent back to wait (pages ran out)

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "model/config.h"
 #include "model/limits.h"
 #include "runtime/output_text.h"
 #include "runtime/request.h"
@@ -124,7 +125,7 @@ class Scheduler {
   std::vector<std::pair<int64_t, FinishReason>> take_local_finishes();
   // Per-step counters.
   struct Counters {
-    static constexpr int kMaxAcceptedAt = 65;
+    static constexpr int kMaxAcceptedAt = kMaxDsparkGamma + 1;  // 0 .. γ accepted
     int64_t drafts = 0, accepted = 0, preempted = 0, prefix_hit_tokens = 0, committed = 0;
     int64_t rounds = 0;                          // verify steps of requests with drafts
     int64_t accepted_at[kMaxAcceptedAt] = {};    // rounds by drafts accepted (0 .. γ)

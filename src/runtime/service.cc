@@ -151,7 +151,7 @@ void Service::run() {
     m.drafts += rep->drafts;
     m.accepted += rep->accepted;
     m.spec_rounds += rep->rounds;
-    for (int k = 0; k < ServiceMetrics::kMaxAcceptedAt && k < StepReport::kMaxAcceptedAt; ++k)
+    for (int k = 0; k < ServiceMetrics::kMaxAcceptedAt; ++k)
       m.spec_accepted_at[k] += rep->accepted_at[k];
     m.preempted += rep->preempted;
     m.completion_tokens += rep->committed;

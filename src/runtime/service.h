@@ -42,7 +42,7 @@ struct ServiceMetrics {
   int64_t step_time_hist[kTimeBuckets + 1] = {};
   double step_seconds_sum = 0;
   int64_t drafts = 0, accepted = 0;        // draft tokens verified / accepted (MTP or DSpark)
-  static constexpr int kMaxAcceptedAt = 65;
+  static constexpr int kMaxAcceptedAt = StepReport::kMaxAcceptedAt;
   int64_t spec_rounds = 0;                 // verify steps of requests with drafts
   int64_t spec_accepted_at[kMaxAcceptedAt] = {};  // those rounds by drafts accepted (0 .. γ)
   int64_t preempted = 0;

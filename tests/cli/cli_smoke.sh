@@ -80,6 +80,13 @@ grep '^request' "$work/out.txt" >"$work/gen_hit.txt"
 grep -q "prefix cache: 252 prompt positions reused" "$work/out.txt" ||
   { echo "FAIL: no prefix-cache hit reported"; fails=$((fails + 1)); }
 cmp -s "$work/gen_cold.txt" "$work/gen_hit.txt" || { echo "FAIL: prefix-cache hit changed tokens"; fails=$((fails + 1)); }
+# Speculative-decoding flags that contradict each other or the checkpoint, each named.
+bad "verify without dspark" "--verify rejection needs --spec dspark" "$dsv4" generate --model "$work/t2" \
+  --prompt-ids 1,2 --max-tokens 2 --verify rejection
+bad "gamma without dspark" "--gamma needs --spec dspark" "$dsv4" generate --model "$work/t2" --prompt-ids 1,2 \
+  --max-tokens 2 --gamma 3
+bad "dspark without a drafter" "has no DSpark drafter" "$dsv4" generate --model "$work/t2" --prompt-ids 1,2 \
+  --max-tokens 2 --spec dspark
 bad "page tokens not a multiple of the ratios" "page_tokens = 100 must be a multiple of every compress ratio" \
   "$dsv4" generate --model "$work/t2" --page-tokens 100 --max-tokens 2
 bad "limits beyond the machine" "of this machine's" \

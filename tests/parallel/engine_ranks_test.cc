@@ -116,6 +116,36 @@ void expect_same(const std::vector<TokenLogprob>& a, const std::vector<TokenLogp
   }
 }
 
+// An engine sharing each step over the world at this TP size (DP the rest, EP the world),
+// with the rank groups and this rank's weights (rank_reads) kept beside it.
+struct RankedEngine {
+  std::unique_ptr<RankGroups> groups;
+  std::unique_ptr<SafetensorsSet> files;
+  std::unique_ptr<Weights> w;
+  std::unique_ptr<Engine> engine;
+};
+void make_ranked_engine(Communicator& world, const ModelConfig& cfg, const std::string& dir, int tp,
+                        const Limits& limits, EngineOptions opt, RankedEngine& out) {
+  Result<Topology> topo = make_topology(world.size(), world.rank(), tp, world.size() / tp, world.size());
+  ASSERT_TRUE(topo.ok()) << topo.message();
+  auto groups = make_rank_groups(world, *topo);
+  ASSERT_TRUE(groups.ok()) << groups.message();
+  out.groups = std::move(*groups);
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(dir);
+  ASSERT_TRUE(files.ok()) << files.message();
+  out.files = std::make_unique<SafetensorsSet>(std::move(*files));
+  LoadOptions lo;
+  lo.reads = [&](const std::string& name) { return rank_reads(name, cfg, *topo); };
+  Result<Weights> w = load_weights(*out.files, cfg, nullptr, lo);
+  ASSERT_TRUE(w.ok()) << w.message();
+  out.w = std::make_unique<Weights>(std::move(*w));
+  opt.ranks = out.groups.get();
+  opt.cp_prefill_tokens = 6;
+  auto e = Engine::create(cfg, *out.w, limits, opt);
+  ASSERT_TRUE(e.ok()) << e.message();
+  out.engine = std::move(*e);
+}
+
 enum class Spec { kNone, kMtp, kDspark };
 
 TEST(EngineRanks, RankZeroReportsWhatOneRankDoes) {
@@ -140,22 +170,10 @@ TEST(EngineRanks, RankZeroReportsWhatOneRankDoes) {
     ASSERT_EQ(want.prompt_logprobs.at(5).size(), 18u);
     for (int tp : {world.size(), 1}) {
       SCOPED_TRACE("spec " + std::to_string(static_cast<int>(spec)) + " tp " + std::to_string(tp));
-      Result<Topology> topo = make_topology(world.size(), world.rank(), tp, world.size() / tp, world.size());
-      ASSERT_TRUE(topo.ok()) << topo.message();
-      auto groups = make_rank_groups(world, *topo);
-      ASSERT_TRUE(groups.ok()) << groups.message();
-      Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
-      ASSERT_TRUE(files.ok());
-      LoadOptions lo;
-      lo.reads = [&](const std::string& name) { return rank_reads(name, m.cfg, *topo); };
-      Result<Weights> w = load_weights(*files, m.cfg, nullptr, lo);
-      ASSERT_TRUE(w.ok()) << w.message();
-      EngineOptions opt = one_opt;
-      opt.ranks = groups->get();
-      opt.cp_prefill_tokens = 6;
-      auto many = Engine::create(m.cfg, *w, engine_limits(), opt);
-      ASSERT_TRUE(many.ok()) << many.message();
-      const Report got = run(**many, reqs);
+      RankedEngine many;
+      make_ranked_engine(world, m.cfg, m.dir, tp, engine_limits(), one_opt, many);
+      ASSERT_TRUE(many.engine);
+      const Report got = run(*many.engine, reqs);
       if (world.rank() != 0) continue;
       EXPECT_EQ(got.tokens, want.tokens);
       EXPECT_EQ(got.reason, want.reason);
@@ -175,15 +193,12 @@ TEST(EngineRanks, RankZeroReportsWhatOneRankDoes) {
 // joining and leaving, greedy and sampled.
 TEST(EngineRanks, DsparkDraftsWhatOneRankDrafts) {
   Communicator& world = comm();
-  const std::string dir = std::string(DSV4_MODELS_DIR) + "/kjv-9m-dspark";
-  Result<ModelConfig> cfg = load_config(dir);
-  ASSERT_TRUE(cfg.ok()) << cfg.message();
-  Result<SafetensorsSet> files = SafetensorsSet::open_dir(dir);
-  ASSERT_TRUE(files.ok()) << files.message();
+  const test::TinyModel& m = test::committed_model("kjv-9m-dspark");
+  ASSERT_TRUE(m.w);
   std::vector<GenerationRequest> reqs;
   for (int i = 0; i < 4; ++i) {
     GenerationRequest g;
-    g.prompt = test::random_tokens(9 + 4 * i, 500 + i, cfg->vocab_size);
+    g.prompt = test::random_tokens(9 + 4 * i, 500 + i, m.cfg.vocab_size);
     g.max_tokens = 20 + 4 * i;
     g.stop_at_eos = false;
     g.sampling = {i == 3 ? 0.8f : 0.0f, 1.0f, static_cast<uint64_t>(7 + i)};
@@ -192,34 +207,22 @@ TEST(EngineRanks, DsparkDraftsWhatOneRankDrafts) {
   }
   Limits l = engine_limits();
   l.cache_blocks = 0;  // as many as needed
-  Result<Weights> w1 = load_weights(*files, *cfg, nullptr);
-  ASSERT_TRUE(w1.ok()) << w1.message();
   std::vector<int> tps{1};
-  if (world.size() % 2 == 0 && cfg->o_groups % 2 == 0) tps.push_back(2);
+  if (world.size() % 2 == 0 && m.cfg.o_groups % 2 == 0) tps.push_back(2);
   for (bool rejection : {false, true}) {  // mode rejection: drafts drawn on the owners, verified on the samplers
+    EngineOptions one_opt;
+    one_opt.dspark_gamma = 5;
+    one_opt.dspark_rejection = rejection;
+    auto one = Engine::create(m.cfg, *m.w, l, one_opt);
+    ASSERT_TRUE(one.ok()) << one.message();
+    const Report want = run(**one, reqs);
+    EXPECT_GT(want.accepted, want.rounds / 2) << "the trained drafter should be accepted about once per round";
     for (int tp : tps) {
       SCOPED_TRACE("tp " + std::to_string(tp) + " rejection " + std::to_string(rejection));
-      EngineOptions one_opt;
-      one_opt.dspark_gamma = 5;
-      one_opt.dspark_rejection = rejection;
-      auto one = Engine::create(*cfg, *w1, l, one_opt);
-      ASSERT_TRUE(one.ok()) << one.message();
-      const Report want = run(**one, reqs);
-      EXPECT_GT(want.accepted, want.rounds / 2) << "the trained drafter should be accepted about once per round";
-      Result<Topology> topo = make_topology(world.size(), world.rank(), tp, world.size() / tp, world.size());
-      ASSERT_TRUE(topo.ok()) << topo.message();
-      auto groups = make_rank_groups(world, *topo);
-      ASSERT_TRUE(groups.ok()) << groups.message();
-      LoadOptions lo;
-      lo.reads = [&](const std::string& name) { return rank_reads(name, *cfg, *topo); };
-      Result<Weights> w = load_weights(*files, *cfg, nullptr, lo);
-      ASSERT_TRUE(w.ok()) << w.message();
-      EngineOptions opt = one_opt;
-      opt.ranks = groups->get();
-      opt.cp_prefill_tokens = 6;
-      auto many = Engine::create(*cfg, *w, l, opt);
-      ASSERT_TRUE(many.ok()) << many.message();
-      const Report got = run(**many, reqs);
+      RankedEngine many;
+      make_ranked_engine(world, m.cfg, m.dir, tp, l, one_opt, many);
+      ASSERT_TRUE(many.engine);
+      const Report got = run(*many.engine, reqs);
       if (world.rank() != 0) continue;
       EXPECT_EQ(got.tokens, want.tokens);
       EXPECT_EQ(got.rounds, want.rounds);

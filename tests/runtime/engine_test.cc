@@ -42,6 +42,8 @@ struct RunStats {
   std::vector<RequestUpdate> finals;      // each request's last update, by id
   int drafts = 0, accepted = 0, preempted = 0;
   std::vector<int> batches;
+  int64_t rounds = 0;                     // speculative rounds, and those by drafts accepted
+  std::vector<int64_t> accepted_at = std::vector<int64_t>(StepReport::kMaxAcceptedAt, 0);
 };
 
 // Steps until idle, collecting every request's tokens from the updates.
@@ -53,6 +55,8 @@ void drain(Engine& e, RunStats& s) {
     s.drafts += rep->drafts;
     s.accepted += rep->accepted;
     s.preempted += rep->preempted;
+    s.rounds += rep->rounds;
+    for (int k = 0; k < StepReport::kMaxAcceptedAt; ++k) s.accepted_at[k] += rep->accepted_at[k];
     s.batches.push_back(rep->batch);
     for (RequestUpdate& u : e.updates()) {
       const size_t id = static_cast<size_t>(u.id);
@@ -65,12 +69,11 @@ void drain(Engine& e, RunStats& s) {
   }
 }
 
-RunStats run(const Loaded& m, int batch, bool mtp, const std::vector<GenerationRequest>& reqs,
-            std::function<int32_t(int64_t, int64_t)> force = {}, Limits lim = limits(0)) {
-  if (lim.max_batch == 0) lim = limits(batch);
-  EngineOptions opt;
-  opt.mtp = mtp;
-  opt.force_draft = force;
+using ForceDraft = std::function<int32_t(int64_t, int64_t)>;  // EngineOptions::force_draft
+
+// A fresh engine with these options and limits, every request added, stepped until idle.
+RunStats run_engine(const Loaded& m, const EngineOptions& opt, const Limits& lim,
+                    const std::vector<GenerationRequest>& reqs) {
   auto e = Engine::create(m.cfg, *m.w, lim, opt);
   EXPECT_TRUE(e.ok()) << e.message();
   RunStats s;
@@ -78,6 +81,15 @@ RunStats run(const Loaded& m, int batch, bool mtp, const std::vector<GenerationR
   for (const auto& r : reqs) EXPECT_TRUE((*e)->add_request(r).ok());
   drain(**e, s);
   return s;
+}
+
+RunStats run(const Loaded& m, int batch, bool mtp, const std::vector<GenerationRequest>& reqs,
+            ForceDraft force = {}, Limits lim = limits(0)) {
+  if (lim.max_batch == 0) lim = limits(batch);
+  EngineOptions opt;
+  opt.mtp = mtp;
+  opt.force_draft = force;
+  return run_engine(m, opt, lim, reqs);
 }
 
 std::vector<GenerationRequest> requests(float temperature, float top_p) {
@@ -109,6 +121,25 @@ TEST(Engine, MtpGivesTheSameTokensGreedy) {
   }
 }
 
+// Drafts from a plain run: position q's true token is output[q - prompt_len] (-1 past it).
+ForceDraft plain_continuation(const std::vector<GenerationRequest>& reqs, const RunStats& plain) {
+  return [&reqs, &plain](int64_t id, int64_t q) -> int32_t {
+    const int64_t i = q - static_cast<int64_t>(reqs[id].prompt.size());
+    return i >= 0 && i < static_cast<int64_t>(plain.out[id].size()) ? plain.out[id][i] : -1;
+  };
+}
+
+// truth with about every third draft wrong (t + 1), chosen by a hash of (request id, position).
+ForceDraft every_third_wrong(ForceDraft truth, int64_t vocab) {
+  return [truth = std::move(truth), vocab](int64_t id, int64_t q) -> int32_t {
+    const int32_t t = truth(id, q);
+    uint64_t z = (static_cast<uint64_t>(q) << 8 | static_cast<uint64_t>(id)) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+    const bool wrong = (z ^ (z >> 29)) % 3 == 0;
+    return t < 0 ? -1 : (wrong ? static_cast<int32_t>((t + 1) % vocab) : t);
+  };
+}
+
 // Forced accept patterns (runtime.md §8): drafts taken from the plain run are
 // accepted, wrong ones rejected; either way the committed tokens are those of
 // plain decoding, including drafts that cross CSA (4) and HCA (8) boundaries.
@@ -118,11 +149,7 @@ TEST(Engine, ForcedAcceptAndRejectPatterns) {
     for (float temp : {0.0f, 0.7f}) {
       const auto reqs = requests(temp, 1.0f);
       const RunStats plain = run(m, 3, false, reqs);
-      // Position q's true token is output[q - prompt_len].
-      auto truth = [&](int id, int64_t q) -> int32_t {
-        const int64_t i = q - static_cast<int64_t>(reqs[id].prompt.size());
-        return i >= 0 && i < static_cast<int64_t>(plain.out[id].size()) ? plain.out[id][i] : -1;
-      };
+      const ForceDraft truth = plain_continuation(reqs, plain);
       const int V = static_cast<int>(m.cfg.vocab_size);
       const RunStats all = run(m, 3, true, reqs, truth);
       ASSERT_EQ(all.out, plain.out) << preset;
@@ -146,14 +173,8 @@ TEST(Engine, ForcedAcceptAndRejectPatterns) {
 
 // ---- DSpark rounds (dspark.md §4): gamma drafts per step, verified by exact match ----
 
-struct DsStats {
-  RunStats s;
-  std::vector<int64_t> accepted_at = std::vector<int64_t>(StepReport::kMaxAcceptedAt, 0);
-  int64_t rounds = 0;
-};
-
-DsStats run_ds(const Loaded& m, int batch, int gamma, const std::vector<GenerationRequest>& reqs,
-               std::function<int32_t(int64_t, int64_t)> force = {}, Limits lim = limits(0), bool rejection = false) {
+RunStats run_ds(const Loaded& m, int batch, int gamma, const std::vector<GenerationRequest>& reqs,
+               ForceDraft force = {}, Limits lim = limits(0), bool rejection = false) {
   EngineOptions opt;
   opt.dspark_gamma = gamma;
   opt.dspark_rejection = rejection;
@@ -162,29 +183,7 @@ DsStats run_ds(const Loaded& m, int batch, int gamma, const std::vector<Generati
     lim = limits(batch);
     lim.max_rows = 64;
   }
-  auto e = Engine::create(m.cfg, *m.w, lim, opt);
-  EXPECT_TRUE(e.ok()) << e.message();
-  DsStats d;
-  if (!e.ok()) return d;
-  for (const auto& r : reqs) EXPECT_TRUE((*e)->add_request(r).ok());
-  Engine& engine = **e;
-  while (!engine.idle()) {
-    auto rep = engine.step();
-    EXPECT_TRUE(rep.ok()) << rep.message();
-    if (!rep.ok()) break;
-    d.s.drafts += rep->drafts;
-    d.s.accepted += rep->accepted;
-    d.rounds += rep->rounds;
-    for (int k = 0; k < StepReport::kMaxAcceptedAt; ++k) d.accepted_at[k] += rep->accepted_at[k];
-    for (RequestUpdate& u : engine.updates()) {
-      const size_t id = static_cast<size_t>(u.id);
-      d.s.out.resize(std::max(d.s.out.size(), id + 1));
-      d.s.out[id].insert(d.s.out[id].end(), u.tokens.begin(), u.tokens.end());
-      d.s.finals.resize(std::max(d.s.finals.size(), id + 1));
-      if (u.finished) d.s.finals[id] = u;
-    }
-  }
-  return d;
+  return run_engine(m, opt, lim, reqs);
 }
 
 // Lossless: the same tokens as plain decoding, greedy and sampled, for several gamma and
@@ -198,10 +197,10 @@ TEST(Engine, DsparkGivesTheSameTokens) {
   for (const Case& c : {Case{0.0f, 3, 5}, Case{0.0f, 1, 2}, Case{0.8f, 3, 7}, Case{0.8f, 2, 1}}) {
     const auto reqs = requests(c.temp, 0.95f);
     const RunStats plain = run(m, c.batch, false, reqs);
-    const DsStats ds = run_ds(m, c.batch, c.gamma, reqs);
-    ASSERT_EQ(ds.s.out, plain.out) << "temperature " << c.temp << " batch " << c.batch << " gamma " << c.gamma;
+    const RunStats ds = run_ds(m, c.batch, c.gamma, reqs);
+    ASSERT_EQ(ds.out, plain.out) << "temperature " << c.temp << " batch " << c.batch << " gamma " << c.gamma;
     EXPECT_GT(ds.rounds, 0);
-    EXPECT_LE(ds.s.drafts, ds.rounds * c.gamma);
+    EXPECT_LE(ds.drafts, ds.rounds * c.gamma);
   }
 }
 
@@ -216,22 +215,13 @@ TEST(Engine, DsparkForcedDraftsEveryAcceptedLength) {
   for (float temp : {0.0f, 0.7f}) {
     const auto reqs = requests(temp, 1.0f);
     const RunStats plain = run(m, 3, false, reqs);
-    auto truth = [&](int id, int64_t q) -> int32_t {
-      const int64_t i = q - static_cast<int64_t>(reqs[id].prompt.size());
-      return i >= 0 && i < static_cast<int64_t>(plain.out[id].size()) ? plain.out[id][i] : -1;
-    };
+    const ForceDraft truth = plain_continuation(reqs, plain);
     for (int gamma : {3, 5}) {
-      const DsStats right = run_ds(m, 3, gamma, reqs, truth);
-      ASSERT_EQ(right.s.out, plain.out);
+      const RunStats right = run_ds(m, 3, gamma, reqs, truth);
+      ASSERT_EQ(right.out, plain.out);
       EXPECT_GT(right.accepted_at[gamma], right.rounds / 2) << "gamma " << gamma;
-      const DsStats mixed = run_ds(m, 3, gamma, reqs, [&](int id, int64_t q) {
-        const int32_t t = truth(id, q);
-        uint64_t z = (static_cast<uint64_t>(q) << 8 | static_cast<uint64_t>(id)) * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
-        const bool wrong = (z ^ (z >> 29)) % 3 == 0;
-        return t < 0 ? -1 : (wrong ? (t + 1) % V : t);
-      });
-      ASSERT_EQ(mixed.s.out, plain.out) << "gamma " << gamma;
+      const RunStats mixed = run_ds(m, 3, gamma, reqs, every_third_wrong(truth, V));
+      ASSERT_EQ(mixed.out, plain.out) << "gamma " << gamma;
       for (int a = 0; a <= gamma; ++a) EXPECT_GT(mixed.accepted_at[a], 0) << "gamma " << gamma << " n_acc " << a;
     }
   }
@@ -248,17 +238,14 @@ TEST(Engine, DsparkDraftsShrinkAtTheContextEnd) {
   l.max_rows = 64;
   l.max_context = 37;
   const RunStats plain = run(m, 3, false, reqs, {}, l);
-  auto truth = [&](int id, int64_t q) -> int32_t {
-    const int64_t i = q - static_cast<int64_t>(reqs[id].prompt.size());
-    return i >= 0 && i < static_cast<int64_t>(plain.out[id].size()) ? plain.out[id][i] : -1;
-  };
+  const ForceDraft truth = plain_continuation(reqs, plain);
   const int gamma = 5;
-  const DsStats ds = run_ds(m, 3, gamma, reqs, truth, l);
-  ASSERT_EQ(ds.s.out, plain.out);
+  const RunStats ds = run_ds(m, 3, gamma, reqs, truth, l);
+  ASSERT_EQ(ds.out, plain.out);
   for (size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_GE(static_cast<int64_t>(reqs[i].prompt.size() + plain.out[i].size()), l.max_context - 1) << i;
-    EXPECT_EQ(ds.s.finals[i].reason, plain.finals[i].reason) << i;
-    EXPECT_TRUE(ds.s.finals[i].reason == FinishReason::kLength || ds.s.finals[i].reason == FinishReason::kContext);
+    EXPECT_EQ(ds.finals[i].reason, plain.finals[i].reason) << i;
+    EXPECT_TRUE(ds.finals[i].reason == FinishReason::kLength || ds.finals[i].reason == FinishReason::kContext);
   }
   int64_t short_rounds = 0;  // rounds that verified and accepted fewer than γ right drafts
   for (int k = 1; k < gamma; ++k) short_rounds += ds.accepted_at[k];
@@ -295,19 +282,16 @@ TEST(Engine, DsparkDefersRoundsAfterAPrefixHit) {
   l.max_rows = 64;
   l.page_tokens = 32;
   const RunStats plain = run(m, 1, false, reqs, {}, l);
-  auto truth = [&](int id, int64_t q) -> int32_t {
-    const int64_t i = q - static_cast<int64_t>(reqs[id].prompt.size());
-    return i >= 0 && i < static_cast<int64_t>(plain.out[id].size()) ? plain.out[id][i] : -1;
-  };
+  const ForceDraft truth = plain_continuation(reqs, plain);
   const int gamma = 3;
-  const DsStats first_alone = run_ds(m, 1, gamma, {reqs[0]}, truth, l);
-  const DsStats cold = run_ds(m, 1, gamma, reqs, truth, l);
+  const RunStats first_alone = run_ds(m, 1, gamma, {reqs[0]}, truth, l);
+  const RunStats cold = run_ds(m, 1, gamma, reqs, truth, l);
   l.prefix_blocks = 8;
-  const DsStats warm = run_ds(m, 1, gamma, reqs, truth, l);
-  const DsStats natural = run_ds(m, 1, gamma, reqs, {}, l);
-  EXPECT_EQ(cold.s.out, plain.out);
-  EXPECT_EQ(warm.s.out, plain.out);
-  EXPECT_EQ(natural.s.out, plain.out);
+  const RunStats warm = run_ds(m, 1, gamma, reqs, truth, l);
+  const RunStats natural = run_ds(m, 1, gamma, reqs, {}, l);
+  EXPECT_EQ(cold.out, plain.out);
+  EXPECT_EQ(warm.out, plain.out);
+  EXPECT_EQ(natural.out, plain.out);
   // Requests 1 and 2 restart at 92 (as in PrefixCacheHitsGiveTheSameTokens) with prompts ending
   // at 112 and 119: no round before anchor 92 + W − 1 (fewer rounds than cold), rounds after.
   ASSERT_GT(92 + W - 1, 119);
@@ -326,24 +310,16 @@ TEST(Engine, DsparkAcceptanceByGamma) {
   const int V = static_cast<int>(m.cfg.vocab_size);
   const auto reqs = requests(0.0f, 1.0f);
   const RunStats plain = run(m, 3, false, reqs);
-  auto truth = [&](int id, int64_t q) -> int32_t {
-    const int64_t i = q - static_cast<int64_t>(reqs[id].prompt.size());
-    return i >= 0 && i < static_cast<int64_t>(plain.out[id].size()) ? plain.out[id][i] : -1;
-  };
-  auto mixed = [&](int id, int64_t q) -> int32_t {
-    const int32_t t = truth(id, q);
-    uint64_t z = (static_cast<uint64_t>(q) << 8 | static_cast<uint64_t>(id)) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
-    return t < 0 ? -1 : ((z ^ (z >> 29)) % 3 == 0 ? (t + 1) % V : t);
-  };
+  const ForceDraft truth = plain_continuation(reqs, plain);
+  const ForceDraft mixed = every_third_wrong(truth, V);
   std::printf("drafts     gamma  rounds  tokens/round  acceptance by position\n");
   for (int gamma = 1; gamma <= 7; ++gamma) {
     for (int kind = 0; kind < 3; ++kind) {
-      std::function<int32_t(int64_t, int64_t)> force;
+      ForceDraft force;
       if (kind == 1) force = truth;
       if (kind == 2) force = mixed;
-      const DsStats d = run_ds(m, 3, gamma, reqs, force);
-      ASSERT_EQ(d.s.out, plain.out) << "gamma " << gamma << " kind " << kind;
+      const RunStats d = run_ds(m, 3, gamma, reqs, force);
+      ASSERT_EQ(d.out, plain.out) << "gamma " << gamma << " kind " << kind;
       ASSERT_GT(d.rounds, 0);
       int64_t accepted = 0;
       std::string by_pos;
@@ -373,15 +349,15 @@ TEST(Engine, DsparkRejectionIsExactAtZeroAndBatchInvariant) {
   l.max_rows = 64;
   const auto greedy = requests(0.0f, 1.0f);
   const RunStats plain = run(m, 3, false, greedy);
-  EXPECT_EQ(run_ds(m, 3, 4, greedy, {}, l, true).s.out, plain.out);
+  EXPECT_EQ(run_ds(m, 3, 4, greedy, {}, l, true).out, plain.out);
   const auto sampled = requests(0.9f, 0.95f);
-  const DsStats three = run_ds(m, 3, 4, sampled, {}, l, true);
+  const RunStats three = run_ds(m, 3, 4, sampled, {}, l, true);
   Limits l1 = l;
   l1.max_batch = l1.max_seqs = 1;
-  const DsStats one = run_ds(m, 1, 4, sampled, {}, l1, true);
-  EXPECT_EQ(three.s.out, one.s.out);
+  const RunStats one = run_ds(m, 1, 4, sampled, {}, l1, true);
+  EXPECT_EQ(three.out, one.out);
   EXPECT_GT(three.rounds, 0);
-  for (size_t i = 0; i < sampled.size(); ++i) EXPECT_EQ(three.s.out[i].size(), static_cast<size_t>(sampled[i].max_tokens));
+  for (size_t i = 0; i < sampled.size(); ++i) EXPECT_EQ(three.out[i].size(), static_cast<size_t>(sampled[i].max_tokens));
   EngineOptions bad;
   bad.dspark_rejection = true;
   auto e = Engine::create(m.cfg, *m.w, l, bad);
@@ -419,14 +395,14 @@ TEST(Engine, DsparkRejectionFollowsTheTargetDistribution) {
   l.max_rows = 96;
   const RunStats plain = run(m, 16, false, requests_from(0), {}, l);
   const RunStats other = run(m, 16, false, requests_from(n), {}, l);
-  const DsStats rej = run_ds(m, 16, 3, requests_from(0), {}, l, true);
-  EXPECT_GT(rej.s.accepted, n / 4) << "drafts must often pass the test for this to check the acceptance";
+  const RunStats rej = run_ds(m, 16, 3, requests_from(0), {}, l, true);
+  EXPECT_GT(rej.accepted, n / 4) << "drafts must often pass the test for this to check the acceptance";
   for (int at : {1, 2}) {
     std::map<int32_t, double> p, p2, q;  // id -> frequency: plain, plain on other seeds, rejection
     for (int i = 0; i < n; ++i) {
       p[plain.out[i][at]] += 1.0 / n;
       p2[other.out[i][at]] += 1.0 / n;
-      q[rej.s.out[i][at]] += 1.0 / n;
+      q[rej.out[i][at]] += 1.0 / n;
     }
     std::vector<std::pair<double, int32_t>> top;
     for (auto& [t, v] : p) top.push_back({v, t});
