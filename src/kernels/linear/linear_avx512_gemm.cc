@@ -356,8 +356,89 @@ inline void rows_dot_t(const uint16_t* xd, const __m512i (*wt)[kOutTile], __m512
     beta[r] = _mm512_add_ps(_mm512_add_ps(s4[0][r], s4[1][r]), _mm512_add_ps(s4[2][r], s4[3][r]));
 }
 
+// Fewer rows than kTransposeMinRows: per sub-tile of 16 outputs, K in spans of
+// kGemvSpanRows / nt blocks, so only 16 weight rows stream at a time, each in runs
+// of a span (gemm_tile's block-outer order keeps 64 rows in flight, one block
+// each). Same betas, chained in the same order per output: the same bits.
+constexpr int kGemvSpanRows = 32;  // blocks x rows of x kept in dot layout (8 KiB)
+template <class G>
+void gemv_tile(const Tile& tl) {
+  constexpr int kSubs = kMaxOutTile / kOutTile;
+  G dec(*tl.w);
+  const typename G::General general(*tl.w);
+  const uint16_t* x = static_cast<const uint16_t*>(tl.x);
+  const int nt = tl.nt, no = tl.no, span = kGemvSpanRows / nt;
+  const int64_t n_blk = ceil_div64(tl.k1 - tl.k0, kBlock);
+  alignas(64) uint16_t xd[kGemvSpanRows * kBlock];  // row i's block bb at xd + (bb·nt + i)·128
+  int xlo[kGemvSpanRows], xhi[kGemvSpanRows];
+  alignas(64) __m512i wd[kOutTile][kDotChunks];  // 16 outputs' block in dot layout
+  alignas(64) __m512 wf[kOutTile][kChunks];      // exact fp32 decode for the multiply-add path
+  __m512 part[kTransposeMinRows][kSubs], total[kTransposeMinRows][kSubs];
+  for (int64_t b0 = 0; b0 < n_blk; b0 += span) {
+    const int nb = n_blk - b0 < span ? static_cast<int>(n_blk - b0) : span;
+    for (int bb = 0; bb < nb; ++bb) {
+      const int64_t k = tl.k0 + (b0 + bb) * kBlock;
+      if (tl.k1 - k < kBlock) continue;  // partial block: the multiply-add path
+      for (int i = 0; i < nt; ++i) {
+        const uint16_t* xs = x + i * tl.x_stride + k;
+        uint16_t* xo = xd + (bb * nt + i) * kBlock;
+        for (int g = 0; g < kDotChunks; ++g)
+          _mm512_store_si512(xo + 32 * g, _mm512_permutexvar_epi16(dot_order(), load(xs + 32 * g)));
+        bf16_range(xs, &xlo[bb * nt + i], &xhi[bb * nt + i]);
+      }
+    }
+    for (int s = 0; s * kOutTile < no; ++s) {
+      const int ns = no - s * kOutTile < kOutTile ? no - s * kOutTile : kOutTile;
+      const int64_t o = tl.o + s * kOutTile;
+      for (int bb = 0; bb < nb; ++bb) {
+        const int64_t b = b0 + bb, k = tl.k0 + b * kBlock;
+        const int width = tl.k1 - k < kBlock ? static_cast<int>(tl.k1 - k) : kBlock;
+        const bool partial = width < kBlock;
+        const XWindow win = partial ? kNoWindow : dec.window(o, ns, k);
+        const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
+        int n_ok = 0;
+        bool ok[kTransposeMinRows];
+        for (int i = 0; i < nt; ++i) {
+          const int r = bb * nt + i;
+          ok[i] = !win.empty() && xlo[r] >= win.lo && xhi[r] <= win.hi;
+          n_ok += ok[i];
+        }
+        if (n_ok > 0 && k + (kPrefetchBlocks + 1) * kBlock <= tl.k1)
+          for (int q = 0; q < ns; ++q) dec.prefetch(o + q, k + kPrefetchBlocks * kBlock);
+        if (nt == 1 && n_ok == 1) {  // one row: decoded weights go straight to the dot
+          chain_beta(chain, row_dot_decode(dec, o, ns, k, xd + bb * kBlock), part[0][s], total[0][s], add_ps);
+          continue;
+        }
+        if (n_ok > 0) {
+          for (int q = 0; q < ns; ++q) dec.dot_block(o + q, k, wd[q]);
+          for (int q = ns; q < kOutTile; ++q)
+            for (int m = 0; m < kDotChunks; ++m) wd[q][m] = _mm512_setzero_si512();
+        }
+        if (n_ok < nt)
+          for (int q = 0; q < kOutTile; ++q) {
+            if (q >= ns) {
+              for (int c = 0; c < kChunks; ++c) wf[q][c] = _mm512_setzero_ps();
+            } else if (partial) {
+              general.part(o + q, k, width, wf[q]);
+            } else {
+              general.full(o + q, k, wf[q]);
+            }
+          }
+        for (int i = 0; i < nt; ++i) {
+          const __m512 beta = ok[i] ? row_dot(xd + (bb * nt + i) * kBlock, wd)
+                                    : row_general(x + i * tl.x_stride + k, width, wf);
+          chain_beta(chain, beta, part[i][s], total[i][s], add_ps);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < nt; ++i)
+    for (int s = 0; s * kOutTile < no; ++s) _mm512_storeu_ps(tl.y + i * kMaxOutTile + s * kOutTile, total[i][s]);
+}
+
 template <class G>
 void gemm_tile(const Tile& tl) {
+  if (tl.nt < kTransposeMinRows) return gemv_tile<G>(tl);
   constexpr int kSubs = kMaxOutTile / kOutTile;
   G dec(*tl.w);
   const typename G::General general(*tl.w);

@@ -165,6 +165,41 @@ TEST_P(LinearIsa, SameBitsAsScalarUpTo64Rows) {
   }
 }
 
+// Long K at few rows: the row-tile path (linear_avx512_gemm.cc gemv_tile) walks K in
+// spans of 32 / T blocks per 16 outputs; K of 33 blocks (FP4: 32.5, the last one
+// partial) crosses a span boundary at every T < 8, plainly and in the grouped tree.
+TEST_P(LinearIsa, SameBitsAsScalarAcrossGemvSpans) {
+  const Shape shapes[] = {{"fp8.spans", WeightFormat::kFP8, 40, 33 * 128},
+                          {"fp4.spans", WeightFormat::kFP4, 36, 32 * 128 + 64},
+                          {"bf16.spans", WeightFormat::kBF16, 20, 33 * 128}};
+  constexpr int kRows = 8;
+  for (const Shape& sh : shapes) {
+    const auto ow = test::random_weight(sh.format, sh.out, sh.in, 81);
+    const LinearWeight w = ow.view();
+    auto x = random_rows(kRows * sh.in, 82);
+    if (w.quantized() && sh.in % 128 == 0) actq_rows(x.data(), kRows, sh.in, x.data(), 0, 1);
+    for (int64_t k_group : {int64_t{0}, int64_t{11 * 128}}) {
+      LinearSlice s;
+      if (k_group > 0) s.k1 = 33 * 128, s.k_group = k_group;
+      if (s.k1 > sh.in) continue;
+      std::vector<float> want(kRows * w.out), got(kRows * w.out);
+      {
+        IsaScope scalar(Isa::kScalar);
+        linear_slice(w, s, x.data(), kRows, want.data(), 0, 1);
+      }
+      IsaScope scope(GetParam());
+      for (int nthreads : {1, 2})
+        for (int T = 1; T <= kRows; ++T) {
+          std::fill(got.begin(), got.end(), -1.0f);
+          run(nthreads, [&](int tid, int n) { linear_slice(w, s, x.data(), T, got.data(), tid, n); });
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), T * w.out * sizeof(float)), 0)
+              << sh.name << " k_group " << k_group << " T=" << T << " nthreads=" << nthreads;
+          for (int64_t i = T * w.out; i < kRows * w.out; ++i) ASSERT_EQ(got[i], -1.0f) << sh.name << " T=" << T;
+        }
+    }
+  }
+}
+
 // wo_a runs its stored FP8 without actq (model.md §0.4.4): raw bf16 rows, K a multiple of
 // 128 or not, at the tiny, tiny2 and a wider group width.
 TEST_P(LinearIsa, SameBitsAsScalarFp8WithoutActq) {
