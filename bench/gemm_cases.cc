@@ -78,8 +78,12 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
   ThreadPool pool(threads);
   std::vector<CaseResult> out;
   for (const GemmShape& s : shapes) {
-    const WeightCopies wc = make_weight_copies(s.form, s.out, s.in, sets.span_bytes);
+    WeightCopies wc = make_weight_copies(s.form, s.out, s.in, sets.span_bytes);
     const int64_t sb = scale_bytes(s.form, s.out, s.in);
+    // FP4 in the layout the loader gives the selected variant (LinearWeight::fp4_dot).
+    const bool fp4_dot = s.form == StorageForm::kFP4 && kernels::linear_reads_fp4_dot();
+    if (fp4_dot)
+      for (int64_t r = 0; r < wc.n * s.out; ++r) fp4_pack_dot_row(wc.data.data() + r * (s.in / 2), s.in);
     for (int T : sets.rows) {
       std::vector<bf16> x(static_cast<size_t>(T * s.in)), y(static_cast<size_t>(T * s.out));
       Rng rng{static_cast<uint64_t>(T)};
@@ -89,7 +93,7 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
       for (int it = 0; it < (sets.repeats + 1) * wc.n; ++it) {
         const int c = it % wc.n;
         const LinearWeight w{weight_format(s.form), s.out, s.in, wc.data.data() + c * wc.data_bytes,
-                             sb > 0 ? wc.scale.data() + c * sb : nullptr};
+                             sb > 0 ? wc.scale.data() + c * sb : nullptr, fp4_dot};
         const auto t0 = std::chrono::steady_clock::now();
         pool.run([&](int tid, int n) { kernels::linear(w, x.data(), T, y.data(), tid, n); });
         const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <new>
+#include <utility>
 
 namespace dsv4 {
 
@@ -36,6 +38,30 @@ void advise_willneed(const void* p, size_t bytes) {
   const uintptr_t b = reinterpret_cast<uintptr_t>(p) / page * page;
   const uintptr_t e = reinterpret_cast<uintptr_t>(p) + bytes;
   if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_WILLNEED);
+}
+
+void advise_pageout(const void* p, size_t bytes) {
+#ifdef MADV_PAGEOUT
+  const uintptr_t page = 4096;
+  const uintptr_t b = round_up(reinterpret_cast<uintptr_t>(p), page);
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_PAGEOUT);
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
+HugeBytes::HugeBytes(size_t bytes) : p_(static_cast<uint8_t*>(huge_map(bytes))), n_(bytes) {
+  if (p_ == nullptr) throw std::bad_alloc();
+}
+HugeBytes::HugeBytes(HugeBytes&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+HugeBytes& HugeBytes::operator=(HugeBytes&& o) noexcept {
+  if (this != &o) {
+    huge_unmap(p_, n_);
+    p_ = std::exchange(o.p_, nullptr);
+    n_ = std::exchange(o.n_, 0);
+  }
+  return *this;
 }
 
 }  // namespace dsv4

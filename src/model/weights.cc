@@ -9,7 +9,9 @@
 #include <unordered_map>
 
 #include "base/check.h"
+#include "base/huge_pages.h"
 #include "base/math.h"
+#include "kernels/linear/linear.h"
 #include "model/checkpoint_table.h"
 #include "numeric/e4m3.h"
 #include "numeric/ue8m0.h"
@@ -364,10 +366,40 @@ class Loader {
       case StorageForm::kFP4:
         l.w = LinearWeight{WeightFormat::kFP4, out, 2 * m.weight->shape[1], m.weight->data,
                            m.scale->data};
+        if (w.fp4_dot.data() != nullptr && reads(name)) pack_fp4(w, name, l.w, m.weight->n_bytes);
         break;
       default: DSV4_CHECK(false, "matrix '{}' in form {}", name, storage_form_name(m.form));
     }
     return l;
+  }
+
+  bool reads(const std::string& name) const { return !options_.reads || options_.reads(name); }
+
+  // Bytes of the FP4 matrices this process reads, each 64-byte aligned (0: no packing).
+  size_t fp4_dot_bytes() const {
+    if (!options_.fp4_dot || !kernels::linear_reads_fp4_dot()) return 0;
+    size_t n = 0;
+    for (const auto& [name, m] : matrices_)
+      if (m.form == StorageForm::kFP4 && reads(name)) n += ceil_div<size_t>(m.weight->n_bytes, 64) * 64;
+    return n;
+  }
+
+  // Copies an FP4 matrix into the arena in the dot layout (LinearWeight::fp4_dot), points
+  // the view there and lets the kernel reclaim the file's pages of it.
+  void pack_fp4(Weights& w, const std::string& name, LinearWeight& lw, size_t n_bytes) {
+    if (auto it = packed_.find(name); it != packed_.end()) {  // taken before: the same copy
+      lw = it->second;
+      return;
+    }
+    DSV4_CHECK(fp4_dot_used_ + n_bytes <= w.fp4_dot.size(), "FP4 arena of {} bytes overrun", w.fp4_dot.size());
+    uint8_t* dst = w.fp4_dot.data() + fp4_dot_used_;
+    fp4_dot_used_ += ceil_div<size_t>(n_bytes, 64) * 64;
+    std::memcpy(dst, lw.data, n_bytes);
+    advise_pageout(lw.data, n_bytes);
+    for (int64_t o = 0; o < lw.out; ++o) fp4_pack_dot_row(dst + o * (lw.in / 2), lw.in);
+    lw.data = dst;
+    lw.fp4_dot = true;
+    packed_[name] = lw;
   }
 
   // wo_a: used without actq (model.md §0.4.4) in its stored form, FP8 or BF16, never
@@ -449,6 +481,7 @@ class Loader {
   Result<Weights> build() {
     Weights w;
     w.files = files_;
+    if (const size_t n = fp4_dot_bytes(); n > 0) w.fp4_dot = HugeBytes(n);
     w.embed = ptr<bf16>(w, "embed.weight");
     w.head = bf16_linear(w, "head.weight");
     w.norm = ptr<bf16>(w, "norm.weight");
@@ -495,6 +528,8 @@ class Loader {
   std::unordered_map<std::string, std::vector<int32_t>> tid2eid_;
   bool warned_fp4_ = false;
   LoadOptions options_;
+  size_t fp4_dot_used_ = 0;                             // arena bytes handed out
+  std::unordered_map<std::string, LinearWeight> packed_;  // FP4 matrices in the arena
 };
 
 }  // namespace

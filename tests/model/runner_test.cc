@@ -408,6 +408,29 @@ TEST(Runner, Tiny2PastSeveralHcaRatios) {
   ASSERT_EQ(prompt_then_decode(**r, toks, 300, 64), prompt_then_decode(**r, toks, 1, 1));
 }
 
+// FP4 experts rewritten into the linear kernels' dot layout at load (LinearWeight::fp4_dot,
+// when the selected variant reads it) give the stored layout's logits, bit for bit.
+TEST(Runner, Fp4DotLayoutGivesTheStoredLayoutsLogits) {
+  if (!kernels::linear_reads_fp4_dot()) GTEST_SKIP() << "the selected linear variant reads FP4 as stored";
+  const Loaded& m = model("tiny2", TinyQuant::kFp8);
+  const LinearWeight& w1 = m.w->layers[0].ffn.experts[0].w1.w;
+  ASSERT_EQ(w1.format, WeightFormat::kFP4);
+  ASSERT_TRUE(w1.fp4_dot);
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
+  ASSERT_TRUE(files.ok()) << files.message();
+  LoadOptions as_stored;
+  as_stored.fp4_dot = false;
+  Result<Weights> stored = load_weights(*files, m.cfg, nullptr, as_stored);
+  ASSERT_TRUE(stored.ok()) << stored.message();
+  ASSERT_FALSE(stored->layers[0].ffn.experts[0].w1.w.fp4_dot);
+  const auto toks = tokens(24, 9, m.cfg.vocab_size);
+  auto packed_runner = ModelRunner::create(m.cfg, *m.w, limits(24));
+  auto stored_runner = ModelRunner::create(m.cfg, *stored, limits(24));
+  ASSERT_TRUE(packed_runner.ok() && stored_runner.ok());
+  EXPECT_EQ(run_chunked(**packed_runner, toks, 24, 24), run_chunked(**stored_runner, toks, 24, 24));
+  EXPECT_EQ(run_chunked(**packed_runner, toks, 24, 1), run_chunked(**stored_runner, toks, 24, 1));
+}
+
 // Every SIMD variant of the kernels gives the same logits, bit for bit.
 TEST(Runner, EverySimdVariantGivesTheSameLogits) {
   for (const char* preset : {"tiny", "tiny2"}) {

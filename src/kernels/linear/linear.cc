@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <type_traits>
 
 #include "base/check.h"
 #include "base/math.h"
@@ -67,6 +68,10 @@ void decode_block(const LinearWeight& w, int64_t o, int64_t k, int n, float* wb)
       return;
     }
     case WeightFormat::kFP4: {
+      if (w.fp4_dot && k + kBlock <= w.in) {  // a block in the dot layout: code by code
+        for (int j = 0; j < n; ++j) wb[j] = kE2M1Signed[fp4_code(w, o, k + j)] * scale_value(w.scale[o * (w.in / 32) + (k + j) / 32]);
+        return;
+      }
       const uint8_t* p = static_cast<const uint8_t*>(w.data) + o * (w.in / 2) + k / 2;
       const uint8_t* sc = w.scale + o * (w.in / 32) + k / 32;
       for (int c = 0; c < n / 32; ++c) {
@@ -205,7 +210,11 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
   const Range r = split_range(s.o1 - s.o0, tid, nthreads);
   if (r.size() == 0 || T <= 0) return;
 
-  const linear_tile::Kernels& kern = kernels(current_isa());
+  // FP4 in the dot layout through a variant that reads only the stored one: the scalar
+  // variant (same bits; only when the loader packed for another variant).
+  const bool dot_ok = !(w.format == WeightFormat::kFP4 && w.fp4_dot) ||
+                      (kernels(current_isa()).fp4_dot && std::is_same_v<XT, bf16>);
+  const linear_tile::Kernels& kern = kernels(dot_ok ? current_isa() : Isa::kScalar);
   const linear_tile::TileFn fn = tile_fn(kern, x);
   const int64_t n_blk = ceil_div<int64_t>(s.k1 - s.k0, kBlock);
   linear_tile::Tile tl{};
@@ -233,7 +242,7 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
 }  // namespace
 
 namespace linear_tile {
-Kernels scalar_kernels() { return Kernels{kOutTile, kRowTile, tile_scalar<bf16>, tile_scalar<float>}; }
+Kernels scalar_kernels() { return Kernels{kOutTile, kRowTile, tile_scalar<bf16>, tile_scalar<float>, true}; }
 }  // namespace linear_tile
 
 void set_linear_isa(Isa isa) {
@@ -241,6 +250,7 @@ void set_linear_isa(Isa isa) {
   g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 Isa linear_isa() { return current_isa(); }
+bool linear_reads_fp4_dot() { return kernels(current_isa()).fp4_dot && current_isa() != Isa::kScalar; }
 
 void actq_rows(const bf16* x, int64_t T, int64_t in, bf16* xq, int tid, int nthreads) {
   const Range r = split_range(T, tid, nthreads);

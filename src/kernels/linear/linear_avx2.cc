@@ -571,6 +571,6 @@ void tile_bf16(const Tile& tl) {
 
 }  // namespace
 
-Kernels avx2_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16, tile_rows<float>}; }
+Kernels avx2_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16, tile_rows<float>, false}; }
 
 }  // namespace dsv4::kernels::linear_tile

@@ -437,9 +437,9 @@ void tile_bf16_gemm(const Tile& tl) {
 
 }  // namespace
 
-Kernels avx512_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16_fma<false>, tile_rows<float, false>}; }
+Kernels avx512_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16_fma<false>, tile_rows<float, false>, false}; }
 Kernels avx512_bf16_kernels(bool vbmi) {
-  return Kernels{kTileOut, kMaxRowTile, vbmi ? tile_bf16_gemm : tile_bf16_fma<true>, tile_rows<float, false>};
+  return Kernels{kTileOut, kMaxRowTile, vbmi ? tile_bf16_gemm : tile_bf16_fma<true>, tile_rows<float, false>, vbmi};
 }
 
 }  // namespace dsv4::kernels::linear_tile

@@ -22,7 +22,9 @@
 //   FP4: vpermb puts each weight's byte into its word, vpsrlvw its nibble into bits
 //        0..3, vpermw looks up bf16(e2m1 value · 2^(s-127)) in the 32-word table of
 //        the group's scale byte s (kFp4Tables, 2 <= s <= 252; the table repeats at
-//        16, so the other nibble's bit 4 is ignored).
+//        16, so the other nibble's bit 4 is ignored). In the dot layout
+//        (LinearWeight::fp4_dot, packed at load) nibble m of each 16-bit word is chunk
+//        m's index already: one shift and the lookup per chunk.
 // Only intrinsics and linear_tile.h here (see linear_tile.h).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -212,16 +214,38 @@ struct GemmBf16 {
   }
 };
 
+// The exact fp32 decode of an FP4 weight in either layout (LinearWeight::fp4_dot): a
+// full block in the dot layout is first put back in the stored nibble order.
+struct GeneralFp4 : DecodeFp4 {
+  bool dot;
+  explicit GeneralFp4(const LinearWeight& w) : DecodeFp4(w), dot(w.fp4_dot) {}
+  void full(int64_t o, int64_t k, __m512* out) const {
+    if (!dot) return DecodeFp4::full(o, k, out);
+    const uint8_t* p = data + o * (in / 2) + k / 2;
+    uint8_t stored[kBlock / 2] = {};
+    for (int v = 0; v < 32; ++v)
+      for (int j = 0; j < kDotChunks; ++j) {
+        const int c = 32 * j + dot_k(v);  // word v, nibble j: column c of the block
+        const uint8_t code = static_cast<uint8_t>((p[2 * v + j / 2] >> (4 * (j % 2))) & 0xF);
+        stored[c / 2] = static_cast<uint8_t>(stored[c / 2] | code << (4 * (c % 2)));
+      }
+    const uint8_t* sc = scale + o * (in / 32) + k / 32;
+    for (int g = 0; g < kBlock / 32; ++g) group(stored + 16 * g, sc[g], out + 2 * g);
+  }
+};
+
 struct GemmFp4 {
-  using General = DecodeFp4;
+  using General = GeneralFp4;
   const uint8_t* data;
   const uint8_t* scale;
   int64_t in;
+  bool dot;  // full blocks in the dot layout (LinearWeight::fp4_dot)
   __m512i scale_rows;  // byte offsets q·in/32 of outputs q = 0..15 in the scale array
   explicit GemmFp4(const LinearWeight& w)
       : data(static_cast<const uint8_t*>(w.data)),
         scale(w.scale),
         in(w.in),
+        dot(w.fp4_dot),
         scale_rows(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                       _mm512_set1_epi32(static_cast<int>(w.in / 32)))) {}
   void prefetch(int64_t o, int64_t k) const {
@@ -247,6 +271,13 @@ struct GemmFp4 {
   void dot_block(int64_t o, int64_t k, __m512i* out) const {
     const uint8_t* sc = scale + o * (in / 32) + k / 32;
     const __m512i bytes = load(data + o * (in / 2) + k / 2);
+    if (dot) {  // nibble m of each word is chunk m's index (vpermw reads bits 0..4; the table repeats at 16)
+      out[0] = _mm512_permutexvar_epi16(bytes, load(kFp4Tables.s[sc[0]].w));
+      out[1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(bytes, 4), load(kFp4Tables.s[sc[1]].w));
+      out[2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(bytes, 8), load(kFp4Tables.s[sc[2]].w));
+      out[3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(bytes, 12), load(kFp4Tables.s[sc[3]].w));
+      return;
+    }
     const __m512i shift = load(kFp4Shift.w);
     for (int m = 0; m < kDotChunks; ++m) {
       const __m512i b = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, load(kFp4Perm.m[m].b), bytes);

@@ -29,8 +29,7 @@ float weight_at(const LinearWeight& w, int64_t o, int64_t i) {
       return e4m3_decode(code) * ue8m0_decode(w.scale[(o / 128) * nbk + i / 128]);
     }
     case WeightFormat::kFP4: {
-      const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * (w.in / 2);
-      return e2m1_decode(e2m1_nibble(row, i)) * ue8m0_decode(w.scale[o * (w.in / 32) + i / 32]);
+      return e2m1_decode(fp4_code(w, o, i)) * ue8m0_decode(w.scale[o * (w.in / 32) + i / 32]);
     }
   }
   DSV4_CHECK(false, "unknown weight format");

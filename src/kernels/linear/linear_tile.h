@@ -99,6 +99,7 @@ struct Kernels {
   int row_tile;   // rows per tile, <= kMaxRowTile
   TileFn x_bf16;  // x is bf16
   TileFn x_f32;   // x is fp32
+  bool fp4_dot;   // x_bf16 reads FP4 weights with LinearWeight::fp4_dot (others: as stored)
 };
 
 Kernels scalar_kernels();

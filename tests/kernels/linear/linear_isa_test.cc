@@ -200,6 +200,59 @@ TEST_P(LinearIsa, SameBitsAsScalarAcrossGemvSpans) {
   }
 }
 
+// FP4 in the dot layout (LinearWeight::fp4_dot, packed at load for kAvx512Bf16 with
+// VBMI): every variant, at T up to 64, bf16 and fp32 x, gives the scalar variant's bits
+// on the stored layout; the reference's weight_at reads both alike. Realistic weights
+// (the VDPBF16PS path) and every nibble / scale byte (the multiply-add path), full and
+// partial blocks.
+TEST_P(LinearIsa, Fp4DotLayoutSameBitsAsStored) {
+  const Shape shapes[] = {{"fp4", WeightFormat::kFP4, 256, 256},
+                          {"fp4.k160", WeightFormat::kFP4, 33, 160},
+                          {"fp4.spans", WeightFormat::kFP4, 36, 32 * 128 + 64}};
+  constexpr int kRows = 64;
+  for (const Shape& sh : shapes)
+    for (bool wild : {false, true}) {
+      const auto ow = wild ? wild_weight(sh.format, sh.out, sh.in, 91) : test::random_weight(sh.format, sh.out, sh.in, 91);
+      const LinearWeight w = ow.view();
+      std::vector<uint8_t> packed = ow.data;
+      for (int64_t o = 0; o < sh.out; ++o) fp4_pack_dot_row(packed.data() + o * (sh.in / 2), sh.in);
+      LinearWeight wp = w;
+      wp.data = packed.data();
+      wp.fp4_dot = true;
+      const std::string what = sh.name + std::string(wild ? " wild" : "");
+      if (sh.in >= 128) {
+        ASSERT_NE(packed, ow.data) << what;  // the layout differs
+      }
+      for (int64_t o = 0; o < sh.out; ++o)
+        for (int64_t i = 0; i < sh.in; ++i) {
+          const float a = weight_at(w, o, i), b = weight_at(wp, o, i);
+          ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << what << " weight_at " << o << ", " << i;
+        }
+      auto x = wild ? wild_rows(kRows * sh.in, 92, false) : random_rows(kRows * sh.in, 92);
+      if (sh.in % 128 == 0) actq_rows(x.data(), kRows, sh.in, x.data(), 0, 1);
+      std::vector<float> xf(x.size());
+      for (size_t i = 0; i < x.size(); ++i) xf[i] = x[i].to_float() * 0.75f;
+      std::vector<float> want(kRows * w.out), want_f(kRows * w.out), got(kRows * w.out);
+      {
+        IsaScope scalar(Isa::kScalar);
+        linear_f32(w, x.data(), kRows, want.data(), 0, 1);
+        linear_f32_in(w, xf.data(), kRows, want_f.data(), 0, 1);
+      }
+      IsaScope scope(GetParam());
+      for (int nthreads : {1, 2})
+        for (int T : {1, 2, 3, 5, 7, 8, 9, 16, 31, 64}) {
+          std::fill(got.begin(), got.end(), -1.0f);
+          run(nthreads, [&](int tid, int n) { linear_f32(wp, x.data(), T, got.data(), tid, n); });
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), T * w.out * sizeof(float)), 0)
+              << what << " T=" << T << " nthreads=" << nthreads;
+          for (int64_t i = T * w.out; i < kRows * w.out; ++i) ASSERT_EQ(got[i], -1.0f) << what << " T=" << T;
+          run(nthreads, [&](int tid, int n) { linear_f32_in(wp, xf.data(), T, got.data(), tid, n); });
+          ASSERT_EQ(std::memcmp(got.data(), want_f.data(), T * w.out * sizeof(float)), 0)
+              << what << " f32 in T=" << T << " nthreads=" << nthreads;
+        }
+    }
+}
+
 // wo_a runs its stored FP8 without actq (model.md §0.4.4): raw bf16 rows, K a multiple of
 // 128 or not, at the tiny, tiny2 and a wider group width.
 TEST_P(LinearIsa, SameBitsAsScalarFp8WithoutActq) {
