@@ -38,8 +38,9 @@ Result<ModelConfig> bench_layer_config(const std::string& preset, LayerKind kind
 // or reuses them. Progress goes to stdout.
 Status ensure_layer_checkpoint(const ModelConfig& cfg, const std::string& dir);
 
-// The mapped checkpoint and its weights, every page touched once (no faults in timed
-// steps). Destruction unmaps the file and drops its pages from the page cache
+// The mapped checkpoint and its weights, every page touched once before the load (no
+// faults in timed steps; FP4 matrices the loader packs then live in Weights::fp4_dot, their
+// file pages released). Destruction unmaps the file and drops its pages from the page cache
 // (POSIX_FADV_DONTNEED), so the next layer kind starts from the same memory.
 class MappedLayer {
  public:
