@@ -60,12 +60,16 @@ inline uint8_t fp4_code(const LinearWeight& w, int64_t o, int64_t i) {
 inline void fp4_pack_dot_row(uint8_t* row, int64_t in) {
   for (int64_t blk = 0; (blk + 1) * 128 <= in; ++blk) {
     uint8_t* p = row + blk * 64;
-    uint8_t packed[64] = {};
-    for (int c = 0; c < 128; ++c) {
-      const uint8_t code = static_cast<uint8_t>(c % 2 ? p[c / 2] >> 4 : p[c / 2] & 0xF);
-      packed[fp4_dot_byte(c)] |= static_cast<uint8_t>(code << (4 * fp4_dot_nibble(c)));
+    uint8_t stored[64];
+    for (int j = 0; j < 64; ++j) stored[j] = p[j];
+    for (int v = 0; v < 32; ++v) {
+      const int r = fp4_dot_col(v);  // column 32j + r: stored byte 16j + r/2, nibble r % 2
+      const int sh = 4 * (r % 2);
+      uint32_t word = 0;
+      for (int j = 0; j < 4; ++j) word |= ((stored[16 * j + r / 2] >> sh) & 0xFu) << (4 * j);
+      p[2 * v] = static_cast<uint8_t>(word);
+      p[2 * v + 1] = static_cast<uint8_t>(word >> 8);
     }
-    for (int j = 0; j < 64; ++j) p[j] = packed[j];
   }
 }
 
