@@ -253,8 +253,18 @@ Isa linear_isa() { return current_isa(); }
 bool linear_reads_fp4_dot() { return kernels(current_isa()).fp4_dot && current_isa() != Isa::kScalar; }
 
 void actq_rows(const bf16* x, int64_t T, int64_t in, bf16* xq, int tid, int nthreads) {
+  DSV4_CHECK(in % kActqBlock == 0, "actq row length {} is not a multiple of {}", in, kActqBlock);
   const Range r = split_range(T, tid, nthreads);
-  for (int64_t t = r.begin; t < r.end; ++t) actq_dequant_row(x + t * in, in, xq + t * in);
+  const bool avx512 = current_isa() >= Isa::kAvx512;  // the same bits (linear_tile.h)
+  for (int64_t t = r.begin; t < r.end; ++t) {
+    const bf16* xr = x + t * in;
+    bf16* yr = xq + t * in;
+    if (avx512 &&
+        linear_tile::avx512_actq_row(reinterpret_cast<const uint16_t*>(xr), in, reinterpret_cast<uint16_t*>(yr),
+                                     kActqAmaxFloor))
+      continue;
+    actq_dequant_row(xr, in, yr);
+  }
 }
 
 void linear(const LinearWeight& w, const bf16* x, int64_t T, bf16* y, int tid, int nthreads) {

@@ -437,6 +437,58 @@ void tile_bf16_gemm(const Tile& tl) {
 
 }  // namespace
 
+// actq_dequant_row's e4m3 round trip of one 128-block, vectorized (the scalar's cases):
+// s = 2^k with k = ceil(log2(fl(max(amax, floor) · fl(1/448)))) as e4m3_scale_exponent;
+// t = x / s (exact); |t| >= 2^-6: three mantissa bits, nearest-even at bit 20 of the fp32
+// (t <= 448·(1 + 2^-22), so no saturation differs); |t| < 2^-6: the subnormal grid,
+// nearest-even multiple of 2^-9; then times s (exact) and the upper half (exact: at most
+// four significant bits).
+bool avx512_actq_row(const uint16_t* x, int64_t n, uint16_t* xq, float amax_floor) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512i hi_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29,
+                                            27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  __m512i row_max = _mm512_setzero_si512();  // a NaN or Inf anywhere: nothing written
+  for (int64_t i = 0; i < n; i += 32) {
+    const __m512i w = _mm512_and_si512(_mm512_loadu_si512(x + i), _mm512_set1_epi16(0x7FFF));
+    row_max = _mm512_max_epu16(row_max, w);
+  }
+  if (_mm512_cmpge_epu16_mask(row_max, _mm512_set1_epi16(0x7F80)) != 0) return false;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    __m512 v[kChunks];
+    __m512i mx = _mm512_setzero_si512();
+    for (int c = 0; c < kChunks; ++c) {
+      v[c] = bf16_to_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + b + 16 * c)));
+      mx = _mm512_max_epu32(mx, _mm512_and_si512(_mm512_castps_si512(v[c]), abs_mask));
+    }
+    const uint32_t amax_bits = static_cast<uint32_t>(_mm512_reduce_max_epu32(mx));
+    const float amax = __builtin_bit_cast(float, amax_bits);
+    const float tt = (amax > amax_floor ? amax : amax_floor) * (1.0f / 448.0f);
+    const uint32_t u = __builtin_bit_cast(uint32_t, tt);
+    const int k = static_cast<int>((u >> 23) & 0xFF) - 127 + ((u & 0x7FFFFFu) != 0 ? 1 : 0);
+    const __m512 inv = _mm512_castsi512_ps(_mm512_set1_epi32((127 - k) << 23));
+    const __m512 s = _mm512_castsi512_ps(_mm512_set1_epi32((127 + k) << 23));
+    const __m512 small = _mm512_set1_ps(0x1p-6f), grid = _mm512_set1_ps(512.0f), ungrid = _mm512_set1_ps(0x1p-9f);
+    const __m512i half = _mm512_set1_epi32(0x7FFFF), keep = _mm512_set1_epi32(static_cast<int>(0xFFF00000u));
+    __m512 y[kChunks];
+    for (int c = 0; c < kChunks; ++c) {
+      const __m512 t = _mm512_mul_ps(v[c], inv);
+      const __m512i tb = _mm512_castps_si512(t);
+      const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(tb, 20), _mm512_set1_epi32(1));
+      const __m512 normal = _mm512_castsi512_ps(
+          _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(tb, half), odd), keep));
+      const __m512 sub = _mm512_mul_ps(
+          _mm512_roundscale_ps(_mm512_mul_ps(t, grid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), ungrid);
+      const __mmask16 is_small =
+          _mm512_cmp_ps_mask(_mm512_castsi512_ps(_mm512_and_si512(tb, abs_mask)), small, _CMP_LT_OQ);
+      y[c] = _mm512_mul_ps(_mm512_mask_mov_ps(normal, is_small, sub), s);
+    }
+    for (int c = 0; c < kChunks; c += 2)
+      _mm512_storeu_si512(xq + b + 16 * c, _mm512_permutex2var_epi16(_mm512_castps_si512(y[c]), hi_words,
+                                                                      _mm512_castps_si512(y[c + 1])));
+  }
+  return true;
+}
+
 Kernels avx512_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16_fma<false>, tile_rows<float, false>, false}; }
 Kernels avx512_bf16_kernels(bool vbmi) {
   return Kernels{kTileOut, kMaxRowTile, vbmi ? tile_bf16_gemm : tile_bf16_fma<true>, tile_rows<float, false>, vbmi};

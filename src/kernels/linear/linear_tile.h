@@ -109,5 +109,10 @@ Kernels avx512_kernels();
 Kernels avx512_bf16_kernels(bool vbmi);
 // FP8 / FP4 / BF16 weights, bf16 x, any nt <= kMaxRowTile (linear_avx512_gemm.cc).
 void avx512_bf16_gemm_tile(const Tile& tl);
+// xq = actq_dequant_row(x) (numeric/quant.h) for one row of n bf16 bits (n % 128 == 0)
+// with AVX-512 F/BW (linear_avx512.cc), the same bits; amax_floor is kActqAmaxFloor.
+// False, before writing anything, when the row holds a NaN or Inf: the caller runs the
+// scalar row. x == xq is allowed.
+bool avx512_actq_row(const uint16_t* x, int64_t n, uint16_t* xq, float amax_floor);
 
 }  // namespace dsv4::kernels::linear_tile

@@ -253,6 +253,43 @@ TEST_P(LinearIsa, Fp4DotLayoutSameBitsAsStored) {
     }
 }
 
+// actq_rows (AVX-512 from kAvx512 on) gives actq_dequant_row's bits: every bf16 bit
+// pattern once (NaN / Inf rows take the scalar row), rows of one magnitude band (scale
+// exponents from the amax floor up to 2^120, the subnormal grid, ties), in place or not.
+TEST_P(LinearIsa, ActqRowsSameBitsAsScalar) {
+  constexpr int64_t in = 1024;
+  std::mt19937 rng(7);
+  std::vector<bf16> x;
+  for (uint32_t i = 0; i < 65536; ++i)  // every finite pattern
+    if ((i & 0x7F80) != 0x7F80) x.push_back(bf16::from_bits(static_cast<uint16_t>(i)));
+  std::shuffle(x.begin(), x.end(), rng);
+  x.resize(x.size() / in * in);
+  for (int band = -140; band <= 130; band += 3)  // rows of one exponent band each, some zeros
+    for (int64_t i = 0; i < in; ++i) {
+      const int e = std::clamp(band + 127 + static_cast<int>(rng() % 24) - 12, 0, 254);
+      const uint16_t bits = static_cast<uint16_t>((rng() & 0x8000) | e << 7 | (rng() & 0x7F));
+      x.push_back(bf16::from_bits(rng() % 8 == 0 ? static_cast<uint16_t>(bits & 0x8000) : bits));
+    }
+  for (uint16_t special : {0x7F80, 0xFF80, 0x7FC0, 0xFF81}) {  // rows holding an Inf or a NaN
+    const size_t at = x.size() - in + rng() % in;
+    x.insert(x.end(), x.end() - in, x.end());
+    x[at + in] = bf16::from_bits(special);
+  }
+  const int64_t T = static_cast<int64_t>(x.size()) / in;
+  std::vector<bf16> want(x.size());
+  for (int64_t t = 0; t < T; ++t) actq_dequant_row(x.data() + t * in, in, want.data() + t * in);
+  IsaScope scope(GetParam());
+  for (int nthreads : {1, 2}) {
+    std::vector<bf16> got(x.size(), bf16::from_bits(0x7FC1));
+    run(nthreads, [&](int tid, int n) { actq_rows(x.data(), T, in, got.data(), tid, n); });
+    for (int64_t i = 0; i < T * in; ++i)
+      ASSERT_EQ(got[i].bits, want[i].bits) << "row " << i / in << " x 0x" << std::hex << x[i].bits;
+    std::vector<bf16> inplace = x;
+    run(nthreads, [&](int tid, int n) { actq_rows(inplace.data(), T, in, inplace.data(), tid, n); });
+    ASSERT_EQ(std::memcmp(inplace.data(), want.data(), want.size() * sizeof(bf16)), 0) << "in place";
+  }
+}
+
 // wo_a runs its stored FP8 without actq (model.md §0.4.4): raw bf16 rows, K a multiple of
 // 128 or not, at the tiny, tiny2 and a wider group width.
 TEST_P(LinearIsa, SameBitsAsScalarFp8WithoutActq) {
