@@ -387,6 +387,21 @@ inline void rows_dot_t(const uint16_t* xd, const __m512i (*wt)[kOutTile], __m512
     beta[r] = _mm512_add_ps(_mm512_add_ps(s4[0][r], s4[1][r]), _mm512_add_ps(s4[2][r], s4[3][r]));
 }
 
+// The exact fp32 decode of outputs [o, o + ns) at the block of width columns from k
+// (zero beyond ns and beyond width): the multiply-add path's weights.
+template <class D>
+inline void decode_exact(const D& general, int64_t o, int ns, int64_t k, int width, __m512 (*wf)[kChunks]) {
+  for (int q = 0; q < kOutTile; ++q) {
+    if (q >= ns) {
+      for (int c = 0; c < kChunks; ++c) wf[q][c] = _mm512_setzero_ps();
+    } else if (width < kBlock) {
+      general.part(o + q, k, width, wf[q]);
+    } else {
+      general.full(o + q, k, wf[q]);
+    }
+  }
+}
+
 // Fewer rows than kTransposeMinRows: per sub-tile of 16 outputs, K in spans of
 // kGemvSpanRows / nt blocks, so only 16 weight rows stream at a time, each in runs
 // of a span (gemm_tile's block-outer order keeps 64 rows in flight, one block
@@ -445,16 +460,7 @@ void gemv_tile(const Tile& tl) {
           for (int q = ns; q < kOutTile; ++q)
             for (int m = 0; m < kDotChunks; ++m) wd[q][m] = _mm512_setzero_si512();
         }
-        if (n_ok < nt)
-          for (int q = 0; q < kOutTile; ++q) {
-            if (q >= ns) {
-              for (int c = 0; c < kChunks; ++c) wf[q][c] = _mm512_setzero_ps();
-            } else if (partial) {
-              general.part(o + q, k, width, wf[q]);
-            } else {
-              general.full(o + q, k, wf[q]);
-            }
-          }
+        if (n_ok < nt) decode_exact(general, o, ns, k, width, wf);
         for (int i = 0; i < nt; ++i) {
           const __m512 beta = ok[i] ? row_dot(xd + (bb * nt + i) * kBlock, wd)
                                     : row_general(x + i * tl.x_stride + k, width, wf);
@@ -520,15 +526,7 @@ void gemm_tile(const Tile& tl) {
       auto one_row = [&](int i) {
         if (row_ok(i)) return chain_row(i, row_dot(xd + i * kBlock, wd));
         if (!wf_ready) {
-          for (int q = 0; q < kOutTile; ++q) {
-            if (q >= ns) {
-              for (int c = 0; c < kChunks; ++c) wf[q][c] = _mm512_setzero_ps();
-            } else if (partial) {
-              general.part(o + q, k, width, wf[q]);
-            } else {
-              general.full(o + q, k, wf[q]);
-            }
-          }
+          decode_exact(general, o, ns, k, width, wf);
           wf_ready = true;
         }
         chain_row(i, row_general(x + i * tl.x_stride + k, width, wf));
