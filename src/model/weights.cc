@@ -232,7 +232,7 @@ class Loader {
       if (s->dtype != want[1].dtype || s->shape != want[1].shape)
         return Status::errorf("tensor '{}': expected {}, found {}", sname,
                               describe(want[1].dtype, want[1].shape), describe(*s));
-      const bool read = !options_.reads || options_.reads(spec.name);
+      const bool read = reads(spec.name);
       if (read) DSV4_RETURN_IF_ERROR(check_scale(*s));
       if (read && form == StorageForm::kFP8) {
         size_t at = 0;

@@ -387,6 +387,14 @@ inline void rows_dot_t(const uint16_t* xd, const __m512i (*wt)[kOutTile], __m512
     beta[r] = _mm512_add_ps(_mm512_add_ps(s4[0][r], s4[1][r]), _mm512_add_ps(s4[2][r], s4[3][r]));
 }
 
+// One full block of a row of x into dot layout at xo (64-byte aligned), and its exponent
+// range for the range check.
+inline void x_block_dot(const uint16_t* xs, uint16_t* xo, int* lo, int* hi) {
+  for (int g = 0; g < kDotChunks; ++g)
+    _mm512_store_si512(xo + 32 * g, _mm512_permutexvar_epi16(dot_order(), load(xs + 32 * g)));
+  bf16_range(xs, lo, hi);
+}
+
 // The exact fp32 decode of outputs [o, o + ns) at the block of width columns from k
 // (zero beyond ns and beyond width): the multiply-add path's weights.
 template <class D>
@@ -426,11 +434,8 @@ void gemv_tile(const Tile& tl) {
       const int64_t k = tl.k0 + (b0 + bb) * kBlock;
       if (tl.k1 - k < kBlock) continue;  // partial block: the multiply-add path
       for (int i = 0; i < nt; ++i) {
-        const uint16_t* xs = x + i * tl.x_stride + k;
-        uint16_t* xo = xd + (bb * nt + i) * kBlock;
-        for (int g = 0; g < kDotChunks; ++g)
-          _mm512_store_si512(xo + 32 * g, _mm512_permutexvar_epi16(dot_order(), load(xs + 32 * g)));
-        bf16_range(xs, &xlo[bb * nt + i], &xhi[bb * nt + i]);
+        const int r = bb * nt + i;
+        x_block_dot(x + i * tl.x_stride + k, xd + r * kBlock, &xlo[r], &xhi[r]);
       }
     }
     for (int s = 0; s * kOutTile < no; ++s) {
@@ -494,10 +499,7 @@ void gemm_tile(const Tile& tl) {
     const bool partial = width < kBlock;
     if (!partial)
       for (int i = 0; i < nt; ++i) {
-        const uint16_t* xs = x + i * tl.x_stride + k;
-        for (int g = 0; g < kDotChunks; ++g)
-          _mm512_store_si512(xd + i * kBlock + 32 * g, _mm512_permutexvar_epi16(dot_order(), load(xs + 32 * g)));
-        bf16_range(xs, &xlo[i], &xhi[i]);
+        x_block_dot(x + i * tl.x_stride + k, xd + i * kBlock, &xlo[i], &xhi[i]);
       }
     const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
     const bool pf = k + (kPrefetchBlocks + 1) * kBlock <= tl.k1;

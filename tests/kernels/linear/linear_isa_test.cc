@@ -165,6 +165,27 @@ TEST_P(LinearIsa, SameBitsAsScalarUpTo64Rows) {
   }
 }
 
+// linear_slice of the variant at every T <= rows and 1 / 2 threads equals the scalar
+// variant's first T rows (y rows of y_stride, gaps included); rows from T on keep the
+// sentinel -1.
+void expect_slice_same_bits(Isa isa, const LinearWeight& w, const LinearSlice& s, const std::vector<bf16>& x,
+                            int64_t rows, int64_t y_stride, const std::string& what) {
+  std::vector<float> want(rows * y_stride, -1.0f), got(rows * y_stride);
+  {
+    IsaScope scalar(Isa::kScalar);
+    linear_slice(w, s, x.data(), rows, want.data(), 0, 1);
+  }
+  IsaScope scope(isa);
+  for (int nthreads : {1, 2})
+    for (int64_t T = 1; T <= rows; ++T) {
+      std::fill(got.begin(), got.end(), -1.0f);
+      run(nthreads, [&](int tid, int n) { linear_slice(w, s, x.data(), T, got.data(), tid, n); });
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), T * y_stride * sizeof(float)), 0)
+          << what << " T=" << T << " nthreads=" << nthreads;
+      for (int64_t i = T * y_stride; i < rows * y_stride; ++i) ASSERT_EQ(got[i], -1.0f) << what << " T=" << T;
+    }
+}
+
 // Long K at few rows: the row-tile path (linear_avx512_gemm.cc gemv_tile) walks K in
 // spans of 32 / T blocks per 16 outputs; K of 33 blocks (FP4: 32.5, the last one
 // partial) crosses a span boundary at every T < 8, plainly and in the grouped tree.
@@ -182,20 +203,8 @@ TEST_P(LinearIsa, SameBitsAsScalarAcrossGemvSpans) {
       LinearSlice s;
       if (k_group > 0) s.k1 = 33 * 128, s.k_group = k_group;
       if (s.k1 > sh.in) continue;
-      std::vector<float> want(kRows * w.out), got(kRows * w.out);
-      {
-        IsaScope scalar(Isa::kScalar);
-        linear_slice(w, s, x.data(), kRows, want.data(), 0, 1);
-      }
-      IsaScope scope(GetParam());
-      for (int nthreads : {1, 2})
-        for (int T = 1; T <= kRows; ++T) {
-          std::fill(got.begin(), got.end(), -1.0f);
-          run(nthreads, [&](int tid, int n) { linear_slice(w, s, x.data(), T, got.data(), tid, n); });
-          ASSERT_EQ(std::memcmp(got.data(), want.data(), T * w.out * sizeof(float)), 0)
-              << sh.name << " k_group " << k_group << " T=" << T << " nthreads=" << nthreads;
-          for (int64_t i = T * w.out; i < kRows * w.out; ++i) ASSERT_EQ(got[i], -1.0f) << sh.name << " T=" << T;
-        }
+      expect_slice_same_bits(GetParam(), w, s, x, kRows, w.out, std::string(sh.name) + " k_group " + std::to_string(k_group));
+      if (HasFatalFailure()) return;
     }
   }
 }
@@ -425,19 +434,9 @@ TEST_P(LinearIsa, SameBitsAsScalarOnSlices) {
       LinearSlice s = slices[si];
       s.x_stride = xs;
       s.y_stride = ys;
-      std::vector<float> want(kCapacity * ys, -1.0f), got(kCapacity * ys);
-      {
-        IsaScope scalar(Isa::kScalar);
-        linear_slice(w, s, x.data(), kCapacity, want.data(), 0, 1);
-      }
-      IsaScope scope(GetParam());
-      for (int nthreads : {1, 2})
-        for (int T = 1; T <= kCapacity; ++T) {
-          std::fill(got.begin(), got.end(), -1.0f);
-          run(nthreads, [&](int tid, int n) { linear_slice(w, s, x.data(), T, got.data(), tid, n); });
-          ASSERT_EQ(std::memcmp(got.data(), want.data(), T * ys * sizeof(float)), 0)
-              << "format " << static_cast<int>(f) << " slice " << si << " T=" << T << " nthreads=" << nthreads;
-        }
+      expect_slice_same_bits(GetParam(), w, s, x, kCapacity, ys,
+                             "format " + std::to_string(static_cast<int>(f)) + " slice " + std::to_string(si));
+      if (HasFatalFailure()) return;
     }
   }
 }
