@@ -109,6 +109,7 @@ Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions
   logprob_tasks_.resize(S * B + static_cast<size_t>(T));
   draft_tok_.resize(S * B);
   logprobs_.resize(S * B);
+  for (TokenLogprob& lp : logprobs_) lp.top.reserve(kMaxTopLogprobs);  // the step allocates nothing
   prompt_logprobs_.resize(limits.max_batch);
   sampled_.resize(S * B);
   values_.resize(S * B);

@@ -84,7 +84,9 @@ RequestUpdate& Scheduler::update_of(Req& r) {
     r.update_at = updates_.size();
     updates_.emplace_back();
     updates_.back().id = r.id;
-    updates_.back().tokens.reserve(static_cast<size_t>(opt_.limits.max_decode_rows));  // one allocation
+    const auto S = static_cast<size_t>(opt_.limits.max_decode_rows);
+    updates_.back().tokens.reserve(S);                          // one allocation,
+    if (r.g.logprobs >= 0) updates_.back().logprobs.reserve(S);  // and one for logprobs
   }
   return updates_[r.update_at];
 }
@@ -299,7 +301,7 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
       if (!r.reported) {
         RequestUpdate& u = update_of(r);
         u.tokens.push_back(t);
-        if (lp && r.g.logprobs >= 0) u.logprobs.push_back(std::move(*lp));
+        if (lp && r.g.logprobs >= 0) u.logprobs.push_back(*lp);  // a copy: the executor keeps its buffer
         if (r.text && !stop_id) text_stop = r.text->push(t, u.text);
       }
       if (stop_id) finish(r, FinishReason::kStop, {});

@@ -1,8 +1,10 @@
 // The engine's decode step allocates nothing once requests are running (metadata -> forward ->
 // sampling -> verification -> commit -> drafting), plain, with MTP and with DSpark (exact and
 // rejection), greedy and sampled requests in one batch — but for the streaming work: each
-// request's RequestUpdate of the step (its token list, handed to the caller) is one allocation.
-// Admission, logprobs and text are streaming work too and are not measured here.
+// request's RequestUpdate of the step (its token list, handed to the caller) is one allocation,
+// and with logprobs one more for the list and one per token's top list (copies the caller
+// keeps; the executor computes them into its own buffers). Admission and text are streaming
+// work too and are not measured here.
 // (DSV4_ALLOC_TRAP=1 traps at the first counted allocation, for a debugger.)
 #include <gtest/gtest.h>
 
@@ -46,20 +48,29 @@ TEST(EngineAlloc, DecodeStepsAllocateNothing) {
       g.max_tokens = 80;
       g.stop_at_eos = false;
       g.sampling = {i == 1 ? 0.8f : 0.0f, i == 2 ? 0.9f : 1.0f, 5};
+      g.logprobs = i == 0 ? 3 : i == 1 ? 0 : -1;  // top 3, the token's own only, none
       ASSERT_TRUE((*e)->add_request(g).ok());
     }
     for (int s = 0; s < 4; ++s) ASSERT_TRUE((*e)->step().ok());  // admission and prefill
-    int64_t rows = 0;
+    int64_t rows = 0, top_lists = 0;
     for (int s = 0; s < 10; ++s) {
       test::AllocCounter count;
       auto rep = (*e)->step();
       ASSERT_TRUE(rep.ok()) << rep.message();
       const int64_t allocations = count.allocations();
-      EXPECT_EQ(allocations, static_cast<int64_t>((*e)->updates().size())) << "step " << s;
+      int64_t streaming = 0;
+      for (const RequestUpdate& u : (*e)->updates()) {
+        streaming += 1;
+        if (!u.logprobs.empty()) streaming += 1;
+        for (const TokenLogprob& lp : u.logprobs) streaming += lp.top.empty() ? 0 : 1;
+        for (const TokenLogprob& lp : u.logprobs) top_lists += lp.top.size() == 3 ? 1 : 0;
+      }
+      EXPECT_EQ(allocations, streaming) << "step " << s;
       ASSERT_FALSE((*e)->idle());
       rows += rep->rows;
     }
     EXPECT_GE(rows, 30) << "every step decodes the three requests";
+    EXPECT_GE(top_lists, 10) << "request 0's top-3 logprobs came with every step";
   }
 }
 
