@@ -60,9 +60,10 @@ Result<std::vector<int32_t>> parse_token_list_option(const std::string& option,
 inline const std::vector<std::string> kDemoTexts = {"In the beginning", "And the LORD spake unto Moses, saying,",
                                                     "Blessed are the", "The LORD is my shepherd;"};
 
-// Applies an --isa value ("auto" or a variant name) to the SIMD kernels.
+// Applies an --isa value ("auto" or a variant name) to the SIMD kernels, after the start-up
+// self-test that the variant reproduces the scalar one (model/isa_self_test.h).
 Status select_isa(const std::string& isa_flag);
 inline constexpr const char* kIsaHelp =
-    "SIMD variant of the kernels: auto, scalar, avx2, avx512, avx512bf16 (all give the same bits)";
+    "SIMD variant of the kernels: auto, scalar, avx2, avx512, avx512bf16 (all give the same bits, checked at start-up)";
 
 }  // namespace dsv4::cli

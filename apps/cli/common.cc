@@ -11,6 +11,7 @@
 #include "kernels/indexer/indexer.h"
 #include "kernels/linear/linear.h"
 #include "kernels/sparse_attn/sparse_attn.h"
+#include "model/isa_self_test.h"
 #include "runtime/teacher_forced.h"
 
 namespace dsv4::cli {
@@ -109,7 +110,8 @@ Status select_isa(const std::string& isa_flag) {
   kernels::set_linear_isa(*isa);
   kernels::set_indexer_isa(*isa);
   kernels::set_sparse_attn_isa(*isa);
-  return Status();
+  // The chosen variant must reproduce the portable one on this machine (a few ms).
+  return isa_self_test(*isa).with_context("--isa " + std::string(isa_name(*isa)));
 }
 
 }  // namespace dsv4::cli
