@@ -49,7 +49,7 @@ Service::Submitted Service::submit(GenerationRequest req, Sink sink) {
     out.message = loop_status_.ok() ? "the server is shutting down" : "the engine failed: " + loop_status_.message();
     return out;
   }
-  const int64_t waiting = static_cast<int64_t>(inbox_.size()) + metrics_.queued;
+  const int64_t waiting = static_cast<int64_t>(inbox_.size()) + admitting_ + metrics_.queued;
   if (waiting >= opt_.max_queue) {
     ++metrics_.rejected;
     out.error = SubmitError::kQueueFull;
@@ -102,6 +102,7 @@ void Service::run() {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return quit_ || !inbox_.empty() || !cancels_.empty() || !engine_.idle(); });
       inbox.swap(inbox_);
+      admitting_ = static_cast<int64_t>(inbox.size());  // still waiting, until the step's count
       cancels.swap(cancels_);
       if (quit_ && engine_.idle() && inbox.empty()) break;
       if (quit_ && !cancelled_all && steady_seconds() >= grace_deadline_) {
@@ -157,6 +158,7 @@ void Service::run() {
     m.completion_tokens += rep->committed;
     m.running = engine_.running();
     m.queued = engine_.queued();
+    admitting_ = 0;
     std::tie(m.cache_pages_free, m.cache_pages_total) = engine_.cache_pages();
     // Sinks are called without the lock (they may take their own); an entry leaves the map
     // only after its last update, here on this thread, so the pointers stay valid.

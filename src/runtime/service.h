@@ -89,6 +89,7 @@ class Service {
     int64_t id;
   };
   std::deque<Pending> inbox_;
+  int64_t admitting_ = 0;  // taken from inbox_ by the loop, not yet counted in metrics_.queued
   std::vector<int64_t> cancels_;
   std::unordered_map<int64_t, Sink> sinks_;
   ServiceMetrics metrics_;
