@@ -9,6 +9,7 @@
 #include "base/cpu.h"
 #include "io/file_util.h"
 #include "kernels/indexer/indexer.h"
+#include "kernels/lane_dot/lane_dot.h"
 #include "kernels/linear/linear.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 #include "model/isa_self_test.h"
@@ -110,6 +111,7 @@ Status select_isa(const std::string& isa_flag) {
   kernels::set_linear_isa(*isa);
   kernels::set_indexer_isa(*isa);
   kernels::set_sparse_attn_isa(*isa);
+  kernels::set_lane_dot_isa(*isa);
   // The chosen variant must reproduce the portable one on this machine (a few ms).
   return isa_self_test(*isa).with_context("--isa " + std::string(isa_name(*isa)));
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/indexer/indexer.h"
+#include "kernels/lane_dot/lane_dot.h"
 #include "kernels/linear/linear.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 #include "numeric/cache_rows.h"
@@ -174,6 +175,26 @@ PagedBytes one_page(const std::vector<uint8_t>& pool, const int32_t* table, int6
   return p;
 }
 
+// The router's and hyper-connections' lane dots: fp32 and bf16 weights, every row count, a tail.
+Status check_lane_dot(Isa isa, std::mt19937& rng) {
+  constexpr int64_t kN = 1003;
+  constexpr int kRows = kernels::kLaneDotMaxRows;
+  const std::vector<bf16> wb = random_bf16(rng, kN, 1.0f), x = random_bf16(rng, kRows * kN, 1.0f);
+  std::vector<float> wf(kN);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (float& v : wf) v = d(rng);
+  const bf16* rows[kRows];
+  for (int r = 0; r < kRows; ++r) rows[r] = x.data() + r * kN;
+  return compare<float>(isa, kernels::set_lane_dot_isa, "lane dot", [&](std::vector<float>& out) {
+    constexpr int kOuts = kRows * (kRows + 1) / 2;  // R = 1..kRows rows
+    out.assign(2 * kOuts, 0.0f);
+    for (int R = 1, at = 0; R <= kRows; at += R, ++R) {
+      kernels::lane_dot_rows(wf.data(), rows, R, kN, out.data() + at);
+      kernels::lane_dot_rows(wb.data(), rows, R, kN, out.data() + kOuts + at);
+    }
+  });
+}
+
 Status check_indexer(Isa isa, std::mt19937& rng) {
   kernels::IndexerParams p;
   p.n_heads = 4;
@@ -267,14 +288,17 @@ Status check_sparse_attn(Isa isa, std::mt19937& rng) {
 
 Status isa_self_test(Isa isa) {
   if (!isa_supported(isa)) return Status::errorf("ISA self-test: {} is not supported by this CPU", isa_name(isa));
-  const Isa linear = kernels::linear_isa(), indexer = kernels::indexer_isa(), attn = kernels::sparse_attn_isa();
+  const Isa linear = kernels::linear_isa(), indexer = kernels::indexer_isa(), attn = kernels::sparse_attn_isa(),
+            lane_dot = kernels::lane_dot_isa();
   std::mt19937 rng(20261202u);
   Status st = check_linear(isa, rng);
+  if (st.ok()) st = check_lane_dot(isa, rng);
   if (st.ok()) st = check_indexer(isa, rng);
   if (st.ok()) st = check_sparse_attn(isa, rng);
   kernels::set_linear_isa(linear);
   kernels::set_indexer_isa(indexer);
   kernels::set_sparse_attn_isa(attn);
+  kernels::set_lane_dot_isa(lane_dot);
   return st;
 }
 

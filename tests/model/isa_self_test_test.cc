@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/indexer/indexer.h"
+#include "kernels/lane_dot/lane_dot.h"
 #include "kernels/linear/linear.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 
@@ -30,13 +31,16 @@ TEST(IsaSelfTest, RestoresTheSelection) {
   kernels::set_linear_isa(Isa::kScalar);
   kernels::set_indexer_isa(Isa::kScalar);
   kernels::set_sparse_attn_isa(Isa::kScalar);
+  kernels::set_lane_dot_isa(Isa::kScalar);
   ASSERT_TRUE(isa_self_test(detect_isa()).ok());
   EXPECT_EQ(kernels::linear_isa(), Isa::kScalar);
   EXPECT_EQ(kernels::indexer_isa(), Isa::kScalar);
   EXPECT_EQ(kernels::sparse_attn_isa(), Isa::kScalar);
+  EXPECT_EQ(kernels::lane_dot_isa(), Isa::kScalar);
   kernels::set_linear_isa(detect_isa());
   kernels::set_indexer_isa(detect_isa());
   kernels::set_sparse_attn_isa(detect_isa());
+  kernels::set_lane_dot_isa(detect_isa());
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "io/safetensors.h"
 #include "kernels/indexer/indexer.h"
 #include "kernels/hc/hc.h"
+#include "kernels/lane_dot/lane_dot.h"
 #include "kernels/linear/linear.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 #include "model/config.h"
@@ -442,6 +443,7 @@ TEST(Runner, EverySimdVariantGivesTheSameLogits) {
       kernels::set_linear_isa(isa);
       kernels::set_indexer_isa(isa);
       kernels::set_sparse_attn_isa(isa);
+      kernels::set_lane_dot_isa(isa);
     };
     set_all(Isa::kScalar);
     const auto want = run_chunked(**r, toks, 24, 24);

@@ -1,6 +1,6 @@
-// Engine hyper-connections: the op sequence of hc_ref.cc; the long reductions (fn·x, Σx²) use
-// kLanes interleaved fp32 partial sums combined by a fixed tree, so a row's bits depend only on
-// N·D, never on T, the row's tile or the thread count.
+// Engine hyper-connections: the op sequence of hc_ref.cc; the long reductions (fn·x, Σx²) are
+// the lane dots of kernels/lane_dot (8 interleaved fp32 sums, a fixed tree), so a row's bits
+// depend only on N·D, never on T, the row's tile or the thread count.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -8,53 +8,21 @@
 #include "base/check.h"
 #include "base/math.h"
 #include "kernels/hc/hc.h"
+#include "kernels/lane_dot/lane_dot.h"
 
 namespace dsv4::kernels {
 namespace {
 
-constexpr int kLanes = 8;
-constexpr int kRowTile = 4;     // rows sharing one pass over an fn row
+constexpr int kRowTile = kLaneDotMaxRows;  // rows sharing one pass over an fn row
 constexpr int64_t kChunk = 64;  // hidden elements per hc_post work item / y chunk
 
 inline float to_f32(bf16 v) { return std::bit_cast<float>(static_cast<uint32_t>(v.bits) << 16); }
 
-inline float reduce_lanes(const float* a) {
-  const float s0 = a[0] + a[4], s1 = a[1] + a[5], s2 = a[2] + a[6], s3 = a[3] + a[7];
-  return (s0 + s2) + (s1 + s3);
-}
-
-// out[r] = Σ₃₂ w[c]·x_r[c]: element c goes to lane c % kLanes, lanes reduced by reduce_lanes.
-template <int R>
-void dot_rows(const float* w, const bf16* const* x, int64_t n, float* out) {
-  float acc[R][kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int r = 0; r < R; ++r)
-      for (int l = 0; l < kLanes; ++l) acc[r][l] += w[c + l] * to_f32(x[r][c + l]);
-  for (; c < n; ++c)
-    for (int r = 0; r < R; ++r) acc[r][c % kLanes] += w[c] * to_f32(x[r][c]);
-  for (int r = 0; r < R; ++r) out[r] = reduce_lanes(acc[r]);
-}
-
-// Σ₃₂ x², same lane order.
-float sum_squares(const bf16* x, int64_t n) {
-  float acc[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const float v = to_f32(x[c + l]);
-      acc[l] += v * v;
-    }
-  for (; c < n; ++c) {
-    const float v = to_f32(x[c]);
-    acc[c % kLanes] += v * v;
-  }
-  return reduce_lanes(acc);
-}
-
 float rms_factor(const bf16* x, int64_t n, float eps) {
   const float inv_n = static_cast<float>(1.0 / static_cast<double>(n));
-  const float mean = sum_squares(x, n) * inv_n;
+  float squares = 0.0f;
+  lane_dot_rows(x, &x, 1, n, &squares);  // Σ₃₂ x² in the lane order
+  const float mean = squares * inv_n;
   const float v = mean + eps;
   return 1.0f / std::sqrt(v);
 }
@@ -124,12 +92,12 @@ void hc_mix(const bf16* X, const float* fn, int64_t n_mix, const HcParams& p, in
       const bf16* x[kRowTile];
       float out[kRowTile];
       for (int q = 0; q < kRowTile; ++q) x[q] = X + (t + q) * n;
-      dot_rows<kRowTile>(w, x, n, out);
+      lane_dot_rows(w, x, kRowTile, n, out);
       for (int q = 0; q < kRowTile; ++q) mix[(t + q) * n_mix + i] = out[q];
     }
     for (; t < T; ++t) {
       const bf16* x[1] = {X + t * n};
-      dot_rows<1>(w, x, n, &mix[t * n_mix + i]);
+      lane_dot_rows(w, x, 1, n, &mix[t * n_mix + i]);
     }
   }
 }

@@ -30,7 +30,8 @@
 //   hc_mix   raw dots mix[t][i] = Σ₃₂(fn_i · x_t) into caller scratch [T, n_mix] (mixing rows split
 //            over threads: each fn row is read once for all T rows);
 //   hc_pre_apply / hc_head_apply  ρ, gates, Sinkhorn and y per row (rows split over threads).
-// Each dot and Σx² sums in a fixed order that depends only on N·D (16 lanes, then a fixed tree).
+// Each dot and Σx² sums in a fixed order that depends only on N·D (the 8 lanes and fixed tree of
+// kernels/lane_dot).
 #pragma once
 
 #include <cstdint>

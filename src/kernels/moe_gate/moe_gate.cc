@@ -1,38 +1,17 @@
-// Engine router. Gate dots: element i of a row goes to fp32 lane i % kLanes, the lanes are
-// combined by a fixed tree; rows are processed kRowTile at a time per gate row with the same
-// per-row arithmetic, so a row's scores depend only on D.
-#include <bit>
+// Engine router. Gate dots in the lane order of kernels/lane_dot (8 fp32 lanes, a fixed tree),
+// kRowTile rows per pass over a gate row with the same per-row arithmetic, so a row's scores
+// depend only on D.
 #include <cmath>
 
 #include "base/check.h"
 #include "base/math.h"
+#include "kernels/lane_dot/lane_dot.h"
 #include "kernels/moe_gate/moe_gate.h"
 
 namespace dsv4::kernels {
 namespace {
 
-constexpr int kLanes = 8;
-constexpr int kRowTile = 4;
-
-inline float to_f32(bf16 v) { return std::bit_cast<float>(static_cast<uint32_t>(v.bits) << 16); }
-inline float to_f32(float v) { return v; }
-
-inline float reduce_lanes(const float* a) {
-  const float s0 = a[0] + a[4], s1 = a[1] + a[5], s2 = a[2] + a[6], s3 = a[3] + a[7];
-  return (s0 + s2) + (s1 + s3);
-}
-
-template <int R, class W>
-void dot_rows(const W* w, const bf16* const* x, int64_t n, float* out) {
-  float acc[R][kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int r = 0; r < R; ++r)
-      for (int l = 0; l < kLanes; ++l) acc[r][l] += to_f32(w[c + l]) * to_f32(x[r][c + l]);
-  for (; c < n; ++c)
-    for (int r = 0; r < R; ++r) acc[r][c % kLanes] += to_f32(w[c]) * to_f32(x[r][c]);
-  for (int r = 0; r < R; ++r) out[r] = reduce_lanes(acc[r]);
-}
+constexpr int kRowTile = kLaneDotMaxRows;
 
 inline float sqrt_softplus(float z) {
   if (z > 20.0f) return std::sqrt(z);
@@ -50,13 +29,13 @@ void scores_for(const W* weight, const bf16* f, int64_t D, int64_t E, int64_t T,
       const bf16* x[kRowTile];
       float l[kRowTile];
       for (int q = 0; q < kRowTile; ++q) x[q] = f + (t + q) * D;
-      dot_rows<kRowTile>(w, x, D, l);
+      lane_dot_rows(w, x, kRowTile, D, l);
       for (int q = 0; q < kRowTile; ++q) scores[(t + q) * E + e] = sqrt_softplus(l[q]);
     }
     for (; t < T; ++t) {
       const bf16* x[1] = {f + t * D};
       float l;
-      dot_rows<1>(w, x, D, &l);
+      lane_dot_rows(w, x, 1, D, &l);
       scores[t * E + e] = sqrt_softplus(l);
     }
   }
