@@ -8,10 +8,6 @@
 #include "commands.h"
 #include "base/cpu.h"
 #include "io/file_util.h"
-#include "kernels/indexer/indexer.h"
-#include "kernels/lane_dot/lane_dot.h"
-#include "kernels/linear/linear.h"
-#include "kernels/sparse_attn/sparse_attn.h"
 #include "model/isa_self_test.h"
 #include "runtime/teacher_forced.h"
 
@@ -108,10 +104,7 @@ Result<std::vector<int32_t>> parse_token_list_option(const std::string& option,
 Status select_isa(const std::string& isa_flag) {
   Result<Isa> isa = parse_isa(isa_flag);
   if (!isa.ok()) return isa.status().with_context("--isa");
-  kernels::set_linear_isa(*isa);
-  kernels::set_indexer_isa(*isa);
-  kernels::set_sparse_attn_isa(*isa);
-  kernels::set_lane_dot_isa(*isa);
+  set_kernel_isa(*isa);
   // The chosen variant must reproduce the portable one on this machine (a few ms).
   return isa_self_test(*isa).with_context("--isa " + std::string(isa_name(*isa)));
 }

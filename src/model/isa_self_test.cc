@@ -286,19 +286,28 @@ Status check_sparse_attn(Isa isa, std::mt19937& rng) {
 
 }  // namespace
 
+KernelIsas kernel_isas() {
+  return KernelIsas{kernels::linear_isa(), kernels::lane_dot_isa(), kernels::indexer_isa(), kernels::sparse_attn_isa()};
+}
+
+void set_kernel_isas(const KernelIsas& isas) {
+  kernels::set_linear_isa(isas.linear);
+  kernels::set_lane_dot_isa(isas.lane_dot);
+  kernels::set_indexer_isa(isas.indexer);
+  kernels::set_sparse_attn_isa(isas.sparse_attn);
+}
+
+void set_kernel_isa(Isa isa) { set_kernel_isas(KernelIsas{isa, isa, isa, isa}); }
+
 Status isa_self_test(Isa isa) {
   if (!isa_supported(isa)) return Status::errorf("ISA self-test: {} is not supported by this CPU", isa_name(isa));
-  const Isa linear = kernels::linear_isa(), indexer = kernels::indexer_isa(), attn = kernels::sparse_attn_isa(),
-            lane_dot = kernels::lane_dot_isa();
+  const KernelIsas caller = kernel_isas();
   std::mt19937 rng(20261202u);
   Status st = check_linear(isa, rng);
   if (st.ok()) st = check_lane_dot(isa, rng);
   if (st.ok()) st = check_indexer(isa, rng);
   if (st.ok()) st = check_sparse_attn(isa, rng);
-  kernels::set_linear_isa(linear);
-  kernels::set_indexer_isa(indexer);
-  kernels::set_sparse_attn_isa(attn);
-  kernels::set_lane_dot_isa(lane_dot);
+  set_kernel_isas(caller);
   return st;
 }
 

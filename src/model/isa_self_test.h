@@ -9,13 +9,24 @@
 //
 // A deployment runs one variant (every CLI command selects it before loading); a job's
 // ranks may detect different ones and still agree, since each reproduces scalar.
-// Runs in a few milliseconds, single-threaded; the caller's selection is restored.
+// Runs in a few milliseconds, single-threaded; the caller's kernel_isas() are restored.
 #pragma once
 
 #include "base/cpu.h"
 #include "base/status.h"
 
 namespace dsv4 {
+
+// The variant of each kernel with several: the one list of them (set one by one only by
+// their own kernel tests).
+struct KernelIsas {
+  Isa linear, lane_dot, indexer, sparse_attn;
+  bool operator==(const KernelIsas&) const = default;
+};
+KernelIsas kernel_isas();
+void set_kernel_isas(const KernelIsas& isas);
+// Every such kernel on `isa` (supported by this CPU).
+void set_kernel_isa(Isa isa);
 
 // OK, or an error naming the kernel, the case and the first differing element. `isa` must
 // be supported by this CPU (isa_supported).

@@ -4,11 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/indexer/indexer.h"
-#include "kernels/lane_dot/lane_dot.h"
-#include "kernels/linear/linear.h"
-#include "kernels/sparse_attn/sparse_attn.h"
-
 namespace dsv4 {
 namespace {
 
@@ -28,19 +23,12 @@ TEST(IsaSelfTest, EverySupportedVariantReproducesScalar) {
 }
 
 TEST(IsaSelfTest, RestoresTheSelection) {
-  kernels::set_linear_isa(Isa::kScalar);
-  kernels::set_indexer_isa(Isa::kScalar);
-  kernels::set_sparse_attn_isa(Isa::kScalar);
-  kernels::set_lane_dot_isa(Isa::kScalar);
+  set_kernel_isa(Isa::kScalar);
   ASSERT_TRUE(isa_self_test(detect_isa()).ok());
-  EXPECT_EQ(kernels::linear_isa(), Isa::kScalar);
-  EXPECT_EQ(kernels::indexer_isa(), Isa::kScalar);
-  EXPECT_EQ(kernels::sparse_attn_isa(), Isa::kScalar);
-  EXPECT_EQ(kernels::lane_dot_isa(), Isa::kScalar);
-  kernels::set_linear_isa(detect_isa());
-  kernels::set_indexer_isa(detect_isa());
-  kernels::set_sparse_attn_isa(detect_isa());
-  kernels::set_lane_dot_isa(detect_isa());
+  EXPECT_EQ(kernel_isas(), (KernelIsas{Isa::kScalar, Isa::kScalar, Isa::kScalar, Isa::kScalar}));
+  const Isa best = detect_isa();
+  set_kernel_isa(best);
+  EXPECT_EQ(kernel_isas(), (KernelIsas{best, best, best, best}));
 }
 
 }  // namespace

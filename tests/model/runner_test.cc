@@ -16,12 +16,10 @@
 
 #include "base/cpu.h"
 #include "io/safetensors.h"
-#include "kernels/indexer/indexer.h"
 #include "kernels/hc/hc.h"
-#include "kernels/lane_dot/lane_dot.h"
 #include "kernels/linear/linear.h"
-#include "kernels/sparse_attn/sparse_attn.h"
 #include "model/config.h"
+#include "model/isa_self_test.h"
 #include "model/reference_model.h"
 #include "model/runner.h"
 #include "model/tiny_checkpoint.h"
@@ -439,20 +437,14 @@ TEST(Runner, EverySimdVariantGivesTheSameLogits) {
     const auto toks = tokens(24, 8, m.cfg.vocab_size);
     auto r = ModelRunner::create(m.cfg, *m.w, limits(24));
     ASSERT_TRUE(r.ok()) << r.message();
-    auto set_all = [](Isa isa) {
-      kernels::set_linear_isa(isa);
-      kernels::set_indexer_isa(isa);
-      kernels::set_sparse_attn_isa(isa);
-      kernels::set_lane_dot_isa(isa);
-    };
-    set_all(Isa::kScalar);
+    set_kernel_isa(Isa::kScalar);
     const auto want = run_chunked(**r, toks, 24, 24);
     for (Isa isa : kAllIsas) {
       if (!isa_supported(isa)) continue;
-      set_all(isa);
+      set_kernel_isa(isa);
       EXPECT_EQ(run_chunked(**r, toks, 24, 24), want) << preset << " " << isa_name(isa);
     }
-    set_all(detect_isa());
+    set_kernel_isa(detect_isa());
   }
 }
 
