@@ -80,10 +80,18 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
   for (const GemmShape& s : shapes) {
     WeightCopies wc = make_weight_copies(s.form, s.out, s.in, sets.span_bytes);
     const int64_t sb = scale_bytes(s.form, s.out, s.in);
-    // FP4 in the layout the loader gives the selected variant (LinearWeight::fp4_dot).
-    const bool fp4_dot = s.form == StorageForm::kFP4 && kernels::linear_reads_fp4_dot();
+    // FP4 and FP8 in the layouts the loader gives the selected variant (LinearWeight::fp4_dot,
+    // fp8_dot).
+    const bool dot = kernels::linear_reads_dot_layouts();
+    const bool fp4_dot = dot && s.form == StorageForm::kFP4;
+    const bool fp8_dot = dot && s.form == StorageForm::kFP8 && fp8_dot_fits(s.out, s.in);
     if (fp4_dot)
       for (int64_t r = 0; r < wc.n * s.out; ++r) fp4_pack_dot_row(wc.data.data() + r * (s.in / 2), s.in);
+    if (fp8_dot) {
+      const std::vector<uint8_t> stored = wc.data;
+      for (int64_t r = 0; r < wc.n * s.out; r += kFp8TileRows)
+        fp8_pack_dot_rows(stored.data() + r * s.in, s.in, wc.data.data() + r * s.in);
+    }
     for (int T : sets.rows) {
       std::vector<bf16> x(static_cast<size_t>(T * s.in)), y(static_cast<size_t>(T * s.out));
       Rng rng{static_cast<uint64_t>(T)};
@@ -93,7 +101,7 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
       for (int it = 0; it < (sets.repeats + 1) * wc.n; ++it) {
         const int c = it % wc.n;
         const LinearWeight w{weight_format(s.form), s.out, s.in, wc.data.data() + c * wc.data_bytes,
-                             sb > 0 ? wc.scale.data() + c * sb : nullptr, fp4_dot};
+                             sb > 0 ? wc.scale.data() + c * sb : nullptr, fp4_dot, fp8_dot};
         const auto t0 = std::chrono::steady_clock::now();
         pool.run([&](int tid, int n) { kernels::linear(w, x.data(), T, y.data(), tid, n); });
         const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

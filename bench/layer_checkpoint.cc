@@ -238,7 +238,7 @@ Result<std::unique_ptr<MappedLayer>> MappedLayer::open(const std::string& dir, c
   Result<SafetensorsSet> files = SafetensorsSet::open_dir(dir);
   if (!files.ok()) return files.status();
   m->files_ = std::make_unique<SafetensorsSet>(std::move(files.value()));
-  // Touched before the load: the loader then copies FP4 matrices it packs (Weights::fp4_dot)
+  // Touched before the load: the loader then copies the FP4 / FP8 matrices it packs (Weights::packed)
   // and releases their file pages, as it does for the engine.
   volatile uint64_t sink = touch_pages(*m->files_);
   static_cast<void>(sink);

@@ -89,11 +89,10 @@ void dequant_row(const LinearWeight& w, int64_t o, float* out) {
       std::memcpy(out, static_cast<const float*>(w.data) + o * in, sizeof(float) * in);
       return;
     case WeightFormat::kFP8: {  // codes [out, in], scale [ceil(out/128), ceil(in/128)]
-      const uint8_t* q = static_cast<const uint8_t*>(w.data) + o * in;
       const uint8_t* s = w.scale + (o / 128) * ceil_div<int64_t>(in, 128);
       for (int64_t i0 = 0; i0 < in; i0 += 128) {
         const float scale = ue8m0_decode(s[i0 / 128]);
-        for (int64_t i = i0; i < std::min(in, i0 + 128); ++i) out[i] = e4m3_decode(q[i]) * scale;
+        for (int64_t i = i0; i < std::min(in, i0 + 128); ++i) out[i] = e4m3_decode(fp8_code(w, o, i)) * scale;
       }
       return;
     }

@@ -57,7 +57,8 @@ struct OwnedWeight {
   std::vector<uint8_t> data, scale;
 };
 
-OwnedWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t in, bool fp4_dot) {
+// dot: FP4 / FP8 in the kernels' dot layouts (LinearWeight::fp4_dot, fp8_dot).
+OwnedWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t in, bool dot) {
   OwnedWeight o;
   o.w.format = f;
   o.w.out = out;
@@ -79,14 +80,19 @@ OwnedWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t 
       o.data = random_bytes(rng, out * in, 0, 0x7E);
       for (size_t i = 0; i < o.data.size(); i += 3) o.data[i] |= 0x80;  // signs, never 0xFF
       o.scale = random_bytes(rng, ((out + 127) / 128) * ((in + 127) / 128), 120, 127);
+      if (dot) {
+        std::vector<uint8_t> stored = o.data;
+        for (int64_t r = 0; r < out; r += kFp8TileRows) fp8_pack_dot_rows(stored.data() + r * in, in, o.data.data() + r * in);
+        o.w.fp8_dot = true;
+      }
       break;
     }
     case WeightFormat::kFP4: {
       o.data = random_bytes(rng, out * in / 2, 0, 255);
       o.scale = random_bytes(rng, out * (in / 32), 120, 127);
-      if (fp4_dot)
+      if (dot)
         for (int64_t r = 0; r < out; ++r) fp4_pack_dot_row(o.data.data() + r * (in / 2), in);
-      o.w.fp4_dot = fp4_dot;
+      o.w.fp4_dot = dot;
       break;
     }
   }
@@ -113,7 +119,7 @@ struct LinearCase {
   const char* name;
   WeightFormat format;
   int64_t out, in;
-  bool fp4_dot = false;
+  bool dot = false;        // in the kernels' dot layout
   bool actq = true;       // x on the actq grid (when in % 128 == 0)
   int64_t k_group = 0;
 };
@@ -123,12 +129,14 @@ Status check_linear(Isa isa, std::mt19937& rng) {
       {"fp8", WeightFormat::kFP8, 150, 384},                // partial scale grid in out
       {"fp8 wo_a (partial K, no actq)", WeightFormat::kFP8, 40, 80, false, false},
       {"fp8 grouped K tree", WeightFormat::kFP8, 64, 512, false, true, 256},
+      {"fp8 tile layout", WeightFormat::kFP8, 144, 384, true},        // partial scale grid in out
+      {"fp8 tile layout, grouped K", WeightFormat::kFP8, 32, 512, true, false, 256},
       {"fp4 stored", WeightFormat::kFP4, 48, 416},           // partial last K block
       {"fp4 dot layout", WeightFormat::kFP4, 48, 416, true},
       {"bf16", WeightFormat::kBF16, 40, 200, false, false},
   };
   for (const LinearCase& c : cases) {
-    const OwnedWeight ow = make_weight(rng, c.format, c.out, c.in, c.fp4_dot);
+    const OwnedWeight ow = make_weight(rng, c.format, c.out, c.in, c.dot);
     std::vector<bf16> x = random_bf16(rng, kMaxRows * c.in, 1.0f);
     if (c.actq && c.in % 128 == 0)  // as the engine feeds it (actq needs whole 128-blocks)
       for (int64_t t = 0; t < kMaxRows; ++t) actq_dequant_row(x.data() + t * c.in, c.in, x.data() + t * c.in);

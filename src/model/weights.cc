@@ -362,11 +362,12 @@ class Loader {
       case StorageForm::kFP8:
         l.w = LinearWeight{WeightFormat::kFP8, out, m.weight->shape[1], m.weight->data,
                            m.scale->data};
+        if (packs(name, m)) pack(w, name, l.w, m.weight->n_bytes);
         break;
       case StorageForm::kFP4:
         l.w = LinearWeight{WeightFormat::kFP4, out, 2 * m.weight->shape[1], m.weight->data,
                            m.scale->data};
-        if (w.fp4_dot.data() != nullptr && reads(name)) pack_fp4(w, name, l.w, m.weight->n_bytes);
+        if (packs(name, m)) pack(w, name, l.w, m.weight->n_bytes);
         break;
       default: DSV4_CHECK(false, "matrix '{}' in form {}", name, storage_form_name(m.form));
     }
@@ -375,30 +376,43 @@ class Loader {
 
   bool reads(const std::string& name) const { return !options_.reads || options_.reads(name); }
 
-  // Bytes of the FP4 matrices this process reads, each 64-byte aligned (0: no packing).
-  size_t fp4_dot_bytes() const {
-    if (!options_.fp4_dot || !kernels::linear_reads_fp4_dot()) return 0;
+  // Whether matrix `name` is rewritten into a dot layout at load (LinearWeight::fp4_dot,
+  // fp8_dot): FP4 always, FP8 in whole 16 x 128 tiles; only those this process reads, and
+  // only when the selected kernel variant reads the layouts.
+  bool packs(const std::string& name, const FoundMatrix& m) const {
+    if (!options_.dot_layouts || !kernels::linear_reads_dot_layouts() || !reads(name)) return false;
+    if (m.form == StorageForm::kFP4) return true;
+    return m.form == StorageForm::kFP8 && fp8_dot_fits(m.weight->shape[0], m.weight->shape[1]);
+  }
+  // Bytes of the matrices packs() takes, each 64-byte aligned.
+  size_t packed_bytes() const {
     size_t n = 0;
     for (const auto& [name, m] : matrices_)
-      if (m.form == StorageForm::kFP4 && reads(name)) n += ceil_div<size_t>(m.weight->n_bytes, 64) * 64;
+      if (packs(name, m)) n += ceil_div<size_t>(m.weight->n_bytes, 64) * 64;
     return n;
   }
 
-  // Copies an FP4 matrix into the arena in the dot layout (LinearWeight::fp4_dot), points
-  // the view there and lets the kernel reclaim the file's pages of it.
-  void pack_fp4(Weights& w, const std::string& name, LinearWeight& lw, size_t n_bytes) {
+  // Copies a matrix into the arena in its dot layout, points the view there and lets the
+  // kernel reclaim the file's pages of it.
+  void pack(Weights& w, const std::string& name, LinearWeight& lw, size_t n_bytes) {
     if (auto it = packed_.find(name); it != packed_.end()) {  // taken before: the same copy
       lw = it->second;
       return;
     }
-    DSV4_CHECK(fp4_dot_used_ + n_bytes <= w.fp4_dot.size(), "FP4 arena of {} bytes overrun", w.fp4_dot.size());
-    uint8_t* dst = w.fp4_dot.data() + fp4_dot_used_;
-    fp4_dot_used_ += ceil_div<size_t>(n_bytes, 64) * 64;
-    std::memcpy(dst, lw.data, n_bytes);
+    DSV4_CHECK(packed_used_ + n_bytes <= w.packed.size(), "packed-weight arena of {} bytes overrun", w.packed.size());
+    uint8_t* dst = w.packed.data() + packed_used_;
+    packed_used_ += ceil_div<size_t>(n_bytes, 64) * 64;
+    const uint8_t* src = static_cast<const uint8_t*>(lw.data);
+    if (lw.format == WeightFormat::kFP4) {
+      std::memcpy(dst, src, n_bytes);
+      for (int64_t o = 0; o < lw.out; ++o) fp4_pack_dot_row(dst + o * (lw.in / 2), lw.in);
+      lw.fp4_dot = true;
+    } else {
+      for (int64_t o = 0; o < lw.out; o += kFp8TileRows) fp8_pack_dot_rows(src + o * lw.in, lw.in, dst + o * lw.in);
+      lw.fp8_dot = true;
+    }
     advise_pageout(lw.data, n_bytes);
-    for (int64_t o = 0; o < lw.out; ++o) fp4_pack_dot_row(dst + o * (lw.in / 2), lw.in);
     lw.data = dst;
-    lw.fp4_dot = true;
     packed_[name] = lw;
   }
 
@@ -481,7 +495,7 @@ class Loader {
   Result<Weights> build() {
     Weights w;
     w.files = files_;
-    if (const size_t n = fp4_dot_bytes(); n > 0) w.fp4_dot = HugeBytes(n);
+    if (const size_t n = packed_bytes(); n > 0) w.packed = HugeBytes(n);
     w.embed = ptr<bf16>(w, "embed.weight");
     w.head = bf16_linear(w, "head.weight");
     w.norm = ptr<bf16>(w, "norm.weight");
@@ -528,8 +542,8 @@ class Loader {
   std::unordered_map<std::string, std::vector<int32_t>> tid2eid_;
   bool warned_fp4_ = false;
   LoadOptions options_;
-  size_t fp4_dot_used_ = 0;                             // arena bytes handed out
-  std::unordered_map<std::string, LinearWeight> packed_;  // FP4 matrices in the arena
+  size_t packed_used_ = 0;                                // arena bytes handed out
+  std::unordered_map<std::string, LinearWeight> packed_;  // matrices in the arena
 };
 
 }  // namespace

@@ -147,10 +147,10 @@ struct Weights {
   // Aligned copies of BF16/F32 tensors whose bytes in the file are not aligned to their
   // element size (safetensors does not require it); views point here instead.
   std::vector<std::vector<uint8_t>> realigned;
-  // The FP4 matrices this process reads, rewritten into the linear kernels' dot layout
-  // (LinearWeight::fp4_dot) when the selected kernel variant reads it: their views point
-  // here, and the file's pages of them are released to the kernel after the copy.
-  HugeBytes fp4_dot;
+  // The FP4 and FP8 matrices this process reads, rewritten into the linear kernels' dot
+  // layouts (LinearWeight::fp4_dot, fp8_dot) when the selected kernel variant reads them:
+  // their views point here, and the file's pages of them are released after the copy.
+  HugeBytes packed;
 
   Weights() = default;
   Weights(Weights&&) = default;
@@ -186,9 +186,10 @@ struct LoadOptions {
   // dtype and shape only — their bytes (scale range, FP8 NaN codes) are never touched, so a
   // rank's resident memory holds only its share (model/placement.h rank_reads).
   std::function<bool(const std::string& name)> reads;
-  // Rewrite FP4 matrices into the dot layout when kernels::linear_reads_fp4_dot() (same
-  // results, faster decode); false keeps every view on the file's bytes.
-  bool fp4_dot = true;
+  // Rewrite FP4 matrices, and FP8 ones of whole 16 x 128 tiles, into the dot layouts when
+  // kernels::linear_reads_dot_layouts() (same results, faster decode); false keeps every
+  // view on the file's bytes.
+  bool dot_layouts = true;
 };
 Result<Weights> load_weights(const SafetensorsSet& files, const ModelConfig& cfg,
                              LoadReport* report, const LoadOptions& options = {});

@@ -11,6 +11,13 @@
 //          little-endian 16-bit words, nibble j of word v holding column
 //          32j + fp4_dot_col(v) of the block. A partial last block stays as stored.
 //          Same bytes, same scales: only the order of the nibbles changes.
+//          With fp8_dot (needs out % 16 == 0 and in % 128 == 0), the codes are instead
+//          stored tile by tile for the same kernel: tiles of 16 rows x 128 columns (one
+//          scale, 2048 bytes) follow each other along K, then the next 16 rows (so rows
+//          [16g, 16g + 16) start at byte 16g·in as before). Inside a tile, 64-byte vector
+//          v decodes into the two transposed dot vectors of chunk m = v / 8 and lanes
+//          l = v % 8 and v % 8 + 8 (fp8_dot_offset); the kernel needs no shuffle or
+//          transpose. Same codes, same scales: only their order changes.
 // `actq` follows the *stored* form (model.md §0.4.4): FP8/FP4 get it, except
 // wo_a, which the model dequantizes to bf16 at load and runs without it.
 #pragma once
@@ -28,6 +35,7 @@ struct LinearWeight {
   const void* data = nullptr;
   const uint8_t* scale = nullptr;
   bool fp4_dot = false;  // kFP4 only: full blocks in the dot layout above
+  bool fp8_dot = false;  // kFP8 only: codes in 16 x 128 tiles (above)
 
   bool quantized() const { return format == WeightFormat::kFP8 || format == WeightFormat::kFP4; }
 };
@@ -71,6 +79,40 @@ inline void fp4_pack_dot_row(uint8_t* row, int64_t in) {
       p[2 * v + 1] = static_cast<uint8_t>(word >> 8);
     }
   }
+}
+
+// FP8 in the tile layout: the rows of a tile, its columns, its bytes.
+constexpr int kFp8TileRows = 16;
+constexpr int kFp8TileCols = 128;
+constexpr int kFp8TileBytes = kFp8TileRows * kFp8TileCols;
+// Whether a [out, in] FP8 weight can take the tile layout.
+constexpr bool fp8_dot_fits(int64_t out, int64_t in) { return out % kFp8TileRows == 0 && in % kFp8TileCols == 0; }
+// Byte offset inside its tile of row j < 16, column c < 128. The transposed dot vector of
+// chunk m, lane l has in dword j the bf16 words of columns 32m + 16 + l (low) and 32m + l
+// (high) of row j (the x dot layout, kernels/linear/linear_avx512_decode.h dot_order);
+// vector v = 8m + l % 8 holds lane l % 8 in the bytes vpunpcklbw widens (bytes 0-7 of each
+// 16-byte lane) and lane l % 8 + 8 in those vpunpckhbw widens (bytes 8-15).
+constexpr int fp8_dot_offset(int j, int c) {
+  const int m = c / 32, r = c % 32, l = r % 16;
+  const int w = 2 * j + (r < 16 ? 1 : 0);  // word of the dot vector
+  return 64 * (8 * m + l % 8) + 16 * (w / 8) + w % 8 + 8 * (l / 8);
+}
+// Offset of W[o, i]'s code in data, in either layout.
+inline int64_t fp8_code_offset(const LinearWeight& w, int64_t o, int64_t i) {
+  if (!w.fp8_dot) return o * w.in + i;
+  return (o / kFp8TileRows) * kFp8TileRows * w.in + (i / kFp8TileCols) * kFp8TileBytes +
+         fp8_dot_offset(static_cast<int>(o % kFp8TileRows), static_cast<int>(i % kFp8TileCols));
+}
+inline uint8_t fp8_code(const LinearWeight& w, int64_t o, int64_t i) {
+  return static_cast<const uint8_t*>(w.data)[fp8_code_offset(w, o, i)];
+}
+// Writes the codes of rows [16g, 16g + 16) (stored order at src, row stride in) as
+// tiles at dst (16·in bytes); in % 128 == 0.
+inline void fp8_pack_dot_rows(const uint8_t* src, int64_t in, uint8_t* dst) {
+  for (int64_t t = 0; t < in / kFp8TileCols; ++t)
+    for (int j = 0; j < kFp8TileRows; ++j)
+      for (int c = 0; c < kFp8TileCols; ++c)
+        dst[t * kFp8TileBytes + fp8_dot_offset(j, c)] = src[j * in + t * kFp8TileCols + c];
 }
 
 }  // namespace dsv4

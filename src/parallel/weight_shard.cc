@@ -52,9 +52,14 @@ Result<LinearWeight> column_shard_copy(const LinearWeight& w, int64_t k0, int64_
   const int64_t data_bytes = data_row * w.out;
   storage.assign(static_cast<size_t>(data_bytes + scale_rows * scale_cols), 0);
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
-  for (int64_t o = 0; o < w.out; ++o)
-    std::memcpy(storage.data() + o * data_row, src + o * row_bytes(w.format, w.in) + row_bytes(w.format, k0),
-                static_cast<size_t>(data_row));
+  if (w.fp8_dot) {  // tiles of 16 rows x 128 columns: the shard's tiles are whole tiles of w
+    for (int64_t o = 0; o < w.out; o += kFp8TileRows)
+      std::memcpy(storage.data() + o * n, src + o * w.in + k0 * kFp8TileRows, static_cast<size_t>(n * kFp8TileRows));
+  } else {
+    for (int64_t o = 0; o < w.out; ++o)
+      std::memcpy(storage.data() + o * data_row, src + o * row_bytes(w.format, w.in) + row_bytes(w.format, k0),
+                  static_cast<size_t>(data_row));
+  }
   for (int64_t r = 0; r < scale_rows; ++r)
     std::memcpy(storage.data() + data_bytes + r * scale_cols, w.scale + r * scale_in + scale_k0,
                 static_cast<size_t>(scale_cols));

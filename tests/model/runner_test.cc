@@ -407,21 +407,26 @@ TEST(Runner, Tiny2PastSeveralHcaRatios) {
   ASSERT_EQ(prompt_then_decode(**r, toks, 300, 64), prompt_then_decode(**r, toks, 1, 1));
 }
 
-// FP4 experts rewritten into the linear kernels' dot layout at load (LinearWeight::fp4_dot,
-// when the selected variant reads it) give the stored layout's logits, bit for bit.
-TEST(Runner, Fp4DotLayoutGivesTheStoredLayoutsLogits) {
-  if (!kernels::linear_reads_fp4_dot()) GTEST_SKIP() << "the selected linear variant reads FP4 as stored";
+// FP4 experts and FP8 matrices rewritten into the linear kernels' dot layouts at load
+// (LinearWeight::fp4_dot, fp8_dot; when the selected variant reads them) give the stored
+// layouts' logits, bit for bit.
+TEST(Runner, DotLayoutsGiveTheStoredLayoutsLogits) {
+  if (!kernels::linear_reads_dot_layouts()) GTEST_SKIP() << "the selected linear variant reads the stored layouts";
   const Loaded& m = model("tiny2", TinyQuant::kFp8);
   const LinearWeight& w1 = m.w->layers[0].ffn.experts[0].w1.w;
   ASSERT_EQ(w1.format, WeightFormat::kFP4);
   ASSERT_TRUE(w1.fp4_dot);
+  const LinearWeight& wq_a = m.w->layers[0].attn.wq_a.w;
+  ASSERT_EQ(wq_a.format, WeightFormat::kFP8);
+  ASSERT_TRUE(wq_a.fp8_dot);
   Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
   ASSERT_TRUE(files.ok()) << files.message();
   LoadOptions as_stored;
-  as_stored.fp4_dot = false;
+  as_stored.dot_layouts = false;
   Result<Weights> stored = load_weights(*files, m.cfg, nullptr, as_stored);
   ASSERT_TRUE(stored.ok()) << stored.message();
   ASSERT_FALSE(stored->layers[0].ffn.experts[0].w1.w.fp4_dot);
+  ASSERT_FALSE(stored->layers[0].attn.wq_a.w.fp8_dot);
   const auto toks = tokens(24, 9, m.cfg.vocab_size);
   auto packed_runner = ModelRunner::create(m.cfg, *m.w, limits(24));
   auto stored_runner = ModelRunner::create(m.cfg, *stored, limits(24));

@@ -192,10 +192,25 @@ TEST(Weights, LoadsReleasedLayout) {
     EXPECT_EQ(L.ffn.gate.w.format, WeightFormat::kBF16);
     EXPECT_FALSE(L.ffn.gate.actq);
   }
-  // Views are zero-copy.
+  // Views are zero-copy, except matrices the loader rewrites into the kernels' dot layouts
+  // (when the selected variant reads them): FP8 of whole 16 x 128 tiles, same codes.
   const auto* view = w.files.find("layers.2.attn.wq_b.weight");
   ASSERT_NE(view, nullptr);
-  EXPECT_EQ(w.layers[2].attn.wq_b.w.data, view->data);
+  const LinearWeight& wq_b = w.layers[2].attn.wq_b.w;
+  EXPECT_EQ(wq_b.fp8_dot, kernels::linear_reads_dot_layouts());
+  if (wq_b.fp8_dot) {
+    LinearWeight stored = wq_b;
+    stored.data = view->data;
+    stored.fp8_dot = false;
+    for (int64_t o = 0; o < wq_b.out; ++o)
+      for (int64_t i = 0; i < wq_b.in; ++i) ASSERT_EQ(fp8_code(wq_b, o, i), fp8_code(stored, o, i)) << o << ", " << i;
+  } else {
+    EXPECT_EQ(wq_b.data, view->data);
+  }
+  const auto* wo_a_view = w.files.find("layers.3.attn.wo_a.weight");  // K = 80: no tiles
+  ASSERT_NE(wo_a_view, nullptr);
+  EXPECT_FALSE(w.layers[3].attn.wo_a.w.fp8_dot);
+  EXPECT_EQ(w.layers[3].attn.wo_a.w.data, wo_a_view->data);
   // tid2eid as written: row t = (t + k) % 8.
   EXPECT_EQ(w.layers[1].ffn.tid2eid[2 * 300 + 1], (300 + 1) % 8);
   // Compressor widths: CSA 2·Dh with overlap, HCA Dh.

@@ -58,13 +58,27 @@ TEST(Seams, AttnOutputEqualsOneRank) {
   kernels::OutProjParams p{8, 64, 0, 4, 128, 192};  // H, Dh, no RoPE, G_o, Ro, D
   if (p.o_groups % G != 0) GTEST_SKIP() << "o_groups " << p.o_groups << " on " << G << " ranks";
   ThreadPool pool(2);
-  for (WeightFormat fb : {WeightFormat::kBF16, WeightFormat::kFP8}) {
+  // BF16 wo_b; FP8 wo_b; both FP8 in the kernels' tile layout (LinearWeight::fp8_dot: the
+  // row shard of wo_a and the column copy of wo_b keep whole tiles).
+  for (int form = 0; form < 3; ++form) {
+    const WeightFormat fb = form == 0 ? WeightFormat::kBF16 : WeightFormat::kFP8;
+    const bool tiles = form == 2;
     std::mt19937 rng(11);
-    const test::OwnedWeight wo_a = test::quantize_weight(WeightFormat::kBF16, p.u_width(), p.group_in(),
-                                                         test::random_f32(rng, p.u_width() * p.group_in(), 0.1f));
-    const test::OwnedWeight wo_b =
+    test::OwnedWeight wo_a = test::quantize_weight(tiles ? WeightFormat::kFP8 : WeightFormat::kBF16, p.u_width(),
+                                                   p.group_in(), test::random_f32(rng, p.u_width() * p.group_in(), 0.1f));
+    test::OwnedWeight wo_b =
         test::quantize_weight(fb, p.hidden, p.u_width(), test::random_f32(rng, p.hidden * p.u_width(), 0.05f));
-    Result<OutProjShard> shard = make_out_proj_shard(p, wo_a.view(), wo_b.view(), G, me);
+    auto view = [tiles](test::OwnedWeight& ow) {
+      LinearWeight v = ow.view();
+      if (!tiles) return v;
+      const std::vector<uint8_t> stored = ow.data;
+      for (int64_t o = 0; o < ow.out; o += kFp8TileRows)
+        fp8_pack_dot_rows(stored.data() + o * ow.in, ow.in, ow.data.data() + o * ow.in);
+      v.fp8_dot = true;
+      return v;
+    };
+    const LinearWeight wa = view(wo_a), wb = view(wo_b);
+    Result<OutProjShard> shard = make_out_proj_shard(p, wa, wb, G, me);
     ASSERT_TRUE(shard.ok()) << shard.message();
     AttnOutputSeam seam(p, G, me, G * kRankCap);
     const int64_t hd = int64_t{p.n_heads} * p.head_dim, D = p.hidden;
@@ -74,14 +88,14 @@ TEST(Seams, AttnOutputEqualsOneRank) {
       std::vector<bf16> ref(std::max<int64_t>(T, 1) * D);
       std::vector<bf16> o_ref = o;
       const std::vector<int64_t> pos(std::max<int64_t>(T, 1), 0);  // no RoPE dims: unused
-      const kernels::OutProjWeights w{wo_a.view(), wo_b.view(), nullptr};
+      const kernels::OutProjWeights w{wa, wb, nullptr};
       if (T > 0) kernels::out_proj_ref(p, w, o_ref.data(), T, pos.data(), ref.data());
       std::vector<bf16> in(kRankCap * hd, test::nan_value<bf16>()), out(kRankCap * D);
       for (auto& x : out) x = bf16::from_bits(test::kSentinelBf16Bits);
       std::memcpy(in.data(), o.data() + off * hd, sizeof(bf16) * mine * hd);
       const Status st = seam.run(c, pool, *shard, in.data(), rows, out.data());
       ASSERT_TRUE(st.ok()) << st.message();
-      EXPECT_TRUE(same_bits(out.data(), ref.data() + off * D, mine * D)) << "rows " << mine << " of " << T;
+      EXPECT_TRUE(same_bits(out.data(), ref.data() + off * D, mine * D)) << "form " << form << ", rows " << mine << " of " << T;
       for (int64_t i = mine * D; i < kRankCap * D; ++i)
         ASSERT_EQ(out[i].bits, test::kSentinelBf16Bits) << "row past the rank's count written";
     }

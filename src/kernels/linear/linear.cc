@@ -63,6 +63,10 @@ void decode_block(const LinearWeight& w, int64_t o, int64_t k, int n, float* wb)
     case WeightFormat::kFP8: {
       const int64_t nbk = ceil_div<int64_t>(w.in, kBlock);
       const float s = scale_value(w.scale[(o / kBlock) * nbk + k / kBlock]);
+      if (w.fp8_dot) {  // the tile layout: code by code
+        for (int j = 0; j < n; ++j) wb[j] = e4m3_decode(fp8_code(w, o, k + j)) * s;
+        return;
+      }
       const uint8_t* p = static_cast<const uint8_t*>(w.data) + o * w.in + k;
       for (int j = 0; j < n; ++j) wb[j] = e4m3_decode(p[j]) * s;
       return;
@@ -207,13 +211,19 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
              "k_group {} for K width {}", s.k_group, s.k1 - s.k0);
   DSV4_CHECK(w.format != WeightFormat::kFP4 || w.in % 32 == 0, "FP4 in {} % 32", w.in);
   DSV4_CHECK(s.x_stride >= s.k1 && s.y_stride >= s.o1 - s.o0, "strides");
-  const Range r = split_range(s.o1 - s.o0, tid, nthreads);
+  // FP8 tiles are 16 rows: threads split the outputs in whole tiles.
+  const int64_t unit = w.fp8_dot ? kFp8TileRows : 1;
+  Range r = split_range(ceil_div<int64_t>(s.o1 - s.o0, unit), tid, nthreads);
+  r.begin *= unit;
+  r.end = std::min(r.end * unit, s.o1 - s.o0);
   if (r.size() == 0 || T <= 0) return;
 
-  // FP4 in the dot layout through a variant that reads only the stored one: the scalar
-  // variant (same bits; only when the loader packed for another variant).
-  const bool dot_ok = !(w.format == WeightFormat::kFP4 && w.fp4_dot) ||
-                      (kernels(current_isa()).fp4_dot && std::is_same_v<XT, bf16>);
+  // FP4 / FP8 in the dot layouts through a variant that reads only the stored ones (or an
+  // FP8 slice not starting at a tile): the scalar variant (same bits; only when the loader
+  // packed for another variant, or for fp32 x).
+  const bool packed = (w.format == WeightFormat::kFP4 && w.fp4_dot) || (w.format == WeightFormat::kFP8 && w.fp8_dot);
+  const bool dot_ok = !packed || (kernels(current_isa()).dot_layouts && std::is_same_v<XT, bf16> &&
+                                  (!w.fp8_dot || s.o0 % kFp8TileRows == 0));
   const linear_tile::Kernels& kern = kernels(dot_ok ? current_isa() : Isa::kScalar);
   const linear_tile::TileFn fn = tile_fn(kern, x);
   const int64_t n_blk = ceil_div<int64_t>(s.k1 - s.k0, kBlock);
@@ -250,7 +260,7 @@ void set_linear_isa(Isa isa) {
   g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 Isa linear_isa() { return current_isa(); }
-bool linear_reads_fp4_dot() { return kernels(current_isa()).fp4_dot && current_isa() != Isa::kScalar; }
+bool linear_reads_dot_layouts() { return kernels(current_isa()).dot_layouts && current_isa() != Isa::kScalar; }
 
 void actq_rows(const bf16* x, int64_t T, int64_t in, bf16* xq, int tid, int nthreads) {
   DSV4_CHECK(in % kActqBlock == 0, "actq row length {} is not a multiple of {}", in, kActqBlock);

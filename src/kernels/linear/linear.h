@@ -57,11 +57,11 @@ void linear_f32_in_ref(const LinearWeight& w, const float* x, int64_t T, float* 
 void set_linear_isa(Isa isa);
 // The selected variant: detect_isa() until set_linear_isa is called.
 Isa linear_isa();
-// True when the selected variant decodes FP4 weights fastest in the dot layout
-// (LinearWeight::fp4_dot; kAvx512Bf16 with VBMI): the loader packs them then. Every
-// variant reads both layouts with the same bits (the others run such weights on the
-// scalar variant).
-bool linear_reads_fp4_dot();
+// True when the selected variant reads the dot layouts fastest (LinearWeight::fp4_dot
+// and fp8_dot; kAvx512Bf16 with VBMI): the loader packs FP4 and FP8 weights then. Every
+// variant reads every layout with the same bits (the others run such weights on the
+// scalar variant, as does fp32 x, or an FP8 slice whose o0 is not a multiple of 16).
+bool linear_reads_dot_layouts();
 
 // --- engine (call inside ThreadPool::run; any nthreads; no allocation) ---
 // xq[t] = actq_dequant(x[t]) for t in [0, T) (rows split over threads).

@@ -245,11 +245,14 @@ struct DecodeFp8 {
     chunk2(pr, g, w);
     return _mm512_permutex2var_epi16(_mm512_castps_si512(w[0]), dot_order_f32(), _mm512_castps_si512(w[1]));
   }
-  void full(int64_t o, int64_t k, __m512* out) const {
-    const uint8_t* p = data + o * in + k;
+  // The 128 codes at p of a block of scale byte sb, exactly.
+  static void codes_full(const uint8_t* p, uint8_t sb, __m512* out) {
     const uint64_t nan_lo = nan_codes(_mm512_loadu_si512(p)), nan_hi = nan_codes(_mm512_loadu_si512(p + 64));
     for (int c = 0; c < kChunks; ++c) out[c] = bits(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * c)));
-    scale_and_nan(scale[(o / kBlock) * nbk + k / kBlock], out, kChunks, nan_lo, nan_hi);
+    scale_and_nan(sb, out, kChunks, nan_lo, nan_hi);
+  }
+  void full(int64_t o, int64_t k, __m512* out) const {
+    codes_full(data + o * in + k, scale[(o / kBlock) * nbk + k / kBlock], out);
   }
   void part(int64_t o, int64_t k, int n, __m512* out) const {
     const uint8_t* p = data + o * in + k;

@@ -18,7 +18,10 @@
 //        and the low byte of bf16(e4m3 value · 2^(s-127)) for the 7-bit magnitude
 //        in 128-entry tables built per scale byte s (10 <= s <= 134: every non-zero
 //        value is a normal bf16; NaN codes give NaN), the sign is ORed in,
-//        vpunpck{l,h}bw make words.
+//        vpunpck{l,h}bw make words. In the tile layout (LinearWeight::fp8_dot, packed
+//        at load) the codes are already in the order of the transposed block: the
+//        lookups and vpunpck{l,h}bw give its vectors directly (fp8_tile_tile), with no
+//        vpermb and no transpose, and one 16-row tile is one scale, one sequential read.
 //   FP4: vpermb puts each weight's byte into its word, vpsrlvw its nibble into bits
 //        0..3, vpermw looks up bf16(e2m1 value · 2^(s-127)) in the 32-word table of
 //        the group's scale byte s (kFp4Tables, 2 <= s <= 252; the table repeats at
@@ -194,6 +197,52 @@ struct GemmFp8 {
     }
   }
 };
+
+// FP8 in the tile layout (LinearWeight::fp8_dot): byte offset of row j, column c in a
+// tile (numeric/linear_weight.h fp8_dot_offset, evaluated at compile time only).
+struct TileOffsets {
+  uint16_t at[kOutTile][kBlock];
+};
+constexpr TileOffsets make_tile_offsets() {
+  TileOffsets t{};
+  for (int j = 0; j < kOutTile; ++j)
+    for (int c = 0; c < kBlock; ++c) t.at[j][c] = static_cast<uint16_t>(fp8_dot_offset(j, c));
+  return t;
+}
+constexpr TileOffsets kTileOffsets = make_tile_offsets();
+static_assert(kOutTile == kFp8TileRows && kBlock == kFp8TileCols);
+
+// The exact fp32 decode of one row's block of a tile (the multiply-add path): its codes
+// gathered back into column order, then DecodeFp8's decode.
+struct GeneralFp8Tiles : DecodeFp8 {
+  explicit GeneralFp8Tiles(const LinearWeight& w) : DecodeFp8(w) {}
+  void full(int64_t o, int64_t k, __m512* out) const {
+    const uint8_t* t = data + o / kOutTile * kOutTile * in + k / kBlock * (kOutTile * kBlock);
+    alignas(64) uint8_t codes[kBlock];
+    for (int c = 0; c < kBlock; ++c) codes[c] = t[kTileOffsets.at[o % kOutTile][c]];
+    codes_full(codes, scale[(o / kBlock) * nbk + k / kBlock], out);
+  }
+  void part(int64_t o, int64_t k, int, __m512* out) const { full(o, k, out); }  // in % 128 == 0: never partial
+};
+
+// The 32 code vectors of a tile: vector v -> the transposed dot vectors wt[v / 8][v % 8]
+// (vpunpcklbw) and wt[v / 8][v % 8 + 8] (vpunpckhbw).
+struct Fp8Pair {
+  __m512i lo, hi;
+};
+inline Fp8Pair fp8_tile_pair(const uint8_t* p, const Fp8Lut& lut) {
+  const __m512i q = load(p), sign = _mm512_set1_epi8(-128);
+  const __m512i hb = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(lut.hi0, q, lut.hi1), q, sign, 0xF8);
+  const __m512i lb = _mm512_permutex2var_epi8(lut.lo0, q, lut.lo1);
+  return Fp8Pair{_mm512_unpacklo_epi8(lb, hb), _mm512_unpackhi_epi8(lb, hb)};
+}
+inline void fp8_tile_decode(const uint8_t* p, const Fp8Lut& lut, __m512i (*wt)[kOutTile]) {
+  for (int v = 0; v < 2 * kDotChunks * 4; ++v) {
+    const Fp8Pair d = fp8_tile_pair(p + 64 * v, lut);
+    wt[v / 8][v % 8] = d.lo;
+    wt[v / 8][v % 8 + 8] = d.hi;
+  }
+}
 
 // BF16 weights (no decode): the window from the exponent range of the ns outputs'
 // 128-column blocks together; dot_block permutes each 32-k chunk into dot layout.
@@ -387,6 +436,36 @@ inline void rows_dot_t(const uint16_t* xd, const __m512i (*wt)[kOutTile], __m512
     beta[r] = _mm512_add_ps(_mm512_add_ps(s4[0][r], s4[1][r]), _mm512_add_ps(s4[2][r], s4[3][r]));
 }
 
+// rows_dot_t<R> for R rows of an FP8 tile, decoding each code vector into registers as
+// the quads need it (no scratch): the same products, lanes and tree, so the same bits.
+template <int R>
+inline void rows_dot_fp8_tile(const uint8_t* p, const Fp8Lut& lut, const uint16_t* xd, __m512* beta) {
+  constexpr int kQuadBase[4] = {0, 2, 1, 3};  // quad {a, a+8, a+4, a+12} (rows_dot_t's kQuad)
+  const int32_t* xw = reinterpret_cast<const int32_t*>(xd);  // row r, chunk m, lane l: xw[64r + 16m + l]
+  __m512 s4[4][R];
+  for (int qd = 0; qd < 4; ++qd) {
+    const int a = kQuadBase[qd];
+    __m512 acc[4][R];
+    for (int e = 0; e < 4; ++e)
+      for (int r = 0; r < R; ++r) acc[e][r] = _mm512_setzero_ps();
+    for (int m = 0; m < kDotChunks; ++m)
+      for (int h = 0; h < 2; ++h) {  // vector 8m + a + 4h: lanes a + 4h (lo) and a + 4h + 8 (hi)
+        const int l = a + 4 * h;
+        const Fp8Pair d = fp8_tile_pair(p + 64 * (8 * m + l), lut);
+        for (int r = 0; r < R; ++r) {
+          acc[2 * h][r] = _mm512_dpbf16_ps(acc[2 * h][r], (__m512bh)d.lo,
+                                           (__m512bh)_mm512_set1_epi32(xw[64 * r + 16 * m + l]));
+          acc[2 * h + 1][r] = _mm512_dpbf16_ps(acc[2 * h + 1][r], (__m512bh)d.hi,
+                                               (__m512bh)_mm512_set1_epi32(xw[64 * r + 16 * m + l + 8]));
+        }
+      }
+    for (int r = 0; r < R; ++r)
+      s4[qd][r] = _mm512_add_ps(_mm512_add_ps(acc[0][r], acc[1][r]), _mm512_add_ps(acc[2][r], acc[3][r]));
+  }
+  for (int r = 0; r < R; ++r)
+    beta[r] = _mm512_add_ps(_mm512_add_ps(s4[0][r], s4[1][r]), _mm512_add_ps(s4[2][r], s4[3][r]));
+}
+
 // One full block of a row of x into dot layout at xo (64-byte aligned), and its exponent
 // range for the range check.
 inline void x_block_dot(const uint16_t* xs, uint16_t* xo, int* lo, int* hi) {
@@ -557,11 +636,105 @@ void gemm_tile(const Tile& tl) {
     for (int s = 0; s * kOutTile < no; ++s) _mm512_storeu_ps(tl.y + i * kMaxOutTile + s * kOutTile, total[i][s]);
 }
 
+// FP8 in the tile layout (LinearWeight::fp8_dot; the caller keeps o and no multiples of
+// 16, and in % 128 == 0): each 16-output tile decoded once (one scale, one LUT) straight
+// into the transposed vectors, K in spans as gemv_tile's; up to kFusedMaxRows rows take
+// the fused rows_dot_fp8_tile.
+// Rows outside the range check take the multiply-add path, as in gemm_tile.
+constexpr int kTilePrefetch = 4;  // tiles (2 KiB each) prefetched this many blocks ahead
+constexpr int kFusedMaxRows = 4;  // rows_dot_fp8_tile up to this many rows (its accumulators)
+void fp8_tiles_gemm(const Tile& tl) {
+  constexpr int kSubs = kMaxOutTile / kOutTile;
+  const LinearWeight& w = *tl.w;
+  const uint8_t* data = static_cast<const uint8_t*>(w.data);
+  const int64_t in = w.in, nbk = in / kBlock;
+  const GeneralFp8Tiles general(w);
+  const uint16_t* x = static_cast<const uint16_t*>(tl.x);
+  const int nt = tl.nt, no = tl.no;
+  const int64_t n_blk = (tl.k1 - tl.k0) / kBlock;
+  // Blocks in spans of kGemvSpanRows / nt (at least 1): per span, each 16-output tile row is
+  // one sequential read of span tiles.
+  const int span = nt < kGemvSpanRows ? kGemvSpanRows / nt : 1;
+  alignas(64) uint16_t xd[kMaxRowTile * kBlock];  // row i of span block bb in dot layout at (bb·nt + i)·128
+  int xlo[kMaxRowTile], xhi[kMaxRowTile];
+  alignas(64) __m512i wt[kDotChunks][kOutTile];  // the tile's transposed dot vectors
+  alignas(64) __m512 wf[kOutTile][kChunks];      // the exact fp32 decode, for the multiply-add path
+  __m512 part[kMaxRowTile][kSubs], total[kMaxRowTile][kSubs];
+  Fp8Lut lut{};
+  int lut_sb = -1;
+  for (int64_t b0 = 0; b0 < n_blk; b0 += span) {
+    const int nb = n_blk - b0 < span ? static_cast<int>(n_blk - b0) : span;
+    for (int bb = 0; bb < nb; ++bb)
+      for (int i = 0; i < nt; ++i) {
+        const int r = bb * nt + i;
+        x_block_dot(x + i * tl.x_stride + tl.k0 + (b0 + bb) * kBlock, xd + r * kBlock, &xlo[r], &xhi[r]);
+      }
+    for (int s = 0; s * kOutTile < no; ++s) {
+      const int64_t o = tl.o + s * kOutTile;
+      for (int bb = 0; bb < nb; ++bb) {
+        const int64_t b = b0 + bb, k = tl.k0 + b * kBlock;
+        const uint16_t* xb = xd + bb * nt * kBlock;  // the span block's rows
+        const int* lo = xlo + bb * nt;
+        const int* hi = xhi + bb * nt;
+        const uint8_t* tile = data + o * in + (k / kBlock) * (kOutTile * kBlock);
+        if (b + kTilePrefetch < n_blk) prefetch_lines(tile + kTilePrefetch * (kOutTile * kBlock), kOutTile * kBlock);
+        const int sb = w.scale[(o / kBlock) * nbk + k / kBlock];
+        const XWindow win = fp8_window(sb);
+        auto row_ok = [&](int i) { return !win.empty() && lo[i] >= win.lo && hi[i] <= win.hi; };
+        const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
+        auto chain_row = [&](int i, __m512 beta) { chain_beta(chain, beta, part[i][s], total[i][s], add_ps); };
+        int n_ok = 0;
+        for (int i = 0; i < nt; ++i) n_ok += row_ok(i);
+        if (n_ok > 0 && sb != lut_sb) {
+          lut = fp8_lut(sb);
+          lut_sb = sb;
+        }
+        if (n_ok == nt && nt <= kFusedMaxRows) {  // few rows: decoded into registers, no scratch
+          __m512 beta[kFusedMaxRows];
+          switch (nt) {
+            case 1: rows_dot_fp8_tile<1>(tile, lut, xb, beta); break;
+            case 2: rows_dot_fp8_tile<2>(tile, lut, xb, beta); break;
+            case 3: rows_dot_fp8_tile<3>(tile, lut, xb, beta); break;
+            default: rows_dot_fp8_tile<4>(tile, lut, xb, beta); break;
+          }
+          for (int i = 0; i < nt; ++i) chain_row(i, beta[i]);
+          continue;
+        }
+        if (n_ok > 0) fp8_tile_decode(tile, lut, wt);
+        if (n_ok < nt) decode_exact(general, o, kOutTile, k, kBlock, wf);
+        auto one_row = [&](int i) {
+          if (!row_ok(i)) return chain_row(i, row_general(x + i * tl.x_stride + k, kBlock, wf));
+          __m512 beta[1];
+          rows_dot_t<1>(xb + i * kBlock, wt, beta);
+          chain_row(i, beta[0]);
+        };
+        auto group = [&]<int R>(int i0) {
+          bool ok = true;
+          for (int r = 0; r < R; ++r) ok = ok && row_ok(i0 + r);
+          if (!ok) {
+            for (int r = 0; r < R; ++r) one_row(i0 + r);
+            return;
+          }
+          __m512 beta[R];
+          rows_dot_t<R>(xb + i0 * kBlock, wt, beta);
+          for (int r = 0; r < R; ++r) chain_row(i0 + r, beta[r]);
+        };
+        int i = 0;
+        for (; i + 4 <= nt; i += 4) group.template operator()<4>(i);
+        for (; i + 2 <= nt; i += 2) group.template operator()<2>(i);
+        for (; i < nt; ++i) one_row(i);
+      }
+    }
+  }
+  for (int i = 0; i < nt; ++i)
+    for (int s = 0; s * kOutTile < no; ++s) _mm512_storeu_ps(tl.y + i * kMaxOutTile + s * kOutTile, total[i][s]);
+}
+
 }  // namespace
 
 void avx512_bf16_gemm_tile(const Tile& tl) {
   switch (tl.w->format) {
-    case WeightFormat::kFP8: return gemm_tile<GemmFp8>(tl);
+    case WeightFormat::kFP8: return tl.w->fp8_dot ? fp8_tiles_gemm(tl) : gemm_tile<GemmFp8>(tl);
     case WeightFormat::kFP4: return gemm_tile<GemmFp4>(tl);
     case WeightFormat::kBF16: return gemm_tile<GemmBf16>(tl);
     case WeightFormat::kF32: break;

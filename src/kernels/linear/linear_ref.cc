@@ -25,8 +25,7 @@ float weight_at(const LinearWeight& w, int64_t o, int64_t i) {
       return static_cast<const float*>(w.data)[o * w.in + i];
     case WeightFormat::kFP8: {
       const int64_t nbk = ceil_div<int64_t>(w.in, 128);
-      const uint8_t code = static_cast<const uint8_t*>(w.data)[o * w.in + i];
-      return e4m3_decode(code) * ue8m0_decode(w.scale[(o / 128) * nbk + i / 128]);
+      return e4m3_decode(fp8_code(w, o, i)) * ue8m0_decode(w.scale[(o / 128) * nbk + i / 128]);
     }
     case WeightFormat::kFP4: {
       return e2m1_decode(fp4_code(w, o, i)) * ue8m0_decode(w.scale[o * (w.in / 32) + i / 32]);

@@ -99,7 +99,8 @@ struct Kernels {
   int row_tile;   // rows per tile, <= kMaxRowTile
   TileFn x_bf16;  // x is bf16
   TileFn x_f32;   // x is fp32
-  bool fp4_dot;   // x_bf16 reads FP4 weights with LinearWeight::fp4_dot (others: as stored)
+  bool dot_layouts;  // x_bf16 reads LinearWeight::fp4_dot and fp8_dot weights fast (others:
+                     // the scalar variant reads them)
 };
 
 Kernels scalar_kernels();

@@ -262,6 +262,97 @@ TEST_P(LinearIsa, Fp4DotLayoutSameBitsAsStored) {
     }
 }
 
+// The FP8 tile layout's offsets (numeric/linear_weight.h fp8_dot_offset) place the 2048
+// codes of a tile at 2048 distinct bytes.
+TEST(LinearFp8Tiles, OffsetsArePermutation) {
+  std::vector<int> seen(kFp8TileBytes, 0);
+  for (int j = 0; j < kFp8TileRows; ++j)
+    for (int c = 0; c < kFp8TileCols; ++c) {
+      const int at = fp8_dot_offset(j, c);
+      ASSERT_TRUE(at >= 0 && at < kFp8TileBytes) << j << ", " << c;
+      ++seen[at];
+    }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), kFp8TileBytes);
+}
+
+// FP8 in the tile layout (LinearWeight::fp8_dot, packed at load for kAvx512Bf16 with
+// VBMI): every variant, at every T up to 64 (fused rows, the decoded tile, spans of K),
+// bf16 and fp32 x, 1 and 2 threads, gives the scalar variant's bits on the stored layout;
+// weight_at reads both alike; a slice at a tile (o0 = 16: the fast path) and off one
+// (o0 = 8: the scalar variant), a K range and the grouped tree too. Realistic weights
+// (the VDPBF16PS path), every code / scale byte (NaN codes, scales outside the range
+// check: the multiply-add path) and x with huge / subnormal values (rows outside it).
+TEST_P(LinearIsa, Fp8TileLayoutSameBitsAsStored) {
+  const Shape shapes[] = {{"fp8", WeightFormat::kFP8, 256, 256},
+                          {"fp8.grid", WeightFormat::kFP8, 144, 384},  // a partial 128-row scale block
+                          {"fp8.spans", WeightFormat::kFP8, 32, 33 * 128}};
+  constexpr int kRows = 64;
+  for (const Shape& sh : shapes)
+    for (int kind = 0; kind < 3; ++kind) {  // realistic; wild weights; realistic weights, wild x
+      const bool wild_w = kind == 1, wild_x = kind >= 1;
+      const auto ow = wild_w ? wild_weight(sh.format, sh.out, sh.in, 93) : test::random_weight(sh.format, sh.out, sh.in, 93);
+      const LinearWeight w = ow.view();
+      std::vector<uint8_t> packed(ow.data.size());
+      for (int64_t o = 0; o < sh.out; o += kFp8TileRows)
+        fp8_pack_dot_rows(ow.data.data() + o * sh.in, sh.in, packed.data() + o * sh.in);
+      LinearWeight wp = w;
+      wp.data = packed.data();
+      wp.fp8_dot = true;
+      const std::string what = sh.name + std::string(kind == 0 ? "" : kind == 1 ? " wild" : " wild x");
+      ASSERT_NE(packed, ow.data) << what;  // the layout differs
+      for (int64_t o = 0; o < sh.out; ++o)
+        for (int64_t i = 0; i < sh.in; ++i) {
+          const float a = weight_at(w, o, i), b = weight_at(wp, o, i);
+          ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << what << " weight_at " << o << ", " << i;
+        }
+      auto x = wild_x ? wild_rows(kRows * sh.in, 94, false) : random_rows(kRows * sh.in, 94);
+      if (!wild_x) actq_rows(x.data(), kRows, sh.in, x.data(), 0, 1);
+      std::vector<float> xf(x.size());
+      for (size_t i = 0; i < x.size(); ++i) xf[i] = x[i].to_float() * 0.75f;
+      std::vector<float> want(kRows * w.out), want_f(kRows * w.out), got(kRows * w.out);
+      {
+        IsaScope scalar(Isa::kScalar);
+        linear_f32(w, x.data(), kRows, want.data(), 0, 1);
+        linear_f32_in(w, xf.data(), kRows, want_f.data(), 0, 1);
+      }
+      {
+        IsaScope scope(GetParam());
+        for (int nthreads : {1, 2})
+          for (int T = 1; T <= kRows; T += T < 10 ? 1 : 7) {
+            std::fill(got.begin(), got.end(), -1.0f);
+            run(nthreads, [&](int tid, int n) { linear_f32(wp, x.data(), T, got.data(), tid, n); });
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), T * w.out * sizeof(float)), 0)
+                << what << " T=" << T << " nthreads=" << nthreads;
+            for (int64_t i = T * w.out; i < kRows * w.out; ++i) ASSERT_EQ(got[i], -1.0f) << what << " T=" << T;
+            run(nthreads, [&](int tid, int n) { linear_f32_in(wp, xf.data(), T, got.data(), tid, n); });
+            ASSERT_EQ(std::memcmp(got.data(), want_f.data(), T * w.out * sizeof(float)), 0)
+                << what << " f32 in T=" << T << " nthreads=" << nthreads;
+          }
+      }
+      if (kind == 1) continue;  // slices: realistic weights
+      for (int64_t o0 : {16, 8}) {
+        LinearSlice s;
+        s.o0 = o0;
+        s.o1 = sh.out;
+        s.k0 = 128;
+        s.k_group = sh.in == 33 * 128 ? 8 * 128 : 0;
+        if (s.k_group > 0) s.k1 = 33 * 128;
+        std::vector<float> ws(kRows * (s.o1 - s.o0), -1.0f), gs(ws.size());
+        {
+          IsaScope scalar(Isa::kScalar);
+          linear_slice(w, s, x.data(), kRows, ws.data(), 0, 1);
+        }
+        IsaScope scope(GetParam());
+        for (int T : {1, 3, 4, 5, 17, 64}) {
+          std::fill(gs.begin(), gs.end(), -1.0f);
+          run(2, [&](int tid, int n) { linear_slice(wp, s, x.data(), T, gs.data(), tid, n); });
+          ASSERT_EQ(std::memcmp(gs.data(), ws.data(), T * (s.o1 - s.o0) * sizeof(float)), 0)
+              << what << " slice o0=" << o0 << " T=" << T;
+        }
+      }
+    }
+}
+
 // actq_rows (AVX-512 from kAvx512 on) gives actq_dequant_row's bits: every bf16 bit
 // pattern once (NaN / Inf rows take the scalar row), rows of one magnitude band (scale
 // exponents from the amax floor up to 2^120, the subnormal grid, ties), in place or not.
