@@ -170,22 +170,14 @@ void check_linear(const SafetensorsSet& files, const Linear& lin, const std::str
   const TensorView* v = files.find(name);
   ASSERT_NE(v, nullptr);
   ASSERT_NE(lin.w.data, nullptr);
-  if (lin.w.format == WeightFormat::kFP4 && lin.w.fp4_dot) {
-    // Rewritten into the kernels' dot layout at load: the same code at every (o, i).
+  if (lin.w.fp4_dot || lin.w.fp8_dot) {
+    // Rewritten into the kernels' dot layouts at load: the same code at every (o, i).
     LinearWeight stored = lin.w;
     stored.data = v->data;
-    stored.fp4_dot = false;
+    stored.fp4_dot = stored.fp8_dot = false;
+    const auto code = lin.w.fp4_dot ? fp4_code : fp8_code;
     for (int64_t o = 0; o < lin.w.out; ++o)
-      for (int64_t i = 0; i < lin.w.in; ++i)
-        ASSERT_EQ(fp4_code(lin.w, o, i), fp4_code(stored, o, i)) << o << ", " << i;
-  } else if (lin.w.format == WeightFormat::kFP8 && lin.w.fp8_dot) {
-    // Rewritten into the kernels' tile layout at load: the same code at every (o, i).
-    LinearWeight stored = lin.w;
-    stored.data = v->data;
-    stored.fp8_dot = false;
-    for (int64_t o = 0; o < lin.w.out; ++o)
-      for (int64_t i = 0; i < lin.w.in; ++i)
-        ASSERT_EQ(fp8_code(lin.w, o, i), fp8_code(stored, o, i)) << o << ", " << i;
+      for (int64_t i = 0; i < lin.w.in; ++i) ASSERT_EQ(code(lin.w, o, i), code(stored, o, i)) << o << ", " << i;
   } else {
     EXPECT_EQ(0, std::memcmp(lin.w.data, v->data, v->n_bytes));
   }

@@ -489,6 +489,28 @@ inline void decode_exact(const D& general, int64_t o, int ns, int64_t k, int wid
   }
 }
 
+// Rows [0, nt) on a transposed block wt: groups of 4, then 2, whose rows all pass the
+// range check by rows_dot_t; every other row by one_row(i). chain_row(i, beta) chains a beta.
+template <class Ok, class One, class Chain>
+inline void rows_on_transposed(int nt, const uint16_t* xd, const __m512i (*wt)[kOutTile], Ok row_ok, One one_row,
+                               Chain chain_row) {
+  auto group = [&]<int R>(int i0) {
+    bool ok = true;
+    for (int r = 0; r < R; ++r) ok = ok && row_ok(i0 + r);
+    if (!ok) {
+      for (int r = 0; r < R; ++r) one_row(i0 + r);
+      return;
+    }
+    __m512 beta[R];
+    rows_dot_t<R>(xd + i0 * kBlock, wt, beta);
+    for (int r = 0; r < R; ++r) chain_row(i0 + r, beta[r]);
+  };
+  int i = 0;
+  for (; i + 4 <= nt; i += 4) group.template operator()<4>(i);
+  for (; i + 2 <= nt; i += 2) group.template operator()<2>(i);
+  for (; i < nt; ++i) one_row(i);
+}
+
 // Fewer rows than kTransposeMinRows: per sub-tile of 16 outputs, K in spans of
 // kGemvSpanRows / nt blocks, so only 16 weight rows stream at a time, each in runs
 // of a span (gemm_tile's block-outer order keeps 64 rows in flight, one block
@@ -612,24 +634,12 @@ void gemm_tile(const Tile& tl) {
         }
         chain_row(i, row_general(x + i * tl.x_stride + k, width, wf));
       };
-      int i = 0;
       if (fast && nt >= kTransposeMinRows) {
         transpose_block(wd, wt);
-        auto group = [&]<int R>(int i0) {
-          bool ok = true;
-          for (int r = 0; r < R; ++r) ok = ok && row_ok(i0 + r);
-          if (!ok) {
-            for (int r = 0; r < R; ++r) one_row(i0 + r);
-            return;
-          }
-          __m512 beta[R];
-          rows_dot_t<R>(xd + i0 * kBlock, wt, beta);
-          for (int r = 0; r < R; ++r) chain_row(i0 + r, beta[r]);
-        };
-        for (; i + 4 <= nt; i += 4) group.template operator()<4>(i);
-        for (; i + 2 <= nt; i += 2) group.template operator()<2>(i);
+        rows_on_transposed(nt, xd, wt, row_ok, one_row, chain_row);
+      } else {
+        for (int i = 0; i < nt; ++i) one_row(i);
       }
-      for (; i < nt; ++i) one_row(i);
     }
   }
   for (int i = 0; i < nt; ++i)
@@ -708,21 +718,7 @@ void fp8_tiles_gemm(const Tile& tl) {
           rows_dot_t<1>(xb + i * kBlock, wt, beta);
           chain_row(i, beta[0]);
         };
-        auto group = [&]<int R>(int i0) {
-          bool ok = true;
-          for (int r = 0; r < R; ++r) ok = ok && row_ok(i0 + r);
-          if (!ok) {
-            for (int r = 0; r < R; ++r) one_row(i0 + r);
-            return;
-          }
-          __m512 beta[R];
-          rows_dot_t<R>(xb + i0 * kBlock, wt, beta);
-          for (int r = 0; r < R; ++r) chain_row(i0 + r, beta[r]);
-        };
-        int i = 0;
-        for (; i + 4 <= nt; i += 4) group.template operator()<4>(i);
-        for (; i + 2 <= nt; i += 2) group.template operator()<2>(i);
-        for (; i < nt; ++i) one_row(i);
+        rows_on_transposed(nt, xb, wt, row_ok, one_row, chain_row);
       }
     }
   }

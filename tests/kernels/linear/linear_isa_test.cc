@@ -209,6 +209,33 @@ TEST_P(LinearIsa, SameBitsAsScalarAcrossGemvSpans) {
   }
 }
 
+// A weight packed into a dot layout (wp) against the same weight as stored (w): on `isa`,
+// linear_f32 (bf16 x) and linear_f32_in (fp32 x = 0.75·x) of wp at each T in `ts`, 1 and 2
+// threads, equal the scalar variant's on w; rows from T on keep the sentinel -1.
+void expect_packed_same_bits(Isa isa, const LinearWeight& w, const LinearWeight& wp, const std::vector<bf16>& x,
+                             int rows, const std::vector<int>& ts, const std::string& what) {
+  std::vector<float> xf(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xf[i] = x[i].to_float() * 0.75f;
+  std::vector<float> want(rows * w.out), want_f(rows * w.out), got(rows * w.out);
+  {
+    IsaScope scalar(Isa::kScalar);
+    linear_f32(w, x.data(), rows, want.data(), 0, 1);
+    linear_f32_in(w, xf.data(), rows, want_f.data(), 0, 1);
+  }
+  IsaScope scope(isa);
+  for (int nthreads : {1, 2})
+    for (int T : ts) {
+      std::fill(got.begin(), got.end(), -1.0f);
+      run(nthreads, [&](int tid, int n) { linear_f32(wp, x.data(), T, got.data(), tid, n); });
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), T * w.out * sizeof(float)), 0)
+          << what << " T=" << T << " nthreads=" << nthreads;
+      for (int64_t i = T * w.out; i < rows * w.out; ++i) ASSERT_EQ(got[i], -1.0f) << what << " T=" << T;
+      run(nthreads, [&](int tid, int n) { linear_f32_in(wp, xf.data(), T, got.data(), tid, n); });
+      ASSERT_EQ(std::memcmp(got.data(), want_f.data(), T * w.out * sizeof(float)), 0)
+          << what << " f32 in T=" << T << " nthreads=" << nthreads;
+    }
+}
+
 // FP4 in the dot layout (LinearWeight::fp4_dot, packed at load for kAvx512Bf16 with
 // VBMI): every variant, at T up to 64, bf16 and fp32 x, gives the scalar variant's bits
 // on the stored layout; the reference's weight_at reads both alike. Realistic weights
@@ -239,26 +266,8 @@ TEST_P(LinearIsa, Fp4DotLayoutSameBitsAsStored) {
         }
       auto x = wild ? wild_rows(kRows * sh.in, 92, false) : random_rows(kRows * sh.in, 92);
       if (sh.in % 128 == 0) actq_rows(x.data(), kRows, sh.in, x.data(), 0, 1);
-      std::vector<float> xf(x.size());
-      for (size_t i = 0; i < x.size(); ++i) xf[i] = x[i].to_float() * 0.75f;
-      std::vector<float> want(kRows * w.out), want_f(kRows * w.out), got(kRows * w.out);
-      {
-        IsaScope scalar(Isa::kScalar);
-        linear_f32(w, x.data(), kRows, want.data(), 0, 1);
-        linear_f32_in(w, xf.data(), kRows, want_f.data(), 0, 1);
-      }
-      IsaScope scope(GetParam());
-      for (int nthreads : {1, 2})
-        for (int T : {1, 2, 3, 5, 7, 8, 9, 16, 31, 64}) {
-          std::fill(got.begin(), got.end(), -1.0f);
-          run(nthreads, [&](int tid, int n) { linear_f32(wp, x.data(), T, got.data(), tid, n); });
-          ASSERT_EQ(std::memcmp(got.data(), want.data(), T * w.out * sizeof(float)), 0)
-              << what << " T=" << T << " nthreads=" << nthreads;
-          for (int64_t i = T * w.out; i < kRows * w.out; ++i) ASSERT_EQ(got[i], -1.0f) << what << " T=" << T;
-          run(nthreads, [&](int tid, int n) { linear_f32_in(wp, xf.data(), T, got.data(), tid, n); });
-          ASSERT_EQ(std::memcmp(got.data(), want_f.data(), T * w.out * sizeof(float)), 0)
-              << what << " f32 in T=" << T << " nthreads=" << nthreads;
-        }
+      expect_packed_same_bits(GetParam(), w, wp, x, kRows, {1, 2, 3, 5, 7, 8, 9, 16, 31, 64}, what);
+      if (HasFatalFailure()) return;
     }
 }
 
@@ -307,28 +316,10 @@ TEST_P(LinearIsa, Fp8TileLayoutSameBitsAsStored) {
         }
       auto x = wild_x ? wild_rows(kRows * sh.in, 94, false) : random_rows(kRows * sh.in, 94);
       if (!wild_x) actq_rows(x.data(), kRows, sh.in, x.data(), 0, 1);
-      std::vector<float> xf(x.size());
-      for (size_t i = 0; i < x.size(); ++i) xf[i] = x[i].to_float() * 0.75f;
-      std::vector<float> want(kRows * w.out), want_f(kRows * w.out), got(kRows * w.out);
-      {
-        IsaScope scalar(Isa::kScalar);
-        linear_f32(w, x.data(), kRows, want.data(), 0, 1);
-        linear_f32_in(w, xf.data(), kRows, want_f.data(), 0, 1);
-      }
-      {
-        IsaScope scope(GetParam());
-        for (int nthreads : {1, 2})
-          for (int T = 1; T <= kRows; T += T < 10 ? 1 : 7) {
-            std::fill(got.begin(), got.end(), -1.0f);
-            run(nthreads, [&](int tid, int n) { linear_f32(wp, x.data(), T, got.data(), tid, n); });
-            ASSERT_EQ(std::memcmp(got.data(), want.data(), T * w.out * sizeof(float)), 0)
-                << what << " T=" << T << " nthreads=" << nthreads;
-            for (int64_t i = T * w.out; i < kRows * w.out; ++i) ASSERT_EQ(got[i], -1.0f) << what << " T=" << T;
-            run(nthreads, [&](int tid, int n) { linear_f32_in(wp, xf.data(), T, got.data(), tid, n); });
-            ASSERT_EQ(std::memcmp(got.data(), want_f.data(), T * w.out * sizeof(float)), 0)
-                << what << " f32 in T=" << T << " nthreads=" << nthreads;
-          }
-      }
+      std::vector<int> rows;
+      for (int T = 1; T <= kRows; T += T < 10 ? 1 : 7) rows.push_back(T);
+      expect_packed_same_bits(GetParam(), w, wp, x, kRows, rows, what);
+      if (HasFatalFailure()) return;
       if (kind == 1) continue;  // slices: realistic weights
       for (int64_t o0 : {16, 8}) {
         LinearSlice s;
