@@ -14,7 +14,9 @@
 //                    FP8/FP4 with bf16 x from 3 rows: the FMA GEMM tile (kAvx512,
 //                    and kAvx512Bf16 without VBMI)
 //   linear_avx512_gemm.cc  kAvx512Bf16 with VBMI, FP8/FP4 weights (and BF16 from
-//                    2 rows), bf16 x: each weight block decoded once for up to 64 rows
+//                    2 rows), bf16 x: each weight block decoded once for up to 64 rows;
+//                    the only variant reading FP4 / FP8 in the dot layouts fast
+//                    (LinearWeight::fp4_dot, fp8_dot)
 // The ISA translation units use intrinsics and this header only: an inline
 // function with external linkage (std:: or dsv4 headers) compiled there could be
 // the copy the linker keeps for the whole program and run on a CPU without the ISA.
