@@ -20,7 +20,7 @@
 //        value is a normal bf16; NaN codes give NaN), the sign is ORed in,
 //        vpunpck{l,h}bw make words. In the tile layout (LinearWeight::fp8_dot, packed
 //        at load) the codes are already in the order of the transposed block: the
-//        lookups and vpunpck{l,h}bw give its vectors directly (fp8_tile_tile), with no
+//        lookups and vpunpck{l,h}bw give its vectors directly (fp8_tile_pair), with no
 //        vpermb and no transpose, and one 16-row tile is one scale, one sequential read.
 //   FP4: vpermb puts each weight's byte into its word, vpsrlvw its nibble into bits
 //        0..3, vpermw looks up bf16(e2m1 value · 2^(s-127)) in the 32-word table of
