@@ -89,8 +89,7 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
       for (int64_t r = 0; r < wc.n * s.out; ++r) fp4_pack_dot_row(wc.data.data() + r * (s.in / 2), s.in);
     if (fp8_dot) {
       const std::vector<uint8_t> stored = wc.data;
-      for (int64_t r = 0; r < wc.n * s.out; r += kFp8TileRows)
-        fp8_pack_dot_rows(stored.data() + r * s.in, s.in, wc.data.data() + r * s.in);
+      fp8_pack_dot(stored.data(), wc.n * s.out, s.in, wc.data.data());
     }
     for (int T : sets.rows) {
       std::vector<bf16> x(static_cast<size_t>(T * s.in)), y(static_cast<size_t>(T * s.out));

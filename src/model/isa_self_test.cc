@@ -82,7 +82,7 @@ OwnedWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t 
       o.scale = random_bytes(rng, ((out + 127) / 128) * ((in + 127) / 128), 120, 127);
       if (dot) {
         std::vector<uint8_t> stored = o.data;
-        for (int64_t r = 0; r < out; r += kFp8TileRows) fp8_pack_dot_rows(stored.data() + r * in, in, o.data.data() + r * in);
+        fp8_pack_dot(stored.data(), out, in, o.data.data());
         o.w.fp8_dot = true;
       }
       break;

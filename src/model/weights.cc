@@ -408,7 +408,7 @@ class Loader {
       for (int64_t o = 0; o < lw.out; ++o) fp4_pack_dot_row(dst + o * (lw.in / 2), lw.in);
       lw.fp4_dot = true;
     } else {
-      for (int64_t o = 0; o < lw.out; o += kFp8TileRows) fp8_pack_dot_rows(src + o * lw.in, lw.in, dst + o * lw.in);
+      fp8_pack_dot(src, lw.out, lw.in, dst);
       lw.fp8_dot = true;
     }
     advise_pageout(lw.data, n_bytes);

@@ -106,13 +106,14 @@ inline int64_t fp8_code_offset(const LinearWeight& w, int64_t o, int64_t i) {
 inline uint8_t fp8_code(const LinearWeight& w, int64_t o, int64_t i) {
   return static_cast<const uint8_t*>(w.data)[fp8_code_offset(w, o, i)];
 }
-// Writes the codes of rows [16g, 16g + 16) (stored order at src, row stride in) as
-// tiles at dst (16·in bytes); in % 128 == 0.
-inline void fp8_pack_dot_rows(const uint8_t* src, int64_t in, uint8_t* dst) {
-  for (int64_t t = 0; t < in / kFp8TileCols; ++t)
-    for (int j = 0; j < kFp8TileRows; ++j)
-      for (int c = 0; c < kFp8TileCols; ++c)
-        dst[t * kFp8TileBytes + fp8_dot_offset(j, c)] = src[j * in + t * kFp8TileCols + c];
+// Writes the codes of a [rows, in] FP8 matrix (stored order at src) as tiles at dst
+// (rows·in bytes, not overlapping src); fp8_dot_fits(rows, in).
+inline void fp8_pack_dot(const uint8_t* src, int64_t rows, int64_t in, uint8_t* dst) {
+  for (int64_t g = 0; g < rows; g += kFp8TileRows)
+    for (int64_t t = 0; t < in / kFp8TileCols; ++t)
+      for (int j = 0; j < kFp8TileRows; ++j)
+        for (int c = 0; c < kFp8TileCols; ++c)
+          dst[g * in + t * kFp8TileBytes + fp8_dot_offset(j, c)] = src[(g + j) * in + t * kFp8TileCols + c];
 }
 
 }  // namespace dsv4

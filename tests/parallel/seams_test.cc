@@ -72,8 +72,7 @@ TEST(Seams, AttnOutputEqualsOneRank) {
       LinearWeight v = ow.view();
       if (!tiles) return v;
       const std::vector<uint8_t> stored = ow.data;
-      for (int64_t o = 0; o < ow.out; o += kFp8TileRows)
-        fp8_pack_dot_rows(stored.data() + o * ow.in, ow.in, ow.data.data() + o * ow.in);
+      fp8_pack_dot(stored.data(), ow.out, ow.in, ow.data.data());
       v.fp8_dot = true;
       return v;
     };

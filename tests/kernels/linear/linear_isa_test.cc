@@ -302,8 +302,7 @@ TEST_P(LinearIsa, Fp8TileLayoutSameBitsAsStored) {
       const auto ow = wild_w ? wild_weight(sh.format, sh.out, sh.in, 93) : test::random_weight(sh.format, sh.out, sh.in, 93);
       const LinearWeight w = ow.view();
       std::vector<uint8_t> packed(ow.data.size());
-      for (int64_t o = 0; o < sh.out; o += kFp8TileRows)
-        fp8_pack_dot_rows(ow.data.data() + o * sh.in, sh.in, packed.data() + o * sh.in);
+      fp8_pack_dot(ow.data.data(), sh.out, sh.in, packed.data());
       LinearWeight wp = w;
       wp.data = packed.data();
       wp.fp8_dot = true;
