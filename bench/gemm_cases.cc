@@ -84,12 +84,10 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
     // fp8_dot).
     const bool dot = kernels::linear_reads_dot_layouts();
     const bool fp4_dot = dot && s.form == StorageForm::kFP4;
-    const bool fp8_dot = dot && s.form == StorageForm::kFP8 && fp8_dot_fits(s.out, s.in);
-    if (fp4_dot)
-      for (int64_t r = 0; r < wc.n * s.out; ++r) fp4_pack_dot_row(wc.data.data() + r * (s.in / 2), s.in);
-    if (fp8_dot) {
+    const bool fp8_dot = dot && s.form == StorageForm::kFP8 && dot_tiles_fit(s.out, s.in);
+    if (fp4_dot || fp8_dot) {
       const std::vector<uint8_t> stored = wc.data;
-      fp8_pack_dot(stored.data(), wc.n * s.out, s.in, wc.data.data());
+      (fp4_dot ? fp4_pack_dot : fp8_pack_dot)(stored.data(), wc.n * s.out, s.in, wc.data.data());
     }
     for (int T : sets.rows) {
       std::vector<bf16> x(static_cast<size_t>(T * s.in)), y(static_cast<size_t>(T * s.out));

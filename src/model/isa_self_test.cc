@@ -57,7 +57,7 @@ struct OwnedWeight {
   std::vector<uint8_t> data, scale;
 };
 
-// dot: FP4 / FP8 in the kernels' dot layouts (LinearWeight::fp4_dot, fp8_dot).
+// dot: FP4 / FP8 in the kernels' tile layouts (LinearWeight::fp4_dot, fp8_dot).
 OwnedWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t in, bool dot) {
   OwnedWeight o;
   o.w.format = f;
@@ -90,9 +90,11 @@ OwnedWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t 
     case WeightFormat::kFP4: {
       o.data = random_bytes(rng, out * in / 2, 0, 255);
       o.scale = random_bytes(rng, out * (in / 32), 120, 127);
-      if (dot)
-        for (int64_t r = 0; r < out; ++r) fp4_pack_dot_row(o.data.data() + r * (in / 2), in);
-      o.w.fp4_dot = dot;
+      if (dot) {
+        const std::vector<uint8_t> stored = o.data;
+        fp4_pack_dot(stored.data(), out, in, o.data.data());
+        o.w.fp4_dot = true;
+      }
       break;
     }
   }
@@ -132,7 +134,7 @@ Status check_linear(Isa isa, std::mt19937& rng) {
       {"fp8 tile layout", WeightFormat::kFP8, 144, 384, true},        // partial scale grid in out
       {"fp8 tile layout, grouped K", WeightFormat::kFP8, 32, 512, true, false, 256},
       {"fp4 stored", WeightFormat::kFP4, 48, 416},           // partial last K block
-      {"fp4 dot layout", WeightFormat::kFP4, 48, 416, true},
+      {"fp4 tile layout", WeightFormat::kFP4, 48, 384, true},
       {"bf16", WeightFormat::kBF16, 40, 200, false, false},
   };
   for (const LinearCase& c : cases) {

@@ -376,13 +376,13 @@ class Loader {
 
   bool reads(const std::string& name) const { return !options_.reads || options_.reads(name); }
 
-  // Whether matrix `name` is rewritten into a dot layout at load (LinearWeight::fp4_dot,
-  // fp8_dot): FP4 always, FP8 in whole 16 x 128 tiles; only those this process reads, and
+  // Whether matrix `name` is rewritten into a tile layout at load (LinearWeight::fp4_dot,
+  // fp8_dot): FP4 and FP8 of whole 16 x 128 tiles; only those this process reads, and
   // only when the selected kernel variant reads the layouts.
   bool packs(const std::string& name, const FoundMatrix& m) const {
     if (!options_.dot_layouts || !kernels::linear_reads_dot_layouts() || !reads(name)) return false;
-    if (m.form == StorageForm::kFP4) return true;
-    return m.form == StorageForm::kFP8 && fp8_dot_fits(m.weight->shape[0], m.weight->shape[1]);
+    if (m.form == StorageForm::kFP4) return dot_tiles_fit(m.weight->shape[0], 2 * m.weight->shape[1]);
+    return m.form == StorageForm::kFP8 && dot_tiles_fit(m.weight->shape[0], m.weight->shape[1]);
   }
   // Bytes of the matrices packs() takes, each 64-byte aligned.
   size_t packed_bytes() const {
@@ -404,8 +404,7 @@ class Loader {
     packed_used_ += ceil_div<size_t>(n_bytes, 64) * 64;
     const uint8_t* src = static_cast<const uint8_t*>(lw.data);
     if (lw.format == WeightFormat::kFP4) {
-      std::memcpy(dst, src, n_bytes);
-      for (int64_t o = 0; o < lw.out; ++o) fp4_pack_dot_row(dst + o * (lw.in / 2), lw.in);
+      fp4_pack_dot(src, lw.out, lw.in, dst);
       lw.fp4_dot = true;
     } else {
       fp8_pack_dot(src, lw.out, lw.in, dst);

@@ -5,12 +5,14 @@
 //   kFP8 : data = e4m3 codes [out, in], scale = ue8m0 [ceil(out/128), ceil(in/128)]
 //   kFP4 : data = packed e2m1 [out, in/2] (low nibble = even element),
 //          scale = ue8m0 [out, in/32]
-//          With fp4_dot, each full 128-column block of a row (64 bytes) is instead
-//          laid out for the VDPBF16PS kernel (kernels/linear/linear_avx512_gemm.cc),
-//          which then finds a chunk's 32 lookup indices with one shift: the block is 32
-//          little-endian 16-bit words, nibble j of word v holding column
-//          32j + fp4_dot_col(v) of the block. A partial last block stays as stored.
-//          Same bytes, same scales: only the order of the nibbles changes.
+//          With fp4_dot (needs out % 16 == 0 and in % 128 == 0), the codes are instead
+//          laid out for the VDPBF16PS kernel (kernels/linear/linear_avx512_gemm.cc) in
+//          tiles of 16 rows x 128 columns (1024 bytes) along K, then the next 16 rows
+//          (rows [16g, 16g + 16) start at byte 16g·in/2 as before), so the kernel reads
+//          one sequential run per 16 rows. Inside a tile, row j's block is the 64 bytes at
+//          64j: 32 little-endian 16-bit words, nibble m of word v holding column
+//          32m + fp4_dot_col(v), so a chunk's 32 lookup indices take one shift. Same
+//          bytes, same scales (as stored): only the order of the nibbles changes.
 //          With fp8_dot (needs out % 16 == 0 and in % 128 == 0), the codes are instead
 //          stored tile by tile for the same kernel: tiles of 16 rows x 128 columns (one
 //          scale, 2048 bytes) follow each other along K, then the next 16 rows (so rows
@@ -34,59 +36,48 @@ struct LinearWeight {
   int64_t in = 0;
   const void* data = nullptr;
   const uint8_t* scale = nullptr;
-  bool fp4_dot = false;  // kFP4 only: full blocks in the dot layout above
+  bool fp4_dot = false;  // kFP4 only: codes in 16 x 128 tiles (above)
   bool fp8_dot = false;  // kFP8 only: codes in 16 x 128 tiles (above)
 
   bool quantized() const { return format == WeightFormat::kFP8 || format == WeightFormat::kFP4; }
 };
 
+// The tile layouts (fp4_dot, fp8_dot): rows and columns of a tile, its bytes.
+constexpr int kDotTileRows = 16;
+constexpr int kDotTileCols = 128;
+constexpr int kFp8TileBytes = kDotTileRows * kDotTileCols;
+constexpr int kFp4TileBytes = kDotTileRows * kDotTileCols / 2;
+// Whether a [out, in] FP8 or FP4 weight can take the tile layout.
+constexpr bool dot_tiles_fit(int64_t out, int64_t in) { return out % kDotTileRows == 0 && in % kDotTileCols == 0; }
+
 // Column (within its 32-column chunk) held by word v of the dot layout: VDPBF16PS adds
 // a lane's odd word first, and lane l sums columns l, l + 16 (linear.h K order).
 constexpr int fp4_dot_col(int v) { return v % 2 == 1 ? (v - 1) / 2 : 16 + v / 2; }
-// Byte offset in its block and nibble (0 low, 1 high) of column c < 128 of a full
-// block in the dot layout.
+// Byte offset in its row's 64-byte block and nibble (0 low, 1 high) of column c < 128
+// in the tile layout.
 constexpr int fp4_dot_byte(int c) {
   const int r = c % 32, v = r < 16 ? 2 * r + 1 : 2 * (r - 16);
   return 2 * v + (c / 32) / 2;
 }
 constexpr int fp4_dot_nibble(int c) { return (c / 32) % 2; }
 
+// Byte offset of row o's 64-byte block blk in an FP4 weight of `in` columns in the tile layout.
+constexpr int64_t fp4_block_offset(int64_t in, int64_t o, int64_t blk) {
+  return (o / kDotTileRows) * kDotTileRows * (in / 2) + blk * kFp4TileBytes + (o % kDotTileRows) * (kDotTileCols / 2);
+}
+
 // The e2m1 code of W[o, i] of an FP4 weight, in either layout.
 inline uint8_t fp4_code(const LinearWeight& w, int64_t o, int64_t i) {
-  const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * (w.in / 2);
-  const int64_t blk = i / 128;
-  if (w.fp4_dot && (blk + 1) * 128 <= w.in) {
+  const uint8_t* data = static_cast<const uint8_t*>(w.data);
+  if (w.fp4_dot) {
     const int c = static_cast<int>(i % 128);
-    const uint8_t b = row[blk * 64 + fp4_dot_byte(c)];
+    const uint8_t b = data[fp4_block_offset(w.in, o, i / kDotTileCols) + fp4_dot_byte(c)];
     return static_cast<uint8_t>(fp4_dot_nibble(c) ? b >> 4 : b & 0xF);
   }
-  const uint8_t b = row[i / 2];
+  const uint8_t b = data[o * (w.in / 2) + i / 2];
   return static_cast<uint8_t>(i % 2 ? b >> 4 : b & 0xF);
 }
 
-// Rewrites one FP4 row (in / 2 bytes, as stored) into the dot layout, in place.
-inline void fp4_pack_dot_row(uint8_t* row, int64_t in) {
-  for (int64_t blk = 0; (blk + 1) * 128 <= in; ++blk) {
-    uint8_t* p = row + blk * 64;
-    uint8_t stored[64];
-    for (int j = 0; j < 64; ++j) stored[j] = p[j];
-    for (int v = 0; v < 32; ++v) {
-      const int r = fp4_dot_col(v);  // column 32j + r: stored byte 16j + r/2, nibble r % 2
-      const int sh = 4 * (r % 2);
-      uint32_t word = 0;
-      for (int j = 0; j < 4; ++j) word |= ((stored[16 * j + r / 2] >> sh) & 0xFu) << (4 * j);
-      p[2 * v] = static_cast<uint8_t>(word);
-      p[2 * v + 1] = static_cast<uint8_t>(word >> 8);
-    }
-  }
-}
-
-// FP8 in the tile layout: the rows of a tile, its columns, its bytes.
-constexpr int kFp8TileRows = 16;
-constexpr int kFp8TileCols = 128;
-constexpr int kFp8TileBytes = kFp8TileRows * kFp8TileCols;
-// Whether a [out, in] FP8 weight can take the tile layout.
-constexpr bool fp8_dot_fits(int64_t out, int64_t in) { return out % kFp8TileRows == 0 && in % kFp8TileCols == 0; }
 // Byte offset inside its tile of row j < 16, column c < 128. The transposed dot vector of
 // chunk m, lane l has in dword j the bf16 words of columns 32m + 16 + l (low) and 32m + l
 // (high) of row j (the x dot layout, kernels/linear/linear_avx512_decode.h dot_order);
@@ -100,20 +91,38 @@ constexpr int fp8_dot_offset(int j, int c) {
 // Offset of W[o, i]'s code in data, in either layout.
 inline int64_t fp8_code_offset(const LinearWeight& w, int64_t o, int64_t i) {
   if (!w.fp8_dot) return o * w.in + i;
-  return (o / kFp8TileRows) * kFp8TileRows * w.in + (i / kFp8TileCols) * kFp8TileBytes +
-         fp8_dot_offset(static_cast<int>(o % kFp8TileRows), static_cast<int>(i % kFp8TileCols));
+  return (o / kDotTileRows) * kDotTileRows * w.in + (i / kDotTileCols) * kFp8TileBytes +
+         fp8_dot_offset(static_cast<int>(o % kDotTileRows), static_cast<int>(i % kDotTileCols));
 }
 inline uint8_t fp8_code(const LinearWeight& w, int64_t o, int64_t i) {
   return static_cast<const uint8_t*>(w.data)[fp8_code_offset(w, o, i)];
 }
 // Writes the codes of a [rows, in] FP8 matrix (stored order at src) as tiles at dst
-// (rows·in bytes, not overlapping src); fp8_dot_fits(rows, in).
+// (rows·in bytes, not overlapping src); dot_tiles_fit(rows, in).
 inline void fp8_pack_dot(const uint8_t* src, int64_t rows, int64_t in, uint8_t* dst) {
-  for (int64_t g = 0; g < rows; g += kFp8TileRows)
-    for (int64_t t = 0; t < in / kFp8TileCols; ++t)
-      for (int j = 0; j < kFp8TileRows; ++j)
-        for (int c = 0; c < kFp8TileCols; ++c)
-          dst[g * in + t * kFp8TileBytes + fp8_dot_offset(j, c)] = src[(g + j) * in + t * kFp8TileCols + c];
+  for (int64_t g = 0; g < rows; g += kDotTileRows)
+    for (int64_t t = 0; t < in / kDotTileCols; ++t)
+      for (int j = 0; j < kDotTileRows; ++j)
+        for (int c = 0; c < kDotTileCols; ++c)
+          dst[g * in + t * kFp8TileBytes + fp8_dot_offset(j, c)] = src[(g + j) * in + t * kDotTileCols + c];
+}
+
+// Writes the codes of a [rows, in] FP4 matrix (stored order at src) as tiles at dst
+// (rows·in/2 bytes, not overlapping src); dot_tiles_fit(rows, in).
+inline void fp4_pack_dot(const uint8_t* src, int64_t rows, int64_t in, uint8_t* dst) {
+  for (int64_t o = 0; o < rows; ++o)
+    for (int64_t blk = 0; blk < in / 128; ++blk) {
+      const uint8_t* p = src + o * (in / 2) + blk * 64;
+      uint8_t* q = dst + fp4_block_offset(in, o, blk);
+      for (int v = 0; v < 32; ++v) {
+        const int r = fp4_dot_col(v);  // column 32m + r: stored byte 16m + r/2, nibble r % 2
+        const int sh = 4 * (r % 2);
+        uint32_t word = 0;
+        for (int m = 0; m < 4; ++m) word |= ((p[16 * m + r / 2] >> sh) & 0xFu) << (4 * m);
+        q[2 * v] = static_cast<uint8_t>(word);
+        q[2 * v + 1] = static_cast<uint8_t>(word >> 8);
+      }
+    }
 }
 
 }  // namespace dsv4

@@ -72,7 +72,7 @@ void decode_block(const LinearWeight& w, int64_t o, int64_t k, int n, float* wb)
       return;
     }
     case WeightFormat::kFP4: {
-      if (w.fp4_dot && k + kBlock <= w.in) {  // a block in the dot layout: code by code
+      if (w.fp4_dot) {  // the tile layout: code by code
         for (int j = 0; j < n; ++j) wb[j] = kE2M1Signed[fp4_code(w, o, k + j)] * scale_value(w.scale[o * (w.in / 32) + (k + j) / 32]);
         return;
       }
@@ -211,19 +211,20 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
              "k_group {} for K width {}", s.k_group, s.k1 - s.k0);
   DSV4_CHECK(w.format != WeightFormat::kFP4 || w.in % 32 == 0, "FP4 in {} % 32", w.in);
   DSV4_CHECK(s.x_stride >= s.k1 && s.y_stride >= s.o1 - s.o0, "strides");
-  // FP8 tiles are 16 rows: threads split the outputs in whole tiles.
-  const int64_t unit = w.fp8_dot ? kFp8TileRows : 1;
+  // FP4 / FP8 in the tile layouts (both packed only so, LinearWeight::fp4_dot, fp8_dot).
+  const bool packed = (w.format == WeightFormat::kFP4 && w.fp4_dot) || (w.format == WeightFormat::kFP8 && w.fp8_dot);
+  // Tiles are 16 rows: threads split the outputs in whole tiles.
+  const int64_t unit = packed ? kDotTileRows : 1;
   Range r = split_range(ceil_div<int64_t>(s.o1 - s.o0, unit), tid, nthreads);
   r.begin *= unit;
   r.end = std::min(r.end * unit, s.o1 - s.o0);
   if (r.size() == 0 || T <= 0) return;
 
-  // FP4 / FP8 in the dot layouts through a variant that reads only the stored ones (or an
-  // FP8 slice not starting at a tile): the scalar variant (same bits; only when the loader
-  // packed for another variant, or for fp32 x).
-  const bool packed = (w.format == WeightFormat::kFP4 && w.fp4_dot) || (w.format == WeightFormat::kFP8 && w.fp8_dot);
+  // Tiles through a variant that reads only the stored layouts (or a slice not starting at
+  // a tile): the scalar variant (same bits; only when the loader packed for another
+  // variant, or for fp32 x).
   const bool dot_ok = !packed || (kernels(current_isa()).dot_layouts && std::is_same_v<XT, bf16> &&
-                                  (!w.fp8_dot || s.o0 % kFp8TileRows == 0));
+                                  s.o0 % kDotTileRows == 0);
   const linear_tile::Kernels& kern = kernels(dot_ok ? current_isa() : Isa::kScalar);
   const linear_tile::TileFn fn = tile_fn(kern, x);
   const int64_t n_blk = ceil_div<int64_t>(s.k1 - s.k0, kBlock);

@@ -25,9 +25,10 @@
 //   FP4: vpermb puts each weight's byte into its word, vpsrlvw its nibble into bits
 //        0..3, vpermw looks up bf16(e2m1 value · 2^(s-127)) in the 32-word table of
 //        the group's scale byte s (kFp4Tables, 2 <= s <= 252; the table repeats at
-//        16, so the other nibble's bit 4 is ignored). In the dot layout
+//        16, so the other nibble's bit 4 is ignored). In the tile layout
 //        (LinearWeight::fp4_dot, packed at load) nibble m of each 16-bit word is chunk
-//        m's index already: one shift and the lookup per chunk.
+//        m's index already (one shift and the lookup per chunk), and the 16 rows of an
+//        output sub-tile read one 1 KiB run per block instead of 16 rows' 64 bytes.
 // Only intrinsics and linear_tile.h here (see linear_tile.h).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -210,7 +211,7 @@ constexpr TileOffsets make_tile_offsets() {
   return t;
 }
 constexpr TileOffsets kTileOffsets = make_tile_offsets();
-static_assert(kOutTile == kFp8TileRows && kBlock == kFp8TileCols);
+static_assert(kOutTile == kDotTileRows && kBlock == kDotTileCols);
 
 // The exact fp32 decode of one row's block of a tile (the multiply-add path): its codes
 // gathered back into column order, then DecodeFp8's decode.
@@ -263,14 +264,22 @@ struct GemmBf16 {
   }
 };
 
+// Row o's 64 code bytes of block k in an FP4 weight: as stored, or in the tile layout
+// (LinearWeight::fp4_dot; numeric/linear_weight.h fp4_block_offset, written out here: this
+// translation unit calls no dsv4 inline function at run time, linear_tile.h).
+inline const uint8_t* fp4_block(const uint8_t* data, int64_t in, bool tiles, int64_t o, int64_t k) {
+  if (!tiles) return data + o * (in / 2) + k / 2;
+  return data + (o / kOutTile) * kOutTile * (in / 2) + (k / kBlock) * (kOutTile * kBlock / 2) + (o % kOutTile) * (kBlock / 2);
+}
+
 // The exact fp32 decode of an FP4 weight in either layout (LinearWeight::fp4_dot): a
-// full block in the dot layout is first put back in the stored nibble order.
+// block in the tile layout is first put back in the stored nibble order.
 struct GeneralFp4 : DecodeFp4 {
   bool dot;
   explicit GeneralFp4(const LinearWeight& w) : DecodeFp4(w), dot(w.fp4_dot) {}
   void full(int64_t o, int64_t k, __m512* out) const {
     if (!dot) return DecodeFp4::full(o, k, out);
-    const uint8_t* p = data + o * (in / 2) + k / 2;
+    const uint8_t* p = fp4_block(data, in, true, o, k);
     uint8_t stored[kBlock / 2] = {};
     for (int v = 0; v < 32; ++v)
       for (int j = 0; j < kDotChunks; ++j) {
@@ -288,7 +297,7 @@ struct GemmFp4 {
   const uint8_t* data;
   const uint8_t* scale;
   int64_t in;
-  bool dot;  // full blocks in the dot layout (LinearWeight::fp4_dot)
+  bool dot;  // the tile layout (LinearWeight::fp4_dot)
   __m512i scale_rows;  // byte offsets q·in/32 of outputs q = 0..15 in the scale array
   explicit GemmFp4(const LinearWeight& w)
       : data(static_cast<const uint8_t*>(w.data)),
@@ -298,7 +307,7 @@ struct GemmFp4 {
         scale_rows(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                       _mm512_set1_epi32(static_cast<int>(w.in / 32)))) {}
   void prefetch(int64_t o, int64_t k) const {
-    prefetch_lines(data + o * (in / 2) + k / 2, kBlock / 2);
+    prefetch_lines(fp4_block(data, in, dot, o, k), kBlock / 2);
     _mm_prefetch(reinterpret_cast<const char*>(scale + o * (in / 32) + k / 32), _MM_HINT_T0);
   }
   // The window of outputs [o, o + ns) at block k together (the intersection of
@@ -319,7 +328,7 @@ struct GemmFp4 {
   }
   void dot_block(int64_t o, int64_t k, __m512i* out) const {
     const uint8_t* sc = scale + o * (in / 32) + k / 32;
-    const __m512i bytes = load(data + o * (in / 2) + k / 2);
+    const __m512i bytes = load(fp4_block(data, in, dot, o, k));
     if (dot) {  // nibble m of each word is chunk m's index (vpermw reads bits 0..4; the table repeats at 16)
       out[0] = _mm512_permutexvar_epi16(bytes, load(kFp4Tables.s[sc[0]].w));
       out[1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(bytes, 4), load(kFp4Tables.s[sc[1]].w));

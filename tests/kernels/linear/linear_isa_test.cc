@@ -236,76 +236,58 @@ void expect_packed_same_bits(Isa isa, const LinearWeight& w, const LinearWeight&
     }
 }
 
-// FP4 in the dot layout (LinearWeight::fp4_dot, packed at load for kAvx512Bf16 with
-// VBMI): every variant, at T up to 64, bf16 and fp32 x, gives the scalar variant's bits
-// on the stored layout; the reference's weight_at reads both alike. Realistic weights
-// (the VDPBF16PS path) and every nibble / scale byte (the multiply-add path), full and
-// partial blocks.
-TEST_P(LinearIsa, Fp4DotLayoutSameBitsAsStored) {
-  const Shape shapes[] = {{"fp4", WeightFormat::kFP4, 256, 256},
-                          {"fp4.k160", WeightFormat::kFP4, 33, 160},
-                          {"fp4.spans", WeightFormat::kFP4, 36, 32 * 128 + 64}};
-  constexpr int kRows = 64;
-  for (const Shape& sh : shapes)
-    for (bool wild : {false, true}) {
-      const auto ow = wild ? wild_weight(sh.format, sh.out, sh.in, 91) : test::random_weight(sh.format, sh.out, sh.in, 91);
-      const LinearWeight w = ow.view();
-      std::vector<uint8_t> packed = ow.data;
-      for (int64_t o = 0; o < sh.out; ++o) fp4_pack_dot_row(packed.data() + o * (sh.in / 2), sh.in);
-      LinearWeight wp = w;
-      wp.data = packed.data();
-      wp.fp4_dot = true;
-      const std::string what = sh.name + std::string(wild ? " wild" : "");
-      if (sh.in >= 128) {
-        ASSERT_NE(packed, ow.data) << what;  // the layout differs
-      }
-      for (int64_t o = 0; o < sh.out; ++o)
-        for (int64_t i = 0; i < sh.in; ++i) {
-          const float a = weight_at(w, o, i), b = weight_at(wp, o, i);
-          ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << what << " weight_at " << o << ", " << i;
-        }
-      auto x = wild ? wild_rows(kRows * sh.in, 92, false) : random_rows(kRows * sh.in, 92);
-      if (sh.in % 128 == 0) actq_rows(x.data(), kRows, sh.in, x.data(), 0, 1);
-      expect_packed_same_bits(GetParam(), w, wp, x, kRows, {1, 2, 3, 5, 7, 8, 9, 16, 31, 64}, what);
-      if (HasFatalFailure()) return;
-    }
-}
-
-// The FP8 tile layout's offsets (numeric/linear_weight.h fp8_dot_offset) place the 2048
-// codes of a tile at 2048 distinct bytes.
-TEST(LinearFp8Tiles, OffsetsArePermutation) {
+// The tile layouts' offsets (numeric/linear_weight.h fp8_dot_offset; fp4_block_offset,
+// fp4_dot_byte and fp4_dot_nibble) place the 2048 codes of a tile at 2048 distinct bytes
+// (FP8) or nibbles (FP4) of the tile, and the tiles of a matrix at distinct places.
+TEST(LinearTiles, OffsetsArePermutation) {
   std::vector<int> seen(kFp8TileBytes, 0);
-  for (int j = 0; j < kFp8TileRows; ++j)
-    for (int c = 0; c < kFp8TileCols; ++c) {
+  for (int j = 0; j < kDotTileRows; ++j)
+    for (int c = 0; c < kDotTileCols; ++c) {
       const int at = fp8_dot_offset(j, c);
       ASSERT_TRUE(at >= 0 && at < kFp8TileBytes) << j << ", " << c;
       ++seen[at];
     }
   EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), kFp8TileBytes);
+  constexpr int64_t out = 48, in = 384;  // 3 x 3 tiles
+  std::vector<int> nibbles(out * in, 0);
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t i = 0; i < in; ++i) {
+      const int c = static_cast<int>(i % kDotTileCols);
+      const int64_t at = 2 * (fp4_block_offset(in, o, i / kDotTileCols) + fp4_dot_byte(c)) + fp4_dot_nibble(c);
+      ASSERT_TRUE(at >= 0 && at < out * in) << o << ", " << i;
+      ASSERT_EQ(at / (2 * kFp4TileBytes), (o / kDotTileRows) * (in / kDotTileCols) + i / kDotTileCols) << o << ", " << i;
+      ++nibbles[at];
+    }
+  EXPECT_EQ(std::count(nibbles.begin(), nibbles.end(), 1), out * in);
 }
 
-// FP8 in the tile layout (LinearWeight::fp8_dot, packed at load for kAvx512Bf16 with
-// VBMI): every variant, at every T up to 64 (fused rows, the decoded tile, spans of K),
-// bf16 and fp32 x, 1 and 2 threads, gives the scalar variant's bits on the stored layout;
-// weight_at reads both alike; a slice at a tile (o0 = 16: the fast path) and off one
-// (o0 = 8: the scalar variant), a K range and the grouped tree too. Realistic weights
-// (the VDPBF16PS path), every code / scale byte (NaN codes, scales outside the range
-// check: the multiply-add path) and x with huge / subnormal values (rows outside it).
-TEST_P(LinearIsa, Fp8TileLayoutSameBitsAsStored) {
+// FP4 and FP8 in the tile layouts (LinearWeight::fp4_dot, fp8_dot, packed at load for
+// kAvx512Bf16 with VBMI): every variant, at every T up to 64 (fused rows, the decoded
+// tile, spans of K), bf16 and fp32 x, 1 and 2 threads, gives the scalar variant's bits on
+// the stored layout; weight_at reads both alike; a slice at a tile (o0 = 16: the fast
+// path) and off one (o0 = 8: the scalar variant), a K range and the grouped tree too.
+// Realistic weights (the VDPBF16PS path), every code / scale byte (NaN codes, scales
+// outside the range check: the multiply-add path) and x with huge / subnormal values
+// (rows outside it).
+TEST_P(LinearIsa, TileLayoutsSameBitsAsStored) {
   const Shape shapes[] = {{"fp8", WeightFormat::kFP8, 256, 256},
                           {"fp8.grid", WeightFormat::kFP8, 144, 384},  // a partial 128-row scale block
-                          {"fp8.spans", WeightFormat::kFP8, 32, 33 * 128}};
+                          {"fp8.spans", WeightFormat::kFP8, 32, 33 * 128},
+                          {"fp4", WeightFormat::kFP4, 256, 256},
+                          {"fp4.rows", WeightFormat::kFP4, 48, 384},
+                          {"fp4.spans", WeightFormat::kFP4, 32, 33 * 128}};
   constexpr int kRows = 64;
   for (const Shape& sh : shapes)
     for (int kind = 0; kind < 3; ++kind) {  // realistic; wild weights; realistic weights, wild x
       const bool wild_w = kind == 1, wild_x = kind >= 1;
       const auto ow = wild_w ? wild_weight(sh.format, sh.out, sh.in, 93) : test::random_weight(sh.format, sh.out, sh.in, 93);
       const LinearWeight w = ow.view();
+      const bool fp4 = sh.format == WeightFormat::kFP4;
       std::vector<uint8_t> packed(ow.data.size());
-      fp8_pack_dot(ow.data.data(), sh.out, sh.in, packed.data());
+      (fp4 ? fp4_pack_dot : fp8_pack_dot)(ow.data.data(), sh.out, sh.in, packed.data());
       LinearWeight wp = w;
       wp.data = packed.data();
-      wp.fp8_dot = true;
+      (fp4 ? wp.fp4_dot : wp.fp8_dot) = true;
       const std::string what = sh.name + std::string(kind == 0 ? "" : kind == 1 ? " wild" : " wild x");
       ASSERT_NE(packed, ow.data) << what;  // the layout differs
       for (int64_t o = 0; o < sh.out; ++o)
