@@ -237,8 +237,14 @@ inline Fp8Pair fp8_tile_pair(const uint8_t* p, const Fp8Lut& lut) {
   const __m512i lb = _mm512_permutex2var_epi8(lut.lo0, q, lut.lo1);
   return Fp8Pair{_mm512_unpacklo_epi8(lb, hb), _mm512_unpackhi_epi8(lb, hb)};
 }
-inline void fp8_tile_decode(const uint8_t* p, const Fp8Lut& lut, __m512i (*wt)[kOutTile]) {
+// pf: the tile to prefetch (nullptr: none), one line per vector decoded, so the line fills
+// spread over the tile's work instead of 32 requests at once.
+inline void prefetch_line(const uint8_t* pf, int v) {
+  if (pf != nullptr) _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * v), _MM_HINT_T0);
+}
+inline void fp8_tile_decode(const uint8_t* p, const Fp8Lut& lut, __m512i (*wt)[kOutTile], const uint8_t* pf) {
   for (int v = 0; v < 2 * kDotChunks * 4; ++v) {
+    prefetch_line(pf, v);
     const Fp8Pair d = fp8_tile_pair(p + 64 * v, lut);
     wt[v / 8][v % 8] = d.lo;
     wt[v / 8][v % 8 + 8] = d.hi;
@@ -448,7 +454,8 @@ inline void rows_dot_t(const uint16_t* xd, const __m512i (*wt)[kOutTile], __m512
 // rows_dot_t<R> for R rows of an FP8 tile, decoding each code vector into registers as
 // the quads need it (no scratch): the same products, lanes and tree, so the same bits.
 template <int R>
-inline void rows_dot_fp8_tile(const uint8_t* p, const Fp8Lut& lut, const uint16_t* xd, __m512* beta) {
+inline void rows_dot_fp8_tile(const uint8_t* p, const Fp8Lut& lut, const uint16_t* xd, __m512* beta,
+                              const uint8_t* pf) {
   constexpr int kQuadBase[4] = {0, 2, 1, 3};  // quad {a, a+8, a+4, a+12} (rows_dot_t's kQuad)
   const int32_t* xw = reinterpret_cast<const int32_t*>(xd);  // row r, chunk m, lane l: xw[64r + 16m + l]
   __m512 s4[4][R];
@@ -460,6 +467,7 @@ inline void rows_dot_fp8_tile(const uint8_t* p, const Fp8Lut& lut, const uint16_
     for (int m = 0; m < kDotChunks; ++m)
       for (int h = 0; h < 2; ++h) {  // vector 8m + a + 4h: lanes a + 4h (lo) and a + 4h + 8 (hi)
         const int l = a + 4 * h;
+        prefetch_line(pf, 8 * m + l);
         const Fp8Pair d = fp8_tile_pair(p + 64 * (8 * m + l), lut);
         for (int r = 0; r < R; ++r) {
           acc[2 * h][r] = _mm512_dpbf16_ps(acc[2 * h][r], (__m512bh)d.lo,
@@ -660,7 +668,7 @@ void gemm_tile(const Tile& tl) {
 // into the transposed vectors, K in spans as gemv_tile's; up to kFusedMaxRows rows take
 // the fused rows_dot_fp8_tile.
 // Rows outside the range check take the multiply-add path, as in gemm_tile.
-constexpr int kTilePrefetch = 4;  // tiles (2 KiB each) prefetched this many blocks ahead
+constexpr int kTilePrefetch = 4;  // tiles (2 KiB each) prefetched this many blocks ahead, a line per vector decoded
 constexpr int kFusedMaxRows = 4;  // rows_dot_fp8_tile up to this many rows (its accumulators)
 void fp8_tiles_gemm(const Tile& tl) {
   constexpr int kSubs = kMaxOutTile / kOutTile;
@@ -696,7 +704,7 @@ void fp8_tiles_gemm(const Tile& tl) {
         const int* lo = xlo + bb * nt;
         const int* hi = xhi + bb * nt;
         const uint8_t* tile = data + o * in + (k / kBlock) * (kOutTile * kBlock);
-        if (b + kTilePrefetch < n_blk) prefetch_lines(tile + kTilePrefetch * (kOutTile * kBlock), kOutTile * kBlock);
+        const uint8_t* pf = b + kTilePrefetch < n_blk ? tile + kTilePrefetch * (kOutTile * kBlock) : nullptr;
         const int sb = w.scale[(o / kBlock) * nbk + k / kBlock];
         const XWindow win = fp8_window(sb);
         auto row_ok = [&](int i) { return !win.empty() && lo[i] >= win.lo && hi[i] <= win.hi; };
@@ -711,15 +719,16 @@ void fp8_tiles_gemm(const Tile& tl) {
         if (n_ok == nt && nt <= kFusedMaxRows) {  // few rows: decoded into registers, no scratch
           __m512 beta[kFusedMaxRows];
           switch (nt) {
-            case 1: rows_dot_fp8_tile<1>(tile, lut, xb, beta); break;
-            case 2: rows_dot_fp8_tile<2>(tile, lut, xb, beta); break;
-            case 3: rows_dot_fp8_tile<3>(tile, lut, xb, beta); break;
-            default: rows_dot_fp8_tile<4>(tile, lut, xb, beta); break;
+            case 1: rows_dot_fp8_tile<1>(tile, lut, xb, beta, pf); break;
+            case 2: rows_dot_fp8_tile<2>(tile, lut, xb, beta, pf); break;
+            case 3: rows_dot_fp8_tile<3>(tile, lut, xb, beta, pf); break;
+            default: rows_dot_fp8_tile<4>(tile, lut, xb, beta, pf); break;
           }
           for (int i = 0; i < nt; ++i) chain_row(i, beta[i]);
           continue;
         }
-        if (n_ok > 0) fp8_tile_decode(tile, lut, wt);
+        if (n_ok > 0) fp8_tile_decode(tile, lut, wt, pf);
+        else if (pf != nullptr) prefetch_lines(pf, kOutTile * kBlock);
         if (n_ok < nt) decode_exact(general, o, kOutTile, k, kBlock, wf);
         auto one_row = [&](int i) {
           if (!row_ok(i)) return chain_row(i, row_general(x + i * tl.x_stride + k, kBlock, wf));
