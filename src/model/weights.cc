@@ -3,9 +3,11 @@
 #include "model/weights.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "base/check.h"
@@ -402,17 +404,30 @@ class Loader {
     DSV4_CHECK(packed_used_ + n_bytes <= w.packed.size(), "packed-weight arena of {} bytes overrun", w.packed.size());
     uint8_t* dst = w.packed.data() + packed_used_;
     packed_used_ += ceil_div<size_t>(n_bytes, 64) * 64;
-    const uint8_t* src = static_cast<const uint8_t*>(lw.data);
-    if (lw.format == WeightFormat::kFP4) {
-      fp4_pack_dot(src, lw.out, lw.in, dst);
-      lw.fp4_dot = true;
-    } else {
-      fp8_pack_dot(src, lw.out, lw.in, dst);
-      lw.fp8_dot = true;
-    }
-    advise_pageout(lw.data, n_bytes);
+    pack_jobs_.push_back(PackJob{static_cast<const uint8_t*>(lw.data), dst, lw.format, lw.out, lw.in, n_bytes});
+    (lw.format == WeightFormat::kFP4 ? lw.fp4_dot : lw.fp8_dot) = true;
     lw.data = dst;
     packed_[name] = lw;
+  }
+
+  // The copies pack() queued, on every core (a matrix at a time, largest first: the
+  // experts of a real checkpoint are hundreds of GB), each source's pages released after.
+  void run_pack_jobs() {
+    std::sort(pack_jobs_.begin(), pack_jobs_.end(), [](const PackJob& a, const PackJob& b) { return a.n_bytes > b.n_bytes; });
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t j; (j = next.fetch_add(1)) < pack_jobs_.size();) {
+        const PackJob& p = pack_jobs_[j];
+        (p.format == WeightFormat::kFP4 ? fp4_pack_dot : fp8_pack_dot)(p.src, p.out, p.in, p.dst);
+        advise_pageout(p.src, p.n_bytes);
+      }
+    };
+    const size_t n = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), pack_jobs_.size());
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < n; ++t) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+    pack_jobs_.clear();
   }
 
   // wo_a: used without actq (model.md §0.4.4) in its stored form, FP8 or BF16, never
@@ -529,6 +544,7 @@ class Loader {
       d.markov_w2 = ptr<bf16>(w, last + "markov_head.markov_w2.weight");
       d.confidence = ptr<bf16>(w, last + "confidence_head.proj.weight");
     }
+    run_pack_jobs();
     return w;
   }
 
@@ -542,6 +558,14 @@ class Loader {
   bool warned_fp4_ = false;
   LoadOptions options_;
   size_t packed_used_ = 0;                                // arena bytes handed out
+  struct PackJob {  // a matrix to copy into the arena in its tile layout
+    const uint8_t* src;
+    uint8_t* dst;
+    WeightFormat format;
+    int64_t out, in;
+    size_t n_bytes;
+  };
+  std::vector<PackJob> pack_jobs_;
   std::unordered_map<std::string, LinearWeight> packed_;  // matrices in the arena
 };
 

@@ -99,12 +99,25 @@ inline uint8_t fp8_code(const LinearWeight& w, int64_t o, int64_t i) {
 }
 // Writes the codes of a [rows, in] FP8 matrix (stored order at src) as tiles at dst
 // (rows·in bytes, not overlapping src); dot_tiles_fit(rows, in).
+struct Fp8TileOffsets {
+  uint16_t at[kDotTileRows][kDotTileCols];
+};
+constexpr Fp8TileOffsets make_fp8_tile_offsets() {
+  Fp8TileOffsets t{};
+  for (int j = 0; j < kDotTileRows; ++j)
+    for (int c = 0; c < kDotTileCols; ++c) t.at[j][c] = static_cast<uint16_t>(fp8_dot_offset(j, c));
+  return t;
+}
+// A constant table (data only, so the ISA translation units read it too, linear_tile.h).
+inline constexpr Fp8TileOffsets kFp8TileOffsets = make_fp8_tile_offsets();
 inline void fp8_pack_dot(const uint8_t* src, int64_t rows, int64_t in, uint8_t* dst) {
   for (int64_t g = 0; g < rows; g += kDotTileRows)
-    for (int64_t t = 0; t < in / kDotTileCols; ++t)
-      for (int j = 0; j < kDotTileRows; ++j)
-        for (int c = 0; c < kDotTileCols; ++c)
-          dst[g * in + t * kFp8TileBytes + fp8_dot_offset(j, c)] = src[(g + j) * in + t * kDotTileCols + c];
+    for (int j = 0; j < kDotTileRows; ++j)
+      for (int64_t t = 0; t < in / kDotTileCols; ++t) {
+        const uint8_t* s = src + (g + j) * in + t * kDotTileCols;
+        uint8_t* d = dst + g * in + t * kFp8TileBytes;
+        for (int c = 0; c < kDotTileCols; ++c) d[kFp8TileOffsets.at[j][c]] = s[c];
+      }
 }
 
 // Writes the codes of a [rows, in] FP4 matrix (stored order at src) as tiles at dst

@@ -199,18 +199,6 @@ struct GemmFp8 {
   }
 };
 
-// FP8 in the tile layout (LinearWeight::fp8_dot): byte offset of row j, column c in a
-// tile (numeric/linear_weight.h fp8_dot_offset, evaluated at compile time only).
-struct TileOffsets {
-  uint16_t at[kOutTile][kBlock];
-};
-constexpr TileOffsets make_tile_offsets() {
-  TileOffsets t{};
-  for (int j = 0; j < kOutTile; ++j)
-    for (int c = 0; c < kBlock; ++c) t.at[j][c] = static_cast<uint16_t>(fp8_dot_offset(j, c));
-  return t;
-}
-constexpr TileOffsets kTileOffsets = make_tile_offsets();
 static_assert(kOutTile == kDotTileRows && kBlock == kDotTileCols);
 
 // The exact fp32 decode of one row's block of a tile (the multiply-add path): its codes
@@ -220,7 +208,7 @@ struct GeneralFp8Tiles : DecodeFp8 {
   void full(int64_t o, int64_t k, __m512* out) const {
     const uint8_t* t = data + o / kOutTile * kOutTile * in + k / kBlock * (kOutTile * kBlock);
     alignas(64) uint8_t codes[kBlock];
-    for (int c = 0; c < kBlock; ++c) codes[c] = t[kTileOffsets.at[o % kOutTile][c]];
+    for (int c = 0; c < kBlock; ++c) codes[c] = t[kFp8TileOffsets.at[o % kOutTile][c]];
     codes_full(codes, scale[(o / kBlock) * nbk + k / kBlock], out);
   }
   void part(int64_t o, int64_t k, int, __m512* out) const { full(o, k, out); }  // in % 128 == 0: never partial
