@@ -618,12 +618,6 @@ void gemm_tile(const Tile& tl) {
         chain_beta(chain, beta, part[i][s], total[i][s], add_ps);
       };
       auto row_ok = [&](int i) { return fast && xlo[i] >= win.lo && xhi[i] <= win.hi; };
-      if (nt == 1 && row_ok(0)) {  // one row: decoded weights go straight to the dot
-        if (pf)
-          for (int q = 0; q < ns; ++q) dec.prefetch(o + q, k + kPrefetchBlocks * kBlock);
-        chain_row(0, row_dot_decode(dec, o, ns, k, xd));
-        continue;
-      }
       for (int q = 0; q < ns; ++q) {
         if (pf) dec.prefetch(o + q, k + kPrefetchBlocks * kBlock);
         if (fast) dec.dot_block(o + q, k, wd[q]);
