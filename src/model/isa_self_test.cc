@@ -80,6 +80,7 @@ OwnedWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t 
       o.data = random_bytes(rng, out * in, 0, 0x7E);
       for (size_t i = 0; i < o.data.size(); i += 3) o.data[i] |= 0x80;  // signs, never 0xFF
       o.scale = random_bytes(rng, ((out + 127) / 128) * ((in + 127) / 128), 120, 127);
+      o.scale.back() = 140;  // outside the VDPBF16PS range check: the multiply-add path runs too
       if (dot) {
         std::vector<uint8_t> stored = o.data;
         fp8_pack_dot(stored.data(), out, in, o.data.data());
@@ -90,6 +91,7 @@ OwnedWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t 
     case WeightFormat::kFP4: {
       o.data = random_bytes(rng, out * in / 2, 0, 255);
       o.scale = random_bytes(rng, out * (in / 32), 120, 127);
+      o.scale.back() = 1;  // outside the VDPBF16PS range check: the multiply-add path runs too
       if (dot) {
         const std::vector<uint8_t> stored = o.data;
         fp4_pack_dot(stored.data(), out, in, o.data.data());
