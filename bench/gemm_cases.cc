@@ -85,9 +85,10 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
     const bool dot = kernels::linear_reads_dot_layouts();
     const bool fp4_dot = dot && s.form == StorageForm::kFP4;
     const bool fp8_dot = dot && s.form == StorageForm::kFP8 && dot_tiles_fit(s.out, s.in);
-    if (fp4_dot || fp8_dot) {
+    if (fp4_dot || fp8_dot) {  // all copies as one matrix of n·out rows
       const std::vector<uint8_t> stored = wc.data;
-      (fp4_dot ? fp4_pack_dot : fp8_pack_dot)(stored.data(), wc.n * s.out, s.in, wc.data.data());
+      pack_tiles(LinearWeight{fp4_dot ? WeightFormat::kFP4 : WeightFormat::kFP8, wc.n * s.out, s.in, stored.data()},
+                 wc.data.data());
     }
     for (int T : sets.rows) {
       std::vector<bf16> x(static_cast<size_t>(T * s.in)), y(static_cast<size_t>(T * s.out));

@@ -81,27 +81,23 @@ OwnedWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t 
       for (size_t i = 0; i < o.data.size(); i += 3) o.data[i] |= 0x80;  // signs, never 0xFF
       o.scale = random_bytes(rng, ((out + 127) / 128) * ((in + 127) / 128), 120, 127);
       o.scale.back() = 140;  // outside the VDPBF16PS range check: the multiply-add path runs too
-      if (dot) {
-        std::vector<uint8_t> stored = o.data;
-        fp8_pack_dot(stored.data(), out, in, o.data.data());
-        o.w.fp8_dot = true;
-      }
       break;
     }
     case WeightFormat::kFP4: {
       o.data = random_bytes(rng, out * in / 2, 0, 255);
       o.scale = random_bytes(rng, out * (in / 32), 120, 127);
       o.scale.back() = 1;  // outside the VDPBF16PS range check: the multiply-add path runs too
-      if (dot) {
-        const std::vector<uint8_t> stored = o.data;
-        fp4_pack_dot(stored.data(), out, in, o.data.data());
-        o.w.fp4_dot = true;
-      }
       break;
     }
   }
   o.w.data = o.data.data();
   o.w.scale = o.scale.empty() ? nullptr : o.scale.data();
+  if (dot) {
+    const std::vector<uint8_t> stored = o.data;
+    LinearWeight s = o.w;
+    s.data = stored.data();
+    o.w = pack_tiles(s, o.data.data());
+  }
   return o;
 }
 

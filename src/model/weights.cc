@@ -404,7 +404,7 @@ class Loader {
     DSV4_CHECK(packed_used_ + n_bytes <= w.packed.size(), "packed-weight arena of {} bytes overrun", w.packed.size());
     uint8_t* dst = w.packed.data() + packed_used_;
     packed_used_ += ceil_div<size_t>(n_bytes, 64) * 64;
-    pack_jobs_.push_back(PackJob{static_cast<const uint8_t*>(lw.data), dst, lw.format, lw.out, lw.in, n_bytes});
+    pack_jobs_.push_back(PackJob{lw, dst, n_bytes});
     (lw.format == WeightFormat::kFP4 ? lw.fp4_dot : lw.fp8_dot) = true;
     lw.data = dst;
     packed_[name] = lw;
@@ -418,8 +418,8 @@ class Loader {
     auto work = [&] {
       for (size_t j; (j = next.fetch_add(1)) < pack_jobs_.size();) {
         const PackJob& p = pack_jobs_[j];
-        (p.format == WeightFormat::kFP4 ? fp4_pack_dot : fp8_pack_dot)(p.src, p.out, p.in, p.dst);
-        advise_pageout(p.src, p.n_bytes);
+        pack_tiles(p.stored, p.dst);
+        advise_pageout(p.stored.data, p.n_bytes);
       }
     };
     const size_t n = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), pack_jobs_.size());
@@ -559,10 +559,8 @@ class Loader {
   LoadOptions options_;
   size_t packed_used_ = 0;                                // arena bytes handed out
   struct PackJob {  // a matrix to copy into the arena in its tile layout
-    const uint8_t* src;
+    LinearWeight stored;  // the view on the file's bytes
     uint8_t* dst;
-    WeightFormat format;
-    int64_t out, in;
     size_t n_bytes;
   };
   std::vector<PackJob> pack_jobs_;

@@ -138,4 +138,20 @@ inline void fp4_pack_dot(const uint8_t* src, int64_t rows, int64_t in, uint8_t* 
     }
 }
 
+// w (FP4 or FP8 as stored, dot_tiles_fit) written in its tile layout at dst (as many bytes
+// as w's codes, not overlapping them): the view of the copy, fp4_dot / fp8_dot set.
+inline LinearWeight pack_tiles(const LinearWeight& w, uint8_t* dst) {
+  const uint8_t* src = static_cast<const uint8_t*>(w.data);
+  LinearWeight t = w;
+  t.data = dst;
+  if (w.format == WeightFormat::kFP4) {
+    fp4_pack_dot(src, w.out, w.in, dst);
+    t.fp4_dot = true;
+  } else {
+    fp8_pack_dot(src, w.out, w.in, dst);
+    t.fp8_dot = true;
+  }
+  return t;
+}
+
 }  // namespace dsv4

@@ -69,12 +69,11 @@ TEST(Seams, AttnOutputEqualsOneRank) {
     test::OwnedWeight wo_b =
         test::quantize_weight(fb, p.hidden, p.u_width(), test::random_f32(rng, p.hidden * p.u_width(), 0.05f));
     auto view = [tiles](test::OwnedWeight& ow) {
-      LinearWeight v = ow.view();
-      if (!tiles) return v;
+      if (!tiles) return ow.view();
       const std::vector<uint8_t> stored = ow.data;
-      fp8_pack_dot(stored.data(), ow.out, ow.in, ow.data.data());
-      v.fp8_dot = true;
-      return v;
+      LinearWeight s = ow.view();
+      s.data = stored.data();
+      return pack_tiles(s, ow.data.data());
     };
     const LinearWeight wa = view(wo_a), wb = view(wo_b);
     Result<OutProjShard> shard = make_out_proj_shard(p, wa, wb, G, me);

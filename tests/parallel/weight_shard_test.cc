@@ -34,13 +34,8 @@ TEST(WeightShard, ShardsHoldTheFullWeightsCodesInEveryLayout) {
   for (WeightFormat f : {WeightFormat::kFP8, WeightFormat::kFP4})
     for (bool tiles : {false, true}) {
       const test::OwnedWeight ow = test::random_weight(f, 256, 384, 5);
-      std::vector<uint8_t> packed = ow.data;
-      LinearWeight w = ow.view();
-      if (tiles) {
-        (f == WeightFormat::kFP4 ? fp4_pack_dot : fp8_pack_dot)(ow.data.data(), w.out, w.in, packed.data());
-        w.data = packed.data();
-        (f == WeightFormat::kFP4 ? w.fp4_dot : w.fp8_dot) = true;
-      }
+      std::vector<uint8_t> packed(ow.data.size());
+      const LinearWeight w = tiles ? pack_tiles(ow.view(), packed.data()) : ow.view();
       const char* what = tiles ? "tiles" : "stored";
       Result<LinearWeight> rows = row_shard(w, 128, 256);
       ASSERT_TRUE(rows.ok()) << rows.message();

@@ -282,12 +282,8 @@ TEST_P(LinearIsa, TileLayoutsSameBitsAsStored) {
       const bool wild_w = kind == 1, wild_x = kind >= 1;
       const auto ow = wild_w ? wild_weight(sh.format, sh.out, sh.in, 93) : test::random_weight(sh.format, sh.out, sh.in, 93);
       const LinearWeight w = ow.view();
-      const bool fp4 = sh.format == WeightFormat::kFP4;
       std::vector<uint8_t> packed(ow.data.size());
-      (fp4 ? fp4_pack_dot : fp8_pack_dot)(ow.data.data(), sh.out, sh.in, packed.data());
-      LinearWeight wp = w;
-      wp.data = packed.data();
-      (fp4 ? wp.fp4_dot : wp.fp8_dot) = true;
+      const LinearWeight wp = pack_tiles(w, packed.data());
       const std::string what = sh.name + std::string(kind == 0 ? "" : kind == 1 ? " wild" : " wild x");
       ASSERT_NE(packed, ow.data) << what;  // the layout differs
       for (int64_t o = 0; o < sh.out; ++o)
