@@ -17,6 +17,7 @@
 #include "chat/parse.h"
 #include "chat/render.h"
 #include "commands.h"
+#include "engine_flags.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -38,6 +39,7 @@ struct ChatArgs {
   int threads = 2;
   int64_t max_context = 0;  // 0: the model's max_position_embeddings, at most 8192
   std::string isa = "auto";
+  double test_min_step_seconds = 0;  // hidden test hook (engine_flags.h)
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -78,6 +80,7 @@ int run_chat(const ChatArgs& a) {
   lim.n_threads = a.threads;
   EngineOptions eo;
   eo.mtp = a.mtp;
+  eo.min_step_seconds = a.test_min_step_seconds;
   eo.tokenizer = &text->tokenizer;
   Result<std::unique_ptr<Engine>> engine = Engine::create(*cfg, *w, lim, eo);
   if (!engine.ok()) return fail(engine.status());
@@ -194,6 +197,7 @@ Command add_chat(CLI::App& app) {
   sub->add_option("--threads", a->threads, "Worker threads")->capture_default_str();
   sub->add_option("--max-context", a->max_context, "Positions of the conversation (0: the model's limit, at most 8192)")->capture_default_str();
   sub->add_option("--isa", a->isa, kIsaHelp)->capture_default_str();
+  add_test_hooks(sub, &a->test_min_step_seconds);
   return {sub, [a]() { return run_chat(*a); }};
 }
 

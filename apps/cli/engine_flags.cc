@@ -46,6 +46,13 @@ void add_engine_options(CLI::App* sub, EngineFlags* f) {
                   "owner's TP group (0 = never)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  add_test_hooks(sub, &f->test_min_step_seconds);
+}
+
+void add_test_hooks(CLI::App* sub, double* min_step_seconds) {
+  // Hidden (no group): tests make a step slow so that timeouts, disconnects and Ctrl-C happen
+  // mid-answer on a machine of any speed (docs/development.md).
+  sub->add_option("--test-min-step-seconds", *min_step_seconds)->group("")->check(CLI::NonNegativeNumber);
 }
 
 Result<Limits> engine_limits(const EngineFlags& f) {
@@ -70,6 +77,7 @@ Status apply_spec(const EngineFlags& f, const ModelConfig& cfg, EngineOptions* e
   if (f.gamma != 0 && f.spec != "dspark") return Status::error("--gamma needs --spec dspark");
   if (f.verify != "exact" && f.spec != "dspark") return Status::error("--verify rejection needs --spec dspark");
   eo->dspark_rejection = f.verify == "rejection";
+  eo->min_step_seconds = f.test_min_step_seconds;
   eo->mtp = f.mtp || f.spec == "mtp";
   eo->dspark_gamma = 0;
   if (f.spec == "dspark") {

@@ -35,11 +35,14 @@ struct EngineFlags {
   std::string isa = "auto";
   RankFlags ranks;
   int64_t cp_prefill = 64;
+  double test_min_step_seconds = 0;  // hidden test hook: EngineOptions::min_step_seconds
 };
 
 // --model, --mtp, --batch-size, --threads, --max-chunk, --max-context, --page-tokens,
 // --cache-blocks, --prefix-blocks, --isa, --tp/--dp/--ep, --cp-prefill (defaults: *f).
 void add_engine_options(CLI::App* sub, EngineFlags* f);
+// The hidden test hooks (--test-min-step-seconds: EngineOptions::min_step_seconds).
+void add_test_hooks(CLI::App* sub, double* min_step_seconds);
 // The deployment limits the flags give (errors name the flag).
 Result<Limits> engine_limits(const EngineFlags& f);
 // The speculative decoding the flags ask for, into eo (mtp, dspark_gamma); errors name the flag

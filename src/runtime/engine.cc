@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <thread>
 
 #include "base/check.h"
 #include "base/cpu.h"
@@ -781,6 +782,8 @@ Result<StepReport> Engine::step() {
   }
   for (const RequestUpdate& u : sched_->updates())
     if (u.finished) deadlines_.erase(u.id);
+  if (opt_.min_step_seconds > 0 && rep.rows > 0)
+    std::this_thread::sleep_until(t0 + std::chrono::duration<double>(opt_.min_step_seconds));
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }

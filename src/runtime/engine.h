@@ -78,6 +78,9 @@ struct EngineOptions {
   // Test hook: a failure of the forward for this request (request id -> error, ok: none);
   // shows that a request failing inside the engine fails alone.
   std::function<Status(int64_t)> inject_failure;
+  // Test hook: a step that ran rows lasts at least this long (the engine waits out the rest),
+  // so that tests of timeouts, disconnects and Ctrl-C hold on a machine of any speed. 0: off.
+  double min_step_seconds = 0;
 };
 
 class Engine {

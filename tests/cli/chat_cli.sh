@@ -22,13 +22,16 @@ out=$(printf 'Hi\n' | timeout 120 "$dsv4" chat --model "$work/tiny" --max-tokens
 [ $? -eq 0 ] || fail "chat --thinking exited non-zero: $out"
 grep -aq '\[' <<<"$out" || fail "no reasoning block in thinking mode: $out"
 
-# Ctrl-C during a long answer: the answer stops, the session takes the next line. (An answer
-# can end by itself first, at EOS: then the next seed.)
+# Ctrl-C during a long answer: the answer stops, the session takes the next line. Each step
+# lasts at least 5 ms (test hook): an answer to the context end takes >= 5 s, so it is still
+# running when Ctrl-C comes on a machine of any speed. (An answer can end by itself first, at
+# EOS: then the next seed.)
 ctrl_c_run() {  # ctrl_c_run SEED: 0 when the answer was stopped
   local fifo="$work/in" pid start
   rm -f "$fifo" && mkfifo "$fifo"
   : >"$work/ctrlc.txt"
-  timeout 300 "$dsv4" chat --model "$work/tiny" --max-tokens 100000 --temperature 0.8 --seed "$1" >"$work/ctrlc.txt" 2>&1 <"$fifo" &
+  timeout 300 "$dsv4" chat --model "$work/tiny" --max-tokens 100000 --temperature 0.8 --seed "$1" \
+    --test-min-step-seconds 0.005 >"$work/ctrlc.txt" 2>&1 <"$fifo" &
   pid=$!
   exec 3>"$fifo"
   echo "Tell me a long story" >&3

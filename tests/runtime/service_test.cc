@@ -105,7 +105,11 @@ TEST(Service, InvalidQueueFullCancelAndShutdown) {
   const auto& m = test::tiny_model("tiny", TinyQuant::kFp8);
   Limits l = small_limits();
   l.max_batch = l.max_seqs = 1;
-  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{});
+  // Each step lasts at least 5 ms, so the long request is still running when it is cancelled
+  // (200 tokens take at least a second on a machine of any speed).
+  EngineOptions eo;
+  eo.min_step_seconds = 0.005;
+  auto e = Engine::create(m.cfg, *m.w, l, eo);
   ASSERT_TRUE(e.ok());
   ServiceOptions opt;
   opt.max_queue = 2;
