@@ -6,22 +6,31 @@
 # the trained drafter (same tokens, same acceptance); stop strings and
 # preemption; `serve` answers as one process does; a bad topology fails on every rank,
 # with its message printed once and without hanging.
-# Usage: mpi_cli.sh /path/to/dsv4 WORKDIR mpirun-args...
+# The checks come in parts, each its own ctest entry (cli_mpi_<part>), so that ctest -j spreads them:
+#   gen-<preset>-<quant>  generate on every layout (tiny/tiny2, none/fp8), greedy, MTP, sampled MTP
+#   logits-<preset>       logits on 2 and 4 ranks for both quantizations of a preset
+#   dspark                DSpark on the trained drafter (generate and logits)
+#   rest                  stop strings and preemption, serve, bad topologies
+# Usage: mpi_cli.sh /path/to/dsv4 WORKDIR PART mpirun-args...
 set -uo pipefail
 dsv4=$1
 work=$2
-shift 2
+part=$3
+shift 3
 mpirun=("$@")
 rm -rf "$work" && mkdir -p "$work"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+checkpoint() {  # checkpoint <preset> <quant>: $work/<preset>-<quant>, made once (seed 5)
+  [ -d "$work/$1-$2" ] || "$dsv4" make-tiny --out "$work/$1-$2" --preset "$1" --quant "$2" --seed 5 >/dev/null ||
+    fail "make-tiny $1 $2"
+}
 
 prompts=(--prompt-ids 5,17,42 --prompt-ids 100,200,300,400,11,12,13,14,15,16,17,18,19,20 --prompt-ids 7
          --prompt-ids 250,251,252,253,254,255,256,257,258,259 --prompt-ids 9,8,7)
-for ck in "tiny none" "tiny2 fp8" "tiny fp8" "tiny2 none"; do
-  set -- $ck
-  dir="$work/$1-$2"
-  "$dsv4" make-tiny --out "$dir" --preset "$1" --quant "$2" --seed 5 >/dev/null || fail "make-tiny $ck"
+generate_matrix() {  # generate_matrix <preset> <quant>
+  local ck="$1 $2" dir="$work/$1-$2"
+  checkpoint "$1" "$2"
   for mode in "" "--mtp" "--mtp --temperature 0.9 --top-p 0.8"; do
     common=(generate --model "$dir" "${prompts[@]}" --max-tokens 10 --batch-size 2 --max-chunk 4 --quiet-steps $mode)
     timeout 300 "$dsv4" "${common[@]}" | grep '^request' >"$work/one.txt" || fail "generate $ck $mode (1 rank)"
@@ -35,6 +44,11 @@ for ck in "tiny none" "tiny2 fp8" "tiny fp8" "tiny2 none"; do
       cmp -s "$work/one.txt" "$work/many.txt" || { fail "generate $ck $mode: $layout differs"; diff "$work/one.txt" "$work/many.txt"; }
     done
   done
+}
+
+logits_ranks() {  # logits_ranks <preset> <quant>
+  local ck="$1 $2" dir="$work/$1-$2"
+  checkpoint "$1" "$2"
   for feed in "--chunk 3" "--decode" "--mtp --chunk 5"; do
     "$dsv4" logits --model "$dir" --tokens 3,1,4,1,5,9,2,6,5,3,5 --out "$work/one.npy" $feed 2>/dev/null ||
       fail "logits $ck $feed"
@@ -44,12 +58,13 @@ for ck in "tiny none" "tiny2 fp8" "tiny fp8" "tiny2 none"; do
       cmp -s "$work/one.npy" "$work/many.npy" || fail "logits $ck $feed: $np ranks differ"
     done
   done
-done
+}
 
 # DSpark on ranks (models/kjv-9m-dspark, trained drafter): the owner of each request drafts
 # through the seams; the same tokens and the same drafts accepted per round and position,
 # with context-parallel prefill, data-parallel groups, greedy and sampled.
 ds_model="$(cd "$(dirname "$0")/../.." && pwd)/models/kjv-9m-dspark"
+dspark_ranks() {
 for mode in "" "--temperature 0.8 --seed 3" "--temperature 0.8 --seed 3 --verify rejection"; do
   ds_run=(generate --model "$ds_model" --prompt "And God said" --prompt "In the beginning God created"
           --prompt "Blessed are the" --max-tokens 24 --batch-size 2 --max-chunk 4 --quiet-steps --spec dspark $mode)
@@ -79,8 +94,13 @@ for layout in "2 --tp 2" "4 --tp 2 --ep 4"; do
   cmp -s "$work/one.json" "$work/many.json" || fail "logits --dspark decisions: $layout differ"
 done
 
+}
+
 # Text prompts with stop strings (matched on rank 0, ended on every rank at the next step) and
 # a compressed cache small enough that decode preempts and recomputes requests: same output.
+rest() {
+checkpoint tiny fp8
+checkpoint tiny none
 text_run=(generate --model "$work/tiny-fp8" --prompt "Once upon a time" --prompt "The quick brown fox"
           --prompt "In the beginning" --max-tokens 40 --temperature 0.8 --batch-size 3 --quiet-steps
           --page-tokens 16 --cache-blocks 5 --stop ee --stop th)
@@ -166,6 +186,16 @@ PY
 bad 2 "(rank 1): tensor 'layers.1.ffn.experts.6.w1.scale': scale byte 0" generate --model "$work/corrupt" --tp 2
 bad 4 "--numerics float runs in one process" logits --model "$work/tiny-none" --tokens 1,2 --out "$work/x.npy" \
   --tp 4 --numerics float
+}
 
+case "$part" in
+  gen-tiny-none | gen-tiny-fp8 | gen-tiny2-none | gen-tiny2-fp8)
+    IFS=- read -r _ preset quant <<<"$part"
+    generate_matrix "$preset" "$quant" ;;
+  logits-tiny | logits-tiny2) logits_ranks "${part#logits-}" none; logits_ranks "${part#logits-}" fp8 ;;
+  dspark) dspark_ranks ;;
+  rest) rest ;;
+  *) echo "mpi_cli: unknown part $part"; exit 2 ;;
+esac
 if [ "$fails" -ne 0 ]; then echo "$fails failures"; exit 1; fi
-echo "mpi_cli: all passed"
+echo "mpi_cli $part: all passed"
