@@ -59,11 +59,11 @@
 #include "model/config.h"
 #include "model/limits.h"
 #include "model/runner.h"
-#include "model/tiny_checkpoint.h"
 #include "model/weights.h"
 #include "numeric/bf16.h"
 #include "numeric/cache_rows.h"
 #include "numeric/paged_rows.h"
+#include "oracle/tiny_checkpoint.h"
 
 #include "bandwidth.h"
 #include "bench_util.h"

@@ -21,8 +21,8 @@
 
 #include "base/math.h"
 #include "model/checkpoint_table.h"
-#include "model/tiny_checkpoint.h"
 #include "numeric/bf16.h"
+#include "oracle/tiny_checkpoint.h"
 
 #include "bench_util.h"
 

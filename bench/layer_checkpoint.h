@@ -10,7 +10,7 @@
 // Values (speed matters, not accuracy; they only need to stay finite):
 //   FP8 matrices: codes with random sign and |code| < 0x50 (|v| < 4), block scale 2^-8;
 //   FP4 experts: random nibbles, scale 2^-7; BF16 matrices over 1 Mi elements uniform
-//   with variance 1/in; every other tensor tiny_tensor_sample (model/tiny_checkpoint.h).
+//   with variance 1/in; every other tensor tiny_tensor_sample (oracle/tiny_checkpoint.h).
 // The directory is reused while its stamp (generator version + config.json) matches.
 #pragma once
 

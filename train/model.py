@@ -1,5 +1,5 @@
 """DeepSeek-V4 architecture at small size, Level-B (plain float) math of shared/spec/model.md,
-the same computation as the engine's src/model/float_forward.cc:
+the same computation as the engine's src/oracle/float_forward.cc:
 
   X = embed[t] on every one of N hyper-connection streams                       (§3.1)
   per block: HcPre -> RMSNorm -> Attention -> HcPost; HcPre -> RMSNorm -> MoE -> HcPost (§2.2, §5)

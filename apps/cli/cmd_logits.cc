@@ -6,7 +6,7 @@
 // teacher-forced logits of one token sequence as float32 .npy [n, vocab] (--mtp: the
 // MTP head's [n-1, vocab]; --dspark: the DSpark drafter's [n-1, G, vocab], Level B so far) and
 // optionally every discrete decision as JSON
-// (runtime/teacher_forced.h); --decisions-in forces the decisions a FILE lists (the JSON
+// (oracle/teacher_forced.h); --decisions-in forces the decisions a FILE lists (the JSON
 // --decisions-out writes; model/decisions.h). The interface is the contract for external
 // conformance checks: keep it stable. Prints a one-line summary to stderr.
 #include <algorithm>
@@ -26,7 +26,7 @@
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/weights.h"
-#include "runtime/teacher_forced.h"
+#include "oracle/teacher_forced.h"
 
 namespace dsv4::cli {
 namespace {

@@ -1,5 +1,5 @@
 // dsv4 make-tiny --out DIR [--preset tiny|tiny2|tiny-ds|tiny-ds-w80|tiny2-ds] [--seed N] [--quant none|fp8] [--max-position N]:
-// writes a random tiny checkpoint in the released format (model/tiny_checkpoint.h);
+// writes a random tiny checkpoint in the released format (oracle/tiny_checkpoint.h);
 // --max-position sets max_position_embeddings in its config.json (weights unchanged).
 #include <charconv>
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
-#include "model/tiny_checkpoint.h"
+#include "oracle/tiny_checkpoint.h"
 
 namespace dsv4::cli {
 namespace {

@@ -48,7 +48,7 @@ inline constexpr const char* kModelHelp =
     "Checkpoint directory (default: $DSV4_MODEL if set, else the built-in model models/kjv-9m)";
 
 // The token ids of a list option such as --tokens or --prompt-ids: either inline,
-// "5,17,42" (parse_token_ids, runtime/teacher_forced.h), or "@FILE", a regular file
+// "5,17,42" (parse_token_ids, io/token_ids.h), or "@FILE", a regular file
 // of at most 256 MiB whose ids are separated by commas and/or whitespace
 // (one trailing separator is fine; two commas in a row leave an empty item, an error).
 // Errors name the option, and for a file its path, plus the item index (from 0) and text.

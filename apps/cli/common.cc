@@ -8,8 +8,8 @@
 #include "commands.h"
 #include "base/cpu.h"
 #include "io/file_util.h"
+#include "io/token_ids.h"
 #include "model/isa_self_test.h"
-#include "runtime/teacher_forced.h"
 
 namespace dsv4::cli {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/sample/sample.h"
+#include "base/sampling_params.h"
 
 namespace dsv4 {
 
@@ -16,7 +16,7 @@ constexpr int kMaxTopLogprobs = 20;  // OpenAI's limit for top_logprobs
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;          // token ids, BOS included when the caller wants one
-  kernels::SamplingParams sampling;     // temperature 0 = greedy
+  SamplingParams sampling;              // temperature 0 = greedy
   int32_t max_tokens = 32;              // 0 only with prompt_logprobs (scoring a prompt)
   bool stop_at_eos = true;
   std::vector<int32_t> stop_ids;        // further stop token ids (finish reason "stop")

@@ -1,4 +1,4 @@
-// The DSpark drafter (dspark.md §2-§3.8) on tiny-ds, at Level B (model/float_forward.h
+// The DSpark drafter (dspark.md §2-§3.8) on tiny-ds, at Level B (oracle/float_forward.h
 // float_dspark) and Level A (ReferenceModel::dspark_*, through teacher_forced_logits):
 // shapes and the argmax chain, bit-exact prefix consistency (an anchor's output depends on
 // tokens 0..a+1 only), the non-causal block (every row depends on γ), the programmed Markov
@@ -16,11 +16,11 @@
 #include <cstring>
 #include <vector>
 
-#include "model/float_forward.h"
-#include "model/reference_model.h"
 #include "model/runner.h"
+#include "oracle/float_forward.h"
+#include "oracle/reference_model.h"
+#include "oracle/teacher_forced.h"
 #include "support/alloc_counter.h"
-#include "runtime/teacher_forced.h"
 #include "support/tiny_model.h"
 
 namespace dsv4 {

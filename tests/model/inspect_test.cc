@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
-#include "model/tiny_checkpoint.h"
+#include "oracle/tiny_checkpoint.h"
 #include "support/tmp_dir.h"
 
 namespace dsv4 {

@@ -1,6 +1,6 @@
 // Model forward with paged caches (issue 4): prefill == token-by-token decode,
 // chunked prefill, batch invariance (bit-exact), capacity errors, B = 0. The check
-// against the whole-model Level-A reference is tests/model/reference_model_test.cc.
+// against the whole-model Level-A reference is tests/oracle/reference_model_test.cc.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -20,10 +20,10 @@
 #include "kernels/linear/linear.h"
 #include "model/config.h"
 #include "model/isa_self_test.h"
-#include "model/reference_model.h"
 #include "model/runner.h"
-#include "model/tiny_checkpoint.h"
 #include "model/weights.h"
+#include "oracle/reference_model.h"
+#include "oracle/tiny_checkpoint.h"
 #include "support/tiny_model.h"
 #include "support/alloc_counter.h"
 

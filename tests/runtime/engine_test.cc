@@ -11,8 +11,8 @@
 
 #include "io/safetensors.h"
 #include "model/config.h"
-#include "model/tiny_checkpoint.h"
 #include "model/weights.h"
+#include "oracle/tiny_checkpoint.h"
 #include "support/tiny_model.h"
 #include "runtime/engine.h"
 #include "text/tiny_tokenizer.h"

@@ -15,8 +15,8 @@
 
 #include "io/safetensors.h"
 #include "model/config.h"
-#include "model/tiny_checkpoint.h"
 #include "model/weights.h"
+#include "oracle/tiny_checkpoint.h"
 
 namespace dsv4::test {
 

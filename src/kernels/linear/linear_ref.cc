@@ -2,7 +2,7 @@
 // (actq-dequantized) input, written as plain loops in the engine's fixed K order (16 lanes
 // per 128-wide block, lanes folded, blocks chained; linear.h). Level A leaves the order free
 // (model.md §0.3); pinning it here makes engine and reference agree bit for bit, which the
-// whole-model reference (model/reference_model.h) relies on.
+// whole-model reference (oracle/reference_model.h) relies on.
 #include <algorithm>
 #include <type_traits>
 #include <vector>

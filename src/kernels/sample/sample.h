@@ -19,20 +19,16 @@
 
 #include <cstdint>
 
+#include "base/sampling_params.h"
 #include "base/status.h"
 
 namespace dsv4::kernels {
 
 constexpr float kMinTemperature = 1e-5f;  // fp32(1e-5): the demo's floor for a positive T
 
-// Per-request parameters, fixed at admission (validate_sampling_params).
-struct SamplingParams {
-  float temperature = 0.0f;  // T ≥ 0, 0 = greedy
-  float top_p = 1.0f;        // 0 < top_p ≤ 1
-  uint64_t seed = 0;
-};
-
-// Rejects temperature < 0, non-finite temperature, top_p ≤ 0, top_p > 1 and NaNs, naming the field.
+// Per-request parameters: SamplingParams (base/sampling_params.h), fixed at admission by
+// validate_sampling_params. It rejects temperature < 0, non-finite temperature, top_p ≤ 0,
+// top_p > 1 and NaNs, naming the field.
 Status validate_sampling_params(const SamplingParams& p);
 
 // One logits row to sample: the request's parameters, the absolute position q of the token being

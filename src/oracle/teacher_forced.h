@@ -6,7 +6,7 @@
 //   --mtp: logits [n-1, V]  row p = MTP head from Xfinal_p and embed(t[p+1]),
 //                           predicts t[p+2] (model.md §11); needs n >= 2
 //   --dspark: logits [n-1, G, V]  per anchor a, the drafter's Markov-corrected logits
-//                           λ_0..λ_{G-1} (dspark.md §3.8, model/float_forward.h
+//                           λ_0..λ_{G-1} (dspark.md §3.8, oracle/float_forward.h
 //                           float_dspark; ReferenceModel::dspark_propose;
 //                           ModelRunner::dspark_propose at demo numerics); needs n >= 2
 // Feeding (demo numerics, the Level-A ModelRunner):
@@ -91,10 +91,5 @@ struct TeacherForcedOutput {
 Result<TeacherForcedOutput> teacher_forced_logits(const ModelConfig& cfg, const Weights& w,
                                                   const std::vector<int32_t>& tokens,
                                                   const TeacherForcedOptions& opt);
-
-// Parses a comma-separated list of decimal token ids ("5,17,42"). Every item is
-// one or more ASCII digits with a value <= INT32_MAX; an empty item, any other
-// character or an overflowing value is an error naming the item and its index.
-Result<std::vector<int32_t>> parse_token_ids(std::string_view text);
 
 }  // namespace dsv4

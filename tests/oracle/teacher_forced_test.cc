@@ -1,4 +1,4 @@
-// Teacher-forced logits (`dsv4 logits`, runtime/teacher_forced.h): every demo feeding
+// Teacher-forced logits (`dsv4 logits`, oracle/teacher_forced.h): every demo feeding
 // (whole prompt, chunks 1/3/7, decode steps) gives bit-identical logits; Level B is close
 // to Level A; the MTP head's rows are causal in the next token; decision lists have the
 // documented structure and order; input errors; .npy round trip.
@@ -20,11 +20,11 @@
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "model/config.h"
-#include "model/tiny_checkpoint.h"
 #include "model/weights.h"
+#include "oracle/teacher_forced.h"
+#include "oracle/tiny_checkpoint.h"
 #include "support/tiny_model.h"
 #include "support/tmp_dir.h"
-#include "runtime/teacher_forced.h"
 
 namespace dsv4 {
 namespace {
@@ -138,7 +138,7 @@ TEST_P(TeacherForcedTest, FloatNumericsCloseToDemo) {
                 sorted[sorted.size() / 2], sorted.back());
     // Measured (decisions replayed): median 0.06-0.12, worst row 0.08-0.19 over the presets.
     // The tight whole-model check is Level A against the Level-A reference (bit for bit,
-    // tests/model/reference_model_test.cc); this one bounds the quantization noise per row.
+    // tests/oracle/reference_model_test.cc); this one bounds the quantization noise per row.
     for (int64_t t = 0; t < a.rows; ++t) EXPECT_LT(rel[t], 0.3) << (mtp ? "mtp" : "main") << " row " << t;
     EXPECT_LT(sorted[sorted.size() / 2], 0.2);
     // chunk / decode are accepted and change nothing at Level B.
@@ -330,22 +330,6 @@ TEST(TeacherForced, InputErrors) {
   for (bool decode : {false, true}) EXPECT_EQ(run(m, {7}, opts(false, 0, decode)).rows, 1);
   EXPECT_EQ(parse_numerics("float").value(), Numerics::kFloat);
   EXPECT_TRUE(has(parse_numerics("fp8").message(), "'fp8'"));
-}
-
-TEST(TeacherForced, ParseTokenIds) {
-  EXPECT_EQ(parse_token_ids("5,17,42").value(), (std::vector<int32_t>{5, 17, 42}));
-  EXPECT_EQ(parse_token_ids("0").value(), (std::vector<int32_t>{0}));
-  EXPECT_EQ(parse_token_ids("2147483647").value(), (std::vector<int32_t>{2147483647}));
-  const auto msg = [](const char* s) { return parse_token_ids(s).message(); };
-  EXPECT_NE(msg("").find("empty"), std::string::npos);
-  EXPECT_NE(msg("1,,2").find("item 1 is empty"), std::string::npos);
-  EXPECT_NE(msg("1,2,").find("item 2 is empty"), std::string::npos);
-  EXPECT_NE(msg(",1").find("item 0 is empty"), std::string::npos);
-  EXPECT_NE(msg("1,x3").find("item 1 'x3'"), std::string::npos);
-  EXPECT_NE(msg("1,-3").find("item 1 '-3'"), std::string::npos);
-  EXPECT_NE(msg("1, 3").find("item 1 ' 3'"), std::string::npos);
-  EXPECT_NE(msg("4,2147483648").find("item 1 '2147483648' exceeds"), std::string::npos);
-  EXPECT_NE(msg("99999999999999999999999").find("exceeds"), std::string::npos);
 }
 
 TEST(TeacherForced, NpyRoundTripAndEmptyDecisionJson) {

@@ -3,7 +3,7 @@
 // weights within half a quantization step of the float sample, determinism by seed,
 // tid2eid rows distinct and in range, scale bytes in 27..227, config.json round trip,
 // the max_position_embeddings override, and the cached built-in model.
-#include "model/tiny_checkpoint.h"
+#include "oracle/tiny_checkpoint.h"
 #include "support/tmp_dir.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The whole-model Level-A reference (model/reference_model.h) against the engine
+// The whole-model Level-A reference (oracle/reference_model.h) against the engine
 // (ModelRunner), with decision replay (model/decisions.h): the engine's decisions are
 // forced into the reference, every forced decision that differs from the reference's own
 // choice must be a near-tie, and every logits row must agree within the summation-order
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "model/decisions.h"
-#include "model/reference_model.h"
 #include "model/runner.h"
+#include "oracle/reference_model.h"
 #include "support/tiny_model.h"
 
 namespace dsv4 {

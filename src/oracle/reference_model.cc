@@ -1,6 +1,6 @@
 // Whole-model Level-A reference (reference_model.h): plain loops over requests and rows,
 // every operator a `_ref` kernel, every cache a plain array by absolute index.
-#include "model/reference_model.h"
+#include "oracle/reference_model.h"
 
 #include <algorithm>
 #include <cmath>

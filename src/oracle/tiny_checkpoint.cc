@@ -1,5 +1,5 @@
 // Tiny checkpoint generator (see tiny_checkpoint.h for the value and storage rules).
-#include "model/tiny_checkpoint.h"
+#include "oracle/tiny_checkpoint.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // rows of the call; row t is position t. Shapes: T rows, D hidden, N hc_mult, H heads,
 // Dh head_dim, Dr qk_rope_head_dim, Rq q_lora_rank, Hi/Di indexer heads/dim, E experts,
 // V vocab. The hyper-connection stack of a row is stored flat, [N·D] stream-major.
-#include "model/float_forward.h"
+#include "oracle/float_forward.h"
 
 #include <algorithm>
 #include <cmath>

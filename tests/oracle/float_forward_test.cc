@@ -1,8 +1,8 @@
-// Level-B forward (model/float_forward.h) on the tiny preset (model.md §14.1: W = 8, HCA
+// Level-B forward (oracle/float_forward.h) on the tiny preset (model.md §14.1: W = 8, HCA
 // ratio 8, index_topk 4 -> selection prunes from p = 19), in both storage forms: shapes and
 // finiteness, causality, bit-exact prefix consistency, hash routing by tid2eid, reach of
 // the compressed entries beyond the windows, the MTP row's token dependence, input errors.
-#include "model/float_forward.h"
+#include "oracle/float_forward.h"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "model/tiny_checkpoint.h"
+#include "oracle/tiny_checkpoint.h"
 
 namespace dsv4 {
 namespace {
