@@ -269,23 +269,25 @@ TEST(Reference, Tiny2PastTwoRatio128Entries) {
 // rows, on tiny (ratio 8 HCA: 500 compressed entries, a dense tail of 8 attention blocks;
 // ratio 4 CSA: the streaming indexer over 1,000 keys) and tiny2 (ratio 128), engine ==
 // reference bit for bit on every row (the plain reference costs ~5 ms a token; 20K-token
-// prefill == decode is tests/model/runner_test.cc). Under the sanitizers 1,500 tokens.
-TEST(ReferenceLongContext, PromptThenDecodePastManyBlocks) {
+// prefill == decode is tests/model/runner_test.cc). Under the sanitizers 1,500 tokens. One
+// test per preset, so that ctest runs them side by side.
+void prompt_then_decode(const char* preset) {
 #if defined(__SANITIZE_ADDRESS__)
   constexpr int kPrompt = 1500;
 #else
   constexpr int kPrompt = 4000;
 #endif
-  for (const char* preset : {"tiny", "tiny2"}) {
-    const Loaded& m = test::tiny_model(preset, TinyQuant::kFp8, 1, 32768);
-    SeqPlan p;
-    p.toks = tokens(kPrompt + 12, 91, m.cfg.vocab_size);
-    p.prompt_len = kPrompt;
-    p.chunk = 509;
-    p.rows = 1;
-    EXPECT_EQ(check_against_reference(m, {p}, /*mtp=*/false), kPrompt + 12) << preset;
-  }
+  const Loaded& m = test::tiny_model(preset, TinyQuant::kFp8, 1, 32768);
+  SeqPlan p;
+  p.toks = tokens(kPrompt + 12, 91, m.cfg.vocab_size);
+  p.prompt_len = kPrompt;
+  p.chunk = 509;
+  p.rows = 1;
+  EXPECT_EQ(check_against_reference(m, {p}, /*mtp=*/false), kPrompt + 12) << preset;
 }
+
+TEST(ReferenceLongContext, PromptThenDecodePastManyBlocksTiny) { prompt_then_decode("tiny"); }
+TEST(ReferenceLongContext, PromptThenDecodePastManyBlocksTiny2) { prompt_then_decode("tiny2"); }
 
 }  // namespace
 }  // namespace dsv4

@@ -369,8 +369,8 @@ TEST(Engine, DsparkRejectionIsExactAtZeroAndBatchInvariant) {
 // the first round's acceptance tests and residual draws) are distributed as plain sampling's,
 // on the trained drafter (models/kjv-9m-dspark, "And God said", T = 0.8), whose drafts often
 // pass: the frequency of each of the ten most likely ids agrees within 4.5 binomial standard
-// errors of the difference (a second plain run on other seeds shows the noise). Accepting
-// drafts unchecked or drawing the bonus from the target row breaks that by far.
+// errors of the difference. Accepting drafts unchecked or drawing the bonus from the target row
+// breaks that by far. (A plain run on other seeds, the noise level, measured |z| 2.5-2.7.)
 TEST(Engine, DsparkRejectionFollowsTheTargetDistribution) {
   const Loaded& m = test::committed_model("kjv-9m-dspark");
   ASSERT_TRUE(m.w);
@@ -394,28 +394,24 @@ TEST(Engine, DsparkRejectionFollowsTheTargetDistribution) {
   Limits l = limits(16);
   l.max_rows = 96;
   const RunStats plain = run(m, 16, false, requests_from(0), {}, l);
-  const RunStats other = run(m, 16, false, requests_from(n), {}, l);
   const RunStats rej = run_ds(m, 16, 3, requests_from(0), {}, l, true);
   EXPECT_GT(rej.accepted, n / 4) << "drafts must often pass the test for this to check the acceptance";
   for (int at : {1, 2}) {
-    std::map<int32_t, double> p, p2, q;  // id -> frequency: plain, plain on other seeds, rejection
+    std::map<int32_t, double> p, q;  // id -> frequency: plain, rejection
     for (int i = 0; i < n; ++i) {
       p[plain.out[i][at]] += 1.0 / n;
-      p2[other.out[i][at]] += 1.0 / n;
       q[rej.out[i][at]] += 1.0 / n;
     }
     std::vector<std::pair<double, int32_t>> top;
     for (auto& [t, v] : p) top.push_back({v, t});
     std::sort(top.rbegin(), top.rend());
-    double worst = 0, worst_noise = 0;
+    double worst = 0;
     for (size_t k = 0; k < std::min<size_t>(10, top.size()); ++k) {
       const auto [pv, t] = top[k];
       const double se = std::sqrt(2 * pv * (1 - pv) / n);
       worst = std::max(worst, std::abs(q[t] - pv) / se);
-      worst_noise = std::max(worst_noise, std::abs(p2[t] - pv) / se);
     }
-    std::printf("token %d: top id p %.3f, worst |z| rejection %.2f, plain on other seeds %.2f\n", at, top[0].first,
-                worst, worst_noise);
+    std::printf("token %d: top id p %.3f, worst |z| rejection %.2f\n", at, top[0].first, worst);
     EXPECT_LT(worst, 4.5) << "token " << at;
   }
 }
