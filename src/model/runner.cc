@@ -30,7 +30,9 @@
 #include "kernels/rope/rope.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 #include "model/kernel_params.h"
+#include "model/rank_rows.h"
 #include "model/runner_state.h"
+#include "model/step_decisions.h"
 #include "model/placement.h"
 #include "parallel/attn_output_seam.h"
 #include "parallel/head_seam.h"
@@ -84,18 +86,24 @@ Status validate_limits_for_model(const Limits& l, const ModelConfig& cfg) {
   return Status();
 }
 
+namespace {
+
+StepCapacity step_capacity(const Limits& limits, const ModelConfig& cfg) {
+  StepCapacity c;
+  c.max_batch = limits.max_batch;
+  c.max_rows = limits.max_rows;
+  c.max_request_rows = limits.r_max();
+  c.max_seqs = limits.max_seqs;
+  c.max_context = limits.max_context;
+  c.window = static_cast<int32_t>(cfg.sliding_window);
+  c.vocab_size = cfg.vocab_size;
+  return c;
+}
+
+}  // namespace
+
 ModelRunner::ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits)
-    : cfg_(cfg), w_(w), limits_(limits), pool_(limits.n_threads), md_([&] {
-        StepCapacity c;
-        c.max_batch = limits.max_batch;
-        c.max_rows = limits.max_rows;
-        c.max_request_rows = limits.r_max();
-        c.max_seqs = limits.max_seqs;
-        c.max_context = limits.max_context;
-        c.window = static_cast<int32_t>(cfg.sliding_window);
-        c.vocab_size = cfg.vocab_size;
-        return c;
-      }()) {}
+    : cfg_(cfg), w_(w), limits_(limits), pool_(limits.n_threads), step_meta_(step_capacity(limits, cfg)) {}
 
 ModelRunner::~ModelRunner() = default;
 
@@ -131,331 +139,71 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelConfig& cfg,
 
 Status ModelRunner::init() {
   const ModelConfig& c = cfg_;
-  const int64_t T = limits_.max_rows, D = c.hidden_size, N = c.hc_mult, H = c.num_attention_heads;
-  const int64_t Dh = c.head_dim, Di = c.index_head_dim, Hi = c.index_n_heads;
-  const int32_t P = limits_.page_rows;
-  const int32_t W = static_cast<int32_t>(c.sliding_window);
-  kv_format_ = KvRowFormat{static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim)};
-  idx_format_ = IndexKeyFormat{static_cast<int>(Di)};
+  kv_format_ = KvRowFormat{static_cast<int>(c.head_dim), static_cast<int>(c.qk_rope_head_dim)};
+  idx_format_ = IndexKeyFormat{static_cast<int>(c.index_head_dim)};
   idx_page_rows_ = limits_.page_tokens / kCsaRatio;
-
   inv_main_ = rope_inv_freq_main(c);
   inv_compress_ = rope_inv_freq_compress(c);
-
-  // Window KV: a ring per sequence spanning W - 1 + R_MAX positions (runtime.md §2.2).
-  // Compressed families (CSA KV, HCA KV, indexer keys): one block table, a page per block of
-  // page_tokens source positions, holding page_tokens / r rows in each family's storage
-  // (runtime.md §7.1), taken from the shared pool as a sequence grows.
+  int min_ratio = 0;  // smallest non-zero compress ratio of the main layers (0: none)
   for (int l = 0; l < c.num_hidden_layers; ++l) {  // the MTP layer is SWA (validated)
     const int r = c.layer_ratio(l);
-    if (r > 0 && (min_ratio_ == 0 || r < min_ratio_)) min_ratio_ = r;
+    if (r > 0 && (min_ratio == 0 || r < min_ratio)) min_ratio = r;
   }
-  // With prefix caching the ring also keeps the W − 1 rows before a block end's last 4
-  // positions until the step after it (3 more positions).
-  const int32_t extra = limits_.prefix_blocks > 0 ? 3 : 0;
-  const int32_t ring = ring_pages_for_span(W - 1 + limits_.r_max() + extra, P);
-  ori_ = std::make_unique<CacheGroup>(CacheGroupSpec{"window_kv", P, ring, ring * limits_.max_seqs, 0},
-                                      limits_.max_seqs);
-  const int64_t blocks_per_seq = ceil_div<int64_t>(limits_.max_context, limits_.page_tokens);
-  const int64_t n_blocks = limits_.cache_blocks > 0 ? limits_.cache_blocks : blocks_per_seq * limits_.max_seqs;
-  if (n_blocks > INT32_MAX)
-    return Status::errorf("limits: max_seqs = {} sequences of max_context = {} need {} cache blocks of page_tokens "
-                          "= {}, more than {}; set cache_blocks",
-                          limits_.max_seqs, limits_.max_context, n_blocks, limits_.page_tokens, INT32_MAX);
-  blocks_ = std::make_unique<CacheGroup>(CacheGroupSpec{"compressed_blocks", limits_.page_tokens, 0,
-                                                        static_cast<int32_t>(n_blocks), limits_.max_context},
-                                         limits_.max_seqs);
+  Result<std::unique_ptr<SequenceState>> seqs =
+      SequenceState::create(limits_, static_cast<int32_t>(c.sliding_window), min_ratio, kv_format_.bytes());
+  if (!seqs.ok()) return seqs.status();
+  seqs_ = std::move(*seqs);
+  DSV4_RETURN_IF_ERROR(init_layers());
+  int64_t compressor_floats = 0;  // the largest layer's, both compressors side by side
+  for (const auto& lc : layers_)
+    compressor_floats = std::max(compressor_floats, lc->compressor_scratch_floats(limits_.max_rows));
+  scratch_ = StepScratch::create(c, limits_, pool_, compressor_floats);
+  if (c.dspark) DSV4_RETURN_IF_ERROR(dspark_init());
+  return Status();
+}
 
-  auto make_slot = [&](CompressorSlot& slot, const CompressorWeights& cw, bool indexer, const float* inv) -> Status {
-    if (!cw.present) return Status();
-    slot.present = true;
-    slot.params = compressor_params(c, cw, indexer);
-    // Rollback-safe ring (runtime.md §2.5): the κr − 1 positions before any accepted prefix
-    // of the largest decode step survive its writes.
-    slot.params.ring_rows = slot.params.candidates() - 1 + limits_.max_decode_rows;
-    Status st = k::compressor_check_params(slot.params);
-    if (!st.ok()) return st;
-    slot.weights = compressor_view(cw, inv);
-    const int64_t n = k::compressor_state_floats(slot.params);
-    slot.storage.assign(static_cast<size_t>(2 * n * limits_.max_seqs), 0.0f);
-    slot.states.resize(limits_.max_seqs);
-    for (int32_t s = 0; s < limits_.max_seqs; ++s) {
-      slot.states[s].kv = slot.storage.data() + 2 * n * s;
-      slot.states[s].score = slot.states[s].kv + n;
-    }
-    return Status();
-  };
-  auto expert_view = [](const ExpertWeights& e) {
-    k::ExpertWeights v;
-    v.w1 = e.w1.w;
-    v.w2 = e.w2.w;
-    v.w3 = e.w3.w;
-    return v;
-  };
-
-  const int64_t ori_rows = ori_->physical_rows();
-  int64_t max_comp_floats = 0;
+// Per layer (main, then MTP) its cache storage and compressor slots; the window rows join
+// the sequence state (prefix hits copy them).
+Status ModelRunner::init_layers() {
+  const ModelConfig& c = cfg_;
+  const int64_t ring_rows = seqs_->window().physical_rows(), n_blocks = seqs_->blocks().pool().n_pages();
   for (int l = 0; l < c.n_layers_total(); ++l) {
     const LayerWeights& lw = c.is_mtp_layer(l) ? w_.mtp[l - c.num_hidden_layers].block : w_.layers[l];
-    auto lc = std::make_unique<LayerCaches>();
-    lc->index = l;
-    lc->inv_freq = lw.ratio > 0 ? inv_compress_.data() : inv_main_.data();
-    const std::string name = fmt::format("layer {}", l);
-    auto storage = [&](CacheStorage& dst, const char* family, int64_t rows, int64_t row_bytes) -> Status {
-      Result<CacheStorage> r = CacheStorage::reserve(name + " " + family, static_cast<size_t>(rows * row_bytes));
-      if (!r.ok()) return r.status();
-      dst = std::move(*r);
-      return Status();
-    };
-    DSV4_RETURN_IF_ERROR(storage(lc->ori, "window KV", ori_rows, kv_format_.bytes()));
-    if (lw.ratio > 0) {
-      lc->cmp_page_rows = limits_.page_tokens / lw.ratio;
-      DSV4_RETURN_IF_ERROR(storage(lc->cmp, lw.kind == AttentionKind::kCSA ? "CSA KV" : "HCA KV",
-                                   n_blocks * lc->cmp_page_rows, kv_format_.bytes()));
-    }
-    if (lw.kind == AttentionKind::kCSA)
-      DSV4_RETURN_IF_ERROR(storage(lc->idx, "indexer keys", n_blocks * idx_page_rows_, idx_format_.bytes()));
-    DSV4_RETURN_IF_ERROR(storage(lc->tail, "prefix window rows",
-                                 static_cast<int64_t>(limits_.prefix_blocks) * (W - 1), kv_format_.bytes()));
-    Status st = make_slot(lc->main_cmp, lw.attn.compressor, false, lc->inv_freq);
-    if (!st.ok()) return st;
-    st = make_slot(lc->idx_cmp, lw.attn.indexer.compressor, true, lc->inv_freq);
-    if (!st.ok()) return st;
-    int64_t comp_floats = 0;  // both compressors' scratch side by side
-    for (const CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
-      if (s->present) comp_floats += k::compressor_scratch_floats(s->params, T);
-    max_comp_floats = std::max(max_comp_floats, comp_floats);
-    for (const ExpertWeights& e : lw.ffn.experts) lc->experts.push_back(expert_view(e));
-    lc->shared = expert_view(lw.ffn.shared);
-    layers_.push_back(std::move(lc));
+    const float* inv_freq = lw.ratio > 0 ? inv_compress_.data() : inv_main_.data();
+    Result<std::unique_ptr<LayerCaches>> lc = LayerCaches::create(c, limits_, lw, l, inv_freq, ring_rows, n_blocks);
+    if (!lc.ok()) return lc.status();
+    seqs_->add_window_layer((*lc)->ori.data(), (*lc)->tail.data(), l >= c.num_hidden_layers);
+    layers_.push_back(std::move(*lc));
   }
-
-  // Scratch at capacity.
-  s_ = std::make_unique<Scratch>();
-  Scratch& s = *s_;
-  const int64_t M = c.hc_mix(), Rq = c.q_lora_rank, E = c.n_routed_experts, K = c.num_experts_per_tok;
-  s.size(s.X, T * N * D);
-  s.size(s.Z, T * N * D);
-  if (c.dspark) s.size(s.features, T * static_cast<int64_t>(c.dspark->target_layer_ids.size()) * D);
-  s.size(s.mix, T * std::max<int64_t>(M, N));
-  s.size(s.post, T * N);
-  s.size(s.comb, T * N * N);
-  for (Buf<bf16>* b : {&s.a, &s.attn_out, &s.y, &s.m}) s.size(*b, T * D);
-  s.size(s.qr, T * Rq);
-  s.size(s.q, T * H * Dh);
-  s.size(s.o, T * H * Dh);
-  s.size(s.kv, T * Dh);
-  k::QPathParams qp{D, Rq, static_cast<int>(H), static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim),
-                    static_cast<float>(c.rms_norm_eps)};
-  s.size(s.qpath, k::q_path_scratch_elems(qp, T));
-  k::KvPathParams kp{D, static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim), static_cast<float>(c.rms_norm_eps)};
-  s.size(s.kvpath, k::kv_path_scratch_elems(kp, T));
-  k::OutProjParams op{static_cast<int>(H), static_cast<int>(Dh), static_cast<int>(c.qk_rope_head_dim), c.o_groups,
-                      c.o_lora_rank, D};
-  s.size(s.oproj, k::out_proj_scratch_elems(op, T));
-  k::MtpProjParams mp{c.vocab_size, D, c.hc_mult, static_cast<float>(c.rms_norm_eps)};
-  s.size(s.mtpproj, k::mtp_proj_scratch_elems(mp, T));
-  s.size(s.cmp, std::max<int64_t>(max_comp_floats, 1));
-  s.size(s.emits, T);
-  s.size(s.entries, T * std::max(Dh, Di));
-  s.size(s.qr_q, T * Rq);
-  s.size(s.qi, T * std::max<int64_t>(Hi * Di, 1));
-  s.size(s.omega, T * std::max<int64_t>(Hi, 1));
-  s.size(s.wgt, T * std::max<int64_t>(Hi, 1));
-  s.size(s.picks, T * std::max<int64_t>(c.index_topk, 1));
-  s.size(s.n_picks, T);
-  s.size(s.count, T);
-  k::IndexerParams ip{static_cast<int>(Hi), static_cast<int>(Di), static_cast<int>(c.qk_rope_head_dim),
-                      static_cast<int>(c.index_topk)};
-  s.select_base = s.aligned(s.select, k::indexer_select_scratch_bytes(ip, pool_.size()));
-  // Attention list: window part plus the CSA picks (HCA rows read their compressed
-  // entries as a dense tail, AttnList::n_dense: nothing grows with the context).
-  int64_t max_cmp_list = 0;
-  for (int l = 0; l < c.n_layers_total(); ++l)
-    if (c.layer_ratio(l) == kCsaRatio) max_cmp_list = std::max<int64_t>(max_cmp_list, c.index_topk);
-  s.list_stride = W + max_cmp_list;
-  s.size(s.list, T * s.list_stride);
-  s.size(s.len, T);
-  s.size(s.dense, T);
-  s.size(s.win_rows, T);
-  s.size(s.cmp_rows, T);
-  s.size(s.idx_rows, T);
-  s.size(s.attn, k::sparse_attn_scratch_floats(k::SparseAttnParams{static_cast<int>(H), static_cast<int>(Dh)},
-                                               pool_.size()));
-  s.size(s.gate_scores, T * E);
-  s.size(s.route_w, T * K);
-  s.size(s.ids, T * K);
-  const k::MoeExpertParams ep{D, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
-  const k::MoeDispatchParams dp{K, 0, E, T};
-  const int64_t moe_bytes = k::moe_expert_scratch_bytes(ep, dp);
-  void* aligned = s.aligned(s.moe, moe_bytes);
-  s.first_touch(pool_);
-  s.moe_work = k::moe_expert_scratch_carve(ep, dp, aligned, moe_bytes);
-
-  slots_.assign(limits_.max_seqs, Slot{});
-  if (c.dspark) DSV4_RETURN_IF_ERROR(dspark_init());
-  tail_rows_ = W - 1;
-  if (limits_.prefix_blocks > 0) prefix_ = std::make_unique<PrefixCache>(limits_.page_tokens, limits_.prefix_blocks);
   return Status();
 }
 
 Status ModelRunner::start_sequence(int32_t seq) {
-  if (seq < 0 || seq >= limits_.max_seqs)
-    return Status::errorf("sequence slot {} outside [0, max_seqs = {})", seq, limits_.max_seqs);
-  if (slots_[seq].active) return Status::errorf("sequence slot {} is already in use", seq);
-  Status st = ori_->admit(seq);
-  if (!st.ok()) return st;
-  st = blocks_->admit(seq);
-  if (!st.ok()) {
-    ori_->release(seq);
-    return st;
-  }
+  DSV4_RETURN_IF_ERROR(seqs_->start(seq));
   for (auto& lc : layers_)
     for (CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
       if (s->present) k::compressor_state_reset(s->params, s->states[seq]);
-  slots_[seq] = Slot{};
-  slots_[seq].active = true;
-  if (ds_) std::fill_n(ds_->ring_pos.begin() + static_cast<int64_t>(seq) * ds_->W, ds_->W, int64_t{-1});
+  if (drafter_) drafter_->reset(seq);
   return Status();
-}
-
-void ModelRunner::set_chain(int32_t seq, int32_t entry) {
-  Slot& sl = slots_[seq];
-  if (sl.chain >= 0) prefix_->release(sl.chain);
-  sl.chain = entry;
-  if (entry >= 0) prefix_->hold(entry);
-}
-
-void ModelRunner::copy_window_rows(int32_t seq, int32_t entry, int64_t first, int64_t n, bool to_ring, bool mtp) {
-  const CacheGroupSpec& os = ori_->spec();
-  const int64_t bytes = kv_format_.bytes();
-  const int64_t end = first + n;  // positions [first, end) <-> tail rows [W - 1 - n, W - 1)
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    if (!mtp && static_cast<int>(l) >= cfg_.num_hidden_layers) continue;
-    LayerCaches& lc = *layers_[l];
-    const PagedRowsT<uint8_t> ring{lc.ori.data(), ori_->table(seq).data(), os.page_rows, os.ring_pages, bytes};
-    for (int64_t q = first; q < end; ++q) {
-      uint8_t* tail = lc.tail.data() + (static_cast<int64_t>(entry) * tail_rows_ + tail_rows_ - (end - q)) * bytes;
-      if (to_ring) std::memcpy(ring.row(q), tail, static_cast<size_t>(bytes));
-      else std::memcpy(tail, ring.row(q), static_cast<size_t>(bytes));
-    }
-  }
 }
 
 Result<int64_t> ModelRunner::start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len,
                                                    bool need_mtp) {
   DSV4_RETURN_IF_ERROR(start_sequence(seq));
-  if (!prefix_ || prompt_len < 1) return int64_t{0};
-  const int32_t wc = static_cast<int32_t>(std::min<int64_t>(prompt_len, cfg_.sliding_window));
-  const int64_t P = limits_.page_tokens;
-  const std::vector<int32_t> chain = prefix_->match(prompt, prompt_len, wc, need_mtp);
-  if (chain.empty()) return int64_t{0};
-  const int64_t cut = static_cast<int64_t>(chain.size()) * P;
-  if (min_ratio_ > 0) {
-    std::vector<int32_t> pages;
-    for (int32_t id : chain) pages.push_back(prefix_->entry(id).page);
-    blocks_->adopt(seq, pages);
-  }
-  const int64_t start = cut - kCsaRatio;  // the recomputed positions [cut − 4, cut)
-  const int64_t first = std::max<int64_t>(0, start - tail_rows_);
-  copy_window_rows(seq, chain.back(), first, start - first, /*to_ring=*/true, need_mtp);
-  Slot& sl = slots_[seq];
-  sl.length[0] = sl.length[1] = sl.high[0] = sl.high[1] = sl.floor = start;
-  sl.mtp_floor = need_mtp ? 0 : start;
-  sl.shared_end = cut;
-  sl.next_block = static_cast<int32_t>(chain.size());
-  set_chain(seq, chain.back());
-  return start;
+  return seqs_->reuse_prefix(seq, prompt, prompt_len, need_mtp);
 }
 
 void ModelRunner::register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp) {
-  if (!prefix_ || !active(seq)) return;
-  Slot& sl = slots_[seq];
-  const int64_t P = limits_.page_tokens;
-  const int32_t wc = static_cast<int32_t>(std::min<int64_t>(prompt_len, cfg_.sliding_window));
-  const int64_t done = need_mtp ? std::min(sl.length[0], sl.length[1]) : sl.length[0];
-  const int64_t written = need_mtp ? std::max(sl.high[0], sl.high[1]) : sl.high[0];
-  // The ring holds any span of ring_rows − page_rows + 1 positions: those before the
-  // newest position written are intact.
-  const CacheGroupSpec& os = ori_->spec();
-  const int64_t intact_from = written - (static_cast<int64_t>(os.ring_pages - 1) * os.page_rows + 1);
-  for (int64_t b = sl.next_block; (b + 1) * P <= std::min(prompt_len, done); ++b) {
-    const int64_t cut = (b + 1) * P;
-    const int64_t start = cut - kCsaRatio;
-    const int64_t first = std::max<int64_t>(0, start - tail_rows_);
-    if (first < intact_from) {  // rows gone: the chain stops here
-      sl.next_block = static_cast<int32_t>(prompt_len / P + 1);
-      return;
-    }
-    const int32_t found = prefix_->find(sl.chain, prompt + b * P, wc);
-    if (found >= 0 && (!need_mtp || prefix_->entry(found).mtp)) {
-      prefix_->touch(found);
-      set_chain(seq, found);
-      sl.next_block = static_cast<int32_t>(b + 1);
-      continue;
-    }
-    if (found >= 0) return;  // cached without MTP rows: keep it, stop this chain
-    if (prefix_->full() && !evict_one()) return;  // every entry is in use: this block stays uncached
-    const int32_t page = min_ratio_ > 0 ? blocks_->table(seq)[b] : -1;
-    const bool mtp_rows = need_mtp && first >= sl.mtp_floor;  // its MTP rows were all computed here
-    const int32_t id = prefix_->insert(sl.chain, prompt + b * P, wc, page, mtp_rows);
-    if (page >= 0) blocks_->retain_page(page);
-    copy_window_rows(seq, id, first, start - first, /*to_ring=*/false, need_mtp);
-    sl.shared_end = std::max(sl.shared_end, cut);  // the slot never rewrites a cached block
-    sl.next_block = static_cast<int32_t>(b + 1);
-    set_chain(seq, id);
-  }
+  seqs_->register_prefix(seq, prompt, prompt_len, need_mtp);
 }
 
-int32_t ModelRunner::prefix_entries() const { return prefix_ ? prefix_->size() : 0; }
-
-// A cached block can go when no sequence holds its page (an entry of a model without
-// compressed layers has none).
-bool ModelRunner::evict_one() {
-  auto ev = prefix_->evict([&](int32_t page) { return page < 0 || blocks_->page_refs(page) == 1; });
-  if (!ev) return false;
-  if (ev->page >= 0) blocks_->free_page(ev->page);
-  return true;
-}
-
-bool ModelRunner::make_free_blocks(int64_t need) {
-  while (blocks_->pool().n_free() < need)
-    if (!prefix_ || !evict_one()) return false;
-  return true;
-}
-
-void ModelRunner::end_sequence(int32_t seq) {
-  if (!active(seq)) return;
-  if (prefix_) set_chain(seq, -1);
-  ori_->release(seq);
-  blocks_->release(seq);
-  slots_[seq].active = false;
-}
-
-int64_t ModelRunner::blocks_short(int32_t seq, int64_t end) const {
-  if (min_ratio_ == 0) return 0;
-  const int64_t need = ceil_div<int64_t>(end, limits_.page_tokens);
-  const int64_t have = seq >= 0 && active(seq) ? static_cast<int64_t>(blocks_->table(seq).size()) : 0;
-  return need > have ? need - have : 0;
-}
-
-Status ModelRunner::reserve_blocks(int32_t seq, int64_t end) {
-  if (!active(seq)) return Status::errorf("sequence slot {} was not started", seq);
-  if (min_ratio_ == 0) return Status();
-  if (end > limits_.max_context)
-    return Status::errorf("{} positions exceed max_context = {}", end, limits_.max_context);
-  make_free_blocks(blocks_->pages_short(seq, end));  // evicts unreferenced cached blocks if needed
-  return blocks_->reserve(seq, end);
-}
-
-int64_t ModelRunner::free_blocks() const {
-  if (min_ratio_ == 0) return INT64_MAX;
-  int64_t n = blocks_->pool().n_free();
-  if (prefix_)  // blocks only the prefix cache holds come back on demand
-    n += prefix_->evictable_count([&](int32_t page) { return page < 0 || blocks_->page_refs(page) == 1; });
-  return n;
-}
-int64_t ModelRunner::total_blocks() const { return min_ratio_ == 0 ? INT64_MAX : blocks_->pool().n_pages(); }
+int32_t ModelRunner::prefix_entries() const { return seqs_->prefix_entries(); }
+void ModelRunner::end_sequence(int32_t seq) { seqs_->end(seq); }
+bool ModelRunner::active(int32_t seq) const { return seqs_->active(seq); }
+int64_t ModelRunner::blocks_short(int32_t seq, int64_t end) const { return seqs_->blocks_short(seq, end); }
+Status ModelRunner::reserve_blocks(int32_t seq, int64_t end) { return seqs_->reserve_blocks(seq, end); }
+int64_t ModelRunner::free_blocks() const { return seqs_->free_blocks(); }
+int64_t ModelRunner::total_blocks() const { return seqs_->total_blocks(); }
 
 ModelRunner::CacheMemory ModelRunner::cache_memory() const {
   CacheMemory m;
@@ -467,45 +215,15 @@ ModelRunner::CacheMemory ModelRunner::cache_memory() const {
   return m;
 }
 
-bool ModelRunner::active(int32_t seq) const { return seq >= 0 && seq < limits_.max_seqs && slots_[seq].active; }
-
 Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
-  Status st = validate_step(reqs, md_.cap);
-  if (!st.ok()) return st;
-  const int k = mtp ? 1 : 0;
-  for (size_t r = 0; r < reqs.size(); ++r) {
-    const StepRequest& q = reqs[r];
-    const Slot& sl = slots_[q.seq];
-    if (!sl.active) return Status::errorf("sequence slot {} was not started", q.seq);
-    const int64_t L = sl.length[k];
-    const int64_t lo = std::max<int64_t>(sl.floor, sl.high[k] - (limits_.max_decode_rows - 1));
-    if (q.p0 < lo || q.p0 > L)
-      return Status::errorf(
-          "request {}: p0 = {} does not continue sequence slot {}{}: {} positions cached, so p0 must "
-          "be in [{}, {}] (a rollback reaches at most max_decode_rows - 1 = {} rows behind the furthest "
-          "row written, and never below the slot's start)",
-          r, q.p0, q.seq, mtp ? " (MTP layer)" : "", L, lo, L, limits_.max_decode_rows - 1);
-  }
-  // Compressed-cache blocks for positions [0, p0 + n) (the MTP layer is SWA: none).
-  if (!mtp && min_ratio_ > 0) {
-    int64_t need = 0;
-    for (const StepRequest& q : reqs) need += blocks_->pages_short(q.seq, q.p0 + q.n);
-    if (!make_free_blocks(need))
-      return Status::errorf("compressed cache exhausted: the step needs {} more blocks of {} positions, {} of "
-                            "cache_blocks = {} free",
-                            need, limits_.page_tokens, blocks_->pool().n_free(), blocks_->pool().n_pages());
-    for (const StepRequest& q : reqs) DSV4_RETURN_IF_ERROR(blocks_->reserve(q.seq, q.p0 + q.n));
-  }
+  DSV4_RETURN_IF_ERROR(validate_step(reqs, step_meta_.cap));
+  DSV4_RETURN_IF_ERROR(seqs_->check_step(reqs, mtp));
   if (ranks_) {
-    DSV4_RETURN_IF_ERROR(plan_rank_rows(reqs));
+    DSV4_RETURN_IF_ERROR(ranks_->plan_step(reqs, seqs_->window(), step_meta_));
   } else {
-    build_step_metadata(reqs, *ori_, md_);
+    build_step_metadata(reqs, seqs_->window(), step_meta_);
   }
-  for (const StepRequest& q : reqs) {
-    Slot& sl = slots_[q.seq];
-    sl.length[k] = q.p0 + q.n;
-    sl.high[k] = std::max(sl.high[k], q.p0 + q.n);
-  }
+  seqs_->advance(reqs, mtp);
   return Status();
 }
 
@@ -530,11 +248,11 @@ Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf
     return Status::error("target features requested, but the checkpoint has no DSpark drafter");
   Status st = prepare_step(reqs, false);
   if (!st.ok()) return st;
-  const int64_t T = md_.T;
+  const int64_t T = step_meta_.T;
   if (T == 0 && !ranks_) return Status();  // with ranks, an idle rank still joins every collective
-  Scratch& s = *s_;
+  StepScratch& s = *scratch_;
   const k::EmbedParams ep{cfg_.vocab_size, cfg_.hidden_size, cfg_.hc_mult};
-  if (T > 0) pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, md_.token.data(), T, s.X.data(), tid, n); });
+  if (T > 0) pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, step_meta_.token.data(), T, s.X.data(), tid, n); });
   // DSpark target features (dspark.md §2): each target layer's slice of the feature rows.
   const std::vector<int>* lt = features_out ? &cfg_.dspark->target_layer_ids : nullptr;
   const int64_t F = lt ? static_cast<int64_t>(lt->size()) * cfg_.hidden_size : 0;
@@ -549,20 +267,27 @@ Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf
       pool_.run([&](int tid, int n) { k::hc_stream_mean(s.X.data(), hp, T, slice, F, tid, n); });
     }
   }
-  if (lt && ranks_) {
-    for (int64_t t = 0; t < T; ++t)
-      std::memcpy(features_out + ranks_->own_row[t] * F, feat + t * F, sizeof(bf16) * F);
-    if (ranks_->has_cp) DSV4_RETURN_IF_ERROR(gather_cp_features(reqs, feat, F, features_out));
-  }
-  const int64_t ND = stream_width();
-  if (xfinal_out && ranks_) {
-    for (int64_t t = 0; t < T; ++t)
-      std::memcpy(xfinal_out + ranks_->own_row[t] * ND, s.X.data() + t * ND, sizeof(bf16) * ND);
-  } else if (xfinal_out) {
-    std::memcpy(xfinal_out, s.X.data(), sizeof(bf16) * T * ND);
-  }
+  DSV4_RETURN_IF_ERROR(write_forward_outputs(reqs, lt ? feat : nullptr, F, features_out, xfinal_out));
   // Every rank joins the sharded head when any rank wants logits (the engine always does).
   if (logits || ranks_) return run_head(w_.hc_head, w_.norm, s.X.data(), logits, head);
+  return Status();
+}
+
+// With ranks, the own rows go to their step rows, and the group's split chunks' features are
+// gathered; on one rank features_out was written in place.
+Status ModelRunner::write_forward_outputs(std::span<const StepRequest> reqs, const bf16* feat, int64_t F,
+                                          bf16* features_out, bf16* xfinal_out) {
+  const int64_t T = step_meta_.T, ND = stream_width();
+  const bf16* X = scratch_->X.data();
+  if (feat && ranks_) {
+    ranks_->scatter_own_rows(feat, F, T, features_out);
+    if (ranks_->has_cp) DSV4_RETURN_IF_ERROR(ranks_->gather_cp_features(reqs, feat, F, features_out));
+  }
+  if (xfinal_out && ranks_) {
+    ranks_->scatter_own_rows(X, ND, T, xfinal_out);
+  } else if (xfinal_out) {
+    std::memcpy(xfinal_out, X, sizeof(bf16) * T * ND);
+  }
   return Status();
 }
 
@@ -572,19 +297,14 @@ Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X
   DSV4_RETURN_IF_ERROR(check_head_rows(reqs, head));
   Status st = prepare_step(reqs, true);
   if (!st.ok()) return st;
-  const int64_t T = md_.T;
+  const int64_t T = step_meta_.T;
   if (T == 0 && !ranks_) return Status();
-  Scratch& s = *s_;
-  if (ranks_) {  // the own rows of X, in own-row order
-    const int64_t ND = stream_width();
-    for (int64_t t = 0; t < T; ++t)
-      std::memcpy(ranks_->stage.data() + t * ND, X + ranks_->own_row[t] * ND, sizeof(bf16) * ND);
-    X = ranks_->stage.data();
-  }
+  StepScratch& s = *scratch_;
+  if (ranks_) X = ranks_->gather_own_rows(X, stream_width(), T);  // the own rows of X, in own-row order
   const MtpWeights& mw = w_.mtp[0];
   const k::MtpProjParams mp{cfg_.vocab_size, cfg_.hidden_size, cfg_.hc_mult, static_cast<float>(cfg_.rms_norm_eps)};
   const k::MtpProjWeights mpw{w_.embed, mw.enorm, mw.hnorm, mw.e_proj.w, mw.h_proj.w};
-  const k::MtpProjIO io{T, md_.token.data(), X, s.Z.data(), s.mtpproj.data()};
+  const k::MtpProjIO io{T, step_meta_.token.data(), X, s.Z.data(), s.mtpproj.data()};
   if (T > 0)
     for (int ph = 0; ph < k::kMtpProjPhases; ++ph)
       pool_.run([&](int tid, int n) { k::mtp_proj(ph, mp, mpw, io, tid, n); });
@@ -595,8 +315,8 @@ Status ModelRunner::forward_mtp(std::span<const StepRequest> reqs, const bf16* X
 
 Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X,
                               const DecisionIO& dec, int dspark_gamma) {
-  Scratch& s = *s_;
-  const int64_t T = md_.T;
+  StepScratch& s = *scratch_;
+  const int64_t T = step_meta_.T;
   const k::HcParams hp{cfg_.hc_mult, cfg_.hidden_size, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
                        static_cast<float>(cfg_.rms_norm_eps)};
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
@@ -633,15 +353,15 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
 // cache rows — the computed rows, and with context-parallel prefill (runtime.md §6.8) every row
 // of the group's split chunks, whose normed inputs are all-gathered first.
 Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc, int kv_first_phase) {
-  Scratch& s = *s_;
+  StepScratch& s = *scratch_;
   const ModelConfig& c = cfg_;
   const int64_t D = c.hidden_size, Dh = c.head_dim, Di = c.index_head_dim;
   const int Dr = static_cast<int>(c.qk_rope_head_dim);
   const float eps = static_cast<float>(c.rms_norm_eps);
   const bf16* a = s.a.data();
-  const StepMetadata* mk = &md_;
+  const StepMetadata* mk = &step_meta_;
   if (ranks_ && ranks_->has_cp) {
-    DSV4_RETURN_IF_ERROR(gather_cp_rows());
+    DSV4_RETURN_IF_ERROR(ranks_->gather_cp_rows(s.a.data(), D));
     a = ranks_->a_kv.data();
     mk = &ranks_->md_kv;
   }
@@ -651,7 +371,7 @@ Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc, in
   const k::KvPathParams kp{D, static_cast<int>(Dh), Dr, eps};
   const k::KvPathWeights kw{aw.wkv.w, aw.kv_norm, lc.inv_freq};
   const k::KvPathIO kio{T, a, pos, s.kv.data(), s.kvpath.data()};
-  const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
+  const int64_t kv_bytes = kv_format_.bytes();
   if (T > 0)
     for (int ph = kv_first_phase; ph < k::kKvPathPhases; ++ph)
       pool_.run([&](int tid, int n) {
@@ -663,7 +383,6 @@ Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc, in
       });
 
   // Both compressors project in one run, each into its own part of s.cmp.
-  const k::CompressorStep cstep{T, mk->row_seq.data(), pos};
   float* cmp_main = s.cmp.data();
   float* cmp_idx = cmp_main + (lc.main_cmp.present ? k::compressor_scratch_floats(lc.main_cmp.params, T) : 0);
   if (T > 0 && (lc.main_cmp.present || lc.idx_cmp.present))
@@ -672,117 +391,141 @@ Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc, in
         k::compressor_project(lc.main_cmp.params, lc.main_cmp.weights, a, T, cmp_main, tid, n);
       if (lc.idx_cmp.present) k::compressor_project(lc.idx_cmp.params, lc.idx_cmp.weights, a, T, cmp_idx, tid, n);
     });
-  auto compress = [&](CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width,
-                      float* scratch) {
-    pool_.run([&](int tid, int n) {
-      k::compressor_emit(slot.params, slot.weights, cstep, slot.states.data(), scratch, s.emits.data(),
-                         s.entries.data(), tid, n);
-    });
-    pool_.run([&](int tid, int n) {
-      k::compressor_commit(slot.params, slot.weights, cstep, slot.states.data(), scratch, tid, n);
-    });
-    const int64_t n_emit = k::compressor_count_emits(pos, T, slot.params.ratio);
-    const bool indexer = slot.params.kind == k::CompressorKind::kIndexer;
-    const int64_t row_bytes = indexer ? idx_bytes : kv_bytes;
-    for (int64_t e = 0; e < n_emit; ++e) {
-      const k::CompressorEmit& em = s.emits.data()[e];
-      if ((em.index + 1) * slot.params.ratio <= slots_[em.seq].shared_end) continue;  // in a shared block: kept
-      uint8_t* dst = PagedRowsT<uint8_t>{cache.data(), blocks_->table(em.seq).data(), page_rows, 0, row_bytes}.row(
-          em.index);
-      if (indexer) index_key_pack(idx_format_, s.entries.data() + e * width, dst);
-      else kv_pack_row(kv_format_, s.entries.data() + e * width, dst);
-    }
-  };
-  if (T > 0 && lc.main_cmp.present) compress(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh, cmp_main);
-  if (T > 0 && lc.idx_cmp.present) compress(lc.idx_cmp, lc.idx, idx_page_rows_, Di, cmp_idx);
+  if (T > 0 && lc.main_cmp.present) run_compressor(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh, cmp_main, *mk);
+  if (T > 0 && lc.idx_cmp.present) run_compressor(lc.idx_cmp, lc.idx, idx_page_rows_, Di, cmp_idx, *mk);
   return Status();
+}
+
+// One compressor's emit and commit over the cache rows, and its emitted entries packed into
+// the slot's blocks (entries inside a shared prefix-cache block are kept as cached).
+void ModelRunner::run_compressor(CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width,
+                                 float* scratch, const StepMetadata& rows) {
+  StepScratch& s = *scratch_;
+  const int64_t T = rows.T;
+  const int64_t* pos = rows.pos.data();
+  const k::CompressorStep cstep{T, rows.row_seq.data(), pos};
+  pool_.run([&](int tid, int n) {
+    k::compressor_emit(slot.params, slot.weights, cstep, slot.states.data(), scratch, s.emits.data(),
+                       s.entries.data(), tid, n);
+  });
+  pool_.run([&](int tid, int n) {
+    k::compressor_commit(slot.params, slot.weights, cstep, slot.states.data(), scratch, tid, n);
+  });
+  const int64_t n_emit = k::compressor_count_emits(pos, T, slot.params.ratio);
+  const bool indexer = slot.params.kind == k::CompressorKind::kIndexer;
+  const int64_t row_bytes = indexer ? idx_format_.bytes() : kv_format_.bytes();
+  for (int64_t e = 0; e < n_emit; ++e) {
+    const k::CompressorEmit& em = s.emits.data()[e];
+    if ((em.index + 1) * slot.params.ratio <= seqs_->shared_end(em.seq)) continue;  // in a shared block: kept
+    uint8_t* dst =
+        PagedRowsT<uint8_t>{cache.data(), seqs_->blocks().table(em.seq).data(), page_rows, 0, row_bytes}.row(em.index);
+    if (indexer) index_key_pack(idx_format_, s.entries.data() + e * width, dst);
+    else kv_pack_row(kv_format_, s.entries.data() + e * width, dst);
+  }
 }
 
 Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block,
                                   const DecisionIO& dec) {
-  Scratch& s = *s_;
+  // The kv path's first phase (actq of the same rows, rows split alike) joins the q path's
+  // when the cache rows are the computed rows; the indexer's actq of qr joins the phase that
+  // writes qr (rows split alike).
+  const bool kv_first_here = !(ranks_ && ranks_->has_cp);
+  const bool csa = lw.kind == AttentionKind::kCSA;
+  const bool idx_actq = csa && lw.attn.indexer.wq_b.w.quantized();
+  run_q_path(lw, lc, kv_first_here, idx_actq);
+  DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc, kv_first_here ? 1 : 0));
+  build_cache_views(lw, lc);
+  // The top-k merge and attn_select split rows alike: one run, unless decisions are forced
+  // or logged in between.
+  const bool merge_in_select = csa && !dec.forced && !dec.log;
+  if (csa) run_indexer(lw, lc, mtp_block, dec, idx_actq, merge_in_select);
+  run_sparse_attention(lw, merge_in_select);
+  return run_out_proj(lw, lc);
+}
+
+// q path on the computed rows (keeps qr for the indexer).
+void ModelRunner::run_q_path(const LayerWeights& lw, const LayerCaches& lc, bool kv_first_here, bool idx_actq) {
+  StepScratch& s = *scratch_;
   const ModelConfig& c = cfg_;
-  const int64_t T = md_.T, D = c.hidden_size, Dh = c.head_dim, Di = c.index_head_dim;
+  const int64_t T = step_meta_.T, D = c.hidden_size, Dh = c.head_dim;
   const int H = c.num_attention_heads, Dr = static_cast<int>(c.qk_rope_head_dim);
   const float eps = static_cast<float>(c.rms_norm_eps);
   const AttentionWeights& aw = lw.attn;
-  const int64_t* pos = md_.pos.data();
-
-  // q path (also keeps qr for the indexer) on the computed rows; then the cache writes.
+  const int64_t* pos = step_meta_.pos.data();
   const k::QPathParams qp{D, c.q_lora_rank, H, static_cast<int>(Dh), Dr, eps};
   const k::QPathWeights qw{aw.wq_a.w, aw.q_norm, aw.wq_b.w, lc.inv_freq};
   const k::QPathIO qio{T, s.a.data(), pos, s.qr.data(), s.q.data(), s.qpath.data()};
-  // The kv path's first phase (actq of the same rows, rows split alike) joins the q path's
-  // when the cache rows are the computed rows.
-  const bool kv_first_here = !(ranks_ && ranks_->has_cp);
   const k::KvPathParams kp{D, static_cast<int>(Dh), Dr, eps};
   const k::KvPathWeights kw{aw.wkv.w, aw.kv_norm, lc.inv_freq};
   const k::KvPathIO kio{T, s.a.data(), pos, s.kv.data(), s.kvpath.data()};
-  // The indexer's actq of qr joins the phase that writes qr (rows split alike).
-  const bool csa = lw.kind == AttentionKind::kCSA;
-  const bool idx_actq = csa && aw.indexer.wq_b.w.quantized();
   for (int ph = 0; ph < k::kQPathPhases; ++ph)
     pool_.run([&](int tid, int n) {
       k::q_path(ph, qp, qw, qio, tid, n);
       if (ph == 0 && kv_first_here) k::kv_path(0, kp, kw, kio, tid, n);
       if (ph == 2 && idx_actq) k::actq_rows(s.qr.data(), T, c.q_lora_rank, s.qr_q.data(), tid, n);
     });
-  DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc, kv_first_here ? 1 : 0));
+}
+
+// Per-row views of this layer's paged caches.
+void ModelRunner::build_cache_views(const LayerWeights& lw, const LayerCaches& lc) {
+  StepScratch& s = *scratch_;
   const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
-
-  // Per-row views of this layer's paged caches.
-  const CacheGroupSpec& os = ori_->spec();
-  for (int64_t t = 0; t < T; ++t) {
-    const int32_t seq = md_.row_seq[t];
-    s.win_rows.data()[t] = PagedBytes{lc.ori.data(), ori_->table(seq).data(), os.page_rows, os.ring_pages, kv_bytes};
-    if (lw.ratio > 0)
-      s.cmp_rows.data()[t] = PagedBytes{lc.cmp.data(), blocks_->table(seq).data(), lc.cmp_page_rows, 0, kv_bytes};
+  const CacheGroup& window = seqs_->window();
+  const CacheGroupSpec& os = window.spec();
+  for (int64_t t = 0; t < step_meta_.T; ++t) {
+    const int32_t seq = step_meta_.row_seq[t];
+    const int32_t* blocks = seqs_->blocks().table(seq).data();
+    s.win_rows.data()[t] = PagedBytes{lc.ori.data(), window.table(seq).data(), os.page_rows, os.ring_pages, kv_bytes};
+    if (lw.ratio > 0) s.cmp_rows.data()[t] = PagedBytes{lc.cmp.data(), blocks, lc.cmp_page_rows, 0, kv_bytes};
     if (lw.kind == AttentionKind::kCSA)
-      s.idx_rows.data()[t] = PagedBytes{lc.idx.data(), blocks_->table(seq).data(), idx_page_rows_, 0, idx_bytes};
+      s.idx_rows.data()[t] = PagedBytes{lc.idx.data(), blocks, idx_page_rows_, 0, idx_bytes};
   }
+}
 
-  // CSA: lightning indexer picks the compressed entries.
-  const int32_t* picks = nullptr;
-  const int32_t* n_picks = nullptr;
-  int64_t picks_stride = 0;
-  const k::IndexerParams ip{c.index_n_heads, static_cast<int>(Di), Dr, static_cast<int>(c.index_topk)};
+// CSA: the lightning indexer picks the compressed entries of each row (forced and logged by dec).
+void ModelRunner::run_indexer(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
+                                 bool idx_actq, bool merge_in_select) {
+  StepScratch& s = *scratch_;
+  const ModelConfig& c = cfg_;
+  const int64_t T = step_meta_.T;
+  const int64_t* pos = step_meta_.pos.data();
+  const k::IndexerParams ip{c.index_n_heads, static_cast<int>(c.index_head_dim), static_cast<int>(c.qk_rope_head_dim),
+                            static_cast<int>(c.index_topk)};
   const k::IndexKeys idx_keys{s.idx_rows.data(), s.count.data(), idx_format_};
-  // The top-k merge and attn_select split rows alike: one run, unless decisions are forced
-  // or logged in between.
-  const bool merge_in_select = lw.kind == AttentionKind::kCSA && !dec.forced && !dec.log;
-  if (lw.kind == AttentionKind::kCSA) {
-    const IndexerWeights& iw = aw.indexer;
-    const bf16* qr_in = idx_actq ? s.qr_q.data() : s.qr.data();
+  const IndexerWeights& iw = lw.attn.indexer;
+  const bf16* qr_in = idx_actq ? s.qr_q.data() : s.qr.data();
+  pool_.run([&](int tid, int n) {
+    k::indexer_project(ip, iw.wq_b.w, iw.weights_proj.w, qr_in, s.a.data(), T, s.qi.data(), s.omega.data(), tid, n);
+  });
+  pool_.run([&](int tid, int n) {
+    k::indexer_finish(ip, lc.inv_freq, pos, T, s.qi.data(), s.omega.data(), s.wgt.data(), tid, n);
+  });
+  for (int64_t t = 0; t < T; ++t) s.count.data()[t] = static_cast<int32_t>(k::visible_entries(pos[t], kCsaRatio));
+  pool_.run([&](int tid, int n) {
+    k::indexer_select(ip, s.qi.data(), s.wgt.data(), idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base,
+                      tid, n);
+  });
+  if (!merge_in_select)
     pool_.run([&](int tid, int n) {
-      k::indexer_project(ip, iw.wq_b.w, iw.weights_proj.w, qr_in, s.a.data(), T, s.qi.data(), s.omega.data(), tid, n);
+      k::indexer_select_merge(ip, idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
     });
-    pool_.run([&](int tid, int n) {
-      k::indexer_finish(ip, lc.inv_freq, pos, T, s.qi.data(), s.omega.data(), s.wgt.data(), tid, n);
-    });
-    for (int64_t t = 0; t < T; ++t) s.count.data()[t] = static_cast<int32_t>(k::visible_entries(pos[t], kCsaRatio));
-    pool_.run([&](int tid, int n) {
-      k::indexer_select(ip, s.qi.data(), s.wgt.data(), idx_keys, T, s.picks.data(), s.n_picks.data(),
-                        s.select_base, tid, n);
-    });
-    if (!merge_in_select)
-      pool_.run([&](int tid, int n) {
-        k::indexer_select_merge(ip, idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
-      });
-    picks_stride = c.index_topk;
-    const int layer = mtp_block ? 0 : lw.layer;
-    if (dec.forced)  // a forced entry has exactly n_picks ids (DecisionTable::create)
-      for (int64_t t = 0; t < T; ++t)
-        if (const Decision* f = dec.forced->find(mtp_block, true, layer, md_.row_seq[t], pos[t]))
-          std::copy(f->selected.begin(), f->selected.end(), s.picks.data() + t * picks_stride);
-    picks = s.picks.data();
-    n_picks = s.n_picks.data();
-    if (dec.log)
-      for (int64_t t = 0; t < T; ++t)
-        dec.log->push_back({mtp_block, true, layer, md_.row_seq[t], pos[t],
-                            std::vector<int32_t>(picks + t * picks_stride, picks + t * picks_stride + n_picks[t])});
-  }
+  apply_pick_decisions(dec, DecisionSite{mtp_block, mtp_block ? 0 : lw.layer}, step_meta_, s.picks.data(),
+                       c.index_topk, s.n_picks.data());
+}
 
-  // Attention list (window part + compressed part) and the Level-A kernel.
+// Attention list (window part + compressed part: the CSA picks) and the Level-A kernel.
+void ModelRunner::run_sparse_attention(const LayerWeights& lw, bool merge_in_select) {
+  StepScratch& s = *scratch_;
+  const ModelConfig& c = cfg_;
+  const int64_t T = step_meta_.T;
+  const int64_t* pos = step_meta_.pos.data();
+  const bool csa = lw.kind == AttentionKind::kCSA;
+  const int64_t picks_stride = csa ? c.index_topk : 0;
+  const int32_t* picks = csa ? s.picks.data() : nullptr;
+  const int32_t* n_picks = csa ? s.n_picks.data() : nullptr;
+  const k::IndexerParams ip{c.index_n_heads, static_cast<int>(c.index_head_dim), static_cast<int>(c.qk_rope_head_dim),
+                            static_cast<int>(c.index_topk)};
+  const k::IndexKeys idx_keys{s.idx_rows.data(), s.count.data(), idx_format_};
   k::AttnSelectParams sp;
   const bool hca = lw.kind == AttentionKind::kHCA;
   sp.kind = lw.kind == AttentionKind::kCSA ? k::AttnKind::kCSA : k::AttnKind::kSWA;  // HCA: window part + dense tail
@@ -794,30 +537,29 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
   pool_.run([&](int tid, int n) {
     if (merge_in_select)
       k::indexer_select_merge(ip, idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
-    k::attn_select(sp, T, pos, md_.window_len.data(), picks, picks_stride, n_picks, s.list.data(), s.len.data(), tid, n);
+    k::attn_select(sp, T, pos, step_meta_.window_len.data(), picks, picks_stride, n_picks, s.list.data(),
+                   s.len.data(), tid, n);
   });
-  const k::AttnList list{s.list.data(), s.list_stride, s.len.data(), md_.window_len.data(),
+  const k::AttnList list{s.list.data(), s.list_stride, s.len.data(), step_meta_.window_len.data(),
                          hca ? s.dense.data() : nullptr};
   const k::PackedAttnKeys keys{s.win_rows.data(), lw.ratio > 0 ? s.cmp_rows.data() : nullptr, kv_format_};
-  const k::SparseAttnParams ap{H, static_cast<int>(Dh)};
+  const k::SparseAttnParams ap{c.num_attention_heads, static_cast<int>(c.head_dim)};
   pool_.run([&](int tid, int n) {
-    k::sparse_attn(ap, s.q.data(), T, list, keys, aw.attn_sink, s.o.data(), s.attn.data(), tid, n);
+    k::sparse_attn(ap, s.q.data(), T, list, keys, lw.attn.attn_sink, s.o.data(), s.attn.data(), tid, n);
   });
-
-  return run_out_proj(lw, lc);
 }
 
 // De-rotation and grouped output projection: on this rank (one rank, or tp = 1), or
 // sharded over the TP group (parallel/attn_output_seam.h).
 Status ModelRunner::run_out_proj(const LayerWeights& lw, LayerCaches& lc) {
-  Scratch& s = *s_;
+  StepScratch& s = *scratch_;
   const ModelConfig& c = cfg_;
-  const int64_t T = md_.T;
+  const int64_t T = step_meta_.T;
   const AttentionWeights& aw = lw.attn;
   const k::OutProjParams op{c.num_attention_heads, static_cast<int>(c.head_dim), static_cast<int>(c.qk_rope_head_dim),
                             c.o_groups, c.o_lora_rank, c.hidden_size};
   const k::OutProjWeights ow{aw.wo_a.w, aw.wo_b.w, lc.inv_freq};
-  const k::OutProjIO oio{T, s.o.data(), md_.pos.data(), s.attn_out.data(), s.oproj.data()};
+  const k::OutProjIO oio{T, s.o.data(), step_meta_.pos.data(), s.attn_out.data(), s.oproj.data()};
   if (!ranks_ || !ranks_->attn) {
     if (T > 0)
       for (int ph = 0; ph < k::kOutProjPhases; ++ph)
@@ -831,9 +573,9 @@ Status ModelRunner::run_out_proj(const LayerWeights& lw, LayerCaches& lc) {
 
 Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
                             int dspark_gamma) {
-  Scratch& s = *s_;
+  StepScratch& s = *scratch_;
   const ModelConfig& c = cfg_;
-  const int64_t T = md_.T, E = c.n_routed_experts, K = c.num_experts_per_tok;
+  const int64_t T = step_meta_.T, E = c.n_routed_experts, K = c.num_experts_per_tok;
   if (T == 0) return ranks_ && ranks_->moe ? run_moe_seam(lc) : Status();
   const k::MoeGateParams gp{c.hidden_size, E, K, static_cast<float>(c.routed_scaling_factor)};
   k::MoeGateWeights gw;
@@ -842,32 +584,13 @@ Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool 
   if (lw.hash) gw.tid2eid = k::Tid2Eid{lw.ffn.tid2eid.data(), false, c.vocab_size};
   pool_.run([&](int tid, int n) { k::moe_gate_scores(s.a.data(), gw, gp, T, s.gate_scores.data(), tid, n); });
   pool_.run([&](int tid, int n) {
-    k::moe_gate_route(s.gate_scores.data(), gw, md_.token.data(), gp, T, s.ids.data(), s.route_w.data(), tid, n);
+    k::moe_gate_route(s.gate_scores.data(), gw, step_meta_.token.data(), gp, T, s.ids.data(), s.route_w.data(), tid, n);
   });
-  const int layer = mtp_block ? 0 : lw.layer;
-  // A DSpark stage's block row t is row t mod γ of its round (rounds of γ rows), anchor pos − 1 − row.
-  const int stage = dspark_gamma > 0 ? lw.layer - c.num_hidden_layers : 0;
-  auto ds_row = [&](int64_t t) { return static_cast<int32_t>(t % dspark_gamma); };
-  auto find = [&](int64_t t) {
-    return dspark_gamma > 0
-               ? dec.forced->find_dspark(false, stage, md_.row_seq[t], md_.pos[t] - 1 - ds_row(t), ds_row(t))
-               : dec.forced->find(mtp_block, false, layer, md_.row_seq[t], md_.pos[t]);
-  };
-  if (dec.forced)
-    for (int64_t t = 0; t < T; ++t)
-      if (const Decision* f = find(t)) {
-        std::copy(f->selected.begin(), f->selected.end(), s.ids.data() + t * K);
-        k::moe_route_weights(s.gate_scores.data() + t * E, s.ids.data() + t * K, gp, s.route_w.data() + t * K);
-      }
-  if (dec.log)
-    for (int64_t t = 0; t < T; ++t) {
-      std::vector<int32_t> sel(s.ids.data() + t * K, s.ids.data() + (t + 1) * K);
-      if (dspark_gamma > 0)
-        dec.log->push_back(
-            {false, false, stage, md_.row_seq[t], md_.pos[t] - 1 - ds_row(t), std::move(sel), true, false, ds_row(t)});
-      else
-        dec.log->push_back({mtp_block, false, layer, md_.row_seq[t], md_.pos[t], std::move(sel)});
-    }
+  if (dec.forced || dec.log) {
+    const int stage = dspark_gamma > 0 ? lw.layer - c.num_hidden_layers : 0;
+    apply_route_decisions(dec, DecisionSite{mtp_block, mtp_block ? 0 : lw.layer, dspark_gamma, stage}, step_meta_, gp,
+                          s.gate_scores.data(), s.ids.data(), s.route_w.data());
+  }
   if (ranks_ && ranks_->moe) return run_moe_seam(lc);
   const k::MoeExpertParams ep{c.hidden_size, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};
   const k::MoeDispatchParams dp{K, 0, E, limits_.max_rows};
@@ -890,22 +613,16 @@ Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool 
 // (ascending, so no row is overwritten before it moves) and the head runs on those only.
 // With ranks: every own row goes through the sharded head; the listed ones are written.
 Status ModelRunner::run_head(const HcParams& hc, const bf16* norm, bf16* X, float* logits, HeadRows head) {
-  Scratch& s = *s_;
-  int64_t T = md_.T;
+  StepScratch& s = *scratch_;
+  int64_t T = step_meta_.T;
   const int64_t D = cfg_.hidden_size, V = cfg_.vocab_size;
-  const int32_t* out_row = ranks_ ? ranks_->own_row.data() : nullptr;
+  const int32_t* out_row = ranks_ ? ranks_->head_out_rows(head.rows, head.n, T) : nullptr;
   if (head.rows != nullptr && !ranks_) {
     const int64_t ND = stream_width();
     for (int64_t i = 0; i < head.n; ++i)
       if (head.rows[i] != i) std::memcpy(X + i * ND, X + head.rows[i] * ND, sizeof(bf16) * ND);
     T = head.n;
     if (T == 0) return Status();
-  } else if (head.rows != nullptr) {
-    std::vector<int32_t>& at = ranks_->head_of_step;
-    std::fill(at.begin(), at.end(), -1);
-    for (int64_t i = 0; i < head.n; ++i) at[head.rows[i]] = static_cast<int32_t>(i);
-    for (int64_t t = 0; t < T; ++t) ranks_->head_out_row[t] = at[ranks_->own_row[t]];
-    out_row = ranks_->head_out_row.data();
   }
   const k::HcParams hp{cfg_.hc_mult, D, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
                        static_cast<float>(cfg_.rms_norm_eps)};

@@ -11,6 +11,10 @@
 // absolute position, so rows later rejected by verification need no rollback
 // (runtime.md §3.1): window and compressor-state rings span the rows the next step
 // reads after any partial acceptance (runtime.md §2.1, §2.5).
+// The runner computes the rows; its other state is in units of its own: the sequence slots,
+// block tables, rollback bounds and prefix cache (model/sequence_state.h), the DSpark
+// drafter's rings (model/drafter_state.h), the rows of several ranks and their seams
+// (model/rank_rows.h), the per-layer caches and step scratch (runner_state.h).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +31,9 @@
 #include "kernels/sample/sample.h"
 #include "model/config.h"
 #include "model/decisions.h"
+#include "model/drafter_state.h"
 #include "model/limits.h"
+#include "model/sequence_state.h"
 #include "model/weights.h"
 #include "numeric/bf16.h"
 #include "numeric/cache_rows.h"
@@ -48,6 +54,12 @@ struct HeadRows {
   const int32_t* rows = nullptr;
   int64_t n = 0;
 };
+
+class CacheStorage;
+class RankRows;
+struct CompressorSlot;
+struct LayerCaches;
+struct StepScratch;
 
 class ModelRunner {
  public:
@@ -126,27 +138,13 @@ class ModelRunner {
   // (StepRequest::owner), which commits and proposes for it; the stage blocks and the head run
   // through the seams as the target's do, so every rank joins each propose call. Row r·γ + i
   // of lambda / drafts is written on round r's owner only.
-  struct DsparkCommit {
-    int32_t seq = -1;
-    int64_t p0 = 0;
-    int32_t n = 0;
-    const bf16* features = nullptr;  // [n, |Lt|·D]
-    int32_t owner = 0;
-  };
-  struct DsparkRound {
-    int32_t seq = -1;
-    int64_t anchor = 0;
-    int32_t x0 = 0;
-    int32_t owner = 0;
-    // Temperature > 0: d_k is the model.md §10.2 draw from λ_{k−1} at position anchor + 1 + k,
-    // draft slot 1 (dspark.md §4.3 mode rejection); 0: the argmax chain.
-    kernels::SamplingParams sample{};
-  };
+  using DsparkCommit = dsv4::DsparkCommit;  // model/drafter_state.h
+  using DsparkRound = dsv4::DsparkRound;
   Status dspark_commit(std::span<const DsparkCommit> commits);
   // The first position a slot's rings can hold: its start (0, or a prefix hit's first fed
   // position, runtime.md §7.1). A round at anchor a needs max(0, a − W + 1) at or above it, so
   // after a hit proposals wait until W rows are committed (dspark.md §4.9).
-  int64_t dspark_context_start(int32_t seq) const { return slots_[seq].floor; }
+  int64_t dspark_context_start(int32_t seq) const { return seqs_->floor(seq); }
   // dec: the drafter's decisions (decisions.h, block "dspark"): the stages' routed experts and
   // the drafts, forced (a forced draft continues the Markov chain) and logged.
   Status dspark_propose(std::span<const DsparkRound> rounds, int gamma, float* lambda, int32_t* drafts,
@@ -183,74 +181,57 @@ class ModelRunner {
   ThreadPool& pool() { return pool_; }
 
  private:
-  struct LayerCaches;
-  struct Scratch;
-  struct Ranks;
   ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits);
   Status init();
+  Status init_layers();
   Status init_ranks(RankGroups* ranks);
-  Status run_out_proj(const LayerWeights& lw, LayerCaches& lc);
-  // kv_first_phase: the kv path's phases before it already ran (with the q path's).
-  Status run_cache_writes(const LayerWeights& lw, LayerCaches& lc, int kv_first_phase);
-  Status plan_rank_rows(std::span<const StepRequest> reqs);
-  Status gather_cp_rows();
-  Status gather_cp_features(std::span<const StepRequest> reqs, const bf16* feat, int64_t F, bf16* features_out);
   Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
+  Status check_head_rows(std::span<const StepRequest> reqs, HeadRows head) const;
+  // Stages of forward: the final stack and the DSpark features out (with ranks: own rows to
+  // their step rows).
+  Status write_forward_outputs(std::span<const StepRequest> reqs, const bf16* feat, int64_t F, bf16* features_out,
+                               bf16* xfinal_out);
   // dspark_gamma > 0: a DSpark stage over blocks of that many rows (run_dspark_attention).
   Status run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X, const DecisionIO& dec,
                    int dspark_gamma = 0);
-  struct Dspark;
-  std::unique_ptr<Dspark> ds_;  // the DSpark drafter's state (a DSpark checkpoint)
-  Status dspark_init();
-  void plan_dspark_rows(std::span<const DsparkRound> rounds, int gamma);
-  Status run_dspark_attention(const LayerWeights& lw, LayerCaches& lc, int gamma);
+  // Attention stages: q path (with the kv path's first phase), cache writes, the per-row
+  // cache views, the CSA indexer's picks, the attention list and kernel, the output projection.
   Status run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, const DecisionIO& dec);
+  void run_q_path(const LayerWeights& lw, const LayerCaches& lc, bool kv_first_here, bool idx_actq);
+  // kv_first_phase: the kv path's phases before it already ran (with the q path's).
+  Status run_cache_writes(const LayerWeights& lw, LayerCaches& lc, int kv_first_phase);
+  void run_compressor(CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width,
+                      float* scratch, const StepMetadata& rows);
+  void build_cache_views(const LayerWeights& lw, const LayerCaches& lc);
+  // CSA; merge_in_select: the top-k merge is left to run_sparse_attention's first run.
+  void run_indexer(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
+                   bool idx_actq, bool merge_in_select);
+  void run_sparse_attention(const LayerWeights& lw, bool merge_in_select);
+  Status run_out_proj(const LayerWeights& lw, LayerCaches& lc);
   // dspark_gamma > 0: a DSpark stage, its decisions keyed by (stage, anchor, block row).
   Status run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
                  int dspark_gamma = 0);
   Status run_moe_seam(const LayerCaches& lc);
-  Status check_head_rows(std::span<const StepRequest> reqs, HeadRows head) const;
   Status run_head(const HcParams& hc, const bf16* norm, bf16* X, float* logits, HeadRows head);
+  // DSpark (runner_dspark.cc).
+  Status dspark_init();
+  Status run_dspark_attention(const LayerWeights& lw, LayerCaches& lc, int gamma);
 
   const ModelConfig& cfg_;
   const Weights& w_;
   Limits limits_;
   ThreadPool pool_;
-  std::unique_ptr<CacheGroup> ori_;   // window KV ring (every layer + MTP)
-  std::unique_ptr<CacheGroup> blocks_;  // compressed families' block table (growing, page_tokens positions)
+  std::unique_ptr<SequenceState> seqs_;  // slots, block tables, rollback bounds, prefix cache
   std::vector<std::unique_ptr<LayerCaches>> layers_;  // main layers, then MTP layers
-  std::unique_ptr<Scratch> s_;
-  std::unique_ptr<Ranks> ranks_;  // nullptr: one rank
-  StepMetadata md_;               // the own rows of the step
-  // Per sequence slot. Index 0: main model, 1: MTP layer.
-  struct Slot {
-    bool active = false;
-    // Positions [0, length) written by the last step, and the furthest written + 1
-    // (rejected rows included): a step's rows continue the slot, p0 in
-    // [max(floor, high − (S_MAX − 1)), length] (runtime.md §3.1 rollback window), so
-    // rollbacks stay within what the rings hold.
-    int64_t length[2] = {0, 0}, high[2] = {0, 0};
-    int64_t floor = 0;       // lowest start: 0, or a prefix hit's start
-    // Prefix cache: positions whose compressed entries live in shared pages (never written
-    // by this slot), MTP window rows below mtp_floor were not copied by a hit, the entry the
-    // slot's next block chains onto (held) and that block's index.
-    int64_t shared_end = 0, mtp_floor = 0;
-    int32_t chain = -1, next_block = 0;
-  };
-  std::vector<Slot> slots_;
-  // Prefix cache: the index, and per layer the window-KV rows of each entry (the W − 1
-  // positions before a cut's first recomputed row).
-  std::unique_ptr<PrefixCache> prefix_;
-  int32_t tail_rows_ = 0;
-  void set_chain(int32_t seq, int32_t entry);
-  bool evict_one();  // drops the LRU cached block nobody else holds; false if none
-  bool make_free_blocks(int64_t need);
-  void copy_window_rows(int32_t seq, int32_t entry, int64_t first, int64_t n, bool to_ring, bool mtp);
-  std::vector<float> inv_main_, inv_compress_;  // RoPE tables of both profiles
-  KvRowFormat kv_format_;       // window and compressed KV rows
-  IndexKeyFormat idx_format_;   // indexer keys
-  int min_ratio_ = 0;
-  int32_t idx_page_rows_ = 0;   // indexer-key rows per block: page_tokens / 4  // smallest non-zero compress ratio of the main layers (0: none)
+  std::unique_ptr<StepScratch> scratch_;
+  std::unique_ptr<RankRows> ranks_;  // several ranks (model/rank_rows.h); nullptr: one rank
+  StepMetadata step_meta_;           // the rows this rank computes in the current call
+  std::unique_ptr<DrafterState> drafter_;                    // a DSpark checkpoint's drafter
+  std::vector<std::unique_ptr<LayerCaches>> dspark_layers_;  // per stage: expert views, main RoPE
+  std::vector<float> inv_main_, inv_compress_;               // RoPE tables of both profiles
+  KvRowFormat kv_format_;      // window and compressed KV rows
+  IndexKeyFormat idx_format_;  // indexer keys
+  int32_t idx_page_rows_ = 0;  // indexer-key rows per block: page_tokens / 4
 };
 
 }  // namespace dsv4

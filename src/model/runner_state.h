@@ -1,5 +1,6 @@
 // ModelRunner's private state (included by runner*.cc only): per-layer caches and
-// compressor slots, step scratch sized once from Limits, and the ranks' seams and rows.
+// compressor slots, and the step scratch, sized once from the config and Limits
+// (runner_state.cc).
 #pragma once
 
 #include <algorithm>
@@ -18,10 +19,8 @@
 #include "kernels/compressor/compressor.h"
 #include "kernels/moe_expert/moe_expert.h"
 #include "model/runner.h"
+#include "model/weights.h"
 #include "numeric/paged_rows.h"
-#include "parallel/attn_output_seam.h"
-#include "parallel/head_seam.h"
-#include "parallel/moe_seam.h"
 
 namespace dsv4 {
 
@@ -62,7 +61,8 @@ struct CompressorSlot {
   std::vector<kernels::CompressorState> states;     // [max_seqs]
 };
 
-struct ModelRunner::LayerCaches {
+// One layer's caches (main layers, the MTP layer; a DSpark stage has expert views only).
+struct LayerCaches {
   // Packed rows (numeric/cache_rows.h): the exact FP8 / FP4 images, decoded by the kernels.
   // Reserved, untouched until written (cache/cache_storage.h).
   CacheStorage ori;   // [ring pages · page_rows, kv row] window KV
@@ -76,9 +76,20 @@ struct ModelRunner::LayerCaches {
   std::vector<kernels::ExpertWeights> experts;
   kernels::ExpertWeights shared;
   const float* inv_freq = nullptr;
+
+  // Layer `index`'s views of its experts (enough for a DSpark stage).
+  static std::unique_ptr<LayerCaches> views(const LayerWeights& lw, int32_t index, const float* inv_freq);
+  // A main or MTP layer: its cache storage (ring_rows window rows, n_blocks blocks) and
+  // compressor slots, sized for max_seqs sequences.
+  static Result<std::unique_ptr<LayerCaches>> create(const ModelConfig& c, const Limits& l, const LayerWeights& lw,
+                                                     int32_t index, const float* inv_freq, int64_t ring_rows,
+                                                     int64_t n_blocks);
+  // Both compressors' projection scratch side by side for T rows.
+  int64_t compressor_scratch_floats(int64_t T) const;
 };
 
-struct ModelRunner::Scratch {
+// Step scratch at capacity (T_MAX rows), sized once by StepScratch::create.
+struct StepScratch {
   Buf<bf16> X, Z;                    // [T, N·D] main / MTP streams
   Buf<float> mix, post, comb;        // [T, M], [T, N], [T, N·N]
   Buf<bf16> a, qr, q, kv, o, attn_out, y, m;
@@ -125,58 +136,10 @@ struct ModelRunner::Scratch {
     });
     untouched.clear();
   }
-};
-
-// Several ranks (runtime.md §6): the seams, this rank's weight shards, and the step's own rows.
-struct ModelRunner::Ranks {
-  RankGroups* g = nullptr;
-  std::vector<OutProjShard> out_proj;       // per layer (main, then MTP) when tp > 1
-  std::unique_ptr<AttnOutputSeam> attn;     // tp > 1
-  std::unique_ptr<MoeSeam> moe;             // ep > 1
-  std::unique_ptr<HeadSeam> head;
-  std::vector<StepRequest> own;             // [B_MAX] the requests this rank owns, in step order
-  std::vector<int32_t> own_row;             // [T_MAX] step row of own row t
-  std::vector<int64_t> tp_rows;             // [tp] rows of each TP rank of the group
-  std::vector<bf16> stage;                  // [T_MAX, N·D] own rows of an MTP input
-  // Context-parallel prefill (StepRequest::cp): the group's split chunks.
-  bool has_cp = false;                      // the group has split chunks this step
-  int64_t n_unsplit = 0;                    // computed rows of unsplit requests (they come first)
-  std::vector<int64_t> cp_rows;             // [tp] split-chunk rows each TP rank computes
-  std::vector<int64_t> cp_cursor;           // [tp]
-  std::vector<int32_t> cp_chunks;           // [B_MAX] rows of each split chunk, in step order
-  std::vector<StepRequest> cache;           // [B_MAX] the cache-row requests
-  StepMetadata md_kv;                       // the cache rows
-  std::vector<bf16> gathered, a_kv;         // [T_MAX, D]
-  std::vector<bf16> feat_gathered;          // [T_MAX, |Lt|·D] split chunks' DSpark features
-  // HeadRows of a step: logits row of each step row (−1: not listed), then of each own row.
-  std::vector<int32_t> head_of_step, head_out_row;  // [T_MAX]
-  int64_t cp_gather_bytes = 0;
-  explicit Ranks(const StepCapacity& cap) : md_kv(cap) {}
-};
-
-// The DSpark drafter's state (runner_dspark.cc), sized once at init.
-struct ModelRunner::Dspark {
-  int ns = 0;            // stages
-  int64_t F = 0;         // |Lt|·D feature width
-  int64_t W = 0;         // ring rows per stage (sliding_window)
-  int64_t kv_bytes = 0;  // packed row
-  int64_t list_stride = 0;                   // W + kMaxDsparkGamma
-  std::vector<std::unique_ptr<LayerCaches>> layers;  // per stage: expert views, main RoPE
-  std::vector<uint8_t> rings;                // [max_seqs, NS, W, kv_bytes]
-  std::vector<int64_t> ring_pos;             // [max_seqs, W] position held by each slot (-1: none)
-  std::vector<bf16> feat, fq, main_x;        // [T, F] gathered and actq'd features, [T, D] context rows
-  std::vector<int64_t> pos;                  // [T] positions of a commit
-  std::vector<uint8_t> keys;                 // [B_MAX, list_stride, kv_bytes] per-request key lists
-  std::vector<int32_t> list, len;            // [T, list_stride], [T]
-  std::vector<PagedBytes> rows;              // [T]
-  std::vector<bf16> m;                       // [B_MAX, Rm] Markov rows
-  std::vector<float> beta;                   // [B_MAX, V]
-  std::vector<int32_t> prev;                 // [B_MAX]
-  std::vector<int32_t> own;                  // [B_MAX] index of each own round (all rounds on one rank)
-  std::vector<uint64_t> sample_scratch;      // drafts drawn at T > 0: sample_scratch_bytes(V, threads)
-  uint8_t* ring(int32_t seq, int stage, int64_t slot) {
-    return rings.data() + ((static_cast<int64_t>(seq) * ns + stage) * W + slot) * kv_bytes;
-  }
+  // Every buffer sized for the model and limits; compressor_floats: the largest layer's
+  // compressor scratch (LayerCaches::compressor_scratch_floats).
+  static std::unique_ptr<StepScratch> create(const ModelConfig& c, const Limits& l, ThreadPool& pool,
+                                             int64_t compressor_floats);
 };
 
 }  // namespace dsv4

@@ -50,17 +50,29 @@ MoeSeam::MoeSeam(const MoeSeamParams& p, int ep, int ep_rank) : p_(p), ep_(ep), 
 
 Status MoeSeam::run(Communicator& ep, ThreadPool& pool, const bf16* f, const int32_t* ids, const float* route_w,
                     int64_t T, const k::ExpertWeights* experts, const k::ExpertWeights& shared, bf16* m) {
-  const int64_t K = p_.top_k, D = p_.expert.hidden, P = ep_;
   if (ep.size() != ep_ || ep.rank() != rank_)
     return Status::errorf("MoE seam: built for rank {} of {}, called on rank {} of {}", rank_, ep_, ep.rank(),
                           ep.size());
-  auto owner = [&](int32_t id) { return static_cast<int>(id / n_local_); };
+  pack_dispatch(f, ids, route_w, T);
+  int64_t R = 0, back_rows = 0;
+  DSV4_RETURN_IF_ERROR(exchange_counts(ep, T, R, back_rows));
+  const int64_t mark = ep.total_sent();
+  DSV4_RETURN_IF_ERROR(ep.all_to_all_rows(send_.data(), routing_.rows_to, recv_.data(), recv_rows_, payload_bytes_));
+  dispatch_bytes += ep.total_sent() - mark;
+  gather_batch(f, ids, route_w, T, R);
+  run_experts(pool, experts, shared, T, R);
+  DSV4_RETURN_IF_ERROR(return_outputs(ep, T, R, back_rows));
+  combine_own_rows(pool, ids, T, m);
+  return Status();
+}
 
-  // Counts and the dispatch payload, peer after peer, rows ascending.
+// Counts and the dispatch payload, peer after peer, rows ascending.
+void MoeSeam::pack_dispatch(const bf16* f, const int32_t* ids, const float* route_w, int64_t T) {
+  const int64_t K = p_.top_k, D = p_.expert.hidden;
   std::fill(routing_.rows_to.begin(), routing_.rows_to.end(), 0);
   std::fill(routing_.routes_to.begin(), routing_.routes_to.end(), 0);
   int64_t sent = 0;
-  for (int d = 0; d < P; ++d) {
+  for (int d = 0; d < ep_; ++d) {
     if (d == rank_) continue;
     for (int64_t t = 0; t < T; ++t) {
       const int32_t* row = ids + t * K;
@@ -77,16 +89,20 @@ Status MoeSeam::run(Communicator& ep, ThreadPool& pool, const bf16* f, const int
       routing_.routes_to[d] += routes;
     }
   }
-  for (int d = 0; d < P; ++d) {
+}
+
+// All-to-all of (rows, routes) per peer: R rows will arrive, back_rows outputs go back.
+Status MoeSeam::exchange_counts(Communicator& ep, int64_t T, int64_t& R, int64_t& back_rows) {
+  for (int d = 0; d < ep_; ++d) {
     counts_send_[2 * d] = routing_.rows_to[d];
     counts_send_[2 * d + 1] = routing_.routes_to[d];
     send_rows_[d] = 1;
   }
-  int64_t mark = ep.total_sent();
+  const int64_t mark = ep.total_sent();
   DSV4_RETURN_IF_ERROR(ep.all_to_all_rows(counts_send_.data(), send_rows_, counts_recv_.data(), send_rows_, 16));
   counts_bytes += ep.total_sent() - mark;
-  int64_t R = 0, back_rows = 0;
-  for (int q = 0; q < P; ++q) {
+  R = back_rows = 0;
+  for (int q = 0; q < ep_; ++q) {
     recv_rows_[q] = counts_recv_[2 * q];
     R += recv_rows_[q];
     back_rows += counts_recv_[2 * q + 1];
@@ -95,11 +111,12 @@ Status MoeSeam::run(Communicator& ep, ThreadPool& pool, const bf16* f, const int
   // the peers waiting in the next collective, so it ends the process (and the job).
   DSV4_CHECK(T + R <= p_.capacity, "MoE seam: {} own and {} received rows exceed the capacity {}", T, R,
              p_.capacity);
-  mark = ep.total_sent();
-  DSV4_RETURN_IF_ERROR(ep.all_to_all_rows(send_.data(), routing_.rows_to, recv_.data(), recv_rows_, payload_bytes_));
-  dispatch_bytes += ep.total_sent() - mark;
+  return Status();
+}
 
-  // The expert batch: own rows (shared expert too), then received rows.
+// The expert batch: own rows (shared expert too), then received rows.
+void MoeSeam::gather_batch(const bf16* f, const int32_t* ids, const float* route_w, int64_t T, int64_t R) {
+  const int64_t K = p_.top_k, D = p_.expert.hidden;
   std::memcpy(f_.data(), f, sizeof(bf16) * T * D);
   std::memcpy(ids_.data(), ids, sizeof(int32_t) * T * K);
   std::memcpy(w_.data(), route_w, sizeof(float) * T * K);
@@ -109,14 +126,23 @@ Status MoeSeam::run(Communicator& ep, ThreadPool& pool, const bf16* f, const int
     std::memcpy(ids_.data() + (T + j) * K, src + 2 * D, 4 * K);
     std::memcpy(w_.data() + (T + j) * K, src + 2 * D + 4 * K, 4 * K);
   }
+}
+
+// One grouped expert pass over [T own rows | R received rows] (the shared expert on the own rows).
+void MoeSeam::run_experts(ThreadPool& pool, const k::ExpertWeights* experts, const k::ExpertWeights& shared,
+                          int64_t T, int64_t R) {
   k::moe_dispatch_build(ids_.data(), T + R, dispatch_, &work_, T);
   const k::MoeWork& mw = work_;
   pool.run([&](int tid, int n) { k::moe_experts_in(f_.data(), experts, shared, p_.expert, dispatch_, mw, tid, n); });
   pool.run([&](int tid, int n) { k::moe_experts_up(experts, shared, p_.expert, dispatch_, mw, tid, n); });
   pool.run([&](int tid, int n) { k::moe_experts_act(w_.data(), experts, shared, p_.expert, dispatch_, mw, tid, n); });
   pool.run([&](int tid, int n) { k::moe_experts_down(experts, shared, p_.expert, dispatch_, mw, tid, n); });
+}
 
-  // Combine: received rows' outputs back to their owners, in (row, slot) order.
+// Combine: received rows' outputs back to their owners, in (row, slot) order.
+Status MoeSeam::return_outputs(Communicator& ep, int64_t T, int64_t R, int64_t back_rows) {
+  const int64_t K = p_.top_k, D = p_.expert.hidden;
+  const k::MoeWork& mw = work_;
   int64_t b = 0;
   for (int64_t j = 0; j < R; ++j) {
     const int64_t row = T + j;
@@ -128,15 +154,20 @@ Status MoeSeam::run(Communicator& ep, ThreadPool& pool, const bf16* f, const int
     }
   }
   DSV4_CHECK(b == back_rows, "MoE seam: {} expert outputs to return, peers announced {}", b, back_rows);
-  for (int q = 0; q < P; ++q) send_rows_[q] = counts_recv_[2 * q + 1];
-  mark = ep.total_sent();
+  for (int q = 0; q < ep_; ++q) send_rows_[q] = counts_recv_[2 * q + 1];
+  const int64_t mark = ep.total_sent();
   DSV4_RETURN_IF_ERROR(
       ep.all_to_all_rows(back_send_.data(), send_rows_, back_recv_.data(), routing_.routes_to, sizeof(bf16) * D));
   combine_bytes += ep.total_sent() - mark;
+  return Status();
+}
 
-  // Own rows: every distinct route's output in its slot row, then the fixed-order sum.
+// Own rows: every distinct route's output in its slot row, then the fixed-order sum (A13).
+void MoeSeam::combine_own_rows(ThreadPool& pool, const int32_t* ids, int64_t T, bf16* m) {
+  const int64_t K = p_.top_k, D = p_.expert.hidden;
+  const k::MoeWork& mw = work_;
   int64_t off = 0;
-  for (int d = 0; d < P; ++d) {
+  for (int d = 0; d < ep_; ++d) {
     cursor_[d] = off;
     off += routing_.routes_to[d];
   }
@@ -152,7 +183,6 @@ Status MoeSeam::run(Communicator& ep, ThreadPool& pool, const bf16* f, const int
   const k::MoeCombineParams cp{D, K};
   const bf16* shared_out = k::shared_out(mw, p_.expert);
   pool.run([&](int tid, int n) { k::moe_combine(combine_.data(), nullptr, ids, shared_out, cp, T, m, tid, n); });
-  return Status();
 }
 
 }  // namespace dsv4

@@ -45,6 +45,16 @@ class MoeSeam {
   int64_t counts_bytes = 0, dispatch_bytes = 0, combine_bytes = 0;
 
  private:
+  // Stages of run, in order.
+  void pack_dispatch(const bf16* f, const int32_t* ids, const float* route_w, int64_t T);
+  Status exchange_counts(Communicator& ep, int64_t T, int64_t& R, int64_t& back_rows);
+  void gather_batch(const bf16* f, const int32_t* ids, const float* route_w, int64_t T, int64_t R);
+  void run_experts(ThreadPool& pool, const kernels::ExpertWeights* experts, const kernels::ExpertWeights& shared,
+                   int64_t T, int64_t R);
+  Status return_outputs(Communicator& ep, int64_t T, int64_t R, int64_t back_rows);
+  void combine_own_rows(ThreadPool& pool, const int32_t* ids, int64_t T, bf16* m);
+  int owner(int32_t expert) const { return static_cast<int>(expert / n_local_); }  // EP rank holding it
+
   MoeSeamParams p_;
   int ep_, rank_;
   int64_t n_local_, payload_bytes_, send_cap_;
