@@ -1,25 +1,22 @@
-// Engine: continuous batching over one ModelRunner (runtime.md §1, §3, §4). One step:
-// schedule (runtime/scheduler.h: admission, preemption, rows) -> execute (forward, sampling,
-// MTP) -> update (commit, stop rules) -> the step's RequestUpdates, which the caller streams.
+// Engine: continuous batching over one ModelRunner (runtime.md §1, §3, §4). The engine is the
+// loop; each stage is its own unit, as in vLLM v1:
+//   schedule  runtime/scheduler.h: admission, preemption, the rows of every request (the plan)
+//   execute   ModelRunner::forward over the plan's rows; runtime/sampler.h: the head rows'
+//             tokens and logprobs, the drafts verified
+//   update    Scheduler::update: commit, stop rules -> the step's RequestUpdates, which the
+//             caller streams; then runtime/proposer.h (MTP or DSpark) drafts the next round
 // Each running request contributes a prompt chunk (<= max_chunk) while it prefills, then 1
-// row per decode step (2 with an MTP draft), so B changes from step to step. Sampling
-// (model.md §10.2) depends only on the request's seed and the position, so a request's
-// tokens never depend on its batch. A finished request's state is released at once.
+// row per decode step (1 + its drafts with a proposer), so B changes from step to step.
+// Sampling (model.md §10.2) depends only on the request's seed and the position, so a
+// request's tokens never depend on its batch. A finished request's state is released at once.
 //
-// MTP speculative decode (model.md §11, runtime.md §3.2, §4): after the main
-// forward, the MTP layer runs on every position committed this step (its
-// Xfinal from this step, its next token now known); the last one's argmax is
-// the draft for the position after the next. The next step verifies it by
-// exact match against the token the target samples there; rejected rows leave
-// cache content behind that position-addressed writes later overwrite.
-//
-// Several ranks (EngineOptions::ranks, runtime.md §6): requests enter on rank 0 only. Each
-// step starts with rank 0's broadcast of the requests added since the last step (in full,
-// once) or of the stop signal; every rank then runs the same scheduler on the same state,
-// so admission, owners (the rank with the fewest running requests) and the StepPlan agree
-// everywhere. Owners sample their requests' rows and the sampled tokens (then the MTP
-// drafts) are all-gathered: the per-step deltas every rank applies. Ranks other than 0
-// call step() until stopped(); rank 0 calls stop() when done.
+// Several ranks (EngineOptions::ranks, runtime.md §6; runtime/rank_wire.h): requests enter on
+// rank 0 only. Each step starts with rank 0's broadcast of the requests added since the last
+// step (in full, once), its cancels, or the stop signal; every rank then runs the same
+// scheduler on the same state, so admission, owners (the rank with the fewest running
+// requests) and the StepPlan agree everywhere. Samplers sample their requests' rows and the
+// sampled tokens (then the drafts) are all-gathered: the per-step deltas every rank applies.
+// Ranks other than 0 call step() until stopped(); rank 0 calls stop() when done.
 #pragma once
 
 #include <cstdint>
@@ -33,11 +30,14 @@
 #include "kernels/sample/sample.h"
 #include "model/runner.h"
 #include "parallel/rank_groups.h"
+#include "runtime/rank_wire.h"
 #include "runtime/request.h"
 #include "runtime/scheduler.h"
 
 namespace dsv4 {
 
+class Proposer;
+class Sampler;
 class Tokenizer;
 
 struct StepReport {
@@ -123,22 +123,15 @@ class Engine {
   class RunnerPages;
   Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions& opt,
          std::unique_ptr<ModelRunner> runner);
-  void plan_head_rows(const std::vector<PlannedRows>& plan);
-  // The queued sample tasks (then the logprob tasks) over the runner's pool, rows split over
-  // threads; each row's result is the serial one (a pure function of the row).
-  void run_sample_tasks();
-  void run_logprob_tasks();
-  void run_rejection_tasks(int64_t n);
-  void add_sample(const float* row, const kernels::SamplingParams& sp, int64_t position, int slot, int32_t* out);
-  void add_logprobs(const float* row, int32_t token, int32_t top, TokenLogprob* out);
-  Status sync_requests(bool stop);      // rank 0's new requests and cancels (or stop) to every rank
-  // The values of the planned requests to all ranks, from each request's sampler (by_owner:
-  // from its owner, which holds its DSpark rings).
-  Status exchange(int32_t* values, int per_request, bool by_owner = false);
+  Status sync_ranks(bool stop);  // rank 0's new requests and cancels (or stop) to every rank
+  // The stages of step().
+  void collect_cancels();                       // rank 0: timeouts and stop strings
+  Status take_requests();                       // new requests and cancels reach the scheduler
+  int64_t build_rows(const std::vector<PlannedRows>& plan);  // reqs_ and row_begin_; returns T
   Status run_forward(const std::vector<PlannedRows>& plan);
-  Status run_dspark(const std::vector<PlannedRows>& plan);
-  Status exchange_logprobs(const std::vector<PlannedRows>& plan);  // samplers' logprobs to all
-  void logprobs_of(const float* row, int32_t token, int32_t top, TokenLogprob& out) const;
+  Status sample_and_update(const std::vector<PlannedRows>& plan);
+  void register_prefixes(const std::vector<PlannedRows>& plan);
+  void report_counters(StepReport& rep) const;
 
   const ModelConfig& cfg_;
   Limits limits_;
@@ -146,68 +139,17 @@ class Engine {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<RunnerPages> pages_;
   std::unique_ptr<Scheduler> sched_;
+  std::unique_ptr<RankWire> wire_;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<Proposer> proposer_;  // MTP or DSpark; nullptr: none
   int64_t next_id_ = 0;
-  std::vector<std::pair<int64_t, FinishReason>> cancels_;  // rank 0: for the next step
-  std::unordered_map<int64_t, double> deadlines_;          // rank 0: steady seconds
-  // Step buffers, sized once.
-  std::vector<StepRequest> reqs_, mtp_reqs_;
-  std::vector<int64_t> row_begin_, mtp_begin_;
-  std::vector<int32_t> mtp_tokens_;
-  std::vector<float> logits_, mtp_logits_;
-  std::vector<bf16> xfinal_, mtp_x_;
-  std::vector<uint64_t> sample_scratch_;   // per pool thread
-  // Rows whose logits this rank reads (ascending step rows) and the logits row of each step
-  // row (−1: none); per planned request its first entry in head_rows_ and their count.
-  std::vector<int32_t> head_rows_, head_at_, one_rows_;
-  std::vector<int64_t> head_begin_, head_count_;
-  int64_t n_head_ = 0;
-  std::vector<int32_t> mtp_head_rows_;      // [B_MAX] MTP rows whose draft is sampled
-  // Sampling and logprob tasks of a step.
-  std::vector<const float*> sample_logits_;
-  std::vector<kernels::SampleRow> sample_rows_;
-  std::vector<int32_t> sample_tokens_;
-  std::vector<int32_t*> sample_out_;
-  int64_t n_sample_ = 0;
-  struct LogprobTask {
-    const float* row;
-    int32_t token, top;
-    TokenLogprob* out;
-  };
-  std::vector<LogprobTask> logprob_tasks_;
-  int64_t n_logprob_ = 0;
-  std::vector<int32_t> draft_tok_;          // [B_MAX] the sampled token of each draft row
-  std::vector<TokenLogprob> logprobs_;      // [B_MAX, 2] (token -1: none)
-  std::vector<std::vector<TokenLogprob>> prompt_logprobs_;  // [B_MAX]
-  // Several ranks.
-  std::vector<GenerationRequest> unsent_;   // rank 0: added since the last sync
-  std::vector<uint8_t> sync_buf_;
-  std::vector<int32_t> values_;             // [B_MAX · S] sampled tokens / drafts per planned request
-  std::vector<int32_t> sampled_, gathered_;  // [B_MAX · S] the exchange's own and gathered records
-  std::vector<int64_t> gather_rows_;
-  struct LogprobRecord;                       // one TokenLogprob on the wire
-  std::vector<LogprobRecord> lp_send_, lp_recv_;  // [2 B_MAX + T_MAX]
-  const std::vector<PlannedRows>* plan_ = nullptr;
-  int32_t S_ = 2;  // limits.max_decode_rows: entries per request in values_, draft_tok_, logprobs_
-  // DSpark: features of every row [T_MAX, |Lt|·D], the step's rounds (and their plan index),
-  // the drafter's λ [T_MAX, V] and drafts [T_MAX].
-  std::vector<bf16> ds_features_;
-  std::vector<ModelRunner::DsparkCommit> ds_commits_;
-  std::vector<ModelRunner::DsparkRound> ds_rounds_;
-  std::vector<int32_t> ds_round_of_;
-  std::vector<float> ds_lambda_;
-  std::vector<int32_t> ds_drafts_;
-  // Mode rejection: per sequence slot the λ rows of its round [max_seqs, γ, V] (kept on the
-  // owner until the verify step), the step's rounds to verify, per-thread scratch.
-  std::vector<float> ds_kept_;
-  struct RejectionTask {
-    size_t plan_index;
-    kernels::RejectionRound round;
-    const float* target[kMaxDsparkGamma + 1];
-    const float* draft[kMaxDsparkGamma];
-  };
-  std::vector<RejectionTask> rejection_tasks_;
-  std::vector<uint64_t> rejection_scratch_;  // per pool thread
-  bool rejects(const PlannedRows& p) const;  // the request's drafts are verified by rejection
+  std::vector<Cancel> cancels_;                        // rank 0: for the next step
+  std::unordered_map<int64_t, double> deadlines_;      // rank 0: steady seconds
+  std::vector<GenerationRequest> unsent_;              // rank 0 with ranks: added since the last sync
+  RankSync received_;                                  // other ranks: the last sync
+  // Step buffers, sized once: the main forward's rows per request, each one's first row.
+  std::vector<StepRequest> reqs_;
+  std::vector<int64_t> row_begin_;
   bool stopped_ = false;
   bool last_error_uniform_ = false;
 };
