@@ -59,32 +59,121 @@ void put(const std::string& s) {
   std::fflush(stdout);
 }
 
-int run_chat(const ChatArgs& a) {
-  if (Status st = select_isa(a.isa); !st.ok()) return fail(st);
+// The model and its tokenizer (the engine keeps references into both: the struct stays put).
+struct ChatModel {
+  std::string dir;
+  TextModel text;
+  ModelConfig cfg;
+  Weights weights;
+};
+
+Result<std::unique_ptr<ChatModel>> load_chat_model(const ChatArgs& a) {
+  if (Status st = select_isa(a.isa); !st.ok()) return st;
   Result<std::string> dir = resolve_model_dir(a.model);
-  if (!dir.ok()) return fail(dir.status());
+  if (!dir.ok()) return dir.status();
   Result<TextModel> text = load_tokenizer_dir(*dir);
-  if (!text.ok()) return fail(text.status().with_context("chat needs the model's tokenizer"));
+  if (!text.ok()) return text.status().with_context("chat needs the model's tokenizer");
   Result<ModelConfig> cfg = load_config(*dir);
-  if (!cfg.ok()) return fail(cfg.status());
+  if (!cfg.ok()) return cfg.status();
   Result<SafetensorsSet> files = SafetensorsSet::open_dir(*dir);
-  if (!files.ok()) return fail(files.status());
+  if (!files.ok()) return files.status();
   Result<Weights> w = load_weights(*files, *cfg, nullptr);
-  if (!w.ok()) return fail(w.status());
+  if (!w.ok()) return w.status();
+  return std::make_unique<ChatModel>(ChatModel{*dir, std::move(*text), std::move(*cfg), std::move(*w)});
+}
+
+// One conversation at a time: batch 1, decode rows for the MTP draft when asked.
+Limits chat_limits(const ChatArgs& a, const ModelConfig& cfg) {
   Limits lim;
   lim.max_batch = lim.max_seqs = 1;
   lim.max_chunk = 64;
   lim.max_rows = 64;
   lim.max_decode_rows = a.mtp ? 2 : 1;
-  lim.max_context = a.max_context > 0 ? a.max_context : std::min<int64_t>(cfg->max_position_embeddings, 8192);
+  lim.max_context = a.max_context > 0 ? a.max_context : std::min<int64_t>(cfg.max_position_embeddings, 8192);
   lim.n_threads = a.threads;
+  return lim;
+}
+
+// Prints a reply as it streams (reasoning in brackets before the answer) and keeps its text.
+struct ReplyPrinter {
+  std::string reasoning, content;
+  bool in_reasoning = false;
+
+  void show(const chat::ChatDelta& d) {
+    if (!d.reasoning.empty()) {
+      if (!in_reasoning) put("[");
+      in_reasoning = true;
+      put(d.reasoning);
+      reasoning += d.reasoning;
+    }
+    if (!d.content.empty() || !d.tool_calls.empty()) {
+      if (in_reasoning) put("]\n");
+      in_reasoning = false;
+      put(d.content);
+      content += d.content;
+    }
+  }
+};
+
+// Generates one reply to `prompt` and prints it as it streams; Ctrl-C cancels it (the reply
+// so far is kept). Returns the assistant message for the history.
+Result<nlohmann::ordered_json> reply(Engine& e, GenerationRequest g, const std::string& prompt) {
+  Result<int64_t> id = e.add_request(std::move(g));
+  if (!id.ok()) return id.status();
+  chat::ChatStreamParser parser(chat::prompt_opens_reasoning(prompt));
+  ReplyPrinter out;
+  bool stopped = false, finished = false;
+  FinishReason reason = FinishReason::kNone;
+  while (!finished) {
+    if (g_interrupted.exchange(false) && !stopped) {
+      e.cancel(*id);
+      stopped = true;
+    }
+    Result<StepReport> rep = e.step();
+    if (!rep.ok()) return rep.status();
+    for (RequestUpdate& u : e.updates()) {
+      out.show(parser.feed(u.text));
+      if (u.finished) {
+        out.show(parser.finish());
+        finished = true;
+        reason = u.reason;
+        if (u.reason == FinishReason::kError) std::printf("\n(error: %s)", u.error.c_str());
+      }
+    }
+  }
+  if (out.in_reasoning) put("]");
+  if (reason == FinishReason::kLength) put(" (max tokens)");
+  if (reason == FinishReason::kCancelled) put(" [stopped]");
+  put("\n");
+  nlohmann::ordered_json message = {{"role", "assistant"}, {"content", out.content}};
+  if (!out.reasoning.empty()) message["reasoning_content"] = out.reasoning;
+  return message;
+}
+
+enum class Input { kLine, kInterrupted, kEnd };
+
+// Reads one input line. A read interrupted by Ctrl-C fails like the end of input: the flag
+// tells them apart.
+Input read_line(std::string& line) {
+  put("\n> ");
+  g_interrupted.store(false);
+  if (std::getline(std::cin, line)) return Input::kLine;
+  if (!g_interrupted.load()) return Input::kEnd;
+  std::cin.clear();
+  return Input::kInterrupted;
+}
+
+int run_chat(const ChatArgs& a) {
+  Result<std::unique_ptr<ChatModel>> model = load_chat_model(a);
+  if (!model.ok()) return fail(model.status());
+  const ChatModel& m = **model;
+  const Limits lim = chat_limits(a, m.cfg);
   EngineOptions eo;
   eo.mtp = a.mtp;
   eo.min_step_seconds = a.test_min_step_seconds;
-  eo.tokenizer = &text->tokenizer;
-  Result<std::unique_ptr<Engine>> engine = Engine::create(*cfg, *w, lim, eo);
+  eo.tokenizer = &m.text.tokenizer;
+  Result<std::unique_ptr<Engine>> engine = Engine::create(m.cfg, m.weights, lim, eo);
   if (!engine.ok()) return fail(engine.status());
-  Engine& e = **engine;
 
   chat::ChatOptions opts;
   opts.mode = a.thinking ? chat::ThinkingMode::kThinking : chat::ThinkingMode::kChat;
@@ -96,23 +185,17 @@ int run_chat(const ChatArgs& a) {
   reset();
   install_sigint();
   std::printf("dsv4 chat: %s (%s mode). /reset clears the history, /exit quits, Ctrl-C stops an answer.\n",
-              dir->c_str(), a.thinking ? "thinking" : "chat");
+              m.dir.c_str(), a.thinking ? "thinking" : "chat");
   uint64_t turn = 0;
   std::string line;
   for (;;) {
-    put("\n> ");
-    g_interrupted.store(false);
-    if (!std::getline(std::cin, line)) {
-      // A read interrupted by Ctrl-C fails like the end of input: the flag tells them apart.
-      if (g_interrupted.load()) {
-        std::cin.clear();
-        put("\n(/exit quits)");
-        continue;
-      }
-      put("\n");
-      return 0;
+    const Input input = read_line(line);
+    if (input == Input::kInterrupted) {
+      put("\n(/exit quits)");
+      continue;
     }
-    if (line == "/exit" || line == "/quit") return 0;
+    if (input == Input::kEnd) put("\n");
+    if (input == Input::kEnd || line == "/exit" || line == "/quit") return 0;
     if (line == "/reset") {
       reset();
       put("(history cleared)\n");
@@ -123,7 +206,7 @@ int run_chat(const ChatArgs& a) {
     Result<std::string> prompt = chat::render_chat(history, opts);
     if (!prompt.ok()) return fail(prompt.status());
     GenerationRequest g;
-    g.prompt = text->tokenizer.encode(*prompt, /*allow_special=*/true);
+    g.prompt = m.text.tokenizer.encode(*prompt, /*allow_special=*/true);
     const int64_t room = lim.max_context - static_cast<int64_t>(g.prompt.size()) - 1;
     if (room < 1) {
       history.erase(history.size() - 1);
@@ -133,51 +216,9 @@ int run_chat(const ChatArgs& a) {
     }
     g.max_tokens = static_cast<int32_t>(std::min<int64_t>(a.max_tokens, room));
     g.sampling = {a.temperature, a.top_p, a.seed + turn++};
-    Result<int64_t> id = e.add_request(std::move(g));
-    if (!id.ok()) return fail(id.status());
-    chat::ChatStreamParser parser(chat::prompt_opens_reasoning(*prompt));
-    std::string reasoning, content;
-    bool in_reasoning = false, stopped = false;
-    auto show = [&](const chat::ChatDelta& d) {
-      if (!d.reasoning.empty()) {
-        if (!in_reasoning) put("[");
-        in_reasoning = true;
-        put(d.reasoning);
-        reasoning += d.reasoning;
-      }
-      if (!d.content.empty() || !d.tool_calls.empty()) {
-        if (in_reasoning) put("]\n");
-        in_reasoning = false;
-        put(d.content);
-        content += d.content;
-      }
-    };
-    bool finished = false;
-    FinishReason reason = FinishReason::kNone;
-    while (!finished) {
-      if (g_interrupted.exchange(false) && !stopped) {
-        e.cancel(*id);
-        stopped = true;
-      }
-      Result<StepReport> rep = e.step();
-      if (!rep.ok()) return fail(rep.status());
-      for (RequestUpdate& u : e.updates()) {
-        show(parser.feed(u.text));
-        if (u.finished) {
-          show(parser.finish());
-          finished = true;
-          reason = u.reason;
-          if (u.reason == FinishReason::kError) std::printf("\n(error: %s)", u.error.c_str());
-        }
-      }
-    }
-    if (in_reasoning) put("]");
-    if (reason == FinishReason::kLength) put(" (max tokens)");
-    if (reason == FinishReason::kCancelled) put(" [stopped]");
-    put("\n");
-    nlohmann::ordered_json reply = {{"role", "assistant"}, {"content", content}};
-    if (!reasoning.empty()) reply["reasoning_content"] = reasoning;
-    history.push_back(reply);
+    Result<nlohmann::ordered_json> message = reply(**engine, std::move(g), *prompt);
+    if (!message.ok()) return fail(message.status());
+    history.push_back(*message);
   }
 }
 

@@ -50,17 +50,16 @@ std::string join(const std::vector<int32_t>& v) {
   return s;
 }
 
-int run_generate(const GenerateArgs& a) {
-  const EngineFlags& ef = a.engine;
-  Result<std::unique_ptr<RankSession>> ranks = RankSession::start(ef.ranks);
-  if (!ranks.ok()) return fail(ranks.status());
-  RankSession& rs = **ranks;
-  Result<std::unique_ptr<LoadedModel>> model = load_model(rs, ef);
-  if (!model.ok()) return fail(model.status());
-  const std::string* dir = &(*model)->dir;
-  const ModelConfig* cfg = &(*model)->cfg;
+// The run's prompts (--prompt-ids, then --prompt through the model's tokenizer, else the
+// demo prompts) and the tokenizer when the model has one: outputs are then also printed as
+// text. Every rank reads them; an error on any rank fails all.
+struct Prompts {
+  std::vector<std::vector<int32_t>> ids;
+  std::optional<TextModel> text;
+};
 
-  std::vector<std::vector<int32_t>> prompts;
+Result<Prompts> read_prompts(const GenerateArgs& a, const std::string& dir, RankSession& rs) {
+  Prompts p;
   Status parsed;
   for (const std::string& s : a.prompt_ids) {
     Result<std::vector<int32_t>> ids = parse_token_list_option("--prompt-ids", s);
@@ -68,77 +67,79 @@ int run_generate(const GenerateArgs& a) {
       parsed = ids.status();
       break;
     }
-    prompts.push_back(*ids);
+    p.ids.push_back(*ids);
   }
-  // Text prompts through the model's tokenizer (BOS as tokenizer_config.json says);
-  // outputs are then also printed as text.
-  std::optional<TextModel> text;
+  // Text prompts through the model's tokenizer (BOS as tokenizer_config.json says).
   if (parsed.ok()) {
-    Result<TextModel> tm = load_tokenizer_dir(*dir);
-    if (tm.ok()) text = std::move(*tm);
+    Result<TextModel> tm = load_tokenizer_dir(dir);
+    if (tm.ok()) p.text = std::move(*tm);
     else if (!a.prompt_text.empty()) parsed = tm.status().with_context("--prompt needs the model's tokenizer");
   }
   if (parsed.ok())
-    for (const std::string& t : a.prompt_text) prompts.push_back(encode_prompt(*text, t, /*allow_special=*/false));
-  if (Status st = rs.agree(parsed); !st.ok()) return fail(st);
-  if (prompts.empty() && text)
-    for (const std::string& t : kDemoTexts) prompts.push_back(encode_prompt(*text, t, /*allow_special=*/false));
-  if (prompts.empty()) prompts = kDemoPrompts;
-  Result<Limits> lim = engine_limits(ef);
-  if (!lim.ok()) return fail(lim.status());
-  EngineOptions eo;
-  if (Status st = apply_spec(ef, *cfg, &eo); !st.ok()) return fail(st);
-  eo.ranks = rs.groups();
-  eo.cp_prefill_tokens = ef.cp_prefill;
-  eo.tokenizer = text ? &text->tokenizer : nullptr;
-  auto engine = Engine::create(*cfg, (*model)->weights, *lim, eo);
-  if (Status st = rs.agree(engine.status()); !st.ok()) return fail(st);
-  if (!rs.primary()) return follow_rank0(**engine, rs);
-  for (size_t i = 0; i < prompts.size(); ++i) {
+    for (const std::string& t : a.prompt_text) p.ids.push_back(encode_prompt(*p.text, t, /*allow_special=*/false));
+  if (Status st = rs.agree(parsed); !st.ok()) return st;
+  if (p.ids.empty() && p.text)
+    for (const std::string& t : kDemoTexts) p.ids.push_back(encode_prompt(*p.text, t, /*allow_special=*/false));
+  if (p.ids.empty()) p.ids = kDemoPrompts;
+  return p;
+}
+
+// Request i: prompt i, seed + i. A refused request stops the engine (the other ranks end
+// their loop) and fails the run.
+Status add_requests(Engine& engine, RankSession& rs, const GenerateArgs& a, const Prompts& prompts) {
+  for (size_t i = 0; i < prompts.ids.size(); ++i) {
     GenerationRequest g;
-    g.prompt = prompts[i];
+    g.prompt = prompts.ids[i];
     g.max_tokens = a.max_tokens;
     g.sampling = {a.temperature, a.top_p, a.seed + i};
     g.stop_strings = a.stop;
-    Result<int64_t> id = (*engine)->add_request(std::move(g));
+    Result<int64_t> id = engine.add_request(std::move(g));
     if (!id.ok()) {
-      if (Status st = (*engine)->stop(); !st.ok()) rs.abort_job(st);  // the other ranks end their loop
-      return fail(id.status().with_context("prompt " + std::to_string(i)));
+      if (Status st = engine.stop(); !st.ok()) rs.abort_job(st);
+      return id.status().with_context("prompt " + std::to_string(i));
     }
   }
-  std::printf("model %s: %d layers, vocab %lld; %zu requests, batch size %d%s, temperature %g, top-p %g%s\n",
-              dir->c_str(), cfg->num_hidden_layers, static_cast<long long>(cfg->vocab_size), prompts.size(),
-              ef.batch_size, spec_label(eo).empty() ? "" : (", " + spec_label(eo) + " drafts").c_str(), a.temperature,
-              a.top_p,
-              rs.world_size() > 1 ? fmt::format("; {} ranks (tp {})", rs.world_size(), ef.ranks.tp).c_str() : "");
+  return {};
+}
+
+// What the step reports add up to over the run.
+struct RunTotals {
   int64_t committed = 0, drafts = 0, accepted = 0, steps = 0, prefix_hits = 0, preempted = 0, rounds = 0;
-  std::vector<int64_t> accepted_at(StepReport::kMaxAcceptedAt, 0);  // rounds by drafts accepted
-  struct Out {
-    std::vector<int32_t> tokens;
-    std::string text;
-    std::string finish;
-    std::string error;
-  };
-  std::vector<Out> outs(prompts.size());  // ids are 0..n-1 in order
-  double decode_seconds = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  while (!(*engine)->idle()) {
-    Result<StepReport> rep = (*engine)->step();
-    if (!rep.ok()) {
-      if (rs.groups() && !(*engine)->last_error_uniform()) rs.abort_job(rep.status());
-      return fail(rep.status());
-    }
+  std::vector<int64_t> accepted_at = std::vector<int64_t>(StepReport::kMaxAcceptedAt, 0);  // rounds by drafts accepted
+  double seconds = 0;  // wall time of the loop
+
+  void add(const StepReport& rep) {
     ++steps;
-    committed += rep->committed;
-    drafts += rep->drafts;
-    accepted += rep->accepted;
-    rounds += rep->rounds;
-    for (int k = 0; k < StepReport::kMaxAcceptedAt; ++k) accepted_at[k] += rep->accepted_at[k];
-    decode_seconds += rep->seconds;
-    prefix_hits += rep->prefix_hit_tokens;
-    preempted += rep->preempted;
-    for (RequestUpdate& u : (*engine)->updates()) {
-      Out& o = outs[static_cast<size_t>(u.id)];
+    committed += rep.committed;
+    drafts += rep.drafts;
+    accepted += rep.accepted;
+    rounds += rep.rounds;
+    for (int k = 0; k < StepReport::kMaxAcceptedAt; ++k) accepted_at[k] += rep.accepted_at[k];
+    prefix_hits += rep.prefix_hit_tokens;
+    preempted += rep.preempted;
+  }
+};
+
+struct Output {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::string finish;
+  std::string error;
+};
+
+// Steps until every request finished, collecting each request's output (ids are 0..n-1 in
+// order) and printing one line per step unless --quiet-steps.
+Status run_steps(Engine& engine, RankSession& rs, bool quiet_steps, std::vector<Output>& outs, RunTotals& totals) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!engine.idle()) {
+    Result<StepReport> rep = engine.step();
+    if (!rep.ok()) {
+      if (rs.groups() && !engine.last_error_uniform()) rs.abort_job(rep.status());
+      return rep.status();
+    }
+    totals.add(*rep);
+    for (RequestUpdate& u : engine.updates()) {
+      Output& o = outs[static_cast<size_t>(u.id)];
       o.tokens.insert(o.tokens.end(), u.tokens.begin(), u.tokens.end());
       o.text += u.text;
       if (u.finished) {
@@ -146,51 +147,100 @@ int run_generate(const GenerateArgs& a) {
         o.error = u.error;
       }
     }
-    if (!a.quiet_steps)
-      std::printf("step %3lld: batch %d, rows %d, tokens %d, %.2f ms\n", static_cast<long long>(steps), rep->batch,
-                  rep->rows, rep->committed, rep->seconds * 1e3);
+    if (!quiet_steps)
+      std::printf("step %3lld: batch %d, rows %d, tokens %d, %.2f ms\n", static_cast<long long>(totals.steps),
+                  rep->batch, rep->rows, rep->committed, rep->seconds * 1e3);
   }
-  if (Status st = (*engine)->stop(); !st.ok()) rs.abort_job(st);
-  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  Status failed;  // the first request that ended with an error: the exit status
+  if (Status st = engine.stop(); !st.ok()) rs.abort_job(st);
+  totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {};
+}
+
+// One line per request (and its text with a tokenizer); the first request that ended with an
+// error is the run's status.
+Status print_outputs(const std::vector<Output>& outs, const Prompts& prompts) {
+  Status failed;
   for (size_t i = 0; i < outs.size(); ++i) {
-    const Out& o = outs[i];
+    const Output& o = outs[i];
     if (failed.ok() && !o.error.empty()) failed = Status::errorf("request {}: {}", i, o.error);
-    std::printf("request %zu (%s): prompt [%s] -> [%s]\n", i, o.finish.c_str(), join(prompts[i]).c_str(),
+    std::printf("request %zu (%s): prompt [%s] -> [%s]\n", i, o.finish.c_str(), join(prompts.ids[i]).c_str(),
                 join(o.tokens).c_str());
-    if (text)
+    if (prompts.text)
       std::printf("request %zu text: %s\n", i,
                   nlohmann::json(o.text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
-  std::printf("%lld tokens in %lld steps, %.3f s: %.1f tokens/s", static_cast<long long>(committed),
-              static_cast<long long>(steps), total, committed / (total > 0 ? total : 1));
+  return failed;
+}
+
+// Tokens/s, then the draft acceptance (MTP; DSpark per round and by draft position),
+// preemptions and prefix-cache reuse.
+void print_summary(const RunTotals& t, const EngineOptions& eo, const EngineFlags& ef) {
+  std::printf("%lld tokens in %lld steps, %.3f s: %.1f tokens/s", static_cast<long long>(t.committed),
+              static_cast<long long>(t.steps), t.seconds, t.committed / (t.seconds > 0 ? t.seconds : 1));
   if (eo.mtp)
-    std::printf(", MTP acceptance %lld/%lld = %.2f", static_cast<long long>(accepted),
-                static_cast<long long>(drafts), drafts ? static_cast<double>(accepted) / drafts : 0.0);
+    std::printf(", MTP acceptance %lld/%lld = %.2f", static_cast<long long>(t.accepted),
+                static_cast<long long>(t.drafts), t.drafts ? static_cast<double>(t.accepted) / t.drafts : 0.0);
   if (eo.dspark_gamma > 0) {
     // Per draft position k: the share of rounds that accepted at least k drafts.
     std::string by_pos;
-    int64_t at_least = rounds;
+    int64_t at_least = t.rounds;
     for (int k = 1; k <= eo.dspark_gamma && k < StepReport::kMaxAcceptedAt; ++k) {
-      at_least -= accepted_at[k - 1];
-      by_pos += fmt::format("{}{:.2f}", k > 1 ? " " : "", rounds ? static_cast<double>(at_least) / rounds : 0.0);
+      at_least -= t.accepted_at[k - 1];
+      by_pos += fmt::format("{}{:.2f}", k > 1 ? " " : "", t.rounds ? static_cast<double>(at_least) / t.rounds : 0.0);
     }
     std::printf(", DSpark: %lld rounds, %.2f drafts accepted per round (%lld/%lld), acceptance by position [%s]",
-                static_cast<long long>(rounds), rounds ? static_cast<double>(accepted) / rounds : 0.0,
-                static_cast<long long>(accepted), static_cast<long long>(drafts), by_pos.c_str());
+                static_cast<long long>(t.rounds), t.rounds ? static_cast<double>(t.accepted) / t.rounds : 0.0,
+                static_cast<long long>(t.accepted), static_cast<long long>(t.drafts), by_pos.c_str());
   }
-  if (preempted > 0) std::printf(", %lld preemptions (recomputed)", static_cast<long long>(preempted));
+  if (t.preempted > 0) std::printf(", %lld preemptions (recomputed)", static_cast<long long>(t.preempted));
   if (ef.prefix_blocks > 0)
-    std::printf(", prefix cache: %lld prompt positions reused", static_cast<long long>(prefix_hits));
+    std::printf(", prefix cache: %lld prompt positions reused", static_cast<long long>(t.prefix_hits));
   std::printf("\n");
-  if (rs.world_size() > 1) {  // rank 0's collective traffic (dsv4 plan predicts it per step)
-    const ModelRunner::SeamBytes b = (*engine)->seam_bytes();
-    const double n = static_cast<double>(steps > 0 ? steps : 1);
-    std::printf("rank 0 sent per step (mean of %lld): attn_a2a %.0f B, o_reduce %.0f B, moe_counts %.0f B, "
-                "moe_dispatch %.0f B, moe_combine %.0f B, head_gather %.0f B, head_logits %.0f B\n",
-                static_cast<long long>(steps), b.attn_a2a / n, b.o_reduce / n, b.moe_counts / n, b.moe_dispatch / n,
-                b.moe_combine / n, b.head_gather / n, b.head_logits / n);
-  }
+}
+
+// Rank 0's collective traffic per step (dsv4 plan predicts it).
+void print_seam_bytes(Engine& engine, int64_t steps) {
+  const ModelRunner::SeamBytes b = engine.seam_bytes();
+  const double n = static_cast<double>(steps > 0 ? steps : 1);
+  std::printf("rank 0 sent per step (mean of %lld): attn_a2a %.0f B, o_reduce %.0f B, moe_counts %.0f B, "
+              "moe_dispatch %.0f B, moe_combine %.0f B, head_gather %.0f B, head_logits %.0f B\n",
+              static_cast<long long>(steps), b.attn_a2a / n, b.o_reduce / n, b.moe_counts / n, b.moe_dispatch / n,
+              b.moe_combine / n, b.head_gather / n, b.head_logits / n);
+}
+
+int run_generate(const GenerateArgs& a) {
+  const EngineFlags& ef = a.engine;
+  Result<std::unique_ptr<RankSession>> ranks = RankSession::start(ef.ranks);
+  if (!ranks.ok()) return fail(ranks.status());
+  RankSession& rs = **ranks;
+  Result<std::unique_ptr<LoadedModel>> model = load_model(rs, ef);
+  if (!model.ok()) return fail(model.status());
+  const std::string& dir = (*model)->dir;
+  const ModelConfig& cfg = (*model)->cfg;
+  Result<Prompts> prompts = read_prompts(a, dir, rs);
+  if (!prompts.ok()) return fail(prompts.status());
+  Result<Limits> lim = engine_limits(ef);
+  if (!lim.ok()) return fail(lim.status());
+  EngineOptions eo;
+  if (Status st = apply_spec(ef, cfg, &eo); !st.ok()) return fail(st);
+  eo.ranks = rs.groups();
+  eo.cp_prefill_tokens = ef.cp_prefill;
+  eo.tokenizer = prompts->text ? &prompts->text->tokenizer : nullptr;
+  auto engine = Engine::create(cfg, (*model)->weights, *lim, eo);
+  if (Status st = rs.agree(engine.status()); !st.ok()) return fail(st);
+  if (!rs.primary()) return follow_rank0(**engine, rs);
+  if (Status st = add_requests(**engine, rs, a, *prompts); !st.ok()) return fail(st);
+  std::printf("model %s: %d layers, vocab %lld; %zu requests, batch size %d%s, temperature %g, top-p %g%s\n",
+              dir.c_str(), cfg.num_hidden_layers, static_cast<long long>(cfg.vocab_size), prompts->ids.size(),
+              ef.batch_size, spec_label(eo).empty() ? "" : (", " + spec_label(eo) + " drafts").c_str(), a.temperature,
+              a.top_p,
+              rs.world_size() > 1 ? fmt::format("; {} ranks (tp {})", rs.world_size(), ef.ranks.tp).c_str() : "");
+  std::vector<Output> outs(prompts->ids.size());
+  RunTotals totals;
+  if (Status st = run_steps(**engine, rs, a.quiet_steps, outs, totals); !st.ok()) return fail(st);
+  const Status failed = print_outputs(outs, *prompts);
+  print_summary(totals, eo, ef);
+  if (rs.world_size() > 1) print_seam_bytes(**engine, totals.steps);
   return failed.ok() ? 0 : fail(failed);
 }
 

@@ -32,40 +32,30 @@ const std::set<std::string, std::less<>> kChatFields = {
     "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
     "parallel_tool_calls", "thinking", "chat_template_kwargs", "reasoning_effort"};
 
-const Json* field(const Json& obj, std::string_view name) {
-  auto it = obj.find(name);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string type_name(const Json& j) {
-  if (j.is_number_integer()) return "integer";
-  if (j.is_number()) return "number";
-  return j.type_name();
-}
-
 ApiError wrong_type(const std::string& name, const char* expected, const Json& got) {
-  return bad_request(name, fmt::format("{}: expected {}, got {}", name, expected, type_name(got)));
+  return bad_request(name, fmt::format("{}: expected {}, got {}", name, expected, json_kind(got)));
 }
 
 // Optional typed fields: nullopt when absent or null; an ApiError for a wrong type.
 ApiResult<std::optional<bool>> get_bool(const Json& obj, const std::string& name) {
-  const Json* v = field(obj, name);
+  const Json* v = json_optional(obj, name);
+  bool b = false;
   if (!v) return std::optional<bool>();
-  if (!v->is_boolean()) return wrong_type(name, "a boolean", *v);
-  return std::optional<bool>(v->get<bool>());
+  if (json_read(*v, b) != JsonRead::kOk) return wrong_type(name, "a boolean", *v);
+  return std::optional<bool>(b);
 }
 
 ApiResult<std::optional<double>> get_number(const Json& obj, const std::string& name) {
-  const Json* v = field(obj, name);
+  const Json* v = json_optional(obj, name);
+  double d = 0;
   if (!v) return std::optional<double>();
-  if (!v->is_number()) return wrong_type(name, "a number", *v);
-  const double d = v->get<double>();
+  if (json_read(*v, d) != JsonRead::kOk) return wrong_type(name, "a number", *v);
   if (!std::isfinite(d)) return bad_request(name, fmt::format("{}: must be finite", name));
   return std::optional<double>(d);
 }
 
 ApiResult<std::optional<int64_t>> get_int(const Json& obj, const std::string& name) {
-  const Json* v = field(obj, name);
+  const Json* v = json_optional(obj, name);
   if (!v) return std::optional<int64_t>();
   // 3.0 is an integer to a JSON client; 3.5 is not.
   if (v->is_number_float()) {
@@ -73,10 +63,13 @@ ApiResult<std::optional<int64_t>> get_int(const Json& obj, const std::string& na
     if (d == std::floor(d) && std::fabs(d) < 9e15) return std::optional<int64_t>(static_cast<int64_t>(d));
     return wrong_type(name, "an integer", *v);
   }
-  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-    return bad_request(name, fmt::format("{}: {} is out of range", name, dump(*v)));
-  if (!v->is_number_integer()) return wrong_type(name, "an integer", *v);
-  return std::optional<int64_t>(v->get<int64_t>());
+  int64_t i = 0;
+  switch (json_read(*v, i)) {
+    case JsonRead::kOk: return std::optional<int64_t>(i);
+    case JsonRead::kOutOfRange: return bad_request(name, fmt::format("{}: {} is out of range", name, dump(*v)));
+    case JsonRead::kWrongType: break;
+  }
+  return wrong_type(name, "an integer", *v);
 }
 
 // Bounded nesting: a body nested thousands deep would overflow the stack as soon as an error
@@ -86,7 +79,7 @@ ApiResult<Json> parse_body(std::string_view body) {
   if (!parsed.ok())
     return bad_request("", fmt::format("the request body is not valid JSON: {}", parsed.message()), "invalid_json");
   Json j = std::move(*parsed);
-  if (!j.is_object()) return bad_request("", fmt::format("the request body must be a JSON object, got {}", type_name(j)));
+  if (!j.is_object()) return bad_request("", fmt::format("the request body must be a JSON object, got {}", json_kind(j)));
   return j;
 }
 
@@ -106,7 +99,7 @@ std::optional<ApiError> check_neutral(const Json& obj) {
     if (v.value() && *v.value() != 0)
       return bad_request(name, fmt::format("{}: not supported by this server (only 0)", name), "unsupported_parameter");
   }
-  if (const Json* v = field(obj, "logit_bias"); v && !(v->is_object() && v->empty()))
+  if (const Json* v = json_optional(obj, "logit_bias"); v && !(v->is_object() && v->empty()))
     return bad_request("logit_bias", "logit_bias: not supported by this server (only {} or null)",
                        "unsupported_parameter");
   for (const char* name : {"n", "best_of"}) {
@@ -115,20 +108,20 @@ std::optional<ApiError> check_neutral(const Json& obj) {
     if (v.value() && *v.value() != 1)
       return bad_request(name, fmt::format("{}: only 1 is supported, got {}", name, *v.value()), "unsupported_parameter");
   }
-  if (const Json* v = field(obj, "suffix"); v && !(v->is_string() && v->get_ref<const std::string&>().empty()))
+  if (const Json* v = json_optional(obj, "suffix"); v && !(v->is_string() && v->get_ref<const std::string&>().empty()))
     return bad_request("suffix", "suffix: not supported by this server", "unsupported_parameter");
-  if (const Json* v = field(obj, "response_format")) {
-    const Json* type = v->is_object() ? field(*v, "type") : nullptr;
+  if (const Json* v = json_optional(obj, "response_format")) {
+    const Json* type = v->is_object() ? json_optional(*v, "type") : nullptr;
     if (!(type && type->is_string() && *type == "text" && v->size() == 1))
       return bad_request("response_format", "response_format: only {\"type\": \"text\"} is supported",
                          "unsupported_parameter");
   }
-  if (const Json* v = field(obj, "user"); v && !v->is_string()) return wrong_type("user", "a string", *v);
+  if (const Json* v = json_optional(obj, "user"); v && !v->is_string()) return wrong_type("user", "a string", *v);
   return std::nullopt;
 }
 
 std::optional<ApiError> check_model(const Json& obj, const ModelCard& model) {
-  const Json* v = field(obj, "model");
+  const Json* v = json_optional(obj, "model");
   if (!v) return std::nullopt;  // absent: the one served model
   if (!v->is_string()) return wrong_type("model", "a string", *v);
   if (v->get_ref<const std::string&>() != model.id) {
@@ -177,7 +170,7 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
   auto stream = get_bool(obj, "stream");
   if (!stream.ok()) return stream.error();
   out.stream = stream.value().value_or(false);
-  if (const Json* so = field(obj, "stream_options")) {
+  if (const Json* so = json_optional(obj, "stream_options")) {
     if (!so->is_object()) return wrong_type("stream_options", "an object", *so);
     if (!out.stream)
       return bad_request("stream_options", "stream_options: only allowed when stream is true");
@@ -191,7 +184,7 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
     out.include_usage = usage.value().value_or(false);
   }
 
-  if (const Json* stop = field(obj, "stop")) {
+  if (const Json* stop = json_optional(obj, "stop")) {
     std::vector<std::string> stops;
     if (stop->is_string()) {
       stops.push_back(stop->get<std::string>());
@@ -253,7 +246,7 @@ std::optional<ApiError> fit_context(const ModelCard& model, const std::string& p
 
 // One prompt of a completions request: a string, [string], [ids] or [[ids]].
 ApiResult<bool> completion_prompt(const Json& obj, const ModelCard& model, ApiRequest& out) {
-  const Json* p = field(obj, "prompt");
+  const Json* p = json_optional(obj, "prompt");
   if (!p) return bad_request("prompt", "prompt: required", "missing_required_parameter");
   const Json* one = p;
   if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
@@ -312,12 +305,12 @@ Result<GenerationDefaults> parse_generation_config(std::string_view json_text, c
   if (!parsed.ok() || !parsed->is_object()) return Status::errorf("{}: not a JSON object", source);
   const Json& j = *parsed;
   GenerationDefaults d;
-  if (const Json* t = field(j, "temperature")) {
+  if (const Json* t = json_optional(j, "temperature")) {
     if (!t->is_number() || !(t->get<double>() >= 0) || !std::isfinite(t->get<double>()))
       return Status::errorf("{}: temperature = {} must be a number >= 0", source, dump(*t));
     d.temperature = t->get<float>();
   }
-  if (const Json* p = field(j, "top_p")) {
+  if (const Json* p = json_optional(j, "top_p")) {
     if (!p->is_number() || !(p->get<double>() > 0 && p->get<double>() <= 1))
       return Status::errorf("{}: top_p = {} must be a number in (0, 1]", source, dump(*p));
     d.top_p = p->get<float>();
@@ -343,7 +336,7 @@ ApiResult<ApiRequest> parse_completions_request(std::string_view body, const Mod
   out.echo = echo.value().value_or(false);
   auto lp = get_int(obj, "logprobs");
   if (!lp.ok()) {
-    if (const Json* v = field(obj, "logprobs"); v && v->is_boolean())
+    if (const Json* v = json_optional(obj, "logprobs"); v && v->is_boolean())
       return bad_request("logprobs", "logprobs: expected an integer 0..5 for /v1/completions (a boolean is the "
                                      "chat form)");
     return lp.error();
@@ -399,9 +392,9 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
 
   // Tools: the renderer writes `tools`; tool_choice and parallel_tool_calls only as the model
   // behaves anyway (it may call any declared tool, several at once).
-  const Json* tools = field(obj, "tools");
+  const Json* tools = json_optional(obj, "tools");
   const bool has_tools = tools && tools->is_array() && !tools->empty();
-  if (const Json* tc = field(obj, "tool_choice")) {
+  if (const Json* tc = json_optional(obj, "tool_choice")) {
     const bool ok = tc->is_string() && (*tc == "auto" || (*tc == "none" && !has_tools));
     if (!ok)
       return bad_request("tool_choice", fmt::format("tool_choice: {} is not supported (\"auto\", or \"none\" "
@@ -418,7 +411,7 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
     return end == std::string::npos ? std::string() : message.substr(0, end);
   };
   if (!options.ok()) return bad_request(param_of(options.message()), options.message());
-  const Json* messages = field(obj, "messages");
+  const Json* messages = json_optional(obj, "messages");
   if (!messages) return bad_request("messages", "messages: required", "missing_required_parameter");
   if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
   if (messages->empty()) return bad_request("messages", "messages: must not be empty");
@@ -467,25 +460,30 @@ Json bytes_json(const std::string& bytes) {
 
 std::string sse(const Json& j) { return "data: " + dump(j) + "\n\n"; }
 
+// Completions logprobs: four parallel arrays, one entry per token.
+Json completion_logprobs_shape() {
+  return Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
+              {"top_logprobs", Json::array()}, {"text_offset", Json::array()}};
+}
+
 }  // namespace
 
 ResponseBuilder::ResponseBuilder(const ApiRequest& request, const ModelCard& model, std::string id, int64_t created)
     : request_(request), model_(model), id_(std::move(id)), created_(created), parser_(request.opens_reasoning) {
-  if (request_.endpoint == Endpoint::kCompletions) {
-    logprobs_ = Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
-                     {"top_logprobs", Json::array()}, {"text_offset", Json::array()}};
-  } else {
-    logprobs_ = Json::array();
-  }
+  logprobs_ = request_.endpoint == Endpoint::kCompletions ? completion_logprobs_shape() : Json::array();
 }
 
-Json ResponseBuilder::chunk_base() const {
+Json ResponseBuilder::envelope(const char* object) const {
   Json j;
   j["id"] = id_;
-  j["object"] = request_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion";
+  j["object"] = object;
   j["created"] = created_;
   j["model"] = model_.id;
   return j;
+}
+
+Json ResponseBuilder::chunk_envelope() const {
+  return envelope(request_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion");
 }
 
 Json ResponseBuilder::usage_json() const {
@@ -552,10 +550,7 @@ std::optional<ApiError> ResponseBuilder::update_error(const RequestUpdate& u) co
   return std::nullopt;
 }
 
-std::string ResponseBuilder::add(const RequestUpdate& u) {
-  if (finished_) return {};
-  const bool first = !started_;
-  started_ = true;
+void ResponseBuilder::record(const RequestUpdate& u) {
   completion_tokens_ += static_cast<int64_t>(u.tokens.size());
   if (u.finished) {
     finished_ = true;
@@ -565,19 +560,59 @@ std::string ResponseBuilder::add(const RequestUpdate& u) {
     error_ = update_error(u);
   }
   if (prompt_tokens_ == 0) prompt_tokens_ = static_cast<int64_t>(request_.gen.prompt.size());
+}
 
-  if (request_.endpoint == Endpoint::kCompletions) {
-    std::string text;
+std::string ResponseBuilder::add(const RequestUpdate& u) {
+  if (finished_) return {};
+  const bool first = !started_;
+  started_ = true;
+  record(u);
+  return request_.endpoint == Endpoint::kCompletions ? add_completion(u, first) : add_chat(u, first);
+}
+
+// Completions: the update's text (after the echoed prompt on the first) and the logprobs of its
+// tokens (and, with echo, of the prompt first), appended to the whole response (complete form)
+// or sent as one chunk (stream form).
+std::string ResponseBuilder::add_completion(const RequestUpdate& u, bool first) {
+  std::string text;
+  if (first && request_.echo) {
+    const std::vector<int32_t>& prompt = request_.gen.prompt;
+    const std::span<const int32_t> shown(prompt.data() + request_.prompt_skip, prompt.size() - request_.prompt_skip);
+    Result<std::string> echo = model_.text->tokenizer.decode(shown);
+    if (echo.ok()) text = *echo;
+  }
+  text += u.text;
+  const bool want_lp = request_.gen.logprobs >= 0;
+  Json chunk_lp = completion_logprobs_shape();
+  Json& lp = request_.stream ? chunk_lp : logprobs_;
+  if (want_lp) {
     if (first && request_.echo) {
       const std::vector<int32_t>& prompt = request_.gen.prompt;
-      const std::span<const int32_t> shown(prompt.data() + request_.prompt_skip, prompt.size() - request_.prompt_skip);
-      Result<std::string> echo = model_.text->tokenizer.decode(shown);
-      if (echo.ok()) text = *echo;
+      std::vector<int32_t> ids(prompt.begin() + request_.prompt_skip, prompt.end());
+      std::vector<const TokenLogprob*> lps;
+      for (size_t i = request_.prompt_skip; i < prompt.size(); ++i)
+        lps.push_back(i >= 1 && i - 1 < u.prompt_logprobs.size() ? &u.prompt_logprobs[i - 1] : nullptr);
+      append_completion_logprobs(lp, ids, lps);
     }
-    text += u.text;
-    if (!request_.stream) text_ += text;
-    return stream_completion(u, text, first);
+    std::vector<const TokenLogprob*> lps;
+    for (size_t i = 0; i < u.tokens.size(); ++i) lps.push_back(i < u.logprobs.size() ? &u.logprobs[i] : nullptr);
+    append_completion_logprobs(lp, u.tokens, lps);
   }
+  if (!request_.stream) {
+    text_ += text;
+    return {};
+  }
+  std::string out;
+  if (!text.empty() || (want_lp && !chunk_lp["tokens"].empty()))
+    out += chunk_event(completion_choice(text, want_lp ? chunk_lp : Json(), nullptr));
+  if (u.finished) out += end_events(completion_choice("", nullptr, api_finish_reason(reason_, false)));
+  return out;
+}
+
+// Chat: the parser's delta of the update's text (all that is held back, on the last) and its
+// tokens' logprobs, appended to the whole message (complete form) or sent as chunks (stream
+// form: the role first, then the delta).
+std::string ResponseBuilder::add_chat(const RequestUpdate& u, bool first) {
   chat::ChatDelta delta = parser_.feed(u.text);
   if (u.finished) {
     chat::ChatDelta rest = parser_.finish();
@@ -585,94 +620,29 @@ std::string ResponseBuilder::add(const RequestUpdate& u) {
     delta.content += rest.content;
     for (chat::ToolCall& c : rest.tool_calls) delta.tool_calls.push_back(std::move(c));
   }
+  const bool want_lp = request_.gen.logprobs >= 0;
+  Json chunk_lp = Json::array();
+  Json& lp = request_.stream ? chunk_lp : logprobs_;
+  if (want_lp)
+    for (const TokenLogprob& t : u.logprobs) lp.push_back(chat_logprob_entry(t));
   if (!request_.stream) {
     message_.reasoning_content += delta.reasoning;
     message_.content += delta.content;
-    for (chat::ToolCall& c : delta.tool_calls) message_.tool_calls.push_back(c);
+    for (chat::ToolCall& c : delta.tool_calls) message_.tool_calls.push_back(std::move(c));
+    return {};
   }
-  return stream_chat(u, delta, first);
-}
-
-// Completions: the logprobs of this update's tokens (and, with echo, of the prompt first),
-// appended to the whole response (complete form) or returned as one chunk's (stream form).
-std::string ResponseBuilder::stream_completion(const RequestUpdate& u, const std::string& text, bool first) {
-  Json lp;
-  const bool want_lp = request_.gen.logprobs >= 0;
-  if (want_lp) {
-    Json& target = request_.stream ? lp : logprobs_;
-    if (request_.stream)
-      target = Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
-                    {"top_logprobs", Json::array()}, {"text_offset", Json::array()}};
-    if (first && request_.echo) {
-      const std::vector<int32_t>& prompt = request_.gen.prompt;
-      std::vector<int32_t> ids(prompt.begin() + request_.prompt_skip, prompt.end());
-      std::vector<const TokenLogprob*> lps;
-      for (size_t i = request_.prompt_skip; i < prompt.size(); ++i)
-        lps.push_back(i >= 1 && i - 1 < u.prompt_logprobs.size() ? &u.prompt_logprobs[i - 1] : nullptr);
-      append_completion_logprobs(target, ids, lps);
-    }
-    std::vector<const TokenLogprob*> lps;
-    for (size_t i = 0; i < u.tokens.size(); ++i) lps.push_back(i < u.logprobs.size() ? &u.logprobs[i] : nullptr);
-    append_completion_logprobs(target, u.tokens, lps);
-  }
-  if (!request_.stream) return {};
-
   std::string out;
-  if (!text.empty() || (want_lp && !lp["tokens"].empty())) {
-    Json chunk = chunk_base();
-    Json choice;
-    choice["text"] = text;
-    choice["index"] = 0;
-    choice["logprobs"] = want_lp ? lp : Json();
-    choice["finish_reason"] = nullptr;
-    chunk["choices"] = Json::array({std::move(choice)});
-    if (request_.include_usage) chunk["usage"] = nullptr;
-    out += sse(chunk);
-  }
-  if (u.finished) {
-    if (error_) {
-      out += "data: " + error_body(*error_) + "\n\n";
-    } else {
-      Json chunk = chunk_base();
-      Json choice;
-      choice["text"] = "";
-      choice["index"] = 0;
-      choice["logprobs"] = nullptr;
-      choice["finish_reason"] = api_finish_reason(reason_, false);
-      chunk["choices"] = Json::array({std::move(choice)});
-      if (request_.include_usage) chunk["usage"] = nullptr;
-      out += sse(chunk);
-      if (request_.include_usage) {
-        Json usage = chunk_base();
-        usage["choices"] = Json::array();
-        usage["usage"] = usage_json();
-        out += sse(usage);
-      }
-    }
-    out += "data: [DONE]\n\n";
-  }
+  if (first) out += chunk_event(chat_choice(Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
+  Json d = chat_delta_json(delta);
+  if (!d.empty() || !chunk_lp.empty())
+    out += chunk_event(chat_choice(std::move(d), want_lp && !chunk_lp.empty() ? Json{{"content", chunk_lp}} : Json(),
+                                   nullptr));
+  if (u.finished) out += end_events(chat_choice(Json::object(), nullptr, api_finish_reason(reason_, n_tool_calls_ > 0)));
   return out;
 }
 
-std::string ResponseBuilder::stream_chat(const RequestUpdate& u, const chat::ChatDelta& delta, bool first) {
-  const bool want_lp = request_.gen.logprobs >= 0;
-  Json lp = Json::array();
-  if (want_lp)
-    for (const TokenLogprob& t : u.logprobs) (request_.stream ? lp : logprobs_).push_back(chat_logprob_entry(t));
-  if (!request_.stream) return {};
-  auto chunk_with = [&](Json d, Json logprobs, Json finish) {
-    Json chunk = chunk_base();
-    Json choice;
-    choice["index"] = 0;
-    choice["delta"] = std::move(d);
-    choice["logprobs"] = std::move(logprobs);
-    choice["finish_reason"] = std::move(finish);
-    chunk["choices"] = Json::array({std::move(choice)});
-    if (request_.include_usage) chunk["usage"] = nullptr;
-    return sse(chunk);
-  };
-  std::string out;
-  if (first) out += chunk_with(Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+// A stream delta's fields: text as it came, tool calls numbered across the stream.
+Json ResponseBuilder::chat_delta_json(const chat::ChatDelta& delta) {
   Json d = Json::object();
   if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
   if (!delta.content.empty()) d["content"] = delta.content;
@@ -685,22 +655,51 @@ std::string ResponseBuilder::stream_chat(const RequestUpdate& u, const chat::Cha
     }
     d["tool_calls"] = std::move(calls);
   }
-  if (!d.empty() || !lp.empty()) out += chunk_with(std::move(d), want_lp && !lp.empty() ? Json{{"content", lp}} : Json(), nullptr);
-  if (u.finished) {
-    if (error_) {
-      out += "data: " + error_body(*error_) + "\n\n";
-    } else {
-      out += chunk_with(Json::object(), nullptr, api_finish_reason(reason_, n_tool_calls_ > 0));
-      if (request_.include_usage) {
-        Json usage = chunk_base();
-        usage["choices"] = Json::array();
-        usage["usage"] = usage_json();
-        out += sse(usage);
-      }
+  return d;
+}
+
+Json ResponseBuilder::completion_choice(const std::string& text, Json logprobs, Json finish_reason) {
+  Json choice;
+  choice["text"] = text;
+  choice["index"] = 0;
+  choice["logprobs"] = std::move(logprobs);
+  choice["finish_reason"] = std::move(finish_reason);
+  return choice;
+}
+
+Json ResponseBuilder::chat_choice(Json delta, Json logprobs, Json finish_reason) {
+  Json choice;
+  choice["index"] = 0;
+  choice["delta"] = std::move(delta);
+  choice["logprobs"] = std::move(logprobs);
+  choice["finish_reason"] = std::move(finish_reason);
+  return choice;
+}
+
+// One chunk of a stream holding `choice` (and "usage": null when the usage chunk is asked for).
+std::string ResponseBuilder::chunk_event(Json choice) const {
+  Json chunk = chunk_envelope();
+  chunk["choices"] = Json::array({std::move(choice)});
+  if (request_.include_usage) chunk["usage"] = nullptr;
+  return sse(chunk);
+}
+
+// The end of a stream: the error event, or the last chunk (`last_choice`, with the finish
+// reason) and the usage chunk when asked; then [DONE].
+std::string ResponseBuilder::end_events(Json last_choice) const {
+  std::string out;
+  if (error_) {
+    out += "data: " + error_body(*error_) + "\n\n";
+  } else {
+    out += chunk_event(std::move(last_choice));
+    if (request_.include_usage) {
+      Json usage = chunk_envelope();
+      usage["choices"] = Json::array();
+      usage["usage"] = usage_json();
+      out += sse(usage);
     }
-    out += "data: [DONE]\n\n";
   }
-  return out;
+  return out + "data: [DONE]\n\n";
 }
 
 ApiResult<std::string> ResponseBuilder::response() const {
@@ -712,11 +711,7 @@ ApiResult<std::string> ResponseBuilder::response() const {
     return e;
   }
   if (error_) return *error_;
-  Json body;
-  body["id"] = id_;
-  body["object"] = request_.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion";
-  body["created"] = created_;
-  body["model"] = model_.id;
+  Json body = envelope(request_.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion");
   Json choice;
   choice["index"] = 0;
   const bool want_lp = request_.gen.logprobs >= 0;

@@ -119,15 +119,28 @@ class ResponseBuilder {
   bool finished() const { return finished_; }
   ApiResult<std::string> response() const;
  private:
-  nlohmann::ordered_json chunk_base() const;
+  // Response envelope: {id, object, created, model}.
+  nlohmann::ordered_json envelope(const char* object) const;
+  nlohmann::ordered_json chunk_envelope() const;  // a stream chunk's
   nlohmann::ordered_json usage_json() const;
   nlohmann::ordered_json chat_logprob_entry(const TokenLogprob& lp) const;
   // Appends completions logprobs of tokens (a null entry: no logprob, e.g. the first prompt token).
   void append_completion_logprobs(nlohmann::ordered_json& out, const std::vector<int32_t>& ids,
                                   const std::vector<const TokenLogprob*>& lps);
   std::optional<ApiError> update_error(const RequestUpdate& u) const;
-  std::string stream_completion(const RequestUpdate& u, const std::string& text, bool first);
-  std::string stream_chat(const RequestUpdate& u, const chat::ChatDelta& delta, bool first);
+  // Token counts, finish reason and error of an update.
+  void record(const RequestUpdate& u);
+  // Each takes one update in either form: accumulates it (complete form, returns "") or
+  // returns its server-sent events (stream form).
+  std::string add_completion(const RequestUpdate& u, bool first);
+  std::string add_chat(const RequestUpdate& u, bool first);
+  nlohmann::ordered_json chat_delta_json(const chat::ChatDelta& delta);
+  static nlohmann::ordered_json completion_choice(const std::string& text, nlohmann::ordered_json logprobs,
+                                                  nlohmann::ordered_json finish_reason);
+  static nlohmann::ordered_json chat_choice(nlohmann::ordered_json delta, nlohmann::ordered_json logprobs,
+                                            nlohmann::ordered_json finish_reason);
+  std::string chunk_event(nlohmann::ordered_json choice) const;
+  std::string end_events(nlohmann::ordered_json last_choice) const;
 
   ApiRequest request_;  // the prompt is read for echo
   const ModelCard& model_;

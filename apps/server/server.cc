@@ -217,9 +217,15 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, E
 }
 
 void HttpServer::routes() {
-  httplib::Server& s = *http_;
+  require_api_key();
+  generation_routes();
+  info_routes();
+  error_responses();
+}
 
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+// With --api-key, every /v1/ path needs "Authorization: Bearer <key>" (401 otherwise).
+void HttpServer::require_api_key() {
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (options_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
@@ -234,14 +240,21 @@ void HttpServer::routes() {
     res.set_header("WWW-Authenticate", "Bearer");
     return httplib::Server::HandlerResponse::Handled;
   });
+}
 
+void HttpServer::generation_routes() {
+  httplib::Server& s = *http_;
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(req, res, Endpoint::kCompletions);
   });
   s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(req, res, Endpoint::kChat);
   });
+}
 
+// The served model, health, metrics and the chat page.
+void HttpServer::info_routes() {
+  httplib::Server& s = *http_;
   auto model_json = [this] {
     return Json{{"id", model_.id}, {"object", "model"}, {"created", model_.created}, {"owned_by", "dsv4"},
                 {"max_model_len", model_.max_context}};
@@ -268,7 +281,10 @@ void HttpServer::routes() {
     const std::string_view page = chat_page();
     res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
   });
+}
 
+void HttpServer::error_responses() {
+  httplib::Server& s = *http_;
   // Responses httplib makes itself (no route, body too large, bad request line) get an
   // OpenAI-style body too; handlers' own error bodies are left alone.
   s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {

@@ -61,7 +61,13 @@ class HttpServer {
   HttpMetrics& http_metrics() { return http_metrics_; }
 
  private:
+  // routes(): require_api_key, then the generation and info routes, then error_responses
+  // (error bodies, exceptions, the request log).
   void routes();
+  void require_api_key();
+  void generation_routes();
+  void info_routes();
+  void error_responses();
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   uint64_t next_seed();
 

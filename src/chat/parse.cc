@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "chat/py_json.h"
+#include "text/stop_prefix.h"
 
 namespace dsv4::chat {
 
@@ -36,21 +37,6 @@ Found find_first(std::string_view text, size_t from, const std::array<std::strin
     if (at != std::string_view::npos && at < found.at) found = {static_cast<int>(k), at};
   }
   return found;
-}
-
-// Length of the longest suffix of `text` that is a proper prefix of a stop.
-template <size_t N>
-size_t held_suffix(std::string_view text, const std::array<std::string_view, N>& stops) {
-  size_t best = 0;
-  for (std::string_view stop : stops) {
-    for (size_t n = std::min(text.size(), stop.size() - 1); n > best; --n) {
-      if (text.substr(text.size() - n) == stop.substr(0, n)) {
-        best = n;
-        break;
-      }
-    }
-  }
-  return best;
 }
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
@@ -227,7 +213,7 @@ void ChatStreamParser::run(ChatDelta& delta, bool final) {
       static constexpr std::array<std::string_view, 2> kContentStops = {kCallsStart, kEos};
       Found stop = reasoning ? find_first<3>(buffer_, 0, kReasoningStops) : find_first<2>(buffer_, 0, kContentStops);
       if (stop.which < 0) {
-        size_t hold = final ? 0 : reasoning ? held_suffix<3>(buffer_, kReasoningStops) : held_suffix<2>(buffer_, kContentStops);
+        size_t hold = final ? 0 : reasoning ? stop_prefix_length(buffer_, kReasoningStops) : stop_prefix_length(buffer_, kContentStops);
         out.append(buffer_, 0, buffer_.size() - hold);
         buffer_.erase(0, buffer_.size() - hold);
         return;

@@ -12,6 +12,10 @@ namespace dsv4::chat {
 
 namespace {
 
+// The object delimiters, named (a brace in a character literal reads as a block to tools).
+constexpr char kObjectOpen = '{';
+constexpr char kObjectClose = '}';
+
 void append_escaped(std::string& out, std::string_view s) {
   static const char* kHex = "0123456789abcdef";
   out += '"';
@@ -59,7 +63,7 @@ void dump(const nlohmann::ordered_json& v, std::string& out) {
       break;
     }
     case T::object: {
-      out += '{';
+      out += kObjectOpen;
       bool first = true;
       for (const auto& [key, item] : v.items()) {
         if (!first) out += ", ";
@@ -68,7 +72,7 @@ void dump(const nlohmann::ordered_json& v, std::string& out) {
         out += ": ";
         dump(item, out);
       }
-      out += '}';
+      out += kObjectClose;
       break;
     }
     default: out += "null"; break;  // binary / discarded: never produced by parse
@@ -95,14 +99,14 @@ void dump(const Node& n, std::string& out) {
       out += ']';
       break;
     case PyParsed::Kind::kObject:
-      out += '{';
+      out += kObjectOpen;
       for (size_t i = 0; i < n.items.size(); ++i) {
         if (i) out += ", ";
         append_escaped(out, n.keys[i]);
         out += ": ";
         dump(n.items[i], out);
       }
-      out += '}';
+      out += kObjectClose;
       break;
     default: out += n.text; break;
   }
@@ -136,7 +140,7 @@ class Reader {
   bool value(Node& out, int depth) {
     if (depth > kMaxDepth || pos_ >= s_.size()) return false;
     char c = s_[pos_];
-    if (c == '{') return object(out, depth);
+    if (c == kObjectOpen) return object(out, depth);
     if (c == '[') return array(out, depth);
     if (c == '"') {
       out.kind = PyParsed::Kind::kString;
@@ -266,7 +270,7 @@ class Reader {
     out.kind = PyParsed::Kind::kObject;
     ++pos_;
     skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == '}') { ++pos_; return true; }
+    if (pos_ < s_.size() && s_[pos_] == kObjectClose) { ++pos_; return true; }
     while (true) {
       skip_ws();
       if (pos_ >= s_.size() || s_[pos_] != '"') return false;
@@ -288,7 +292,7 @@ class Reader {
       skip_ws();
       if (pos_ >= s_.size()) return false;
       char c = s_[pos_++];
-      if (c == '}') return true;
+      if (c == kObjectClose) return true;
       if (c != ',') return false;
     }
   }

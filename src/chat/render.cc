@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "chat/py_json.h"
+#include "io/json_bounded.h"
 
 namespace dsv4::chat {
 
@@ -99,14 +100,9 @@ bool truthy(const Json& v) {
   }
 }
 
-const Json* field(const Json& m, const char* name) {
-  auto it = m.find(name);
-  return it == m.end() ? nullptr : &*it;
-}
-
 Result<std::string> optional_string(const Json& m, const char* name, const std::string& where) {
-  const Json* v = field(m, name);
-  if (!v || v->is_null()) return std::string();
+  const Json* v = json_optional(m, name);
+  if (!v) return std::string();
   if (!v->is_string()) return Status::errorf("{}.{}: must be a string, got {}", where, name, v->type_name());
   return v->get<std::string>();
 }
@@ -115,8 +111,8 @@ Result<std::string> optional_string(const Json& m, const char* name, const std::
 // concatenated. A tool message (tool_parts): parts joined by "\n\n" as the reference
 // does, a non-text part as "[Unsupported <type>]".
 Result<std::string> read_parts(const Json& m, const std::string& where, bool tool_parts) {
-  const Json* v = field(m, "content");
-  if (!v || v->is_null()) return std::string();
+  const Json* v = json_optional(m, "content");
+  if (!v) return std::string();
   if (v->is_string()) return v->get<std::string>();
   if (!v->is_array())
     return Status::errorf("{}.content: must be a string, null or an array of {}parts, got {}", where,
@@ -126,7 +122,7 @@ Result<std::string> read_parts(const Json& m, const std::string& where, bool too
     const Json& part = (*v)[j];
     std::string at = fmt::format("{}.content[{}]", where, j);
     if (!part.is_object()) return Status::errorf("{}: must be an object", at);
-    const Json* type = field(part, "type");
+    const Json* type = json_member(part, "type");
     if (!type || !type->is_string()) return Status::errorf("{}.type: missing or not a string", at);
     if (tool_parts && j) out += "\n\n";
     if (*type != "text") {
@@ -152,7 +148,7 @@ Result<std::string> render_tools(const Json& tools, const std::string& where) {
   for (size_t j = 0; j < tools.size(); ++j) {
     const Json& tool = tools[j];
     if (!tool.is_object()) return Status::errorf("{}[{}]: must be an object", where, j);
-    const Json* function = field(tool, "function");
+    const Json* function = json_member(tool, "function");
     if (!function || !function->is_object()) return Status::errorf("{}[{}].function: missing or not an object", where, j);
     if (json_depth(*function) > kMaxJsonDepth) return Status::errorf("{}[{}].function: nested deeper than {}", where, j, kMaxJsonDepth);
     if (j) schemas += '\n';
@@ -171,17 +167,17 @@ Status render_calls(const Json& calls, const std::string& where, Turn& turn) {
     const Json& call = calls[j];
     std::string at = fmt::format("{}[{}]", where, j);
     if (!call.is_object()) return Status::errorf("{}: must be an object", at);
-    const Json* function = field(call, "function");
+    const Json* function = json_member(call, "function");
     if (!function || !function->is_object()) return Status::errorf("{}.function: missing or not an object", at);
-    const Json* name = field(*function, "name");
+    const Json* name = json_member(*function, "name");
     if (!name || !name->is_string()) return Status::errorf("{}.function.name: missing or not a string", at);
-    const Json* arguments = field(*function, "arguments");
+    const Json* arguments = json_member(*function, "arguments");
     if (!arguments || !arguments->is_string())
       return Status::errorf("{}.function.arguments: must be a JSON string (got {})", at, arguments ? arguments->type_name() : "nothing");
     // Call id for ordering: `id`, else `function.id` (§3.3).
     std::string id;
     for (const Json* holder : {&call, function}) {
-      const Json* v = field(*holder, "id");
+      const Json* v = json_member(*holder, "id");
       if (v && v->is_string() && !v->get<std::string>().empty()) {
         id = v->get<std::string>();
         break;
@@ -215,7 +211,7 @@ Status render_calls(const Json& calls, const std::string& where, Turn& turn) {
 Result<Turn> read_message(const Json& m, const std::string& where) {
   if (!m.is_object()) return Status::errorf("{}: must be an object, got {}", where, m.type_name());
   Turn turn;
-  const Json* role = field(m, "role");
+  const Json* role = json_member(m, "role");
   if (!role || !role->is_string()) return Status::errorf("{}.role: missing or not a string", where);
   turn.role = role->get<std::string>();
   const std::string& r = turn.role;
@@ -227,17 +223,17 @@ Result<Turn> read_message(const Json& m, const std::string& where) {
   turn.content = std::move(*content);
   if (r == "developer" && turn.content.empty()) return Status::errorf("{}.content: a developer message needs non-empty content", where);
 
-  if (const Json* task = field(m, "task"); task && !task->is_null()) {
+  if (const Json* task = json_optional(m, "task")) {
     if (!task->is_string() || !task_tokens().contains(task->get<std::string>()))
       return Status::errorf("{}.task: unknown task {} (action, query, authority, domain, title, read_url)", where, task->dump());
     turn.task = task->get<std::string>();
   }
-  if (const Json* wo_eos = field(m, "wo_eos"); wo_eos && !wo_eos->is_null()) {
+  if (const Json* wo_eos = json_optional(m, "wo_eos")) {
     if (!wo_eos->is_boolean()) return Status::errorf("{}.wo_eos: must be a boolean", where);
     turn.wo_eos = wo_eos->get<bool>();
   }
 
-  const Json* tools = field(m, "tools");
+  const Json* tools = json_member(m, "tools");
   if (tools && truthy(*tools)) {
     if (r != "system" && r != "developer")
       return Status::errorf("{}.tools: tools are rendered only on system/developer messages, not on \"{}\"", where, r);
@@ -246,7 +242,7 @@ Result<Turn> read_message(const Json& m, const std::string& where) {
     turn.tools = std::move(*text);
   }
   if (r == "system" || r == "developer") {
-    if (const Json* format = field(m, "response_format"); format && truthy(*format)) {
+    if (const Json* format = json_member(m, "response_format"); format && truthy(*format)) {
       if (json_depth(*format) > kMaxJsonDepth) return Status::errorf("{}.response_format: nested deeper than {}", where, kMaxJsonDepth);
       turn.response_format = std::string(kResponseFormat) + py_json(*format);
     }
@@ -255,7 +251,7 @@ Result<Turn> read_message(const Json& m, const std::string& where) {
     auto reasoning = optional_string(m, "reasoning_content", where);
     if (!reasoning) return reasoning.status();
     turn.reasoning = std::move(*reasoning);
-    if (const Json* calls = field(m, "tool_calls")) DSV4_RETURN_IF_ERROR(render_calls(*calls, where + ".tool_calls", turn));
+    if (const Json* calls = json_member(m, "tool_calls")) DSV4_RETURN_IF_ERROR(render_calls(*calls, where + ".tool_calls", turn));
   }
   if (r == "tool") {
     auto id = optional_string(m, "tool_call_id", where);
@@ -428,13 +424,13 @@ Result<ChatOptions> chat_options_from_request(const Json& request) {
   if (!request.is_object()) return Status::error("request: must be a JSON object");
   ChatOptions options;
   std::optional<bool> thinking;
-  if (const Json* v = field(request, "thinking"); v && !v->is_null()) {
+  if (const Json* v = json_optional(request, "thinking")) {
     if (!v->is_boolean()) return Status::errorf("thinking: must be a boolean, got {}", v->dump());
     thinking = v->get<bool>();
   }
-  if (const Json* kwargs = field(request, "chat_template_kwargs"); kwargs && !kwargs->is_null()) {
+  if (const Json* kwargs = json_optional(request, "chat_template_kwargs")) {
     if (!kwargs->is_object()) return Status::error("chat_template_kwargs: must be an object");
-    if (const Json* v = field(*kwargs, "thinking"); v && !v->is_null()) {
+    if (const Json* v = json_optional(*kwargs, "thinking")) {
       if (!v->is_boolean()) return Status::errorf("chat_template_kwargs.thinking: must be a boolean, got {}", v->dump());
       if (thinking && *thinking != v->get<bool>())
         return Status::error("chat_template_kwargs.thinking: disagrees with the request's \"thinking\"");
@@ -442,7 +438,7 @@ Result<ChatOptions> chat_options_from_request(const Json& request) {
     }
   }
   options.mode = thinking.value_or(false) ? ThinkingMode::kThinking : ThinkingMode::kChat;
-  if (const Json* v = field(request, "reasoning_effort"); v && !v->is_null()) {
+  if (const Json* v = json_optional(request, "reasoning_effort")) {
     std::string effort = v->is_string() ? v->get<std::string>() : "";
     if (effort == "low" || effort == "medium" || effort == "high") {
       options.effort = ReasoningEffort::kHigh;
@@ -452,7 +448,7 @@ Result<ChatOptions> chat_options_from_request(const Json& request) {
       return Status::errorf("reasoning_effort: unsupported value {} (low, medium, high, max)", v->dump());
     }
   }
-  if (const Json* v = field(request, "tools"); v && !v->is_null()) {
+  if (const Json* v = json_optional(request, "tools")) {
     if (!v->is_array()) return Status::errorf("tools: must be an array, got {}", v->type_name());
     options.tools = *v;
   }

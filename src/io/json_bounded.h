@@ -1,10 +1,16 @@
-// JSON from outside, parsed with bounded nesting. nlohmann's parser and its
-// destructor are iterative, but dump() (and comparison, copy) recurse: one value
-// nested 100k deep overflows the stack as soon as an error message prints it.
-// Readers of untrusted JSON parse through this, so every later use is shallow.
+// JSON from outside: parsed with bounded nesting, then read field by field. nlohmann's parser
+// and its destructor are iterative, but dump() (and comparison, copy) recurse: one value
+// nested 100k deep overflows the stack as soon as an error message prints it. Readers of
+// untrusted JSON (tokenizer.json, config.json, request bodies) parse through this, so every
+// later use is shallow, and take their fields with the helpers below; each reader words its
+// own errors (they name the field, what was expected and what was found).
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -17,8 +23,10 @@ constexpr int kMaxJsonDepth = 64;
 
 // Errors: "not valid JSON" (the whole text must be one value) or "nests deeper
 // than N levels" (N containers open at once is the limit: [[1]] nests 2 levels).
+// parser_message, when given, receives the parser's own account of invalid JSON (where and why).
 template <class Json = nlohmann::json>
-Result<Json> parse_json_bounded(std::string_view text, int max_depth = kMaxJsonDepth) {
+Result<Json> parse_json_bounded(std::string_view text, int max_depth = kMaxJsonDepth,
+                                std::string* parser_message = nullptr) {
   struct TooDeep {};
   int open = 0;
   const typename Json::parser_callback_t limit = [&](int, typename Json::parse_event_t event, Json&) {
@@ -34,9 +42,101 @@ Result<Json> parse_json_bounded(std::string_view text, int max_depth = kMaxJsonD
     return Json::parse(text, limit);
   } catch (const TooDeep&) {
     return Status::errorf("nests deeper than {} levels", max_depth);
-  } catch (const typename Json::exception&) {
+  } catch (const typename Json::exception& e) {
+    if (parser_message) *parser_message = e.what();
     return Status::error("not valid JSON");
   }
+}
+
+// ------------------------------------------------------------------------------------------
+// Fields
+
+// "prefix.key", or "key" at the top level: a field's path in error messages.
+inline std::string json_path(std::string_view prefix, std::string_view key) {
+  std::string path(prefix);
+  if (!path.empty()) path += '.';
+  path += key;
+  return path;
+}
+
+// The member `key` of an object; nullptr when absent.
+template <class Json>
+const Json* json_member(const Json& obj, std::string_view key) {
+  const auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+// The member `key` of an object; nullptr when absent or null (an optional field left unset).
+template <class Json>
+const Json* json_optional(const Json& obj, std::string_view key) {
+  const Json* v = json_member(obj, key);
+  return v == nullptr || v->is_null() ? nullptr : v;
+}
+
+// The kinds a field is expected to hold.
+enum class JsonType { kBoolean, kInteger, kNumber, kString, kArray, kObject };
+
+constexpr const char* json_type_name(JsonType type) {
+  switch (type) {
+    case JsonType::kBoolean: return "boolean";
+    case JsonType::kInteger: return "integer";
+    case JsonType::kNumber: return "number";
+    case JsonType::kString: return "string";
+    case JsonType::kArray: return "array";
+    case JsonType::kObject: return "object";
+  }
+  return "?";
+}
+
+// Whether a value is of `type` (an integer is also a number).
+template <class Json>
+bool json_is(const Json& v, JsonType type) {
+  switch (type) {
+    case JsonType::kBoolean: return v.is_boolean();
+    case JsonType::kInteger: return v.is_number_integer();
+    case JsonType::kNumber: return v.is_number();
+    case JsonType::kString: return v.is_string();
+    case JsonType::kArray: return v.is_array();
+    case JsonType::kObject: return v.is_object();
+  }
+  return false;
+}
+
+// What a value holds, for "expected X, got Y": "integer", "number" (not an integer), "string",
+// "boolean", "null", "array" or "object".
+template <class Json>
+const char* json_kind(const Json& v) {
+  if (v.is_number_integer()) return "integer";
+  return v.type_name();
+}
+
+// The JsonType a scalar is read from.
+template <class T>
+constexpr JsonType json_type_of() {
+  if constexpr (std::is_same_v<T, bool>) return JsonType::kBoolean;
+  else if constexpr (std::is_integral_v<T>) return JsonType::kInteger;
+  else if constexpr (std::is_floating_point_v<T>) return JsonType::kNumber;
+  else return JsonType::kString;
+}
+
+enum class JsonRead { kOk, kWrongType, kOutOfRange };
+
+// Reads a scalar field: bool from a boolean, a string from a string, a floating type from any
+// number, an integral type from an integer within its range. `out` is left alone unless kOk.
+template <class T, class Json>
+JsonRead json_read(const Json& v, T& out) {
+  if (!json_is(v, json_type_of<T>())) return JsonRead::kWrongType;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const bool fits = v.is_number_unsigned() ? std::in_range<T>(v.template get<uint64_t>())
+                                             : std::in_range<T>(v.template get<int64_t>());
+    if (!fits) return JsonRead::kOutOfRange;
+    out = v.is_number_unsigned() ? static_cast<T>(v.template get<uint64_t>()) : static_cast<T>(v.template get<int64_t>());
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    out = v.template get_ref<const std::string&>();
+  } else {
+    out = v.template get<T>();
+  }
+  return JsonRead::kOk;
 }
 
 }  // namespace dsv4

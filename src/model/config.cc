@@ -3,12 +3,12 @@
 
 #include <cmath>
 #include <fstream>
-#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "io/json_bounded.h"
 
 namespace dsv4 {
 
@@ -85,71 +85,27 @@ class FieldReader {
   // Returns the field or nullptr when absent (json null counts as absent for optional
   // fields); records an error when required and absent.
   const json* get(const char* name, bool required) {
-    auto it = obj_.find(name);
-    if (it == obj_.end() || (!required && it->is_null())) {
-      if (required) fail(fmt::format("missing required field '{}'", path(name)));
-      return nullptr;
-    }
-    return &*it;
+    const json* v = required ? json_member(obj_, name) : json_optional(obj_, name);
+    if (!v && required) fail(fmt::format("missing required field '{}'", path(name)));
+    return v;
   }
 
-  template <class Int>
-  void integer(const char* name, Int& out, bool required = true) {
-    const json* v = get(name, required);
-    if (!v) return;
-    if (!v->is_number_integer()) return wrong_type(name, "integer", *v);
-    if (!to_int(*v, out)) fail(fmt::format("field '{}' = {} is out of range", path(name), v->dump()));
+  // A boolean, integer (in the range of T), number or string field.
+  template <class T>
+  void field(const char* name, T& out, bool required = true) {
+    if (const json* v = get(name, required)) read(path(name), *v, out);
   }
 
-  void number(const char* name, double& out, bool required = true) {
+  // An array of integers or of strings.
+  template <class T>
+  void array(const char* name, std::vector<T>& out, bool required = true) {
     const json* v = get(name, required);
     if (!v) return;
-    if (!v->is_number()) return wrong_type(name, "number", *v);
-    out = v->get<double>();
-  }
-
-  void boolean(const char* name, bool& out, bool required = true) {
-    const json* v = get(name, required);
-    if (!v) return;
-    if (!v->is_boolean()) return wrong_type(name, "boolean", *v);
-    out = v->get<bool>();
-  }
-
-  void string(const char* name, std::string& out, bool required = true) {
-    const json* v = get(name, required);
-    if (!v) return;
-    if (!v->is_string()) return wrong_type(name, "string", *v);
-    out = v->get<std::string>();
-  }
-
-  template <class Int>
-  void integer_array(const char* name, std::vector<Int>& out, bool required = true) {
-    const json* v = get(name, required);
-    if (!v) return;
-    if (!v->is_array()) return wrong_type(name, "array of integers", *v);
-    std::vector<Int> r(v->size());
-    for (size_t i = 0; i < v->size(); ++i) {
-      const json& e = (*v)[i];
-      if (!e.is_number_integer())
-        return fail(fmt::format("field '{}[{}]': expected integer, found {}", path(name), i,
-                                type_of(e)));
-      if (!to_int(e, r[i]))
-        return fail(fmt::format("field '{}[{}]' = {} is out of range", path(name), i, e.dump()));
-    }
-    out = std::move(r);
-  }
-
-  void string_array(const char* name, std::vector<std::string>& out, bool required = true) {
-    const json* v = get(name, required);
-    if (!v) return;
-    if (!v->is_array()) return wrong_type(name, "array of strings", *v);
-    std::vector<std::string> r;
-    for (size_t i = 0; i < v->size(); ++i) {
-      if (!(*v)[i].is_string())
-        return fail(fmt::format("field '{}[{}]': expected string, found {}", path(name), i,
-                                type_of((*v)[i])));
-      r.push_back((*v)[i].get<std::string>());
-    }
+    if (!v->is_array())
+      return wrong_type(path(name), fmt::format("array of {}s", json_type_name(json_type_of<T>())), *v);
+    std::vector<T> r(v->size());
+    for (size_t i = 0; i < v->size(); ++i)
+      if (!read(fmt::format("{}[{}]", path(name), i), (*v)[i], r[i])) return;
     out = std::move(r);
   }
 
@@ -158,13 +114,25 @@ class FieldReader {
     const json* v = get(name, required);
     if (!v) return nullptr;
     if (!v->is_object()) {
-      wrong_type(name, "object", *v);
+      wrong_type(path(name), "object", *v);
       return nullptr;
     }
     return v;
   }
 
-  std::string path(const char* name) const { return prefix_.empty() ? name : prefix_ + "." + name; }
+  // Reads the nested object `name` with read(FieldReader&) (its errors name "name.field");
+  // false when it is absent (optional) or not an object.
+  template <class Read>
+  bool nested(const char* name, bool required, Read&& read) {
+    const json* v = object(name, required);
+    if (!v) return false;
+    FieldReader inner(*v, path(name), source_);
+    read(inner);
+    merge(inner.status());
+    return true;
+  }
+
+  std::string path(const char* name) const { return json_path(prefix_, name); }
   void fail(std::string msg) {
     if (status_.ok()) status_ = Status::error(source_ + ": " + msg);
   }
@@ -173,29 +141,18 @@ class FieldReader {
   }
 
  private:
-  // Integer JSON value -> Int, false when out of range.
-  template <class Int>
-  static bool to_int(const json& v, Int& out) {
-    if (v.is_number_unsigned()) {
-      const auto u = v.get<uint64_t>();
-      if (u > static_cast<uint64_t>(std::numeric_limits<Int>::max())) return false;
-      out = static_cast<Int>(u);
-      return true;
+  template <class T>
+  bool read(const std::string& where, const json& v, T& out) {
+    switch (json_read(v, out)) {
+      case JsonRead::kOk: return true;
+      case JsonRead::kWrongType: wrong_type(where, json_type_name(json_type_of<T>()), v); break;
+      case JsonRead::kOutOfRange: fail(fmt::format("field '{}' = {} is out of range", where, v.dump())); break;
     }
-    const auto s = v.get<int64_t>();
-    if (s < static_cast<int64_t>(std::numeric_limits<Int>::min()) ||
-        s > static_cast<int64_t>(std::numeric_limits<Int>::max()))
-      return false;
-    out = static_cast<Int>(s);
-    return true;
+    return false;
   }
-  static std::string type_of(const json& v) {
-    if (v.is_number_float()) return "number (non-integer)";
-    if (v.is_number_integer()) return "integer";
-    return v.type_name();
-  }
-  void wrong_type(const char* name, const char* want, const json& v) {
-    fail(fmt::format("field '{}': expected {}, found {}", path(name), want, type_of(v)));
+  void wrong_type(const std::string& where, std::string_view want, const json& v) {
+    fail(fmt::format("field '{}': expected {}, found {}", where, want,
+                     v.is_number_float() ? "number (non-integer)" : json_kind(v)));
   }
 
   const json& obj_;
@@ -204,114 +161,129 @@ class FieldReader {
   Status status_;
 };
 
+// Optional fields that describe the checkpoint and do not change the model.
+void read_descriptive_fields(FieldReader& r, ModelConfig& c) {
+  r.array("architectures", c.architectures, false);
+  r.field("model_type", c.model_type, false);
+  r.field("attention_bias", c.attention_bias, false);
+  r.field("attention_dropout", c.attention_dropout, false);
+  r.field("initializer_range", c.initializer_range, false);
+  r.field("transformers_version", c.transformers_version, false);
+  r.field("use_cache", c.use_cache, false);
+}
+
+// Required fields: the architecture's sizes and constants.
+void read_model_fields(FieldReader& r, ModelConfig& c) {
+  r.field("vocab_size", c.vocab_size);
+  r.field("hidden_size", c.hidden_size);
+  r.field("num_hidden_layers", c.num_hidden_layers);
+  r.field("num_attention_heads", c.num_attention_heads);
+  r.field("num_key_value_heads", c.num_key_value_heads);
+  r.field("head_dim", c.head_dim);
+  r.field("qk_rope_head_dim", c.qk_rope_head_dim);
+  r.field("q_lora_rank", c.q_lora_rank);
+  r.field("o_lora_rank", c.o_lora_rank);
+  r.field("o_groups", c.o_groups);
+  r.field("sliding_window", c.sliding_window);
+  r.field("moe_intermediate_size", c.moe_intermediate_size);
+  r.field("n_routed_experts", c.n_routed_experts);
+  r.field("n_shared_experts", c.n_shared_experts);
+  r.field("num_experts_per_tok", c.num_experts_per_tok);
+  r.field("num_hash_layers", c.num_hash_layers);
+  r.field("routed_scaling_factor", c.routed_scaling_factor);
+  r.field("scoring_func", c.scoring_func);
+  r.field("norm_topk_prob", c.norm_topk_prob);
+  r.field("topk_method", c.topk_method);
+  r.field("swiglu_limit", c.swiglu_limit);
+  r.field("hc_mult", c.hc_mult);
+  r.field("hc_sinkhorn_iters", c.hc_sinkhorn_iters);
+  r.field("hc_eps", c.hc_eps);
+  r.field("rms_norm_eps", c.rms_norm_eps);
+  r.field("index_n_heads", c.index_n_heads);
+  r.field("index_head_dim", c.index_head_dim);
+  r.field("index_topk", c.index_topk);
+  r.field("rope_theta", c.rope_theta);
+  r.field("compress_rope_theta", c.compress_rope_theta);
+}
+
+void read_rope_scaling(FieldReader& r, ModelConfig& c) {
+  r.nested("rope_scaling", true, [&](FieldReader& s) {
+    s.field("type", c.rope_scaling.type);
+    s.field("factor", c.rope_scaling.factor);
+    s.field("original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings);
+    s.field("beta_fast", c.rope_scaling.beta_fast);
+    s.field("beta_slow", c.rope_scaling.beta_slow);
+  });
+}
+
+// Required fields after rope_scaling: the layer schedule, token ids, activation and dtype.
+void read_schedule_fields(FieldReader& r, ModelConfig& c) {
+  r.array("compress_ratios", c.compress_ratios);
+  r.field("max_position_embeddings", c.max_position_embeddings);
+  r.field("num_nextn_predict_layers", c.num_nextn_predict_layers);
+  r.field("bos_token_id", c.bos_token_id);
+  r.field("eos_token_id", c.eos_token_id);
+  r.field("tie_word_embeddings", c.tie_word_embeddings);
+  r.field("hidden_act", c.hidden_act);
+  r.field("torch_dtype", c.torch_dtype);
+}
+
+// Optional storage fields: quantization_config and expert_dtype (checkpoint.md §5.7).
+void read_storage_fields(FieldReader& r, ModelConfig& c) {
+  QuantizationConfig qc;
+  const bool quantized = r.nested("quantization_config", false, [&](FieldReader& s) {
+    s.field("activation_scheme", qc.activation_scheme);
+    s.field("fmt", qc.fmt);
+    s.field("quant_method", qc.quant_method);
+    s.field("scale_fmt", qc.scale_fmt);
+    s.array("weight_block_size", qc.weight_block_size);
+  });
+  if (quantized) c.quantization_config = std::move(qc);
+  if (r.get("expert_dtype", false)) {
+    std::string ed;
+    r.field("expert_dtype", ed, false);
+    c.expert_dtype = ed;
+  }
+}
+
+// DSpark drafter fields (dspark.md §1.2): all four or none.
+void read_dspark_fields(FieldReader& r, ModelConfig& c) {
+  static constexpr const char* kDsparkFields[] = {"dspark_block_size", "dspark_noise_token_id",
+                                                  "dspark_target_layer_ids", "dspark_markov_rank"};
+  std::vector<std::string> present, absent;
+  for (const char* f : kDsparkFields) (r.get(f, false) ? present : absent).push_back(f);
+  if (!present.empty() && !absent.empty())
+    r.fail(fmt::format("{} missing: a DSpark checkpoint has all four dspark_* fields (found {})",
+                       fmt::join(absent, ", "), fmt::join(present, ", ")));
+  if (!absent.empty()) return;
+  DSparkConfig d;
+  r.field("dspark_block_size", d.block_size);
+  r.field("dspark_noise_token_id", d.noise_token_id);
+  r.array("dspark_target_layer_ids", d.target_layer_ids);
+  r.field("dspark_markov_rank", d.markov_rank);
+  c.dspark = std::move(d);
+}
+
 }  // namespace
 
 Result<ModelConfig> parse_config_json(std::string_view text, const std::string& source_name) {
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    return Status::errorf("{}: invalid JSON: {}", source_name, e.what());
-  }
+  std::string parser_message;
+  Result<json> parsed = parse_json_bounded(text, kMaxJsonDepth, &parser_message);
+  if (!parsed.ok())
+    return Status::errorf("{}: invalid JSON: {}", source_name,
+                          parser_message.empty() ? parsed.message() : parser_message);
+  const json& j = *parsed;
   if (!j.is_object())
     return Status::errorf("{}: top level must be a JSON object, found {}", source_name,
                           j.type_name());
-
   ModelConfig c;
   FieldReader r(j, "", source_name);
-  // Descriptive fields: optional.
-  r.string_array("architectures", c.architectures, false);
-  r.string("model_type", c.model_type, false);
-  r.boolean("attention_bias", c.attention_bias, false);
-  r.number("attention_dropout", c.attention_dropout, false);
-  r.number("initializer_range", c.initializer_range, false);
-  r.string("transformers_version", c.transformers_version, false);
-  r.boolean("use_cache", c.use_cache, false);
-  // Required fields.
-  r.integer("vocab_size", c.vocab_size);
-  r.integer("hidden_size", c.hidden_size);
-  r.integer("num_hidden_layers", c.num_hidden_layers);
-  r.integer("num_attention_heads", c.num_attention_heads);
-  r.integer("num_key_value_heads", c.num_key_value_heads);
-  r.integer("head_dim", c.head_dim);
-  r.integer("qk_rope_head_dim", c.qk_rope_head_dim);
-  r.integer("q_lora_rank", c.q_lora_rank);
-  r.integer("o_lora_rank", c.o_lora_rank);
-  r.integer("o_groups", c.o_groups);
-  r.integer("sliding_window", c.sliding_window);
-  r.integer("moe_intermediate_size", c.moe_intermediate_size);
-  r.integer("n_routed_experts", c.n_routed_experts);
-  r.integer("n_shared_experts", c.n_shared_experts);
-  r.integer("num_experts_per_tok", c.num_experts_per_tok);
-  r.integer("num_hash_layers", c.num_hash_layers);
-  r.number("routed_scaling_factor", c.routed_scaling_factor);
-  r.string("scoring_func", c.scoring_func);
-  r.boolean("norm_topk_prob", c.norm_topk_prob);
-  r.string("topk_method", c.topk_method);
-  r.number("swiglu_limit", c.swiglu_limit);
-  r.integer("hc_mult", c.hc_mult);
-  r.integer("hc_sinkhorn_iters", c.hc_sinkhorn_iters);
-  r.number("hc_eps", c.hc_eps);
-  r.number("rms_norm_eps", c.rms_norm_eps);
-  r.integer("index_n_heads", c.index_n_heads);
-  r.integer("index_head_dim", c.index_head_dim);
-  r.integer("index_topk", c.index_topk);
-  r.number("rope_theta", c.rope_theta);
-  r.number("compress_rope_theta", c.compress_rope_theta);
-  if (const json* rs = r.object("rope_scaling", true)) {
-    FieldReader s(*rs, "rope_scaling", source_name);
-    s.string("type", c.rope_scaling.type);
-    s.number("factor", c.rope_scaling.factor);
-    s.integer("original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings);
-    s.number("beta_fast", c.rope_scaling.beta_fast);
-    s.number("beta_slow", c.rope_scaling.beta_slow);
-    r.merge(s.status());
-  }
-  r.integer_array("compress_ratios", c.compress_ratios);
-  r.integer("max_position_embeddings", c.max_position_embeddings);
-  r.integer("num_nextn_predict_layers", c.num_nextn_predict_layers);
-  r.integer("bos_token_id", c.bos_token_id);
-  r.integer("eos_token_id", c.eos_token_id);
-  r.boolean("tie_word_embeddings", c.tie_word_embeddings);
-  r.string("hidden_act", c.hidden_act);
-  r.string("torch_dtype", c.torch_dtype);
-  // Optional storage fields.
-  if (const json* q = r.object("quantization_config", false)) {
-    QuantizationConfig qc;
-    FieldReader s(*q, "quantization_config", source_name);
-    s.string("activation_scheme", qc.activation_scheme);
-    s.string("fmt", qc.fmt);
-    s.string("quant_method", qc.quant_method);
-    s.string("scale_fmt", qc.scale_fmt);
-    s.integer_array("weight_block_size", qc.weight_block_size);
-    r.merge(s.status());
-    c.quantization_config = std::move(qc);
-  }
-  {
-    std::string ed;
-    if (r.get("expert_dtype", false)) {
-      r.string("expert_dtype", ed, false);
-      c.expert_dtype = ed;
-    }
-  }
-  // DSpark drafter fields (dspark.md §1.2): all four or none.
-  {
-    static constexpr const char* kDsparkFields[] = {"dspark_block_size", "dspark_noise_token_id",
-                                                    "dspark_target_layer_ids", "dspark_markov_rank"};
-    std::vector<std::string> present, absent;
-    for (const char* f : kDsparkFields) (r.get(f, false) ? present : absent).push_back(f);
-    if (!present.empty() && !absent.empty())
-      r.fail(fmt::format("{} missing: a DSpark checkpoint has all four dspark_* fields (found {})",
-                         fmt::join(absent, ", "), fmt::join(present, ", ")));
-    if (absent.empty()) {
-      DSparkConfig d;
-      r.integer("dspark_block_size", d.block_size);
-      r.integer("dspark_noise_token_id", d.noise_token_id);
-      r.integer_array("dspark_target_layer_ids", d.target_layer_ids);
-      r.integer("dspark_markov_rank", d.markov_rank);
-      c.dspark = std::move(d);
-    }
-  }
+  read_descriptive_fields(r, c);
+  read_model_fields(r, c);
+  read_rope_scaling(r, c);
+  read_schedule_fields(r, c);
+  read_storage_fields(r, c);
+  read_dspark_fields(r, c);
   if (!r.status().ok()) return r.status();
   return c;
 }
@@ -592,8 +564,10 @@ class Collector {
 
 }  // namespace
 
-Status validate(const ModelConfig& c) {
-  Collector e;
+namespace {
+
+// Every size is positive and bounded.
+void check_sizes(const ModelConfig& c, Collector& e) {
   e.positive("vocab_size", c.vocab_size, kMaxDim);
   e.positive("hidden_size", c.hidden_size, kMaxDim);
   e.positive("num_hidden_layers", c.num_hidden_layers, kMaxLayers);
@@ -614,7 +588,10 @@ Status validate(const ModelConfig& c) {
   e.positive("hc_sinkhorn_iters", c.hc_sinkhorn_iters, 1 << 16);
   e.positive("rope_scaling.original_max_position_embeddings",
              c.rope_scaling.original_max_position_embeddings, int64_t{1} << 40);
+}
 
+// The relations the shapes need (one K=V head, RoPE pairs, Hadamard, groups, top-k).
+void check_shapes(const ModelConfig& c, Collector& e) {
   if (c.num_key_value_heads != 1)
     e.add("field 'num_key_value_heads' = {} is not supported (must be 1: one shared K=V head)",
           c.num_key_value_heads);
@@ -647,8 +624,10 @@ Status validate(const ModelConfig& c) {
   if (c.num_nextn_predict_layers < 0 || c.num_nextn_predict_layers > 1)
     e.add("field 'num_nextn_predict_layers' = {} is not supported (must be 0 or 1)",
           c.num_nextn_predict_layers);
+}
 
-  // Layer schedule: main layers, then the MTP layer or the DSpark stages (all SWA).
+// Layer schedule: main layers, then the MTP layer or the DSpark stages (all SWA).
+void check_layer_schedule(const ModelConfig& c, Collector& e) {
   const int64_t n_ratios = static_cast<int64_t>(c.compress_ratios.size());
   if (c.dspark) {
     if (n_ratios <= c.num_hidden_layers || n_ratios > c.num_hidden_layers + kMaxDsparkStages)
@@ -672,31 +651,36 @@ Status validate(const ModelConfig& c) {
             c.dspark ? fmt::format("DSpark stage {}", l - c.num_hidden_layers)
                      : std::string("MTP layer"));
   }
-  if (c.dspark) {
-    const DSparkConfig& d = *c.dspark;
-    if (d.block_size < 1 || d.block_size > kMaxDsparkGamma)
-      e.add("field 'dspark_block_size' = {} must lie in [1, {}]", d.block_size, kMaxDsparkGamma);
-    if (d.noise_token_id < 0 || d.noise_token_id >= c.vocab_size)
-      e.add("field 'dspark_noise_token_id' = {} must lie in [0, vocab_size = {})",
-            d.noise_token_id, c.vocab_size);
-    if (d.markov_rank < 1 || d.markov_rank > kMaxDim)
-      e.add("field 'dspark_markov_rank' = {} must lie in [1, {}]", d.markov_rank, kMaxDim);
-    if (d.target_layer_ids.empty())
-      e.add("field 'dspark_target_layer_ids' is empty (the drafter reads at least one layer)");
-    for (size_t i = 0; i < d.target_layer_ids.size(); ++i) {
-      const int l = d.target_layer_ids[i];
-      if (l < 0 || l >= c.num_hidden_layers)
-        e.add("field 'dspark_target_layer_ids[{}]' = {} must lie in [0, num_hidden_layers = {})",
-              i, l, c.num_hidden_layers);
-      else if (i > 0 && l <= d.target_layer_ids[i - 1]) {
-        e.add("field 'dspark_target_layer_ids' = [{}] must be strictly ascending (dspark.md §1.2)",
-              fmt::join(d.target_layer_ids, ", "));
-        break;
-      }
+}
+
+// The DSpark drafter fields (dspark.md §1.2).
+void check_dspark(const ModelConfig& c, Collector& e) {
+  if (!c.dspark) return;
+  const DSparkConfig& d = *c.dspark;
+  if (d.block_size < 1 || d.block_size > kMaxDsparkGamma)
+    e.add("field 'dspark_block_size' = {} must lie in [1, {}]", d.block_size, kMaxDsparkGamma);
+  if (d.noise_token_id < 0 || d.noise_token_id >= c.vocab_size)
+    e.add("field 'dspark_noise_token_id' = {} must lie in [0, vocab_size = {})",
+          d.noise_token_id, c.vocab_size);
+  if (d.markov_rank < 1 || d.markov_rank > kMaxDim)
+    e.add("field 'dspark_markov_rank' = {} must lie in [1, {}]", d.markov_rank, kMaxDim);
+  if (d.target_layer_ids.empty())
+    e.add("field 'dspark_target_layer_ids' is empty (the drafter reads at least one layer)");
+  for (size_t i = 0; i < d.target_layer_ids.size(); ++i) {
+    const int l = d.target_layer_ids[i];
+    if (l < 0 || l >= c.num_hidden_layers)
+      e.add("field 'dspark_target_layer_ids[{}]' = {} must lie in [0, num_hidden_layers = {})",
+            i, l, c.num_hidden_layers);
+    else if (i > 0 && l <= d.target_layer_ids[i - 1]) {
+      e.add("field 'dspark_target_layer_ids' = [{}] must be strictly ascending (dspark.md §1.2)",
+            fmt::join(d.target_layer_ids, ", "));
+      break;
     }
   }
+}
 
-  // Supported values.
+// The one supported value of each choice.
+void check_supported_values(const ModelConfig& c, Collector& e) {
   e.equals("scoring_func", c.scoring_func, "sqrtsoftplus");
   e.equals("topk_method", c.topk_method, "noaux_tc");
   e.equals("hidden_act", c.hidden_act, "silu");
@@ -709,8 +693,10 @@ Status validate(const ModelConfig& c) {
     e.add("field 'tie_word_embeddings' = true is not supported (the model has its own "
           "head.weight)");
   if (c.attention_bias) e.add("field 'attention_bias' = true is not supported (must be false)");
+}
 
-  // Real-valued fields.
+// Real-valued fields.
+void check_real_fields(const ModelConfig& c, Collector& e) {
   auto finite_pos = [&](const char* f, double v) {
     if (!(std::isfinite(v) && v > 0)) e.add("field '{}' = {} must be finite and positive", f, v);
   };
@@ -729,6 +715,10 @@ Status validate(const ModelConfig& c) {
   if (c.rope_scaling.beta_fast < c.rope_scaling.beta_slow)
     e.add("field 'rope_scaling.beta_fast' = {} must be >= rope_scaling.beta_slow = {}",
           c.rope_scaling.beta_fast, c.rope_scaling.beta_slow);
+}
+
+// bos / eos inside the vocabulary.
+void check_token_ids(const ModelConfig& c, Collector& e) {
   if (c.vocab_size > 0) {
     if (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size)
       e.add("field 'bos_token_id' = {} must lie in [0, vocab_size = {})", c.bos_token_id,
@@ -737,8 +727,10 @@ Status validate(const ModelConfig& c) {
       e.add("field 'eos_token_id' = {} must lie in [0, vocab_size = {})", c.eos_token_id,
             c.vocab_size);
   }
+}
 
-  // Storage fields (checkpoint.md §5.7).
+// Storage fields (checkpoint.md §5.7).
+void check_storage(const ModelConfig& c, Collector& e) {
   if (c.expert_dtype && !c.quantization_config)
     e.add("field 'expert_dtype' = \"{}\" is present but 'quantization_config' is absent: "
           "rejected (an unquantized checkpoint has neither field)",
@@ -767,6 +759,20 @@ Status validate(const ModelConfig& c) {
             "experts w2, expert_dtype \"fp4\")",
             c.moe_intermediate_size);
   }
+}
+
+}  // namespace
+
+Status validate(const ModelConfig& c) {
+  Collector e;
+  check_sizes(c, e);
+  check_shapes(c, e);
+  check_layer_schedule(c, e);
+  check_dspark(c, e);
+  check_supported_values(c, e);
+  check_real_fields(c, e);
+  check_token_ids(c, e);
+  check_storage(c, e);
   return e.status("config");
 }
 

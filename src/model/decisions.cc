@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "io/json_bounded.h"
+
 namespace dsv4 {
 namespace {
 
@@ -83,17 +85,16 @@ std::string decisions_to_json(const std::vector<Decision>& decisions) {
   auto it = std::back_inserter(s);
   for (size_t i = 0; i < decisions.size(); ++i) {
     const Decision& d = decisions[i];
+    s += i == 0 ? "\n  {" : ",\n  {";
     if (d.dspark && d.draft)
-      fmt::format_to(it, "{}\n  {{\"block\": \"dspark\", \"kind\": \"draft\", \"anchor\": {}, \"row\": {}, \"selected\": [",
-                     i == 0 ? "" : ",", d.pos, d.row);
+      fmt::format_to(it, "\"block\": \"dspark\", \"kind\": \"draft\", \"anchor\": {}, \"row\": {}, \"selected\": [", d.pos,
+                     d.row);
     else if (d.dspark)
-      fmt::format_to(it,
-                     "{}\n  {{\"block\": \"dspark\", \"kind\": \"moe\", \"stage\": {}, \"anchor\": {}, \"row\": {}, "
-                     "\"selected\": [",
-                     i == 0 ? "" : ",", d.layer, d.pos, d.row);
+      fmt::format_to(it, "\"block\": \"dspark\", \"kind\": \"moe\", \"stage\": {}, \"anchor\": {}, \"row\": {}, \"selected\": [",
+                     d.layer, d.pos, d.row);
     else
-      fmt::format_to(it, "{}\n  {{\"block\": \"{}\", \"kind\": \"{}\", \"layer\": {}, \"pos\": {}, \"selected\": [",
-                     i == 0 ? "" : ",", block_name(d), kind_name(d), d.layer, d.pos);
+      fmt::format_to(it, "\"block\": \"{}\", \"kind\": \"{}\", \"layer\": {}, \"pos\": {}, \"selected\": [", block_name(d),
+                     kind_name(d), d.layer, d.pos);
     for (size_t k = 0; k < d.selected.size(); ++k) fmt::format_to(it, "{}{}", k == 0 ? "" : ", ", d.selected[k]);
     s += "]}";
   }
@@ -103,12 +104,11 @@ std::string decisions_to_json(const std::vector<Decision>& decisions) {
 
 Result<std::vector<Decision>> decisions_from_json(std::string_view text) {
   using nlohmann::json;
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    return Status::errorf("decisions: not valid JSON: {}", e.what());
-  }
+  std::string parser_message;
+  Result<json> parsed = parse_json_bounded(text, kMaxJsonDepth, &parser_message);
+  if (!parsed.ok())
+    return Status::errorf("decisions: not valid JSON: {}", parser_message.empty() ? parsed.message() : parser_message);
+  json& j = *parsed;
   if (!j.is_object() || !j.contains("decisions") || !j["decisions"].is_array())
     return Status::error("decisions: expected an object with an array \"decisions\"");
   std::vector<Decision> out;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "text/stop_prefix.h"
+
 namespace dsv4 {
 
 OutputText::OutputText(const Tokenizer& tokenizer, std::vector<std::string> stops)
@@ -25,15 +27,9 @@ bool OutputText::push(int32_t id, std::string& released) {
   return false;
 }
 
-// Releases all of held_ except its longest suffix that is a proper prefix of a stop string.
+// Releases all of held_ except the tail that could still begin a stop string.
 void OutputText::release_decided(std::string& released) {
-  size_t keep = 0;
-  for (const std::string& s : stops_)
-    for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; --k)
-      if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
-        keep = k;
-        break;
-      }
+  const size_t keep = stop_prefix_length(held_, stops_);
   released.append(held_, 0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
 }

@@ -93,93 +93,110 @@ Status Service::loop_status() const {
 }
 
 void Service::run() {
-  std::deque<Pending> inbox;
-  std::vector<int64_t> cancels;
-  std::vector<std::pair<Sink*, RequestUpdate>> deliver;
-  bool cancelled_all = false;
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return quit_ || !inbox_.empty() || !cancels_.empty() || !engine_.idle(); });
-      inbox.swap(inbox_);
-      admitting_ = static_cast<int64_t>(inbox.size());  // still waiting, until the step's count
-      cancels.swap(cancels_);
-      if (quit_ && engine_.idle() && inbox.empty()) break;
-      if (quit_ && !cancelled_all && steady_seconds() >= grace_deadline_) {
-        // Grace is over: everything still known ends as cancelled.
-        for (const auto& [id, sink] : sinks_) cancels.push_back(id);
-        cancelled_all = true;
-      }
-    }
-    for (Pending& p : inbox) {
+  LoopBuffers loop;
+  while (take_work(loop)) {
+    for (Pending& p : loop.inbox) {
       Result<int64_t> id = engine_.add_request(std::move(p.req));
       DSV4_CHECK(id.ok() && *id == p.id, "engine id {} for service id {}: {}", id.ok() ? *id : -1, p.id,
                  id.message());
     }
-    inbox.clear();
-    for (int64_t id : cancels) engine_.cancel(id);
-    cancels.clear();
-
+    loop.inbox.clear();
+    for (int64_t id : loop.cancels) engine_.cancel(id);
+    loop.cancels.clear();
     Result<StepReport> rep = engine_.step();
-    std::unique_lock<std::mutex> lock(mu_);
     if (!rep.ok()) {
-      // The engine's state is unknown: every request fails with the error, and the loop ends.
-      loop_status_ = rep.status();
-      accepting_.store(false);
-      for (auto& [id, sink] : sinks_) {
-        RequestUpdate u;
-        u.id = id;
-        u.finished = true;
-        u.reason = FinishReason::kError;
-        u.error = rep.message();
-        deliver.emplace_back(&sink, std::move(u));
-      }
-      metrics_.finished[static_cast<int>(FinishReason::kError)] += static_cast<int64_t>(sinks_.size());
-      lock.unlock();
-      for (auto& [sink, u] : deliver) (*sink)(u);
-      lock.lock();
-      sinks_.clear();
+      fail_all(rep.status(), loop);
       break;
     }
-    ServiceMetrics& m = metrics_;
-    if (rep->batch > 0) {
-      ++m.steps;
-      ++m.batch_hist[bucket(rep->batch, 1, ServiceMetrics::kBatchBuckets)];
-      m.batch_sum += rep->batch;
-      ++m.step_time_hist[bucket(rep->seconds, 1e-3, ServiceMetrics::kTimeBuckets)];
-      m.step_seconds_sum += rep->seconds;
-    }
-    m.drafts += rep->drafts;
-    m.accepted += rep->accepted;
-    m.spec_rounds += rep->rounds;
-    for (int k = 0; k < ServiceMetrics::kMaxAcceptedAt; ++k)
-      m.spec_accepted_at[k] += rep->accepted_at[k];
-    m.preempted += rep->preempted;
-    m.completion_tokens += rep->committed;
-    m.running = engine_.running();
-    m.queued = engine_.queued();
-    admitting_ = 0;
-    std::tie(m.cache_pages_free, m.cache_pages_total) = engine_.cache_pages();
-    // Sinks are called without the lock (they may take their own); an entry leaves the map
-    // only after its last update, here on this thread, so the pointers stay valid.
-    for (RequestUpdate& u : engine_.updates()) {
-      auto it = sinks_.find(u.id);
-      if (it == sinks_.end()) continue;
-      if (u.finished) {
-        ++m.finished[static_cast<int>(u.reason)];
-        m.prompt_tokens += u.prompt_tokens;
-      }
-      deliver.emplace_back(&it->second, std::move(u));
-    }
-    lock.unlock();
-    for (auto& [sink, u] : deliver) (*sink)(u);
-    lock.lock();
-    for (auto& [sink, u] : deliver)
-      if (u.finished) sinks_.erase(u.id);
-    deliver.clear();
+    finish_step(*rep, loop);
   }
   // Every rank's loop ends (ranks: the other ranks follow rank 0's stop).
   (void)engine_.stop();
+}
+
+// Waits for work and takes the submitted requests and cancellations; false when the loop ends
+// (shutdown, nothing left to run).
+bool Service::take_work(LoopBuffers& loop) {
+  std::unique_lock<std::mutex> lock(mu_);
+  wake_.wait(lock, [&] { return quit_ || !inbox_.empty() || !cancels_.empty() || !engine_.idle(); });
+  loop.inbox.swap(inbox_);
+  admitting_ = static_cast<int64_t>(loop.inbox.size());  // still waiting, until the step's count
+  loop.cancels.swap(cancels_);
+  if (quit_ && engine_.idle() && loop.inbox.empty()) return false;
+  if (quit_ && !loop.cancelled_all && steady_seconds() >= grace_deadline_) {
+    // Grace is over: everything still known ends as cancelled.
+    for (const auto& [id, sink] : sinks_) loop.cancels.push_back(id);
+    loop.cancelled_all = true;
+  }
+  return true;
+}
+
+// Calls the sinks of loop.deliveries without the lock (they may take their own); an entry
+// leaves sinks_ only after its last update, on this thread, so the pointers stay valid.
+void Service::call_sinks(std::unique_lock<std::mutex>& lock, LoopBuffers& loop) {
+  lock.unlock();
+  for (auto& [sink, u] : loop.deliveries) (*sink)(u);
+  lock.lock();
+}
+
+// The engine's state is unknown after a failed step: every request fails with the error, and
+// the loop ends.
+void Service::fail_all(const Status& error, LoopBuffers& loop) {
+  std::unique_lock<std::mutex> lock(mu_);
+  loop_status_ = error;
+  accepting_.store(false);
+  for (auto& [id, sink] : sinks_) {
+    RequestUpdate u;
+    u.id = id;
+    u.finished = true;
+    u.reason = FinishReason::kError;
+    u.error = error.message();
+    loop.deliveries.emplace_back(&sink, std::move(u));
+  }
+  metrics_.finished[static_cast<int>(FinishReason::kError)] += static_cast<int64_t>(sinks_.size());
+  call_sinks(lock, loop);
+  sinks_.clear();
+}
+
+// The step's metrics, then each request's update to its sink.
+void Service::finish_step(const StepReport& rep, LoopBuffers& loop) {
+  std::unique_lock<std::mutex> lock(mu_);
+  record_step(rep);
+  for (RequestUpdate& u : engine_.updates()) {
+    auto it = sinks_.find(u.id);
+    if (it == sinks_.end()) continue;
+    if (u.finished) {
+      ++metrics_.finished[static_cast<int>(u.reason)];
+      metrics_.prompt_tokens += u.prompt_tokens;
+    }
+    loop.deliveries.emplace_back(&it->second, std::move(u));
+  }
+  call_sinks(lock, loop);
+  for (auto& [sink, u] : loop.deliveries)
+    if (u.finished) sinks_.erase(u.id);
+  loop.deliveries.clear();
+}
+
+// Counters and load after a step (mu_ held).
+void Service::record_step(const StepReport& rep) {
+  ServiceMetrics& m = metrics_;
+  if (rep.batch > 0) {
+    ++m.steps;
+    ++m.batch_hist[bucket(rep.batch, 1, ServiceMetrics::kBatchBuckets)];
+    m.batch_sum += rep.batch;
+    ++m.step_time_hist[bucket(rep.seconds, 1e-3, ServiceMetrics::kTimeBuckets)];
+    m.step_seconds_sum += rep.seconds;
+  }
+  m.drafts += rep.drafts;
+  m.accepted += rep.accepted;
+  m.spec_rounds += rep.rounds;
+  for (int k = 0; k < ServiceMetrics::kMaxAcceptedAt; ++k) m.spec_accepted_at[k] += rep.accepted_at[k];
+  m.preempted += rep.preempted;
+  m.completion_tokens += rep.committed;
+  m.running = engine_.running();
+  m.queued = engine_.queued();
+  admitting_ = 0;
+  std::tie(m.cache_pages_free, m.cache_pages_total) = engine_.cache_pages();
 }
 
 }  // namespace dsv4

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -77,17 +78,31 @@ class Service {
   Status loop_status() const;
 
  private:
+  struct Pending {
+    GenerationRequest req;
+    int64_t id;
+  };
+  // The loop thread's own buffers, reused across steps.
+  struct LoopBuffers {
+    std::deque<Pending> inbox;
+    std::vector<int64_t> cancels;
+    std::vector<std::pair<Sink*, RequestUpdate>> deliveries;
+    bool cancelled_all = false;  // the grace after shutdown() is over
+  };
+
   explicit Service(Engine& engine, const ServiceOptions& opt);
+  // The loop: take_work -> admit and cancel -> engine step -> finish_step (or fail_all).
   void run();
+  bool take_work(LoopBuffers& loop);
+  void finish_step(const StepReport& rep, LoopBuffers& loop);
+  void fail_all(const Status& error, LoopBuffers& loop);
+  void record_step(const StepReport& rep);
+  void call_sinks(std::unique_lock<std::mutex>& lock, LoopBuffers& loop);
 
   Engine& engine_;
   ServiceOptions opt_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  struct Pending {
-    GenerationRequest req;
-    int64_t id;
-  };
   std::deque<Pending> inbox_;
   int64_t admitting_ = 0;  // taken from inbox_ by the loop, not yet counted in metrics_.queued
   std::vector<int64_t> cancels_;

@@ -15,53 +15,48 @@ using json = nlohmann::json;
 
 constexpr uint64_t kMaxTokenizerBytes = 256ull << 20;
 
-std::string type_name(const json& j) { return j.type_name(); }
-
 // Field access that names the JSON path in every error.
-Result<const json*> member(const json& obj, const std::string& path, const char* key,
-                           json::value_t type) {
-  const auto it = obj.find(key);
-  const std::string where = path.empty() ? key : path + "." + key;
-  if (it == obj.end()) return Status::errorf("{}: missing", where);
-  const bool ok = it->type() == type ||
-                  (type == json::value_t::number_integer && it->is_number_unsigned());
-  if (!ok)
-    return Status::errorf("{}: expected {}, got {}", where, json(type).type_name(),
-                          type_name(*it));
-  return &*it;
+Result<const json*> member(const json& obj, const std::string& path, const char* key, JsonType type) {
+  const std::string where = json_path(path, key);
+  const json* v = json_member(obj, key);
+  if (v == nullptr) return Status::errorf("{}: missing", where);
+  if (!json_is(*v, type))
+    return Status::errorf("{}: expected {}, got {}", where, json_type_name(type), json_kind(*v));
+  return v;
 }
 
-// A flag that must be absent, null or equal to `allowed` (false / "" / null).
+// A flag that must be absent, null or neutral (false / "").
 Status require_neutral(const json& obj, const std::string& path, const char* key) {
-  const auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return {};
-  if (it->is_boolean() && !it->get<bool>()) return {};
-  if (it->is_string() && it->get_ref<const std::string&>().empty()) return {};
-  return Status::errorf("{}.{}: {} is not supported", path, key, it->dump());
+  const json* v = json_optional(obj, key);
+  if (v == nullptr) return {};
+  if (v->is_boolean() && !v->get<bool>()) return {};
+  if (v->is_string() && v->get_ref<const std::string&>().empty()) return {};
+  return Status::errorf("{}.{}: {} is not supported", path, key, v->dump());
 }
 
+// A flag that must be absent or equal to `value`.
 Status require_bool(const json& obj, const std::string& path, const char* key, bool value) {
-  const auto it = obj.find(key);
-  if (it == obj.end()) return {};
-  if (!it->is_boolean() || it->get<bool>() != value)
-    return Status::errorf("{}.{}: {} is not supported (only {})", path, key, it->dump(), value);
+  const json* v = json_member(obj, key);
+  if (v == nullptr) return {};
+  if (!v->is_boolean() || v->get<bool>() != value)
+    return Status::errorf("{}.{}: {} is not supported (only {})", path, key, v->dump(), value);
   return {};
 }
 
 Result<std::string> block_type(const json& block, const std::string& path) {
-  if (!block.is_object()) return Status::errorf("{}: expected object, got {}", path, type_name(block));
-  auto t = member(block, path, "type", json::value_t::string);
+  if (!block.is_object()) return Status::errorf("{}: expected object, got {}", path, json_kind(block));
+  auto t = member(block, path, "type", JsonType::kString);
   if (!t.ok()) return t.status();
   return (*t)->get<std::string>();
 }
 
 Status check_normalizer(const json& root) {
-  const auto it = root.find("normalizer");
-  if (it == root.end() || it->is_null()) return {};
-  auto type = block_type(*it, "normalizer");
+  const json* block = json_optional(root, "normalizer");
+  if (block == nullptr) return {};
+  auto type = block_type(*block, "normalizer");
   if (!type.ok()) return type.status();
   if (*type == "Sequence") {
-    auto list = member(*it, "normalizer", "normalizers", json::value_t::array);
+    auto list = member(*block, "normalizer", "normalizers", JsonType::kArray);
     if (!list.ok()) return list.status();
     if ((*list)->empty()) return {};
     auto inner = block_type((**list)[0], "normalizer.normalizers[0]");
@@ -78,9 +73,9 @@ Status check_byte_level(const json& block, const std::string& path) {
 }
 
 Status check_post_processor(const json& root) {
-  const auto it = root.find("post_processor");
-  if (it == root.end() || it->is_null()) return {};
-  auto type = block_type(*it, "post_processor");
+  const json* block = json_optional(root, "post_processor");
+  if (block == nullptr) return {};
+  auto type = block_type(*block, "post_processor");
   if (!type.ok()) return type.status();
   if (*type != "ByteLevel")
     return Status::errorf("post_processor: type \"{}\" is not supported", *type);
@@ -88,11 +83,140 @@ Status check_post_processor(const json& root) {
 }
 
 Status check_decoder(const json& root) {
-  const auto it = root.find("decoder");
-  if (it == root.end() || it->is_null()) return Status::error("decoder: missing (need ByteLevel)");
-  auto type = block_type(*it, "decoder");
+  const json* block = json_optional(root, "decoder");
+  if (block == nullptr) return Status::error("decoder: missing (need ByteLevel)");
+  auto type = block_type(*block, "decoder");
   if (!type.ok()) return type.status();
   if (*type != "ByteLevel") return Status::errorf("decoder: type \"{}\" is not supported", *type);
+  return {};
+}
+
+
+// The top level: an object with no truncation or padding.
+Status check_top_level(const json& root) {
+  if (!root.is_object()) return Status::errorf("top level: expected object, got {}", json_kind(root));
+  for (const char* key : {"truncation", "padding"}) {
+    if (const json* v = json_optional(root, key))
+      return Status::errorf("{}: {} is not supported (only null)", key, v->dump());
+  }
+  return {};
+}
+
+// One Split step: Isolated, not inverted, a non-empty Regex or String pattern.
+Result<SplitRegex> read_split_step(const json& step, const std::string& path) {
+  auto behavior = member(step, path, "behavior", JsonType::kString);
+  if (!behavior.ok()) return behavior.status();
+  if ((*behavior)->get<std::string>() != "Isolated")
+    return Status::errorf("{}.behavior: \"{}\" is not supported (only Isolated)", path,
+                          (*behavior)->get<std::string>());
+  DSV4_RETURN_IF_ERROR(require_bool(step, path, "invert", false));
+  auto pattern = member(step, path, "pattern", JsonType::kObject);
+  if (!pattern.ok()) return pattern.status();
+  const bool is_regex = (*pattern)->contains("Regex");
+  const bool is_string = (*pattern)->contains("String");
+  if (is_regex == is_string) return Status::errorf("{}.pattern: expected one of Regex, String", path);
+  auto src = member(**pattern, path + ".pattern", is_regex ? "Regex" : "String", JsonType::kString);
+  if (!src.ok()) return src.status();
+  const std::string& p = (*src)->get_ref<const std::string&>();
+  if (p.empty()) return Status::errorf("{}.pattern: empty", path);
+  Result<SplitRegex> re = SplitRegex::compile(p, !is_regex);
+  if (!re.ok()) return re.status().with_context(path + ".pattern");
+  return re;
+}
+
+// pre_tokenizer: Split* then ByteLevel (a Sequence, or ByteLevel alone). Returns the splits.
+Result<std::vector<SplitRegex>> read_pre_tokenizer(const json& root) {
+  const json* pre = json_optional(root, "pre_tokenizer");
+  if (pre == nullptr) return Status::error("pre_tokenizer: missing (need ByteLevel)");
+  auto type = block_type(*pre, "pre_tokenizer");
+  if (!type.ok()) return type.status();
+  std::vector<std::pair<const json*, std::string>> steps;
+  if (*type == "Sequence") {
+    auto list = member(*pre, "pre_tokenizer", "pretokenizers", JsonType::kArray);
+    if (!list.ok()) return list.status();
+    for (size_t i = 0; i < (*list)->size(); ++i)
+      steps.push_back({&(**list)[i], "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]"});
+  } else {
+    steps.push_back({pre, "pre_tokenizer"});
+  }
+  std::vector<SplitRegex> splits;
+  bool have_byte_level = false;
+  for (const auto& [step, path] : steps) {
+    auto step_type = block_type(*step, path);
+    if (!step_type.ok()) return step_type.status();
+    if (have_byte_level)
+      return Status::errorf("{}: type \"{}\" after ByteLevel is not supported", path, *step_type);
+    if (*step_type == "ByteLevel") {
+      DSV4_RETURN_IF_ERROR(check_byte_level(*step, path));
+      have_byte_level = true;
+    } else if (*step_type == "Split") {
+      Result<SplitRegex> re = read_split_step(*step, path);
+      if (!re.ok()) return re.status();
+      splits.push_back(std::move(re.value()));
+    } else {
+      return Status::errorf("{}: type \"{}\" is not supported", path, *step_type);
+    }
+  }
+  if (!have_byte_level) return Status::error("pre_tokenizer: no ByteLevel step");
+  return splits;
+}
+
+// model: a BPE block with every optional feature off.
+Result<const json*> bpe_model(const json& root) {
+  auto model = member(root, "", "model", JsonType::kObject);
+  if (!model.ok()) return model.status();
+  const json& m = **model;
+  auto type = member(m, "model", "type", JsonType::kString);
+  if (!type.ok()) return type.status();
+  if ((*type)->get<std::string>() != "BPE")
+    return Status::errorf("model: type \"{}\" is not supported", (*type)->get<std::string>());
+  for (const char* key : {"dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
+                          "fuse_unk", "byte_fallback", "ignore_merges"})
+    DSV4_RETURN_IF_ERROR(require_neutral(m, "model", key));
+  return model;
+}
+
+// One entry of added_tokens (its id in [0, 2^30), content valid UTF-8, no strip options).
+Result<AddedToken> read_added_token(const json& a, const std::string& path) {
+  if (!a.is_object()) return Status::errorf("{}: expected object", path);
+  auto id = member(a, path, "id", JsonType::kInteger);
+  if (!id.ok()) return id.status();
+  auto content = member(a, path, "content", JsonType::kString);
+  if (!content.ok()) return content.status();
+  AddedToken t;
+  const int64_t idv = (*id)->get<int64_t>();
+  if (idv < 0 || idv >= (1 << 30)) return Status::errorf("{}.id: {} is not in [0, 2^30)", path, idv);
+  t.id = static_cast<int32_t>(idv);
+  t.content = (*content)->get<std::string>();
+  if (t.content.empty() || utf8_valid_prefix(t.content) != t.content.size())
+    return Status::errorf("{}.content: empty or not valid UTF-8", path);
+  for (const char* key : {"single_word", "lstrip", "rstrip"})
+    DSV4_RETURN_IF_ERROR(require_bool(a, path, key, false));
+  for (const char* key : {"special", "normalized"}) {
+    const json* v = json_member(a, key);
+    if (v != nullptr && !v->is_boolean())
+      return Status::errorf("{}.{}: expected boolean, got {}", path, key, json_kind(*v));
+  }
+  t.special = a.value("special", false);
+  t.normalized = a.value("normalized", !t.special);  // HF's default
+  return t;
+}
+
+// One merge: "left right" (one space, both sides non-empty) or [left, right].
+Status merge_pair(const json& e, const std::string& path, std::string& left, std::string& right) {
+  if (e.is_string()) {
+    const std::string& s = e.get_ref<const std::string&>();
+    const size_t sp = s.find(' ');
+    if (sp == std::string::npos || sp == 0 || sp + 1 == s.size() || s.find(' ', sp + 1) != std::string::npos)
+      return Status::errorf("{}: \"{}\" is not \"left right\"", path, s);
+    left.assign(s, 0, sp);
+    right.assign(s, sp + 1);
+  } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+    left = e[0].get<std::string>();
+    right = e[1].get<std::string>();
+  } else {
+    return Status::errorf("{}: expected \"left right\" or [left, right], got {}", path, e.dump());
+  }
   return {};
 }
 
@@ -113,210 +237,137 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
 }
 
 Result<Tokenizer> Tokenizer::from_json(std::string_view json_text, const std::string& source) {
-  auto fail = [&](const Status& st) -> Result<Tokenizer> { return st.with_context(source); };
   Result<json> parsed = parse_json_bounded(json_text);
-  if (!parsed.ok()) return fail(parsed.status());
-  const json& root = *parsed;
-  if (!root.is_object()) return fail(Status::errorf("top level: expected object, got {}", type_name(root)));
-  for (const char* key : {"truncation", "padding"}) {
-    const auto it = root.find(key);
-    if (it != root.end() && !it->is_null())
-      return fail(Status::errorf("{}: {} is not supported (only null)", key, it->dump()));
-  }
-
+  if (!parsed.ok()) return parsed.status().with_context(source);
   Tokenizer tok;
-  if (Status st = check_normalizer(root); !st.ok()) return fail(st);
-  if (Status st = check_post_processor(root); !st.ok()) return fail(st);
-  if (Status st = check_decoder(root); !st.ok()) return fail(st);
+  if (Status st = tok.read_json(*parsed); !st.ok()) return st.with_context(source);
+  return tok;
+}
 
-  // pre_tokenizer: Split* then ByteLevel.
-  {
-    const auto it = root.find("pre_tokenizer");
-    if (it == root.end() || it->is_null())
-      return fail(Status::error("pre_tokenizer: missing (need ByteLevel)"));
-    auto type = block_type(*it, "pre_tokenizer");
-    if (!type.ok()) return fail(type.status());
-    std::vector<std::pair<const json*, std::string>> steps;
-    if (*type == "Sequence") {
-      auto list = member(*it, "pre_tokenizer", "pretokenizers", json::value_t::array);
-      if (!list.ok()) return fail(list.status());
-      for (size_t i = 0; i < (*list)->size(); ++i)
-        steps.push_back({&(**list)[i], "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]"});
-    } else {
-      steps.push_back({&*it, "pre_tokenizer"});
-    }
-    bool have_byte_level = false;
-    for (const auto& [step, path] : steps) {
-      auto st_type = block_type(*step, path);
-      if (!st_type.ok()) return fail(st_type.status());
-      if (have_byte_level)
-        return fail(Status::errorf("{}: type \"{}\" after ByteLevel is not supported", path, *st_type));
-      if (*st_type == "ByteLevel") {
-        if (Status st = check_byte_level(*step, path); !st.ok()) return fail(st);
-        have_byte_level = true;
-      } else if (*st_type == "Split") {
-        auto behavior = member(*step, path, "behavior", json::value_t::string);
-        if (!behavior.ok()) return fail(behavior.status());
-        if ((*behavior)->get<std::string>() != "Isolated")
-          return fail(Status::errorf("{}.behavior: \"{}\" is not supported (only Isolated)", path,
-                                     (*behavior)->get<std::string>()));
-        if (Status st = require_bool(*step, path, "invert", false); !st.ok()) return fail(st);
-        auto pattern = member(*step, path, "pattern", json::value_t::object);
-        if (!pattern.ok()) return fail(pattern.status());
-        const bool is_regex = (*pattern)->contains("Regex");
-        const bool is_string = (*pattern)->contains("String");
-        if (is_regex == is_string)
-          return fail(Status::errorf("{}.pattern: expected one of Regex, String", path));
-        auto src = member(**pattern, path + ".pattern", is_regex ? "Regex" : "String",
-                          json::value_t::string);
-        if (!src.ok()) return fail(src.status());
-        const std::string& p = (*src)->get_ref<const std::string&>();
-        if (p.empty()) return fail(Status::errorf("{}.pattern: empty", path));
-        Result<SplitRegex> re = SplitRegex::compile(p, !is_regex);
-        if (!re.ok()) return fail(re.status().with_context(path + ".pattern"));
-        tok.splits_.push_back(std::move(re.value()));
-      } else {
-        return fail(Status::errorf("{}: type \"{}\" is not supported", path, *st_type));
-      }
-    }
-    if (!have_byte_level) return fail(Status::error("pre_tokenizer: no ByteLevel step"));
-  }
-
-  // model: BPE vocab and merges.
-  auto model = member(root, "", "model", json::value_t::object);
-  if (!model.ok()) return fail(model.status());
-  const json& m = **model;
-  auto mtype = member(m, "model", "type", json::value_t::string);
-  if (!mtype.ok()) return fail(mtype.status());
-  if ((*mtype)->get<std::string>() != "BPE")
-    return fail(Status::errorf("model: type \"{}\" is not supported", (*mtype)->get<std::string>()));
-  for (const char* key : {"dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
-                          "fuse_unk", "byte_fallback", "ignore_merges"})
-    if (Status st = require_neutral(m, "model", key); !st.ok()) return fail(st);
-  auto vocab = member(m, "model", "vocab", json::value_t::object);
-  if (!vocab.ok()) return fail(vocab.status());
+Status Tokenizer::read_json(const json& root) {
+  DSV4_RETURN_IF_ERROR(check_top_level(root));
+  DSV4_RETURN_IF_ERROR(check_normalizer(root));
+  DSV4_RETURN_IF_ERROR(check_post_processor(root));
+  DSV4_RETURN_IF_ERROR(check_decoder(root));
+  Result<std::vector<SplitRegex>> splits = read_pre_tokenizer(root);
+  if (!splits.ok()) return splits.status();
+  splits_ = std::move(*splits);
+  Result<const json*> model = bpe_model(root);
+  if (!model.ok()) return model.status();
   int64_t max_id = -1;
-  tok.vocab_.reserve((*vocab)->size());
+  DSV4_RETURN_IF_ERROR(read_vocab(**model, max_id));
+  DSV4_RETURN_IF_ERROR(read_added_tokens(root, max_id));
+  DSV4_RETURN_IF_ERROR(index_ids(max_id));
+  DSV4_RETURN_IF_ERROR(read_byte_ids());
+  return read_merges(**model);
+}
+
+// model.vocab: byte-level token text -> id.
+Status Tokenizer::read_vocab(const json& model, int64_t& max_id) {
+  auto vocab = member(model, "model", "vocab", JsonType::kObject);
+  if (!vocab.ok()) return vocab.status();
+  vocab_.reserve((*vocab)->size());
   for (const auto& [key, value] : (*vocab)->items()) {
     if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() >= (1 << 30))
-      return fail(Status::errorf("model.vocab[\"{}\"]: {} is not an id in [0, 2^30)", key, value.dump()));
+      return Status::errorf("model.vocab[\"{}\"]: {} is not an id in [0, 2^30)", key, value.dump());
     if (utf8_valid_prefix(key) != key.size() || key.empty())
-      return fail(Status::errorf("model.vocab: key \"{}\" is empty or not valid UTF-8", key));
-    tok.vocab_.emplace(key, static_cast<int32_t>(value.get<int64_t>()));
+      return Status::errorf("model.vocab: key \"{}\" is empty or not valid UTF-8", key);
+    vocab_.emplace(key, static_cast<int32_t>(value.get<int64_t>()));
     max_id = std::max<int64_t>(max_id, value.get<int64_t>());
   }
+  return {};
+}
 
-  // added_tokens
-  auto added = member(root, "", "added_tokens", json::value_t::array);
-  if (!added.ok()) return fail(added.status());
+// added_tokens: each one's id, content and flags; an id model.vocab also has must agree.
+Status Tokenizer::read_added_tokens(const json& root, int64_t& max_id) {
+  auto added = member(root, "", "added_tokens", JsonType::kArray);
+  if (!added.ok()) return added.status();
   for (size_t i = 0; i < (*added)->size(); ++i) {
-    const json& a = (**added)[i];
     const std::string path = "added_tokens[" + std::to_string(i) + "]";
-    if (!a.is_object()) return fail(Status::errorf("{}: expected object", path));
-    auto id = member(a, path, "id", json::value_t::number_integer);
-    if (!id.ok()) return fail(id.status());
-    auto content = member(a, path, "content", json::value_t::string);
-    if (!content.ok()) return fail(content.status());
-    AddedToken t;
-    const int64_t idv = (*id)->get<int64_t>();
-    if (idv < 0 || idv >= (1 << 30)) return fail(Status::errorf("{}.id: {} is not in [0, 2^30)", path, idv));
-    t.id = static_cast<int32_t>(idv);
-    t.content = (*content)->get<std::string>();
-    if (t.content.empty() || utf8_valid_prefix(t.content) != t.content.size())
-      return fail(Status::errorf("{}.content: empty or not valid UTF-8", path));
-    for (const char* key : {"single_word", "lstrip", "rstrip"})
-      if (Status st = require_bool(a, path, key, false); !st.ok()) return fail(st);
-    for (const char* key : {"special", "normalized"}) {
-      const auto it = a.find(key);
-      if (it != a.end() && !it->is_boolean())
-        return fail(Status::errorf("{}.{}: expected boolean, got {}", path, key, type_name(*it)));
-    }
-    t.special = a.value("special", false);
-    t.normalized = a.value("normalized", !t.special);  // HF's default
-    const auto in_vocab = tok.vocab_.find(t.content);
-    if (in_vocab != tok.vocab_.end() && in_vocab->second != t.id)
-      return fail(Status::errorf("{}: \"{}\" has id {} but model.vocab gives it {}", path,
-                                 t.content, t.id, in_vocab->second));
-    if (!tok.added_by_text_.emplace(t.content, t.id).second)
-      return fail(Status::errorf("{}: content \"{}\" appears twice", path, t.content));
-    max_id = std::max<int64_t>(max_id, t.id);
-    tok.added_.push_back(std::move(t));
+    Result<AddedToken> t = read_added_token((**added)[i], path);
+    if (!t.ok()) return t.status();
+    const auto in_vocab = vocab_.find(t->content);
+    if (in_vocab != vocab_.end() && in_vocab->second != t->id)
+      return Status::errorf("{}: \"{}\" has id {} but model.vocab gives it {}", path, t->content, t->id,
+                            in_vocab->second);
+    if (!added_by_text_.emplace(t->content, t->id).second)
+      return Status::errorf("{}: content \"{}\" appears twice", path, t->content);
+    max_id = std::max<int64_t>(max_id, t->id);
+    added_.push_back(std::move(*t));
   }
+  return {};
+}
 
-  // Every id in [0, max_id] names exactly one token, so max_id < the number of
-  // entries (checked before the per-id tables are sized by max_id).
-  const size_t n_entries = tok.vocab_.size() + tok.added_.size();
+// Every id in [0, max_id] names exactly one token: the per-id tables (text, special flag,
+// bytes) and the added-token matchers.
+Status Tokenizer::index_ids(int64_t max_id) {
+  // max_id < the number of entries, checked before the tables are sized by max_id.
+  const size_t n_entries = vocab_.size() + added_.size();
   if (static_cast<uint64_t>(max_id) >= n_entries)
-    return fail(Status::errorf("id {} is beyond the {} tokens of model.vocab and added_tokens "
-                               "(ids must be contiguous from 0)", max_id, n_entries));
+    return Status::errorf("id {} is beyond the {} tokens of model.vocab and added_tokens "
+                          "(ids must be contiguous from 0)", max_id, n_entries);
   const size_t n = static_cast<size_t>(max_id + 1);
   std::vector<const std::string*> text_of(n, nullptr);
   std::vector<uint8_t> from_added(n, 0);
-  for (const auto& [key, id] : tok.vocab_) {
+  for (const auto& [key, id] : vocab_) {
     if (text_of[id] != nullptr)
-      return fail(Status::errorf("model.vocab: id {} is given to both \"{}\" and \"{}\"", id,
-                                 *text_of[id], key));
+      return Status::errorf("model.vocab: id {} is given to both \"{}\" and \"{}\"", id, *text_of[id], key);
     text_of[id] = &key;
   }
-  tok.special_.assign(n, 0);
-  for (const AddedToken& t : tok.added_) {
-    if (from_added[t.id])
-      return fail(Status::errorf("added_tokens: id {} appears twice", t.id));
+  special_.assign(n, 0);
+  for (const AddedToken& t : added_) {
+    if (from_added[t.id]) return Status::errorf("added_tokens: id {} appears twice", t.id);
     if (text_of[t.id] != nullptr && *text_of[t.id] != t.content)
-      return fail(Status::errorf("added_tokens: id {} is \"{}\" but model.vocab has \"{}\"", t.id,
-                                 t.content, *text_of[t.id]));
+      return Status::errorf("added_tokens: id {} is \"{}\" but model.vocab has \"{}\"", t.id, t.content,
+                            *text_of[t.id]);
     text_of[t.id] = &t.content;
     from_added[t.id] = 1;
-    tok.special_[t.id] = t.special;
-    (t.normalized ? tok.normalized_matcher_ : tok.raw_matcher_).add(t.content, t.id);
+    special_[t.id] = t.special;
+    (t.normalized ? normalized_matcher_ : raw_matcher_).add(t.content, t.id);
   }
-  tok.token_bytes_.resize(n);
+  token_bytes_.resize(n);
   for (size_t id = 0; id < n; ++id) {
     if (text_of[id] == nullptr)
-      return fail(Status::errorf("id {} has no token (neither model.vocab nor added_tokens; "
-                                 "ids must be contiguous from 0 to {})", id, max_id));
-    std::string& bytes = tok.token_bytes_[id];
+      return Status::errorf("id {} has no token (neither model.vocab nor added_tokens; "
+                            "ids must be contiguous from 0 to {})", id, max_id);
+    std::string& bytes = token_bytes_[id];
     if (!symbols_to_bytes(*text_of[id], bytes)) bytes = *text_of[id];
   }
+  return {};
+}
 
-  // Byte symbols, then merges.
+// The token of each byte's symbol (text.md §1.6).
+Status Tokenizer::read_byte_ids() {
   for (int b = 0; b < 256; ++b) {
     const std::string sym = bytes_to_symbols(std::string(1, static_cast<char>(b)));
-    const auto it = tok.vocab_.find(sym);
-    if (it == tok.vocab_.end())
-      return fail(Status::errorf("model.vocab: no token for byte 0x{:02X} (symbol \"{}\")", b, sym));
-    tok.byte_ids_[b] = it->second;
+    const auto it = vocab_.find(sym);
+    if (it == vocab_.end())
+      return Status::errorf("model.vocab: no token for byte 0x{:02X} (symbol \"{}\")", b, sym);
+    byte_ids_[b] = it->second;
   }
-  auto merges = member(m, "model", "merges", json::value_t::array);
-  if (!merges.ok()) return fail(merges.status());
+  return {};
+}
+
+// model.merges: "left right" or [left, right], in rank order; each side and the merged
+// token in model.vocab.
+Status Tokenizer::read_merges(const json& model) {
+  auto merges = member(model, "model", "merges", JsonType::kArray);
+  if (!merges.ok()) return merges.status();
   std::string left, right;
   for (size_t r = 0; r < (*merges)->size(); ++r) {
     const json& e = (**merges)[r];
     const std::string path = "model.merges[" + std::to_string(r) + "]";
-    if (e.is_string()) {
-      const std::string& s = e.get_ref<const std::string&>();
-      const size_t sp = s.find(' ');
-      if (sp == std::string::npos || sp == 0 || sp + 1 == s.size() || s.find(' ', sp + 1) != std::string::npos)
-        return fail(Status::errorf("{}: \"{}\" is not \"left right\"", path, s));
-      left.assign(s, 0, sp);
-      right.assign(s, sp + 1);
-    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-      left = e[0].get<std::string>();
-      right = e[1].get<std::string>();
-    } else {
-      return fail(Status::errorf("{}: expected \"left right\" or [left, right], got {}", path, e.dump()));
-    }
-    const auto li = tok.vocab_.find(left), ri = tok.vocab_.find(right);
-    const auto res = tok.vocab_.find(left + right);
-    if (li == tok.vocab_.end() || ri == tok.vocab_.end())
-      return fail(Status::errorf("{}: \"{}\" is not in model.vocab", path,
-                                 li == tok.vocab_.end() ? left : right));
-    if (res == tok.vocab_.end())
-      return fail(Status::errorf("{}: the merged token \"{}\" is not in model.vocab", path, left + right));
-    if (!tok.merges_.add(li->second, ri->second, res->second))
-      return fail(Status::errorf("{}: \"{} {}\" appears twice", path, left, right));
+    DSV4_RETURN_IF_ERROR(merge_pair(e, path, left, right));
+    const auto li = vocab_.find(left), ri = vocab_.find(right);
+    const auto res = vocab_.find(left + right);
+    if (li == vocab_.end() || ri == vocab_.end())
+      return Status::errorf("{}: \"{}\" is not in model.vocab", path, li == vocab_.end() ? left : right);
+    if (res == vocab_.end())
+      return Status::errorf("{}: the merged token \"{}\" is not in model.vocab", path, left + right);
+    if (!merges_.add(li->second, ri->second, res->second))
+      return Status::errorf("{}: \"{} {}\" appears twice", path, left, right);
   }
-  return tok;
+  return {};
 }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view content) const {

@@ -22,6 +22,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "base/status.h"
 #include "text/added_tokens.h"
 #include "text/bpe.h"
@@ -70,6 +72,13 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  // from_json's stages (tokenizer.cc); each error names the JSON path.
+  Status read_json(const nlohmann::json& root);
+  Status read_vocab(const nlohmann::json& model, int64_t& max_id);
+  Status read_added_tokens(const nlohmann::json& root, int64_t& max_id);
+  Status index_ids(int64_t max_id);
+  Status read_byte_ids();
+  Status read_merges(const nlohmann::json& model);
   void encode_text(std::string_view text, Span span, std::vector<int32_t>& out,
                    EncodeScratch& scratch) const;
   void split_pieces(std::string_view text, Span span, EncodeScratch& scratch) const;

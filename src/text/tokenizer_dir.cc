@@ -14,27 +14,23 @@ using json = nlohmann::json;
 
 // bos_token / eos_token: absent, null, a string, or {"content": string, ...}.
 Result<int32_t> token_field(const json& root, const char* key, const Tokenizer& tok) {
-  const auto it = root.find(key);
-  if (it == root.end() || it->is_null()) return -1;
+  const json* v = json_optional(root, key);
+  if (v == nullptr) return -1;
   std::string content;
-  if (it->is_string()) {
-    content = it->get<std::string>();
-  } else if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
-    content = (*it)["content"].get<std::string>();
-  } else {
-    return Status::errorf("{}: expected a string or an object with \"content\", got {}", key,
-                          it->dump());
-  }
+  const json* inner = v->is_object() ? json_member(*v, "content") : nullptr;
+  if (json_read(*v, content) != JsonRead::kOk && (inner == nullptr || json_read(*inner, content) != JsonRead::kOk))
+    return Status::errorf("{}: expected a string or an object with \"content\", got {}", key, v->dump());
   const std::optional<int32_t> id = tok.token_id(content);
   if (!id) return Status::errorf("{}: \"{}\" is not a token of tokenizer.json", key, content);
   return *id;
 }
 
 Result<bool> bool_field(const json& root, const char* key) {
-  const auto it = root.find(key);
-  if (it == root.end() || it->is_null()) return false;
-  if (!it->is_boolean()) return Status::errorf("{}: expected boolean, got {}", key, it->dump());
-  return it->get<bool>();
+  const json* v = json_optional(root, key);
+  bool value = false;
+  if (v != nullptr && json_read(*v, value) != JsonRead::kOk)
+    return Status::errorf("{}: expected boolean, got {}", key, v->dump());
+  return value;
 }
 
 }  // namespace
