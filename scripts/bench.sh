@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The per-ISA part of `dsv4 bench` (the entry point for speed, README Benchmarks): builds
+# The per-ISA part of `dsv4 bench` (the entry point for speed, docs/benchmarks.md): builds
 # the release preset's benchmarks and runs the linear roofline: read
 # bandwidth, then Flash-size linears per ISA variant (median of 5 repetitions;
 # the development machine is shared and noisy).

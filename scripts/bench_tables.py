@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Markdown tables of a `dsv4 bench --json FILE` run, for the README.
+"""Markdown tables of a `dsv4 bench --json FILE` run, for docs/benchmarks.md.
 
 Usage: scripts/bench_tables.py FILE.json
 Prints the probe line, the layer / head table (every decode and prefill case), the core
