@@ -210,36 +210,33 @@ void print_seam_bytes(Engine& engine, int64_t steps) {
 
 int run_generate(const GenerateArgs& a) {
   const EngineFlags& ef = a.engine;
-  Result<std::unique_ptr<RankSession>> ranks = RankSession::start(ef.ranks);
-  if (!ranks.ok()) return fail(ranks.status());
-  RankSession& rs = **ranks;
-  Result<std::unique_ptr<LoadedModel>> model = load_model(rs, ef);
-  if (!model.ok()) return fail(model.status());
-  const std::string& dir = (*model)->dir;
-  const ModelConfig& cfg = (*model)->cfg;
+  Result<ModelSession> session = start_model_session(ef);
+  if (!session.ok()) return fail(session.status());
+  RankSession& rs = *session->ranks;
+  const LoadedModel& model = *session->model;
+  const std::string& dir = model.dir;
+  const ModelConfig& cfg = model.cfg;
   Result<Prompts> prompts = read_prompts(a, dir, rs);
   if (!prompts.ok()) return fail(prompts.status());
   Result<Limits> lim = engine_limits(ef);
   if (!lim.ok()) return fail(lim.status());
-  EngineOptions eo;
-  if (Status st = apply_spec(ef, cfg, &eo); !st.ok()) return fail(st);
-  eo.ranks = rs.groups();
-  eo.cp_prefill_tokens = ef.cp_prefill;
-  eo.tokenizer = prompts->text ? &prompts->text->tokenizer : nullptr;
-  auto engine = Engine::create(cfg, (*model)->weights, *lim, eo);
+  Result<EngineOptions> eo = engine_options(ef, cfg, rs);
+  if (!eo.ok()) return fail(eo.status());
+  eo->tokenizer = prompts->text ? &prompts->text->tokenizer : nullptr;
+  auto engine = Engine::create(cfg, model.weights, *lim, *eo);
   if (Status st = rs.agree(engine.status()); !st.ok()) return fail(st);
   if (!rs.primary()) return follow_rank0(**engine, rs);
   if (Status st = add_requests(**engine, rs, a, *prompts); !st.ok()) return fail(st);
   std::printf("model %s: %d layers, vocab %lld; %zu requests, batch size %d%s, temperature %g, top-p %g%s\n",
               dir.c_str(), cfg.num_hidden_layers, static_cast<long long>(cfg.vocab_size), prompts->ids.size(),
-              ef.batch_size, spec_label(eo).empty() ? "" : (", " + spec_label(eo) + " drafts").c_str(), a.temperature,
+              ef.batch_size, spec_label(*eo).empty() ? "" : (", " + spec_label(*eo) + " drafts").c_str(), a.temperature,
               a.top_p,
               rs.world_size() > 1 ? fmt::format("; {} ranks (tp {})", rs.world_size(), ef.ranks.tp).c_str() : "");
   std::vector<Output> outs(prompts->ids.size());
   RunTotals totals;
   if (Status st = run_steps(**engine, rs, a.quiet_steps, outs, totals); !st.ok()) return fail(st);
   const Status failed = print_outputs(outs, *prompts);
-  print_summary(totals, eo, ef);
+  print_summary(totals, *eo, ef);
   if (rs.world_size() > 1) print_seam_bytes(**engine, totals.steps);
   return failed.ok() ? 0 : fail(failed);
 }

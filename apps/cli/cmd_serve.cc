@@ -97,13 +97,11 @@ int run_serve(const ServeArgs& a) {
   signal(SIGPIPE, SIG_IGN);
 
   const EngineFlags& ef = a.engine;
-  Result<std::unique_ptr<RankSession>> ranks = RankSession::start(ef.ranks);
-  if (!ranks.ok()) return fail(ranks.status());
-  RankSession& rs = **ranks;
-  Result<std::unique_ptr<LoadedModel>> model = load_model(rs, ef);
-  if (!model.ok()) return fail(model.status());
-  const std::string* dir = &(*model)->dir;
-  const ModelConfig* cfg = &(*model)->cfg;
+  Result<ModelSession> session = start_model_session(ef);
+  if (!session.ok()) return fail(session.status());
+  RankSession& rs = *session->ranks;
+  const std::string* dir = &session->model->dir;
+  const ModelConfig* cfg = &session->model->cfg;
   Result<TextModel> text = load_tokenizer_dir(*dir);
   Result<server::GenerationDefaults> defaults = text.ok() ? generation_defaults(*dir)
                                                           : Result<server::GenerationDefaults>(text.status());
@@ -114,12 +112,10 @@ int run_serve(const ServeArgs& a) {
 
   Result<Limits> lim = engine_limits(ef);
   if (!lim.ok()) return fail(lim.status());
-  EngineOptions eo;
-  if (Status st = apply_spec(ef, *cfg, &eo); !st.ok()) return fail(st);
-  eo.ranks = rs.groups();
-  eo.cp_prefill_tokens = ef.cp_prefill;
-  eo.tokenizer = &text->tokenizer;
-  auto engine = Engine::create(*cfg, (*model)->weights, *lim, eo);
+  Result<EngineOptions> eo = engine_options(ef, *cfg, rs);
+  if (!eo.ok()) return fail(eo.status());
+  eo->tokenizer = &text->tokenizer;
+  auto engine = Engine::create(*cfg, session->model->weights, *lim, *eo);
   if (Status st = rs.agree(engine.status()); !st.ok()) return fail(st);
   if (!rs.primary()) return follow_rank0(**engine, rs);
 
@@ -151,7 +147,7 @@ int run_serve(const ServeArgs& a) {
   }
   std::printf("dsv4 serve: model %s (%s), context %lld, batch %d%s\n", card.id.c_str(), dir->c_str(),
               static_cast<long long>(card.max_context), ef.batch_size,
-              spec_label(eo).empty() ? "" : (", " + spec_label(eo) + " drafts").c_str());
+              spec_label(*eo).empty() ? "" : (", " + spec_label(*eo) + " drafts").c_str());
   std::printf("dsv4 serve: listening on http://%s:%d\n", a.host.c_str(), *port);
   std::fflush(stdout);
 

@@ -71,6 +71,8 @@ Result<Limits> engine_limits(const EngineFlags& f) {
   return lim;
 }
 
+namespace {
+
 Status apply_spec(const EngineFlags& f, const ModelConfig& cfg, EngineOptions* eo) {
   if (f.mtp && f.spec != "none" && f.spec != "mtp")
     return Status::errorf("--mtp is --spec mtp; it contradicts --spec {}", f.spec);
@@ -87,6 +89,16 @@ Status apply_spec(const EngineFlags& f, const ModelConfig& cfg, EngineOptions* e
     eo->dspark_gamma = f.gamma != 0 ? f.gamma : static_cast<int32_t>(cfg.dspark->block_size);
   }
   return Status();
+}
+
+}  // namespace
+
+Result<EngineOptions> engine_options(const EngineFlags& f, const ModelConfig& cfg, RankSession& rs) {
+  EngineOptions eo;
+  DSV4_RETURN_IF_ERROR(apply_spec(f, cfg, &eo));
+  eo.ranks = rs.groups();
+  eo.cp_prefill_tokens = f.cp_prefill;
+  return eo;
 }
 
 std::string spec_label(const EngineOptions& eo) {
@@ -107,6 +119,17 @@ Result<std::unique_ptr<LoadedModel>> load_model(RankSession& rs, const EngineFla
   DSV4_RETURN_IF_ERROR(rs.agree(w.status()));
   DSV4_RETURN_IF_ERROR(rs.bind(*cfg));
   return std::unique_ptr<LoadedModel>(new LoadedModel{*dir, std::move(*cfg), std::move(*w)});
+}
+
+Result<ModelSession> start_model_session(const EngineFlags& f) {
+  ModelSession session;
+  Result<std::unique_ptr<RankSession>> ranks = RankSession::start(f.ranks);
+  if (!ranks.ok()) return ranks.status();
+  session.ranks = std::move(*ranks);
+  Result<std::unique_ptr<LoadedModel>> model = load_model(*session.ranks, f);
+  if (!model.ok()) return model.status();
+  session.model = std::move(*model);
+  return session;
 }
 
 int follow_rank0(Engine& engine, RankSession& rs) {

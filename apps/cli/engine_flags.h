@@ -45,9 +45,10 @@ void add_engine_options(CLI::App* sub, EngineFlags* f);
 void add_test_hooks(CLI::App* sub, double* min_step_seconds);
 // The deployment limits the flags give (errors name the flag).
 Result<Limits> engine_limits(const EngineFlags& f);
-// The speculative decoding the flags ask for, into eo (mtp, dspark_gamma); errors name the flag
-// (--gamma without --spec dspark, --mtp with --spec other than mtp).
-Status apply_spec(const EngineFlags& f, const ModelConfig& cfg, EngineOptions* eo);
+// The engine options the flags give (speculative decoding, ranks, context-parallel prefill, test
+// hooks); errors name the flag (--gamma without --spec dspark, --mtp with --spec other than mtp).
+// The caller sets the tokenizer.
+Result<EngineOptions> engine_options(const EngineFlags& f, const ModelConfig& cfg, RankSession& rs);
 // "MTP" / "DSpark (gamma G)" / "" for the run's summary line.
 std::string spec_label(const EngineOptions& eo);
 
@@ -60,6 +61,12 @@ struct LoadedModel {
 };
 // Starts with --isa; the result stays put (the engine keeps references into it).
 Result<std::unique_ptr<LoadedModel>> load_model(RankSession& rs, const EngineFlags& f);
+// The job's rank session and the model loaded on every rank of it (generate, serve).
+struct ModelSession {
+  std::unique_ptr<RankSession> ranks;
+  std::unique_ptr<LoadedModel> model;
+};
+Result<ModelSession> start_model_session(const EngineFlags& f);
 
 // Ranks other than 0: step with rank 0 until it stops the engine; the exit code.
 int follow_rank0(Engine& engine, RankSession& rs);
