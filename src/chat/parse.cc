@@ -4,6 +4,7 @@
 #include <array>
 #include <optional>
 
+#include "chat/markers.h"
 #include "chat/py_json.h"
 #include "text/stop_prefix.h"
 
@@ -11,10 +12,6 @@ namespace dsv4::chat {
 
 namespace {
 
-constexpr std::string_view kBos = "<｜begin▁of▁sentence｜>";
-constexpr std::string_view kEos = "<｜end▁of▁sentence｜>";
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
 constexpr std::string_view kDsml = "｜DSML｜";
 constexpr std::string_view kCallsStart = "\n\n<｜DSML｜tool_calls";
 constexpr std::string_view kCallsEnd = "</｜DSML｜tool_calls>";

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "chat/markers.h"
 #include "chat/py_json.h"
 #include "io/json_bounded.h"
 
@@ -15,13 +16,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr std::string_view kBos = "<｜begin▁of▁sentence｜>";
-constexpr std::string_view kEos = "<｜end▁of▁sentence｜>";
 constexpr std::string_view kUser = "<｜User｜>";
 constexpr std::string_view kAssistant = "<｜Assistant｜>";
 constexpr std::string_view kReminder = "<｜latest_reminder｜>";
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
 constexpr int kMaxJsonDepth = 500;
 
 constexpr std::string_view kEffortMax =

@@ -19,7 +19,7 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
 constexpr uint64_t kMaxNpyHeader = 1 << 20;
 constexpr uint64_t kMaxNpyFile = 1ull << 40;
-constexpr uint64_t kMaxBytes = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+constexpr uint64_t kMaxArrayBytes = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
 
 // A cursor over the header's Python dict literal, e.g.
 // {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
@@ -140,7 +140,7 @@ Result<NpyF32> parse_npy_f32(const uint8_t* bytes, size_t size, const std::strin
       uint64_t numel = 1;
       while (!p.eat(')')) {
         const std::optional<uint64_t> d = p.integer();
-        if (!d || *d > kMaxBytes || __builtin_mul_overflow(numel, *d, &numel) || numel > kMaxBytes / 4)
+        if (!d || *d > kMaxArrayBytes || __builtin_mul_overflow(numel, *d, &numel) || numel > kMaxArrayBytes / 4)
           return fail(fmt::format("header: 'shape' entry {} is not an integer or overflows", dims.size()));
         dims.push_back(static_cast<int64_t>(*d));
         if (!p.eat(',') && !(p.skip_ws(), p.pos < p.s.size() && p.s[p.pos] == ')'))

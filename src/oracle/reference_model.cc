@@ -61,6 +61,11 @@ float key_gap(const std::vector<int32_t>& a, const std::vector<int32_t>& b, cons
   return gap;
 }
 
+}  // namespace
+
+// The state a Sequence keeps per layer (named: Sequence is a member of a class with linkage).
+namespace reference_state {
+
 // A and B (ape included) of every position of one compressor, [positions, κc] each.
 struct CompressorInputs {
   std::vector<float> A, B;
@@ -72,6 +77,13 @@ struct LayerState {
   std::vector<bf16> idx;  // [entries, Di] indexer keys
   CompressorInputs main_in, idx_in;
 };
+
+}  // namespace reference_state
+
+namespace {
+
+using reference_state::CompressorInputs;
+using reference_state::LayerState;
 
 // The streaming compressor over one request's rows, one row at a time: the state is rebuilt
 // from the stored A/B of the κr − 1 positions before the row, the row runs through
@@ -111,7 +123,7 @@ void compress_rows(const ModelConfig& cfg, const CompressorWeights& cw, bool ind
 struct ReferenceModel::Sequence {
   int64_t length = 0;      // positions the main model has seen
   int64_t mtp_length = 0;  // positions the MTP layer has seen
-  std::vector<LayerState> layers;  // main layers, then the MTP layers
+  std::vector<reference_state::LayerState> layers;  // main layers, then the MTP layers
   // DSpark: per stage the context rows c_s(p) [positions, Dh] by absolute position, and which
   // positions are committed.
   std::vector<std::vector<bf16>> dspark_ctx;

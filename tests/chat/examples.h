@@ -2,7 +2,17 @@
 // literal (parse it to get the exact bytes).
 #pragma once
 
+#include <string>
+
 namespace dsv4::chat::examples {
+
+// The special tokens as the tests spell them (text.md §3.2).
+inline const std::string kBos = "<｜begin▁of▁sentence｜>";
+inline const std::string kEos = "<｜end▁of▁sentence｜>";
+inline const std::string kUser = "<｜User｜>";
+inline const std::string kAssistant = "<｜Assistant｜>";
+inline const std::string kThinkOpen = "<think>";
+inline const std::string kThinkClose = "</think>";
 
 inline constexpr const char* kPrompt1Json =
     R"json("<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>Hello!<｜Assistant｜></think>")json";

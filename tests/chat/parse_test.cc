@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include "chat/examples.h"
+
 namespace dsv4::chat {
 namespace {
 
-const std::string kEos = "<｜end▁of▁sentence｜>";
+using examples::kEos;
 
 // The model's turn of example 3 (§3.15), as generated after `<｜Assistant｜><think>`.
 const std::string kExample3Output =

@@ -11,12 +11,12 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-const std::string kBos = "<｜begin▁of▁sentence｜>";
-const std::string kEos = "<｜end▁of▁sentence｜>";
-const std::string kU = "<｜User｜>";
-const std::string kA = "<｜Assistant｜>";
-const std::string kOpen = "<think>";
-const std::string kClose = "</think>";
+using examples::kBos;
+using examples::kEos;
+const std::string& kU = examples::kUser;
+const std::string& kA = examples::kAssistant;
+const std::string& kOpen = examples::kThinkOpen;
+const std::string& kClose = examples::kThinkClose;
 
 std::string render(const std::string& messages, ChatOptions options = {}) {
   auto r = render_chat(Json::parse(messages), options);

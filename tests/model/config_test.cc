@@ -10,16 +10,14 @@
 
 #include "model/config.h"
 #include "model/placement.h"
+#include "support/contains.h"
 
 namespace dsv4 {
 namespace {
 
 using json = nlohmann::json;
 // Message check: `text` contains `part`.
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << part << "\" not in: " << text;
-}
+using test::Contains;
 
 // config.json of deepseek-ai/DeepSeek-V4-Flash as released (checkpoint.md §2), including the
 // descriptive fields the engine ignores and one unknown extra field.

@@ -57,13 +57,13 @@ std::vector<uint8_t> packed(const KvRowFormat& f, const std::vector<bf16>& v) {
   return row;
 }
 
-struct Fixture {
+struct DrafterFixture {
   Limits limits = test_limits();
   std::unique_ptr<SequenceState> seqs;
   DrafterState drafter{test_dims(), test_limits(), 2};
   std::vector<bf16> features = std::vector<bf16>(64 * 4);
 
-  Fixture() {
+  DrafterFixture() {
     auto r = SequenceState::create(limits, 8, 4, test_dims().kv.bytes());
     EXPECT_TRUE(r.ok()) << r.message();
     seqs = std::move(*r);
@@ -89,7 +89,7 @@ struct Fixture {
 };
 
 TEST(DrafterState, CommitsAreCheckedGatheredAndMarked) {
-  Fixture f;
+  DrafterFixture f;
   DrafterState& d = f.drafter;
   const DsparkCommit inactive{2, 0, 1, f.features.data(), 0};
   EXPECT_NE(d.gather_commits({&inactive, 1}, 0, *f.seqs).message().find("slot 2 is not active"), std::string::npos);
@@ -120,7 +120,7 @@ TEST(DrafterState, CommitsAreCheckedGatheredAndMarked) {
 }
 
 TEST(DrafterState, RoundsAreCheckedAndNeedTheirContext) {
-  Fixture f;
+  DrafterFixture f;
   DrafterState& d = f.drafter;
   f.commit(0, 0, 6);  // ring slots hold positions 4, 5, 2, 3
   const DsparkRound ok{0, 5, 1, 0};
@@ -148,7 +148,7 @@ TEST(DrafterState, RoundsAreCheckedAndNeedTheirContext) {
 }
 
 TEST(DrafterState, BlockRowsAndKeyListsInRingSlotOrder) {
-  Fixture f;
+  DrafterFixture f;
   DrafterState& d = f.drafter;
   f.commit(0, 0, 6);
   f.commit(1, 0, 2);
@@ -198,7 +198,7 @@ TEST(DrafterState, BlockRowsAndKeyListsInRingSlotOrder) {
 }
 
 TEST(DrafterState, MarkovChainFollowsTheProgrammedMapAndLogs) {
-  Fixture f;
+  DrafterFixture f;
   DrafterState& d = f.drafter;
   f.commit(0, 0, 3);
   f.commit(1, 0, 3);

@@ -37,11 +37,11 @@ Limits test_limits(int32_t prefix_blocks, int64_t cache_blocks = 0) {
 }
 
 // A sequence state with one window layer whose ring rows the test writes and reads.
-struct Fixture {
+struct SlotsFixture {
   std::unique_ptr<SequenceState> seqs;
   std::vector<uint8_t> ring, tail;
 
-  explicit Fixture(const Limits& l, int min_ratio = 4) {
+  explicit SlotsFixture(const Limits& l, int min_ratio = 4) {
     auto r = SequenceState::create(l, kWindow, min_ratio, kRowBytes);
     EXPECT_TRUE(r.ok()) << r.message();
     seqs = std::move(*r);
@@ -72,7 +72,7 @@ std::vector<int32_t> prompt(int64_t n, int32_t salt = 0) {
 }
 
 TEST(SequenceState, SlotsStartEndAndBlockDemand) {
-  Fixture f(test_limits(0));
+  SlotsFixture f(test_limits(0));
   SequenceState& s = *f.seqs;
   EXPECT_EQ(s.total_blocks(), 48);  // max_seqs · max_context / page_tokens
   EXPECT_FALSE(s.start(-1).ok());
@@ -96,14 +96,14 @@ TEST(SequenceState, SlotsStartEndAndBlockDemand) {
   s.end(0);  // ending twice is a no-op
   ASSERT_TRUE(s.start(0).ok());
 
-  Fixture swa(test_limits(0), /*min_ratio=*/0);  // no compressed family: no blocks at all
+  SlotsFixture swa(test_limits(0), /*min_ratio=*/0);  // no compressed family: no blocks at all
   EXPECT_EQ(swa.seqs->total_blocks(), INT64_MAX);
   EXPECT_EQ(swa.seqs->free_blocks(), INT64_MAX);
   EXPECT_EQ(swa.seqs->blocks_short(-1, 200), 0);
 }
 
 TEST(SequenceState, StepsContinueWithinTheRollbackWindow) {
-  Fixture f(test_limits(0));
+  SlotsFixture f(test_limits(0));
   SequenceState& s = *f.seqs;
   EXPECT_NE(f.step(0, 0, 4).message().find("not started"), std::string::npos);
   ASSERT_TRUE(s.start(0).ok());
@@ -125,7 +125,7 @@ TEST(SequenceState, StepsContinueWithinTheRollbackWindow) {
 }
 
 TEST(SequenceState, AStepShortOfBlocksFails) {
-  Fixture f(test_limits(0, /*cache_blocks=*/2));
+  SlotsFixture f(test_limits(0, /*cache_blocks=*/2));
   ASSERT_TRUE(f.seqs->start(0).ok());
   ASSERT_TRUE(f.step(0, 0, 16).ok());
   ASSERT_TRUE(f.step(0, 16, 16).ok());
@@ -134,7 +134,7 @@ TEST(SequenceState, AStepShortOfBlocksFails) {
 }
 
 TEST(SequenceState, PrefixBlocksRegisterAndALaterSlotReusesThem) {
-  Fixture f(test_limits(4));
+  SlotsFixture f(test_limits(4));
   SequenceState& s = *f.seqs;
   const std::vector<int32_t> t = prompt(40);
   ASSERT_TRUE(s.start(0).ok());
@@ -156,7 +156,7 @@ TEST(SequenceState, PrefixBlocksRegisterAndALaterSlotReusesThem) {
   ASSERT_EQ(s.blocks().table(1).size(), 2u);
   EXPECT_EQ(s.blocks().table(1)[0], s.blocks().table(0)[0]);
   EXPECT_EQ(s.blocks().table(1)[1], s.blocks().table(0)[1]);
-  for (int64_t p = 28 - (kWindow - 1); p < 28; ++p) EXPECT_EQ(*f.row(1, p), Fixture::mark(0, p)) << p;
+  for (int64_t p = 28 - (kWindow - 1); p < 28; ++p) EXPECT_EQ(*f.row(1, p), SlotsFixture::mark(0, p)) << p;
   EXPECT_NE(f.step(1, 27, 2).message().find("slot's start"), std::string::npos);
   ASSERT_TRUE(f.step(1, 28, 12).ok());
 
@@ -175,7 +175,7 @@ TEST(SequenceState, PrefixBlocksRegisterAndALaterSlotReusesThem) {
 }
 
 TEST(SequenceState, BlocksOnlyTheCacheHoldsAreEvictedOnDemand) {
-  Fixture f(test_limits(4, /*cache_blocks=*/4));
+  SlotsFixture f(test_limits(4, /*cache_blocks=*/4));
   SequenceState& s = *f.seqs;
   const std::vector<int32_t> t = prompt(40);
   ASSERT_TRUE(s.start(0).ok());
@@ -194,7 +194,7 @@ TEST(SequenceState, BlocksOnlyTheCacheHoldsAreEvictedOnDemand) {
 }
 
 TEST(SequenceState, AChainWhoseWindowRowsLeftTheRingStops) {
-  Fixture f(test_limits(4));
+  SlotsFixture f(test_limits(4));
   SequenceState& s = *f.seqs;
   const std::vector<int32_t> t = prompt(64);
   ASSERT_TRUE(s.start(0).ok());

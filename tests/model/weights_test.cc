@@ -20,37 +20,18 @@
 #include "model/weights.h"
 #include "numeric/e4m3.h"
 #include "numeric/ue8m0.h"
+#include "support/contains.h"
+#include "support/tmp_dir.h"
 
 namespace dsv4 {
 namespace {
 
 using Shape = std::vector<int64_t>;
 
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << part << "\" not in: " << text;
-}
+using test::Contains;
 
 // A fresh directory under $DSV4_TEST_TMP (or /tmp), removed at scope exit.
-class TmpDir {
- public:
-  TmpDir() {
-    const char* env = std::getenv("DSV4_TEST_TMP");
-    const std::filesystem::path base = env && *env ? env : "/tmp";
-    std::filesystem::create_directories(base);
-    std::string pattern = (base / "model_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed under " << base;
-    path_ = pattern;
-  }
-  ~TmpDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test::TmpDir;
 
 struct Tensor {
   DType dtype;

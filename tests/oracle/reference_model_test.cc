@@ -25,9 +25,9 @@ namespace dsv4 {
 namespace {
 
 using Loaded = test::TinyModel;
-const Loaded& model(const std::string& preset, TinyQuant q) { return test::tiny_model(preset, q, 1); }
+using test::model;
 
-std::vector<int32_t> tokens(int n, uint32_t seed, int64_t vocab) { return test::random_tokens(n, seed, vocab); }
+using test::tokens;
 
 // One teacher-forced sequence of a schedule: its tokens, prompt length, the rows it feeds per
 // step while in the prompt (chunk) and after it (rows), and the step it joins at.
@@ -272,7 +272,7 @@ TEST(Reference, Tiny2PastTwoRatio128Entries) {
 // prefill == decode is tests/model/runner_test.cc). Under the sanitizers 1,500 tokens. One
 // test per preset, so that ctest runs them side by side.
 void prompt_then_decode(const char* preset) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(DSV4_SANITIZE)
   constexpr int kPrompt = 1500;
 #else
   constexpr int kPrompt = 4000;

@@ -31,9 +31,9 @@ namespace {
 
 using Loaded = test::TinyModel;
 
-const Loaded& model(const std::string& preset, TinyQuant q) { return test::tiny_model(preset, q, 1); }
+using test::model;
 
-std::vector<int32_t> tokens(int n, uint32_t seed, int64_t vocab) { return test::random_tokens(n, seed, vocab); }
+using test::tokens;
 
 TeacherForcedOutput run(const Loaded& m, const std::vector<int32_t>& toks, TeacherForcedOptions opt) {
   auto r = teacher_forced_logits(m.cfg, *m.w, toks, opt);
@@ -53,11 +53,11 @@ TeacherForcedOptions opts(bool mtp, int chunk, bool decode, Numerics num = Numer
   return o;
 }
 
-struct Case {
+struct ForcedCase {
   const char* preset;
   TinyQuant quant;
 };
-class TeacherForcedTest : public ::testing::TestWithParam<Case> {
+class TeacherForcedTest : public ::testing::TestWithParam<ForcedCase> {
  protected:
   const Loaded& m() const { return model(GetParam().preset, GetParam().quant); }
   // > W, > 4·index_topk + 3, several HCA windows on tiny (ratio 8).
@@ -287,7 +287,7 @@ TEST_P(TeacherForcedTest, Decisions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, TeacherForcedTest,
-                         ::testing::Values(Case{"tiny", TinyQuant::kFp8}, Case{"tiny2", TinyQuant::kNone}),
+                         ::testing::Values(ForcedCase{"tiny", TinyQuant::kFp8}, ForcedCase{"tiny2", TinyQuant::kNone}),
                          [](const auto& info) {
                            return std::string(info.param.preset) + "_" + std::string(tiny_quant_name(info.param.quant));
                          });

@@ -226,9 +226,9 @@ void check_config_files(const std::string& dir, const std::string& preset, TinyQ
                                {"top_p", 1.0}}));
 }
 
-using Case = std::tuple<std::string, TinyQuant>;
+using RoundTripCase = std::tuple<std::string, TinyQuant>;
 
-class TinyRoundTrip : public ::testing::TestWithParam<Case> {};
+class TinyRoundTrip : public ::testing::TestWithParam<RoundTripCase> {};
 
 // make-tiny -> load_config + load_weights: config files, every table entry (dtype, shape,
 // bytes equal to the regenerated encoding, quantized values within half a step of the
@@ -343,7 +343,7 @@ TEST_P(TinyRoundTrip, EveryTensorMatchesWhatWasWritten) {
 INSTANTIATE_TEST_SUITE_P(Presets, TinyRoundTrip,
                          ::testing::Combine(::testing::Values("tiny", "tiny2", "tiny-ds", "tiny2-ds"),
                                             ::testing::Values(TinyQuant::kNone, TinyQuant::kFp8)),
-                         [](const ::testing::TestParamInfo<Case>& info) {
+                         [](const ::testing::TestParamInfo<RoundTripCase>& info) {
                            std::string name = std::get<0>(info.param);
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name + "_" +

@@ -374,7 +374,7 @@ TEST(Engine, DsparkRejectionIsExactAtZeroAndBatchInvariant) {
 TEST(Engine, DsparkRejectionFollowsTheTargetDistribution) {
   const Loaded& m = test::committed_model("kjv-9m-dspark");
   ASSERT_TRUE(m.w);
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(DSV4_SANITIZE)
   const int n = 300;  // the sanitizers check the memory; the statistics need the release pass's 2,000
 #else
   const int n = 2000;

@@ -79,4 +79,8 @@ inline const TinyModel& committed_model(const std::string& name) {
 }
 #endif
 
+// The short names tests use: the tiny model of a preset at seed 1, and n random token ids.
+inline const TinyModel& model(const std::string& preset, TinyQuant q) { return tiny_model(preset, q, 1); }
+inline std::vector<int32_t> tokens(int n, uint32_t seed, int64_t vocab) { return random_tokens(n, seed, vocab); }
+
 }  // namespace dsv4::test

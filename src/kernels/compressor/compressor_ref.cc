@@ -17,12 +17,12 @@
 namespace dsv4::kernels {
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kRefNegInf = -std::numeric_limits<float>::infinity();
 
 // softmax over the candidates' logits, then Σ₃₂ f32(value · weight), in list order.
 float pool_channel_ref(const std::vector<float>& values, const std::vector<float>& logits) {
   const size_t n = logits.size();
-  float mu = kNegInf;
+  float mu = kRefNegInf;
   for (size_t j = 0; j < n; ++j) mu = std::max(mu, logits[j]);
   std::vector<float> e(n);
   float sum = 0.0f;
@@ -76,7 +76,7 @@ std::vector<float> pool_entry_ref(const CompressorParams& p, int64_t i, Get get)
       for (int k = 0; k < r; ++k) {  // previous block, first half
         if (i == 0) {
           values.push_back(0.0f);
-          logits.push_back(kNegInf);
+          logits.push_back(kRefNegInf);
         } else {
           const Proj pr = get((i - 1) * r + k);
           values.push_back(pr.a[ch]);

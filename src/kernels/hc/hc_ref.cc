@@ -11,7 +11,7 @@
 namespace dsv4::kernels {
 namespace {
 
-float sigmoid(float z) {
+float ref_sigmoid(float z) {
   const float e = std::exp(-z);
   const float d = 1.0f + e;
   return 1.0f / d;
@@ -80,8 +80,8 @@ void hc_pre_ref(const bf16* X, const HcPreWeights& w, const HcParams& p, int64_t
     }
     std::vector<float> pre(N);
     for (int64_t k = 0; k < N; ++k) {
-      pre[k] = sigmoid(z[k]) + p.hc_eps;
-      post[t * N + k] = 2.0f * sigmoid(z[N + k]);
+      pre[k] = ref_sigmoid(z[k]) + p.hc_eps;
+      post[t * N + k] = 2.0f * ref_sigmoid(z[N + k]);
     }
     // Sinkhorn-Knopp on C[j][k], j = source row, k = destination column.
     std::vector<float> C(N * N);
@@ -161,7 +161,7 @@ void hc_head_ref(const bf16* X, const HcHeadWeights& w, const HcParams& p, int64
     for (int64_t k = 0; k < N; ++k) {
       const float ms = m[k] * w.scale[0];
       const float z = ms + w.base[k];
-      pre[k] = sigmoid(z) + p.hc_eps;
+      pre[k] = ref_sigmoid(z) + p.hc_eps;
     }
     collapse(x, pre, N, D, y + t * D);
   }

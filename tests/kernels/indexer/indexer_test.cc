@@ -42,12 +42,7 @@ const Preset kTiny{"tiny", {2, 32, 16, 4}, 128, 128};
 const Preset kTiny2{"tiny2", {4, 128, 64, 8}, 256, 256};
 
 using test::pool2;
-
-template <class Fn>
-void run(int nthreads, Fn&& fn) {
-  if (nthreads == 1) fn(0, 1);
-  else pool2().run([&fn](int tid, int n) { fn(tid, n); });
-}
+using test::run;
 
 // Compress profile (compress_rope_theta with YaRN), as both presets use.
 std::vector<float> compress_inv_freq(int rope_dim) {

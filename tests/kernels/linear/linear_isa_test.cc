@@ -19,7 +19,7 @@
 
 #include "base/cpu.h"
 #include "base/math.h"
-#include "base/thread_pool.h"
+#include "support/threads.h"
 #include "kernels/linear/linear.h"
 #include "numeric/quant.h"
 #include "linear_shapes.h"
@@ -31,16 +31,7 @@ namespace {
 
 using test::kCapacity;
 
-ThreadPool& pool2() {
-  static ThreadPool p(2);
-  return p;
-}
-
-template <class Fn>
-void run(int nthreads, Fn&& fn) {
-  if (nthreads == 1) fn(0, 1);
-  else pool2().run([&fn](int tid, int n) { fn(tid, n); });
-}
+using test::run;
 
 // Restores the detected variant when a test ends.
 struct IsaScope {
@@ -50,7 +41,7 @@ struct IsaScope {
 
 using linear_test::Shape;
 using linear_test::random_rows;
-const std::vector<Shape> kShapes = [] {
+const std::vector<Shape> kAllShapes = [] {
   std::vector<Shape> v(std::begin(linear_test::kPresetShapes), std::end(linear_test::kPresetShapes));
   v.insert(v.end(), std::begin(linear_test::kRaggedShapes), std::end(linear_test::kRaggedShapes));
   return v;
@@ -127,7 +118,7 @@ void check_all_paths(Isa isa, const LinearWeight& w, const std::vector<bf16>& x,
 }
 
 TEST_P(LinearIsa, SameBitsAsScalarEveryShapeAndT) {
-  for (const Shape& sh : kShapes) {
+  for (const Shape& sh : kAllShapes) {
     const auto ow = test::random_weight(sh.format, sh.out, sh.in, 11);
     const LinearWeight w = ow.view();
     auto x = random_rows(kCapacity * sh.in, 12);
@@ -372,7 +363,7 @@ TEST_P(LinearIsa, SameBitsAsScalarFp8WithoutActq) {
 // Every code and scale byte, Inf / NaN / subnormal inputs (NaN results are
 // stored canonical, linear.cc), on one shape per format and the ragged ones.
 TEST_P(LinearIsa, SameBitsAsScalarOnEveryCodeAndScale) {
-  for (const Shape& sh : kShapes) {
+  for (const Shape& sh : kAllShapes) {
     if (sh.out * sh.in > 128 * 128 && sh.format != WeightFormat::kF32) continue;
     for (bool specials : {false, true}) {
       const auto ow = wild_weight(sh.format, sh.out, sh.in, specials ? 31 : 21);

@@ -26,18 +26,10 @@ namespace {
 using test::kCapacity;
 using test::RowBuffer;
 
-using test::pool2;
-
 using linear_test::Shape;
 using linear_test::random_rows;
+using test::run;
 constexpr const auto& kShapes = linear_test::kPresetShapes;
-
-// Runs fn(tid, n) on 1 thread or on the 2-thread pool.
-template <class Fn>
-void run(int nthreads, Fn&& fn) {
-  if (nthreads == 1) fn(0, 1);
-  else pool2().run([&fn](int tid, int n) { fn(tid, n); });
-}
 
 TEST(Linear, Bf16OutEveryTMatchesRef) {
   for (const Shape& sh : kShapes) {
