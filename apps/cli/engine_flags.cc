@@ -79,7 +79,6 @@ Status apply_spec(const EngineFlags& f, const ModelConfig& cfg, EngineOptions* e
   if (f.gamma != 0 && f.spec != "dspark") return Status::error("--gamma needs --spec dspark");
   if (f.verify != "exact" && f.spec != "dspark") return Status::error("--verify rejection needs --spec dspark");
   eo->dspark_rejection = f.verify == "rejection";
-  eo->min_step_seconds = f.test_min_step_seconds;
   eo->mtp = f.mtp || f.spec == "mtp";
   eo->dspark_gamma = 0;
   if (f.spec == "dspark") {
@@ -98,6 +97,7 @@ Result<EngineOptions> engine_options(const EngineFlags& f, const ModelConfig& cf
   DSV4_RETURN_IF_ERROR(apply_spec(f, cfg, &eo));
   eo.ranks = rs.groups();
   eo.cp_prefill_tokens = f.cp_prefill;
+  eo.min_step_seconds = f.test_min_step_seconds;
   return eo;
 }
 

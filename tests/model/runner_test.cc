@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <numeric>
-#include <random>
 #include <string>
 
 #include "base/cpu.h"
@@ -32,7 +31,7 @@ namespace {
 
 using Loaded = test::TinyModel;
 
-const Loaded& model(const std::string& preset, TinyQuant q) { return test::tiny_model(preset, q, 1); }
+using test::model;
 
 Limits limits(int max_chunk, int threads = 2) {
   Limits l;
@@ -46,12 +45,7 @@ Limits limits(int max_chunk, int threads = 2) {
   return l;
 }
 
-std::vector<int32_t> tokens(int n, uint32_t seed, int64_t vocab) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
+using test::tokens;
 
 // Teacher-forced logits of one sequence fed in chunks of `chunk` rows.
 std::vector<float> run_chunked(ModelRunner& r, const std::vector<int32_t>& toks, int chunk, int64_t prompt_len) {
