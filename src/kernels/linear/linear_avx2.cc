@@ -287,12 +287,17 @@ struct DecodeFp4 {  // in % 32 == 0, so n % 32 == 0
 
 // beta of 8 outputs: acc[j] is output j's 16 lanes; the fold tree of linear.h on
 // all of them at once (lane l + lane l+h per level), then back to output order.
+// [a.lo + a.hi | b.lo + b.hi]: insert and extract, not vperm2f128 (microcoded on Zen 1).
+inline __m256 add_halves(__m256 a, __m256 b) {
+  return _mm256_add_ps(_mm256_insertf128_ps(a, _mm256_castps256_ps128(b), 1),
+                       _mm256_insertf128_ps(b, _mm256_extractf128_ps(a, 1), 0));
+}
+
 inline __m256 fold8(const V2* acc) {
   __m256 v[8], s[4], u[2];
   for (int j = 0; j < 8; ++j) v[j] = _mm256_add_ps(acc[j].lo, acc[j].hi);  // l += l+8
   for (int p = 0; p < 4; ++p)  // l += l+4: one 128-bit half per output
-    s[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
-                         _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+    s[p] = add_halves(v[2 * p], v[2 * p + 1]);
   for (int q = 0; q < 2; ++q)  // l += l+2
     u[q] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * q], s[2 * q + 1], 0x44),
                          _mm256_shuffle_ps(s[2 * q], s[2 * q + 1], 0xEE));
@@ -559,10 +564,161 @@ void tile_rows(const Tile& tl) {
   }
 }
 
+// --- Small-row FP4 tile: 1 or 2 rows of bf16 x, FP4 weights in the stored layout ---
+// The same K order (linear.h), computed with the lanes of a chunk (16 weights k = 16c..16c+15
+// of a block) held as even and odd vectors: ev[i] is lane 2i (k = 16c + 2i), od[i] lane 2i+1,
+// which is what the nibble split gives without a byte interleave. x is copied once per span
+// in the same order (a bf16 pair per dword: even = dword << 16, odd = dword & 0xFFFF0000).
+// 32 weight bytes (64 weights) decode in one lookup per nibble half, then 8-byte pieces
+// widened to fp32 and scaled; each weight feeds its rows by FMA where the range check of
+// the block passes (else a separate multiply and add). Per block, four (row, output) lane
+// sets fold together by the tree of linear.h on the even/odd lanes; blocks chain as
+// everywhere.
+constexpr int kSmallSpan = 16;  // K blocks of one span (x of 2 rows: 16 KiB fp32)
+
+// bf16 x[0, 128·nb) -> xs in chunk order (per chunk: 8 even k, then 8 odd k), as fp32.
+inline void load_x_even_odd(const uint16_t* x, int nb, float* xs) {
+  const __m256i hi_half = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int c = 0; c < nb * kChunks; ++c) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 * c));
+    _mm256_store_ps(xs + 16 * c, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+    _mm256_store_ps(xs + 16 * c + 8, _mm256_castsi256_ps(_mm256_and_si256(v, hi_half)));
+  }
+}
+
+// Four lane sets (ev[j], od[j]: 16 lanes of (row, output) pair j) folded by the tree of
+// linear.h; lane j of the result is pair j's beta (lanes 4..7: copies).
+inline __m256 fold4_even_odd(const __m256 (&ev)[4], const __m256 (&od)[4]) {
+  // l += l+8: lanes 2i+8 are ev[i+4] / od[i+4], so each vector's halves add.
+  const __m256 e01 = add_halves(ev[0], ev[1]);
+  const __m256 e23 = add_halves(ev[2], ev[3]);
+  const __m256 o01 = add_halves(od[0], od[1]);
+  const __m256 o23 = add_halves(od[2], od[3]);
+  // l += l+4: element i + element i+2 of each half.
+  const __m256 e = _mm256_add_ps(_mm256_shuffle_ps(e01, e23, 0x44), _mm256_shuffle_ps(e01, e23, 0xEE));
+  const __m256 o = _mm256_add_ps(_mm256_shuffle_ps(o01, o23, 0x44), _mm256_shuffle_ps(o01, o23, 0xEE));
+  // l += l+2: element 0 + element 1 of each pair.
+  const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(e, o, 0x88), _mm256_shuffle_ps(e, o, 0xDD));
+  // l += l+1: even + odd; lanes 0, 4, 1, 5 hold pairs 0, 1, 2, 3.
+  const __m256 f = _mm256_add_ps(w, _mm256_shuffle_ps(w, w, 0x4E));
+  return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
+}
+
+// Lanes of R rows x NO outputs (R·NO == 4) over one 128-wide block: wp[q] the block's 64 code
+// bytes of output q, sp[q] its 4 scale bytes, xs[r] row r's block in chunk order.
+template <int R, int NO, bool kFma>
+inline __m256 fp4_small_block(const uint8_t* const (&wp)[NO], const uint8_t* const (&sp)[NO],
+                              const float* const (&xs)[R]) {
+  const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2, 3, 4, 6, 8,
+                                       12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  __m256 ev[4], od[4];
+  for (int j = 0; j < 4; ++j) ev[j] = od[j] = _mm256_setzero_ps();
+  for (int h = 0; h < 2; ++h) {
+    for (int q = 0; q < NO; ++q) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[q] + 32 * h));
+      const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(b, nib));
+      const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(b, 4), nib));
+      const __m128i lo0 = _mm256_castsi256_si128(lo), lo1 = _mm256_extracti128_si256(lo, 1);
+      const __m128i hi0 = _mm256_castsi256_si128(hi), hi1 = _mm256_extracti128_si256(hi, 1);
+      const __m256 s0 = _mm256_broadcast_ss(&kHalfScale.v[sp[q][2 * h]]);
+      const __m256 s1 = _mm256_broadcast_ss(&kHalfScale.v[sp[q][2 * h + 1]]);
+      const __m128i le[4] = {lo0, _mm_unpackhi_epi64(lo0, lo0), lo1, _mm_unpackhi_epi64(lo1, lo1)};
+      const __m128i he[4] = {hi0, _mm_unpackhi_epi64(hi0, hi0), hi1, _mm_unpackhi_epi64(hi1, hi1)};
+      for (int cc = 0; cc < 4; ++cc) {
+        const int c = 4 * h + cc;
+        const __m256 s = cc < 2 ? s0 : s1;
+        const __m256 we = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(le[cc])), s);
+        const __m256 wo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(he[cc])), s);
+        for (int r = 0; r < R; ++r) {
+          const int j = r * NO + q;
+          const __m256 xe = _mm256_load_ps(xs[r] + 16 * c), xo = _mm256_load_ps(xs[r] + 16 * c + 8);
+          if constexpr (kFma) {
+            ev[j] = _mm256_fmadd_ps(xe, we, ev[j]);
+            od[j] = _mm256_fmadd_ps(xo, wo, od[j]);
+          } else {
+            ev[j] = _mm256_add_ps(ev[j], _mm256_mul_ps(xe, we));
+            od[j] = _mm256_add_ps(od[j], _mm256_mul_ps(xo, wo));
+          }
+        }
+      }
+    }
+  }
+  return fold4_even_odd(ev, od);
+}
+
+// R rows (1 or 2) of the tile, NO = 4 / R outputs at a time; K a whole number of blocks.
+template <int R>
+void fp4_small_tile(const Tile& tl) {
+  constexpr int NO = 4 / R;
+  constexpr int kGroups = kTileOut / NO;
+  const DecodeFp4 dec(*tl.w);
+  const uint16_t* x = static_cast<const uint16_t*>(tl.x);
+  const int64_t n_blk = (tl.k1 - tl.k0) / kBlock;
+  const int64_t row_bytes = dec.in / 2, row_scales = dec.in / 32;
+  const int groups = (tl.no + NO - 1) / NO;
+  alignas(32) float xs[R][kSmallSpan * kBlock];
+  int xlo[R][kSmallSpan], xhi[R][kSmallSpan];
+  __m256 part[kGroups], total[kGroups];
+  for (int64_t b0 = 0; b0 < n_blk; b0 += kSmallSpan) {
+    const int nb = static_cast<int>(n_blk - b0 < kSmallSpan ? n_blk - b0 : kSmallSpan);
+    const int64_t kb = tl.k0 + b0 * kBlock;
+    for (int r = 0; r < R; ++r) {
+      const uint16_t* xr = x + r * tl.x_stride + kb;
+      load_x_even_odd(xr, nb, xs[r]);
+      for (int bb = 0; bb < nb; ++bb) bf16_range(xr + bb * kBlock, &xlo[r][bb], &xhi[r][bb]);
+    }
+    for (int g = 0; g < groups; ++g) {
+      const uint8_t* wp[NO];
+      const uint8_t* sp[NO];
+      for (int q = 0; q < NO; ++q) {
+        const int64_t o = tl.o + (g * NO + q < tl.no ? g * NO + q : tl.no - 1);  // a short group repeats its last
+        wp[q] = dec.data + o * row_bytes + kb / 2;
+        sp[q] = dec.scale + o * row_scales + kb / 32;
+      }
+      for (int bb = 0; bb < nb; ++bb) {
+        constexpr int kAhead = 4;  // blocks prefetched ahead in each weight row
+        if (bb + kAhead < nb)
+          for (int q = 0; q < NO; ++q) _mm_prefetch(reinterpret_cast<const char*>(wp[q] + (bb + kAhead) * 64), _MM_HINT_T0);
+        int mn = 255, mx = 0;
+        for (int q = 0; q < NO; ++q)
+          for (int s = 0; s < 4; ++s) {
+            const int v = sp[q][4 * bb + s];
+            mn = v < mn ? v : mn;
+            mx = v > mx ? v : mx;
+          }
+        const XWindow win = fp4_window(mn, mx);
+        bool fma = !win.empty();
+        for (int r = 0; r < R; ++r) fma = fma && xlo[r][bb] >= win.lo && xhi[r][bb] <= win.hi;
+        const uint8_t* wb[NO];
+        const uint8_t* sb[NO];
+        for (int q = 0; q < NO; ++q) {
+          wb[q] = wp[q] + bb * 64;
+          sb[q] = sp[q] + bb * 4;
+        }
+        const float* xr[R];
+        for (int r = 0; r < R; ++r) xr[r] = xs[r] + bb * kBlock;
+        const __m256 beta = fma ? fp4_small_block<R, NO, true>(wb, sb, xr) : fp4_small_block<R, NO, false>(wb, sb, xr);
+        chain_beta(block_chain(b0 + bb, n_blk, tl.g_blk), beta, part[g], total[g], add_ps);
+      }
+    }
+  }
+  for (int g = 0; g < groups; ++g) {
+    alignas(32) float v[8];
+    _mm256_store_ps(v, total[g]);
+    for (int j = 0; j < 4; ++j) {
+      const int r = j / NO, jo = g * NO + j % NO;
+      if (jo < tl.no) tl.y[r * kMaxOutTile + jo] = v[j];
+    }
+  }
+}
+
 // FP8 / FP4 / BF16 weights with kGemmMinRows rows or more: the GEMM tile; else span tiles.
 constexpr int kGemmMinRows = 3;
 void tile_bf16(const Tile& tl) {
   const int nt = tl.nt;
+  if (nt <= 2 && tl.w->format == WeightFormat::kFP4 && (tl.k1 - tl.k0) % kBlock == 0)
+    return nt == 1 ? fp4_small_tile<1>(tl) : fp4_small_tile<2>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP8) return gemm_tile<DecodeFp8>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP4) return gemm_tile<DecodeFp4>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kBF16) return gemm_tile<DecodeBf16>(tl);
