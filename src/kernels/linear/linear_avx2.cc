@@ -574,7 +574,6 @@ void tile_rows(const Tile& tl) {
 // the block passes (else a separate multiply and add). Per block, four (row, output) lane
 // sets fold together by the tree of linear.h on the even/odd lanes; blocks chain as
 // everywhere.
-constexpr int kSmallSpan = 16;  // K blocks of one span (x of 2 rows: 16 KiB fp32)
 
 // bf16 x[0, 128·nb) -> xs in chunk order (per chunk: 8 even k, then 8 odd k), as fp32.
 inline void load_x_even_odd(const uint16_t* x, int nb, float* xs) {
@@ -604,41 +603,45 @@ inline __m256 fold4_even_odd(const __m256 (&ev)[4], const __m256 (&od)[4]) {
   return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
 }
 
-// Lanes of R rows x NO outputs (R·NO == 4) over one 128-wide block: wp[q] the block's 64 code
-// bytes of output q, sp[q] its 4 scale bytes, xs[r] row r's block in chunk order.
-template <int R, int NO, bool kFma>
-inline __m256 fp4_small_block(const uint8_t* const (&wp)[NO], const uint8_t* const (&sp)[NO],
-                              const float* const (&xs)[R]) {
+// Lane sets j = (block b < BS, row, output) of R rows x NO outputs x BS blocks (R·NO·BS == 4):
+// wp[q] output q's 64 code bytes of the first block (the second follows, or, when !second,
+// the first is computed twice), sp[q] its scale bytes, xs[r] row r's first block in chunk
+// order. Returns the betas of the sets, lane j = (b·R + r)·NO + q.
+template <int R, int NO, int BS, bool kFma>
+inline __m256 fp4_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t* const (&sp)[NO],
+                               const float* const (&xs)[R], bool second) {
   const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2, 3, 4, 6, 8,
                                        12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m256i nib = _mm256_set1_epi8(0x0F);
   __m256 ev[4], od[4];
-  for (int j = 0; j < 4; ++j) ev[j] = od[j] = _mm256_setzero_ps();
-  for (int h = 0; h < 2; ++h) {
-    for (int q = 0; q < NO; ++q) {
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[q] + 32 * h));
-      const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(b, nib));
-      const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(b, 4), nib));
-      const __m128i lo0 = _mm256_castsi256_si128(lo), lo1 = _mm256_extracti128_si256(lo, 1);
-      const __m128i hi0 = _mm256_castsi256_si128(hi), hi1 = _mm256_extracti128_si256(hi, 1);
-      const __m256 s0 = _mm256_broadcast_ss(&kHalfScale.v[sp[q][2 * h]]);
-      const __m256 s1 = _mm256_broadcast_ss(&kHalfScale.v[sp[q][2 * h + 1]]);
-      const __m128i le[4] = {lo0, _mm_unpackhi_epi64(lo0, lo0), lo1, _mm_unpackhi_epi64(lo1, lo1)};
-      const __m128i he[4] = {hi0, _mm_unpackhi_epi64(hi0, hi0), hi1, _mm_unpackhi_epi64(hi1, hi1)};
-      for (int cc = 0; cc < 4; ++cc) {
-        const int c = 4 * h + cc;
-        const __m256 s = cc < 2 ? s0 : s1;
-        const __m256 we = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(le[cc])), s);
-        const __m256 wo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(he[cc])), s);
-        for (int r = 0; r < R; ++r) {
-          const int j = r * NO + q;
-          const __m256 xe = _mm256_load_ps(xs[r] + 16 * c), xo = _mm256_load_ps(xs[r] + 16 * c + 8);
-          if constexpr (kFma) {
-            ev[j] = _mm256_fmadd_ps(xe, we, ev[j]);
-            od[j] = _mm256_fmadd_ps(xo, wo, od[j]);
-          } else {
-            ev[j] = _mm256_add_ps(ev[j], _mm256_mul_ps(xe, we));
-            od[j] = _mm256_add_ps(od[j], _mm256_mul_ps(xo, wo));
+  for (int b = 0; b < BS; ++b) {
+    const int bo = second ? b : 0;  // a lone block computes twice; the copy is not chained
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < NO; ++q) ev[(b * R + r) * NO + q] = od[(b * R + r) * NO + q] = _mm256_setzero_ps();
+    for (int h = 0; h < 2; ++h) {
+      for (int q = 0; q < NO; ++q) {
+        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[q] + 64 * bo + 32 * h));
+        const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(bytes, nib));
+        const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nib));
+        for (int cc = 0; cc < 4; ++cc) {
+          const int c = 4 * h + cc;  // chunk of the block; its scale is sub-block c / 2
+          const __m128i l4 = cc < 2 ? _mm256_castsi256_si128(lo) : _mm256_extracti128_si256(lo, 1);
+          const __m128i h4 = cc < 2 ? _mm256_castsi256_si128(hi) : _mm256_extracti128_si256(hi, 1);
+          const __m128i le = cc % 2 == 0 ? l4 : _mm_unpackhi_epi64(l4, l4);
+          const __m128i he = cc % 2 == 0 ? h4 : _mm_unpackhi_epi64(h4, h4);
+          const __m256 s = _mm256_broadcast_ss(&kHalfScale.v[sp[q][4 * bo + c / 2]]);
+          const __m256 we = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(le)), s);
+          const __m256 wo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(he)), s);
+          for (int r = 0; r < R; ++r) {
+            const int j = (b * R + r) * NO + q;
+            const float* xc = xs[r] + bo * kBlock + 16 * c;
+            if constexpr (kFma) {
+              ev[j] = _mm256_fmadd_ps(_mm256_load_ps(xc), we, ev[j]);
+              od[j] = _mm256_fmadd_ps(_mm256_load_ps(xc + 8), wo, od[j]);
+            } else {
+              ev[j] = _mm256_add_ps(ev[j], _mm256_mul_ps(_mm256_load_ps(xc), we));
+              od[j] = _mm256_add_ps(od[j], _mm256_mul_ps(_mm256_load_ps(xc + 8), wo));
+            }
           }
         }
       }
@@ -647,27 +650,60 @@ inline __m256 fp4_small_block(const uint8_t* const (&wp)[NO], const uint8_t* con
   return fold4_even_odd(ev, od);
 }
 
-// R rows (1 or 2) of the tile, NO = 4 / R outputs at a time; K a whole number of blocks.
+// True when every scale byte of NO outputs' block pair (8 bytes each from sp[q], or 4 when
+// !second) lies in [lo, hi]: the range check of linear_tile.h with the rows' window folded
+// into the bounds (fp4_window: 136 - smin <= x exponents, 374 - smax >= them).
+template <int NO>
+inline bool fp4_scales_in(const uint8_t* const (&sp)[NO], bool second, int lo, int hi) {
+  if (lo > hi) return false;
+  uint64_t out = 0;
+  for (int q = 0; q < NO; ++q) {
+    uint64_t v = 0;
+    if (second) {
+      __builtin_memcpy(&v, sp[q], 8);
+    } else {
+      uint32_t v4 = 0;
+      __builtin_memcpy(&v4, sp[q], 4);
+      v = v4 | uint64_t{v4} << 32;
+    }
+    const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(v));
+    const __m128i below = _mm_sub_epi8(_mm_max_epu8(b, _mm_set1_epi8(static_cast<char>(lo))), b);  // > 0 where b < lo
+    const __m128i above = _mm_sub_epi8(b, _mm_min_epu8(b, _mm_set1_epi8(static_cast<char>(hi))));  // > 0 where b > hi
+    out |= static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_or_si128(below, above)));
+  }
+  return out == 0;
+}
+
+// R rows (1, 2 or 4; rows from nt on repeat the last and are not stored), NO outputs and BS
+// blocks per fold (R·NO·BS == 4); K a whole number of blocks.
 template <int R>
 void fp4_small_tile(const Tile& tl) {
-  constexpr int NO = 4 / R;
-  constexpr int kGroups = kTileOut / NO;
+  constexpr int NO = R == 1 ? 2 : 1, BS = 4 / (R * NO), kSets = R * NO;
+  constexpr int kGroups = kTileOut / NO, kSpanBlocks = 32 / R;  // x of a span: 16 KiB
   const DecodeFp4 dec(*tl.w);
   const uint16_t* x = static_cast<const uint16_t*>(tl.x);
   const int64_t n_blk = (tl.k1 - tl.k0) / kBlock;
   const int64_t row_bytes = dec.in / 2, row_scales = dec.in / 32;
   const int groups = (tl.no + NO - 1) / NO;
-  alignas(32) float xs[R][kSmallSpan * kBlock];
-  int xlo[R][kSmallSpan], xhi[R][kSmallSpan];
+  alignas(32) float xs[R][kSpanBlocks * kBlock];
+  int s_lo[kSpanBlocks], s_hi[kSpanBlocks];  // per block: scale bytes admitting FMA for every row
   __m256 part[kGroups], total[kGroups];
-  for (int64_t b0 = 0; b0 < n_blk; b0 += kSmallSpan) {
-    const int nb = static_cast<int>(n_blk - b0 < kSmallSpan ? n_blk - b0 : kSmallSpan);
+  for (int64_t b0 = 0; b0 < n_blk; b0 += kSpanBlocks) {
+    const int nb = static_cast<int>(n_blk - b0 < kSpanBlocks ? n_blk - b0 : kSpanBlocks);
     const int64_t kb = tl.k0 + b0 * kBlock;
-    for (int r = 0; r < R; ++r) {
+    for (int bb = 0; bb < nb; ++bb) s_lo[bb] = 2, s_hi[bb] = 252;
+    for (int r = 0; r < R && r < tl.nt; ++r) {
       const uint16_t* xr = x + r * tl.x_stride + kb;
       load_x_even_odd(xr, nb, xs[r]);
-      for (int bb = 0; bb < nb; ++bb) bf16_range(xr + bb * kBlock, &xlo[r][bb], &xhi[r][bb]);
+      for (int bb = 0; bb < nb; ++bb) {
+        int xlo = 0, xhi = 0;
+        bf16_range(xr + bb * kBlock, &xlo, &xhi);
+        s_lo[bb] = 136 - xlo > s_lo[bb] ? 136 - xlo : s_lo[bb];
+        s_hi[bb] = 374 - xhi < s_hi[bb] ? 374 - xhi : s_hi[bb];
+      }
     }
+    const float* xrow[R];
+    for (int r = 0; r < R; ++r) xrow[r] = xs[r < tl.nt || tl.nt < 1 ? r : tl.nt - 1];
     for (int g = 0; g < groups; ++g) {
       const uint8_t* wp[NO];
       const uint8_t* sp[NO];
@@ -676,20 +712,15 @@ void fp4_small_tile(const Tile& tl) {
         wp[q] = dec.data + o * row_bytes + kb / 2;
         sp[q] = dec.scale + o * row_scales + kb / 32;
       }
-      for (int bb = 0; bb < nb; ++bb) {
+      for (int bb = 0; bb < nb; bb += BS) {
         constexpr int kAhead = 4;  // blocks prefetched ahead in each weight row
-        if (bb + kAhead < nb)
-          for (int q = 0; q < NO; ++q) _mm_prefetch(reinterpret_cast<const char*>(wp[q] + (bb + kAhead) * 64), _MM_HINT_T0);
-        int mn = 255, mx = 0;
-        for (int q = 0; q < NO; ++q)
-          for (int s = 0; s < 4; ++s) {
-            const int v = sp[q][4 * bb + s];
-            mn = v < mn ? v : mn;
-            mx = v > mx ? v : mx;
-          }
-        const XWindow win = fp4_window(mn, mx);
-        bool fma = !win.empty();
-        for (int r = 0; r < R; ++r) fma = fma && xlo[r][bb] >= win.lo && xhi[r][bb] <= win.hi;
+        if (bb + kAhead + BS <= nb)
+          for (int q = 0; q < NO; ++q)
+            for (int a = 0; a < BS; ++a)
+              _mm_prefetch(reinterpret_cast<const char*>(wp[q] + (bb + kAhead + a) * 64), _MM_HINT_T0);
+        const bool second = BS == 2 && bb + 1 < nb;
+        const int lo = second && s_lo[bb + 1] > s_lo[bb] ? s_lo[bb + 1] : s_lo[bb];
+        const int hi = second && s_hi[bb + 1] < s_hi[bb] ? s_hi[bb + 1] : s_hi[bb];
         const uint8_t* wb[NO];
         const uint8_t* sb[NO];
         for (int q = 0; q < NO; ++q) {
@@ -697,28 +728,33 @@ void fp4_small_tile(const Tile& tl) {
           sb[q] = sp[q] + bb * 4;
         }
         const float* xr[R];
-        for (int r = 0; r < R; ++r) xr[r] = xs[r] + bb * kBlock;
-        const __m256 beta = fma ? fp4_small_block<R, NO, true>(wb, sb, xr) : fp4_small_block<R, NO, false>(wb, sb, xr);
+        for (int r = 0; r < R; ++r) xr[r] = xrow[r] + bb * kBlock;
+        const __m256 beta = fp4_scales_in(sb, second, lo, hi) ? fp4_small_blocks<R, NO, BS, true>(wb, sb, xr, second)
+                                                              : fp4_small_blocks<R, NO, BS, false>(wb, sb, xr, second);
         chain_beta(block_chain(b0 + bb, n_blk, tl.g_blk), beta, part[g], total[g], add_ps);
+        if (second)
+          chain_beta(block_chain(b0 + bb + 1, n_blk, tl.g_blk), _mm256_shuffle_ps(beta, beta, 0xEE), part[g], total[g],
+                     add_ps);
       }
     }
   }
   for (int g = 0; g < groups; ++g) {
     alignas(32) float v[8];
     _mm256_store_ps(v, total[g]);
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < kSets; ++j) {
       const int r = j / NO, jo = g * NO + j % NO;
-      if (jo < tl.no) tl.y[r * kMaxOutTile + jo] = v[j];
+      if (r < tl.nt && jo < tl.no) tl.y[r * kMaxOutTile + jo] = v[j];
     }
   }
 }
 
 // FP8 / FP4 / BF16 weights with kGemmMinRows rows or more: the GEMM tile; else span tiles.
 constexpr int kGemmMinRows = 3;
+constexpr int kFp4SmallRows = 4;  // FP4 up to this many rows: the small-row tile
 void tile_bf16(const Tile& tl) {
   const int nt = tl.nt;
-  if (nt <= 2 && tl.w->format == WeightFormat::kFP4 && (tl.k1 - tl.k0) % kBlock == 0)
-    return nt == 1 ? fp4_small_tile<1>(tl) : fp4_small_tile<2>(tl);
+  if (nt <= kFp4SmallRows && tl.w->format == WeightFormat::kFP4 && (tl.k1 - tl.k0) % kBlock == 0)
+    return nt == 1 ? fp4_small_tile<1>(tl) : nt == 2 ? fp4_small_tile<2>(tl) : fp4_small_tile<4>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP8) return gemm_tile<DecodeFp8>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP4) return gemm_tile<DecodeFp4>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kBF16) return gemm_tile<DecodeBf16>(tl);
