@@ -15,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "dspark_cases.h"
 #include "gemm_cases.h"
+#include "ggml_peer.h"
 #include "layer_cases.h"
 #include "layer_checkpoint.h"
 #include "onednn_cases.h"
@@ -146,7 +147,14 @@ Status run_gemms(const BenchOptions& o, const Machine& m, std::vector<CaseResult
   const GemmSets sets{o.gemm_rows, o.repeats, o.gemm_span_mib << 20};
   const size_t first = all.size();
   for (int t : thread_counts(o)) {
-    if (selected(o, "gemm")) add_cases(all, run_gemm_cases(shapes, sets, t), m);
+    if (selected(o, "gemm") && !o.peer_ggml.empty() && t == o.threads) {
+      const PeerSets ps{o.peer_ggml, o.gemm_rows, o.peer_rounds, o.repeats, o.gemm_span_mib << 20};
+      Result<std::vector<CaseResult>> g = run_gemm_with_peer(shapes, ps, t, notes);
+      if (!g.ok()) return g.status();
+      add_cases(all, std::move(g.value()), m);
+    } else if (selected(o, "gemm")) {
+      add_cases(all, run_gemm_cases(shapes, sets, t), m);
+    }
     if (!selected(o, "onednn")) continue;
     if (!onednn_available()) {
       if (t == o.threads) {
@@ -170,9 +178,10 @@ Status run_gemms(const BenchOptions& o, const Machine& m, std::vector<CaseResult
   std::stable_sort(rows.begin(), rows.end(), [](const CaseResult& a, const CaseResult& b) {
     return std::tie(a.threads, a.shape, a.T) < std::tie(b.threads, b.shape, b.T);
   });
-  print_cases(fmt::format("core GEMV/GEMM at the {} shapes: engine FP8/FP4 beside oneDNN bf16, median of {} passes",
-                          o.preset, o.repeats),
+  print_cases(fmt::format("core GEMV/GEMM at the {} shapes: engine FP8/FP4 beside oneDNN bf16{}, median of {} passes",
+                          o.preset, o.peer_ggml.empty() ? "" : " and ggml", o.repeats),
               rows);
+  if (!o.peer_ggml.empty()) print_peer_comparison(rows, o.peer_rounds);
   return Status();
 }
 

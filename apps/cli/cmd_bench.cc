@@ -57,6 +57,12 @@ Command add_bench(CLI::App& app) {
   sub->add_flag("--quick", *quick,
                 "B 1,4,16; S 1,2; gamma 1,5; prefill 64; T 1,16; one 1 GiB probe; 3 repeats (explicit flags win)");
   sub->add_flag("--no-scaling", *no_scaling, "Skip the 1-thread runs");
+  sub->add_option("--peer-ggml", opts->peer_ggml,
+                  "gemm: time ggml's mul_mat beside the engine, interleaved (DIR holds peer_plain and/or peer_lf "
+                  "built from ../shared/tools/ggml_peer)")
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--peer-rounds", opts->peer_rounds, "gemm with --peer-ggml: interleaved rounds (median)")
+      ->check(CLI::Range(1, 100))->capture_default_str();
   sub->add_option("--cache-dir", opts->cache_dir, "Layer checkpoints (default: <user cache>/dsv4/bench)");
   sub->add_option("--json", opts->json, "Write one record per case here, and the throughput PNG beside it");
   return {sub, [opts, quick, no_scaling, sub]() {

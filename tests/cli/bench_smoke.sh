@@ -93,6 +93,34 @@ for c in spec:
     else:
         assert c["rounds"] > 0 and 0 <= c["accepted"] <= c["drafts"], c
 PY
+# --peer-ggml: a stand-in peer (the harness's CSV for whatever case and T it is asked),
+# interleaved per round; the side-by-side table and the ggml records. An empty DIR is an error.
+mkdir -p "$work/peer" "$work/nopeer"
+cat >"$work/peer/peer_plain" <<'SH'
+#!/usr/bin/env bash
+while [ $# -gt 0 ]; do case $1 in --only) only=$2; shift;; --T) ts=$2; shift;; esac; shift; done
+echo "# fake repack=0"
+echo "mode,case,type,rows,K,T,n_copies,weight_bytes,median_us,GBps,min_us,max_us,buft,relerr"
+echo "$(date +%s%N)" >>"$(dirname "$0")/calls"
+for t in ${ts//,/ }; do echo "ggml,$only,x,1,1,$t,1,1000,$((100 * t)).0,1,1,1,CPU,0"; done
+SH
+chmod +x "$work/peer/peer_plain"
+"$dsv4" bench --preset tiny --cases gemm --gemm-rows 1,4 --bandwidth-mib 8 --gemm-span-mib 1 --repeats 1 --no-scaling \
+  --peer-ggml "$work/peer" --peer-rounds 2 --json "$work/peer.json" >"$work/out4.txt" 2>&1 ||
+  { echo "FAIL: --peer-ggml run exited $?"; cat "$work/out4.txt"; exit 1; }
+grep -q "engine vs ggml" "$work/out4.txt" || { echo "FAIL: no comparison table"; cat "$work/out4.txt"; exit 1; }
+[ "$(wc -l <"$work/peer/calls")" -eq 8 ] || { echo "FAIL: peer not called 2 rounds x 4 shapes"; exit 1; }
+/usr/bin/python3 - "$work/peer.json" <<'PY'
+import json, sys
+cases = json.load(open(sys.argv[1]))["cases"]
+peer = [c for c in cases if c["case"].startswith("ggml-")]
+assert {c["case"] for c in peer} == {"ggml-q8_0", "ggml-mxfp4"}, peer
+assert len(peer) == 8 and all(c["rounds"] == 2 and abs(c["step_ms"] - 0.1 * c["T"]) < 1e-9 for c in peer), peer
+assert all(c["bytes"] == 1000 and c["engine_speedup"] > 0 for c in peer), peer
+PY
+if "$dsv4" bench --preset tiny --cases gemm --gemm-rows 1 --bandwidth-mib 8 --repeats 1 --no-scaling \
+    --peer-ggml "$work/nopeer" >"$work/out5.txt" 2>&1; then echo "FAIL: empty --peer-ggml DIR accepted"; exit 1; fi
+grep -q "no peer_plain or peer_lf" "$work/out5.txt" || { echo "FAIL: unclear peer error"; cat "$work/out5.txt"; exit 1; }
 if command -v gnuplot >/dev/null; then
   head -c 8 "$work/bench.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" ||
     { echo "FAIL: $work/bench.png is not a PNG"; exit 1; }
