@@ -5,7 +5,10 @@
 // GB/s of weight bytes and bw_frac, the fraction of the measured read bandwidth,
 // and GFLOP/s (2·T·out·in per call: the compute side at large T). Each call reads
 // a different copy of the weight (copies span more than the last-level cache),
-// as a decode step reads every layer's weights once from DRAM.
+// as a decode step reads every layer's weights once from DRAM. FP8/FP4 weights are in the
+// layout the loader gives the variant (the tile layouts for one that reads them), so each
+// variant runs what the engine runs. `dsv4 bench --cases gemm` times the selected variant
+// at the layer's shapes (beside ggml with --peer-ggml); this program compares the variants.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include "kernels/linear/linear.h"
 #include "numeric/e2m1.h"
 #include "numeric/e4m3.h"
+#include "numeric/linear_weight.h"
 #include "numeric/ue8m0.h"
 
 #include "bandwidth.h"
@@ -34,6 +38,7 @@ namespace {
 
 using kernels::actq_rows;
 using kernels::linear;
+using kernels::linear_reads_dot_layouts;
 using kernels::set_linear_isa;
 
 constexpr int kThreads = 2;
@@ -77,17 +82,34 @@ int64_t scale_bytes(const Shape& s) {
 
 // Copies of one random weight of a shape (trained-like magnitudes: N(0, 1/in)
 // through the format's codes), laid out back to back.
+// `packed`: the same copies in the tile layouts (LinearWeight::fp4_dot, fp8_dot), which the
+// loader gives a variant that reads them (linear_reads_dot_layouts), built on first use.
 struct WeightSet {
   const Shape* shape = nullptr;
   int n_copies = 0;
-  std::vector<uint8_t> data, scale;
-  LinearWeight copy(int i) const {
-    return LinearWeight{shape->format, shape->out, shape->in, data.data() + i * data_bytes(*shape),
-                        scale.empty() ? nullptr : scale.data() + i * scale_bytes(*shape)};
+  std::vector<uint8_t> data, scale, packed;
+  bool packs() const {
+    return (shape->format == WeightFormat::kFP4 || shape->format == WeightFormat::kFP8) &&
+           dot_tiles_fit(shape->out, shape->in);
+  }
+  LinearWeight copy(int i, bool tiles) const {
+    LinearWeight w{shape->format, shape->out, shape->in, (tiles ? packed : data).data() + i * data_bytes(*shape),
+                   scale.empty() ? nullptr : scale.data() + i * scale_bytes(*shape)};
+    w.fp4_dot = tiles && shape->format == WeightFormat::kFP4;
+    w.fp8_dot = tiles && shape->format == WeightFormat::kFP8;
+    return w;
   }
 };
 
-const WeightSet& weights(const Shape& s) {
+// All copies packed as one matrix of n_copies·out rows (rows stay in place per 16-row tile).
+void pack_copies(WeightSet& ws) {
+  if (!ws.packed.empty()) return;
+  ws.packed.resize(ws.data.size());
+  pack_tiles(LinearWeight{ws.shape->format, ws.n_copies * ws.shape->out, ws.shape->in, ws.data.data()},
+             ws.packed.data());
+}
+
+WeightSet& weights(const Shape& s) {
   static WeightSet ws;
   if (ws.shape == &s) return ws;
   ws = WeightSet{};
@@ -128,7 +150,7 @@ const WeightSet& weights(const Shape& s) {
 
 void bm_linear(benchmark::State& state, const Shape* shape, Isa isa) {
   const int64_t T = state.range(0);
-  const WeightSet& ws = weights(*shape);
+  WeightSet& ws = weights(*shape);
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<bf16> x(T * shape->in), y(T * shape->out);
@@ -136,10 +158,12 @@ void bm_linear(benchmark::State& state, const Shape* shape, Isa isa) {
   if (shape->format == WeightFormat::kFP8 || shape->format == WeightFormat::kFP4)
     actq_rows(x.data(), T, shape->in, x.data(), 0, 1);
   set_linear_isa(isa);
+  const bool tiles = ws.packs() && linear_reads_dot_layouts();  // the layout the loader gives this variant
+  if (tiles) pack_copies(ws);
   int c = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    const LinearWeight w = ws.copy(c);
+    const LinearWeight w = ws.copy(c, tiles);
     c = (c + 1) % ws.n_copies;
     pool().run([&](int tid, int n) { linear(w, x.data(), T, y.data(), tid, n); });
     benchmark::ClobberMemory();
