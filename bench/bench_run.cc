@@ -185,6 +185,25 @@ Status run_gemms(const BenchOptions& o, const Machine& m, std::vector<CaseResult
   return Status();
 }
 
+// After the layer kinds: verify overhead per decode record, barriers per whole-model step
+// (the preset's layers by kind; SWA layers, which the bench does not time, counted with the
+// HCA layer's runs, an upper bound: an SWA layer runs a subset of an HCA layer's phases).
+Status print_layer_summaries(const BenchOptions& o, const Machine& m, std::vector<CaseResult>& all) {
+  annotate_verify_overhead(all, m);
+  print_verify_overhead(all);
+  Result<ModelConfig> full = bench_preset_config(o.preset, LayerKind::kCsa);
+  if (!full.ok()) return full.status();
+  int swa = 0, csa = 0, hca = 0;
+  for (int l = 0; l < full->num_hidden_layers; ++l) {
+    const int r = full->layer_ratio(l);
+    (r == 0 ? swa : r == 4 ? csa : hca) += 1;
+  }
+  std::vector<LayerCount> layers{{"layer-csa", "", csa}, {"layer-hca", "", hca}};
+  if (swa > 0) layers.push_back({"layer-swa", "layer-hca", swa});
+  print_step_barriers(all, layers, fmt::format("{} ({} CSA, {} HCA, {} SWA layers)", o.preset, csa, hca, swa));
+  return Status();
+}
+
 // Every case timed at 1 thread beside its N-thread twin.
 void print_scaling(const std::vector<CaseResult>& all, int threads) {
   std::map<std::tuple<std::string, std::string, std::string, int, int>, const CaseResult*> multi;
@@ -239,6 +258,7 @@ Status run_bench(const BenchOptions& o) {
     DSV4_RETURN_IF_ERROR(run_layer_kind(o, kind, m, layer, head && !head_done, all));
     head_done = head_done || head;
   }
+  if (selected(o, "layer-csa") || selected(o, "layer-hca")) DSV4_RETURN_IF_ERROR(print_layer_summaries(o, m, all));
   if (selected(o, "gemm") || selected(o, "onednn")) DSV4_RETURN_IF_ERROR(run_gemms(o, m, all, notes));
   if (selected(o, "tiny-e2e")) {
     if (o.tiny_model_dir.empty()) {

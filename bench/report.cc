@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -40,6 +41,83 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void annotate_verify_overhead(std::vector<CaseResult>& cases, const Machine& m) {
+  std::map<std::tuple<std::string, int, int>, const CaseResult*> one;
+  for (const CaseResult& c : cases)
+    if (c.phase == "decode" && c.S == 1) one[{c.name, c.B, c.threads}] = &c;
+  const auto roof = [&](const CaseResult& c) {
+    const double bw = m.read(c.threads), peak = m.peak(c.threads);
+    return std::max(bw > 0 ? c.cost.bytes / (bw * 1e9) : 0.0, peak > 0 ? c.cost.flops / (peak * 1e9) : 0.0);
+  };
+  for (CaseResult& c : cases) {
+    if (c.phase != "decode" || c.S <= 1) continue;
+    auto it = one.find({c.name, c.B, c.threads});
+    if (it == one.end()) continue;
+    const CaseResult& b = *it->second;
+    const double r1 = roof(b), rs = roof(c);
+    if (b.step_ms <= 0 || r1 <= 0 || rs <= 0) continue;
+    c.extra.emplace_back("verify_overhead", (c.step_ms / b.step_ms) / (rs / r1));
+  }
+}
+
+void print_verify_overhead(const std::vector<CaseResult>& cases) {
+  bool header = false;
+  for (const CaseResult& c : cases) {
+    const double v = c.extra_value("verify_overhead");
+    if (v <= 0) continue;
+    if (!header) {
+      std::printf("\nverify overhead: (t_S / t_1) / (roofline_S / roofline_1), roofline = max(bytes / bandwidth, "
+                  "FLOPs / peak)\n%-12s %4s %2s %3s %10s %8s\n",
+                  "case", "B", "S", "thr", "t_S/t_1", "overhead");
+      header = true;
+    }
+    double t1 = 0;
+    for (const CaseResult& b : cases)
+      if (b.name == c.name && b.phase == "decode" && b.B == c.B && b.S == 1 && b.threads == c.threads) t1 = b.step_ms;
+    std::printf("%-12s %4d %2d %3d %9.2fx %8.2f\n", c.name.c_str(), c.B, c.S, c.threads, t1 > 0 ? c.step_ms / t1 : 0.0, v);
+  }
+}
+
+void print_step_barriers(const std::vector<CaseResult>& cases, const std::vector<LayerCount>& layers,
+                         const std::string& model) {
+  // (B, S, threads) -> runs per case name.
+  std::map<std::tuple<int, int, int>, std::map<std::string, double>> runs;
+  for (const CaseResult& c : cases)
+    if (c.phase == "decode" && c.pool_runs >= 0) runs[{c.B, c.S, c.threads}][c.name] = c.pool_runs;
+  std::map<std::pair<int, int>, double> head;  // (B, threads) -> the head's runs
+  for (const CaseResult& c : cases)
+    if (c.name == "head" && c.pool_runs >= 0) head[{c.B, c.threads}] = c.pool_runs;
+  bool header = false;
+  for (const auto& [key, by_name] : runs) {
+    const auto [B, S, threads] = key;
+    double total = 0;
+    std::string terms;
+    bool complete = true;
+    for (const LayerCount& l : layers) {
+      const std::string& from = l.stand_in.empty() ? l.case_name : l.stand_in;
+      auto it = by_name.find(from);
+      if (it == by_name.end()) {
+        complete = false;
+        break;
+      }
+      total += l.layers * it->second;
+      terms += fmt::format("{}{} x {:.0f}{}", terms.empty() ? "" : " + ", l.layers, it->second,
+                           l.stand_in.empty() ? "" : fmt::format(" ({} as {})", l.case_name, l.stand_in));
+    }
+    if (!complete) continue;
+    auto h = head.find({B * S, threads});
+    if (h != head.end()) {
+      total += h->second;
+      terms += fmt::format(" + head {:.0f}", h->second);
+    }
+    if (!header) {
+      std::printf("\nbarriers (thread-pool runs) per %s decode step\n", model.c_str());
+      header = true;
+    }
+    std::printf("  B %3d S %d, %d threads: %6.0f  = %s\n", B, S, threads, total, terms.c_str());
+  }
 }
 
 void print_machine(const Machine& m) {

@@ -67,6 +67,26 @@ void print_machine(const Machine& m);
 // A table of the cases (a title line, then one row per case).
 void print_cases(const std::string& title, const std::vector<CaseResult>& cases);
 
+// Verify overhead of every decode record with S > 1 against its S = 1 twin (same case, B,
+// threads): (t_S / t_1) / (roof_S / roof_1), roof = max(bytes / bandwidth, flops / peak) at
+// the record's thread count. 1 means the S-row step costs what its extra bytes and FLOPs
+// cost; a speculative verify step pays the excess. Stored as the extra field
+// "verify_overhead"; finish() must have run.
+void annotate_verify_overhead(std::vector<CaseResult>& cases, const Machine& m);
+// Those records as a table (nothing when none).
+void print_verify_overhead(const std::vector<CaseResult>& cases);
+
+// Thread-pool runs (each ends in a barrier) of a whole model's decode step from the layer
+// records: per (B, S), Σ over kinds of layers_of_kind · pool_runs(kind) plus the head's runs.
+// `layers` maps a case name ("layer-csa") to the model's layer count of that kind (a kind
+// without records is counted with the given stand-in's runs, named in the line).
+struct LayerCount {
+  std::string case_name, stand_in;  // stand_in: "" or the case whose runs count for this kind
+  int layers = 0;
+};
+void print_step_barriers(const std::vector<CaseResult>& cases, const std::vector<LayerCount>& layers,
+                         const std::string& model);
+
 // {"machine": {isa, read_probe, dot_probe, read_bandwidth: [{threads, bytes, gbps}],
 // read_gbps: {"<threads>": best}, peak_gflops: {"<threads>": peak}}, "peak_rss_bytes": N, "notes": [...], "cases": [{case, phase, shape,
 // B, S, T, threads, step_ms, tokens_per_s, bytes, gbps, bandwidth_fraction, flops, gflops,

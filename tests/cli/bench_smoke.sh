@@ -13,6 +13,8 @@ export XDG_CACHE_HOME="$work/xdg"
   --prefill 16 --gemm-rows 1,4 --repeats 2 --context 16 --spec-tokens 8 --cache-dir "$work/cache" \
   --json "$work/bench.json" \
   >"$work/out.txt" 2>&1 || { echo "FAIL: dsv4 bench exited $?"; cat "$work/out.txt"; exit 1; }
+grep -q "verify overhead" "$work/out.txt" || { echo "FAIL: no verify-overhead table"; exit 1; }
+grep -q "barriers (thread-pool runs) per tiny" "$work/out.txt" || { echo "FAIL: no barrier count"; exit 1; }
 # A second run reuses the cached layer checkpoints.
 "$dsv4" bench --preset tiny --cases layer-hca --batches 1 --spec-rows 1 --prefill 16 --bandwidth-mib 8 --repeats 1 \
   --context 16 --no-scaling --cache-dir "$work/cache" >"$work/out2.txt" 2>&1 ||
@@ -42,6 +44,8 @@ for c in ("layer-csa", "layer-hca"):
     assert {("decode", 1, 1), ("decode", 2, 2), ("prefill", 1, 16)} <= phases, (c, phases)
     assert any(x["case"] == c and x["threads"] == 1 for x in cases), f"{c}: no 1-thread row"
     assert all(x["pool_runs"] > 0 for x in cases if x["case"] == c and x["phase"] == "decode"), f"{c}: pool_runs"
+    assert all(x.get("verify_overhead", 0) > 0 for x in cases
+               if x["case"] == c and x["phase"] == "decode" and x["S"] > 1), f"{c}: verify_overhead"
 m = d["machine"]
 assert m["read_gbps"]["1"] > 0 and m["read_gbps"]["2"] > 0 and m["peak_gflops"]["2"] > 0, m
 assert d["peak_rss_bytes"] > 0
