@@ -22,6 +22,7 @@
 #include "probe.h"
 #include "report.h"
 #include "spec_e2e.h"
+#include "spec_flash.h"
 #include "tiny_e2e.h"
 
 namespace dsv4::bench {
@@ -246,8 +247,19 @@ Status run_bench(const BenchOptions& o) {
     if (std::find_if(std::begin(kCaseGroups), std::end(kCaseGroups), [&](const char* g) { return c == g; }) ==
         std::end(kCaseGroups))
       return Status::errorf("--cases: unknown group '{}' (known: {})", c, fmt::join(kCaseGroups, ", "));
-  const Machine m = probe_machine(o);
-  print_machine(m);
+  if (!o.from.empty() && !selected(o, "spec-flash"))
+    return Status::errorf("--from: only --cases spec-flash reads earlier records");
+  // spec-flash alone from earlier records: their machine, nothing timed.
+  const bool only_projection = !o.from.empty() && o.cases == std::vector<std::string>{"spec-flash"};
+  std::vector<BenchRecords> earlier;
+  for (const std::string& f : o.from) {
+    Result<BenchRecords> r = read_bench_json(f);
+    if (!r.ok()) return r.status();
+    earlier.push_back(std::move(r.value()));
+  }
+  const Machine m = only_projection ? earlier.front().machine : probe_machine(o);
+  if (only_projection) std::printf("machine: from %s (isa %s)\n", o.from.front().c_str(), m.isa.c_str());
+  else print_machine(m);
   std::vector<CaseResult> all;
   std::vector<std::string> notes;
   const bool head = selected(o, "head");
@@ -285,6 +297,18 @@ Status run_bench(const BenchOptions& o) {
       print_spec_e2e(c.value(), sets);
       add_cases(all, std::move(c.value()), m);
     }
+  }
+  if (selected(o, "spec-flash")) {
+    std::vector<CaseResult> inputs = all;
+    for (const BenchRecords& r : earlier) inputs.insert(inputs.end(), r.cases.begin(), r.cases.end());
+    Result<ModelConfig> full = bench_preset_config(o.preset, LayerKind::kCsa);
+    if (!full.ok()) return full.status();
+    std::vector<CaseResult> rows = project_spec_flash(inputs, m, full.value(), o.threads, notes);
+    for (const std::string& n : notes)
+      if (n.rfind("spec-flash", 0) == 0) std::printf("%s\n", n.c_str());
+    if (rows.empty()) return Status::errorf("spec-flash: nothing to project from (see the notes above)");
+    print_spec_flash(rows, o.preset);
+    all.insert(all.end(), rows.begin(), rows.end());
   }
   if (o.scaling && o.threads > 1) print_scaling(all, o.threads);
   const int64_t peak = peak_rss_bytes();

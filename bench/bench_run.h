@@ -18,9 +18,10 @@ namespace dsv4::bench {
 // Case groups a run can select. The default run (no --cases) runs all but kOptInGroups:
 // dspark maps its own real-size checkpoint (8.8 GiB resident on flash, written once) and
 // times six pieces per (B, γ), 28 points at the default sets (up to 512 verify rows).
-inline constexpr const char* kCaseGroups[] = {"layer-csa", "layer-hca", "head",   "gemm",
-                                              "onednn",    "tiny-e2e",  "dspark", "spec-e2e"};
-inline constexpr const char* kOptInGroups[] = {"dspark"};
+// spec-flash projects from the records of layer-*, head, dspark and spec-e2e (this run's or --from).
+inline constexpr const char* kCaseGroups[] = {"layer-csa", "layer-hca", "head",     "gemm",      "onednn",
+                                              "tiny-e2e",  "dspark",    "spec-e2e", "spec-flash"};
+inline constexpr const char* kOptInGroups[] = {"dspark", "spec-flash"};
 
 struct BenchOptions {
   std::string preset = "flash";           // layer shapes: flash | tiny
@@ -45,6 +46,7 @@ struct BenchOptions {
   bool scaling = true;                    // also time the scaling subset at 1 thread
   std::string peer_ggml;                  // gemm: ggml peer executables here (ggml_peer.h); empty: none
   int peer_rounds = 5;                    // gemm with a peer: interleaved rounds
+  std::vector<std::string> from;          // spec-flash: earlier bench JSON files to project from
   std::string json;                       // empty: no JSON (and no PNG)
 };
 

@@ -28,8 +28,8 @@ Command add_bench(CLI::App& app) {
                "dspark) the real-size DSpark drafter against them");
   sub->add_option("--preset", opts->preset, "Layer shapes")->check(CLI::IsMember({"flash", "tiny"}))->capture_default_str();
   sub->add_option("--cases", opts->cases,
-                  "Case groups: layer-csa, layer-hca, head, gemm, onednn, tiny-e2e, spec-e2e, dspark (default: all but "
-                  "dspark)")
+                  "Case groups: layer-csa, layer-hca, head, gemm, onednn, tiny-e2e, spec-e2e, dspark, spec-flash "
+                  "(default: all but dspark and spec-flash)")
       ->delimiter(',');
   sub->add_option("--batches", opts->batches, "Decode requests per step (B)")->delimiter(',')->check(CLI::Range(1, 1024));
   sub->add_option("--spec-rows", opts->spec_rows, "Rows per request in decode (S)")->delimiter(',')->check(CLI::Range(1, 64));
@@ -63,6 +63,9 @@ Command add_bench(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   sub->add_option("--peer-rounds", opts->peer_rounds, "gemm with --peer-ggml: interleaved rounds (median)")
       ->check(CLI::Range(1, 100))->capture_default_str();
+  sub->add_option("--from", opts->from,
+                  "spec-flash: project from these earlier --json files (repeatable) instead of this run's records")
+      ->check(CLI::ExistingFile);
   sub->add_option("--cache-dir", opts->cache_dir, "Layer checkpoints (default: <user cache>/dsv4/bench)");
   sub->add_option("--json", opts->json, "Write one record per case here, and the throughput PNG beside it");
   return {sub, [opts, quick, no_scaling, sub]() {

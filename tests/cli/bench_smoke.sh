@@ -125,6 +125,27 @@ PY
 if "$dsv4" bench --preset tiny --cases gemm --gemm-rows 1 --bandwidth-mib 8 --repeats 1 --no-scaling \
     --peer-ggml "$work/nopeer" >"$work/out5.txt" 2>&1; then echo "FAIL: empty --peer-ggml DIR accepted"; exit 1; fi
 grep -q "no peer_plain or peer_lf" "$work/out5.txt" || { echo "FAIL: unclear peer error"; cat "$work/out5.txt"; exit 1; }
+# spec-flash: the projection from the two earlier JSONs (no timing, their machine).
+"$dsv4" bench --preset tiny --cases spec-flash --from "$work/bench.json" --from "$work/spec.json" \
+  --json "$work/flash.json" >"$work/out6.txt" 2>&1 || { echo "FAIL: spec-flash exited $?"; cat "$work/out6.txt"; exit 1; }
+grep -q "PROJECTION" "$work/out6.txt" || { echo "FAIL: spec-flash not labelled a projection"; exit 1; }
+/usr/bin/python3 - "$work/flash.json" <<'PY'
+import json, math, sys
+rows = [c for c in json.load(open(sys.argv[1]))["cases"] if c["case"] == "spec-flash"]
+methods = {c["shape"].split()[0] for c in rows}
+assert methods == {"plain", "mtp", "dspark"}, methods
+for c in rows:
+    for k in ("step_ms", "tokens_per_s", "expected_tokens", "roofline_ms", "roofline_tokens_per_s", "speedup"):
+        assert math.isfinite(c[k]) and c[k] > 0, (c["shape"], k, c[k])
+    assert c["expected_tokens"] <= 1 + c["gamma"] + 1e-9, c
+    assert c["roofline_ms"] <= c["step_ms"] * 1.0001 or c["estimated"] == 1, c
+plain = [c for c in rows if c["shape"].startswith("plain")]
+assert all(abs(c["speedup"] - 1) < 1e-9 and c["expected_tokens"] == 1 for c in plain), plain
+assert any("built-in" in c["shape"] for c in rows), "no measured acceptance profile"
+PY
+if "$dsv4" bench --preset tiny --cases gemm --from "$work/bench.json" >"$work/out7.txt" 2>&1; then
+  echo "FAIL: --from without spec-flash accepted"; exit 1; fi
+grep -q "only --cases spec-flash" "$work/out7.txt" || { echo "FAIL: unclear --from error"; cat "$work/out7.txt"; exit 1; }
 if command -v gnuplot >/dev/null; then
   head -c 8 "$work/bench.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" ||
     { echo "FAIL: $work/bench.png is not a PNG"; exit 1; }
