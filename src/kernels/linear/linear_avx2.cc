@@ -698,7 +698,7 @@ void fp4_small_tile(const Tile& tl) {
       for (int bb = 0; bb < nb; ++bb) {
         int xlo = 0, xhi = 0;
         bf16_range(xr + bb * kBlock, &xlo, &xhi);
-        s_lo[bb] = 136 - xlo > s_lo[bb] ? 136 - xlo : s_lo[bb];
+        s_lo[bb] = xlo < 1 ? 256 : 136 - xlo > s_lo[bb] ? 136 - xlo : s_lo[bb];  // xlo 0: subnormal, Inf or NaN
         s_hi[bb] = 374 - xhi < s_hi[bb] ? 374 - xhi : s_hi[bb];
       }
     }

@@ -431,6 +431,19 @@ std::vector<DotEdge> dot_edges() {
     w.scale.assign(out * in / 32, 57);
     cases.push_back({"fp4 subnormal products", w, rows_at(-61, -59)});
   }
+  // FP4: rows 0 and 2 all subnormal bf16 inputs against large scales (products normal): the
+  // range check must not take bf16_range's "subnormal present" mark for an exponent window.
+  {
+    test::OwnedWeight w;
+    w.format = WeightFormat::kFP4, w.out = out, w.in = in;
+    w.data.resize(out * in / 2);
+    for (auto& b : w.data) b = static_cast<uint8_t>(rng());
+    w.scale.assign(out * in / 32, 140);
+    auto x = rows_at(-2, 2);
+    for (int64_t t : {0, 2})
+      for (int64_t k = 0; k < in; ++k) x[t * in + k] = bf16::from_bits(static_cast<uint16_t>(1 + rng() % 0x7F));
+    cases.push_back({"fp4 subnormal x", w, x});
+  }
   // BF16: every product subnormal (|w| < 2^-69, |x| < 2^-58); then the even
   // outputs' weights all subnormal, with ordinary x.
   for (bool sub_w : {false, true}) {
