@@ -748,13 +748,165 @@ void fp4_small_tile(const Tile& tl) {
   }
 }
 
+// --- Small-row FP8 tile: 1, 2 or 4 rows of bf16 x, FP8 weights in the stored layout ---
+// The K order of linear.h in its natural lanes (a chunk's 16 bytes widen to lanes 0..7 and
+// 8..15). Per block and output, the fast decode (fp32 bits sign | (b & 0x7F) << 20, times
+// 2^(s-7)) feeds every row by FMA where the range check passes; a block pair that holds a NaN
+// code (seen while decoding: the pair is then redone) or a scale byte above 134, or fails the
+// check, runs the exact decode with separate multiply and add, as the span tile does.
+
+// Four lane sets (lo: lanes 0..7, hi: 8..15 of set j) folded by the tree of linear.h; lane j of
+// the result is set j's beta (lanes 4..7: copies).
+inline __m256 fold4_natural(const V2 (&a)[4]) {
+  __m256 v[4];
+  for (int j = 0; j < 4; ++j) v[j] = _mm256_add_ps(a[j].lo, a[j].hi);  // l += l+8
+  const __m256 s01 = add_halves(v[0], v[1]), s23 = add_halves(v[2], v[3]);  // l += l+4
+  // l += l+2: [set0 l0, l1, set2 l0, l1 | set1 .., set3 ..]
+  const __m256 u = _mm256_add_ps(_mm256_shuffle_ps(s01, s23, 0x44), _mm256_shuffle_ps(s01, s23, 0xEE));
+  const __m256 f = _mm256_add_ps(u, _mm256_shuffle_ps(u, u, 0xB1));  // l += l+1: lanes 0, 4, 2, 6
+  return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 2, 6, 0, 4, 2, 6));
+}
+
+// Lane sets j = (block b < BS, row, output) as fp4_small_blocks, FP8: wp[q] output q's first
+// block's 128 code bytes (the second follows at +128 when `second`), sb[q][b] its scale bytes,
+// xs[r] row r's first block as fp32 (the second at +128). kExact: exact8 decode, multiply and
+// add (any code and scale); else the fast decode, FMA when kFma, and *nan set when a code is
+// a NaN (the result is then to be discarded).
+template <int R, int NO, int BS, bool kFma, bool kExact>
+__attribute__((always_inline)) inline __m256 fp8_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t (&sb)[NO][2],
+                               const float* const (&xs)[R], bool second, bool* nan) {
+  const __m128i mag = _mm_set1_epi8(0x7F);
+  const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
+  __m128i nan_any = _mm_setzero_si128();
+  V2 acc[4];
+  for (int b = 0; b < BS; ++b) {
+    const int bo = second ? b : 0;  // a lone block computes twice; the copy is not chained
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < NO; ++q) acc[(b * R + r) * NO + q] = zero2();
+    for (int q = 0; q < NO; ++q) {
+      const uint8_t s = sb[q][bo];
+      const __m256 m = _mm256_castsi256_ps(_mm256_set1_epi32((s + 120) << 23));
+#pragma GCC unroll 8
+      for (int c = 0; c < kChunks; ++c) {
+        const uint8_t* p = wp[q] + bo * kBlock + 16 * c;
+        V2 w;
+        if constexpr (kExact) {
+          w = V2{DecodeFp8::exact8(p, s), DecodeFp8::exact8(p + 8, s)};
+        } else {
+          const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+          nan_any = _mm_or_si128(nan_any, _mm_cmpeq_epi8(_mm_and_si128(v, mag), mag));
+          w.lo = _mm256_mul_ps(
+              _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(_mm256_cvtepi8_epi32(v), 20), keep)), m);
+          w.hi = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(
+                                   _mm256_slli_epi32(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(v, v)), 20), keep)),
+                               m);
+        }
+        for (int r = 0; r < R; ++r) {
+          V2& a = acc[(b * R + r) * NO + q];
+          const float* xc = xs[r] + bo * kBlock + 16 * c;
+          if constexpr (kFma) {
+            a.lo = _mm256_fmadd_ps(_mm256_load_ps(xc), w.lo, a.lo);
+            a.hi = _mm256_fmadd_ps(_mm256_load_ps(xc + 8), w.hi, a.hi);
+          } else {
+            add_product(a, xc, w);
+          }
+        }
+      }
+    }
+  }
+  if constexpr (!kExact) *nan = _mm_movemask_epi8(nan_any) != 0;
+  return fold4_natural(acc);
+}
+
+// R rows (1, 2 or 4; rows from nt on repeat the last and are not stored), NO outputs and BS
+// blocks per fold (R·NO·BS == 4); K a whole number of blocks.
+template <int R>
+void fp8_small_tile(const Tile& tl) {
+  constexpr int NO = R == 1 ? 2 : 1, BS = 4 / (R * NO), kSets = R * NO;
+  constexpr int kGroups = kTileOut / NO, kSpanBlocks = 32 / R;  // x of a span: 16 KiB
+  const DecodeFp8 dec(*tl.w);
+  const uint16_t* x = static_cast<const uint16_t*>(tl.x);
+  const int64_t n_blk = (tl.k1 - tl.k0) / kBlock;
+  const int groups = (tl.no + NO - 1) / NO;
+  alignas(32) float xs[R][kSpanBlocks * kBlock];
+  int s_lo[kSpanBlocks], s_hi[kSpanBlocks];  // per block: scale bytes admitting FMA for every row
+  __m256 part[kGroups], total[kGroups];
+  for (int64_t b0 = 0; b0 < n_blk; b0 += kSpanBlocks) {
+    const int nb = static_cast<int>(n_blk - b0 < kSpanBlocks ? n_blk - b0 : kSpanBlocks);
+    const int64_t kb = tl.k0 + b0 * kBlock;
+    for (int bb = 0; bb < nb; ++bb) s_lo[bb] = 10, s_hi[bb] = 134;  // fp8_window's scale range
+    for (int r = 0; r < R && r < tl.nt; ++r) {
+      const uint16_t* xr = x + r * tl.x_stride + kb;
+      load_x(xr, nb * kBlock, xs[r]);
+      for (int bb = 0; bb < nb; ++bb) {
+        int xlo = 0, xhi = 0;
+        bf16_range(xr + bb * kBlock, &xlo, &xhi);
+        s_lo[bb] = xlo < 1 ? 256 : 144 - xlo > s_lo[bb] ? 144 - xlo : s_lo[bb];  // xlo 0: subnormal, Inf or NaN
+        s_hi[bb] = 368 - xhi < s_hi[bb] ? 368 - xhi : s_hi[bb];
+      }
+    }
+    const float* xrow[R];
+    for (int r = 0; r < R; ++r) xrow[r] = xs[r < tl.nt || tl.nt < 1 ? r : tl.nt - 1];
+    for (int g = 0; g < groups; ++g) {
+      const uint8_t* wp[NO];
+      const uint8_t* sp[NO];
+      for (int q = 0; q < NO; ++q) {
+        const int64_t o = tl.o + (g * NO + q < tl.no ? g * NO + q : tl.no - 1);  // a short group repeats its last
+        wp[q] = dec.data + o * dec.in + kb;
+        sp[q] = dec.scale + (o / kBlock) * dec.nbk + kb / kBlock;
+      }
+      for (int bb = 0; bb < nb; bb += BS) {
+        constexpr int kAhead = 2;  // blocks prefetched ahead in each weight row
+        if (bb + kAhead + BS <= nb)
+          for (int q = 0; q < NO; ++q)
+            for (int a = 0; a < BS; ++a) prefetch_lines(wp[q] + (bb + kAhead + a) * kBlock, kBlock);
+        const bool second = BS == 2 && bb + 1 < nb;
+        const int lo = second && s_lo[bb + 1] > s_lo[bb] ? s_lo[bb + 1] : s_lo[bb];
+        const int hi = second && s_hi[bb + 1] < s_hi[bb] ? s_hi[bb + 1] : s_hi[bb];
+        const uint8_t* wb[NO];
+        uint8_t sb[NO][2];
+        bool fma = lo <= hi, plain = true;  // plain: every scale byte <= 134 (the fast decode)
+        for (int q = 0; q < NO; ++q) {
+          wb[q] = wp[q] + bb * kBlock;
+          for (int b = 0; b < 2; ++b) {
+            sb[q][b] = sp[q][bb + (second ? b : 0)];
+            fma = fma && sb[q][b] >= lo && sb[q][b] <= hi;
+            plain = plain && sb[q][b] <= 134;
+          }
+        }
+        const float* xr[R];
+        for (int r = 0; r < R; ++r) xr[r] = xrow[r] + bb * kBlock;
+        bool nan = true;
+        __m256 beta = _mm256_setzero_ps();
+        if (fma) beta = fp8_small_blocks<R, NO, BS, true, false>(wb, sb, xr, second, &nan);
+        else if (plain) beta = fp8_small_blocks<R, NO, BS, false, false>(wb, sb, xr, second, &nan);
+        if (nan) beta = fp8_small_blocks<R, NO, BS, false, true>(wb, sb, xr, second, &nan);
+        chain_beta(block_chain(b0 + bb, n_blk, tl.g_blk), beta, part[g], total[g], add_ps);
+        if (second)
+          chain_beta(block_chain(b0 + bb + 1, n_blk, tl.g_blk), _mm256_shuffle_ps(beta, beta, 0xEE), part[g], total[g],
+                     add_ps);
+      }
+    }
+  }
+  for (int g = 0; g < groups; ++g) {
+    alignas(32) float v[8];
+    _mm256_store_ps(v, total[g]);
+    for (int j = 0; j < kSets; ++j) {
+      const int r = j / NO, jo = g * NO + j % NO;
+      if (r < tl.nt && jo < tl.no) tl.y[r * kMaxOutTile + jo] = v[j];
+    }
+  }
+}
+
 // FP8 / FP4 / BF16 weights with kGemmMinRows rows or more: the GEMM tile; else span tiles.
 constexpr int kGemmMinRows = 3;
-constexpr int kFp4SmallRows = 4;  // FP4 up to this many rows: the small-row tile
+constexpr int kSmallRows = 4;  // FP4 / FP8 up to this many rows: the small-row tiles
 void tile_bf16(const Tile& tl) {
   const int nt = tl.nt;
-  if (nt <= kFp4SmallRows && tl.w->format == WeightFormat::kFP4 && (tl.k1 - tl.k0) % kBlock == 0)
+  if (nt <= kSmallRows && tl.w->format == WeightFormat::kFP4 && (tl.k1 - tl.k0) % kBlock == 0)
     return nt == 1 ? fp4_small_tile<1>(tl) : nt == 2 ? fp4_small_tile<2>(tl) : fp4_small_tile<4>(tl);
+  if (nt <= kSmallRows && tl.w->format == WeightFormat::kFP8 && (tl.k1 - tl.k0) % kBlock == 0)
+    return nt == 1 ? fp8_small_tile<1>(tl) : nt == 2 ? fp8_small_tile<2>(tl) : fp8_small_tile<4>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP8) return gemm_tile<DecodeFp8>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP4) return gemm_tile<DecodeFp4>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kBF16) return gemm_tile<DecodeBf16>(tl);
