@@ -614,15 +614,19 @@ inline __m256 fp4_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t* co
                                        12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m256i nib = _mm256_set1_epi8(0x0F);
   __m256 ev[4], od[4];
-  for (int b = 0; b < BS; ++b) {
-    const int bo = second ? b : 0;  // a lone block computes twice; the copy is not chained
-    for (int r = 0; r < R; ++r)
-      for (int q = 0; q < NO; ++q) ev[(b * R + r) * NO + q] = od[(b * R + r) * NO + q] = _mm256_setzero_ps();
-    for (int h = 0; h < 2; ++h) {
+  for (int j = 0; j < 4; ++j) ev[j] = od[j] = _mm256_setzero_ps();
+  // Every set's chains interleaved (blocks and outputs inside the chunk loop): 8 FMA chains.
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+    for (int b = 0; b < BS; ++b) {
+      const int bo = second ? b : 0;  // a lone block computes twice; the copy is not chained
+#pragma GCC unroll 2
       for (int q = 0; q < NO; ++q) {
         const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[q] + 64 * bo + 32 * h));
         const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(bytes, nib));
         const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nib));
+#pragma GCC unroll 4
         for (int cc = 0; cc < 4; ++cc) {
           const int c = 4 * h + cc;  // chunk of the block; its scale is sub-block c / 2
           const __m128i l4 = cc < 2 ? _mm256_castsi256_si128(lo) : _mm256_extracti128_si256(lo, 1);
@@ -632,6 +636,7 @@ inline __m256 fp4_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t* co
           const __m256 s = _mm256_broadcast_ss(&kHalfScale.v[sp[q][4 * bo + c / 2]]);
           const __m256 we = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(le)), s);
           const __m256 wo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(he)), s);
+#pragma GCC unroll 4
           for (int r = 0; r < R; ++r) {
             const int j = (b * R + r) * NO + q;
             const float* xc = xs[r] + bo * kBlock + 16 * c;
@@ -773,26 +778,28 @@ inline __m256 fold4_natural(const V2 (&a)[4]) {
 // add (any code and scale); else the fast decode, FMA when kFma, and *nan set when a code is
 // a NaN (the result is then to be discarded).
 template <int R, int NO, int BS, bool kFma, bool kExact>
-__attribute__((always_inline)) inline __m256 fp8_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t (&sb)[NO][2],
+inline __m256 fp8_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t (&sb)[NO][2],
                                const float* const (&xs)[R], bool second, bool* nan) {
   const __m128i mag = _mm_set1_epi8(0x7F);
   const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
   __m128i nan_any = _mm_setzero_si128();
   V2 acc[4];
-  for (int b = 0; b < BS; ++b) {
-    const int bo = second ? b : 0;  // a lone block computes twice; the copy is not chained
-    for (int r = 0; r < R; ++r)
-      for (int q = 0; q < NO; ++q) acc[(b * R + r) * NO + q] = zero2();
-    for (int q = 0; q < NO; ++q) {
-      const uint8_t s = sb[q][bo];
-      const __m256 m = _mm256_castsi256_ps(_mm256_set1_epi32((s + 120) << 23));
+  for (int j = 0; j < 4; ++j) acc[j] = zero2();
+  // Every set's chains interleaved (blocks and outputs inside the chunk loop): 8 FMA chains.
 #pragma GCC unroll 8
-      for (int c = 0; c < kChunks; ++c) {
+  for (int c = 0; c < kChunks; ++c) {
+#pragma GCC unroll 2
+    for (int b = 0; b < BS; ++b) {
+      const int bo = second ? b : 0;  // a lone block computes twice; the copy is not chained
+#pragma GCC unroll 2
+      for (int q = 0; q < NO; ++q) {
+        const uint8_t s = sb[q][bo];
         const uint8_t* p = wp[q] + bo * kBlock + 16 * c;
         V2 w;
         if constexpr (kExact) {
           w = V2{DecodeFp8::exact8(p, s), DecodeFp8::exact8(p + 8, s)};
         } else {
+          const __m256 m = _mm256_castsi256_ps(_mm256_set1_epi32((s + 120) << 23));
           const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
           nan_any = _mm_or_si128(nan_any, _mm_cmpeq_epi8(_mm_and_si128(v, mag), mag));
           w.lo = _mm256_mul_ps(
@@ -801,6 +808,7 @@ __attribute__((always_inline)) inline __m256 fp8_small_blocks(const uint8_t* con
                                    _mm256_slli_epi32(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(v, v)), 20), keep)),
                                m);
         }
+#pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
           V2& a = acc[(b * R + r) * NO + q];
           const float* xc = xs[r] + bo * kBlock + 16 * c;
