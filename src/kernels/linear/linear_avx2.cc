@@ -785,6 +785,9 @@ inline __m256 fp8_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t (&s
   __m128i nan_any = _mm_setzero_si128();
   V2 acc[4];
   for (int j = 0; j < 4; ++j) acc[j] = zero2();
+  float mf[NO][2];  // the fast decode's multiplier 2^(s-7), broadcast from memory in the loop
+  for (int q = 0; q < NO; ++q)
+    for (int b = 0; b < 2; ++b) mf[q][b] = kScale.v[sb[q][b] + 120 < 255 ? sb[q][b] + 120 : 254];
   // Every set's chains interleaved (blocks and outputs inside the chunk loop): 8 FMA chains.
 #pragma GCC unroll 8
   for (int c = 0; c < kChunks; ++c) {
@@ -799,7 +802,7 @@ inline __m256 fp8_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t (&s
         if constexpr (kExact) {
           w = V2{DecodeFp8::exact8(p, s), DecodeFp8::exact8(p + 8, s)};
         } else {
-          const __m256 m = _mm256_castsi256_ps(_mm256_set1_epi32((s + 120) << 23));
+          const __m256 m = _mm256_broadcast_ss(&mf[q][bo]);
           const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
           nan_any = _mm_or_si128(nan_any, _mm_cmpeq_epi8(_mm_and_si128(v, mag), mag));
           w.lo = _mm256_mul_ps(
