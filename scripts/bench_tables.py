@@ -53,6 +53,26 @@ def main(path):
                 row += "| | | | |"
             print(row)
 
+    peer = {(c["shape"], c["T"], c["threads"]): c for c in cases if c["case"].startswith("ggml-")}
+    if peer:
+        print("\n| shape | T | engine ms | ggml ms | engine GB/s | ggml GB/s | ggml time / engine time |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for c in gemm:
+            g = peer.get((c["shape"], c["T"], c["threads"]))
+            if g:
+                fmt = "FP4 vs MXFP4" if c["case"] == "gemm-fp4" else "FP8 vs Q8_0"
+                print(f"| {c['shape']} {fmt} | {c['T']} | {c['step_ms']:.3f} | {g['step_ms']:.3f} | {c['gbps']:.2f} "
+                      f"| {g['gbps']:.2f} | {g['step_ms'] / c['step_ms']:.2f}x |")
+
+    flash = [c for c in cases if c["case"] == "spec-flash"]
+    if flash:
+        print("\n| B | method, γ, acceptance profile (PROJECTION) | E tokens/round | round ms | tokens/s | x plain "
+              "| roofline tokens/s | x plain |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|")
+        for c in flash:
+            print(f"| {c['B']} | {c['shape']} | {c['expected_tokens']:.2f} | {c['step_ms']:.1f} | {c['tokens_per_s']:.1f} "
+                  f"| {c['speedup']:.2f} | {c['roofline_tokens_per_s']:.1f} | {c['roofline_speedup']:.2f} |")
+
     tiny = [c for c in cases if c["case"] == "tiny-e2e"]
     if tiny:
         ts = sorted({c["threads"] for c in tiny})
