@@ -304,7 +304,7 @@ void print_spec_flash(const std::vector<CaseResult>& rows, const std::string& mo
   std::printf("%4s %-52s %6s %10s %11s %7s %10s %11s %7s\n", "B", "method g profile", "E", "round ms", "tokens/s",
               "x plain", "roof ms", "roof tok/s", "x plain");
   for (const CaseResult& c : rows)
-    std::printf("%4d %-52s %6.2f %10.2f %10.1f%s %6.2fx %10.2f %11.1f %6.2fx\n", c.B, c.shape.c_str(),
+    std::printf("%4d %-52s %6.2f %10.2f %10.3g%s %6.2fx %10.2f %11.3g %6.2fx\n", c.B, c.shape.c_str(),
                 c.extra_value("expected_tokens"), c.step_ms, c.tokens_per_s(), c.extra_value("estimated") > 0 ? "~" : " ",
                 c.extra_value("speedup"), c.extra_value("roofline_ms"), c.extra_value("roofline_tokens_per_s"),
                 c.extra_value("roofline_speedup"));

@@ -70,8 +70,8 @@ def main(path):
               "| roofline tokens/s | x plain |")
         print("|---:|---|---:|---:|---:|---:|---:|---:|")
         for c in flash:
-            print(f"| {c['B']} | {c['shape']} | {c['expected_tokens']:.2f} | {c['step_ms']:.1f} | {c['tokens_per_s']:.1f} "
-                  f"| {c['speedup']:.2f} | {c['roofline_tokens_per_s']:.1f} | {c['roofline_speedup']:.2f} |")
+            print(f"| {c['B']} | {c['shape']} | {c['expected_tokens']:.2f} | {c['step_ms']:.1f} | {c['tokens_per_s']:.3g} "
+                  f"| {c['speedup']:.2f} | {c['roofline_tokens_per_s']:.3g} | {c['roofline_speedup']:.2f} |")
 
     tiny = [c for c in cases if c["case"] == "tiny-e2e"]
     if tiny:
