@@ -1,6 +1,7 @@
 // AVX2 + FMA tile of the linear engine (linear_tile.h), 32 outputs per tile in
-// sub-tiles of 8. FP8/FP4 weights with bf16 x from kGemmMinRows rows: the GEMM
-// tile at the end of this file. Otherwise the span tile: same scheme as linear_avx512.cc with a block's 16 lanes in two 8-lane vectors
+// sub-tiles of 8. FP8/FP4 weights with bf16 x: 1-4 rows, the small-row tiles
+// (fp4_small_tile, fp8_small_tile); 5 rows or more, the GEMM tile at the end of
+// this file. Otherwise (BF16/F32 weights, fp32 x, partial K blocks) the span tile: same scheme as linear_avx512.cc with a block's 16 lanes in two 8-lane vectors
 // (lanes 0..7 and 8..15): K runs in spans of up to 8 / nt blocks of 128; per
 // span and output pair, each block's weights are decoded 16 at a time and every
 // row's lane vectors (lane l sums the products k ≡ l mod 16 in ascending k,
@@ -909,7 +910,8 @@ void fp8_small_tile(const Tile& tl) {
   }
 }
 
-// FP8 / FP4 / BF16 weights with kGemmMinRows rows or more: the GEMM tile; else span tiles.
+// FP4 / FP8 up to kSmallRows rows: the small-row tiles; FP8 / FP4 / BF16 with kGemmMinRows rows
+// or more: the GEMM tile; else span tiles.
 constexpr int kGemmMinRows = 3;
 constexpr int kSmallRows = 4;  // FP4 / FP8 up to this many rows: the small-row tiles
 void tile_bf16(const Tile& tl) {

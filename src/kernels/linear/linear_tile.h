@@ -7,8 +7,10 @@
 // each in the order of the scalar variant (or, for VDPBF16PS and explicit FMAs
 // inside the range check that makes every product exact, provably equal to them).
 //   linear.cc        scalar (the portable engine; x86-64-v2)
-//   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile; FP8/FP4 with bf16 x
-//                    from 3 rows: the GEMM tile (decode once for up to 64 rows)
+//   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile; FP8/FP4 with bf16 x:
+//                    1-4 rows the small-row tiles (each decoded chunk feeds every
+//                    row by FMA under the range check), 5+ rows the GEMM tile
+//                    (decode once for up to 64 rows)
 //   linear_avx512.cc AVX-512 F/BW/VL(/BF16) flags, 64 outputs per tile; with
 //                    VDPBF16PS lane sums where a range check allows (kAvx512Bf16);
 //                    FP8/FP4 with bf16 x from 3 rows: the FMA GEMM tile (kAvx512,
