@@ -830,11 +830,12 @@ inline __m256 fp8_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t (&s
   return fold4_natural(acc);
 }
 
-// R rows (1, 2 or 4; rows from nt on repeat the last and are not stored), NO outputs and BS
-// blocks per fold (R·NO·BS == 4); K a whole number of blocks.
+// R rows (1, 2 or 4; rows from nt on repeat the last and are not stored), one output and BS
+// blocks per fold (R·BS <= 4 lane sets); K a whole number of blocks.
 template <int R>
 void fp8_small_tile(const Tile& tl) {
-  constexpr int NO = R == 1 ? 2 : 1, BS = 4 / (R * NO), kSets = R * NO;
+  constexpr int NO = 1, BS = R == 4 ? 1 : 2, kSets = R * NO;  // R x 1 output x BS blocks: R·BS <= 4 sets
+  constexpr int kSecond = kSets == 1 ? 0x01 : 0xEE;             // the second block's betas to lanes 0..
   constexpr int kGroups = kTileOut / NO, kSpanBlocks = 32 / R;  // x of a span: 16 KiB
   const DecodeFp8 dec(*tl.w);
   const uint16_t* x = static_cast<const uint16_t*>(tl.x);
@@ -895,7 +896,7 @@ void fp8_small_tile(const Tile& tl) {
         if (nan) beta = fp8_small_blocks<R, NO, BS, false, true>(wb, sb, xr, second, &nan);
         chain_beta(block_chain(b0 + bb, n_blk, tl.g_blk), beta, part[g], total[g], add_ps);
         if (second)
-          chain_beta(block_chain(b0 + bb + 1, n_blk, tl.g_blk), _mm256_shuffle_ps(beta, beta, 0xEE), part[g], total[g],
+          chain_beta(block_chain(b0 + bb + 1, n_blk, tl.g_blk), _mm256_shuffle_ps(beta, beta, kSecond), part[g], total[g],
                      add_ps);
       }
     }
