@@ -1,6 +1,6 @@
 // AVX2 + FMA tile of the linear engine (linear_tile.h), 32 outputs per tile in
 // sub-tiles of 8. FP8/FP4 weights with bf16 x: 1-4 rows, the small-row tiles
-// (fp4_small_tile, fp8_small_tile); 5 rows or more, the GEMM tile at the end of
+// (small_tile: SmallFp4, SmallFp8); 5 rows or more, the GEMM tile at the end of
 // this file. Otherwise (BF16/F32 weights, fp32 x, partial K blocks) the span tile: same scheme as linear_avx512.cc with a block's 16 lanes in two 8-lane vectors
 // (lanes 0..7 and 8..15): K runs in spans of up to 8 / nt blocks of 128; per
 // span and output pair, each block's weights are decoded 16 at a time and every
@@ -680,79 +680,32 @@ inline bool fp4_scales_in(const uint8_t* const (&sp)[NO], bool second, int lo, i
   return out == 0;
 }
 
-// R rows (1, 2 or 4; rows from nt on repeat the last and are not stored), NO outputs and BS
-// blocks per fold (R·NO·BS == 4); K a whole number of blocks.
-template <int R>
-void fp4_small_tile(const Tile& tl) {
-  constexpr int NO = R == 1 ? 2 : 1, BS = 4 / (R * NO), kSets = R * NO;
-  constexpr int kGroups = kTileOut / NO, kSpanBlocks = 32 / R;  // x of a span: 16 KiB
-  const DecodeFp4 dec(*tl.w);
-  const uint16_t* x = static_cast<const uint16_t*>(tl.x);
-  const int64_t n_blk = (tl.k1 - tl.k0) / kBlock;
-  const int64_t row_bytes = dec.in / 2, row_scales = dec.in / 32;
-  const int groups = (tl.no + NO - 1) / NO;
-  alignas(32) float xs[R][kSpanBlocks * kBlock];
-  int s_lo[kSpanBlocks], s_hi[kSpanBlocks];  // per block: scale bytes admitting FMA for every row
-  __m256 part[kGroups], total[kGroups];
-  for (int64_t b0 = 0; b0 < n_blk; b0 += kSpanBlocks) {
-    const int nb = static_cast<int>(n_blk - b0 < kSpanBlocks ? n_blk - b0 : kSpanBlocks);
-    const int64_t kb = tl.k0 + b0 * kBlock;
-    for (int bb = 0; bb < nb; ++bb) s_lo[bb] = 2, s_hi[bb] = 252;
-    for (int r = 0; r < R && r < tl.nt; ++r) {
-      const uint16_t* xr = x + r * tl.x_stride + kb;
-      load_x_even_odd(xr, nb, xs[r]);
-      for (int bb = 0; bb < nb; ++bb) {
-        int xlo = 0, xhi = 0;
-        bf16_range(xr + bb * kBlock, &xlo, &xhi);
-        s_lo[bb] = xlo < 1 ? 256 : 136 - xlo > s_lo[bb] ? 136 - xlo : s_lo[bb];  // xlo 0: subnormal, Inf or NaN
-        s_hi[bb] = 374 - xhi < s_hi[bb] ? 374 - xhi : s_hi[bb];
-      }
+// The FP4 side of small_tile: one row x 2 outputs x 2 blocks per fold, else R rows x 1 output.
+struct SmallFp4 {
+  static constexpr int outputs(int rows) { return rows == 1 ? 2 : 1; }
+  static constexpr int kScaleLo = 2, kScaleHi = 252;         // fp4_window's scale range
+  static constexpr int kLoBase = 136, kHiBase = 374;          // x exponents in [136 - s, 374 - s]
+  static constexpr int kBlockBytes = kBlock / 2, kAhead = 4;  // bytes per block row; prefetch distance
+  const DecodeFp4 dec;
+  explicit SmallFp4(const LinearWeight& w) : dec(w) {}
+  static void load_x(const uint16_t* x, int nb, float* xs) { load_x_even_odd(x, nb, xs); }
+  const uint8_t* codes(int64_t o, int64_t k) const { return dec.data + o * (dec.in / 2) + k / 2; }
+  const uint8_t* scales(int64_t o, int64_t k) const { return dec.scale + o * (dec.in / 32) + k / 32; }
+  static void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+  // Betas of the sets over blocks bb (and bb + 1 when second); [lo, hi]: the rows' scale bounds.
+  template <int R, int NO, int BS>
+  static __m256 blocks(const uint8_t* const (&wp)[NO], const uint8_t* const (&sp)[NO], int bb,
+                       const float* const (&xr)[R], bool second, int lo, int hi) {
+    const uint8_t* wb[NO];
+    const uint8_t* sb[NO];
+    for (int q = 0; q < NO; ++q) {
+      wb[q] = wp[q] + bb * kBlockBytes;
+      sb[q] = sp[q] + bb * (kBlock / 32);
     }
-    const float* xrow[R];
-    for (int r = 0; r < R; ++r) xrow[r] = xs[r < tl.nt || tl.nt < 1 ? r : tl.nt - 1];
-    for (int g = 0; g < groups; ++g) {
-      const uint8_t* wp[NO];
-      const uint8_t* sp[NO];
-      for (int q = 0; q < NO; ++q) {
-        const int64_t o = tl.o + (g * NO + q < tl.no ? g * NO + q : tl.no - 1);  // a short group repeats its last
-        wp[q] = dec.data + o * row_bytes + kb / 2;
-        sp[q] = dec.scale + o * row_scales + kb / 32;
-      }
-      for (int bb = 0; bb < nb; bb += BS) {
-        constexpr int kAhead = 4;  // blocks prefetched ahead in each weight row
-        if (bb + kAhead + BS <= nb)
-          for (int q = 0; q < NO; ++q)
-            for (int a = 0; a < BS; ++a)
-              _mm_prefetch(reinterpret_cast<const char*>(wp[q] + (bb + kAhead + a) * 64), _MM_HINT_T0);
-        const bool second = BS == 2 && bb + 1 < nb;
-        const int lo = second && s_lo[bb + 1] > s_lo[bb] ? s_lo[bb + 1] : s_lo[bb];
-        const int hi = second && s_hi[bb + 1] < s_hi[bb] ? s_hi[bb + 1] : s_hi[bb];
-        const uint8_t* wb[NO];
-        const uint8_t* sb[NO];
-        for (int q = 0; q < NO; ++q) {
-          wb[q] = wp[q] + bb * 64;
-          sb[q] = sp[q] + bb * 4;
-        }
-        const float* xr[R];
-        for (int r = 0; r < R; ++r) xr[r] = xrow[r] + bb * kBlock;
-        const __m256 beta = fp4_scales_in(sb, second, lo, hi) ? fp4_small_blocks<R, NO, BS, true>(wb, sb, xr, second)
-                                                              : fp4_small_blocks<R, NO, BS, false>(wb, sb, xr, second);
-        chain_beta(block_chain(b0 + bb, n_blk, tl.g_blk), beta, part[g], total[g], add_ps);
-        if (second)
-          chain_beta(block_chain(b0 + bb + 1, n_blk, tl.g_blk), _mm256_shuffle_ps(beta, beta, 0xEE), part[g], total[g],
-                     add_ps);
-      }
-    }
+    return fp4_scales_in(sb, second, lo, hi) ? fp4_small_blocks<R, NO, BS, true>(wb, sb, xr, second)
+                                             : fp4_small_blocks<R, NO, BS, false>(wb, sb, xr, second);
   }
-  for (int g = 0; g < groups; ++g) {
-    alignas(32) float v[8];
-    _mm256_store_ps(v, total[g]);
-    for (int j = 0; j < kSets; ++j) {
-      const int r = j / NO, jo = g * NO + j % NO;
-      if (r < tl.nt && jo < tl.no) tl.y[r * kMaxOutTile + jo] = v[j];
-    }
-  }
-}
+};
 
 // --- Small-row FP8 tile: 1, 2 or 4 rows of bf16 x, FP8 weights in the stored layout ---
 // The K order of linear.h in its natural lanes (a chunk's 16 bytes widen to lanes 0..7 and
@@ -830,14 +783,55 @@ inline __m256 fp8_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t (&s
   return fold4_natural(acc);
 }
 
-// R rows (1, 2 or 4; rows from nt on repeat the last and are not stored), one output and BS
-// blocks per fold (R·BS <= 4 lane sets); K a whole number of blocks.
-template <int R>
-void fp8_small_tile(const Tile& tl) {
-  constexpr int NO = 1, BS = R == 4 ? 1 : 2, kSets = R * NO;  // R x 1 output x BS blocks: R·BS <= 4 sets
-  constexpr int kSecond = kSets == 1 ? 0x01 : 0xEE;             // the second block's betas to lanes 0..
+// The FP8 side of small_tile: R rows x 1 output (one weight row streamed at a time).
+struct SmallFp8 {
+  static constexpr int outputs(int) { return 1; }
+  static constexpr int kScaleLo = 10, kScaleHi = 134;   // fp8_window's scale range
+  static constexpr int kLoBase = 144, kHiBase = 368;     // x exponents in [144 - s, 368 - s]
+  static constexpr int kBlockBytes = kBlock, kAhead = 2;  // bytes per block row; prefetch distance
+  const DecodeFp8 dec;
+  explicit SmallFp8(const LinearWeight& w) : dec(w) {}
+  static void load_x(const uint16_t* x, int nb, float* xs) { linear_tile::load_x(x, nb * kBlock, xs); }
+  const uint8_t* codes(int64_t o, int64_t k) const { return dec.data + o * dec.in + k; }
+  const uint8_t* scales(int64_t o, int64_t k) const { return dec.scale + (o / kBlock) * dec.nbk + k / kBlock; }
+  static void prefetch(const uint8_t* p) { prefetch_lines(p, kBlockBytes); }
+  // As SmallFp4::blocks; FMA where the range check passes, the fast decode while every scale
+  // byte is <= 134, and the exact decode when a NaN code turns up (or a scale byte is larger).
+  template <int R, int NO, int BS>
+  static __m256 blocks(const uint8_t* const (&wp)[NO], const uint8_t* const (&sp)[NO], int bb,
+                       const float* const (&xr)[R], bool second, int lo, int hi) {
+    const uint8_t* wb[NO];
+    uint8_t sb[NO][2];
+    bool fma = lo <= hi, plain = true;
+    for (int q = 0; q < NO; ++q) {
+      wb[q] = wp[q] + bb * kBlockBytes;
+      for (int b = 0; b < 2; ++b) {
+        sb[q][b] = sp[q][bb + (second ? b : 0)];
+        fma = fma && sb[q][b] >= lo && sb[q][b] <= hi;
+        plain = plain && sb[q][b] <= kScaleHi;
+      }
+    }
+    bool nan = true;
+    __m256 beta = _mm256_setzero_ps();
+    if (fma) beta = fp8_small_blocks<R, NO, BS, true, false>(wb, sb, xr, second, &nan);
+    else if (plain) beta = fp8_small_blocks<R, NO, BS, false, false>(wb, sb, xr, second, &nan);
+    if (nan) beta = fp8_small_blocks<R, NO, BS, false, true>(wb, sb, xr, second, &nan);
+    return beta;
+  }
+};
+
+// The small-row tile of a format (SmallFp4, SmallFp8): R rows (1, 2 or 4; rows from nt on
+// repeat the last and are not stored), NO = F::outputs(R) outputs and BS blocks per fold
+// (R·NO·BS <= 4 lane sets); K a whole number of blocks. Per span of blocks, x is converted
+// once and each block gets the scale-byte bounds [lo, hi] for which every row's products
+// are exact (the range check of linear_tile.h solved for the scale byte); then per output
+// group the block pairs are computed, folded and chained.
+template <class F, int R>
+void small_tile(const Tile& tl) {
+  constexpr int NO = F::outputs(R), BS = R * NO == 4 ? 1 : 2, kSets = R * NO;
+  constexpr int kSecond = kSets == 1 ? 0x01 : 0xEE;  // the second block's betas to lanes 0..
   constexpr int kGroups = kTileOut / NO, kSpanBlocks = 32 / R;  // x of a span: 16 KiB
-  const DecodeFp8 dec(*tl.w);
+  const F f(*tl.w);
   const uint16_t* x = static_cast<const uint16_t*>(tl.x);
   const int64_t n_blk = (tl.k1 - tl.k0) / kBlock;
   const int groups = (tl.no + NO - 1) / NO;
@@ -847,15 +841,16 @@ void fp8_small_tile(const Tile& tl) {
   for (int64_t b0 = 0; b0 < n_blk; b0 += kSpanBlocks) {
     const int nb = static_cast<int>(n_blk - b0 < kSpanBlocks ? n_blk - b0 : kSpanBlocks);
     const int64_t kb = tl.k0 + b0 * kBlock;
-    for (int bb = 0; bb < nb; ++bb) s_lo[bb] = 10, s_hi[bb] = 134;  // fp8_window's scale range
+    for (int bb = 0; bb < nb; ++bb) s_lo[bb] = F::kScaleLo, s_hi[bb] = F::kScaleHi;
     for (int r = 0; r < R && r < tl.nt; ++r) {
       const uint16_t* xr = x + r * tl.x_stride + kb;
-      load_x(xr, nb * kBlock, xs[r]);
+      F::load_x(xr, nb, xs[r]);
       for (int bb = 0; bb < nb; ++bb) {
         int xlo = 0, xhi = 0;
         bf16_range(xr + bb * kBlock, &xlo, &xhi);
-        s_lo[bb] = xlo < 1 ? 256 : 144 - xlo > s_lo[bb] ? 144 - xlo : s_lo[bb];  // xlo 0: subnormal, Inf or NaN
-        s_hi[bb] = 368 - xhi < s_hi[bb] ? 368 - xhi : s_hi[bb];
+        const int lo = F::kLoBase - xlo, hi = F::kHiBase - xhi;
+        s_lo[bb] = xlo < 1 ? 256 : lo > s_lo[bb] ? lo : s_lo[bb];  // xlo 0: subnormal, Inf or NaN
+        s_hi[bb] = hi < s_hi[bb] ? hi : s_hi[bb];
       }
     }
     const float* xrow[R];
@@ -865,39 +860,23 @@ void fp8_small_tile(const Tile& tl) {
       const uint8_t* sp[NO];
       for (int q = 0; q < NO; ++q) {
         const int64_t o = tl.o + (g * NO + q < tl.no ? g * NO + q : tl.no - 1);  // a short group repeats its last
-        wp[q] = dec.data + o * dec.in + kb;
-        sp[q] = dec.scale + (o / kBlock) * dec.nbk + kb / kBlock;
+        wp[q] = f.codes(o, kb);
+        sp[q] = f.scales(o, kb);
       }
       for (int bb = 0; bb < nb; bb += BS) {
-        constexpr int kAhead = 2;  // blocks prefetched ahead in each weight row
-        if (bb + kAhead + BS <= nb)
+        if (bb + F::kAhead + BS <= nb)
           for (int q = 0; q < NO; ++q)
-            for (int a = 0; a < BS; ++a) prefetch_lines(wp[q] + (bb + kAhead + a) * kBlock, kBlock);
+            for (int a = 0; a < BS; ++a) F::prefetch(wp[q] + (bb + F::kAhead + a) * F::kBlockBytes);
         const bool second = BS == 2 && bb + 1 < nb;
         const int lo = second && s_lo[bb + 1] > s_lo[bb] ? s_lo[bb + 1] : s_lo[bb];
         const int hi = second && s_hi[bb + 1] < s_hi[bb] ? s_hi[bb + 1] : s_hi[bb];
-        const uint8_t* wb[NO];
-        uint8_t sb[NO][2];
-        bool fma = lo <= hi, plain = true;  // plain: every scale byte <= 134 (the fast decode)
-        for (int q = 0; q < NO; ++q) {
-          wb[q] = wp[q] + bb * kBlock;
-          for (int b = 0; b < 2; ++b) {
-            sb[q][b] = sp[q][bb + (second ? b : 0)];
-            fma = fma && sb[q][b] >= lo && sb[q][b] <= hi;
-            plain = plain && sb[q][b] <= 134;
-          }
-        }
         const float* xr[R];
         for (int r = 0; r < R; ++r) xr[r] = xrow[r] + bb * kBlock;
-        bool nan = true;
-        __m256 beta = _mm256_setzero_ps();
-        if (fma) beta = fp8_small_blocks<R, NO, BS, true, false>(wb, sb, xr, second, &nan);
-        else if (plain) beta = fp8_small_blocks<R, NO, BS, false, false>(wb, sb, xr, second, &nan);
-        if (nan) beta = fp8_small_blocks<R, NO, BS, false, true>(wb, sb, xr, second, &nan);
+        const __m256 beta = F::template blocks<R, NO, BS>(wp, sp, bb, xr, second, lo, hi);
         chain_beta(block_chain(b0 + bb, n_blk, tl.g_blk), beta, part[g], total[g], add_ps);
         if (second)
-          chain_beta(block_chain(b0 + bb + 1, n_blk, tl.g_blk), _mm256_shuffle_ps(beta, beta, kSecond), part[g], total[g],
-                     add_ps);
+          chain_beta(block_chain(b0 + bb + 1, n_blk, tl.g_blk), _mm256_shuffle_ps(beta, beta, kSecond), part[g],
+                     total[g], add_ps);
       }
     }
   }
@@ -911,16 +890,20 @@ void fp8_small_tile(const Tile& tl) {
   }
 }
 
+template <class F>
+void small_rows(const Tile& tl) {
+  return tl.nt == 1 ? small_tile<F, 1>(tl) : tl.nt == 2 ? small_tile<F, 2>(tl) : small_tile<F, 4>(tl);
+}
+
 // FP4 / FP8 up to kSmallRows rows: the small-row tiles; FP8 / FP4 / BF16 with kGemmMinRows rows
 // or more: the GEMM tile; else span tiles.
 constexpr int kGemmMinRows = 3;
 constexpr int kSmallRows = 4;  // FP4 / FP8 up to this many rows: the small-row tiles
 void tile_bf16(const Tile& tl) {
   const int nt = tl.nt;
-  if (nt <= kSmallRows && tl.w->format == WeightFormat::kFP4 && (tl.k1 - tl.k0) % kBlock == 0)
-    return nt == 1 ? fp4_small_tile<1>(tl) : nt == 2 ? fp4_small_tile<2>(tl) : fp4_small_tile<4>(tl);
-  if (nt <= kSmallRows && tl.w->format == WeightFormat::kFP8 && (tl.k1 - tl.k0) % kBlock == 0)
-    return nt == 1 ? fp8_small_tile<1>(tl) : nt == 2 ? fp8_small_tile<2>(tl) : fp8_small_tile<4>(tl);
+  const bool whole_blocks = (tl.k1 - tl.k0) % kBlock == 0;
+  if (nt <= kSmallRows && whole_blocks && tl.w->format == WeightFormat::kFP4) return small_rows<SmallFp4>(tl);
+  if (nt <= kSmallRows && whole_blocks && tl.w->format == WeightFormat::kFP8) return small_rows<SmallFp8>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP8) return gemm_tile<DecodeFp8>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP4) return gemm_tile<DecodeFp4>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kBF16) return gemm_tile<DecodeBf16>(tl);
