@@ -47,10 +47,7 @@ void annotate_verify_overhead(std::vector<CaseResult>& cases, const Machine& m) 
   std::map<std::tuple<std::string, int, int>, const CaseResult*> one;
   for (const CaseResult& c : cases)
     if (c.phase == "decode" && c.S == 1) one[{c.name, c.B, c.threads}] = &c;
-  const auto roof = [&](const CaseResult& c) {
-    const double bw = m.read(c.threads), peak = m.peak(c.threads);
-    return std::max(bw > 0 ? c.cost.bytes / (bw * 1e9) : 0.0, peak > 0 ? c.cost.flops / (peak * 1e9) : 0.0);
-  };
+  const auto roof = [&](const CaseResult& c) { return roofline_seconds(c.cost, m.read(c.threads), m.peak(c.threads)); };
   for (CaseResult& c : cases) {
     if (c.phase != "decode" || c.S <= 1) continue;
     auto it = one.find({c.name, c.B, c.threads});
@@ -58,6 +55,7 @@ void annotate_verify_overhead(std::vector<CaseResult>& cases, const Machine& m) 
     const CaseResult& b = *it->second;
     const double r1 = roof(b), rs = roof(c);
     if (b.step_ms <= 0 || r1 <= 0 || rs <= 0) continue;
+    c.extra.emplace_back("verify_time_ratio", c.step_ms / b.step_ms);
     c.extra.emplace_back("verify_overhead", (c.step_ms / b.step_ms) / (rs / r1));
   }
 }
@@ -73,10 +71,8 @@ void print_verify_overhead(const std::vector<CaseResult>& cases) {
                   "case", "B", "S", "thr", "t_S/t_1", "overhead");
       header = true;
     }
-    double t1 = 0;
-    for (const CaseResult& b : cases)
-      if (b.name == c.name && b.phase == "decode" && b.B == c.B && b.S == 1 && b.threads == c.threads) t1 = b.step_ms;
-    std::printf("%-12s %4d %2d %3d %9.2fx %8.2f\n", c.name.c_str(), c.B, c.S, c.threads, t1 > 0 ? c.step_ms / t1 : 0.0, v);
+    std::printf("%-12s %4d %2d %3d %9.2fx %8.2f\n", c.name.c_str(), c.B, c.S, c.threads,
+                c.extra_value("verify_time_ratio"), v);
   }
 }
 

@@ -70,8 +70,8 @@ void print_cases(const std::string& title, const std::vector<CaseResult>& cases)
 // Verify overhead of every decode record with S > 1 against its S = 1 twin (same case, B,
 // threads): (t_S / t_1) / (roof_S / roof_1), roof = max(bytes / bandwidth, flops / peak) at
 // the record's thread count. 1 means the S-row step costs what its extra bytes and FLOPs
-// cost; a speculative verify step pays the excess. Stored as the extra field
-// "verify_overhead"; finish() must have run.
+// cost; a speculative verify step pays the excess. Stored as the extra fields
+// "verify_overhead" and "verify_time_ratio" (t_S / t_1); finish() must have run.
 void annotate_verify_overhead(std::vector<CaseResult>& cases, const Machine& m);
 // Those records as a table (nothing when none).
 void print_verify_overhead(const std::vector<CaseResult>& cases);

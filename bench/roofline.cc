@@ -142,4 +142,9 @@ Fractions fractions(const Cost& cost, double seconds, double read_gbps, double p
   return f;
 }
 
+double roofline_seconds(const Cost& cost, double read_gbps, double peak_gflops) {
+  return std::max(read_gbps > 0 ? cost.bytes / (read_gbps * 1e9) : 0.0,
+                  peak_gflops > 0 ? cost.flops / (peak_gflops * 1e9) : 0.0);
+}
+
 }  // namespace dsv4::bench

@@ -83,5 +83,8 @@ struct Fractions {
   double gbps = 0, bandwidth_fraction = 0, gflops = 0, compute_fraction = 0, roofline_fraction = 0;
 };
 Fractions fractions(const Cost& cost, double seconds, double read_gbps, double peak_gflops);
+// The roofline time of a cost: max(bytes / bandwidth, flops / peak), seconds (0 for a
+// denominator not measured).
+double roofline_seconds(const Cost& cost, double read_gbps, double peak_gflops);
 
 }  // namespace dsv4::bench

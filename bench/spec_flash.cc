@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "roofline.h"
+
 namespace dsv4::bench {
 namespace {
 
@@ -29,8 +31,7 @@ struct Timed {
 Timed operator*(double k, Timed p) { return Timed{k * p.ms, k * p.roof_ms}; }
 
 double roof_ms(const Cost& c, const Machine& m, int threads) {
-  const double bw = m.read(threads), peak = m.peak(threads);
-  return 1e3 * std::max(bw > 0 ? c.bytes / (bw * 1e9) : 0.0, peak > 0 ? c.flops / (peak * 1e9) : 0.0);
+  return 1e3 * roofline_seconds(c, m.read(threads), m.peak(threads));
 }
 
 class StepModel {
@@ -111,7 +112,9 @@ class StepModel {
   std::map<std::tuple<std::string, int, int>, const CaseResult*> piece_;
 };
 
-const char* kind_case(int ratio) { return ratio == 0 ? "layer-hca" : ratio == 4 ? "layer-csa" : "layer-hca"; }
+// The layer record a compress ratio is timed by: CSA (4) its own; HCA and SWA (0, not timed)
+// the HCA layer's, an upper bound for SWA.
+const char* kind_case(int ratio) { return ratio == 4 ? "layer-csa" : "layer-hca"; }
 
 struct Profile {
   std::string name;

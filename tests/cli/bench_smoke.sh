@@ -146,6 +146,17 @@ PY
 if "$dsv4" bench --preset tiny --cases gemm --from "$work/bench.json" >"$work/out7.txt" 2>&1; then
   echo "FAIL: --from without spec-flash accepted"; exit 1; fi
 grep -q "only --cases spec-flash" "$work/out7.txt" || { echo "FAIL: unclear --from error"; cat "$work/out7.txt"; exit 1; }
+echo "not json" >"$work/bad.json"
+if "$dsv4" bench --preset tiny --cases spec-flash --from "$work/bad.json" >"$work/out8.txt" 2>&1; then
+  echo "FAIL: --from a non-JSON file accepted"; exit 1; fi
+grep -q "bad.json: not JSON" "$work/out8.txt" || { echo "FAIL: unclear --from parse error"; cat "$work/out8.txt"; exit 1; }
+# A peer that fails: its exit status and output are reported, the run fails.
+mkdir -p "$work/badpeer" && printf '#!/bin/sh\necho "ggml: no such case" >&2\nexit 3\n' >"$work/badpeer/peer_plain"
+chmod +x "$work/badpeer/peer_plain"
+if "$dsv4" bench --preset tiny --cases gemm --gemm-rows 1 --bandwidth-mib 8 --repeats 1 --no-scaling \
+    --peer-ggml "$work/badpeer" >"$work/out9.txt" 2>&1; then echo "FAIL: a failing peer accepted"; exit 1; fi
+grep -q "exited with status 3: ggml: no such case" "$work/out9.txt" ||
+  { echo "FAIL: unclear peer failure"; cat "$work/out9.txt"; exit 1; }
 if command -v gnuplot >/dev/null; then
   head -c 8 "$work/bench.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" ||
     { echo "FAIL: $work/bench.png is not a PNG"; exit 1; }
