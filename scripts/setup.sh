@@ -9,7 +9,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config ccache clang libclang-rt-14-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libfmt-dev libcli11-dev
-      libopenmpi-dev openmpi-bin libcpp-httplib-dev libpcre2-dev python3-numpy curl jq wamerican
+      libopenmpi-dev openmpi-bin libboost-dev libpcre2-dev python3-numpy curl jq wamerican
       libdnnl-dev gnuplot-nox)  # dsv4 bench: oneDNN comparison rows (bench only), throughput PNG
 for flag in "$@"; do
   case "$flag" in

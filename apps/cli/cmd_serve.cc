@@ -1,13 +1,19 @@
-// dsv4 serve [--model DIR] [--host 127.0.0.1] [--port 8000] [--api-key K] [--served-model-name N]
-//   [--max-queue N] [--grace-seconds S] [--request-timeout S] [--max-body-bytes N] [--http-threads N]
+// dsv4 serve [--model DIR] [--host 127.0.0.1] [--port 8000] [--api-key K | --api-key-file F]
+//   [--served-model-name N] [--max-queue N] [--grace-seconds S] [--request-timeout S]
+//   [--max-tokens-limit N] [--max-body-bytes N] [--max-header-bytes N] [--max-headers N]
+//   [--max-connections N] [--max-connections-per-client N] [--read-timeout S] [--idle-timeout S]
+//   [--allowed-hosts H,...] [--cors-origin O] [--trusted-proxies A,...] [--http-threads N]
 //   [--mtp] [--batch-size B] [--threads N] [--max-chunk N] [--max-context N] [--page-tokens P]
 //   [--cache-blocks N] [--prefix-blocks N] [--isa I] [--tp T [--dp D] [--ep E]] [--cp-prefill N]
 // The OpenAI-compatible HTTP server (apps/server) over the engine's Service. Prints
 // "dsv4 serve: listening on http://HOST:PORT" once bound (--port 0 picks a free port).
+// The API key: --api-key, else --api-key-file, else $DSV4_API_KEY (none: /v1/* is open, and a
+// non-loopback bind warns). Every limit and the security model: docs/serving.md.
 // SIGTERM / SIGINT: new requests get 503, running ones finish within --grace-seconds, the rest
 // are cancelled, and the process exits 0.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cerrno>
@@ -41,13 +47,39 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
+  std::string api_key_file;
   std::string served_model_name;
   int max_queue = 256;
   double grace_seconds = 30;
-  double request_timeout = 0;
-  size_t max_body_bytes = 8u << 20;
-  int http_threads = 128;
+  int64_t max_tokens_limit = 4096;
+  std::string allowed_hosts, cors_origin, trusted_proxies;
+  server::ServerOptions http;  // limits and timeouts (their defaults are the flags')
 };
+
+// The key from --api-key, --api-key-file (first line, trimmed) or $DSV4_API_KEY.
+Result<std::string> api_key(const ServeArgs& a) {
+  if (!a.api_key.empty()) return a.api_key;
+  if (!a.api_key_file.empty()) {
+    Result<std::vector<uint8_t>> bytes = read_file(a.api_key_file, 4096);
+    if (!bytes.ok()) return bytes.status().with_context("--api-key-file");
+    std::string key(bytes->begin(), bytes->end());
+    key = key.substr(0, key.find_first_of("\r\n"));
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    if (key.empty()) return Status::errorf("--api-key-file {}: the first line is empty", a.api_key_file);
+    return key;
+  }
+  const char* env = std::getenv("DSV4_API_KEY");
+  return std::string(env ? env : "");
+}
+
+// Each open connection is a descriptor: raise the soft limit to the hard one.
+void raise_descriptor_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
 
 // The model directory's name (without trailing slashes), e.g. "tiny-fp8-seed0".
 std::string dir_name(const std::string& dir) {
@@ -108,7 +140,9 @@ int run_serve(const ServeArgs& a) {
   if (Status st = rs.agree(defaults.status()); !st.ok())
     return fail(st.with_context("serve needs the model's tokenizer.json"));
   if (a.max_queue < 0) return fail(Status::errorf("--max-queue = {} must not be negative", a.max_queue));
-  if (a.http_threads < 1) return fail(Status::errorf("--http-threads = {} must be at least 1", a.http_threads));
+  if (a.http.io_threads < 1) return fail(Status::errorf("--http-threads = {} must be at least 1", a.http.io_threads));
+  Result<std::string> key = api_key(a);
+  if (!key.ok()) return fail(key.status());
 
   Result<Limits> lim = engine_limits(ef);
   if (!lim.ok()) return fail(lim.status());
@@ -127,18 +161,20 @@ int run_serve(const ServeArgs& a) {
   card.text = &*text;
   card.temperature = defaults->temperature;
   card.top_p = defaults->top_p;
+  card.max_tokens_limit = a.max_tokens_limit;
 
   ServiceOptions so;
   so.max_queue = a.max_queue;
   std::unique_ptr<Service> service = Service::start(**engine, so);
 
-  server::ServerOptions opt;
+  server::ServerOptions opt = a.http;
   opt.host = a.host;
   opt.port = a.port;
-  opt.api_key = a.api_key;
-  opt.max_body_bytes = a.max_body_bytes;
-  opt.http_threads = a.http_threads;
-  opt.request_timeout = a.request_timeout;
+  opt.access.api_key = *key;
+  opt.access.allowed_hosts = server::split_list(a.allowed_hosts);
+  opt.access.cors_origin = a.cors_origin;
+  opt.access.trusted_proxies = server::split_list(a.trusted_proxies);
+  raise_descriptor_limit();
   server::HttpServer http(*service, card, opt);
   Result<int> port = http.bind();
   if (!port.ok()) {
@@ -148,6 +184,9 @@ int run_serve(const ServeArgs& a) {
   std::printf("dsv4 serve: model %s (%s), context %lld, batch %d%s\n", card.id.c_str(), dir->c_str(),
               static_cast<long long>(card.max_context), ef.batch_size,
               spec_label(*eo).empty() ? "" : (", " + spec_label(*eo) + " drafts").c_str());
+  if (!server::is_loopback_address(a.host) && key->empty())
+    std::fprintf(stderr, "dsv4 serve: warning: %s is not a loopback address and no API key is set: anyone who "
+                         "reaches it can use /v1/* (--api-key-file, DSV4_API_KEY)\n", a.host.c_str());
   std::printf("dsv4 serve: listening on http://%s:%d\n", a.host.c_str(), *port);
   std::fflush(stdout);
 
@@ -174,22 +213,59 @@ Command add_serve(CLI::App& app) {
   add_engine_options(sub, &a->engine);
   sub->add_option("--host", a->host, "Address to bind")->capture_default_str();
   sub->add_option("--port", a->port, "TCP port (0: any free port)")->capture_default_str();
-  sub->add_option("--api-key", a->api_key, "Require \"Authorization: Bearer KEY\" on /v1/*");
+  server::ServerOptions& h = a->http;
+  sub->add_option("--api-key", a->api_key, "Require \"Authorization: Bearer KEY\" on /v1/* (visible in the process "
+                  "list: prefer --api-key-file or DSV4_API_KEY)");
+  sub->add_option("--api-key-file", a->api_key_file, "Read the API key from the first line of FILE");
   sub->add_option("--served-model-name", a->served_model_name,
                   "Model id of /v1/models and the requests' \"model\" (default: the model directory's name)");
-  sub->add_option("--max-queue", a->max_queue, "Requests waiting for admission beyond this get 429")
+  sub->add_option("--max-queue", a->max_queue, "Requests waiting for admission beyond this get 429 + Retry-After")
       ->capture_default_str();
   sub->add_option("--grace-seconds", a->grace_seconds,
                   "On SIGTERM/SIGINT: how long running requests may finish before they are cancelled")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--request-timeout", a->request_timeout,
-                  "Seconds a request may take (finish reason \"timeout\"; 0 = none)")
+  sub->add_option("--request-timeout", h.request_timeout,
+                  "Seconds a request may take (then it ends, finish reason \"length\"; 0 = none)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--max-body-bytes", a->max_body_bytes, "Largest request body (larger: 413)")->capture_default_str();
-  sub->add_option("--http-threads", a->http_threads,
-                  "HTTP worker threads: connections served at once (each stream holds one)")
+  sub->add_option("--max-tokens-limit", a->max_tokens_limit,
+                  "Largest max_tokens a request may ask (above: 400); without max_tokens a request gets the smaller "
+                  "of this and the rest of the context (0 = the context)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-body-bytes", h.limits.max_body_bytes,
+                  "Largest request body, for every transfer encoding (larger: 413)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-header-bytes", h.limits.max_header_bytes, "Largest request header (larger: 431)")
+      ->capture_default_str()
+      ->check(CLI::Range(1024u, 1u << 20));
+  sub->add_option("--max-headers", h.limits.max_headers, "Most header fields in a request (more: 431)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  sub->add_option("--max-connections", h.max_connections, "Open connections in all (beyond: closed at once)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-connections-per-client", h.max_connections_per_client,
+                  "Open connections per client address (behind --trusted-proxies: per X-Forwarded-For client)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--read-timeout", h.limits.read_timeout,
+                  "Seconds from a request's first byte to its last body byte (slower: 408 and closed)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--idle-timeout", h.limits.idle_timeout, "Seconds a connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--allowed-hosts", a->allowed_hosts,
+                  "Host names the Host header may carry besides localhost/127.0.0.1/[::1] (comma-separated; on a "
+                  "non-loopback bind, given: only these)");
+  sub->add_option("--cors-origin", a->cors_origin, "The one cross origin allowed (CORS answered for it only)");
+  sub->add_option("--trusted-proxies", a->trusted_proxies,
+                  "Reverse-proxy addresses whose X-Forwarded-For names the client (comma-separated)");
+  sub->add_option("--http-threads", h.io_threads, "Threads running the connections' I/O (no thread waits for a "
+                  "request)")
       ->capture_default_str();
   return {sub, [a]() { return run_serve(*a); }};
 }

@@ -74,10 +74,12 @@ ApiResult<std::optional<int64_t>> get_int(const Json& obj, const std::string& na
 
 // Bounded nesting: a body nested thousands deep would overflow the stack as soon as an error
 // message dump()s part of it (io/json_bounded.h).
-ApiResult<Json> parse_body(std::string_view body) {
-  Result<Json> parsed = parse_json_bounded<Json>(body);
-  if (!parsed.ok())
-    return bad_request("", fmt::format("the request body is not valid JSON: {}", parsed.message()), "invalid_json");
+ApiResult<Json> parse_body(std::string_view body, const ModelCard& model) {
+  Result<Json> parsed = parse_json_bounded<Json>(body, kMaxJsonDepth, nullptr, model.max_json_values());
+  if (!parsed.ok()) {
+    if (parsed.message() == "not valid JSON") return bad_request("", "the request body is not valid JSON", "invalid_json");
+    return bad_request("", "the request body " + parsed.message(), "request_too_complex");
+  }
   Json j = std::move(*parsed);
   if (!j.is_object()) return bad_request("", fmt::format("the request body must be a JSON object, got {}", json_kind(j)));
   return j;
@@ -211,8 +213,9 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
   return c;
 }
 
-// Sets gen.max_tokens: the given value, else up to the context limit; the prompt and the
-// completion must fit in max_context positions.
+// Sets gen.max_tokens: the given value, else the smaller of --max-tokens-limit and the rest of
+// the context; the prompt and the completion must fit in max_context positions, and a given
+// value must not exceed the limit.
 std::optional<ApiError> fit_context(const ModelCard& model, const std::string& prompt_param,
                                     const std::string& max_param, std::optional<int64_t> max_tokens,
                                     bool zero_ok, ApiRequest& out) {
@@ -225,8 +228,9 @@ std::optional<ApiError> fit_context(const ModelCard& model, const std::string& p
                                    model.max_context, n_prompt),
                        "context_length_exceeded");
   }
+  const int64_t limit = model.max_tokens_limit > 0 ? model.max_tokens_limit : INT32_MAX;
   if (!max_tokens) {
-    out.gen.max_tokens = static_cast<int32_t>(std::min<int64_t>(room, INT32_MAX));
+    out.gen.max_tokens = static_cast<int32_t>(std::min<int64_t>({room, limit, INT32_MAX}));
     return std::nullopt;
   }
   if (*max_tokens == 0 && !zero_ok)
@@ -240,6 +244,9 @@ std::optional<ApiError> fit_context(const ModelCard& model, const std::string& p
                                    model.max_context, n_prompt, max_param, *max_tokens, room),
                        "context_length_exceeded");
   }
+  if (*max_tokens > limit)
+    return bad_request(max_param, fmt::format("{} = {} exceeds the server's limit of {} (--max-tokens-limit)",
+                                              max_param, *max_tokens, limit), "max_tokens_exceeded");
   out.gen.max_tokens = static_cast<int32_t>(*max_tokens);
   return std::nullopt;
 }
@@ -260,6 +267,11 @@ ApiResult<bool> completion_prompt(const Json& obj, const ModelCard& model, ApiRe
     out.prompt_skip = model.text->config.add_bos_token ? 1 : 0;
   } else if (one->is_array()) {
     if (one->empty()) return bad_request("prompt", "prompt: empty token array");
+    if (static_cast<int64_t>(one->size()) > model.max_context)
+      return bad_request("prompt",
+                         fmt::format("This model's maximum context length is {} tokens; the prompt has {} tokens",
+                                     model.max_context, one->size()),
+                         "context_length_exceeded");
     const int32_t n_vocab = model.text->tokenizer.n_vocab();
     out.gen.prompt.reserve(one->size());
     for (size_t i = 0; i < one->size(); ++i) {
@@ -320,7 +332,7 @@ Result<GenerationDefaults> parse_generation_config(std::string_view json_text, c
 
 ApiResult<ApiRequest> parse_completions_request(std::string_view body, const ModelCard& model,
                                                 uint64_t default_seed) {
-  ApiResult<Json> parsed = parse_body(body);
+  ApiResult<Json> parsed = parse_body(body, model);
   if (!parsed.ok()) return parsed.error();
   const Json& obj = *parsed;
   ApiRequest out;
@@ -355,7 +367,7 @@ ApiResult<ApiRequest> parse_completions_request(std::string_view body, const Mod
 }
 
 ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard& model, uint64_t default_seed) {
-  ApiResult<Json> parsed = parse_body(body);
+  ApiResult<Json> parsed = parse_body(body, model);
   if (!parsed.ok()) return parsed.error();
   const Json& obj = *parsed;
   ApiRequest out;

@@ -65,6 +65,10 @@ struct ModelCard {
   const TextModel* text = nullptr;  // tokenizer and tokenizer_config.json (not owned)
   float temperature = 1.0f;    // defaults for absent fields (generation_config.json)
   float top_p = 1.0f;
+  int64_t max_tokens_limit = 4096;  // --max-tokens-limit: largest max_tokens (0: the context)
+  // Values (containers and scalars) a request body may hold: a token-id prompt of the whole
+  // context plus room for the rest. Bounds the parsed size of a small body of tiny values.
+  int64_t max_json_values() const { return max_context + 65536; }
 };
 
 // generation_config.json's sampling defaults: temperature and top_p when present (other fields

@@ -1,92 +1,30 @@
-// Routes and the HTTP <-> Service bridge (server.h).
+// Routes, access checks and the connection <-> Service bridge (server.h).
 #include "server.h"
 
-#include <httplib.h>
+#include <sys/resource.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <chrono>
-#include <condition_variable>
 #include <ctime>
-#include <deque>
 #include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 #include <fmt/format.h>
+
+#include "connection.h"
 
 namespace dsv4::server {
 namespace {
 
+namespace beast = boost::beast;
 using Json = nlohmann::ordered_json;
-
-// One request's updates, from the service thread (push) to its HTTP handler thread (take).
-class UpdateQueue {
- public:
-  void push(const RequestUpdate& u) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      updates_.push_back(u);
-      if (u.finished) finished_ = true;
-    }
-    ready_.notify_one();
-  }
-  // Waits for at least one update and moves every queued one out.
-  std::vector<RequestUpdate> take() {
-    std::unique_lock<std::mutex> lock(mu_);
-    ready_.wait(lock, [&] { return !updates_.empty(); });
-    return take_locked();
-  }
-  // The same, waiting at most `seconds` (then nothing).
-  std::vector<RequestUpdate> take_for(double seconds) {
-    std::unique_lock<std::mutex> lock(mu_);
-    ready_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return !updates_.empty(); });
-    return take_locked();
-  }
-  bool finished() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return finished_;
-  }
-
- private:
-  std::vector<RequestUpdate> take_locked() {
-    std::vector<RequestUpdate> out(std::make_move_iterator(updates_.begin()), std::make_move_iterator(updates_.end()));
-    updates_.clear();
-    return out;
-  }
-
-  mutable std::mutex mu_;
-  std::condition_variable ready_;
-  std::deque<RequestUpdate> updates_;
-  bool finished_ = false;
-};
-
-void reply_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.http_status;
-  res.set_content(error_body(e), "application/json");
-}
-
-ApiError server_error(int status, std::string message, std::string code, std::string type = "server_error") {
-  ApiError e;
-  e.http_status = status;
-  e.message = std::move(message);
-  e.code = std::move(code);
-  e.type = std::move(type);
-  return e;
-}
-
-// Constant-time comparison of the presented key.
-bool same_secret(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
-  return diff == 0 && !b.empty();
-}
-
-std::string route_label(const std::string& path) {
-  for (const char* r : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/"})
-    if (path == r) return path;
-  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
-  return "other";
-}
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -95,227 +33,402 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+std::string route_label(std::string_view target) {
+  const std::string path(target.substr(0, target.find('?')));
+  for (const char* r : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/"})
+    if (path == r) return path;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  return "other";
+}
+
+HttpResponse api_error_response(const ApiError& e) {
+  HttpResponse res{static_cast<http::status>(e.http_status), 11};
+  res.set(http::field::content_type, "application/json");
+  res.body() = error_body(e);
+  return res;
+}
+
+HttpResponse content(std::string body, const char* type, http::status status = http::status::ok) {
+  HttpResponse res{status, 11};
+  res.set(http::field::content_type, type);
+  res.body() = std::move(body);
+  return res;
+}
+
+std::string path_of(const HttpRequest& req) {
+  const std::string_view t(req.target().data(), req.target().size());
+  return std::string(t.substr(0, t.find('?')));
+}
+
+// The field an engine message names ("max_tokens: ..." -> "max_tokens"), else "".
+std::string message_param(const std::string& message) {
+  const size_t colon = message.find(':');
+  if (colon == std::string::npos || colon == 0) return "";
+  for (size_t i = 0; i < colon; ++i)
+    if (!(std::isalnum(static_cast<unsigned char>(message[i])) || message[i] == '_')) return "";
+  return message.substr(0, colon);
+}
+
+std::string field(const HttpRequest& req, http::field f) {
+  const auto v = req[f];
+  return std::string(v.data(), v.size());
+}
+
+// One generation request between the service thread and its connection: the sink copies each
+// update into the mailbox and posts one pump to the connection's strand, which turns them into
+// the response (or SSE chunks). A stream with nothing to send for a while gets a comment line,
+// so that a client that left is noticed at the write too.
+class Exchange : public std::enable_shared_from_this<Exchange> {
+ public:
+  Exchange(Service& service, const std::shared_ptr<Connection>& conn, bool stream, double keepalive_seconds,
+           std::atomic<int>& active, HttpResponse headers)
+      : service_(service), conn_(conn), executor_(conn->executor()), stream_(stream),
+        keepalive_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(keepalive_seconds))),
+        timer_(conn->executor()), active_(active), headers_(std::move(headers)) {
+    active_.fetch_add(1);
+  }
+  ~Exchange() { active_.fetch_sub(1); }
+
+  // On the connection's strand, once submitted (before any pump: that runs on the strand too).
+  void begin(int64_t rid, const ApiRequest& api, const ModelCard& model) {
+    rid_ = rid;
+    const std::string id = fmt::format("{}-{}", api.endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", rid);
+    builder_.emplace(api, model, id, static_cast<int64_t>(std::time(nullptr)));
+    std::shared_ptr<Connection> conn = conn_.lock();
+    if (!conn) return service_.cancel(rid_);
+    conn->on_gone([service = &service_, rid] { service->cancel(rid); });
+    if (!stream_) return;
+    HttpResponse head = headers_;
+    head.result(http::status::ok);
+    head.set(http::field::content_type, "text/event-stream");
+    head.set(http::field::cache_control, "no-cache");
+    head.set("X-Accel-Buffering", "no");
+    conn->start_stream(std::move(head));
+    arm_keepalive();
+  }
+
+  // On the service thread.
+  void push(const RequestUpdate& u) {
+    bool post = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      inbox_.push_back(u);
+      post = !posted_;
+      posted_ = true;
+    }
+    if (post) net::post(executor_, [self = shared_from_this()] { self->pump(); });
+  }
+
+ private:
+  void pump() {
+    std::vector<RequestUpdate> updates;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      updates.swap(inbox_);
+      posted_ = false;
+    }
+    std::shared_ptr<Connection> conn = conn_.lock();
+    std::string events;
+    for (const RequestUpdate& u : updates) events += builder_->add(u);
+    if (!conn || conn->closed()) return;
+    if (stream_) {
+      conn->send(std::move(events));
+      if (builder_->finished()) {
+        timer_.cancel();
+        conn->end_stream();
+      }
+      return;
+    }
+    if (!builder_->finished()) return;
+    ApiResult<std::string> body = builder_->response();
+    if (!body.ok()) return conn->reply(with_headers(api_error_response(body.error())));
+    conn->reply(with_headers(content(std::move(*body), "application/json")));
+  }
+
+  void arm_keepalive() {
+    timer_.expires_after(keepalive_);
+    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->builder_->finished()) return;
+      std::shared_ptr<Connection> conn = self->conn_.lock();
+      if (!conn || conn->closed()) return;
+      conn->send(": keep-alive\n\n");
+      self->arm_keepalive();
+    });
+  }
+
+  HttpResponse with_headers(HttpResponse res) const {
+    for (const auto& f : headers_) res.set(f.name_string(), f.value());
+    return res;
+  }
+
+  Service& service_;
+  std::weak_ptr<Connection> conn_;
+  net::any_io_executor executor_;
+  std::optional<ResponseBuilder> builder_;
+  bool stream_;
+  int64_t rid_ = -1;
+  std::chrono::steady_clock::duration keepalive_;
+  net::steady_timer timer_;
+  std::atomic<int>& active_;
+  HttpResponse headers_;  // extra response headers (CORS)
+  std::mutex mu_;
+  std::vector<RequestUpdate> inbox_;
+  bool posted_ = false;
+};
+
 }  // namespace
 
+struct HttpServer::Impl {
+  Impl(Service& s, const ModelCard& m, const ServerOptions& o)
+      : service(s), model(m), options(o), acceptor(ioc), accept_retry(ioc),
+        table(o.max_connections, o.max_connections_per_client), seed_base(std::random_device{}()) {
+    options.access.loopback_bind = is_loopback_address(options.host);
+    routes.check = [this](Connection& c, const HttpRequest& r) { return check(c, r); };
+    routes.handle = [this](const std::shared_ptr<Connection>& c, HttpRequest&& r) { handle(c, std::move(r)); };
+    routes.count = [this](const std::string& target, int status) { metrics.count(route_label(target), status); };
+  }
+
+  void accept();
+  std::optional<HttpResponse> check(Connection& conn, const HttpRequest& req);
+  void handle(const std::shared_ptr<Connection>& conn, HttpRequest&& req);
+  void generate(const std::shared_ptr<Connection>& conn, const HttpRequest& req, Endpoint endpoint,
+                HttpResponse headers);
+  HttpResponse info(const HttpRequest& req);
+  HttpResponse cors_headers(const HttpRequest& req) const;
+  uint64_t next_seed() { return splitmix64(seed_base + seed_counter.fetch_add(1)); }
+
+  Service& service;
+  const ModelCard& model;
+  ServerOptions options;
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  net::steady_timer accept_retry;
+  ConnectionTable table;
+  Routes routes;
+  HttpMetrics metrics;
+  std::atomic<uint64_t> seed_counter{0};
+  uint64_t seed_base;
+  std::atomic<bool> draining{false};
+  std::atomic<bool> running{false};
+  std::atomic<int> active{0};  // exchanges not yet released
+};
+
 HttpServer::HttpServer(Service& service, const ModelCard& model, const ServerOptions& options)
-    : service_(service), model_(model), options_(options), http_(std::make_unique<httplib::Server>()),
-      seed_counter_(0), seed_base_(std::random_device{}()) {
-  const int threads = options_.http_threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  http_->set_payload_max_length(options_.max_body_bytes);
-  http_->set_tcp_nodelay(true);  // small responses and SSE chunks go out at once (no Nagle wait)
-  http_->set_keep_alive_timeout(2);
-  http_->set_read_timeout(30);
-  http_->set_write_timeout(30);
-  routes();
-}
+    : impl_(std::make_unique<Impl>(service, model, options)) {}
 
 HttpServer::~HttpServer() = default;
 
-uint64_t HttpServer::next_seed() { return splitmix64(seed_base_ + seed_counter_.fetch_add(1)); }
+HttpMetrics& HttpServer::http_metrics() { return impl_->metrics; }
 
 Result<int> HttpServer::bind() {
-  if (options_.port < 0 || options_.port > 65535)
-    return Status::errorf("--port {} is outside [0, 65535]", options_.port);
-  if (options_.port == 0) {
-    const int port = http_->bind_to_any_port(options_.host);
-    if (port <= 0) return Status::errorf("cannot bind {}:any port", options_.host);
-    return port;
-  }
-  if (!http_->bind_to_port(options_.host, options_.port))
-    return Status::errorf("cannot bind {}:{} (in use, or not a local address)", options_.host, options_.port);
-  return options_.port;
+  Impl& s = *impl_;
+  if (s.options.port < 0 || s.options.port > 65535)
+    return Status::errorf("--port {} is outside [0, 65535]", s.options.port);
+  boost::system::error_code ec;
+  const std::string host = s.options.host == "localhost" ? "127.0.0.1" : s.options.host;
+  const net::ip::address address = net::ip::make_address(host, ec);
+  if (ec) return Status::errorf("--host {}: not an IP address ({})", s.options.host, ec.message());
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(s.options.port));
+  s.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(endpoint, ec);
+  if (!ec) s.acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return Status::errorf("cannot bind {}:{} ({})", s.options.host, s.options.port, ec.message());
+  return static_cast<int>(s.acceptor.local_endpoint().port());
 }
 
 Status HttpServer::run() {
-  if (!http_->listen_after_bind()) return Status::error("the HTTP server stopped with an error");
+  Impl& s = *impl_;
+  if (!s.acceptor.is_open()) return Status::error("the HTTP server is not bound");
+  s.accept();
+  s.running.store(true);
+  std::vector<std::thread> threads;
+  for (int i = 1; i < s.options.io_threads; ++i) threads.emplace_back([&s] { s.ioc.run(); });
+  s.ioc.run();
+  for (std::thread& t : threads) t.join();
+  s.running.store(false);
   return Status();
 }
 
 void HttpServer::stop() {
-  draining_.store(true);
-  http_->stop();
+  Impl& s = *impl_;
+  s.draining.store(true);
+  net::post(s.ioc, [&s] {
+    boost::system::error_code ec;
+    s.acceptor.close(ec);
+  });
+  s.ioc.stop();
 }
 
 void HttpServer::drain(double grace_seconds) {
-  draining_.store(true);
-  service_.shutdown(grace_seconds);
+  Impl& s = *impl_;
+  s.draining.store(true);
+  s.service.shutdown(grace_seconds);
   // Every request has its last update now; give the streams a moment to write it.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (active_.load() > 0 && std::chrono::steady_clock::now() < deadline)
+  while (s.active.load() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  // A signal right after bind(): stop() only acts once run() is listening.
-  while (!http_->is_running() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  http_->stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the last chunk's write
+  stop();
 }
 
-void HttpServer::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
-  const uint64_t seed = next_seed();
-  ApiResult<ApiRequest> parsed = endpoint == Endpoint::kChat ? parse_chat_request(req.body, model_, seed)
-                                                             : parse_completions_request(req.body, model_, seed);
-  if (!parsed.ok()) return reply_error(res, parsed.error());
-  if (draining_.load())
-    return reply_error(res, server_error(503, "the server is shutting down", "server_shutting_down"));
-  ApiRequest& api = *parsed;
-  api.gen.timeout_seconds = options_.request_timeout;
+// Accepts until the acceptor closes: over the total or per-address limit a connection is
+// closed at once; out of descriptors, accepting pauses briefly instead of spinning.
+void HttpServer::Impl::accept() {
+  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+    if (ec) {
+      accept_retry.expires_after(std::chrono::milliseconds(50));
+      return accept_retry.async_wait([this](beast::error_code) { accept(); });
+    }
+    boost::system::error_code pe;
+    const tcp::endpoint remote = socket.remote_endpoint(pe);
+    std::string peer = pe ? std::string("?") : remote.address().to_string();
+    // A trusted proxy's connections count per forwarded client, once its header is read.
+    const bool proxy = is_trusted_proxy(options.access, peer);
+    if (!table.add_connection()) {
+      socket.close(pe);
+    } else if (!proxy && !table.add_client(peer)) {
+      table.remove_connection();
+      socket.close(pe);
+    } else {
+      std::make_shared<Connection>(std::move(socket), options.limits, routes, table, std::move(peer), !proxy)->start();
+    }
+    accept();
+  });
+}
 
-  auto queue = std::make_shared<UpdateQueue>();
-  const Service::Submitted sub = service_.submit(api.gen, [queue](const RequestUpdate& u) { queue->push(u); });
+// Access rules on the header, before any body byte is read (docs/serving.md, security model).
+std::optional<HttpResponse> HttpServer::Impl::check(Connection& conn, const HttpRequest& req) {
+  const std::string host = field(req, http::field::host);
+  if (!host_allowed(options.access, host))
+    return json_error(421, fmt::format("Host \"{}\" is not served here (--allowed-hosts)", host),
+                      "misdirected_request");
+  const std::string origin = field(req, http::field::origin);
+  if (!origin_allowed(options.access, origin, host))
+    return json_error(403, fmt::format("cross-origin requests from {} are not allowed (--cors-origin)", origin),
+                      "origin_not_allowed", "permission_error");
+  if (!options.access.trusted_proxies.empty()) {
+    const std::string client = client_address(options.access, conn.peer(), std::string(req["X-Forwarded-For"]));
+    if (!conn.account_to(client))
+      return json_error(429, fmt::format("too many connections from {}", client), "too_many_connections",
+                        "rate_limit_error");
+  }
+  const std::string path = path_of(req);
+  if (req.method() == http::verb::options) {
+    if (options.access.cors_origin.empty() || origin.empty())
+      return json_error(405, "OPTIONS is answered only to the --cors-origin origin", "method_not_allowed");
+    HttpResponse res = cors_headers(req);
+    res.result(http::status::no_content);
+    res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
+    res.set(http::field::access_control_allow_headers, "Authorization, Content-Type");
+    res.set(http::field::access_control_max_age, "600");
+    return res;
+  }
+  if (!options.access.api_key.empty() && path.rfind("/v1/", 0) == 0) {
+    const std::string auth = field(req, http::field::authorization);
+    const std::string prefix = "Bearer ";
+    if (auth.rfind(prefix, 0) != 0 || !same_secret(std::string_view(auth).substr(prefix.size()), options.access.api_key)) {
+      HttpResponse res = json_error(401, auth.empty() ? "missing API key: send the header \"Authorization: Bearer <key>\""
+                                                      : "incorrect API key provided",
+                                    "invalid_api_key");
+      res.set(http::field::www_authenticate, "Bearer");
+      return res;
+    }
+  }
+  if (req.method() == http::verb::post) {
+    if (path != "/v1/completions" && path != "/v1/chat/completions")
+      return json_error(404, fmt::format("no route for POST {}", path), "not_found");
+    if (!is_json_content_type(field(req, http::field::content_type)))
+      return json_error(415, "POST bodies must be JSON: send \"Content-Type: application/json\"",
+                        "unsupported_media_type");
+    if (draining.load()) return json_error(503, "the server is shutting down", "server_shutting_down", "server_error");
+  } else if (req.method() != http::verb::get) {
+    return json_error(405, fmt::format("method {} is not allowed", std::string(req.method_string())),
+                      "method_not_allowed");
+  }
+  return std::nullopt;
+}
+
+// Access-Control-Allow-Origin for the --cors-origin origin (empty otherwise).
+HttpResponse HttpServer::Impl::cors_headers(const HttpRequest& req) const {
+  HttpResponse res;
+  const std::string origin = field(req, http::field::origin);
+  if (is_cors_origin(options.access, origin)) {
+    res.set(http::field::access_control_allow_origin, options.access.cors_origin);
+    res.set(http::field::vary, "Origin");
+  }
+  return res;
+}
+
+void HttpServer::Impl::handle(const std::shared_ptr<Connection>& conn, HttpRequest&& req) {
+  HttpResponse headers = cors_headers(req);
+  const std::string path = path_of(req);
+  if (req.method() == http::verb::post)
+    return generate(conn, req, path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions,
+                    std::move(headers));
+  HttpResponse res = info(req);
+  for (const auto& f : headers) res.set(f.name_string(), f.value());
+  conn->reply(std::move(res));
+}
+
+void HttpServer::Impl::generate(const std::shared_ptr<Connection>& conn, const HttpRequest& req, Endpoint endpoint,
+                                HttpResponse headers) {
+  auto reply = [&](HttpResponse res) {
+    for (const auto& f : headers) res.set(f.name_string(), f.value());
+    conn->reply(std::move(res));
+  };
+  const uint64_t seed = next_seed();
+  ApiResult<ApiRequest> parsed = endpoint == Endpoint::kChat ? parse_chat_request(req.body(), model, seed)
+                                                             : parse_completions_request(req.body(), model, seed);
+  if (!parsed.ok()) return reply(api_error_response(parsed.error()));
+  ApiRequest& api = *parsed;
+  api.gen.timeout_seconds = options.request_timeout;
+
+  auto exchange = std::make_shared<Exchange>(service, conn, api.stream, options.keepalive_seconds, active,
+                                             headers);
+  const Service::Submitted sub = service.submit(api.gen, [exchange](const RequestUpdate& u) { exchange->push(u); });
   switch (sub.error) {
     case Service::SubmitError::kNone: break;
     case Service::SubmitError::kInvalid:
-      return reply_error(res, bad_request("", sub.message));
-    case Service::SubmitError::kQueueFull:
-      res.set_header("Retry-After", std::to_string(options_.retry_after_seconds));
-      return reply_error(res, server_error(429, "the request queue is full: " + sub.message, "queue_full",
-                                           "rate_limit_error"));
+      return reply(api_error_response(bad_request(message_param(sub.message), sub.message)));
+    case Service::SubmitError::kQueueFull: {
+      HttpResponse res = json_error(429, "the request queue is full: " + sub.message, "queue_full", "rate_limit_error");
+      res.set(http::field::retry_after, std::to_string(options.retry_after_seconds));
+      return reply(std::move(res));
+    }
     case Service::SubmitError::kStopping:
-      return reply_error(res, server_error(503, "the server is shutting down", "server_shutting_down"));
+      return reply(json_error(503, "the server is shutting down", "server_shutting_down", "server_error"));
   }
-  const std::string id = fmt::format("{}-{}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", sub.id);
-  auto builder = std::make_shared<ResponseBuilder>(api, model_, id, static_cast<int64_t>(std::time(nullptr)));
-
-  if (!api.stream) {
-    while (!builder->finished())
-      for (const RequestUpdate& u : queue->take()) builder->add(u);
-    ApiResult<std::string> body = builder->response();
-    if (!body.ok()) return reply_error(res, body.error());
-    res.set_content(*body, "application/json");
-    return;
-  }
-
-  // Streams: the provider runs on this worker after the handler returns; it sends each batch of
-  // updates as SSE events, and an SSE comment line when nothing came for a while (a queued or
-  // long-prefilling request), so that a client that left is noticed. A failed write means the
-  // client left: cancel (pages freed at the next step). The releaser runs when the response ends
-  // either way.
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  Service* service = &service_;
-  std::atomic<int>* active = &active_;
-  const int64_t rid = sub.id;
-  const double keepalive = options_.keepalive_seconds;
-  active->fetch_add(1);
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [queue, builder, service, rid, keepalive](size_t, httplib::DataSink& sink) {
-        const std::vector<RequestUpdate> updates = queue->take_for(keepalive);
-        std::string events = updates.empty() ? ": keep-alive\n\n" : "";
-        for (const RequestUpdate& u : updates) events += builder->add(u);
-        if (!events.empty() && !sink.write(events.data(), events.size())) {
-          service->cancel(rid);
-          return false;
-        }
-        if (builder->finished()) sink.done();
-        return true;
-      },
-      [queue, service, rid, active](bool) {
-        if (!queue->finished()) service->cancel(rid);
-        active->fetch_sub(1);
-      });
-}
-
-void HttpServer::routes() {
-  require_api_key();
-  generation_routes();
-  info_routes();
-  error_responses();
-}
-
-// With --api-key, every /v1/ path needs "Authorization: Bearer <key>" (401 otherwise).
-void HttpServer::require_api_key() {
-  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.rfind(prefix, 0) == 0 && same_secret(auth.substr(prefix.size()), options_.api_key))
-      return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e;
-    e.http_status = 401;
-    e.message = auth.empty() ? "missing API key: send the header \"Authorization: Bearer <key>\""
-                             : "incorrect API key provided";
-    e.code = "invalid_api_key";
-    reply_error(res, e);
-    res.set_header("WWW-Authenticate", "Bearer");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-}
-
-void HttpServer::generation_routes() {
-  httplib::Server& s = *http_;
-  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    generate(req, res, Endpoint::kCompletions);
-  });
-  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    generate(req, res, Endpoint::kChat);
-  });
+  exchange->begin(sub.id, api, model);
 }
 
 // The served model, health, metrics and the chat page.
-void HttpServer::info_routes() {
-  httplib::Server& s = *http_;
+HttpResponse HttpServer::Impl::info(const HttpRequest& req) {
+  const std::string path = path_of(req);
   auto model_json = [this] {
-    return Json{{"id", model_.id}, {"object", "model"}, {"created", model_.created}, {"owned_by", "dsv4"},
-                {"max_model_len", model_.max_context}};
+    return Json{{"id", model.id}, {"object", "model"}, {"created", model.created}, {"owned_by", "dsv4"},
+                {"max_model_len", model.max_context}};
   };
-  s.Get("/v1/models", [model_json](const httplib::Request&, httplib::Response& res) {
-    res.set_content(Json{{"object", "list"}, {"data", Json::array({model_json()})}}.dump(), "application/json");
-  });
-  s.Get(R"(/v1/models/(.+))", [this, model_json](const httplib::Request& req, httplib::Response& res) {
-    if (req.matches[1] == model_.id) return res.set_content(model_json().dump(), "application/json");
-    ApiError e = bad_request("model", fmt::format("The model `{}` does not exist", req.matches[1].str()),
-                             "model_not_found");
+  if (path == "/v1/models")
+    return content(Json{{"object", "list"}, {"data", Json::array({model_json()})}}.dump(), "application/json");
+  if (path.rfind("/v1/models/", 0) == 0) {
+    const std::string id = path.substr(std::string("/v1/models/").size());
+    if (id == model.id) return content(model_json().dump(), "application/json");
+    ApiError e = bad_request("model", fmt::format("The model `{}` does not exist", id), "model_not_found");
     e.http_status = 404;
-    reply_error(res, e);
-  });
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const bool up = !draining_.load() && service_.accepting() && service_.loop_status().ok();
-    res.status = up ? 200 : 503;
-    res.set_content(Json{{"status", up ? "ok" : "unavailable"}}.dump(), "application/json");
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(format_metrics(service_.metrics(), http_metrics_.snapshot()), "text/plain; version=0.0.4");
-  });
-  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    const std::string_view page = chat_page();
-    res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
-  });
-}
-
-void HttpServer::error_responses() {
-  httplib::Server& s = *http_;
-  // Responses httplib makes itself (no route, body too large, bad request line) get an
-  // OpenAI-style body too; handlers' own error bodies are left alone.
-  s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e;
-    e.http_status = res.status;
-    if (res.status == 413) {
-      e.message = fmt::format("the request body exceeds the server's limit of {} bytes", options_.max_body_bytes);
-      e.code = "request_too_large";
-    } else if (res.status == 404) {
-      e.message = fmt::format("no route for {} {}", req.method, req.path);
-      e.code = "not_found";
-    } else {
-      e.message = fmt::format("HTTP {}", res.status);
-    }
-    res.set_content(error_body(e), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& ex) {
-      what = ex.what();
-    } catch (...) {
-    }
-    reply_error(res, server_error(500, "internal error: " + what, "internal_error"));
-  });
-  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    http_metrics_.count(route_label(req.path), res.status);
-  });
+    return api_error_response(e);
+  }
+  if (path == "/health") {
+    const bool up = !draining.load() && service.accepting() && service.loop_status().ok();
+    return content(Json{{"status", up ? "ok" : "unavailable"}}.dump(), "application/json",
+                   up ? http::status::ok : http::status::service_unavailable);
+  }
+  if (path == "/metrics")
+    return content(format_metrics(service.metrics(), metrics.snapshot()), "text/plain; version=0.0.4");
+  if (path == "/") return content(std::string(chat_page()), "text/html; charset=utf-8");
+  return json_error(404, fmt::format("no route for {} {}", std::string(req.method_string()), path), "not_found");
 }
 
 }  // namespace dsv4::server

@@ -24,13 +24,20 @@ constexpr int kMaxJsonDepth = 64;
 // Errors: "not valid JSON" (the whole text must be one value) or "nests deeper
 // than N levels" (N containers open at once is the limit: [[1]] nests 2 levels).
 // parser_message, when given, receives the parser's own account of invalid JSON (where and why).
+// max_values > 0 also bounds the values (containers and scalars) a text may hold: a body of
+// small values ("[{},{},...]") costs far more memory parsed than as text.
 template <class Json = nlohmann::json>
 Result<Json> parse_json_bounded(std::string_view text, int max_depth = kMaxJsonDepth,
-                                std::string* parser_message = nullptr) {
+                                std::string* parser_message = nullptr, int64_t max_values = 0) {
   struct TooDeep {};
+  struct TooMany {};
   int open = 0;
+  int64_t values = 0;
   const typename Json::parser_callback_t limit = [&](int, typename Json::parse_event_t event, Json&) {
     using Event = typename Json::parse_event_t;
+    if (event == Event::object_start || event == Event::array_start || event == Event::value) {
+      if (max_values > 0 && ++values > max_values) throw TooMany{};
+    }
     if (event == Event::object_start || event == Event::array_start) {
       if (++open > max_depth) throw TooDeep{};
     } else if (event == Event::object_end || event == Event::array_end) {
@@ -42,6 +49,8 @@ Result<Json> parse_json_bounded(std::string_view text, int max_depth = kMaxJsonD
     return Json::parse(text, limit);
   } catch (const TooDeep&) {
     return Status::errorf("nests deeper than {} levels", max_depth);
+  } catch (const TooMany&) {
+    return Status::errorf("holds more than {} values", max_values);
   } catch (const typename Json::exception& e) {
     if (parser_message) *parser_message = e.what();
     return Status::error("not valid JSON");

@@ -150,7 +150,7 @@ TEST(Protocol, DeeplyNestedBodyIsRejected) {
   const std::string deep = "{\"prompt\": \"hi\", \"thinking\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
   auto r = parse_completions_request(deep, m, 0);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, "invalid_json");
+  EXPECT_EQ(r.error().code, "request_too_complex");
   EXPECT_NE(r.error().message.find("nests deeper than 64 levels"), std::string::npos) << r.error().message;
   EXPECT_FALSE(parse_chat_request("{\"messages\": " + std::string(100000, '[') + "}", m, 0).ok());
 }
@@ -177,6 +177,44 @@ TEST(Protocol, PromptOverContextIsRejected) {
   ASSERT_TRUE(score.ok()) << score.error().message;
   EXPECT_EQ(score->gen.max_tokens, 0);
   EXPECT_TRUE(score->gen.prompt_logprobs);
+}
+
+// --max-tokens-limit: a larger max_tokens is a 400 naming it; without one a request gets the
+// smaller of the limit and the rest of the context.
+TEST(Protocol, MaxTokensLimit) {
+  ModelCard m = card(100000);
+  m.max_tokens_limit = 4096;
+  auto r = parse_completions_request(R"({"prompt": [5, 6]})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gen.max_tokens, 4096);
+  r = parse_completions_request(R"({"prompt": [5, 6], "max_tokens": 4096})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  expect_error(parse_completions_request(R"({"prompt": [5, 6], "max_tokens": 4097})", m, 0),
+               {400, "max_tokens", "max_tokens_exceeded"}, "4097");
+  expect_error(parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 5000})",
+                                  m, 0),
+               {400, "max_completion_tokens", "max_tokens_exceeded"}, "5000");
+  m.max_tokens_limit = 0;  // none: the context
+  r = parse_completions_request(R"({"prompt": [5, 6]})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gen.max_tokens, 100000 - 2);
+}
+
+// A small body of many tiny values is refused before it is parsed whole; a token-id prompt
+// longer than the context is refused before it is copied.
+TEST(Protocol, BodyValueCountIsBounded) {
+  const ModelCard m = card(256);
+  std::string many = R"({"messages": [)";
+  for (int64_t i = 0; i < m.max_json_values(); ++i) many += i ? ",{}" : "{}";
+  many += "]}";
+  auto r = parse_chat_request(many, m, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, "request_too_complex");
+  EXPECT_NE(r.error().message.find("holds more than"), std::string::npos) << r.error().message;
+  std::string ids = R"({"prompt": [)";
+  for (int i = 0; i < 300; ++i) ids += i ? ",7" : "7";
+  ids += "]}";
+  expect_error(parse_completions_request(ids, m, 0), {400, "prompt", "context_length_exceeded"}, "300 ids");
 }
 
 TEST(Protocol, CompletionsDefaultsAndFields) {

@@ -108,12 +108,29 @@ expect 404 model model_not_found POST $H "{$M, \"model\": \"other\"}"
 long=$(printf 'word %.0s' $(seq 400))
 expect 400 prompt context_length_exceeded POST $C "{\"prompt\": \"$long\"}"
 expect 400 messages context_length_exceeded POST $H "{\"messages\": [{\"role\": \"user\", \"content\": \"$long\"}]}"
-expect 400 max_tokens context_length_exceeded POST $C '{"prompt": "hi", "max_tokens": 5000}'
+expect 400 max_tokens context_length_exceeded POST $C '{"prompt": "hi", "max_tokens": 300}'
 # Neutral values of unsupported fields are fine.
 expect 200 - - POST $C '{"prompt": "hi", "max_tokens": 2, "n": 1, "frequency_penalty": 0, "logit_bias": {}, "suffix": null}'
 # Body over --max-body-bytes.
 head -c 70000 /dev/zero | tr '\0' a | sed 's/^/{"prompt": "/; s/$/"}/' >"$work/big.json"
 expect 413 - request_too_large POST $C "$(cat "$work/big.json")"
+# A chunked body over the limit is refused too (no Content-Length to check up front).
+got=$(curl -s -o "$work/body" -w "%{http_code}" "$url$C" -H "Content-Type: application/json" \
+  -H "Transfer-Encoding: chunked" --data-binary @"$work/big.json")
+[ "$got" = 413 ] || fail "chunked body over the limit: status $got"
+
+# Access checks (docs/serving.md): JSON only, loopback Host names, no foreign Origin.
+code_of() { curl -s -o "$work/body" -w "%{http_code}" "$@"; }
+[ "$(code_of "$url$C" -H "Content-Type: text/plain" -d '{"prompt": "hi"}')" = 415 ] || fail "text/plain POST not 415"
+[ "$(code_of "$url$C" -d '{"prompt": "hi"}')" = 415 ] || fail "form-encoded POST not 415"
+[ "$(code_of "$url/health" -H "Host: evil.example")" = 421 ] || fail "a foreign Host not 421"
+[ "$(code_of "$url/health" -H "Host: localhost:1")" = 200 ] || fail "Host localhost refused"
+[ "$(code_of "$url$C" -H "Content-Type: application/json" -H "Origin: http://evil.example" \
+      -d '{"prompt": "hi", "max_tokens": 1}')" = 403 ] || fail "a foreign Origin not 403"
+same_origin=${url#http://}
+[ "$(code_of "$url$C" -H "Content-Type: application/json" -H "Origin: $url" \
+      -d '{"prompt": "hi", "max_tokens": 1}')" = 200 ] || fail "the same origin ($same_origin) refused"
+[ "$(code_of -X OPTIONS "$url$C" -H "Origin: http://evil.example")" = 403 ] || fail "preflight without --cors-origin"
 
 # Completions and chat, not streamed.
 expect 200 - - POST $C '{"model": "tiny", "prompt": "Hello", "max_tokens": 8, "temperature": 0, "logprobs": 2}'
@@ -138,12 +155,12 @@ check_stream() {  # check_stream FILE OBJECT
   grep '^data: ' "$file" | grep -v '^data: \[DONE\]$' | sed 's/^data: //' | jq -e --arg o "$object" '.object == $o' \
     >/dev/null || fail "stream $file: a chunk is not a $object"
 }
-curl -s -N "$url$C" -d '{"prompt": "Once", "max_tokens": 12, "stream": true, "stream_options": {"include_usage": true}}' \
+curl -s -N "$url$C" -H "Content-Type: application/json" -d '{"prompt": "Once", "max_tokens": 12, "stream": true, "stream_options": {"include_usage": true}}' \
   >"$work/stream_c.txt"
 check_stream "$work/stream_c.txt" text_completion
 grep '^data: {' "$work/stream_c.txt" | tail -1 | sed 's/^data: //' | jq -e '.usage.completion_tokens >= 1 and .choices == []' \
   >/dev/null || fail "completion stream: no usage chunk"
-curl -s -N "$url$H" -d "{$M, \"max_tokens\": 12, \"stream\": true}" >"$work/stream_h.txt"
+curl -s -N "$url$H" -H "Content-Type: application/json" -d "{$M, \"max_tokens\": 12, \"stream\": true}" >"$work/stream_h.txt"
 check_stream "$work/stream_h.txt" chat.completion.chunk
 grep '^data: {' "$work/stream_h.txt" | head -1 | sed 's/^data: //' | jq -e '.choices[0].delta.role == "assistant"' \
   >/dev/null || fail "chat stream: first delta has no role"
@@ -160,7 +177,7 @@ grep -q '^dsv4_http_requests_total{route="/v1/completions",code="400"}' "$work/m
   fail "/metrics does not count the 400s"
 
 # SIGTERM with a stream running: it finishes (grace), the server exits 0.
-curl -s -N "$url$C" -d '{"prompt": "x", "max_tokens": 60, "stream": true}' >"$work/stream_term.txt" &
+curl -s -N "$url$C" -H "Content-Type: application/json" -d '{"prompt": "x", "max_tokens": 60, "stream": true}' >"$work/stream_term.txt" &
 curl_pid=$!
 sleep 0.3
 kill -TERM "$main_pid"
@@ -183,7 +200,7 @@ auth=sekret expect 200 - - GET /v1/models
 expect 200 - - GET /health
 # A client that leaves mid-stream: its request is cancelled; nothing stays running.
 cancelled_before=$(metric 'dsv4_requests_finished_total{reason="cancelled"}')
-curl -s -N --max-time 1 -H "Authorization: Bearer sekret" "$url$C" \
+curl -s -N --max-time 1 -H "Authorization: Bearer sekret" -H "Content-Type: application/json" "$url$C" \
   -d '{"prompt": "x", "max_tokens": 4000, "stream": true, "ignore_eos": true}' >"$work/stream_cut.txt"
 for _ in $(seq 100); do
   [ "$(metric dsv4_requests_running)" = 0 ] && [ "$(metric dsv4_requests_queued)" = 0 ] && break
@@ -201,7 +218,7 @@ auth=sekret expect 200 - - POST $C '{"prompt": "x", "max_tokens": 4000, "ignore_
 jq -e '.choices[0].finish_reason == "timeout" and .usage.completion_tokens < 4000' "$work/body" >/dev/null ||
   fail "--request-timeout: $(head -c 300 "$work/body")"
 for i in $(seq 6); do
-  curl -s -D "$work/h$i.txt" -o "$work/b$i.txt" -H "Authorization: Bearer sekret" "$url$C" \
+  curl -s -D "$work/h$i.txt" -o "$work/b$i.txt" -H "Authorization: Bearer sekret" -H "Content-Type: application/json" "$url$C" \
     -d '{"prompt": "x", "max_tokens": 4000, "ignore_eos": true}' &  # each runs until --request-timeout
 done
 wait $(jobs -p | grep -v "^$keyed_pid$") 2>/dev/null

@@ -1,0 +1,350 @@
+// One HTTP connection's reads, deadlines, replies, streams and client watch (connection.h).
+#include "connection.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <utility>
+
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include "protocol.h"
+
+namespace dsv4::server {
+namespace {
+
+namespace beast = boost::beast;
+
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+
+constexpr auto kPollInterval = std::chrono::milliseconds(250);
+constexpr auto kLinger = std::chrono::seconds(2);  // a refused client's last bytes
+
+}  // namespace
+
+bool ConnectionTable::add_connection() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (open_ >= max_total_) return false;
+  ++open_;
+  return true;
+}
+
+void ConnectionTable::remove_connection() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --open_;
+}
+
+bool ConnectionTable::add_client(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int& n = per_client_[address];
+  if (n >= max_per_client_) {
+    if (n == 0) per_client_.erase(address);
+    return false;
+  }
+  ++n;
+  return true;
+}
+
+void ConnectionTable::remove_client(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = per_client_.find(address);
+  if (it != per_client_.end() && --it->second <= 0) per_client_.erase(it);
+}
+
+int ConnectionTable::open() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_;
+}
+
+HttpResponse json_error(int status, const std::string& message, const std::string& code, const std::string& type) {
+  ApiError e;
+  e.http_status = status;
+  e.message = message;
+  e.code = code;
+  e.type = type;
+  HttpResponse res{static_cast<http::status>(status), 11};
+  res.set(http::field::content_type, "application/json");
+  res.body() = error_body(e);
+  return res;
+}
+
+Connection::Connection(tcp::socket socket, const ConnectionLimits& limits, const Routes& routes,
+                       ConnectionTable& table, std::string peer, bool peer_counted)
+    : stream_(std::move(socket)), limits_(limits), routes_(routes), table_(table), peer_(std::move(peer)),
+      client_(peer_), client_counted_(peer_counted), poll_timer_(stream_.get_executor()) {}
+
+Connection::~Connection() {
+  if (client_counted_) table_.remove_client(client_);
+  table_.remove_connection();
+}
+
+bool Connection::account_to(const std::string& client) {
+  if (client == client_) return true;
+  if (!table_.add_client(client)) return false;
+  if (client_counted_) table_.remove_client(client_);
+  client_ = client;
+  client_counted_ = true;
+  return true;
+}
+
+void Connection::start() {
+  boost::system::error_code ec;
+  stream_.socket().set_option(tcp::no_delay(true), ec);  // SSE chunks go out at once
+  wait_request();
+}
+
+// Waits (idle timeout) for the first byte of the next request, unless it is already buffered.
+void Connection::wait_request() {
+  pending_ = false;
+  on_gone_ = nullptr;
+  if (buffer_.size() > 0) return read_header();
+  stream_.expires_after(seconds(limits_.idle_timeout));
+  stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    if (ec) return self->close();
+    self->buffer_.commit(n);
+    self->read_header();
+  });
+}
+
+void Connection::read_header() {
+  parser_.emplace();
+  parser_->header_limit(limits_.max_header_bytes);
+  parser_->body_limit(limits_.max_body_bytes);
+  stream_.expires_after(seconds(limits_.read_timeout));  // one deadline for the header and the body
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+}
+
+void Connection::on_header(beast::error_code ec) {
+  target_ = std::string(parser_->get().target());
+  if (ec == http::error::header_limit)
+    return refuse(json_error(431, fmt::format("the request header exceeds {} bytes", limits_.max_header_bytes),
+                             "headers_too_large"));
+  if (ec == http::error::body_limit)
+    return refuse(json_error(413, fmt::format("the request body exceeds the server's limit of {} bytes",
+                                              limits_.max_body_bytes), "request_too_large"));
+  if (ec == beast::error::timeout)
+    return refuse(json_error(408, fmt::format("the request header did not arrive within {} s", limits_.read_timeout),
+                             "request_timeout"));
+  if (ec) {
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset)
+      return close();
+    return refuse(json_error(400, fmt::format("malformed HTTP request: {}", ec.message()), "bad_request"));
+  }
+  const HttpRequest& req = parser_->get();
+  int fields = 0;
+  for (auto it = req.begin(); it != req.end(); ++it) ++fields;
+  if (fields > limits_.max_headers)
+    return refuse(json_error(431, fmt::format("the request has {} header fields, the limit is {}", fields,
+                                              limits_.max_headers), "headers_too_large"));
+  // A body needs a length or chunks: an unframed one has no size to check against the limit.
+  if (req.method() == http::verb::post && !parser_->chunked() && !parser_->content_length())
+    return refuse(json_error(413, fmt::format("a request body needs Content-Length or chunked encoding "
+                                              "(at most {} bytes)", limits_.max_body_bytes), "request_too_large"));
+  if (std::optional<HttpResponse> refused = routes_.check(*this, req)) return refuse(std::move(*refused));
+
+  auto read_body = [self = shared_from_this()] {
+    http::async_read(self->stream_, self->buffer_, *self->parser_,
+                     [self](beast::error_code e, size_t) { self->on_request(e); });
+  };
+  if (parser_->is_done()) return on_request({});
+  if (beast::iequals(req[http::field::expect], "100-continue")) {
+    auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+    return http::async_write(stream_, *cont, [cont, read_body, self = shared_from_this()](beast::error_code e, size_t) {
+      if (e) return self->close();
+      read_body();
+    });
+  }
+  read_body();
+}
+
+void Connection::on_request(beast::error_code ec) {
+  if (ec == http::error::body_limit)
+    return refuse(json_error(413, fmt::format("the request body exceeds the server's limit of {} bytes",
+                                              limits_.max_body_bytes), "request_too_large"));
+  if (ec == beast::error::timeout)
+    return refuse(json_error(408, fmt::format("the request body did not arrive within {} s", limits_.read_timeout),
+                             "request_timeout"));
+  if (ec) return close();
+  stream_.expires_never();
+  HttpRequest req = parser_->release();
+  keep_alive_ = req.keep_alive();
+  pending_ = true;
+  watch_client();
+  routes_.handle(shared_from_this(), std::move(req));
+}
+
+void Connection::refuse(HttpResponse res) {
+  keep_alive_ = false;
+  pending_ = true;
+  reply(std::move(res));
+}
+
+void Connection::reply(HttpResponse res) {
+  if (closed_ || !pending_ || streaming_) return;
+  stop_watch();
+  res.version(11);
+  res.keep_alive(keep_alive_);
+  res.prepare_payload();
+  send_response(std::make_shared<HttpResponse>(std::move(res)));
+}
+
+void Connection::send_response(std::shared_ptr<HttpResponse> res) {
+  status_ = res->result_int();
+  if (routes_.count) routes_.count(target_, status_);
+  stream_.expires_after(seconds(limits_.write_timeout));
+  http::async_write(stream_, *res, [res, self = shared_from_this()](beast::error_code ec, size_t) {
+    self->after_response(ec);
+  });
+}
+
+void Connection::after_response(beast::error_code ec) {
+  pending_ = false;
+  if (ec) return close();
+  if (!keep_alive_) return linger();
+  stream_.expires_never();
+  wait_request();
+}
+
+// Closing with unread input would reset the connection and could discard the response at the
+// client: send FIN, then read and drop what still comes for a short while.
+void Connection::linger() {
+  boost::system::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) return close();
+  stream_.expires_after(kLinger);  // once: the whole drain
+  drain_input();
+}
+
+void Connection::drain_input() {
+  stream_.async_read_some(net::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
+    if (ec) return self->close();
+    self->drain_input();
+  });
+}
+
+void Connection::start_stream(HttpResponse head) {
+  if (closed_ || !pending_ || streaming_) return;
+  streaming_ = true;
+  head.version(11);
+  head.keep_alive(keep_alive_);
+  head.chunked(true);
+  stream_head_.emplace(std::move(head));
+  serializer_.emplace(*stream_head_);
+  status_ = stream_head_->result_int();
+  if (routes_.count) routes_.count(target_, status_);
+  writing_now_ = true;
+  stream_.expires_after(seconds(limits_.write_timeout));
+  http::async_write_header(stream_, *serializer_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->writing_now_ = false;
+    if (ec) return self->gone();
+    self->stream_.expires_never();
+    self->write_next();
+  });
+}
+
+void Connection::send(std::string data) {
+  if (closed_ || !streaming_ || ending_ || data.empty()) return;
+  queued_ += data;
+  if (!writing_now_) write_next();
+}
+
+void Connection::end_stream() {
+  if (closed_ || !streaming_) return;
+  ending_ = true;
+  if (!writing_now_) write_next();
+}
+
+// One write at a time: the queued data as one chunk, then (when ending) the last chunk.
+void Connection::write_next() {
+  if (closed_) return;
+  auto done = [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->writing_now_ = false;
+    if (ec) return self->gone();
+    self->stream_.expires_never();
+    self->write_next();
+  };
+  if (!queued_.empty()) {
+    writing_.swap(queued_);
+    queued_.clear();
+    writing_now_ = true;
+    stream_.expires_after(seconds(limits_.write_timeout));
+    return net::async_write(stream_, http::make_chunk(net::buffer(writing_)), done);
+  }
+  if (!ending_) return;
+  streaming_ = ending_ = false;
+  stop_watch();
+  writing_now_ = true;
+  stream_.expires_after(seconds(limits_.write_timeout));
+  net::async_write(stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->writing_now_ = false;
+    self->serializer_.reset();
+    self->stream_head_.reset();
+    self->after_response(ec);
+  });
+}
+
+// While a request is pending: a readable socket is either the client's close (gone) or a
+// pipelined request (then poll for the close, which a read would consume the request for).
+void Connection::watch_client() {
+  const uint64_t epoch = ++watch_epoch_;
+  if (buffer_.size() > 0) return poll_client();
+  stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), epoch](beast::error_code ec) {
+    if (epoch != self->watch_epoch_ || !self->pending_ || self->closed_) return;
+    if (ec) return self->gone();
+    char c;
+    const ssize_t n = ::recv(self->stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return self->gone();
+    if (n < 0) return self->watch_client();
+    self->poll_client();
+  });
+}
+
+void Connection::poll_client() {
+  const uint64_t epoch = watch_epoch_;
+  poll_timer_.expires_after(kPollInterval);
+  poll_timer_.async_wait([self = shared_from_this(), epoch](beast::error_code ec) {
+    if (ec || epoch != self->watch_epoch_ || !self->pending_ || self->closed_) return;
+    pollfd p{self->stream_.socket().native_handle(), POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return self->gone();
+    self->poll_client();
+  });
+}
+
+void Connection::stop_watch() {
+  ++watch_epoch_;
+  boost::system::error_code ec;
+  poll_timer_.cancel();
+  if (!writing_now_) stream_.socket().cancel(ec);  // the pending wait (no write is in flight)
+}
+
+void Connection::gone() {
+  if (closed_) return;
+  if (pending_ && on_gone_) {
+    auto callback = std::move(on_gone_);
+    on_gone_ = nullptr;
+    callback();
+  }
+  close();
+}
+
+void Connection::close() {
+  if (closed_) return;
+  closed_ = true;
+  if (pending_ && on_gone_) {
+    auto callback = std::move(on_gone_);
+    on_gone_ = nullptr;
+    callback();
+  }
+  ++watch_epoch_;
+  boost::system::error_code ec;
+  poll_timer_.cancel();
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.close();
+}
+
+}  // namespace dsv4::server
