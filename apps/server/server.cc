@@ -181,8 +181,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
 struct HttpServer::Impl {
   Impl(Service& s, const ModelCard& m, const ServerOptions& o)
-      : service(s), model(m), options(o), acceptor(ioc), accept_retry(ioc),
-        table(o.max_connections, o.max_connections_per_client), seed_base(std::random_device{}()) {
+      : service(s), model(m), options(o), table(o.max_connections, o.max_connections_per_client),
+        seed_base(std::random_device{}()), acceptor(ioc), accept_retry(ioc) {
     options.access.loopback_bind = is_loopback_address(options.host);
     routes.check = [this](Connection& c, const HttpRequest& r) { return check(c, r); };
     routes.handle = [this](const std::shared_ptr<Connection>& c, HttpRequest&& r) { handle(c, std::move(r)); };
@@ -201,9 +201,6 @@ struct HttpServer::Impl {
   Service& service;
   const ModelCard& model;
   ServerOptions options;
-  net::io_context ioc;
-  tcp::acceptor acceptor;
-  net::steady_timer accept_retry;
   ConnectionTable table;
   Routes routes;
   HttpMetrics metrics;
@@ -212,6 +209,10 @@ struct HttpServer::Impl {
   std::atomic<bool> draining{false};
   std::atomic<bool> running{false};
   std::atomic<int> active{0};  // exchanges not yet released
+  // Last, so destroyed first: its pending handlers own connections, which use the members above.
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  net::steady_timer accept_retry;
 };
 
 HttpServer::HttpServer(Service& service, const ModelCard& model, const ServerOptions& options)

@@ -17,7 +17,8 @@ mkdir -p "$cache" "$out"
 rm -f "$out"/chat_page*.png  # no stale screenshot after a skip
 
 # (CLI11 answers --help with the top-level usage when `serve` is not a subcommand.)
-if [ "$mode" = real ] && ! "$target" serve --help 2>&1 | grep -q -- '--port'; then
+# The help is read whole first: grep -q would close the pipe early (SIGPIPE under pipefail).
+if [ "$mode" = real ] && ! grep -q -- '--port' <<<"$("$target" serve --help 2>&1)"; then
   echo "$target has no 'serve' command yet: skipping"; exit 77
 fi
 
