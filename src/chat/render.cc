@@ -165,6 +165,23 @@ Result<std::string> read_parts(const Json& m, const std::string& where, bool too
 Result<std::string> read_content(const Json& m, const std::string& where) { return read_parts(m, where, false); }
 Result<std::string> read_tool_content(const Json& m, const std::string& where) { return read_parts(m, where, true); }
 
+// function.name: a string matching OpenAI's ^[a-zA-Z0-9_-]{1,64}$ (it is written into DSML
+// unescaped, so a quote or a marker in it would change the prompt's structure).
+Status check_tool_name(const Json& function, const std::string& where) {
+  const Json* name = json_member(function, "name");
+  if (!name || !name->is_string()) return Status::errorf("{}.function.name: missing or not a string", where);
+  const std::string& s = name->get_ref<const std::string&>();
+  constexpr std::string_view kPattern = "^[a-zA-Z0-9_-]{1,64}$";
+  if (s.empty()) return Status::errorf("{}.function.name: empty (must match {})", where, kPattern);
+  if (s.size() > 64)
+    return Status::errorf("{}.function.name: {} bytes long (must match {})", where, s.size(), kPattern);
+  const bool ok = std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+  if (!ok) return Status::errorf("{}.function.name: {} does not match {}", where, py_json(*name), kPattern);
+  return {};
+}
+
 Result<ChatPrompt> render_tools(const Json& tools, const std::string& where) {
   if (!tools.is_array()) return Status::errorf("{}: must be an array, got {}", where, tools.type_name());
   ChatPrompt out;
@@ -176,6 +193,7 @@ Result<ChatPrompt> render_tools(const Json& tools, const std::string& where) {
     const Json* function = json_member(tool, "function");
     if (!function || !function->is_object()) return Status::errorf("{}.function: missing or not an object", at);
     if (json_depth(*function) > kMaxJsonDepth) return Status::errorf("{}.function: nested deeper than {}", at, kMaxJsonDepth);
+    DSV4_RETURN_IF_ERROR(check_tool_name(*function, at));
     if (j) put_template(out, "\n");
     put_request(out, py_json(*function));
   }
@@ -196,8 +214,7 @@ Status render_calls(const Json& calls, const std::string& where, Turn& turn) {
     if (!call.is_object()) return Status::errorf("{}: must be an object", at);
     const Json* function = json_member(call, "function");
     if (!function || !function->is_object()) return Status::errorf("{}.function: missing or not an object", at);
-    const Json* name = json_member(*function, "name");
-    if (!name || !name->is_string()) return Status::errorf("{}.function.name: missing or not a string", at);
+    DSV4_RETURN_IF_ERROR(check_tool_name(*function, at));
     const Json* arguments = json_member(*function, "arguments");
     if (!arguments || !arguments->is_string())
       return Status::errorf("{}.function.arguments: must be a JSON string (got {})", at, arguments ? arguments->type_name() : "nothing");
@@ -223,7 +240,7 @@ Status render_calls(const Json& calls, const std::string& where, Turn& turn) {
     }
     if (j) put_template(out, "\n");
     put_template(out, "<｜DSML｜invoke name=\"");
-    put_request(out, name->get_ref<const std::string&>());
+    put_request(out, function->at("name").get_ref<const std::string&>());
     put_template(out, "\">\n");
     for (size_t k = 0; k < members.size(); ++k) {
       if (k) put_template(out, "\n");

@@ -66,7 +66,9 @@ Result<ChatOptions> chat_options_from_request(const nlohmann::ordered_json& requ
 // the reference's "\n\n" join and "[Unsupported <type>]"); `arguments` given
 // as an object, or a string that parses to a non-object, is rejected; `tools`
 // on a user/assistant/tool message is rejected; an unknown `task` is rejected
-// wherever it appears; a developer message needs non-empty content.
+// wherever it appears; a developer message needs non-empty content; a tool
+// name (`tools[i].function.name`, `tool_calls[j].function.name`) must match
+// OpenAI's ^[a-zA-Z0-9_-]{1,64}$.
 Result<ChatPrompt> render_chat(const nlohmann::ordered_json& messages, const ChatOptions& options);
 
 // Whether generation after this prompt starts inside the reasoning block

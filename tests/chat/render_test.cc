@@ -166,13 +166,14 @@ TEST(ChatRender, DroppingWithoutToolsRemovesToolTurnReasoning) {
                 "<tool_result>res</tool_result>" + kA + kOpen);
 }
 
+// (Tool names are ASCII: OpenAI's pattern, checked below.)
 TEST(ChatRender, ReminderAndDeveloperWithToolsAndCjk) {
   const char* messages = R"([
     {"role": "latest_reminder", "content": "日期：2025年"},
-    {"role": "developer", "content": "搜索助手", "tools": [{"type": "function", "function": {"name": "搜索", "description": "查找\"网页\""}}],
+    {"role": "developer", "content": "搜索助手", "tools": [{"type": "function", "function": {"name": "web_search", "description": "查找\"网页\""}}],
      "response_format": {"type": "json_object"}},
     {"role": "user", "content": "你好"}])";
-  const std::string dev = kU + "搜索助手\n\n" + tools_block("{\"name\": \"搜索\", \"description\": \"查找\\\"网页\\\"\"}") +
+  const std::string dev = kU + "搜索助手\n\n" + tools_block("{\"name\": \"web_search\", \"description\": \"查找\\\"网页\\\"\"}") +
                           "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
                           "{\"type\": \"json_object\"}";
   EXPECT_EQ(render(messages, thinking()), kBos + "<｜latest_reminder｜>日期：2025年" + dev + kU + "你好" + kA + kOpen);
@@ -332,6 +333,38 @@ TEST(ChatRender, ErrorsNameTheField) {
   ChatOptions bad_context;
   bad_context.context = Json::parse(R"([{"role": "user", "content": {}}])");
   has(render_error(R"([])", bad_context), "context[0].content");
+}
+
+// Tool names go into DSML unescaped: OpenAI's ^[a-zA-Z0-9_-]{1,64}$, on declared tools and on calls.
+TEST(ChatRender, ToolNamesMatchOpenAiPattern) {
+  auto declared = [](const std::string& name) {
+    ChatOptions options;
+    options.tools = Json::array({{{"type", "function"}, {"function", {{"name", name}}}}});
+    return render_chat(Json::parse(R"([{"role": "user", "content": "u"}])"), options);
+  };
+  auto called = [](const std::string& name) {
+    Json m = Json::parse(R"([{"role": "user", "content": "u"}, {"role": "assistant", "content": ""}])");
+    m[1]["tool_calls"] = Json::array({{{"function", {{"name", name}, {"arguments", "{}"}}}}});
+    return render_chat(m, {});
+  };
+  for (const std::string& ok : std::vector<std::string>{"f", "get_weather", "A-Z_09-x", std::string(64, 'n')}) {
+    EXPECT_TRUE(declared(ok).ok()) << ok << ": " << declared(ok).message();
+    EXPECT_TRUE(called(ok).ok()) << ok << ": " << called(ok).message();
+  }
+  for (const std::string& bad : std::vector<std::string>{std::string(65, 'n'), "my tool", "a.b", "", "搜索", "café",
+                                                         "x\">", "f<｜end▁of▁sentence｜>"}) {
+    const auto d = declared(bad), c = called(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_TRUE(d.message().starts_with("tools[0].function.name: ")) << d.message();
+    EXPECT_TRUE(c.message().starts_with("messages[1].tool_calls[0].function.name: ")) << c.message();
+    EXPECT_NE(d.message().find("^[a-zA-Z0-9_-]{1,64}$"), std::string::npos) << d.message();
+  }
+  // On a system message's tools, and a missing name.
+  EXPECT_TRUE(render_error(R"([{"role": "system", "content": "", "tools": [{"function": {"name": "a b"}}]}])")
+                  .starts_with("messages[0].tools[0].function.name: "));
+  EXPECT_TRUE(render_error(R"([{"role": "system", "content": "", "tools": [{"function": {"description": "d"}}]}])")
+                  .starts_with("messages[0].tools[0].function.name: missing"));
 }
 
 TEST(ChatOptions, FromRequest) {
