@@ -1,14 +1,30 @@
 // libFuzzer target: the chat renderer on arbitrary JSON messages, and the
-// output parsers on arbitrary text. Invariants: no crash; a well-formed
-// completion streamed in two pieces gives the one-shot parse.
+// output parsers on arbitrary text. Invariants: no crash; a rendered prompt's
+// template spans are valid for encode_spans and its ids decode to its text (tiny
+// tokenizer); a well-formed completion streamed in two pieces gives the one-shot parse.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
 #include "chat/parse.h"
 #include "chat/render.h"
+#include "text/tiny_tokenizer.h"
+#include "text/tokenizer.h"
 
 using namespace dsv4::chat;
+
+namespace {
+const dsv4::Tokenizer& tiny() {
+  static const dsv4::Tokenizer tok = [] {
+    auto files = dsv4::make_tiny_tokenizer();
+    if (!files.ok()) std::abort();
+    auto t = dsv4::Tokenizer::from_json(files->tokenizer_json, "tiny tokenizer.json");
+    if (!t.ok()) std::abort();
+    return std::move(*t);
+  }();
+  return tok;
+}
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
@@ -22,7 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.drop_thinking = control & 2;
     options.effort = (control & 4) ? ReasoningEffort::kMax : ReasoningEffort::kNone;
     if (control & 8) options.tools = messages;
-    (void)render_chat(messages, options);
+    if (auto prompt = render_chat(messages, options); prompt.ok()) {
+      const std::vector<int32_t> ids = tiny().encode_spans(prompt->text, prompt->template_spans);
+      if (tiny().decode(ids).value() != prompt->text) std::abort();
+    }
     (void)chat_options_from_request(messages);
   }
 

@@ -117,7 +117,7 @@ struct ReplyPrinter {
 
 // Generates one reply to `prompt` and prints it as it streams; Ctrl-C cancels it (the reply
 // so far is kept). Returns the assistant message for the history.
-Result<nlohmann::ordered_json> reply(Engine& e, GenerationRequest g, const std::string& prompt) {
+Result<nlohmann::ordered_json> reply(Engine& e, GenerationRequest g, const chat::ChatPrompt& prompt) {
   Result<int64_t> id = e.add_request(std::move(g));
   if (!id.ok()) return id.status();
   chat::ChatStreamParser parser(chat::prompt_opens_reasoning(prompt));
@@ -203,10 +203,10 @@ int run_chat(const ChatArgs& a) {
     }
     if (line.empty()) continue;
     history.push_back({{"role", "user"}, {"content", line}});
-    Result<std::string> prompt = chat::render_chat(history, opts);
+    Result<chat::ChatPrompt> prompt = chat::render_chat(history, opts);
     if (!prompt.ok()) return fail(prompt.status());
     GenerationRequest g;
-    g.prompt = m.text.tokenizer.encode(*prompt, /*allow_special=*/true);
+    g.prompt = m.text.tokenizer.encode_spans(prompt->text, prompt->template_spans);
     const int64_t room = lim.max_context - static_cast<int64_t>(g.prompt.size()) - 1;
     if (room < 1) {
       history.erase(history.size() - 1);

@@ -263,6 +263,8 @@ ApiResult<bool> completion_prompt(const Json& obj, const ModelCard& model, ApiRe
     one = &(*p)[0];
   }
   if (one->is_string()) {
+    // A raw prompt is the caller's own token stream: special-token strings in it become their
+    // ids, as in HF (the chat endpoint keeps request text plain instead).
     out.gen.prompt = encode_prompt(*model.text, one->get_ref<const std::string&>(), /*allow_special=*/true);
     out.prompt_skip = model.text->config.add_bos_token ? 1 : 0;
   } else if (one->is_array()) {
@@ -427,13 +429,14 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   if (!messages) return bad_request("messages", "messages: required", "missing_required_parameter");
   if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
   if (messages->empty()) return bad_request("messages", "messages: must not be empty");
-  Result<std::string> prompt = chat::render_chat(*messages, *options);
+  Result<chat::ChatPrompt> prompt = chat::render_chat(*messages, *options);
   if (!prompt.ok()) return bad_request(param_of(prompt.message()), prompt.message());
   out.mode = options->mode;
   out.opens_reasoning = chat::prompt_opens_reasoning(*prompt);
-  out.prompt_text = std::move(*prompt);
-  // The encoding writes BOS and the markers as text (text.md §3.13).
-  out.gen.prompt = model.text->tokenizer.encode(out.prompt_text, /*allow_special=*/true);
+  // BOS and the markers become ids only where the template wrote them; special-token strings
+  // in the request's text stay text (text.md §3.13's safe mode).
+  out.gen.prompt = model.text->tokenizer.encode_spans(prompt->text, prompt->template_spans);
+  out.prompt_text = std::move(prompt->text);
   if (auto e = fit_context(model, "messages", max_param, common->max_tokens, false, out)) return *e;
   return out;
 }

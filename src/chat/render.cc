@@ -20,6 +20,7 @@ constexpr std::string_view kUser = "<｜User｜>";
 constexpr std::string_view kAssistant = "<｜Assistant｜>";
 constexpr std::string_view kReminder = "<｜latest_reminder｜>";
 constexpr int kMaxJsonDepth = 500;
+constexpr size_t kMaxPromptBytes = size_t{1} << 31;  // spans are 32-bit
 
 constexpr std::string_view kEffortMax =
     "Reasoning Effort: Absolute maximum with no shortcuts permitted.\n"
@@ -60,6 +61,31 @@ const std::map<std::string, std::string, std::less<>>& task_tokens() {
   return tokens;
 }
 
+// The prompt under construction: template text goes into a span (added tokens may match
+// there), request text does not; adjacent template pieces share one span.
+void put_template(ChatPrompt& p, std::string_view s) {
+  if (s.empty()) return;
+  const auto begin = static_cast<uint32_t>(p.text.size());
+  p.text += s;
+  if (!p.template_spans.empty() && p.template_spans.back().begin + p.template_spans.back().size == begin) {
+    p.template_spans.back().size += static_cast<uint32_t>(s.size());
+  } else {
+    p.template_spans.push_back({begin, static_cast<uint32_t>(s.size())});
+  }
+}
+
+void put_request(ChatPrompt& p, std::string_view s) { p.text += s; }
+
+void put(ChatPrompt& p, const ChatPrompt& part) {
+  size_t pos = 0;
+  for (const Span& s : part.template_spans) {
+    put_request(p, std::string_view(part.text).substr(pos, s.begin - pos));
+    put_template(p, std::string_view(part.text).substr(s.begin, s.size));
+    pos = s.begin + s.size;
+  }
+  put_request(p, std::string_view(part.text).substr(pos));
+}
+
 // One block of a user turn (§3.3): text, or a tool result with its call id.
 struct Block {
   bool tool_result = false;
@@ -73,10 +99,10 @@ struct Turn {
   std::string content;
   std::vector<Block> blocks;     // user turns
   std::string reasoning;         // assistant
-  std::string calls;             // assistant: DSML_CALLS, "" if none
+  ChatPrompt calls;              // assistant: DSML_CALLS, empty if none
   std::vector<std::string> call_ids;  // assistant: per call, "" without id
-  std::string tools;             // system/developer: TOOLS(...), "" if none
-  std::string response_format;   // system/developer: RESPONSE_FORMAT(...), "" if none
+  ChatPrompt tools;              // system/developer: TOOLS(...), empty if none
+  ChatPrompt response_format;    // system/developer: RESPONSE_FORMAT(...), empty if none
   std::string tool_call_id;      // tool
   std::optional<std::string> task;
   bool wo_eos = false;
@@ -139,19 +165,40 @@ Result<std::string> read_parts(const Json& m, const std::string& where, bool too
 Result<std::string> read_content(const Json& m, const std::string& where) { return read_parts(m, where, false); }
 Result<std::string> read_tool_content(const Json& m, const std::string& where) { return read_parts(m, where, true); }
 
-Result<std::string> render_tools(const Json& tools, const std::string& where) {
+// function.name: a string matching OpenAI's ^[a-zA-Z0-9_-]{1,64}$ (it is written into DSML
+// unescaped, so a quote or a marker in it would change the prompt's structure).
+Status check_tool_name(const Json& function, const std::string& where) {
+  const Json* name = json_member(function, "name");
+  if (!name || !name->is_string()) return Status::errorf("{}.function.name: missing or not a string", where);
+  const std::string& s = name->get_ref<const std::string&>();
+  constexpr std::string_view kPattern = "^[a-zA-Z0-9_-]{1,64}$";
+  if (s.empty()) return Status::errorf("{}.function.name: empty (must match {})", where, kPattern);
+  if (s.size() > 64)
+    return Status::errorf("{}.function.name: {} bytes long (must match {})", where, s.size(), kPattern);
+  const bool ok = std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+  if (!ok) return Status::errorf("{}.function.name: {} does not match {}", where, py_json(*name), kPattern);
+  return {};
+}
+
+Result<ChatPrompt> render_tools(const Json& tools, const std::string& where) {
   if (!tools.is_array()) return Status::errorf("{}: must be an array, got {}", where, tools.type_name());
-  std::string schemas;
+  ChatPrompt out;
+  put_template(out, kToolsHead);
   for (size_t j = 0; j < tools.size(); ++j) {
     const Json& tool = tools[j];
-    if (!tool.is_object()) return Status::errorf("{}[{}]: must be an object", where, j);
+    const std::string at = fmt::format("{}[{}]", where, j);
+    if (!tool.is_object()) return Status::errorf("{}: must be an object", at);
     const Json* function = json_member(tool, "function");
-    if (!function || !function->is_object()) return Status::errorf("{}[{}].function: missing or not an object", where, j);
-    if (json_depth(*function) > kMaxJsonDepth) return Status::errorf("{}[{}].function: nested deeper than {}", where, j, kMaxJsonDepth);
-    if (j) schemas += '\n';
-    schemas += py_json(*function);
+    if (!function || !function->is_object()) return Status::errorf("{}.function: missing or not an object", at);
+    if (json_depth(*function) > kMaxJsonDepth) return Status::errorf("{}.function: nested deeper than {}", at, kMaxJsonDepth);
+    DSV4_RETURN_IF_ERROR(check_tool_name(*function, at));
+    if (j) put_template(out, "\n");
+    put_request(out, py_json(*function));
   }
-  return std::string(kToolsHead) + schemas + std::string(kToolsTail);
+  put_template(out, kToolsTail);
+  return out;
 }
 
 // DSML_CALLS (§3.8); also collects the call ids that order tool results.
@@ -159,15 +206,15 @@ Status render_calls(const Json& calls, const std::string& where, Turn& turn) {
   if (calls.is_null()) return {};
   if (!calls.is_array()) return Status::errorf("{}: must be an array, got {}", where, calls.type_name());
   if (calls.empty()) return {};
-  std::string out = "\n\n<｜DSML｜tool_calls>\n";
+  ChatPrompt out;
+  put_template(out, "\n\n<｜DSML｜tool_calls>\n");
   for (size_t j = 0; j < calls.size(); ++j) {
     const Json& call = calls[j];
     std::string at = fmt::format("{}[{}]", where, j);
     if (!call.is_object()) return Status::errorf("{}: must be an object", at);
     const Json* function = json_member(call, "function");
     if (!function || !function->is_object()) return Status::errorf("{}.function: missing or not an object", at);
-    const Json* name = json_member(*function, "name");
-    if (!name || !name->is_string()) return Status::errorf("{}.function.name: missing or not a string", at);
+    DSV4_RETURN_IF_ERROR(check_tool_name(*function, at));
     const Json* arguments = json_member(*function, "arguments");
     if (!arguments || !arguments->is_string())
       return Status::errorf("{}.function.arguments: must be a JSON string (got {})", at, arguments ? arguments->type_name() : "nothing");
@@ -191,16 +238,21 @@ Status render_calls(const Json& calls, const std::string& where, Turn& turn) {
     } else {
       members.push_back({"arguments", raw, true});  // unparsable: one raw string parameter
     }
-    if (j) out += '\n';
-    out += "<｜DSML｜invoke name=\"" + name->get<std::string>() + "\">\n";
+    if (j) put_template(out, "\n");
+    put_template(out, "<｜DSML｜invoke name=\"");
+    put_request(out, function->at("name").get_ref<const std::string&>());
+    put_template(out, "\">\n");
     for (size_t k = 0; k < members.size(); ++k) {
-      if (k) out += '\n';
-      out += "<｜DSML｜parameter name=\"" + members[k].key + "\" string=\"" +
-             (members[k].value_is_string ? "true" : "false") + "\">" + members[k].value + "</｜DSML｜parameter>";
+      if (k) put_template(out, "\n");
+      put_template(out, "<｜DSML｜parameter name=\"");
+      put_request(out, members[k].key);
+      put_template(out, members[k].value_is_string ? "\" string=\"true\">" : "\" string=\"false\">");
+      put_request(out, members[k].value);
+      put_template(out, "</｜DSML｜parameter>");
     }
-    out += "\n</｜DSML｜invoke>";
+    put_template(out, "\n</｜DSML｜invoke>");
   }
-  out += "\n</｜DSML｜tool_calls>";
+  put_template(out, "\n</｜DSML｜tool_calls>");
   turn.calls = std::move(out);
   return {};
 }
@@ -241,7 +293,8 @@ Result<Turn> read_message(const Json& m, const std::string& where) {
   if (r == "system" || r == "developer") {
     if (const Json* format = json_member(m, "response_format"); format && truthy(*format)) {
       if (json_depth(*format) > kMaxJsonDepth) return Status::errorf("{}.response_format: nested deeper than {}", where, kMaxJsonDepth);
-      turn.response_format = std::string(kResponseFormat) + py_json(*format);
+      put_template(turn.response_format, kResponseFormat);
+      put_request(turn.response_format, py_json(*format));
     }
   }
   if (r == "assistant") {
@@ -359,60 +412,67 @@ struct RenderState {
 };
 
 // §3.5 + §3.6: message i and the transition after it.
-std::string render_turn(const RenderState& s, int i) {
+void render_turn(const RenderState& s, int i, ChatPrompt& out) {
   const Turn& m = s.full[i];
-  std::string out;
-  if (i == 0 && s.thinking && s.effort == ReasoningEffort::kMax) out += kEffortMax;
+  if (i == 0 && s.thinking && s.effort == ReasoningEffort::kMax) put_template(out, kEffortMax);
   auto append_extras = [&] {
-    if (!m.tools.empty()) out += "\n\n" + m.tools;
-    if (!m.response_format.empty()) out += "\n\n" + m.response_format;
+    if (!m.tools.text.empty()) {
+      put_template(out, "\n\n");
+      put(out, m.tools);
+    }
+    if (!m.response_format.text.empty()) {
+      put_template(out, "\n\n");
+      put(out, m.response_format);
+    }
   };
   if (m.role == "system") {
-    out += m.content;
+    put_request(out, m.content);
     append_extras();
   } else if (m.role == "developer") {
-    out += kUser;
-    out += m.content;
+    put_template(out, kUser);
+    put_request(out, m.content);
     append_extras();
   } else if (m.role == "user") {
-    out += kUser;
+    put_template(out, kUser);
     for (size_t b = 0; b < m.blocks.size(); ++b) {
-      if (b) out += "\n\n";
+      if (b) put_template(out, "\n\n");
       const Block& block = m.blocks[b];
-      out += block.tool_result ? "<tool_result>" + block.text + "</tool_result>" : block.text;
+      if (block.tool_result) put_template(out, "<tool_result>");
+      put_request(out, block.text);
+      if (block.tool_result) put_template(out, "</tool_result>");
     }
   } else if (m.role == "latest_reminder") {
-    out += kReminder;
-    out += m.content;
+    put_template(out, kReminder);
+    put_request(out, m.content);
   } else {  // assistant
     bool after_task = i > 0 && s.full[i - 1].task.has_value();
     if (s.thinking && !after_task && (!s.effective_drop || i > s.last_user)) {
-      out += m.reasoning;
-      out += kThinkClose;
+      put_request(out, m.reasoning);
+      put_template(out, kThinkClose);
     }
-    out += m.content + m.calls;
-    if (!m.wo_eos) out += kEos;
+    put_request(out, m.content);
+    put(out, m.calls);
+    if (!m.wo_eos) put_template(out, kEos);
   }
 
   if (i + 1 < static_cast<int>(s.full.size())) {
     const std::string& next = s.full[i + 1].role;
-    if (next != "assistant" && next != "latest_reminder") return out;
+    if (next != "assistant" && next != "latest_reminder") return;
   }
   if (m.task) {
     if (*m.task == "action") {
-      out += kAssistant;
-      out += s.thinking ? kThinkOpen : kThinkClose;
+      put_template(out, kAssistant);
+      put_template(out, s.thinking ? kThinkOpen : kThinkClose);
     }
-    out += task_tokens().find(*m.task)->second;
+    put_template(out, task_tokens().find(*m.task)->second);
   } else if (m.role == "user" || m.role == "developer") {
-    out += kAssistant;
-    out += (s.thinking && (!s.effective_drop || i >= s.last_user)) ? kThinkOpen : kThinkClose;
+    put_template(out, kAssistant);
+    put_template(out, (s.thinking && (!s.effective_drop || i >= s.last_user)) ? kThinkOpen : kThinkClose);
   }
-  return out;
 }
 
 bool any_tools(const std::vector<Turn>& turns) {
-  return std::any_of(turns.begin(), turns.end(), [](const Turn& t) { return !t.tools.empty(); });
+  return std::any_of(turns.begin(), turns.end(), [](const Turn& t) { return !t.tools.text.empty(); });
 }
 
 }  // namespace
@@ -452,7 +512,7 @@ Result<ChatOptions> chat_options_from_request(const Json& request) {
   return options;
 }
 
-Result<std::string> render_chat(const Json& messages, const ChatOptions& options) {
+Result<ChatPrompt> render_chat(const Json& messages, const ChatOptions& options) {
   if (!messages.is_array()) return Status::errorf("messages: must be an array, got {}", messages.type_name());
   auto context_in = read_messages(options.context, "context");
   if (!context_in) return context_in.status();
@@ -465,7 +525,7 @@ Result<std::string> render_chat(const Json& messages, const ChatOptions& options
     if (!tools) return tools.status();
     std::vector<Turn>& target = context_in->empty() ? *messages_in : *context_in;
     if (!target.empty() && (target[0].role == "system" || target[0].role == "developer")) {
-      if (!target[0].tools.empty())
+      if (!target[0].tools.text.empty())
         return Status::errorf("tools: given both in the request and on {}[0]", context_in->empty() ? "messages" : "context");
       target[0].tools = std::move(*tools);
     } else {
@@ -494,12 +554,21 @@ Result<std::string> render_chat(const Json& messages, const ChatOptions& options
     first = static_cast<int>(full.size()) - count;
   }
 
-  std::string prompt = (options.add_bos && context.empty()) ? std::string(kBos) : std::string();
+  ChatPrompt prompt;
+  if (options.add_bos && context.empty()) put_template(prompt, kBos);
   RenderState state{full, thinking, effective_drop, options.effort, last_user_index(full)};
-  for (int i = first; i < first + count; ++i) prompt += render_turn(state, i);
+  for (int i = first; i < first + count; ++i) {
+    render_turn(state, i, prompt);
+    if (prompt.text.size() > kMaxPromptBytes)
+      return Status::errorf("messages: the prompt is longer than {} bytes", kMaxPromptBytes);
+  }
   return prompt;
 }
 
-bool prompt_opens_reasoning(std::string_view prompt) { return prompt.ends_with(kThinkOpen); }
+bool prompt_opens_reasoning(const ChatPrompt& prompt) {
+  if (!prompt.text.ends_with(kThinkOpen) || prompt.template_spans.empty()) return false;
+  const Span& last = prompt.template_spans.back();
+  return last.begin + last.size == prompt.text.size() && last.size >= kThinkOpen.size();
+}
 
 }  // namespace dsv4::chat

@@ -1,7 +1,10 @@
 // DeepSeek-V4 chat encoding (text.md §3, the release's encoding_dsv4.py):
 // OpenAI chat messages -> the prompt text, with the special-token strings
-// (`<｜begin▁of▁sentence｜>`, `<｜User｜>`, `<think>`, ...) written inline; the
-// tokenizer turns each into its id. Tool results become user turns (§3.3),
+// (`<｜begin▁of▁sentence｜>`, `<｜User｜>`, `<think>`, ...) written inline, and the
+// spans of the text the template wrote. Only there does the tokenizer turn those
+// strings into their ids: text from the request (contents, reasoning, tool
+// results, tool schemas, names, arguments) is plain text, so it cannot forge a
+// turn or a tool call (§3.13's safe mode). Tool results become user turns (§3.3),
 // reasoning of earlier turns is dropped in thinking mode (§3.4), tools and
 // tool calls are written as DSML (§3.2, §3.8).
 //
@@ -12,10 +15,12 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "text/split_regex.h"
 
 namespace dsv4::chat {
 
@@ -38,6 +43,12 @@ struct ChatOptions {
   nlohmann::ordered_json context;
 };
 
+// A rendered prompt. Tokenize it with Tokenizer::encode_spans(text, template_spans).
+struct ChatPrompt {
+  std::string text;
+  std::vector<Span> template_spans;  // sorted, disjoint, adjacent ones merged
+};
+
 // The request fields that choose the options (§3.1, §3.10): `thinking`
 // (boolean; alias `chat_template_kwargs.thinking`; absent = chat mode),
 // `reasoning_effort` (null, "low", "medium", "high" render alike; "max"),
@@ -55,11 +66,13 @@ Result<ChatOptions> chat_options_from_request(const nlohmann::ordered_json& requ
 // the reference's "\n\n" join and "[Unsupported <type>]"); `arguments` given
 // as an object, or a string that parses to a non-object, is rejected; `tools`
 // on a user/assistant/tool message is rejected; an unknown `task` is rejected
-// wherever it appears; a developer message needs non-empty content.
-Result<std::string> render_chat(const nlohmann::ordered_json& messages, const ChatOptions& options);
+// wherever it appears; a developer message needs non-empty content; a tool
+// name (`tools[i].function.name`, `tool_calls[j].function.name`) must match
+// OpenAI's ^[a-zA-Z0-9_-]{1,64}$.
+Result<ChatPrompt> render_chat(const nlohmann::ordered_json& messages, const ChatOptions& options);
 
 // Whether generation after this prompt starts inside the reasoning block
-// (the prompt ends with `<think>`): the initial state of the output parser.
-bool prompt_opens_reasoning(std::string_view prompt);
+// (the template ended it with `<think>`): the initial state of the output parser.
+bool prompt_opens_reasoning(const ChatPrompt& prompt);
 
 }  // namespace dsv4::chat

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/check.h"
 #include "io/file_util.h"
 #include "io/json_bounded.h"
 #include "text/byte_level.h"
@@ -404,39 +405,79 @@ void Tokenizer::encode_text(std::string_view text, Span span, std::vector<int32_
   }
 }
 
-void Tokenizer::encode_append(std::string_view input, bool allow_special,
-                              std::vector<int32_t>& out) const {
-  std::string sanitized;
-  std::string_view text = input;
-  if (utf8_valid_prefix(input) != input.size()) {
-    sanitized = utf8_lossy(input);
-    text = sanitized;
-  }
-  EncodeScratch scratch;
-  if (!allow_special) {
-    encode_text(text, {0, static_cast<uint32_t>(text.size())}, out, scratch);
-    return;
-  }
-  // Pass 1 (normalized: false) over the text; pass 2 (normalized: true) over each gap.
+// Added-token matches inside `range` in text order: pass 1 (normalized: false) over the
+// range, pass 2 (normalized: true) over each gap it leaves (§1.4).
+void Tokenizer::find_added(std::string_view text, Span range,
+                           std::vector<AddedTokenMatcher::Match>& found) const {
   auto pass2 = [&](size_t begin, size_t end) {
     AddedTokenMatcher::Match m;
-    size_t pos = begin;
     const std::string_view gap = text.substr(0, end);
-    while (pos < end && normalized_matcher_.find(gap, pos, m)) {
-      encode_text(text, {static_cast<uint32_t>(pos), static_cast<uint32_t>(m.begin - pos)}, out, scratch);
-      out.push_back(m.id);
-      pos = m.begin + m.size;
-    }
-    encode_text(text, {static_cast<uint32_t>(pos), static_cast<uint32_t>(end - pos)}, out, scratch);
+    for (size_t pos = begin; pos < end && normalized_matcher_.find(gap, pos, m); pos = m.begin + m.size)
+      found.push_back(m);
   };
+  const size_t end = size_t{range.begin} + range.size;
+  const std::string_view upto = text.substr(0, end);
   AddedTokenMatcher::Match m;
-  size_t pos = 0;
-  while (pos < text.size() && raw_matcher_.find(text, pos, m)) {
+  size_t pos = range.begin;
+  while (pos < end && raw_matcher_.find(upto, pos, m)) {
     pass2(pos, m.begin);
+    found.push_back(m);
+    pos = m.begin + m.size;
+  }
+  pass2(pos, end);
+}
+
+void Tokenizer::encode_spans_append(std::string_view input, std::span<const Span> special_spans,
+                                    std::vector<int32_t>& out) const {
+  size_t last_end = 0;
+  for (const Span& s : special_spans) {
+    DSV4_CHECK(s.begin >= last_end && size_t{s.begin} + s.size <= input.size(),
+               "special spans must be sorted, disjoint and inside the text ({}+{} of {})", s.begin, s.size,
+               input.size());
+    last_end = size_t{s.begin} + s.size;
+  }
+  // Invalid UTF-8: each piece between span edges made lossy on its own, the spans moved with it.
+  std::string sanitized;
+  std::vector<Span> moved;
+  std::string_view text = input;
+  if (utf8_valid_prefix(input) != input.size()) {
+    size_t pos = 0;
+    auto copy_to = [&](size_t end) {
+      sanitized += utf8_lossy(input.substr(pos, end - pos));
+      pos = end;
+    };
+    for (const Span& s : special_spans) {
+      copy_to(s.begin);
+      const size_t begin = sanitized.size();
+      copy_to(size_t{s.begin} + s.size);
+      moved.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(sanitized.size() - begin)});
+    }
+    copy_to(input.size());
+    text = sanitized;
+    special_spans = moved;
+  }
+  std::vector<AddedTokenMatcher::Match> found;
+  for (const Span& s : special_spans) find_added(text, s, found);
+  EncodeScratch scratch;
+  size_t pos = 0;
+  for (const AddedTokenMatcher::Match& m : found) {
+    encode_text(text, {static_cast<uint32_t>(pos), static_cast<uint32_t>(m.begin - pos)}, out, scratch);
     out.push_back(m.id);
     pos = m.begin + m.size;
   }
-  pass2(pos, text.size());
+  encode_text(text, {static_cast<uint32_t>(pos), static_cast<uint32_t>(text.size() - pos)}, out, scratch);
+}
+
+void Tokenizer::encode_append(std::string_view text, bool allow_special, std::vector<int32_t>& out) const {
+  const Span whole{0, static_cast<uint32_t>(text.size())};
+  encode_spans_append(text, allow_special ? std::span<const Span>(&whole, 1) : std::span<const Span>(), out);
+}
+
+std::vector<int32_t> Tokenizer::encode_spans(std::string_view text, std::span<const Span> special_spans) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 8);
+  encode_spans_append(text, special_spans, ids);
+  return ids;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {

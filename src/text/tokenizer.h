@@ -1,6 +1,7 @@
 // Byte-level BPE tokenizer loaded from a HuggingFace tokenizer.json of the
 // DeepSeek family (text.md §1):
-//   encode(text) = for each segment of split_added_tokens(text) (two passes, §1.4):
+//   encode(text) = for each segment of split_added_tokens(text) (two passes, §1.4;
+//                  encode_spans: matched only inside the given spans):
 //                    an added token's id, or
 //                    for each piece of Split(R1)..Split(Rk) (§1.5):
 //                      bpe(BYTE2CHAR[utf8 bytes of piece]) (§1.6, §1.7)
@@ -55,6 +56,11 @@ class Tokenizer {
   // behaviour); false: the whole text is ordinary text (for untrusted input).
   std::vector<int32_t> encode(std::string_view text, bool allow_special) const;
   void encode_append(std::string_view text, bool allow_special, std::vector<int32_t>& out) const;
+  // Added tokens are matched only inside `special_spans` (sorted, disjoint, inside the text);
+  // elsewhere an added-token string is ordinary text. Pieces and BPE run over the text between
+  // matched tokens as in encode(): encode(t, true) == encode_spans(t, {{0, |t|}}) and
+  // encode(t, false) == encode_spans(t, {}). A chat prompt passes the template's own spans.
+  std::vector<int32_t> encode_spans(std::string_view text, std::span<const Span> special_spans) const;
 
   // Lossy UTF-8 of the tokens' bytes. Error: an id outside [0, n_vocab).
   Result<std::string> decode(std::span<const int32_t> ids, bool skip_special = false) const;
@@ -79,6 +85,9 @@ class Tokenizer {
   Status index_ids(int64_t max_id);
   Status read_byte_ids();
   Status read_merges(const nlohmann::json& model);
+  void find_added(std::string_view text, Span range, std::vector<AddedTokenMatcher::Match>& found) const;
+  void encode_spans_append(std::string_view text, std::span<const Span> special_spans,
+                           std::vector<int32_t>& out) const;
   void encode_text(std::string_view text, Span span, std::vector<int32_t>& out,
                    EncodeScratch& scratch) const;
   void split_pieces(std::string_view text, Span span, EncodeScratch& scratch) const;

@@ -1,5 +1,5 @@
-// The worked examples of text.md §3.15: each prompt as the spec's JSON string
-// literal (parse it to get the exact bytes).
+// The worked examples of text.md §3.15: the messages, and each prompt as the spec's
+// JSON string literal (parse it to get the exact bytes).
 #pragma once
 
 #include <string>
@@ -13,6 +13,25 @@ inline const std::string kUser = "<｜User｜>";
 inline const std::string kAssistant = "<｜Assistant｜>";
 inline const std::string kThinkOpen = "<think>";
 inline const std::string kThinkClose = "</think>";
+
+// The messages of examples 1-3 (JSON arrays).
+inline constexpr const char* kExample1 = R"([{"role": "system", "content": "You are a helpful assistant."},
+                            {"role": "user", "content": "Hello!"}])";
+inline constexpr const char* kExample2 = R"([{"role": "system", "content": "You are a helpful assistant."},
+ {"role": "user", "content": "What is 2+2?"},
+ {"role": "assistant", "reasoning_content": "Simple arithmetic.", "content": "2 + 2 = 4."},
+ {"role": "user", "content": "And 3+3?"}])";
+inline constexpr const char* kExample3 = R"([{"role": "system", "content": "You are a helpful assistant.",
+  "tools": [{"type": "function", "function": {"name": "get_weather",
+             "description": "Get the current weather for a city",
+             "parameters": {"type": "object",
+                            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                            "required": ["city"]}}}]},
+ {"role": "user", "content": "Weather in Paris for 2 days?"},
+ {"role": "assistant", "reasoning_content": "Need the weather tool.", "content": "",
+  "tool_calls": [{"id": "call_1", "type": "function",
+                  "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 2}"}}]},
+ {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp_c\": 18, \"sky\": \"cloudy\"}"}])";
 
 inline constexpr const char* kPrompt1Json =
     R"json("<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>Hello!<｜Assistant｜></think>")json";

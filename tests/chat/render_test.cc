@@ -21,12 +21,12 @@ const std::string& kClose = examples::kThinkClose;
 std::string render(const std::string& messages, ChatOptions options = {}) {
   auto r = render_chat(Json::parse(messages), options);
   EXPECT_TRUE(r.ok()) << r.message();
-  return r.ok() ? *r : std::string();
+  return r.ok() ? r->text : std::string();
 }
 
 std::string render_error(const std::string& messages, ChatOptions options = {}) {
   auto r = render_chat(Json::parse(messages), options);
-  EXPECT_FALSE(r.ok()) << "rendered: " << (r.ok() ? *r : "");
+  EXPECT_FALSE(r.ok()) << "rendered: " << (r.ok() ? r->text : "");
   return r.message();
 }
 
@@ -38,23 +38,9 @@ ChatOptions thinking() {
 
 std::string example(const char* json_literal) { return Json::parse(json_literal).get<std::string>(); }
 
-const char* kExample1 = R"([{"role": "system", "content": "You are a helpful assistant."},
-                            {"role": "user", "content": "Hello!"}])";
-const char* kExample2 = R"([{"role": "system", "content": "You are a helpful assistant."},
- {"role": "user", "content": "What is 2+2?"},
- {"role": "assistant", "reasoning_content": "Simple arithmetic.", "content": "2 + 2 = 4."},
- {"role": "user", "content": "And 3+3?"}])";
-const char* kExample3 = R"([{"role": "system", "content": "You are a helpful assistant.",
-  "tools": [{"type": "function", "function": {"name": "get_weather",
-             "description": "Get the current weather for a city",
-             "parameters": {"type": "object",
-                            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-                            "required": ["city"]}}}]},
- {"role": "user", "content": "Weather in Paris for 2 days?"},
- {"role": "assistant", "reasoning_content": "Need the weather tool.", "content": "",
-  "tool_calls": [{"id": "call_1", "type": "function",
-                  "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 2}"}}]},
- {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp_c\": 18, \"sky\": \"cloudy\"}"}])";
+using examples::kExample1;
+using examples::kExample2;
+using examples::kExample3;
 
 const std::string kEffortMax =
     "Reasoning Effort: Absolute maximum with no shortcuts permitted.\n"
@@ -112,7 +98,7 @@ TEST(ChatRender, Example2NextRequestRendersParsedTurnWithoutReasoning) {
   auto r = render_chat(messages, thinking());
   ASSERT_TRUE(r.ok()) << r.message();
   const std::string base = example(examples::kPrompt2Json);
-  EXPECT_EQ(*r, base.substr(0, base.size() - kOpen.size()) + kClose + "3 + 3 = 6." + kEos + kU + "Thanks" + kA + kOpen);
+  EXPECT_EQ(r->text, base.substr(0, base.size() - kOpen.size()) + kClose + "3 + 3 = 6." + kEos + kU + "Thanks" + kA + kOpen);
 }
 
 TEST(ChatRender, Example3ToolsAndToolCall) {
@@ -180,13 +166,14 @@ TEST(ChatRender, DroppingWithoutToolsRemovesToolTurnReasoning) {
                 "<tool_result>res</tool_result>" + kA + kOpen);
 }
 
+// (Tool names are ASCII: OpenAI's pattern, checked below.)
 TEST(ChatRender, ReminderAndDeveloperWithToolsAndCjk) {
   const char* messages = R"([
     {"role": "latest_reminder", "content": "日期：2025年"},
-    {"role": "developer", "content": "搜索助手", "tools": [{"type": "function", "function": {"name": "搜索", "description": "查找\"网页\""}}],
+    {"role": "developer", "content": "搜索助手", "tools": [{"type": "function", "function": {"name": "web_search", "description": "查找\"网页\""}}],
      "response_format": {"type": "json_object"}},
     {"role": "user", "content": "你好"}])";
-  const std::string dev = kU + "搜索助手\n\n" + tools_block("{\"name\": \"搜索\", \"description\": \"查找\\\"网页\\\"\"}") +
+  const std::string dev = kU + "搜索助手\n\n" + tools_block("{\"name\": \"web_search\", \"description\": \"查找\\\"网页\\\"\"}") +
                           "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
                           "{\"type\": \"json_object\"}";
   EXPECT_EQ(render(messages, thinking()), kBos + "<｜latest_reminder｜>日期：2025年" + dev + kU + "你好" + kA + kOpen);
@@ -263,7 +250,7 @@ TEST(ChatRender, ContextRendersOnlyNewMessages) {
       auto tail = render_chat(rest, with_context);
       auto whole = render_chat(all, options);
       ASSERT_TRUE(head.ok() && tail.ok() && whole.ok());
-      EXPECT_EQ(*head + *tail, *whole) << "split " << split;
+      EXPECT_EQ(head->text + tail->text, whole->text) << "split " << split;
     }
   }
 }
@@ -291,9 +278,9 @@ TEST(ChatRender, ArgumentsEdgeCases) {
     auto r = render_chat(call(arguments_json), {});
     EXPECT_TRUE(r.ok()) << r.message();
     if (!r.ok()) return std::string();
-    size_t begin = r->find("\">\n") + 3;
-    size_t end = r->find("\n</｜DSML｜invoke>");
-    return r->substr(begin, end - begin);
+    size_t begin = r->text.find("\">\n") + 3;
+    size_t end = r->text.find("\n</｜DSML｜invoke>");
+    return r->text.substr(begin, end - begin);
   };
   const std::string P = "<｜DSML｜parameter name=\"";
   const std::string E = "</｜DSML｜parameter>";
@@ -348,6 +335,38 @@ TEST(ChatRender, ErrorsNameTheField) {
   has(render_error(R"([])", bad_context), "context[0].content");
 }
 
+// Tool names go into DSML unescaped: OpenAI's ^[a-zA-Z0-9_-]{1,64}$, on declared tools and on calls.
+TEST(ChatRender, ToolNamesMatchOpenAiPattern) {
+  auto declared = [](const std::string& name) {
+    ChatOptions options;
+    options.tools = Json::array({{{"type", "function"}, {"function", {{"name", name}}}}});
+    return render_chat(Json::parse(R"([{"role": "user", "content": "u"}])"), options);
+  };
+  auto called = [](const std::string& name) {
+    Json m = Json::parse(R"([{"role": "user", "content": "u"}, {"role": "assistant", "content": ""}])");
+    m[1]["tool_calls"] = Json::array({{{"function", {{"name", name}, {"arguments", "{}"}}}}});
+    return render_chat(m, {});
+  };
+  for (const std::string& ok : std::vector<std::string>{"f", "get_weather", "A-Z_09-x", std::string(64, 'n')}) {
+    EXPECT_TRUE(declared(ok).ok()) << ok << ": " << declared(ok).message();
+    EXPECT_TRUE(called(ok).ok()) << ok << ": " << called(ok).message();
+  }
+  for (const std::string& bad : std::vector<std::string>{std::string(65, 'n'), "my tool", "a.b", "", "搜索", "café",
+                                                         "x\">", "f<｜end▁of▁sentence｜>"}) {
+    const auto d = declared(bad), c = called(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_TRUE(d.message().starts_with("tools[0].function.name: ")) << d.message();
+    EXPECT_TRUE(c.message().starts_with("messages[1].tool_calls[0].function.name: ")) << c.message();
+    EXPECT_NE(d.message().find("^[a-zA-Z0-9_-]{1,64}$"), std::string::npos) << d.message();
+  }
+  // On a system message's tools, and a missing name.
+  EXPECT_TRUE(render_error(R"([{"role": "system", "content": "", "tools": [{"function": {"name": "a b"}}]}])")
+                  .starts_with("messages[0].tools[0].function.name: "));
+  EXPECT_TRUE(render_error(R"([{"role": "system", "content": "", "tools": [{"function": {"description": "d"}}]}])")
+                  .starts_with("messages[0].tools[0].function.name: missing"));
+}
+
 TEST(ChatOptions, FromRequest) {
   auto mode = [](const char* request) { return chat_options_from_request(Json::parse(request)); };
   EXPECT_EQ(mode("{}")->mode, ThinkingMode::kChat);
@@ -368,8 +387,14 @@ TEST(ChatOptions, FromRequest) {
 }
 
 TEST(ChatRender, PromptOpensReasoning) {
-  EXPECT_TRUE(prompt_opens_reasoning(example(examples::kPrompt2Json)));
-  EXPECT_FALSE(prompt_opens_reasoning(example(examples::kPrompt1Json)));
+  EXPECT_TRUE(prompt_opens_reasoning(render_chat(Json::parse(kExample2), thinking()).value()));
+  EXPECT_FALSE(prompt_opens_reasoning(render_chat(Json::parse(kExample1), {}).value()));
+  // A `<think>` the request wrote at the end (a continued assistant turn) opens nothing.
+  const auto continued = render_chat(Json::parse(R"([{"role": "user", "content": "u"},
+      {"role": "assistant", "content": "a <think>", "wo_eos": true}])"), thinking());
+  ASSERT_TRUE(continued.ok()) << continued.message();
+  EXPECT_TRUE(continued->text.ends_with(kOpen));
+  EXPECT_FALSE(prompt_opens_reasoning(*continued));
 }
 
 }  // namespace

