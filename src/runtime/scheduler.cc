@@ -151,6 +151,7 @@ void Scheduler::preempt(Req& r) {
   seq_used_[r.seq] = 0;
   r.seq = -1;
   r.n_cached = 0;
+  if (!r.prompt_lp_sent) r.prompt_lp.clear();  // the recompute scores the prompt again from position 1
   r.drafts.clear();
   r.cp = false;
   ++counters_.preempted;

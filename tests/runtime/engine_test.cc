@@ -40,6 +40,7 @@ Limits limits(int batch) {
 struct RunStats {
   std::vector<std::vector<int32_t>> out;  // by request id
   std::vector<RequestUpdate> finals;      // each request's last update, by id
+  std::vector<std::vector<TokenLogprob>> prompt_lp;  // by request id, every update's appended
   int drafts = 0, accepted = 0, preempted = 0;
   std::vector<int> batches;
   int64_t rounds = 0;                     // speculative rounds, and those by drafts accepted
@@ -62,11 +63,25 @@ void drain(Engine& e, RunStats& s) {
       const size_t id = static_cast<size_t>(u.id);
       s.out.resize(std::max(s.out.size(), id + 1));
       s.finals.resize(std::max(s.finals.size(), id + 1));
+      s.prompt_lp.resize(std::max(s.prompt_lp.size(), id + 1));
       s.out[id].insert(s.out[id].end(), u.tokens.begin(), u.tokens.end());
+      s.prompt_lp[id].insert(s.prompt_lp[id].end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
       EXPECT_FALSE(s.finals[id].finished) << "request " << id << " updated after its last update";
       if (u.finished) s.finals[id] = u;
     }
   }
+}
+
+// Logprobs equal bit for bit (tokens, values, alternatives).
+bool same(const std::vector<std::vector<TokenLogprob>>& a, const std::vector<std::vector<TokenLogprob>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size()) return false;
+    for (size_t j = 0; j < a[i].size(); ++j)
+      if (a[i][j].token != b[i][j].token || a[i][j].logprob != b[i][j].logprob || a[i][j].top != b[i][j].top)
+        return false;
+  }
+  return true;
 }
 
 using ForceDraft = std::function<int32_t(int64_t, int64_t)>;  // EngineOptions::force_draft
@@ -604,6 +619,36 @@ TEST(Engine, PreemptionAndRecomputeGiveTheSameTokens) {
     }
 }
 
+// Pages run out while a request with prompt logprobs is still prefilling in chunks: it is
+// preempted part-way through its prompt and recomputed from position 0. Its prompt logprobs are
+// those of a run without preemption: one per prompt position 1..n-1, bit for bit.
+TEST(Engine, PreemptionDuringPrefillKeepsPromptLogprobs) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  std::vector<GenerationRequest> reqs(2);
+  reqs[0].prompt = test::random_tokens(5, 42, m.cfg.vocab_size);  // decodes into a second page
+  reqs[0].max_tokens = 20;
+  reqs[1].prompt = test::random_tokens(40, 43, m.cfg.vocab_size);  // 20 chunks of 2: still prefilling
+  reqs[1].max_tokens = 4;
+  reqs[1].prompt_logprobs = true;
+  reqs[1].logprobs = 2;
+  for (auto& r : reqs) r.stop_at_eos = false;
+  Limits l = limits(2);
+  l.max_chunk = 2;
+  l.page_tokens = 16;
+  const RunStats roomy = run(m, 2, false, reqs, {}, l);
+  l.cache_blocks = 4;  // 1 + 3 pages at admission; request 0's 17th position has none left
+  const RunStats tight = run(m, 2, false, reqs, {}, l);
+  EXPECT_EQ(roomy.preempted, 0);
+  ASSERT_GE(tight.preempted, 1);
+  ASSERT_EQ(tight.prompt_lp.size(), 2u);
+  ASSERT_EQ(roomy.prompt_lp[1].size(), reqs[1].prompt.size() - 1);
+  ASSERT_EQ(tight.prompt_lp[1].size(), reqs[1].prompt.size() - 1);
+  EXPECT_TRUE(same({tight.prompt_lp[1]}, {roomy.prompt_lp[1]}));
+  for (size_t j = 0; j < tight.prompt_lp[1].size(); ++j)
+    EXPECT_EQ(tight.prompt_lp[1][j].token, reqs[1].prompt[j + 1]) << "prompt position " << j + 1;
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(tight.out[i], roomy.out[i]) << "request " << i;
+}
+
 TEST(Engine, CancelEndsOneRequest) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
   auto reqs = requests(0.0f, 1.0f);
@@ -761,17 +806,6 @@ struct Scored {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::vector<TokenLogprob>> logprobs, prompt_logprobs;
 };
-
-bool same(const std::vector<std::vector<TokenLogprob>>& a, const std::vector<std::vector<TokenLogprob>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].size() != b[i].size()) return false;
-    for (size_t j = 0; j < a[i].size(); ++j)
-      if (a[i][j].token != b[i][j].token || a[i][j].logprob != b[i][j].logprob || a[i][j].top != b[i][j].top)
-        return false;
-  }
-  return true;
-}
 
 Scored score_run(const Loaded& m, int threads, bool mtp, const std::vector<GenerationRequest>& reqs) {
   Limits lim = limits(3);
