@@ -468,33 +468,48 @@ TEST(Engine, TokensDoNotDependOnTheBatch) {
   }
 }
 
-// A request the compressed cache can never hold fails alone with an error naming the cache;
-// the request waiting behind it then runs as it would alone. A stopped engine takes no step.
-TEST(Engine, RequestThatCannotFitFailsAlone) {
+// A request the compressed cache can never hold (prompt + max_tokens, and the draft rows of
+// its last step) is refused by add_request with an error naming max_tokens and the cache,
+// before anything is computed; one that just fits runs to max_tokens. A stopped engine takes
+// no step.
+TEST(Engine, RequestThatCanNeverFitIsRefused) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
-  Limits l = limits(2);
-  l.page_tokens = 16;
-  l.cache_blocks = 1;
-  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{});
-  ASSERT_TRUE(e.ok()) << e.message();
-  GenerationRequest g;
-  g.prompt = {1, 2, 3};
-  g.max_tokens = 40;
-  g.stop_at_eos = false;
-  GenerationRequest small = g;
-  small.max_tokens = 5;
-  ASSERT_TRUE((*e)->add_request(g).ok());
-  ASSERT_TRUE((*e)->add_request(small).ok());
-  RunStats s;
-  drain(**e, s);
-  ASSERT_EQ(s.finals.size(), 2u);
-  EXPECT_EQ(s.finals[0].reason, FinishReason::kError);
-  EXPECT_NE(s.finals[0].error.find("compressed cache cannot hold this request"), std::string::npos) << s.finals[0].error;
-  EXPECT_EQ(s.out[0].size(), 14u);  // positions 0..15 fill the page; row 15 sampled the 14th output
-  EXPECT_EQ(s.finals[1].reason, FinishReason::kLength);
-  EXPECT_EQ(s.out[1], run(m, 2, false, {small}).out[0]);
-  ASSERT_TRUE((*e)->stop().ok());
-  EXPECT_NE((*e)->step().status().message().find("stopped"), std::string::npos);
+  for (bool mtp : {false, true}) {
+    Limits l = limits(2);
+    l.page_tokens = 16;
+    l.cache_blocks = 1;
+    EngineOptions opt;
+    opt.mtp = mtp;
+    auto e = Engine::create(m.cfg, *m.w, l, opt);
+    ASSERT_TRUE(e.ok()) << e.message();
+    GenerationRequest g;
+    g.prompt = {1, 2, 3};
+    g.stop_at_eos = false;
+    // Rows 0 .. 3 + max_tokens − 2 (and the draft after the last) in one page of 16 positions.
+    const int32_t fits = mtp ? 13 : 14;
+    g.max_tokens = fits + 1;
+    const Status refused = (*e)->validate(g);
+    EXPECT_EQ(refused.message(), (*e)->add_request(g).message());
+    EXPECT_EQ(refused.message(),
+              fmt::format("max_tokens: prompt (3 tokens) + max_tokens ({}){} needs 2 compressed-cache pages of 16 "
+                          "positions, the cache has only 1 (cache_blocks)",
+                          fits + 1, mtp ? " + 1 draft row" : ""));
+    EXPECT_TRUE((*e)->idle());
+    g.max_tokens = 40;
+    EXPECT_NE((*e)->add_request(g).message().find("needs 3 compressed-cache pages"), std::string::npos);
+    EXPECT_TRUE((*e)->idle()) << "a refused request was queued";
+    g.max_tokens = fits;
+    ASSERT_TRUE((*e)->add_request(g).ok());
+    RunStats s;
+    drain(**e, s);
+    EXPECT_EQ(s.preempted, 0);
+    ASSERT_EQ(s.finals.size(), 1u) << "the refused requests took no id";
+    EXPECT_EQ(s.finals[0].reason, FinishReason::kLength) << s.finals[0].error;
+    EXPECT_EQ(s.out[0].size(), static_cast<size_t>(fits));
+    EXPECT_EQ(s.out[0], run(m, 2, mtp, {g}).out[0]);
+    ASSERT_TRUE((*e)->stop().ok());
+    EXPECT_NE((*e)->step().status().message().find("stopped"), std::string::npos);
+  }
 }
 
 TEST(Engine, RejectsBadRequests) {
