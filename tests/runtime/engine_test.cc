@@ -759,12 +759,16 @@ TEST(Engine, TextAndStopStrings) {
   const auto [text, ids] = text_of(g, &fin);
   ASSERT_EQ(ids.size(), 24u);
   EXPECT_EQ(text, *tok->decode(ids));
+  EXPECT_EQ(fin.reason, FinishReason::kLength);
+  EXPECT_EQ(fin.stop_string, "");
   // A stop string that starts inside token 10's text and ends in a later token.
   const size_t at = tok->decode(std::span(ids.data(), 10))->size() - 1;
   ASSERT_LT(at + 3, text.size());
   g.stop_strings = {text.substr(at, 3)};
   const auto [cut, cut_ids] = text_of(g, &fin);
   EXPECT_EQ(fin.reason, FinishReason::kStop);
+  EXPECT_EQ(fin.stop_string, g.stop_strings[0]);  // the stop string that matched
+  EXPECT_EQ(fin.stop_id, -1);
   EXPECT_EQ(cut, text.substr(0, text.find(g.stop_strings[0])));
   EXPECT_LT(cut_ids.size(), ids.size());
 }
