@@ -226,7 +226,7 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--request-timeout", h.request_timeout,
-                  "Seconds a request may take (then it ends, finish reason \"length\"; 0 = none)")
+                  "Seconds a request may take (then finish_reason \"length\", stop_reason \"timeout\"; 0 = none)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--max-tokens-limit", a->max_tokens_limit,
@@ -252,7 +252,7 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_option("--read-timeout", h.limits.read_timeout,
-                  "Seconds from a request's first byte to its last body byte (slower: 408 and closed)")
+                  "Seconds from a request's first byte to its last body byte (slower: the connection is closed)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_option("--idle-timeout", h.limits.idle_timeout, "Seconds a connection may wait for its next request")

@@ -127,11 +127,10 @@ void Connection::on_header(beast::error_code ec) {
   if (ec == http::error::body_limit)
     return refuse(json_error(413, fmt::format("the request body exceeds the server's limit of {} bytes",
                                               limits_.max_body_bytes), "request_too_large"));
-  if (ec == beast::error::timeout)
-    return refuse(json_error(408, fmt::format("the request header did not arrive within {} s", limits_.read_timeout),
-                             "request_timeout"));
   if (ec) {
-    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset)
+    // Past --read-timeout the stream has closed the socket already: nothing can be answered.
+    if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == net::error::eof ||
+        ec == net::error::connection_reset)
       return close();
     return refuse(json_error(400, fmt::format("malformed HTTP request: {}", ec.message()), "bad_request"));
   }
@@ -166,9 +165,6 @@ void Connection::on_request(beast::error_code ec) {
   if (ec == http::error::body_limit)
     return refuse(json_error(413, fmt::format("the request body exceeds the server's limit of {} bytes",
                                               limits_.max_body_bytes), "request_too_large"));
-  if (ec == beast::error::timeout)
-    return refuse(json_error(408, fmt::format("the request body did not arrive within {} s", limits_.read_timeout),
-                             "request_timeout"));
   if (ec) return close();
   stream_.expires_never();
   HttpRequest req = parser_->release();

@@ -1,7 +1,7 @@
 // One HTTP/1.1 connection on Boost.Beast, event-driven: no thread waits for it. Per request:
 //   idle wait for the first byte (--idle-timeout) -> header under a deadline (--read-timeout,
-//   from that byte to the body's last one; a slow sender is dropped at it, never by
-//   inactivity) -> Routes::check on the header (limits, Host, Origin, key: refused requests
+//   from that byte to the body's last one; a slow sender's socket is closed at it, whatever
+//   its pace) -> Routes::check on the header (limits, Host, Origin, key: refused requests
 //   never have their body read) -> body (--max-body-bytes for every framing) -> Routes::handle.
 // The handler answers with reply(), or starts a stream (start_stream, send, end_stream); while
 // it is pending the connection watches the socket and calls on_gone once if the client closes

@@ -445,10 +445,10 @@ const char* api_finish_reason(FinishReason reason, bool tool_calls) {
   switch (reason) {
     case FinishReason::kStop: return tool_calls ? "tool_calls" : "stop";
     case FinishReason::kLength:
-    case FinishReason::kContext: return "length";
-    case FinishReason::kTimeout: return "timeout";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+    case FinishReason::kContext:
+    case FinishReason::kTimeout: return "length";
+    case FinishReason::kCancelled:
+    case FinishReason::kError:  // never a choice's: the response is an error
     case FinishReason::kNone: break;
   }
   return "stop";
@@ -556,12 +556,6 @@ std::optional<ApiError> ResponseBuilder::update_error(const RequestUpdate& u) co
     e.code = "engine_error";
     return e;
   }
-  if (u.reason == FinishReason::kCancelled) {
-    e.http_status = 503;
-    e.message = "the request was cancelled (server shutting down or client gone)";
-    e.code = "cancelled";
-    return e;
-  }
   return std::nullopt;
 }
 
@@ -570,6 +564,8 @@ void ResponseBuilder::record(const RequestUpdate& u) {
   if (u.finished) {
     finished_ = true;
     reason_ = u.reason;
+    stop_id_ = u.stop_id;
+    stop_string_ = u.stop_string;
     if (u.prompt_tokens > 0) prompt_tokens_ = u.prompt_tokens;
     if (u.completion_tokens > 0) completion_tokens_ = u.completion_tokens;
     error_ = update_error(u);
@@ -583,6 +579,17 @@ std::string ResponseBuilder::add(const RequestUpdate& u) {
   started_ = true;
   record(u);
   return request_.endpoint == Endpoint::kCompletions ? add_completion(u, first) : add_chat(u, first);
+}
+
+// vLLM's stop_reason beside OpenAI's finish_reason: "timeout" or "cancelled", the stop string
+// or stop id that matched; null for EOS, max_tokens and the context limit.
+Json ResponseBuilder::stop_reason() const {
+  if (reason_ == FinishReason::kTimeout) return "timeout";
+  if (reason_ == FinishReason::kCancelled) return "cancelled";
+  if (reason_ != FinishReason::kStop) return nullptr;
+  if (!stop_string_.empty()) return stop_string_;
+  if (stop_id_ >= 0) return stop_id_;
+  return nullptr;
 }
 
 // Completions: the update's text (after the echoed prompt on the first) and the logprobs of its
@@ -619,8 +626,8 @@ std::string ResponseBuilder::add_completion(const RequestUpdate& u, bool first) 
   }
   std::string out;
   if (!text.empty() || (want_lp && !chunk_lp["tokens"].empty()))
-    out += chunk_event(completion_choice(text, want_lp ? chunk_lp : Json(), nullptr));
-  if (u.finished) out += end_events(completion_choice("", nullptr, api_finish_reason(reason_, false)));
+    out += chunk_event(completion_choice(text, want_lp ? chunk_lp : Json(), nullptr, nullptr));
+  if (u.finished) out += end_events(completion_choice("", nullptr, api_finish_reason(reason_, false), stop_reason()));
   return out;
 }
 
@@ -647,12 +654,14 @@ std::string ResponseBuilder::add_chat(const RequestUpdate& u, bool first) {
     return {};
   }
   std::string out;
-  if (first) out += chunk_event(chat_choice(Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
+  if (first) out += chunk_event(chat_choice(Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr));
   Json d = chat_delta_json(delta);
   if (!d.empty() || !chunk_lp.empty())
     out += chunk_event(chat_choice(std::move(d), want_lp && !chunk_lp.empty() ? Json{{"content", chunk_lp}} : Json(),
-                                   nullptr));
-  if (u.finished) out += end_events(chat_choice(Json::object(), nullptr, api_finish_reason(reason_, n_tool_calls_ > 0)));
+                                   nullptr, nullptr));
+  if (u.finished)
+    out += end_events(
+        chat_choice(Json::object(), nullptr, api_finish_reason(reason_, n_tool_calls_ > 0), stop_reason()));
   return out;
 }
 
@@ -673,21 +682,23 @@ Json ResponseBuilder::chat_delta_json(const chat::ChatDelta& delta) {
   return d;
 }
 
-Json ResponseBuilder::completion_choice(const std::string& text, Json logprobs, Json finish_reason) {
+Json ResponseBuilder::completion_choice(const std::string& text, Json logprobs, Json finish_reason, Json stop_reason) {
   Json choice;
   choice["text"] = text;
   choice["index"] = 0;
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = std::move(finish_reason);
+  choice["stop_reason"] = std::move(stop_reason);
   return choice;
 }
 
-Json ResponseBuilder::chat_choice(Json delta, Json logprobs, Json finish_reason) {
+Json ResponseBuilder::chat_choice(Json delta, Json logprobs, Json finish_reason, Json stop_reason) {
   Json choice;
   choice["index"] = 0;
   choice["delta"] = std::move(delta);
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = std::move(finish_reason);
+  choice["stop_reason"] = std::move(stop_reason);
   return choice;
 }
 
@@ -751,6 +762,7 @@ ApiResult<std::string> ResponseBuilder::response() const {
     choice["logprobs"] = want_lp ? logprobs_ : Json();
     choice["finish_reason"] = api_finish_reason(reason_, false);
   }
+  choice["stop_reason"] = stop_reason();
   body["choices"] = Json::array({std::move(choice)});
   body["usage"] = usage_json();
   return dump(body);

@@ -100,8 +100,10 @@ ApiResult<ApiRequest> parse_completions_request(std::string_view body, const Mod
                                                 uint64_t default_seed);
 ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard& model, uint64_t default_seed);
 
-// OpenAI's finish_reason for an engine reason ("stop", "length", "timeout"; chat: "tool_calls"
-// when the output ended with tool calls).
+// OpenAI's finish_reason for an engine reason, always one that typed SDKs accept: "stop" (EOS,
+// a stop id or string, cancelled), "length" (max_tokens, the context limit, a timeout); chat:
+// "tool_calls" when the output ended with tool calls. The engine's own reason is the choice's
+// stop_reason (ResponseBuilder).
 const char* api_finish_reason(FinishReason reason, bool tool_calls);
 
 // Text of one token for logprobs: its bytes when they are valid UTF-8, else OpenAI's
@@ -113,8 +115,10 @@ std::string token_text(const Tokenizer& tokenizer, int32_t id);
 //             finishing update adds the final chunk, the usage chunk when asked and
 //             "data: [DONE]\n\n")
 //   complete: add() every update, then response() once finished()
-// A request that ends with an engine error (or is cancelled by the server) becomes an error:
-// response() returns it; a stream gets an error event before [DONE].
+// Every choice has finish_reason (OpenAI's) and stop_reason (vLLM's, null until the end): the
+// stop string (a string) or stop id (an integer) that matched, "timeout", "cancelled", else
+// null (EOS, max_tokens, the context limit). A request that ends with an engine error becomes
+// an error: response() returns it (500); a stream gets an error event before [DONE].
 class ResponseBuilder {
  public:
   ResponseBuilder(const ApiRequest& request, const ModelCard& model, std::string id, int64_t created);
@@ -139,10 +143,12 @@ class ResponseBuilder {
   std::string add_completion(const RequestUpdate& u, bool first);
   std::string add_chat(const RequestUpdate& u, bool first);
   nlohmann::ordered_json chat_delta_json(const chat::ChatDelta& delta);
+  nlohmann::ordered_json stop_reason() const;  // of the finished request
   static nlohmann::ordered_json completion_choice(const std::string& text, nlohmann::ordered_json logprobs,
-                                                  nlohmann::ordered_json finish_reason);
+                                                  nlohmann::ordered_json finish_reason,
+                                                  nlohmann::ordered_json stop_reason);
   static nlohmann::ordered_json chat_choice(nlohmann::ordered_json delta, nlohmann::ordered_json logprobs,
-                                            nlohmann::ordered_json finish_reason);
+                                            nlohmann::ordered_json finish_reason, nlohmann::ordered_json stop_reason);
   std::string chunk_event(nlohmann::ordered_json choice) const;
   std::string end_events(nlohmann::ordered_json last_choice) const;
 
@@ -153,6 +159,8 @@ class ResponseBuilder {
   chat::ChatStreamParser parser_;
   bool started_ = false, finished_ = false;
   FinishReason reason_ = FinishReason::kNone;
+  int32_t stop_id_ = -1;      // the finishing update's stop id and stop string
+  std::string stop_string_;
   std::optional<ApiError> error_;
   int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
   // Complete form: accumulated output.

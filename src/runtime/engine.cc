@@ -126,6 +126,18 @@ Status Engine::validate(const GenerationRequest& req) const {
   if (blocks > runner_->total_blocks())
     return Status::errorf("request: prompt of {} tokens needs {} compressed-cache blocks, cache_blocks = {}",
                           req.prompt.size(), blocks, runner_->total_blocks());
+  // The furthest the request can write: its last sampling row (position prompt + max_tokens − 2)
+  // and that step's draft rows, within max_context. Against the empty cache, so a request that
+  // can never fit is refused before anything is computed.
+  const int64_t drafts = opt_.mtp || opt_.dspark_gamma > 0 ? limits_.max_decode_rows - 1 : 0;
+  const int64_t n_prompt = static_cast<int64_t>(req.prompt.size());
+  const int64_t reach = std::min(std::max(n_prompt + req.max_tokens - 1 + drafts, n_prompt), limits_.max_context);
+  if (const int64_t pages = runner_->blocks_short(-1, reach); pages > runner_->total_blocks())
+    return Status::errorf("max_tokens: prompt ({} tokens) + max_tokens ({}){} needs {} compressed-cache pages of {} "
+                          "positions, the cache has only {} (cache_blocks)",
+                          n_prompt, req.max_tokens,
+                          drafts > 0 ? fmt::format(" + {} draft row{}", drafts, drafts > 1 ? "s" : "") : "", pages,
+                          limits_.page_tokens, runner_->total_blocks());
   for (size_t i = 0; i < req.stop_ids.size(); ++i)
     if (req.stop_ids[i] < 0 || req.stop_ids[i] >= cfg_.vocab_size)
       return Status::errorf("request: stop id {} at index {} outside the vocabulary [0, {})", req.stop_ids[i], i,

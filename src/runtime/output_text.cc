@@ -16,11 +16,17 @@ bool OutputText::push(int32_t id, std::string& released) {
   if (!decoder_.push(id, held_).ok()) return false;  // out of range: the engine never samples one
   // Earliest match; every match starts inside held_ (released text holds no stop prefix).
   size_t cut = std::string::npos;
-  for (const std::string& s : stops_) cut = std::min(cut, held_.find(s));
-  if (cut != std::string::npos) {
+  const std::string* match = nullptr;
+  for (const std::string& s : stops_)
+    if (const size_t at = held_.find(s); at < cut) {
+      cut = at;
+      match = &s;
+    }
+  if (match) {
     released.append(held_, 0, cut);
     held_.clear();
     stopped_ = true;
+    matched_ = *match;
     return true;
   }
   release_decided(released);

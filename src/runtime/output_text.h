@@ -22,6 +22,8 @@ class OutputText {
   // The request ended for another reason: releases the held-back text.
   void finish(std::string& released);
   bool stopped() const { return stopped_; }
+  // The stop string that matched ("" before a match).
+  const std::string& matched() const { return matched_; }
 
  private:
   void release_decided(std::string& released);
@@ -30,6 +32,7 @@ class OutputText {
   std::vector<std::string> stops_;
   std::string held_;  // decoded, not yet released
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace dsv4

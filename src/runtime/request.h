@@ -50,6 +50,9 @@ struct RequestUpdate {
                                           // prefix, nothing after a stop string
   bool finished = false;
   FinishReason reason = FinishReason::kNone;
+  // Reason kStop: what matched, one of the request's stop ids or stop strings (neither: EOS).
+  int32_t stop_id = -1;
+  std::string stop_string;
   std::string error;                      // reason kError: what failed
   int64_t prompt_tokens = 0;              // usage, on the finishing update
   int64_t completion_tokens = 0;

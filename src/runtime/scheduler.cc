@@ -107,7 +107,7 @@ void Scheduler::send_prompt_logprobs(Req& r) {
 }
 
 // The request's last update (rank-local: the caller decides whether it also ends now).
-void Scheduler::report_final(Req& r, FinishReason why, const std::string& error) {
+void Scheduler::report_final(Req& r, FinishReason why, const std::string& error, int32_t stop_id) {
   if (r.reported) return;
   send_prompt_logprobs(r);
   RequestUpdate& u = update_of(r);
@@ -115,15 +115,17 @@ void Scheduler::report_final(Req& r, FinishReason why, const std::string& error)
   u.finished = true;
   u.reason = why;
   u.error = error;
+  u.stop_id = stop_id;
+  if (why == FinishReason::kStop && r.text && r.text->stopped()) u.stop_string = r.text->matched();
   u.prompt_tokens = r.prompt_len;
   u.completion_tokens = r.generated;
   r.reported = true;
 }
 
-void Scheduler::finish(Req& r, FinishReason why, const std::string& error) {
+void Scheduler::finish(Req& r, FinishReason why, const std::string& error, int32_t stop_id) {
   r.ended = true;
   end_slot(r);
-  report_final(r, why, error);
+  report_final(r, why, error, stop_id);
 }
 
 std::vector<std::pair<int64_t, FinishReason>> Scheduler::take_local_finishes() {
@@ -151,6 +153,7 @@ void Scheduler::preempt(Req& r) {
   seq_used_[r.seq] = 0;
   r.seq = -1;
   r.n_cached = 0;
+  if (!r.prompt_lp_sent) r.prompt_lp.clear();  // the recompute scores the prompt again from position 1
   r.drafts.clear();
   r.cp = false;
   ++counters_.preempted;
@@ -295,8 +298,8 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
       r.tokens.push_back(t);
       ++r.generated;
       ++counters_.committed;
-      const bool stop_id = (r.g.stop_at_eos && t == opt_.eos_token_id) ||
-                           std::find(r.g.stop_ids.begin(), r.g.stop_ids.end(), t) != r.g.stop_ids.end();
+      const bool eos = r.g.stop_at_eos && t == opt_.eos_token_id;
+      const bool stop_id = eos || std::find(r.g.stop_ids.begin(), r.g.stop_ids.end(), t) != r.g.stop_ids.end();
       bool text_stop = false;
       if (!r.reported) {
         RequestUpdate& u = update_of(r);
@@ -304,7 +307,7 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
         if (lp && r.g.logprobs >= 0) u.logprobs.push_back(*lp);  // a copy: the executor keeps its buffer
         if (r.text && !stop_id) text_stop = r.text->push(t, u.text);
       }
-      if (stop_id) finish(r, FinishReason::kStop, {});
+      if (stop_id) finish(r, FinishReason::kStop, {}, eos ? -1 : t);
       else if (r.generated >= r.g.max_tokens) finish(r, FinishReason::kLength, {});
       else if (static_cast<int64_t>(r.tokens.size()) + 1 >= opt_.limits.max_context)
         finish(r, FinishReason::kContext, {});

@@ -137,8 +137,9 @@ class Scheduler {
   Req* find(int64_t id);
   void admit();
   void preempt(Req& r);
-  void finish(Req& r, FinishReason why, const std::string& error);
-  void report_final(Req& r, FinishReason why, const std::string& error);
+  // stop_id: reason kStop by one of the request's stop ids (-1: not).
+  void finish(Req& r, FinishReason why, const std::string& error, int32_t stop_id = -1);
+  void report_final(Req& r, FinishReason why, const std::string& error, int32_t stop_id = -1);
   void send_prompt_logprobs(Req& r);
   RequestUpdate& update_of(Req& r);
   void end_slot(Req& r);

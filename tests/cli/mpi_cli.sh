@@ -170,7 +170,7 @@ bad 2 "--dp 2 x --tp 2 = 4 ranks, but the world has 2" logits --model "$work/tin
   --out "$work/x.npy" --tp 2 --dp 2
 bad 2 "prompt 1: request: prompt token 9999 at index 1 outside the vocabulary" generate --model "$work/tiny-none" \
   --tp 2 --prompt-ids 1,2 --prompt-ids 3,9999
-bad 4 "the compressed cache cannot hold this request" generate --model "$work/tiny-fp8" --prompt-ids 1,2,3 --max-tokens 60 \
+bad 4 "prompt 0: max_tokens: prompt (3 tokens) + max_tokens (60) needs 4 compressed-cache pages" generate --model "$work/tiny-fp8" --prompt-ids 1,2,3 --max-tokens 60 \
   --page-tokens 16 --cache-blocks 1 --tp 4
 # A corrupt expert only rank 1 reads (ep 2: experts 4-7): rank 1 names it, every rank exits.
 cp -r "$work/tiny-fp8" "$work/corrupt"

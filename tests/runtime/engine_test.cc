@@ -40,6 +40,7 @@ Limits limits(int batch) {
 struct RunStats {
   std::vector<std::vector<int32_t>> out;  // by request id
   std::vector<RequestUpdate> finals;      // each request's last update, by id
+  std::vector<std::vector<TokenLogprob>> prompt_lp;  // by request id, every update's appended
   int drafts = 0, accepted = 0, preempted = 0;
   std::vector<int> batches;
   int64_t rounds = 0;                     // speculative rounds, and those by drafts accepted
@@ -62,11 +63,25 @@ void drain(Engine& e, RunStats& s) {
       const size_t id = static_cast<size_t>(u.id);
       s.out.resize(std::max(s.out.size(), id + 1));
       s.finals.resize(std::max(s.finals.size(), id + 1));
+      s.prompt_lp.resize(std::max(s.prompt_lp.size(), id + 1));
       s.out[id].insert(s.out[id].end(), u.tokens.begin(), u.tokens.end());
+      s.prompt_lp[id].insert(s.prompt_lp[id].end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
       EXPECT_FALSE(s.finals[id].finished) << "request " << id << " updated after its last update";
       if (u.finished) s.finals[id] = u;
     }
   }
+}
+
+// Logprobs equal bit for bit (tokens, values, alternatives).
+bool same(const std::vector<std::vector<TokenLogprob>>& a, const std::vector<std::vector<TokenLogprob>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size()) return false;
+    for (size_t j = 0; j < a[i].size(); ++j)
+      if (a[i][j].token != b[i][j].token || a[i][j].logprob != b[i][j].logprob || a[i][j].top != b[i][j].top)
+        return false;
+  }
+  return true;
 }
 
 using ForceDraft = std::function<int32_t(int64_t, int64_t)>;  // EngineOptions::force_draft
@@ -453,33 +468,48 @@ TEST(Engine, TokensDoNotDependOnTheBatch) {
   }
 }
 
-// A request the compressed cache can never hold fails alone with an error naming the cache;
-// the request waiting behind it then runs as it would alone. A stopped engine takes no step.
-TEST(Engine, RequestThatCannotFitFailsAlone) {
+// A request the compressed cache can never hold (prompt + max_tokens, and the draft rows of
+// its last step) is refused by add_request with an error naming max_tokens and the cache,
+// before anything is computed; one that just fits runs to max_tokens. A stopped engine takes
+// no step.
+TEST(Engine, RequestThatCanNeverFitIsRefused) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
-  Limits l = limits(2);
-  l.page_tokens = 16;
-  l.cache_blocks = 1;
-  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{});
-  ASSERT_TRUE(e.ok()) << e.message();
-  GenerationRequest g;
-  g.prompt = {1, 2, 3};
-  g.max_tokens = 40;
-  g.stop_at_eos = false;
-  GenerationRequest small = g;
-  small.max_tokens = 5;
-  ASSERT_TRUE((*e)->add_request(g).ok());
-  ASSERT_TRUE((*e)->add_request(small).ok());
-  RunStats s;
-  drain(**e, s);
-  ASSERT_EQ(s.finals.size(), 2u);
-  EXPECT_EQ(s.finals[0].reason, FinishReason::kError);
-  EXPECT_NE(s.finals[0].error.find("compressed cache cannot hold this request"), std::string::npos) << s.finals[0].error;
-  EXPECT_EQ(s.out[0].size(), 14u);  // positions 0..15 fill the page; row 15 sampled the 14th output
-  EXPECT_EQ(s.finals[1].reason, FinishReason::kLength);
-  EXPECT_EQ(s.out[1], run(m, 2, false, {small}).out[0]);
-  ASSERT_TRUE((*e)->stop().ok());
-  EXPECT_NE((*e)->step().status().message().find("stopped"), std::string::npos);
+  for (bool mtp : {false, true}) {
+    Limits l = limits(2);
+    l.page_tokens = 16;
+    l.cache_blocks = 1;
+    EngineOptions opt;
+    opt.mtp = mtp;
+    auto e = Engine::create(m.cfg, *m.w, l, opt);
+    ASSERT_TRUE(e.ok()) << e.message();
+    GenerationRequest g;
+    g.prompt = {1, 2, 3};
+    g.stop_at_eos = false;
+    // Rows 0 .. 3 + max_tokens − 2 (and the draft after the last) in one page of 16 positions.
+    const int32_t fits = mtp ? 13 : 14;
+    g.max_tokens = fits + 1;
+    const Status refused = (*e)->validate(g);
+    EXPECT_EQ(refused.message(), (*e)->add_request(g).message());
+    EXPECT_EQ(refused.message(),
+              fmt::format("max_tokens: prompt (3 tokens) + max_tokens ({}){} needs 2 compressed-cache pages of 16 "
+                          "positions, the cache has only 1 (cache_blocks)",
+                          fits + 1, mtp ? " + 1 draft row" : ""));
+    EXPECT_TRUE((*e)->idle());
+    g.max_tokens = 40;
+    EXPECT_NE((*e)->add_request(g).message().find("needs 3 compressed-cache pages"), std::string::npos);
+    EXPECT_TRUE((*e)->idle()) << "a refused request was queued";
+    g.max_tokens = fits;
+    ASSERT_TRUE((*e)->add_request(g).ok());
+    RunStats s;
+    drain(**e, s);
+    EXPECT_EQ(s.preempted, 0);
+    ASSERT_EQ(s.finals.size(), 1u) << "the refused requests took no id";
+    EXPECT_EQ(s.finals[0].reason, FinishReason::kLength) << s.finals[0].error;
+    EXPECT_EQ(s.out[0].size(), static_cast<size_t>(fits));
+    EXPECT_EQ(s.out[0], run(m, 2, mtp, {g}).out[0]);
+    ASSERT_TRUE((*e)->stop().ok());
+    EXPECT_NE((*e)->step().status().message().find("stopped"), std::string::npos);
+  }
 }
 
 TEST(Engine, RejectsBadRequests) {
@@ -604,6 +634,36 @@ TEST(Engine, PreemptionAndRecomputeGiveTheSameTokens) {
     }
 }
 
+// Pages run out while a request with prompt logprobs is still prefilling in chunks: it is
+// preempted part-way through its prompt and recomputed from position 0. Its prompt logprobs are
+// those of a run without preemption: one per prompt position 1..n-1, bit for bit.
+TEST(Engine, PreemptionDuringPrefillKeepsPromptLogprobs) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  std::vector<GenerationRequest> reqs(2);
+  reqs[0].prompt = test::random_tokens(5, 42, m.cfg.vocab_size);  // decodes into a second page
+  reqs[0].max_tokens = 20;
+  reqs[1].prompt = test::random_tokens(40, 43, m.cfg.vocab_size);  // 20 chunks of 2: still prefilling
+  reqs[1].max_tokens = 4;
+  reqs[1].prompt_logprobs = true;
+  reqs[1].logprobs = 2;
+  for (auto& r : reqs) r.stop_at_eos = false;
+  Limits l = limits(2);
+  l.max_chunk = 2;
+  l.page_tokens = 16;
+  const RunStats roomy = run(m, 2, false, reqs, {}, l);
+  l.cache_blocks = 4;  // 1 + 3 pages at admission; request 0's 17th position has none left
+  const RunStats tight = run(m, 2, false, reqs, {}, l);
+  EXPECT_EQ(roomy.preempted, 0);
+  ASSERT_GE(tight.preempted, 1);
+  ASSERT_EQ(tight.prompt_lp.size(), 2u);
+  ASSERT_EQ(roomy.prompt_lp[1].size(), reqs[1].prompt.size() - 1);
+  ASSERT_EQ(tight.prompt_lp[1].size(), reqs[1].prompt.size() - 1);
+  EXPECT_TRUE(same({tight.prompt_lp[1]}, {roomy.prompt_lp[1]}));
+  for (size_t j = 0; j < tight.prompt_lp[1].size(); ++j)
+    EXPECT_EQ(tight.prompt_lp[1][j].token, reqs[1].prompt[j + 1]) << "prompt position " << j + 1;
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(tight.out[i], roomy.out[i]) << "request " << i;
+}
+
 TEST(Engine, CancelEndsOneRequest) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
   auto reqs = requests(0.0f, 1.0f);
@@ -699,12 +759,16 @@ TEST(Engine, TextAndStopStrings) {
   const auto [text, ids] = text_of(g, &fin);
   ASSERT_EQ(ids.size(), 24u);
   EXPECT_EQ(text, *tok->decode(ids));
+  EXPECT_EQ(fin.reason, FinishReason::kLength);
+  EXPECT_EQ(fin.stop_string, "");
   // A stop string that starts inside token 10's text and ends in a later token.
   const size_t at = tok->decode(std::span(ids.data(), 10))->size() - 1;
   ASSERT_LT(at + 3, text.size());
   g.stop_strings = {text.substr(at, 3)};
   const auto [cut, cut_ids] = text_of(g, &fin);
   EXPECT_EQ(fin.reason, FinishReason::kStop);
+  EXPECT_EQ(fin.stop_string, g.stop_strings[0]);  // the stop string that matched
+  EXPECT_EQ(fin.stop_id, -1);
   EXPECT_EQ(cut, text.substr(0, text.find(g.stop_strings[0])));
   EXPECT_LT(cut_ids.size(), ids.size());
 }
@@ -761,17 +825,6 @@ struct Scored {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::vector<TokenLogprob>> logprobs, prompt_logprobs;
 };
-
-bool same(const std::vector<std::vector<TokenLogprob>>& a, const std::vector<std::vector<TokenLogprob>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].size() != b[i].size()) return false;
-    for (size_t j = 0; j < a[i].size(); ++j)
-      if (a[i][j].token != b[i][j].token || a[i][j].logprob != b[i][j].logprob || a[i][j].top != b[i][j].top)
-        return false;
-  }
-  return true;
-}
 
 Scored score_run(const Loaded& m, int threads, bool mtp, const std::vector<GenerationRequest>& reqs) {
   Limits lim = limits(3);

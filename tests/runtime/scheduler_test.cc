@@ -227,6 +227,8 @@ TEST(Scheduler, StopRules) {
   run_to_idle(s, pages, log);
   EXPECT_EQ(log.out[0].size(), 4u);
   EXPECT_EQ(log.finals[0].reason, FinishReason::kStop);
+  EXPECT_EQ(log.finals[0].stop_id, fake_token(0, 4 + 3));  // the stop id that matched
+  EXPECT_EQ(log.finals[0].stop_string, "");
 
   o.eos_token_id = fake_token(0, 4 + 1);  // the 2nd output is EOS
   Scheduler s2(o, pages);
@@ -235,6 +237,7 @@ TEST(Scheduler, StopRules) {
   run_to_idle(s2, pages, log2);
   EXPECT_EQ(log2.out[0].size(), 2u);
   EXPECT_EQ(log2.finals[0].reason, FinishReason::kStop);
+  EXPECT_EQ(log2.finals[0].stop_id, -1);  // EOS: neither a stop id nor a stop string
 
   o.eos_token_id = 1;
   o.limits.max_context = 10;  // positions 0..9: 5 outputs fit after 4 prompt tokens
@@ -243,6 +246,7 @@ TEST(Scheduler, StopRules) {
   Log log3;
   run_to_idle(s3, pages, log3);
   EXPECT_EQ(log3.finals[0].reason, FinishReason::kContext);
+  EXPECT_EQ(log3.finals[0].stop_id, -1);
   EXPECT_EQ(log3.out[0].size(), 5u);
 }
 
@@ -354,6 +358,17 @@ TEST(OutputText, StopStringAcrossTokens) {
     }
     EXPECT_TRUE(stopped) << stop;
     EXPECT_EQ(released, text.substr(0, text.find(stop))) << stop;
+    EXPECT_EQ(out.matched(), stop);
+  }
+  // Two stop strings: the one that matched is named.
+  for (const auto& [stops, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"here", "stop"}, "stop"}, {{"stop", "the"}, "the"}}) {
+    OutputText out(*tok, stops);
+    std::string released;
+    for (int32_t id : ids)
+      if (out.push(id, released)) break;
+    EXPECT_EQ(out.matched(), want);
+    EXPECT_EQ(released, text.substr(0, text.find(want)));
   }
   // No stop: the whole text, and held-back text released at the finish.
   OutputText plain(*tok, {"re!"});
@@ -362,6 +377,7 @@ TEST(OutputText, StopStringAcrossTokens) {
   EXPECT_EQ(all, text.substr(0, text.size() - 2)) << "the suffix 're' may begin the stop string";
   plain.finish(all);
   EXPECT_EQ(all, text);
+  EXPECT_EQ(plain.matched(), "");
 }
 
 }  // namespace

@@ -157,6 +157,41 @@ TEST(Service, InvalidQueueFullCancelAndShutdown) {
   }
 }
 
+// A request whose prompt fits but whose prompt + max_tokens never can is refused at submit
+// (kInvalid, naming max_tokens and the cache; the server's 400): no step runs, no update
+// comes. One that just fits runs to max_tokens.
+TEST(Service, RequestThatCanNeverFitIsInvalid) {
+  const auto& m = test::tiny_model("tiny", TinyQuant::kFp8);
+  Limits l = small_limits();
+  l.page_tokens = 16;
+  l.cache_blocks = 2;  // 32 positions in all
+  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{});
+  ASSERT_TRUE(e.ok()) << e.message();
+  auto svc = Service::start(**e, ServiceOptions{});
+  GenerationRequest g = req(0, 0);  // a prompt of 3 tokens
+  ASSERT_EQ(g.prompt.size(), 3u);
+  g.max_tokens = 31;  // rows 0 .. 31: a third page
+  Collector never;
+  const auto s = svc->submit(g, never.sink());
+  EXPECT_EQ(s.error, Service::SubmitError::kInvalid);
+  EXPECT_EQ(s.id, -1);
+  EXPECT_EQ(s.message, "max_tokens: prompt (3 tokens) + max_tokens (31) needs 3 compressed-cache pages of 16 "
+                       "positions, the cache has only 2 (cache_blocks)");
+  g.max_tokens = 30;  // rows 0 .. 30
+  Collector fits;
+  ASSERT_EQ(svc->submit(g, fits.sink()).error, Service::SubmitError::kNone);
+  fits.wait();
+  EXPECT_EQ(fits.final.reason, FinishReason::kLength) << fits.final.error;
+  EXPECT_EQ(fits.tokens.size(), 30u);
+  svc->shutdown(0);
+  EXPECT_EQ(never.finals, 0);
+  EXPECT_TRUE(never.tokens.empty());
+  const ServiceMetrics mt = svc->metrics();
+  EXPECT_EQ(mt.rejected, 1);
+  EXPECT_EQ(mt.prompt_tokens, 3);  // the request that ran, only
+  EXPECT_EQ(mt.finished[static_cast<int>(FinishReason::kError)], 0);
+}
+
 TEST(Service, ShutdownGraceLetsRequestsFinish) {
   const auto& m = test::tiny_model("tiny", TinyQuant::kFp8);
   auto e = Engine::create(m.cfg, *m.w, small_limits(), EngineOptions{});

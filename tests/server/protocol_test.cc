@@ -572,26 +572,117 @@ TEST(Protocol, ChatStreamChunks) {
   EXPECT_EQ(ev[3]["choices"][0]["finish_reason"], "stop");
 }
 
+// A request of either endpoint, in either form.
+ApiRequest any_request(Endpoint endpoint, bool stream) {
+  const ModelCard m = card();
+  const std::string flag = stream ? "true" : "false";
+  auto req = endpoint == Endpoint::kCompletions
+                 ? parse_completions_request(R"({"prompt": "ab", "stream": )" + flag + "}", m, 0)
+                 : parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "stream": )" + flag + "}",
+                                      m, 0);
+  EXPECT_TRUE(req.ok());
+  return *req;
+}
+
+// The choice that finishes a response: the complete response's, or the stream's last chunk
+// with choices (every chunk before it has finish_reason and stop_reason null).
+Json final_choice(ResponseBuilder& b, bool stream, const std::vector<RequestUpdate>& updates) {
+  std::string sse;
+  for (const RequestUpdate& u : updates) sse += b.add(u);
+  if (!stream) {
+    EXPECT_EQ(sse, "");
+    ApiResult<std::string> body = b.response();
+    EXPECT_TRUE(body.ok()) << body.error().message;
+    return body.ok() ? Json::parse(*body)["choices"][0] : Json();
+  }
+  bool done = false;
+  const std::vector<Json> ev = events(sse, &done);
+  EXPECT_TRUE(done);
+  std::vector<Json> choices;
+  for (const Json& e : ev) {
+    EXPECT_FALSE(e.contains("error"));
+    if (!e["choices"].empty()) choices.push_back(e["choices"][0]);
+  }
+  EXPECT_GE(choices.size(), 2u);
+  if (choices.empty()) return Json();
+  for (size_t i = 0; i + 1 < choices.size(); ++i) {
+    EXPECT_TRUE(choices[i]["finish_reason"].is_null()) << choices[i];
+    EXPECT_TRUE(choices[i].contains("stop_reason") && choices[i]["stop_reason"].is_null()) << choices[i];
+  }
+  return choices.back();
+}
+
+// finish_reason is always one of OpenAI's values; the engine's own reason is stop_reason (as
+// vLLM reports it): the stop string or stop id that matched, "timeout", "cancelled", else null.
+TEST(Protocol, FinishReasonAndStopReason) {
+  struct Case {
+    FinishReason reason;
+    int32_t stop_id;
+    std::string stop_string;
+    const char* finish;
+    Json stop;
+  };
+  const std::vector<Case> cases = {
+      {FinishReason::kStop, -1, "", "stop", nullptr},           // EOS
+      {FinishReason::kStop, 42, "", "stop", 42},                // a stop id
+      {FinishReason::kStop, -1, "\n\n", "stop", "\n\n"},        // a stop string
+      {FinishReason::kLength, -1, "", "length", nullptr},
+      {FinishReason::kContext, -1, "", "length", nullptr},
+      {FinishReason::kTimeout, -1, "", "length", "timeout"},
+      {FinishReason::kCancelled, -1, "", "stop", "cancelled"},
+  };
+  const ModelCard m = card();
+  for (Endpoint endpoint : {Endpoint::kCompletions, Endpoint::kChat})
+    for (bool stream : {false, true})
+      for (const Case& c : cases) {
+        SCOPED_TRACE(fmt::format("{} {} {}", endpoint == Endpoint::kChat ? "chat" : "completions",
+                                 stream ? "stream" : "complete", finish_reason_name(c.reason)));
+        ResponseBuilder b(any_request(endpoint, stream), m, "id-1", 1);
+        RequestUpdate last = update({byte_id('b')}, "b", c.reason);
+        last.stop_id = c.stop_id;
+        last.stop_string = c.stop_string;
+        const Json choice = final_choice(b, stream, {update({byte_id('a')}, "a"), last});
+        EXPECT_EQ(choice["finish_reason"], c.finish);
+        ASSERT_TRUE(choice.contains("stop_reason"));
+        EXPECT_EQ(choice["stop_reason"], c.stop);
+      }
+}
+
+// An engine error: a complete response is a 500 error body; a stream, mid-way or at once, ends
+// with an error event, then [DONE] (no finishing chunk).
 TEST(Protocol, EngineErrorsBecomeErrorBodies) {
   const ModelCard m = card();
-  auto req = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}]})", m, 0);
-  ASSERT_TRUE(req.ok());
-  ResponseBuilder b(*req, m, "chatcmpl-3", 9);
   RequestUpdate u = update({}, "", FinishReason::kError);
   u.error = "runner failed";
-  b.add(u);
-  ApiResult<std::string> r = b.response();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().http_status, 500);
-  EXPECT_NE(r.error().message.find("runner failed"), std::string::npos);
+  for (Endpoint endpoint : {Endpoint::kCompletions, Endpoint::kChat}) {
+    SCOPED_TRACE(endpoint == Endpoint::kChat ? "chat" : "completions");
+    ResponseBuilder b(any_request(endpoint, false), m, "id-3", 9);
+    b.add(update({byte_id('a')}, "a"));
+    b.add(u);
+    ApiResult<std::string> r = b.response();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().http_status, 500);
+    EXPECT_EQ(r.error().type, "server_error");
+    EXPECT_NE(r.error().message.find("runner failed"), std::string::npos);
 
-  req->stream = true;
-  ResponseBuilder s(*req, m, "chatcmpl-4", 9);
-  bool done = false;
-  const std::vector<Json> ev = events(s.add(u), &done);
-  EXPECT_TRUE(done);
-  ASSERT_FALSE(ev.empty());
-  EXPECT_TRUE(ev.back().contains("error"));
+    for (bool mid_stream : {false, true}) {
+      ResponseBuilder s(any_request(endpoint, true), m, "id-4", 9);
+      std::string sse;
+      if (mid_stream) sse += s.add(update({byte_id('a')}, "a"));
+      sse += s.add(u);
+      bool done = false;
+      const std::vector<Json> ev = events(sse, &done);
+      EXPECT_TRUE(done);
+      ASSERT_FALSE(ev.empty());
+      EXPECT_TRUE(ev.back().contains("error"));
+      EXPECT_NE(ev.back()["error"]["message"].get<std::string>().find("runner failed"), std::string::npos);
+      EXPECT_EQ(ev.back()["error"]["type"], "server_error");
+      for (size_t i = 0; i + 1 < ev.size(); ++i) {
+        EXPECT_FALSE(ev[i].contains("error"));
+        EXPECT_TRUE(ev[i]["choices"][0]["finish_reason"].is_null()) << ev[i];
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -137,8 +137,28 @@ expect 200 - - POST $C '{"model": "tiny", "prompt": "Hello", "max_tokens": 8, "t
 jq -e '.object == "text_completion" and (.choices[0].text | type) == "string" and .usage.completion_tokens >= 1
        and .usage.total_tokens == .usage.prompt_tokens + .usage.completion_tokens
        and (.choices[0].logprobs.tokens | length) == .usage.completion_tokens
-       and (.choices[0].finish_reason == "length" or .choices[0].finish_reason == "stop")' "$work/body" >/dev/null ||
+       and (.choices[0].finish_reason == "length" or .choices[0].finish_reason == "stop")
+       and (.choices[0] | has("stop_reason"))' "$work/body" >/dev/null ||
   fail "completion: $(cat "$work/body")"
+# A stop string met in the greedy text (two characters from the third on, none of them U+FFFD,
+# which stands for bytes that are not UTF-8): finish_reason stop, stop_reason the string, the
+# text cut before it (non-streamed and streamed).
+expect 200 - - POST $C '{"prompt": "Hello", "max_tokens": 16, "temperature": 0, "ignore_eos": true}'
+cp "$work/body" "$work/greedy.json"
+pick='. as $t | [range(2; length - 1) | $t[.:. + 2] | select(test("\ufffd") | not)] | first'
+jq -e ".choices[0].text | $pick | type == \"string\"" "$work/greedy.json" >/dev/null ||
+  fail "no stop string in the greedy text: $(cat "$work/body")"
+stopped="(\$g[0].choices[0].text) as \$t | (\$t | $pick) as \$s
+         | .choices[0].finish_reason == \"stop\" and .choices[0].stop_reason == \$s"
+body=$(jq -c "{prompt: \"Hello\", max_tokens: 16, temperature: 0, ignore_eos: true, stop: [.choices[0].text | $pick]}" \
+       "$work/greedy.json")
+expect 200 - - POST $C "$body"
+jq -e --slurpfile g "$work/greedy.json" "$stopped"' and .choices[0].text == ($t | split($s) | .[0])' "$work/body" \
+  >/dev/null || fail "stop string: $(cat "$work/body") after $(cat "$work/greedy.json")"
+curl -s -N "$url$C" -d "$(jq -c '.stream = true' <<<"$body")" >"$work/stream_stop.txt"
+grep '^data: {' "$work/stream_stop.txt" | tail -1 | sed 's/^data: //' |
+  jq -e --slurpfile g "$work/greedy.json" "$stopped" >/dev/null ||
+  fail "streamed stop string: $(tail -c 300 "$work/stream_stop.txt")"
 expect 200 - - POST $H "{$M, \"max_tokens\": 8, \"seed\": 5, \"logprobs\": true, \"top_logprobs\": 2}"
 jq -e '.object == "chat.completion" and .choices[0].message.role == "assistant"
        and (.choices[0].logprobs.content | length) == .usage.completion_tokens
@@ -213,9 +233,11 @@ grep -q 'data: \[DONE\]' "$work/stream_cut.txt" && fail "the stream to cut finis
 pages_free=$(metric dsv4_cache_pages_free)
 pages_total=$(metric dsv4_cache_pages_total)
 [ -n "$pages_total" ] && [ "$pages_free" = "$pages_total" ] || fail "pages not freed: $pages_free of $pages_total"
-# --request-timeout: a non-streamed request that would run long ends with finish reason timeout.
+# --request-timeout: a non-streamed request that would run long ends with finish_reason length
+# (an OpenAI value) and stop_reason timeout.
 auth=sekret expect 200 - - POST $C '{"prompt": "x", "max_tokens": 4000, "ignore_eos": true}'
-jq -e '.choices[0].finish_reason == "timeout" and .usage.completion_tokens < 4000' "$work/body" >/dev/null ||
+jq -e '.choices[0].finish_reason == "length" and .choices[0].stop_reason == "timeout"
+       and .usage.completion_tokens < 4000' "$work/body" >/dev/null ||
   fail "--request-timeout: $(head -c 300 "$work/body")"
 for i in $(seq 6); do
   curl -s -D "$work/h$i.txt" -o "$work/b$i.txt" -H "Authorization: Bearer sekret" -H "Content-Type: application/json" "$url$C" \

@@ -55,20 +55,38 @@ check(served.length === 1 && served[0].id === "tiny", `models.list: ${JSON.strin
   check(full.object === "text_completion" && typeof full.choices[0].text === "string", "completion shape");
   check(full.usage.completion_tokens >= 1 && full.usage.total_tokens === full.usage.prompt_tokens +
         full.usage.completion_tokens, `completion usage ${JSON.stringify(full.usage)}`);
+  // finish_reason is one of OpenAI's values; dsv4's own reason is stop_reason (vLLM's field).
+  check(["stop", "length"].includes(full.choices[0].finish_reason) && "stop_reason" in full.choices[0],
+        `completion finish ${full.choices[0].finish_reason} stop_reason ${full.choices[0].stop_reason}`);
   let streamed = "";
   let finish = null;
+  let stopReason;
   let usage = null;
   const stream = await client.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
   for await (const chunk of stream) {
     if (chunk.choices.length) {
       streamed += chunk.choices[0].text;
       finish = chunk.choices[0].finish_reason ?? finish;
+      stopReason = chunk.choices[0].stop_reason;
     }
     if (chunk.usage) usage = chunk.usage;
   }
   check(streamed === full.choices[0].text, `completion stream "${streamed}" != "${full.choices[0].text}"`);
   check(finish === full.choices[0].finish_reason, `completion stream finish ${finish}`);
+  check(stopReason === full.choices[0].stop_reason, `completion stream stop_reason ${stopReason}`);
   check(usage && usage.completion_tokens === full.usage.completion_tokens, "completion stream usage");
+  // A stop string met in the greedy text (two characters from the third on, no U+FFFD: bytes
+  // that are not UTF-8): finish_reason "stop", stop_reason the string.
+  const greedy = { ...params, ignore_eos: true };
+  const text = Array.from((await client.completions.create(greedy)).choices[0].text);
+  let stop = "";
+  for (let i = 2; i + 2 <= text.length && !stop; i++)
+    if (!text.slice(i, i + 2).includes("\uFFFD")) stop = text.slice(i, i + 2).join("");
+  check(stop.length > 0, `no stop string in the greedy text ${JSON.stringify(text.join(""))}`);
+  const cut = await client.completions.create({ ...greedy, stop: [stop] });
+  check(cut.choices[0].finish_reason === "stop" && cut.choices[0].stop_reason === stop &&
+        cut.choices[0].text === text.join("").split(stop)[0],
+        `stop string ${JSON.stringify(stop)}: ${JSON.stringify(cut.choices[0])}`);
 
   const chatParams = { model: "tiny", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi there" }],
                        max_tokens: 16, temperature: 0.8, seed: 11 };
