@@ -162,6 +162,7 @@ int run_serve(const ServeArgs& a) {
   card.temperature = defaults->temperature;
   card.top_p = defaults->top_p;
   card.max_tokens_limit = a.max_tokens_limit;
+  card.max_tokens_fit = [&e = **engine](int64_t n_prompt) { return e.max_tokens_that_fit(n_prompt); };
 
   ServiceOptions so;
   so.max_queue = a.max_queue;

@@ -213,8 +213,8 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
   return c;
 }
 
-// Sets gen.max_tokens: the given value, else the smaller of --max-tokens-limit and the rest of
-// the context; the prompt and the completion must fit in max_context positions, and a given
+// Sets gen.max_tokens: the given value, else the smallest of --max-tokens-limit, the rest of
+// the context and what the cache holds; the prompt and the completion must fit in max_context positions, and a given
 // value must not exceed the limit.
 std::optional<ApiError> fit_context(const ModelCard& model, const std::string& prompt_param,
                                     const std::string& max_param, std::optional<int64_t> max_tokens,
@@ -230,7 +230,9 @@ std::optional<ApiError> fit_context(const ModelCard& model, const std::string& p
   }
   const int64_t limit = model.max_tokens_limit > 0 ? model.max_tokens_limit : INT32_MAX;
   if (!max_tokens) {
-    out.gen.max_tokens = static_cast<int32_t>(std::min<int64_t>({room, limit, INT32_MAX}));
+    // At least 1: a prompt the cache cannot hold at all is refused at submission, naming the cache.
+    const int64_t fit = model.max_tokens_fit ? std::max<int64_t>(model.max_tokens_fit(n_prompt), 1) : room;
+    out.gen.max_tokens = static_cast<int32_t>(std::min<int64_t>({room, limit, fit, INT32_MAX}));
     return std::nullopt;
   }
   if (*max_tokens == 0 && !zero_ok)

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,6 +67,9 @@ struct ModelCard {
   float temperature = 1.0f;    // defaults for absent fields (generation_config.json)
   float top_p = 1.0f;
   int64_t max_tokens_limit = 4096;  // --max-tokens-limit: largest max_tokens (0: the context)
+  // The largest max_tokens the engine's empty cache holds after a prompt of n tokens (the
+  // engine's max_tokens_that_fit); caps the default. Unset: no cache bound.
+  std::function<int64_t(int64_t n_prompt)> max_tokens_fit;
   // Values (containers and scalars) a request body may hold: a token-id prompt of the whole
   // context plus room for the rest. Bounds the parsed size of a small body of tiny values.
   int64_t max_json_values() const { return max_context + 65536; }

@@ -108,6 +108,28 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelConfig& cfg, const Wei
   }
 }
 
+int64_t Engine::draft_rows() const { return opt_.mtp || opt_.dspark_gamma > 0 ? limits_.max_decode_rows - 1 : 0; }
+
+// The furthest position a request can write: its last sampling row (prompt + max_tokens - 2)
+// and that step's draft rows, within max_context.
+int64_t Engine::reach(int64_t n_prompt, int64_t max_tokens) const {
+  return std::min(std::max(n_prompt + max_tokens - 1 + draft_rows(), n_prompt), limits_.max_context);
+}
+
+int64_t Engine::max_tokens_that_fit(int64_t n_prompt) const {
+  const int64_t room = limits_.max_context - n_prompt;
+  if (room < 1) return 0;
+  auto fits = [&](int64_t max_tokens) { return runner_->blocks_short(-1, reach(n_prompt, max_tokens)) <= runner_->total_blocks(); };
+  if (fits(room)) return room;
+  if (!fits(1)) return 0;
+  int64_t lo = 1, hi = room;  // fits(lo), !fits(hi)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 Status Engine::validate(const GenerationRequest& req) const {
   if (req.prompt.empty()) return Status::error("request: prompt is empty (need at least one token id)");
   for (size_t i = 0; i < req.prompt.size(); ++i)
@@ -126,13 +148,11 @@ Status Engine::validate(const GenerationRequest& req) const {
   if (blocks > runner_->total_blocks())
     return Status::errorf("request: prompt of {} tokens needs {} compressed-cache blocks, cache_blocks = {}",
                           req.prompt.size(), blocks, runner_->total_blocks());
-  // The furthest the request can write: its last sampling row (position prompt + max_tokens − 2)
-  // and that step's draft rows, within max_context. Against the empty cache, so a request that
-  // can never fit is refused before anything is computed.
-  const int64_t drafts = opt_.mtp || opt_.dspark_gamma > 0 ? limits_.max_decode_rows - 1 : 0;
+  // Against the empty cache, so a request that can never fit is refused before anything is computed.
+  const int64_t drafts = draft_rows();
   const int64_t n_prompt = static_cast<int64_t>(req.prompt.size());
-  const int64_t reach = std::min(std::max(n_prompt + req.max_tokens - 1 + drafts, n_prompt), limits_.max_context);
-  if (const int64_t pages = runner_->blocks_short(-1, reach); pages > runner_->total_blocks())
+  if (const int64_t pages = runner_->blocks_short(-1, reach(n_prompt, req.max_tokens));
+      pages > runner_->total_blocks())
     return Status::errorf("max_tokens: prompt ({} tokens) + max_tokens ({}){} needs {} compressed-cache pages of {} "
                           "positions, the cache has only {} (cache_blocks)",
                           n_prompt, req.max_tokens,

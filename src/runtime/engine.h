@@ -92,6 +92,9 @@ class Engine {
   // The checks add_request makes, naming the field and the limit (thread-safe: reads
   // nothing that steps change).
   Status validate(const GenerationRequest& req) const;
+  // The largest max_tokens validate accepts for a prompt of n_prompt tokens against the empty
+  // cache and max_context (0: none; thread-safe as validate). Servers default max_tokens to it.
+  int64_t max_tokens_that_fit(int64_t n_prompt) const;
   // Validates and queues a request; returns its id (ascending from 0). With ranks: rank 0 only.
   Result<int64_t> add_request(GenerationRequest req);
   // Ends a queued or running request at the next step (reason kCancelled or kTimeout).
@@ -124,6 +127,8 @@ class Engine {
   Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions& opt,
          std::unique_ptr<ModelRunner> runner);
   Status sync_ranks(bool stop);  // rank 0's new requests and cancels (or stop) to every rank
+  int64_t draft_rows() const;   // rows a verify step adds past a request's last sampled one
+  int64_t reach(int64_t n_prompt, int64_t max_tokens) const;
   // The stages of step().
   void collect_cancels();                       // rank 0: timeouts and stop strings
   Status take_requests();                       // new requests and cancels reach the scheduler

@@ -488,6 +488,8 @@ TEST(Engine, RequestThatCanNeverFitIsRefused) {
     // Rows 0 .. 3 + max_tokens − 2 (and the draft after the last) in one page of 16 positions.
     const int32_t fits = mtp ? 13 : 14;
     g.max_tokens = fits + 1;
+    EXPECT_EQ((*e)->max_tokens_that_fit(3), fits);  // what a server defaults max_tokens to
+    EXPECT_EQ((*e)->max_tokens_that_fit(16), 0);
     const Status refused = (*e)->validate(g);
     EXPECT_EQ(refused.message(), (*e)->add_request(g).message());
     EXPECT_EQ(refused.message(),

@@ -198,6 +198,15 @@ TEST(Protocol, MaxTokensLimit) {
   r = parse_completions_request(R"({"prompt": [5, 6]})", m, 0);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->gen.max_tokens, 100000 - 2);
+  // The cache's bound caps the default too (a given value is the engine's to refuse).
+  m.max_tokens_fit = [](int64_t n_prompt) { return 1000 - n_prompt; };
+  r = parse_completions_request(R"({"prompt": [5, 6]})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gen.max_tokens, 998);
+  m.max_tokens_fit = [](int64_t) { return 0; };
+  r = parse_completions_request(R"({"prompt": [5, 6]})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gen.max_tokens, 1);
 }
 
 // A small body of many tiny values is refused before it is parsed whole; a token-id prompt
