@@ -23,7 +23,7 @@ Cases
      most 1 GB): 413 request_too_large, RSS growth < 64 MiB.
   3  2,000 headers: 431.
   4  Server --max-connections 4096 --read-timeout 10 --idle-timeout 60. Eight streamed chats
-     (temperature 0, seed 7, max_tokens 16) give the offline text; then 1,000 idle connections
+     (temperature 0, seed 7, max_tokens 16, ignore_eos) give the offline text; then 1,000 idle connections
      (nothing sent) and 500 slowloris clients (request line, then one header byte every 2 s)
      are opened, and the same eight streams run again during the attack: each text equals the
      offline text, every slowloris socket is closed by the server within read-timeout + 4 s of
@@ -305,6 +305,17 @@ def connect_many(port, n, first_index, deadline):
     return socks, failed
 
 
+def closed_by_peer(sock):
+    """True when the peer has closed (or reset) a connection that has sent nothing since."""
+    try:
+        sock.setblocking(False)
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
 def metrics(port):
     """/metrics as {name-with-labels: value}; {} when it cannot be read."""
     r = outcome(lambda: request(port, "GET", "/metrics", timeout=3.0))
@@ -323,8 +334,8 @@ def metrics(port):
 
 def chat_stream(port, prompt, timeout):
     """A streamed chat at temperature 0; returns (text, None) or (None, what went wrong)."""
-    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": 16, "temperature": 0, "seed": 7,
-            "stream": True}
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": 16, "ignore_eos": True,
+            "temperature": 0, "seed": 7, "stream": True}
     r = outcome(lambda: post_json(port, "/v1/chat/completions", body, timeout=timeout))
     if isinstance(r, str):
         return None, r
@@ -537,10 +548,13 @@ def case_many_headers(server):
 STREAM_PROMPTS = ["Tell me story number %d." % i for i in range(8)]
 
 
-def case_slowloris(server, read_timeout=10.0, n_idle=1000, n_slow=500):
+SLOW_READ_TIMEOUT = 10  # --read-timeout of the case-4 server
+
+
+def case_slowloris(server, read_timeout=SLOW_READ_TIMEOUT, n_idle=1000, n_slow=500):
     rows = []
     offline = run_concurrently([lambda p=p: chat_stream(server.port, p, 30.0) for p in STREAM_PROMPTS], 35.0)
-    bad = [r[1] if r else "hung" for r in offline if not r or r[0] is None]
+    bad = [r[1] or "empty text" if r else "hung" for r in offline if not r or not r[0]]
     if bad:
         return one("offline streams", "8 x 200", "failed: %s" % bad[0], False, "%d of 8 failed" % len(bad))
 
@@ -594,12 +608,16 @@ def case_slowloris(server, read_timeout=10.0, n_idle=1000, n_slow=500):
             k += 1
     sel.close()
     stream_thread.join(max(0.0, attack_start + 25.0 - time.monotonic()))
+    idle_closed = sum(1 for s in idle if closed_by_peer(s))
     for s in idle + slow:
         s.close()
 
     got = "%d idle + %d slow connected" % (len(idle), len(slow))
+    notes = ["%d idle closed by the server (--idle-timeout 60)" % idle_closed] if idle_closed else []
+    if idle_failed or slow_failed:
+        notes.append("%d + %d failed to connect" % (idle_failed, slow_failed))
     rows += one("1,000 idle + 500 slow connect", "1500 connected", got, idle_failed == 0 and slow_failed == 0,
-                "%d + %d failed to connect" % (idle_failed, slow_failed) if idle_failed or slow_failed else "")
+                "; ".join(notes))
     times = [closed_at[s] - first_byte[s] for s in slow if s in closed_at]
     n_408 = sum(1 for v in answered.values() if " 408" in v)
     bound = read_timeout + 4.0
@@ -716,7 +734,7 @@ SERVERS = {  # name: (model, serve flags)
     "main": ("tiny", ["--max-context", "256", "--batch-size", "4"]),
     "big": ("tiny", ["--max-context", "256", "--batch-size", "4", "--max-body-bytes", "16777216"]),
     "conn": ("tiny", ["--max-context", "256", "--batch-size", "8", "--max-connections", "4096",
-                      "--read-timeout", "10", "--idle-timeout", "60"]),
+                      "--read-timeout", str(SLOW_READ_TIMEOUT), "--idle-timeout", "60"]),
     "queue": ("tiny", ["--max-context", "256", "--max-queue", "4", "--batch-size", "2",
                        "--test-min-step-seconds", "0.05"]),
     "cancel": ("tiny4k", ["--max-context", "4096", "--batch-size", "8", "--test-min-step-seconds", "0.01"]),
