@@ -648,7 +648,8 @@ def case_queue_flood(server, n=256):
     no_retry = sum(1 for r in n429 if "retry-after" not in r.headers)
     slowest = max((r.elapsed for r in n429), default=0.0)
     ok = not other and len(n429) >= n // 2 and no_retry == 0 and slowest < 3.0
-    note = "case %.1fs; 429 slowest %.2fs" % (took, slowest)
+    note = "case %.1fs; 429 slowest %.2fs; 200 slowest %.1fs" % (took, slowest, max((r.elapsed for r in n200),
+                                                                                     default=0.0))
     if no_retry:
         note += "; %d 429s without Retry-After" % no_retry
     if other:
