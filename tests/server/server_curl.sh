@@ -155,7 +155,7 @@ body=$(jq -c "{prompt: \"Hello\", max_tokens: 16, temperature: 0, ignore_eos: tr
 expect 200 - - POST $C "$body"
 jq -e --slurpfile g "$work/greedy.json" "$stopped"' and .choices[0].text == ($t | split($s) | .[0])' "$work/body" \
   >/dev/null || fail "stop string: $(cat "$work/body") after $(cat "$work/greedy.json")"
-curl -s -N "$url$C" -d "$(jq -c '.stream = true' <<<"$body")" >"$work/stream_stop.txt"
+curl -s -N "$url$C" -H "Content-Type: application/json" -d "$(jq -c '.stream = true' <<<"$body")" >"$work/stream_stop.txt"
 grep '^data: {' "$work/stream_stop.txt" | tail -1 | sed 's/^data: //' |
   jq -e --slurpfile g "$work/greedy.json" "$stopped" >/dev/null ||
   fail "streamed stop string: $(tail -c 300 "$work/stream_stop.txt")"
@@ -251,6 +251,38 @@ for f in $(grep -l '^HTTP/1.1 429' "$work"/h?.txt); do
 done
 kill -TERM "$keyed_pid"
 wait "$keyed_pid" || fail "keyed server exit code $?"
+
+# The key from --api-key-file or DSV4_API_KEY (not the process list); CORS for --cors-origin only.
+printf 'filekey\n' >"$work/key"
+start_server filekeyed --model "$work/tiny" --api-key-file "$work/key" --cors-origin http://app.example \
+  --max-context 256 --batch-size 2
+filekeyed_pid=$pid
+auth=filekey expect 200 - - GET /v1/models
+auth=sekret expect 401 - invalid_api_key GET /v1/models
+ps -o args= -p "$filekeyed_pid" | grep -q filekey && fail "the key from --api-key-file is in the process list"
+got=$(curl -s -o /dev/null -D "$work/pre.txt" -w "%{http_code}" -X OPTIONS "$url$C" -H "Origin: http://app.example" \
+  -H "Access-Control-Request-Method: POST" -H "Access-Control-Request-Headers: content-type")
+[ "$got" = 204 ] || fail "CORS preflight of --cors-origin: status $got"
+grep -qi '^Access-Control-Allow-Origin: http://app.example' "$work/pre.txt" || fail "preflight: no Allow-Origin"
+got=$(curl -s -o "$work/body" -D "$work/cors.txt" -w "%{http_code}" "$url$C" -H "Origin: http://app.example" \
+  -H "Authorization: Bearer filekey" -H "Content-Type: application/json" -d '{"prompt": "hi", "max_tokens": 1}')
+[ "$got" = 200 ] && grep -qi '^Access-Control-Allow-Origin: http://app.example' "$work/cors.txt" ||
+  fail "a --cors-origin POST: status $got, headers $(tr -d '\r' <"$work/cors.txt" | tr '\n' ' ')"
+kill -TERM "$filekeyed_pid"
+wait "$filekeyed_pid" || fail "filekeyed server exit code $?"
+DSV4_API_KEY=envkey start_server envkeyed --model "$work/tiny" --max-context 256 --batch-size 2
+envkeyed_pid=$pid
+auth=envkey expect 200 - - GET /v1/models
+expect 401 - invalid_api_key GET /v1/models
+kill -TERM "$envkeyed_pid"
+wait "$envkeyed_pid" || fail "envkeyed server exit code $?"
+# A non-loopback bind without a key warns at start-up.
+start_server open --model "$work/tiny" --host 0.0.0.0 --max-context 256 --batch-size 2
+open_pid=$pid
+grep -q "warning: 0.0.0.0 is not a loopback address and no API key is set" "$work/open.err" ||
+  fail "no warning for a network bind without a key: $(cat "$work/open.err")"
+kill -TERM "$open_pid"
+wait "$open_pid" || fail "open server exit code $?"
 
 [ "$fails" -eq 0 ] && echo "server_curl: all checks passed"
 exit $((fails > 0))
