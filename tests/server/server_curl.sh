@@ -276,6 +276,19 @@ auth=envkey expect 200 - - GET /v1/models
 expect 401 - invalid_api_key GET /v1/models
 kill -TERM "$envkeyed_pid"
 wait "$envkeyed_pid" || fail "envkeyed server exit code $?"
+# Behind --trusted-proxies the per-client limit counts X-Forwarded-For's client, not the proxy.
+start_server proxied --model "$work/tiny4k" --max-context 4096 --trusted-proxies 127.0.0.1 \
+  --max-connections-per-client 1 --test-min-step-seconds 0.01
+proxied_pid=$pid
+curl -s -N --max-time 3 "$url$C" -H "Content-Type: application/json" -H "X-Forwarded-For: 10.0.0.1" \
+  -d '{"prompt": "x", "max_tokens": 1000, "stream": true, "ignore_eos": true}' >/dev/null &
+held=$!
+sleep 1
+[ "$(code_of "$url/health" -H "X-Forwarded-For: 10.0.0.1")" = 429 ] || fail "a second connection of 10.0.0.1 not 429"
+[ "$(code_of "$url/health" -H "X-Forwarded-For: 10.0.0.2")" = 200 ] || fail "another forwarded client refused"
+wait "$held"
+kill -TERM "$proxied_pid"
+wait "$proxied_pid" || fail "proxied server exit code $?"
 # A non-loopback bind without a key warns at start-up.
 start_server open --model "$work/tiny" --host 0.0.0.0 --max-context 256 --batch-size 2
 open_pid=$pid
