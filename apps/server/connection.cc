@@ -23,6 +23,15 @@ std::chrono::steady_clock::duration seconds(double s) {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(250);
 constexpr auto kLinger = std::chrono::seconds(2);  // a refused client's last bytes
+// Unparsed input held at once: a header, or one read of body. Beast bounds neither a chunk-size
+// line (extensions) nor a trailer, so the buffer's own ceiling does (error::buffer_overflow).
+constexpr size_t kReadChunk = 65536;
+
+int field_count(const HttpRequest& req) {
+  int n = 0;
+  for (auto it = req.begin(); it != req.end(); ++it) ++n;
+  return n;
+}
 
 }  // namespace
 
@@ -74,7 +83,7 @@ HttpResponse json_error(int status, const std::string& message, const std::strin
 
 Connection::Connection(tcp::socket socket, const ConnectionLimits& limits, const Routes& routes,
                        ConnectionTable& table, std::string peer, bool peer_counted)
-    : stream_(std::move(socket)), limits_(limits), routes_(routes), table_(table), peer_(std::move(peer)),
+    : stream_(std::move(socket)), buffer_(limits.max_header_bytes + kReadChunk), limits_(limits), routes_(routes), table_(table), peer_(std::move(peer)),
       client_(peer_), client_counted_(peer_counted), poll_timer_(stream_.get_executor()) {}
 
 Connection::~Connection() {
@@ -99,7 +108,7 @@ void Connection::start() {
 
 // Waits (idle timeout) for the first byte of the next request, unless it is already buffered.
 void Connection::wait_request() {
-  pending_ = false;
+  pending_ = answered_ = false;
   on_gone_ = nullptr;
   if (buffer_.size() > 0) return read_header();
   stream_.expires_after(seconds(limits_.idle_timeout));
@@ -121,7 +130,8 @@ void Connection::read_header() {
 
 void Connection::on_header(beast::error_code ec) {
   target_ = std::string(parser_->get().target());
-  if (ec == http::error::header_limit)
+  version_ = parser_->get().version() == 10 ? 10 : 11;
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow)
     return refuse(json_error(431, fmt::format("the request header exceeds {} bytes", limits_.max_header_bytes),
                              "headers_too_large"));
   if (ec == http::error::body_limit)
@@ -135,9 +145,7 @@ void Connection::on_header(beast::error_code ec) {
     return refuse(json_error(400, fmt::format("malformed HTTP request: {}", ec.message()), "bad_request"));
   }
   const HttpRequest& req = parser_->get();
-  int fields = 0;
-  for (auto it = req.begin(); it != req.end(); ++it) ++fields;
-  if (fields > limits_.max_headers)
+  if (const int fields = field_count(req); fields > limits_.max_headers)
     return refuse(json_error(431, fmt::format("the request has {} header fields, the limit is {}", fields,
                                               limits_.max_headers), "headers_too_large"));
   // A body needs a length or chunks: an unframed one has no size to check against the limit.
@@ -162,10 +170,16 @@ void Connection::on_header(beast::error_code ec) {
 }
 
 void Connection::on_request(beast::error_code ec) {
+  if (ec == http::error::buffer_overflow)
+    return refuse(json_error(413, fmt::format("a chunk line or trailer exceeds {} bytes", buffer_.max_size()),
+                             "request_too_large"));
   if (ec == http::error::body_limit)
     return refuse(json_error(413, fmt::format("the request body exceeds the server's limit of {} bytes",
                                               limits_.max_body_bytes), "request_too_large"));
   if (ec) return close();
+  if (field_count(parser_->get()) > limits_.max_headers)  // trailer fields join the header's
+    return refuse(json_error(431, fmt::format("the request has more than {} header and trailer fields",
+                                              limits_.max_headers), "headers_too_large"));
   stream_.expires_never();
   HttpRequest req = parser_->release();
   keep_alive_ = req.keep_alive();
@@ -177,13 +191,15 @@ void Connection::on_request(beast::error_code ec) {
 void Connection::refuse(HttpResponse res) {
   keep_alive_ = false;
   pending_ = true;
+  answered_ = false;
   reply(std::move(res));
 }
 
 void Connection::reply(HttpResponse res) {
-  if (closed_ || !pending_ || streaming_) return;
+  if (closed_ || !pending_ || answered_) return;
+  answered_ = true;
   stop_watch();
-  res.version(11);
+  res.version(version_);
   res.keep_alive(keep_alive_);
   res.prepare_payload();
   send_response(std::make_shared<HttpResponse>(std::move(res)));
@@ -224,11 +240,14 @@ void Connection::drain_input() {
 }
 
 void Connection::start_stream(HttpResponse head) {
-  if (closed_ || !pending_ || streaming_) return;
-  streaming_ = true;
-  head.version(11);
+  if (closed_ || !pending_ || answered_) return;
+  answered_ = streaming_ = true;
+  // HTTP/1.0 has no chunks: its stream is unframed and ends with the connection.
+  chunked_ = version_ >= 11;
+  if (!chunked_) keep_alive_ = false;
+  head.version(version_);
   head.keep_alive(keep_alive_);
-  head.chunked(true);
+  head.chunked(chunked_);
   stream_head_.emplace(std::move(head));
   serializer_.emplace(*stream_head_);
   status_ = stream_head_->result_int();
@@ -269,11 +288,17 @@ void Connection::write_next() {
     queued_.clear();
     writing_now_ = true;
     stream_.expires_after(seconds(limits_.write_timeout));
+    if (!chunked_) return net::async_write(stream_, net::buffer(writing_), done);
     return net::async_write(stream_, http::make_chunk(net::buffer(writing_)), done);
   }
   if (!ending_) return;
   streaming_ = ending_ = false;
   stop_watch();
+  if (!chunked_) {
+    serializer_.reset();
+    stream_head_.reset();
+    return after_response({});
+  }
   writing_now_ = true;
   stream_.expires_after(seconds(limits_.write_timeout));
   net::async_write(stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, size_t) {

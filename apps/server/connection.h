@@ -119,7 +119,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool client_counted_ = false;
   std::string target_;     // the current request's, for metrics
   bool keep_alive_ = false;
+  unsigned version_ = 11;  // the request's HTTP version (10 or 11)
   bool pending_ = false;   // a request is being answered
+  bool answered_ = false;  // its reply or stream has started
   bool closed_ = false;
   std::function<void()> on_gone_;
   uint64_t watch_epoch_ = 0;  // a watch's completion from an earlier epoch is stale
@@ -128,7 +130,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<HttpResponse> stream_head_;
   std::optional<http::response_serializer<http::string_body>> serializer_;
   std::string queued_, writing_;
-  bool streaming_ = false, writing_now_ = false, ending_ = false;
+  bool streaming_ = false, chunked_ = true, writing_now_ = false, ending_ = false;
   int status_ = 0;
   char discard_[4096];  // lingering input, dropped
 };

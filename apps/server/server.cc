@@ -16,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <fmt/format.h>
 
 #include "connection.h"
@@ -67,6 +68,29 @@ std::string message_param(const std::string& message) {
   for (size_t i = 0; i < colon; ++i)
     if (!(std::isalnum(static_cast<unsigned char>(message[i])) || message[i] == '_')) return "";
   return message.substr(0, colon);
+}
+
+// Every X-Forwarded-For line in order, joined: a proxy may add a line of its own instead of
+// appending to the client's.
+std::string forwarded_for(const HttpRequest& req) {
+  std::string all;
+  for (auto [it, end] = req.equal_range("X-Forwarded-For"); it != end; ++it) {
+    if (!all.empty()) all += ',';
+    all += std::string(it->value());
+  }
+  return all;
+}
+
+// A peer's address as the limits count it: IPv4-mapped IPv6 as IPv4, other IPv6 by its /64
+// (one host has a whole /64 to pick addresses from).
+std::string peer_key(const net::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) return net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6()).to_string();
+  if (a.is_v6() && !a.is_loopback()) {
+    net::ip::address_v6::bytes_type b = a.to_v6().to_bytes();
+    std::fill(b.begin() + 8, b.end(), 0);
+    return net::ip::address_v6(b).to_string() + "/64";
+  }
+  return a.to_string();
 }
 
 std::string field(const HttpRequest& req, http::field f) {
@@ -182,7 +206,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 struct HttpServer::Impl {
   Impl(Service& s, const ModelCard& m, const ServerOptions& o)
       : service(s), model(m), options(o), table(o.max_connections, o.max_connections_per_client),
-        seed_base(std::random_device{}()), acceptor(ioc), accept_retry(ioc) {
+        seed_base(std::random_device{}()), acceptor(net::make_strand(ioc)), accept_retry(acceptor.get_executor()) {
     options.access.loopback_bind = is_loopback_address(options.host);
     routes.check = [this](Connection& c, const HttpRequest& r) { return check(c, r); };
     routes.handle = [this](const std::shared_ptr<Connection>& c, HttpRequest&& r) { handle(c, std::move(r)); };
@@ -192,8 +216,8 @@ struct HttpServer::Impl {
   void accept();
   std::optional<HttpResponse> check(Connection& conn, const HttpRequest& req);
   void handle(const std::shared_ptr<Connection>& conn, HttpRequest&& req);
-  void generate(const std::shared_ptr<Connection>& conn, const HttpRequest& req, Endpoint endpoint,
-                HttpResponse headers);
+  void generate(const std::shared_ptr<Connection>& conn, HttpRequest&& req, Endpoint endpoint, HttpResponse headers);
+  void submit(const std::shared_ptr<Connection>& conn, ApiResult<ApiRequest>& parsed, HttpResponse headers);
   HttpResponse info(const HttpRequest& req);
   HttpResponse cors_headers(const HttpRequest& req) const;
   uint64_t next_seed() { return splitmix64(seed_base + seed_counter.fetch_add(1)); }
@@ -213,6 +237,7 @@ struct HttpServer::Impl {
   net::io_context ioc;
   tcp::acceptor acceptor;
   net::steady_timer accept_retry;
+  net::thread_pool parse_pool{2};  // destroyed first (joined): its tasks use the members above
 };
 
 HttpServer::HttpServer(Service& service, const ModelCard& model, const ServerOptions& options)
@@ -255,7 +280,7 @@ Status HttpServer::run() {
 void HttpServer::stop() {
   Impl& s = *impl_;
   s.draining.store(true);
-  net::post(s.ioc, [&s] {
+  net::post(s.acceptor.get_executor(), [&s] {  // the acceptor's strand: not beside its handler
     boost::system::error_code ec;
     s.acceptor.close(ec);
   });
@@ -285,7 +310,7 @@ void HttpServer::Impl::accept() {
     }
     boost::system::error_code pe;
     const tcp::endpoint remote = socket.remote_endpoint(pe);
-    std::string peer = pe ? std::string("?") : remote.address().to_string();
+    std::string peer = pe ? std::string("?") : peer_key(remote.address());
     // A trusted proxy's connections count per forwarded client, once its header is read.
     const bool proxy = is_trusted_proxy(options.access, peer);
     if (!table.add_connection()) {
@@ -311,7 +336,7 @@ std::optional<HttpResponse> HttpServer::Impl::check(Connection& conn, const Http
     return json_error(403, fmt::format("cross-origin requests from {} are not allowed (--cors-origin)", origin),
                       "origin_not_allowed", "permission_error");
   if (!options.access.trusted_proxies.empty()) {
-    const std::string client = client_address(options.access, conn.peer(), std::string(req["X-Forwarded-For"]));
+    const std::string client = client_address(options.access, conn.peer(), forwarded_for(req));
     if (!conn.account_to(client))
       return json_error(429, fmt::format("too many connections from {}", client), "too_many_connections",
                         "rate_limit_error");
@@ -345,6 +370,10 @@ std::optional<HttpResponse> HttpServer::Impl::check(Connection& conn, const Http
       return json_error(415, "POST bodies must be JSON: send \"Content-Type: application/json\"",
                         "unsupported_media_type");
     if (draining.load()) return json_error(503, "the server is shutting down", "server_shutting_down", "server_error");
+  } else if (req.method() == http::verb::head) {
+    HttpResponse res{http::status::method_not_allowed, 11};  // no body: a HEAD response has none
+    res.set(http::field::allow, "GET, POST, OPTIONS");
+    return res;
   } else if (req.method() != http::verb::get) {
     return json_error(405, fmt::format("method {} is not allowed", std::string(req.method_string())),
                       "method_not_allowed");
@@ -367,22 +396,36 @@ void HttpServer::Impl::handle(const std::shared_ptr<Connection>& conn, HttpReque
   HttpResponse headers = cors_headers(req);
   const std::string path = path_of(req);
   if (req.method() == http::verb::post)
-    return generate(conn, req, path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions,
+    return generate(conn, std::move(req), path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions,
                     std::move(headers));
   HttpResponse res = info(req);
   for (const auto& f : headers) res.set(f.name_string(), f.value());
   conn->reply(std::move(res));
 }
 
-void HttpServer::Impl::generate(const std::shared_ptr<Connection>& conn, const HttpRequest& req, Endpoint endpoint,
+// Parsing and tokenizing a body of up to --max-body-bytes takes a while: that runs on the parse
+// pool, so the I/O threads keep serving; the submission returns to the connection's strand.
+void HttpServer::Impl::generate(const std::shared_ptr<Connection>& conn, HttpRequest&& req, Endpoint endpoint,
                                 HttpResponse headers) {
+  auto body = std::make_shared<std::string>(std::move(req.body()));
+  net::post(parse_pool, [this, conn, body, endpoint, headers = std::move(headers)]() mutable {
+    const uint64_t seed = next_seed();
+    auto parsed = std::make_shared<ApiResult<ApiRequest>>(endpoint == Endpoint::kChat
+                                                              ? parse_chat_request(*body, model, seed)
+                                                              : parse_completions_request(*body, model, seed));
+    body.reset();
+    net::post(conn->executor(), [this, conn, parsed, headers = std::move(headers)]() mutable {
+      if (!conn->closed()) submit(conn, *parsed, std::move(headers));
+    });
+  });
+}
+
+void HttpServer::Impl::submit(const std::shared_ptr<Connection>& conn, ApiResult<ApiRequest>& parsed,
+                              HttpResponse headers) {
   auto reply = [&](HttpResponse res) {
     for (const auto& f : headers) res.set(f.name_string(), f.value());
     conn->reply(std::move(res));
   };
-  const uint64_t seed = next_seed();
-  ApiResult<ApiRequest> parsed = endpoint == Endpoint::kChat ? parse_chat_request(req.body(), model, seed)
-                                                             : parse_completions_request(req.body(), model, seed);
   if (!parsed.ok()) return reply(api_error_response(parsed.error()));
   ApiRequest& api = *parsed;
   api.gen.timeout_seconds = options.request_timeout;

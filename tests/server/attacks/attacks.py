@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Attacks on `dsv4 serve` over loopback (issue 27 item 7), Python 3 standard library only.
 
-Usage: attacks.py DSV4_BINARY WORKDIR [CASE ...]   (CASE: 1..8; default all)
+Usage: attacks.py DSV4_BINARY WORKDIR [CASE ...]   (CASE: 1..9; default all)
 
 Makes tiny models in WORKDIR, starts `dsv4 serve --port 0` per group of cases, runs the cases,
 prints one row per check (expected status, got, server RSS growth, /health latency) and exits 1
@@ -40,6 +40,9 @@ Cases
      b: Host: evil.example: 421.
   8  Server --max-body-bytes 16777216. a: an 8 MiB `messages` of `[{},{},...]`: 400.
      b: a prompt of 4 M token ids to /v1/completions: 400. RSS growth < 64 MiB each.
+  9  Chunked framing the body limit does not count: a: a chunk-size line whose extension never
+     ends (`1;aaaa...`, up to 1 GB); b: a last chunk followed by endless trailer fields. 413
+     (431 for b is fine too), RSS growth < 64 MiB each.
 """
 import errno
 import json
@@ -539,6 +542,34 @@ def case_endless_body(server):
     return one("POST, no length, endless", "413", status_text(r), expect_413(r), attack.note)
 
 
+def endless_chunk_framing(server, first, block, check):
+    deadline = time.monotonic() + 60
+    head = build_request(server.port, "POST", "/v1/chat/completions", headers=[("Transfer-Encoding", "chunked")])
+
+    def attack():
+        sock = connect(server.port, attack_source(0), deadline)
+        try:
+            sent, err = send_watching(sock, [head + first] + [block] * 1024, deadline, rss_below_abort(server))
+            attack.note = "sent %d MiB%s" % (sent // MiB, "; " + err if err else "")
+            return read_response(sock, min(deadline, time.monotonic() + (2.0 if err else 10.0)))
+        finally:
+            sock.close()
+
+    attack.note = ""
+    r = outcome(attack)
+    ok = not isinstance(r, str) and r.status in (413, 431)
+    return one(check, "413|431", status_text(r), ok, attack.note)
+
+
+def case_chunk_extension(server):
+    return endless_chunk_framing(server, b"1;ext=", b"a" * MiB, "endless chunk extension")
+
+
+def case_endless_trailer(server):
+    line = b"X-T: v\r\n"
+    return endless_chunk_framing(server, b"2\r\n{}\r\n0\r\n", line * (MiB // len(line)), "endless trailer")
+
+
 def case_many_headers(server):
     headers = [("X-Attack-%d" % i, "v") for i in range(2000)]
     r = outcome(lambda: request(server.port, "GET", "/v1/models", headers=headers, src=attack_source(0)))
@@ -746,6 +777,8 @@ CASES = [  # in run order, grouped by server
     Case(7, "main", case_origin_host),
     Case(1, "main", case_chunked_gigabyte, rss_bound_mib=64),
     Case(2, "main", case_endless_body, rss_bound_mib=64),
+    Case(9, "main", case_chunk_extension, rss_bound_mib=64),
+    Case(9, "main", case_endless_trailer, rss_bound_mib=64),
     Case(8, "big", case_huge_messages, rss_bound_mib=64),
     Case(8, "big", case_huge_prompt, rss_bound_mib=64),
     Case(4, "conn", case_slowloris, health_bound_s=1.0),
