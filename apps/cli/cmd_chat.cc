@@ -1,5 +1,5 @@
 // dsv4 chat [--model DIR] [--system TEXT] [--thinking] [--max-tokens N] [--temperature T]
-//   [--top-p P] [--seed S] [--mtp] [--threads N] [--max-context N] [--isa I]
+//   [--top-p P] [--top-k K] [--min-p P] [--seed S] [--mtp] [--threads N] [--max-context N] [--isa I]
 // An interactive terminal chat: each input line is a user turn; the history goes through the
 // DeepSeek-V4 chat encoding (src/chat) and the reply streams as it is generated (reasoning,
 // with --thinking, in brackets before the answer). Commands: /reset clears the history,
@@ -34,6 +34,8 @@ struct ChatArgs {
   int max_tokens = 512;
   float temperature = 0.7f;
   float top_p = 0.95f;
+  int32_t top_k = 0;  // 0 = off
+  float min_p = 0.0f;  // 0 = off
   uint64_t seed = 0;
   bool mtp = false;
   int threads = 2;
@@ -215,7 +217,7 @@ int run_chat(const ChatArgs& a) {
       continue;
     }
     g.max_tokens = static_cast<int32_t>(std::min<int64_t>(a.max_tokens, room));
-    g.sampling = {a.temperature, a.top_p, a.seed + turn++};
+    g.sampling = {a.temperature, a.top_p, a.seed + turn++, a.top_k, a.min_p};
     Result<nlohmann::ordered_json> message = reply(**engine, std::move(g), *prompt);
     if (!message.ok()) return fail(message.status());
     history.push_back(*message);
@@ -233,6 +235,9 @@ Command add_chat(CLI::App& app) {
   sub->add_option("--max-tokens", a->max_tokens, "Most tokens per answer")->capture_default_str();
   sub->add_option("--temperature", a->temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
   sub->add_option("--top-p", a->top_p, "Nucleus sampling threshold in (0, 1]")->capture_default_str();
+  sub->add_option("--top-k", a->top_k, "Keep only the K most likely ids (0 = off)")->capture_default_str();
+  sub->add_option("--min-p", a->min_p, "Drop ids below P times the top probability, P in [0, 1] (0 = off)")
+      ->capture_default_str();
   sub->add_option("--seed", a->seed, "Seed of answer i is seed + i")->capture_default_str();
   sub->add_flag("--mtp", a->mtp, "Speculative decode with the MTP layer's drafts");
   sub->add_option("--threads", a->threads, "Worker threads")->capture_default_str();

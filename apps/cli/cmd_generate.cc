@@ -1,5 +1,5 @@
 // dsv4 generate [--model DIR] [--prompt TEXT]... [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
-//   [--temperature T] [--top-p P] [--seed S] [--stop STR]... [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
+//   [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop STR]... [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
 //   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
 //   [--tp T [--dp D] [--ep E]] [--cp-prefill N]  (under mpirun -np T·D: the ranks share each step)
 // Decodes several prompts together with continuous batching (runtime/engine.h):
@@ -34,6 +34,8 @@ struct GenerateArgs {
   int max_tokens = 16;
   float temperature = 0.0f;
   float top_p = 1.0f;
+  int32_t top_k = 0;  // 0 = off
+  float min_p = 0.0f;  // 0 = off
   uint64_t seed = 0;
   bool quiet_steps = false;
   std::vector<std::string> stop;
@@ -91,7 +93,7 @@ Status add_requests(Engine& engine, RankSession& rs, const GenerateArgs& a, cons
     GenerationRequest g;
     g.prompt = prompts.ids[i];
     g.max_tokens = a.max_tokens;
-    g.sampling = {a.temperature, a.top_p, a.seed + i};
+    g.sampling = {a.temperature, a.top_p, a.seed + i, a.top_k, a.min_p};
     g.stop_strings = a.stop;
     Result<int64_t> id = engine.add_request(std::move(g));
     if (!id.ok()) {
@@ -257,6 +259,9 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--max-tokens", a->max_tokens, "Tokens to generate per request")->capture_default_str();
   sub->add_option("--temperature", a->temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
   sub->add_option("--top-p", a->top_p, "Nucleus sampling threshold in (0, 1]")->capture_default_str();
+  sub->add_option("--top-k", a->top_k, "Keep only the K most likely ids (0 = off)")->capture_default_str();
+  sub->add_option("--min-p", a->min_p, "Drop ids below P times the top probability, P in [0, 1] (0 = off)")
+      ->capture_default_str();
   sub->add_option("--seed", a->seed, "Seed of request i is seed + i")->capture_default_str();
   sub->add_option("--stop", a->stop, "Stop string (repeatable; matched on the output text, needs the tokenizer)")
       ->take_all();

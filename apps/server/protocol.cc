@@ -1,8 +1,10 @@
 // OpenAI request parsing and response building (protocol.h).
 #include "protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <set>
 #include <span>
 
@@ -25,7 +27,7 @@ std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_hand
 
 // The fields one endpoint knows. Any other field is rejected by name.
 const std::set<std::string, std::less<>> kCommonFields = {
-    "model", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream", "stream_options",
+    "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "stream", "stream_options",
     "frequency_penalty", "presence_penalty", "logit_bias", "user", "logprobs", "ignore_eos"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of", "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {
@@ -160,6 +162,22 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
     if (!(*p.value() > 0 && *p.value() <= 1))
       return bad_request("top_p", fmt::format("top_p: {} is outside (0, 1]", *p.value()));
     s.top_p = static_cast<float>(*p.value());
+  }
+  // top_k as vLLM: -1 or 0 = off, else ≥ 1 (the kernel takes 0 = off; a top_k ≥ V is off too).
+  auto k = get_int(obj, "top_k");
+  if (!k.ok()) return k.error();
+  if (k.value()) {
+    if (*k.value() < -1)
+      return bad_request("top_k", fmt::format("top_k: {} must be -1 or 0 (off) or a positive integer", *k.value()));
+    const int64_t top_k = std::min<int64_t>(*k.value(), std::numeric_limits<int32_t>::max());
+    s.top_k = top_k == -1 ? 0 : static_cast<int32_t>(top_k);
+  }
+  auto min_p = get_number(obj, "min_p");
+  if (!min_p.ok()) return min_p.error();
+  if (min_p.value()) {
+    if (!(*min_p.value() >= 0 && *min_p.value() <= 1))
+      return bad_request("min_p", fmt::format("min_p: {} is outside [0, 1]", *min_p.value()));
+    s.min_p = static_cast<float>(*min_p.value());
   }
   auto seed = get_int(obj, "seed");
   if (!seed.ok()) return seed.error();

@@ -13,6 +13,8 @@ struct SamplingParams {
   float temperature = 0.0f;  // T ≥ 0, 0 = greedy
   float top_p = 1.0f;        // 0 < top_p ≤ 1
   uint64_t seed = 0;
+  int32_t top_k = 0;         // ≥ 0, 0 = off (docs/numerics.md: top_k, min_p)
+  float min_p = 0.0f;        // 0 ≤ min_p ≤ 1, 0 = off
 };
 
 // The sampling kernel's spelling (kernels/sample/sample.h and its callers).

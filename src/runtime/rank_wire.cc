@@ -78,11 +78,13 @@ class Reader {
 void put_request(Writer& w, const GenerationRequest& g) {
   const auto& [prompt, sampling, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs,
                timeout_seconds] = g;
-  const auto& [temperature, top_p, seed] = sampling;
+  const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   w.put_ids(prompt);
   w.put(temperature);
   w.put(top_p);
   w.put(seed);
+  w.put(top_k);
+  w.put(min_p);
   w.put(max_tokens);
   w.put_bool(stop_at_eos);
   w.put_ids(stop_ids);
@@ -96,11 +98,13 @@ void put_request(Writer& w, const GenerationRequest& g) {
 void take_request(Reader& r, GenerationRequest& g) {
   auto& [prompt, sampling, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs,
          timeout_seconds] = g;
-  auto& [temperature, top_p, seed] = sampling;
+  auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   r.take_ids(prompt);
   temperature = r.take<float>();
   top_p = r.take<float>();
   seed = r.take<uint64_t>();
+  top_k = r.take<int32_t>();
+  min_p = r.take<float>();
   max_tokens = r.take<int32_t>();
   stop_at_eos = r.take_bool();
   r.take_ids(stop_ids);

@@ -155,6 +155,8 @@ bad "out-of-vocab token" "outside the vocabulary" "$dsv4" logits --model "$work/
 bad "bad isa" "isa 'bogus' unknown" "$dsv4" generate --model "$work/t2" --isa bogus
 bad "bad temperature" "temperature" "$dsv4" generate --model "$work/t2" --temperature -1 --max-tokens 2
 bad "bad top-p" "top_p" "$dsv4" generate --model "$work/t2" --top-p 1.5 --max-tokens 2
+bad "bad top-k" "top_k" "$dsv4" generate --model "$work/t2" --top-k -1 --max-tokens 2
+bad "bad min-p" "min_p" "$dsv4" generate --model "$work/t2" --min-p 1.5 --max-tokens 2
 bad "zero batch" "--batch-size = 0" "$dsv4" generate --model "$work/t2" --batch-size 0
 bad "unknown flag" "--bogus" "$dsv4" generate --bogus
 # A corrupt checkpoint: truncated safetensors file.

@@ -454,6 +454,39 @@ TEST(Engine, MtpGivesTheSameTokensSampled) {
   std::printf("tiny2 sampled: MTP acceptance %d/%d\n", spec.accepted, spec.drafts);
 }
 
+// The requests of requests(T, top_p) with top_k / min_p varied per request (one of them off).
+std::vector<GenerationRequest> with_controls(std::vector<GenerationRequest> reqs) {
+  const int32_t top_ks[] = {5, 0, 20, 1, 0};
+  const float min_ps[] = {0.0f, 0.1f, 0.05f, 0.0f, 0.0f};
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].sampling.top_k = top_ks[i % 5];
+    reqs[i].sampling.min_p = min_ps[i % 5];
+  }
+  return reqs;
+}
+
+// Mixed top_k / min_p in one batch: each request's tokens equal its tokens alone, with MTP
+// drafts (exact verification) and with DSpark's rejection mode (π follows the same cut); top_k
+// = 1 at T > 0 gives the greedy tokens.
+TEST(Engine, MixedSamplingControlsDoNotDependOnTheBatch) {
+  const auto reqs = with_controls(requests(0.9f, 0.95f));
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  const RunStats together = run(m, 4, true, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const RunStats alone = run(m, 1, false, {reqs[i]});
+    ASSERT_EQ(alone.out[0], together.out[i]) << "request " << i;
+  }
+  const RunStats greedy = run(m, 4, false, requests(0.0f, 1.0f));
+  ASSERT_EQ(together.out[3], greedy.out[3]) << "top_k = 1";
+  const Loaded& ds = model("tiny-ds", TinyQuant::kFp8);
+  const RunStats rejection = run_ds(ds, 3, 3, reqs, {}, limits(0), true);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const RunStats alone = run_ds(ds, 1, 3, {reqs[i]}, {}, limits(0), true);
+    ASSERT_EQ(alone.out[0], rejection.out[i]) << "DSpark rejection, request " << i;
+  }
+  EXPECT_GT(rejection.accepted, 0);
+}
+
 TEST(Engine, TokensDoNotDependOnTheBatch) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
   const auto reqs = requests(1.0f, 0.95f);

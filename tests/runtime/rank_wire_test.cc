@@ -21,8 +21,8 @@ namespace {
 auto fields(const GenerationRequest& g) {
   const auto& [prompt, sampling, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs,
                timeout_seconds] = g;
-  const auto& [temperature, top_p, seed] = sampling;
-  return std::tie(prompt, temperature, top_p, seed, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
+  const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
+  return std::tie(prompt, temperature, top_p, seed, top_k, min_p, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
                   prompt_logprobs, timeout_seconds);
 }
 
@@ -35,7 +35,8 @@ void expect_all_differ(const Tuple& a, const Tuple& b, std::index_sequence<I...>
 GenerationRequest filled(int k) {
   GenerationRequest g;
   g.prompt = {3 + k, 1, 4, 1, 5};
-  g.sampling = {0.7f + static_cast<float>(k), 0.25f, 0x1234'5678'9abc'def0ull + static_cast<uint64_t>(k)};
+  g.sampling = {0.7f + static_cast<float>(k), 0.25f, 0x1234'5678'9abc'def0ull + static_cast<uint64_t>(k),
+                40 + k, 0.05f + 0.01f * static_cast<float>(k)};
   g.max_tokens = 77 + k;
   g.stop_at_eos = false;
   g.stop_ids = {9, 2 + k};

@@ -114,6 +114,13 @@ TEST(Protocol, CompletionsRejectsMalformedInput) {
       {R"({"prompt": "hi", "top_p": 0})", {400, "top_p"}},
       {R"({"prompt": "hi", "top_p": 1.01})", {400, "top_p"}},
       {R"({"prompt": "hi", "top_p": true})", {400, "top_p"}},
+      {R"({"prompt": "hi", "top_k": -2})", {400, "top_k"}},
+      {R"({"prompt": "hi", "top_k": 2.5})", {400, "top_k"}},
+      {R"({"prompt": "hi", "top_k": "5"})", {400, "top_k"}},
+      {R"({"prompt": "hi", "top_k": 1e30})", {400, "top_k"}},
+      {R"({"prompt": "hi", "min_p": -0.01})", {400, "min_p"}},
+      {R"({"prompt": "hi", "min_p": 1.5})", {400, "min_p"}},
+      {R"({"prompt": "hi", "min_p": "0.1"})", {400, "min_p"}},
       {R"({"prompt": "hi", "seed": 1.5})", {400, "seed"}},
       {R"({"prompt": "hi", "seed": "7"})", {400, "seed"}},
       {R"({"prompt": "hi", "seed": 18446744073709551615})", {400, "seed"}},
@@ -235,6 +242,8 @@ TEST(Protocol, CompletionsDefaultsAndFields) {
   EXPECT_FLOAT_EQ(r->gen.sampling.temperature, 0.6f);  // generation_config.json
   EXPECT_FLOAT_EQ(r->gen.sampling.top_p, 0.95f);
   EXPECT_EQ(r->gen.sampling.seed, 42u);
+  EXPECT_EQ(r->gen.sampling.top_k, 0);  // off
+  EXPECT_EQ(r->gen.sampling.min_p, 0.0f);
   EXPECT_EQ(r->gen.max_tokens, 256 - static_cast<int32_t>(r->gen.prompt.size()));
   EXPECT_EQ(r->gen.logprobs, -1);
   EXPECT_FALSE(r->stream);
@@ -267,6 +276,34 @@ TEST(Protocol, CompletionsDefaultsAndFields) {
   r = parse_completions_request(R"({"prompt": "x", "ignore_eos": true})", m, 0);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_FALSE(r->gen.stop_at_eos);
+}
+
+// top_k (vLLM: -1 and 0 are off; ≥ 1 keeps that many) and min_p in [0, 1], on both endpoints.
+TEST(Protocol, TopKAndMinP) {
+  const ModelCard m = card();
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  struct Case {
+    std::string fields;
+    int32_t top_k;
+    float min_p;
+  };
+  const std::vector<Case> cases = {
+      {R"("top_k": -1)", 0, 0.0f},         {R"("top_k": 0)", 0, 0.0f},
+      {R"("top_k": 1)", 1, 0.0f},          {R"("top_k": 40.0)", 40, 0.0f},
+      {R"("top_k": 5000000000)", 2147483647, 0.0f},
+      {R"("min_p": 0)", 0, 0.0f},          {R"("min_p": 1)", 0, 1.0f},
+      {R"("min_p": 0.05, "top_k": 20)", 20, 0.05f},
+      {R"("top_k": null, "min_p": null)", 0, 0.0f},
+  };
+  for (const Case& c : cases) {
+    auto a = parse_completions_request(R"({"prompt": "hi", )" + c.fields + "}", m, 0);
+    auto b = parse_chat_request("{" + msgs + ", " + c.fields + "}", m, 0);
+    for (auto* r : {&a, &b}) {
+      ASSERT_TRUE(r->ok()) << c.fields << ": " << r->error().message;
+      EXPECT_EQ((*r)->gen.sampling.top_k, c.top_k) << c.fields;
+      EXPECT_EQ((*r)->gen.sampling.min_p, c.min_p) << c.fields;
+    }
+  }
 }
 
 TEST(Protocol, CompletionsPrependBosAsTokenizerConfigSays) {
@@ -321,6 +358,10 @@ TEST(Protocol, ChatRejectsMalformedInput) {
       {"{" + msgs + R"(, "max_completion_tokens": 4, "max_tokens": 5})", {400, "max_completion_tokens"}},
       {"{" + msgs + R"(, "max_completion_tokens": 1000})", {400, "max_completion_tokens", "context_length_exceeded"}},
       {"{" + msgs + R"(, "temperature": null, "top_p": "x"})", {400, "top_p"}},
+      {"{" + msgs + R"(, "top_k": -5})", {400, "top_k"}},
+      {"{" + msgs + R"(, "top_k": true})", {400, "top_k"}},
+      {"{" + msgs + R"(, "min_p": 2})", {400, "min_p"}},
+      {"{" + msgs + R"(, "min_p": [0.1]})", {400, "min_p"}},
   };
   for (const auto& [body, e] : cases) expect_error(parse_chat_request(body, m, 0), e, body);
   // A conversation longer than the context.

@@ -73,11 +73,26 @@ Kept distribution(const float* l, int64_t V, const SamplingParams& sp, float* p,
       ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
   for (int64_t i = 0; i < V; ++i) p[i] = p[i] / S;
   const uint64_t* order = sort_desc(p, V, a, b);
-  int64_t K = V;
+  // top_k, then min_p: the kept prefix v_1 … v_{Kp}.
+  int64_t Kp = sp.top_k > 0 && sp.top_k < V ? sp.top_k : V;
+  if (sp.min_p != 0.0f) {
+    const float tau = sp.min_p * p[id_of(order[0])];
+    int64_t k = 1;
+    while (k < Kp && p[id_of(order[k])] >= tau) ++k;
+    Kp = k;
+  }
+  // top_p over the kept prefix: model.md's fp32(top_p) when nothing was cut, else top_p of c_{Kp}.
+  float tau = sp.top_p;
+  if (sp.top_p != 1.0f && Kp < V) {
+    float cKp = 0.0f;
+    for (int64_t k = 0; k < Kp; ++k) cKp = cKp + p[id_of(order[k])];
+    tau = sp.top_p * cKp;
+  }
+  int64_t K = Kp;
   float cK = 0.0f;
-  for (int64_t k = 0; k < V; ++k) {
+  for (int64_t k = 0; k < Kp; ++k) {
     cK = cK + p[id_of(order[k])];
-    if (sp.top_p != 1.0f && cK >= sp.top_p) {
+    if (sp.top_p != 1.0f && cK >= tau) {
       K = k + 1;
       break;
     }
@@ -124,6 +139,9 @@ Status validate_sampling_params(const SamplingParams& p) {
     return Status::errorf("temperature: {} is not a finite value >= 0", p.temperature);
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
     return Status::errorf("top_p: {} is outside (0, 1]", p.top_p);
+  if (p.top_k < 0) return Status::errorf("top_k: {} is negative (0 = off)", p.top_k);
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f))
+    return Status::errorf("min_p: {} is outside [0, 1]", p.min_p);
   return Status();
 }
 

@@ -6,7 +6,11 @@
 //            S sums in a fixed order for a given V: e_v into fp32 lane v % 8 (ascending v), then
 //            the lanes as ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7));
 //          order v_1..v_V by p descending, equal p → lower id first; c_k = f32(c_{k−1} + p_{v_k});
-//          K = V if top_p = 1, else the smallest k with c_k ≥ top_p (V if none);
+//          K_k = min(top_k, V) (top_k = 0: V);
+//          K' = K_k if min_p = 0, else the largest k ≤ K_k with p_{v_j} ≥ f32(min_p · p_{v_1})
+//            for all j ≤ k (≥ 1);
+//          K = K' if top_p = 1, else the smallest k ≤ K' with c_k ≥ τ (K' if none), where
+//            τ = top_p if K' = V (model.md's rule), f32(top_p · c_{K'}) if K' < V;
 //          θ = f32(U(seed, q, j) · c_K); token = v_k for the smallest k ≤ K with c_k > θ.
 //   U(seed, q, j) = (mix(mix(seed) XOR (q·2^8 + j)) >> 40) · 2^−24, mix = SplitMix64's finalizer.
 // An id with p_v = 0 is never drawn. Should no c_k exceed θ (only with non-finite logits), the
@@ -28,7 +32,7 @@ constexpr float kMinTemperature = 1e-5f;  // fp32(1e-5): the demo's floor for a 
 
 // Per-request parameters: SamplingParams (base/sampling_params.h), fixed at admission by
 // validate_sampling_params. It rejects temperature < 0, non-finite temperature, top_p ≤ 0,
-// top_p > 1 and NaNs, naming the field.
+// top_p > 1, top_k < 0, min_p outside [0, 1] and NaNs, naming the field.
 Status validate_sampling_params(const SamplingParams& p);
 
 // One logits row to sample: the request's parameters, the absolute position q of the token being
@@ -59,8 +63,8 @@ void sample(const float* const* logits, int64_t T, int64_t V, const SampleRow* r
             void* scratch, int64_t scratch_bytes, int tid, int nthreads);
 
 // --- speculative sampling (dspark.md §4.3, mode rejection) ---
-// π(l): model.md §10.2 steps 2-5 for T > 0: π[v] = f32(p_v / c_K) for the K kept ids, 0 for
-// the others.
+// π(l): model.md §10.2 steps 2-5 for T > 0 with the top_k / min_p / top_p cut above:
+// π[v] = f32(p_v / c_K) for the K kept ids, 0 for the others.
 // Residual draw: r[v] = max(0, f32(πt[v] − πd[v])), ids ordered by r descending (equal r →
 // lower id), running fp32 sums c'_1 … c'_V, Z = c'_V; Z > 0: the first id with
 // c' > f32(u · Z); Z = 0 (rounding only): −1.

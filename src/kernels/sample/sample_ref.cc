@@ -40,10 +40,25 @@ Dist distribution(const float* l, int64_t V, const SamplingParams& sp) {
   std::vector<float> c(V + 1);
   c[0] = 0.0f;
   for (int64_t k = 1; k <= V; ++k) c[k] = c[k - 1] + p[order[k - 1]];
-  int64_t K = V;
+  // top_k: K_k = min(top_k, V), 0 = off.
+  int64_t Kk = V;
+  if (sp.top_k > 0) Kk = std::min<int64_t>(sp.top_k, V);
+  // min_p: the longest prefix of the first K_k ids whose p are all ≥ f32(min_p · p_{v_1}).
+  int64_t Kp = Kk;
+  if (sp.min_p != 0.0f) {
+    const float tau = sp.min_p * p[order[0]];
+    Kp = 1;
+    for (int64_t k = 2; k <= Kk; ++k) {
+      if (!(p[order[k - 1]] >= tau)) break;
+      Kp = k;
+    }
+  }
+  // top_p over the kept ids: fp32(top_p) when K' = V (model.md §10.2), else f32(top_p · c_{K'}).
+  int64_t K = Kp;
   if (sp.top_p != 1.0f) {
-    for (int64_t k = 1; k <= V; ++k)
-      if (c[k] >= sp.top_p) {
+    const float tau = Kp == V ? sp.top_p : sp.top_p * c[Kp];
+    for (int64_t k = 1; k <= Kp; ++k)
+      if (c[k] >= tau) {
         K = k;
         break;
       }
