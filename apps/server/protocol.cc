@@ -20,13 +20,18 @@ constexpr int kMaxStops = 4;                 // OpenAI: up to 4 stop sequences
 constexpr int kMaxCompletionLogprobs = 5;    // OpenAI: completions logprobs 0..5
 constexpr double kMaxTemperature = 2.0;      // OpenAI: temperature 0..2
 constexpr float kLogprobFloor = -9999.0f;    // JSON has no -inf
+constexpr size_t kMaxMetadataKeys = 16;      // OpenAI: metadata bounds
+constexpr size_t kMaxMetadataKey = 64;
+constexpr size_t kMaxMetadataValue = 512;
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 // The fields one endpoint knows. Any other field is rejected by name.
 const std::set<std::string, std::less<>> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream", "stream_options",
-    "frequency_penalty", "presence_penalty", "logit_bias", "user", "logprobs", "ignore_eos"};
+    "frequency_penalty", "presence_penalty", "logit_bias", "user", "logprobs", "ignore_eos",
+    // Sent by the SDKs; they do not change generation (check_passive validates their types).
+    "store", "metadata", "service_tier"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of", "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {
     "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
@@ -118,7 +123,30 @@ std::optional<ApiError> check_neutral(const Json& obj) {
       return bad_request("response_format", "response_format: only {\"type\": \"text\"} is supported",
                          "unsupported_parameter");
   }
+  return std::nullopt;
+}
+
+// Fields that do not change generation, checked for their type only (OpenAI's bounds for
+// metadata: at most 16 keys of at most 64 characters, string values of at most 512).
+std::optional<ApiError> check_passive(const Json& obj) {
   if (const Json* v = json_optional(obj, "user"); v && !v->is_string()) return wrong_type("user", "a string", *v);
+  if (const Json* v = json_optional(obj, "service_tier"); v && !v->is_string())
+    return wrong_type("service_tier", "a string", *v);
+  auto store = get_bool(obj, "store");
+  if (!store.ok()) return store.error();
+  if (const Json* v = json_optional(obj, "metadata")) {
+    if (!v->is_object()) return wrong_type("metadata", "an object of strings", *v);
+    if (v->size() > kMaxMetadataKeys)
+      return bad_request("metadata", fmt::format("metadata: at most {} keys, got {}", kMaxMetadataKeys, v->size()));
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      if (it.key().size() > kMaxMetadataKey)
+        return bad_request("metadata", fmt::format("metadata: keys are at most {} characters", kMaxMetadataKey));
+      if (!it.value().is_string()) return wrong_type("metadata." + it.key(), "a string", it.value());
+      if (it.value().get_ref<const std::string&>().size() > kMaxMetadataValue)
+        return bad_request("metadata." + it.key(),
+                           fmt::format("metadata.{}: at most {} characters", it.key(), kMaxMetadataValue));
+    }
+  }
   return std::nullopt;
 }
 
@@ -176,13 +204,13 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
     if (!so->is_object()) return wrong_type("stream_options", "an object", *so);
     if (!out.stream)
       return bad_request("stream_options", "stream_options: only allowed when stream is true");
+    // Members other than include_usage (continuous_usage_stats, ...) are accepted and ignored
+    // when they are booleans, as the SDKs and vLLM send them.
     for (auto it = so->begin(); it != so->end(); ++it)
-      if (it.key() != "include_usage")
-        return bad_request("stream_options." + it.key(),
-                           fmt::format("stream_options.{}: unrecognized (only include_usage)", it.key()),
-                           "unsupported_parameter");
+      if (!it.value().is_boolean() && !it.value().is_null())
+        return wrong_type("stream_options." + it.key(), "a boolean", it.value());
     auto usage = get_bool(*so, "include_usage");
-    if (!usage.ok()) return wrong_type("stream_options.include_usage", "a boolean", so->at("include_usage"));
+    if (!usage.ok()) return usage.error();
     out.include_usage = usage.value().value_or(false);
   }
 
@@ -344,6 +372,7 @@ ApiResult<ApiRequest> parse_completions_request(std::string_view body, const Mod
   if (auto e = check_fields(obj, kCompletionFields)) return *e;
   if (auto e = check_model(obj, model)) return *e;
   if (auto e = check_neutral(obj)) return *e;
+  if (auto e = check_passive(obj)) return *e;
   ApiResult<Common> common = parse_common(obj, model, default_seed, out);
   if (!common.ok()) return common.error();
 
@@ -379,6 +408,7 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   if (auto e = check_fields(obj, kChatFields)) return *e;
   if (auto e = check_model(obj, model)) return *e;
   if (auto e = check_neutral(obj)) return *e;
+  if (auto e = check_passive(obj)) return *e;
   ApiResult<Common> common = parse_common(obj, model, default_seed, out);
   if (!common.ok()) return common.error();
 

@@ -127,7 +127,18 @@ TEST(Protocol, CompletionsRejectsMalformedInput) {
       {R"({"prompt": "hi", "stream": true, "stream_options": 1})", {400, "stream_options"}},
       {R"({"prompt": "hi", "stream": true, "stream_options": {"include_usage": 1}})",
        {400, "stream_options.include_usage"}},
-      {R"({"prompt": "hi", "stream": true, "stream_options": {"x": true}})", {400, "stream_options.x"}},
+      {R"({"prompt": "hi", "stream": true, "stream_options": {"x": 1}})", {400, "stream_options.x"}},
+      {R"({"prompt": "hi", "stream": true, "stream_options": {"continuous_usage_stats": "yes"}})",
+       {400, "stream_options.continuous_usage_stats"}},
+      {R"({"prompt": "hi", "store": "yes"})", {400, "store"}},
+      {R"({"prompt": "hi", "service_tier": 1})", {400, "service_tier"}},
+      {R"({"prompt": "hi", "metadata": "x"})", {400, "metadata"}},
+      {R"({"prompt": "hi", "metadata": {"k": 1}})", {400, "metadata.k"}},
+      {R"({"prompt": "hi", "metadata": {"k1": "a", "k2": "a", "k3": "a", "k4": "a", "k5": "a", "k6": "a", "k7": "a",
+          "k8": "a", "k9": "a", "k10": "a", "k11": "a", "k12": "a", "k13": "a", "k14": "a", "k15": "a", "k16": "a",
+          "k17": "a"}})", {400, "metadata"}},
+      {R"({"prompt": "hi", "metadata": {"k": ")" + std::string(513, 'v') + R"("}})", {400, "metadata.k"}},
+      {R"({"prompt": "hi", "metadata": {")" + std::string(65, 'k') + R"(": "v"}})", {400, "metadata"}},
       {R"({"prompt": "hi", "stop": 5})", {400, "stop"}},
       {R"({"prompt": "hi", "stop": ""})", {400, "stop"}},
       {R"({"prompt": "hi", "stop": ["a", 1]})", {400, "stop[1]"}},
@@ -267,6 +278,23 @@ TEST(Protocol, CompletionsDefaultsAndFields) {
   r = parse_completions_request(R"({"prompt": "x", "ignore_eos": true})", m, 0);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_FALSE(r->gen.stop_at_eos);
+
+  // What the SDKs send that does not change generation is accepted (and changes nothing).
+  const ApiResult<ApiRequest> plain = parse_completions_request(R"({"prompt": "x", "stream": true, "seed": 3})", m, 0);
+  ASSERT_TRUE(plain.ok());
+  r = parse_completions_request(
+      R"({"prompt": "x", "stream": true, "seed": 3, "store": false, "metadata": {"a": "b", "c": ""},
+          "service_tier": "auto", "user": "u1", "stream_options": {"include_usage": true,
+          "continuous_usage_stats": false, "whatever_else": true, "n": null}})",
+      m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->include_usage);
+  EXPECT_EQ(r->gen.prompt, plain->gen.prompt);
+  EXPECT_EQ(r->gen.max_tokens, plain->gen.max_tokens);
+  EXPECT_EQ(r->gen.sampling.seed, plain->gen.sampling.seed);
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "store": true, "metadata": {},
+                             "service_tier": "default", "user": "u"})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
 }
 
 TEST(Protocol, CompletionsPrependBosAsTokenizerConfigSays) {

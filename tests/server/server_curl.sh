@@ -167,6 +167,11 @@ jq -e '.object == "chat.completion" and .choices[0].message.role == "assistant"
 expect 200 - - POST $H "{$M, \"max_tokens\": 8, \"thinking\": true}"
 jq -e '.choices[0].message | has("reasoning_content")' "$work/body" >/dev/null || fail "thinking chat: $(cat "$work/body")"
 
+# Fields the SDKs send that change nothing are accepted; their types are checked.
+expect 200 - - POST $H "{$M, \"max_tokens\": 2, \"store\": false, \"metadata\": {\"k\": \"v\"}, \"service_tier\": \"auto\", \"user\": \"u\"}"
+expect 400 metadata.k '*' POST $H "{$M, \"max_tokens\": 2, \"metadata\": {\"k\": 1}}"
+expect 200 - - POST $C '{"prompt": "hi", "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}}'
+
 # Streams: data: chunks, usage when asked, [DONE] last.
 check_stream() {  # check_stream FILE OBJECT
   local file=$1 object=$2
