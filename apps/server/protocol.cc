@@ -1,6 +1,7 @@
 // OpenAI request parsing and response building (protocol.h).
 #include "protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <set>
@@ -8,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/markers.h"
 #include "io/json_bounded.h"
 #include "text/utf8.h"
 
@@ -473,6 +475,12 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   return out;
 }
 
+std::string system_fingerprint(const std::string& model_id) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (unsigned char c : model_id + "\n" + __DATE__ " " __TIME__) h = (h ^ c) * 0x100000001b3ull;
+  return fmt::format("fp_dsv4_{:012x}", h & 0xffffffffffffull);
+}
+
 const char* api_finish_reason(FinishReason reason, bool tool_calls) {
   switch (reason) {
     case FinishReason::kStop: return tool_calls ? "tool_calls" : "stop";
@@ -516,7 +524,9 @@ Json completion_logprobs_shape() {
 }  // namespace
 
 ResponseBuilder::ResponseBuilder(const ApiRequest& request, const ModelCard& model, std::string id, int64_t created)
-    : request_(request), model_(model), id_(std::move(id)), created_(created), parser_(request.opens_reasoning) {
+    : request_(request), model_(model), id_(std::move(id)), created_(created), parser_(request.opens_reasoning),
+      in_reasoning_(request.endpoint == Endpoint::kChat && request.opens_reasoning),
+      fingerprint_(system_fingerprint(model.id)) {
   logprobs_ = request_.endpoint == Endpoint::kCompletions ? completion_logprobs_shape() : Json::array();
 }
 
@@ -526,6 +536,7 @@ Json ResponseBuilder::envelope(const char* object) const {
   j["object"] = object;
   j["created"] = created_;
   j["model"] = model_.id;
+  j["system_fingerprint"] = fingerprint_;
   return j;
 }
 
@@ -536,7 +547,9 @@ Json ResponseBuilder::chunk_envelope() const {
 Json ResponseBuilder::usage_json() const {
   return Json{{"prompt_tokens", prompt_tokens_},
               {"completion_tokens", completion_tokens_},
-              {"total_tokens", prompt_tokens_ + completion_tokens_}};
+              {"total_tokens", prompt_tokens_ + completion_tokens_},
+              {"prompt_tokens_details", Json{{"cached_tokens", cached_tokens_}}},
+              {"completion_tokens_details", Json{{"reasoning_tokens", reasoning_tokens_}}}};
 }
 
 Json ResponseBuilder::chat_logprob_entry(const TokenLogprob& lp) const {
@@ -591,8 +604,30 @@ std::optional<ApiError> ResponseBuilder::update_error(const RequestUpdate& u) co
   return std::nullopt;
 }
 
+void ResponseBuilder::count_reasoning(const std::vector<int32_t>& tokens) {
+  const Tokenizer& tok = model_.text->tokenizer;
+  for (int32_t id : tokens) {
+    if (!in_reasoning_) return;
+    const size_t from = reasoning_bytes_.size();
+    reasoning_starts_.push_back(from);
+    if (id >= 0 && id < tok.n_vocab()) reasoning_bytes_ += tok.token_bytes(id);
+    // The marker may span tokens: look from where it could begin.
+    const size_t look = from >= chat::kThinkClose.size() ? from - chat::kThinkClose.size() + 1 : 0;
+    const size_t at = reasoning_bytes_.find(chat::kThinkClose, look);
+    if (at == std::string::npos) continue;
+    // Tokens starting at or after the marker's start are the marker (or after it).
+    reasoning_tokens_ = std::lower_bound(reasoning_starts_.begin(), reasoning_starts_.end(), at) -
+                        reasoning_starts_.begin();
+    in_reasoning_ = false;
+    reasoning_bytes_.clear();
+    reasoning_starts_.clear();
+  }
+  if (in_reasoning_) reasoning_tokens_ = static_cast<int64_t>(reasoning_starts_.size());
+}
+
 void ResponseBuilder::record(const RequestUpdate& u) {
   completion_tokens_ += static_cast<int64_t>(u.tokens.size());
+  count_reasoning(u.tokens);
   if (u.finished) {
     finished_ = true;
     reason_ = u.reason;
@@ -600,6 +635,7 @@ void ResponseBuilder::record(const RequestUpdate& u) {
     stop_string_ = u.stop_string;
     if (u.prompt_tokens > 0) prompt_tokens_ = u.prompt_tokens;
     if (u.completion_tokens > 0) completion_tokens_ = u.completion_tokens;
+    cached_tokens_ = u.cached_tokens;
     error_ = update_error(u);
   }
   if (prompt_tokens_ == 0) prompt_tokens_ = static_cast<int64_t>(request_.gen.prompt.size());

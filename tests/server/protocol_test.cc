@@ -492,7 +492,68 @@ TEST(Protocol, CompletionResponse) {
   EXPECT_EQ(j["choices"][0]["index"], 0);
   EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(j["usage"], (Json{{"prompt_tokens", 2}, {"completion_tokens", 3}, {"total_tokens", 5}}));
+  EXPECT_EQ(j["system_fingerprint"], system_fingerprint("tiny"));
+  EXPECT_EQ(j["usage"], (Json{{"prompt_tokens", 2}, {"completion_tokens", 3}, {"total_tokens", 5},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}},
+                              {"completion_tokens_details", {{"reasoning_tokens", 0}}}}));
+}
+
+TEST(Protocol, SystemFingerprintIsStablePerModel) {
+  const std::string fp = system_fingerprint("tiny");
+  EXPECT_EQ(fp.rfind("fp_dsv4_", 0), 0u);
+  EXPECT_EQ(fp.size(), std::string("fp_dsv4_").size() + 12);
+  EXPECT_EQ(fp, system_fingerprint("tiny"));
+  EXPECT_NE(fp, system_fingerprint("other"));
+}
+
+// usage.prompt_tokens_details.cached_tokens is the engine's count; reasoning_tokens counts the
+// completion tokens before `</think>` (one token, or split over byte tokens), in either form.
+TEST(Protocol, UsageDetails) {
+  const ModelCard m = card();
+  const int32_t a = byte_id('a'), c = byte_id('c');
+  std::vector<int32_t> split_close;
+  for (char ch : std::string("</think>")) split_close.push_back(byte_id(static_cast<unsigned char>(ch)));
+  for (bool stream : {false, true}) {
+    for (bool split : {false, true}) {
+      const std::string flags = stream ? R"(, "stream": true, "stream_options": {"include_usage": true})" : "";
+      auto req = parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}], "thinking": true)" + flags + "}",
+                                    m, 0);
+      ASSERT_TRUE(req.ok());
+      ASSERT_TRUE(req->opens_reasoning);
+      ResponseBuilder b(*req, m, "chatcmpl-u", 9);
+      std::string sse = b.add(update({a, a}, "aa"));
+      std::vector<int32_t> mid = {a};
+      if (split) mid.insert(mid.end(), split_close.begin(), split_close.end());
+      else mid.push_back(503);  // </think>
+      mid.push_back(c);
+      sse += b.add(update(mid, "a</think>c"));
+      RequestUpdate last = update({c, 1}, "c", FinishReason::kStop);
+      last.prompt_tokens = 10;
+      last.completion_tokens = static_cast<int64_t>(2 + mid.size() + 2);
+      last.cached_tokens = 4;
+      sse += b.add(last);
+      Json usage;
+      if (stream) {
+        bool done = false;
+        const std::vector<Json> ev = events(sse, &done);
+        ASSERT_FALSE(ev.empty());
+        for (const Json& e : ev) EXPECT_EQ(e["system_fingerprint"], system_fingerprint("tiny"));
+        usage = ev.back()["usage"];
+      } else {
+        const Json j = Json::parse(*b.response());
+        EXPECT_EQ(j["choices"][0]["message"]["reasoning_content"], "aaa");
+        usage = j["usage"];
+      }
+      EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 4) << stream << split;
+      EXPECT_EQ(usage["completion_tokens_details"]["reasoning_tokens"], 3) << stream << split;
+    }
+  }
+  // Chat mode (no reasoning): 0.
+  auto req = parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}]})", m, 0);
+  ASSERT_TRUE(req.ok());
+  ResponseBuilder b(*req, m, "chatcmpl-v", 9);
+  b.add(update({a, a}, "aa", FinishReason::kStop));
+  EXPECT_EQ(Json::parse(*b.response())["usage"]["completion_tokens_details"]["reasoning_tokens"], 0);
 }
 
 TEST(Protocol, CompletionLogprobsWithEcho) {

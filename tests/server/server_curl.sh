@@ -167,6 +167,12 @@ jq -e '.object == "chat.completion" and .choices[0].message.role == "assistant"
 expect 200 - - POST $H "{$M, \"max_tokens\": 8, \"thinking\": true}"
 jq -e '.choices[0].message | has("reasoning_content")' "$work/body" >/dev/null || fail "thinking chat: $(cat "$work/body")"
 
+# system_fingerprint and usage details (cached_tokens 0 without --prefix-blocks; reasoning
+# tokens within the completion in thinking mode).
+jq -e '(.system_fingerprint | startswith("fp_dsv4_")) and .usage.prompt_tokens_details.cached_tokens == 0
+       and (.usage.completion_tokens_details.reasoning_tokens | type) == "number"
+       and .usage.completion_tokens_details.reasoning_tokens <= .usage.completion_tokens' "$work/body" >/dev/null ||
+  fail "usage details / system_fingerprint: $(cat "$work/body")"
 # Fields the SDKs send that change nothing are accepted; their types are checked.
 expect 200 - - POST $H "{$M, \"max_tokens\": 2, \"store\": false, \"metadata\": {\"k\": \"v\"}, \"service_tier\": \"auto\", \"user\": \"u\"}"
 expect 400 metadata.k '*' POST $H "{$M, \"max_tokens\": 2, \"metadata\": {\"k\": 1}}"
@@ -295,10 +301,18 @@ wait "$held"
 kill -TERM "$proxied_pid"
 wait "$proxied_pid" || fail "proxied server exit code $?"
 # A non-loopback bind without a key warns at start-up.
-start_server open --model "$work/tiny" --host 0.0.0.0 --max-context 256 --batch-size 2
+# With the prefix cache, a repeated prompt's usage counts its cached tokens.
+start_server open --model "$work/tiny" --host 0.0.0.0 --max-context 256 --batch-size 2 --page-tokens 32 \
+  --prefix-blocks 16
 open_pid=$pid
 grep -q "warning: 0.0.0.0 is not a loopback address and no API key is set" "$work/open.err" ||
   fail "no warning for a network bind without a key: $(cat "$work/open.err")"
+words=$(printf 'word %.0s' $(seq 100))
+for i in 1 2; do expect 200 - - POST $C "{\"prompt\": \"$words\", \"max_tokens\": 2}"; cp "$work/body" "$work/cached$i.json"; done
+jq -e '.usage.prompt_tokens_details.cached_tokens == 0' "$work/cached1.json" >/dev/null ||
+  fail "a cold prompt has cached tokens: $(cat "$work/cached1.json")"
+jq -e '.usage.prompt_tokens_details.cached_tokens >= 32 and .usage.prompt_tokens_details.cached_tokens < .usage.prompt_tokens' \
+  "$work/cached2.json" >/dev/null || fail "a repeated prompt has no cached tokens: $(cat "$work/cached2.json")"
 kill -TERM "$open_pid"
 wait "$open_pid" || fail "open server exit code $?"
 
