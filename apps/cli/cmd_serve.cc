@@ -265,6 +265,11 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--cors-origin", a->cors_origin, "The one cross origin allowed (CORS answered for it only)");
   sub->add_option("--trusted-proxies", a->trusted_proxies,
                   "Reverse-proxy addresses whose X-Forwarded-For names the client (comma-separated)");
+  sub->add_option_function<std::string>(
+         "--access-log", [a](const std::string& v) { a->http.access_log = v == "on"; },
+         "One JSON line per request on stderr: id, route, status, tokens, time to first token, total time (on|off)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->default_str("on");
   sub->add_option("--http-threads", h.io_threads, "Threads running the connections' I/O (no thread waits for a "
                   "request)")
       ->capture_default_str();

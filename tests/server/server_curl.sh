@@ -178,6 +178,35 @@ expect 200 - - POST $H "{$M, \"max_tokens\": 2, \"store\": false, \"metadata\": 
 expect 400 metadata.k '*' POST $H "{$M, \"max_tokens\": 2, \"metadata\": {\"k\": 1}}"
 expect 200 - - POST $C '{"prompt": "hi", "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}}'
 
+# X-Request-Id: echoed, else generated (the response id for a generation), on errors too; and
+# one access-log line per request on stderr.
+req_id() { tr -d '\r' <"$1" | awk -F': ' 'tolower($1) == "x-request-id" { print $2 }'; }
+curl -s -o "$work/body" -D "$work/rid.txt" "$url$H" -H "Content-Type: application/json" -H "X-Request-Id: my-req-1" \
+  -d "{$M, \"max_tokens\": 4}"
+[ "$(req_id "$work/rid.txt")" = my-req-1 ] || fail "X-Request-Id not echoed: $(cat "$work/rid.txt")"
+curl -s -o "$work/body" -D "$work/rid.txt" "$url$H" -H "Content-Type: application/json" -d "{$M, \"max_tokens\": 4}"
+[ "$(req_id "$work/rid.txt")" = "$(jq -r .id "$work/body")" ] || fail "generated X-Request-Id is not the response id"
+curl -s -o "$work/body" -D "$work/rid.txt" "$url$C" -H "Content-Type: application/json" \
+  -H "X-Request-Id: $(printf 'x%.0s' $(seq 200))" -d '{"prompt": 5}'
+rid=$(req_id "$work/rid.txt")
+[ -n "$rid" ] && [ ${#rid} -le 128 ] || fail "a 400 with an over-long X-Request-Id: '$rid'"
+curl -s -N -D "$work/rid.txt" -o /dev/null "$url$C" -H "Content-Type: application/json" -H "X-Request-Id: s-2" \
+  -d '{"prompt": "x", "max_tokens": 3, "stream": true}'
+[ "$(req_id "$work/rid.txt")" = s-2 ] || fail "stream without the X-Request-Id"
+[ -n "$(curl -s -o /dev/null -D - "$url/v1/nothing" | tr -d '\r' | grep -i '^x-request-id: req-')" ] ||
+  fail "a 404 without a generated X-Request-Id"
+logged=
+for _ in $(seq 50); do
+  logged=$(grep '^{"id":"my-req-1"' "$work/main.err") && break
+  sleep 0.1
+done
+jq -e '.route == "/v1/chat/completions" and .status == 200 and .prompt_tokens > 0 and .completion_tokens >= 1
+       and .cached_tokens == 0 and (.ttft_ms | type) == "number" and .total_ms >= .ttft_ms' <<<"$logged" >/dev/null ||
+  fail "access log line: '$logged'"
+for _ in $(seq 50); do grep -q '^{"id":"s-2"' "$work/main.err" && break; sleep 0.1; done
+grep '^{"id":"s-2"' "$work/main.err" | jq -e '.status == 200 and .route == "/v1/completions" and .completion_tokens >= 1' \
+  >/dev/null || fail "access log of a stream: $(grep '"s-2"' "$work/main.err")"
+
 # Streams: data: chunks, usage when asked, [DONE] last.
 check_stream() {  # check_stream FILE OBJECT
   local file=$1 object=$2
@@ -266,7 +295,7 @@ wait "$keyed_pid" || fail "keyed server exit code $?"
 # The key from --api-key-file or DSV4_API_KEY (not the process list); CORS for --cors-origin only.
 printf 'filekey\n' >"$work/key"
 start_server filekeyed --model "$work/tiny" --api-key-file "$work/key" --cors-origin http://app.example \
-  --max-context 256 --batch-size 2
+  --max-context 256 --batch-size 2 --access-log off
 filekeyed_pid=$pid
 auth=filekey expect 200 - - GET /v1/models
 auth=sekret expect 401 - invalid_api_key GET /v1/models
@@ -281,6 +310,7 @@ got=$(curl -s -o "$work/body" -D "$work/cors.txt" -w "%{http_code}" "$url$C" -H 
   fail "a --cors-origin POST: status $got, headers $(tr -d '\r' <"$work/cors.txt" | tr '\n' ' ')"
 kill -TERM "$filekeyed_pid"
 wait "$filekeyed_pid" || fail "filekeyed server exit code $?"
+grep -q '"route"' "$work/filekeyed.err" && fail "--access-log off still logs: $(grep '"route"' "$work/filekeyed.err" | head -2)"
 DSV4_API_KEY=envkey start_server envkeyed --model "$work/tiny" --max-context 256 --batch-size 2
 envkeyed_pid=$pid
 auth=envkey expect 200 - - GET /v1/models
