@@ -215,7 +215,7 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--host", a->host, "Address to bind")->capture_default_str();
   sub->add_option("--port", a->port, "TCP port (0: any free port)")->capture_default_str();
   server::ServerOptions& h = a->http;
-  sub->add_option("--api-key", a->api_key, "Require \"Authorization: Bearer KEY\" on /v1/* (visible in the process "
+  sub->add_option("--api-key", a->api_key, "Require \"Authorization: Bearer KEY\" on /v1/*, /tokenize and /detokenize (visible in the process "
                   "list: prefer --api-key-file or DSV4_API_KEY)");
   sub->add_option("--api-key-file", a->api_key_file, "Read the API key from the first line of FILE");
   sub->add_option("--served-model-name", a->served_model_name,

@@ -475,6 +475,104 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   return out;
 }
 
+namespace {
+
+std::optional<ApiError> check_only(const Json& obj, std::initializer_list<const char*> names) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool known = false;
+    for (const char* n : names) known = known || it.key() == n;
+    if (!known)
+      return bad_request(it.key(), fmt::format("Unrecognized request argument supplied: {}", it.key()),
+                         "unsupported_parameter");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ApiResult<std::string> tokenize_response(std::string_view body, const ModelCard& model) {
+  ApiResult<Json> parsed = parse_body(body, model);
+  if (!parsed.ok()) return parsed.error();
+  const Json& obj = *parsed;
+  if (auto e = check_model(obj, model)) return *e;
+  auto special = get_bool(obj, "add_special_tokens");
+  if (!special.ok()) return special.error();
+  auto strs = get_bool(obj, "return_token_strs");
+  if (!strs.ok()) return strs.error();
+  std::vector<int32_t> ids;
+  const Json* prompt = json_optional(obj, "prompt");
+  const Json* messages = json_optional(obj, "messages");
+  if (prompt && messages)
+    return bad_request("messages", "messages: give either prompt or messages, not both");
+  if (prompt) {
+    if (auto e = check_only(obj, {"model", "prompt", "add_special_tokens", "return_token_strs"})) return *e;
+    if (!prompt->is_string()) return wrong_type("prompt", "a string", *prompt);
+    ids = encode_prompt(*model.text, prompt->get_ref<const std::string&>(), /*allow_special=*/true);
+    // Without special tokens: no BOS of ours (a BOS string in the text stays its id).
+    if (!special.value().value_or(true) && model.text->config.add_bos_token && !ids.empty()) ids.erase(ids.begin());
+  } else if (messages) {
+    if (auto e = check_only(obj, {"model", "messages", "add_special_tokens", "add_generation_prompt", "return_token_strs",
+                                  "thinking", "chat_template_kwargs", "reasoning_effort", "tools"}))
+      return *e;
+    auto gen_prompt = get_bool(obj, "add_generation_prompt");
+    if (!gen_prompt.ok()) return gen_prompt.error();
+    if (!gen_prompt.value().value_or(true))
+      return bad_request("add_generation_prompt", "add_generation_prompt: only true is supported (the encoding "
+                                                  "ends a user turn with the assistant's prompt)",
+                         "unsupported_parameter");
+    Result<chat::ChatOptions> options = chat::chat_options_from_request(obj);
+    auto param_of = [](const std::string& message) {
+      const size_t end = message.find_first_of(":.[");
+      return end == std::string::npos ? std::string() : message.substr(0, end);
+    };
+    if (!options.ok()) return bad_request(param_of(options.message()), options.message());
+    if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
+    if (messages->empty()) return bad_request("messages", "messages: must not be empty");
+    Result<chat::ChatPrompt> rendered = chat::render_chat(*messages, *options);
+    if (!rendered.ok()) return bad_request(param_of(rendered.message()), rendered.message());
+    ids = model.text->tokenizer.encode_spans(rendered->text, rendered->template_spans);
+  } else {
+    return bad_request("prompt", "prompt: required (or messages)", "missing_required_parameter");
+  }
+  Json out;
+  out["count"] = ids.size();
+  out["max_model_len"] = model.max_context;
+  out["tokens"] = ids;
+  Json token_strs;
+  if (strs.value().value_or(false)) {
+    token_strs = Json::array();
+    for (int32_t id : ids) token_strs.push_back(token_text(model.text->tokenizer, id));
+  }
+  out["token_strs"] = std::move(token_strs);
+  return dump(out);
+}
+
+ApiResult<std::string> detokenize_response(std::string_view body, const ModelCard& model) {
+  ApiResult<Json> parsed = parse_body(body, model);
+  if (!parsed.ok()) return parsed.error();
+  const Json& obj = *parsed;
+  if (auto e = check_only(obj, {"model", "tokens"})) return *e;
+  if (auto e = check_model(obj, model)) return *e;
+  const Json* tokens = json_optional(obj, "tokens");
+  if (!tokens) return bad_request("tokens", "tokens: required", "missing_required_parameter");
+  if (!tokens->is_array()) return wrong_type("tokens", "an array of token ids", *tokens);
+  const int32_t n_vocab = model.text->tokenizer.n_vocab();
+  std::vector<int32_t> ids;
+  ids.reserve(tokens->size());
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const Json& id = (*tokens)[i];
+    const std::string name = fmt::format("tokens[{}]", i);
+    if (!id.is_number_integer()) return wrong_type(name, "a token id (integer)", id);
+    const int64_t v = id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX ? INT64_MAX : id.get<int64_t>();
+    if (v < 0 || v >= n_vocab)
+      return bad_request(name, fmt::format("{}: token id {} is outside [0, {})", name, v, n_vocab));
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  Result<std::string> text = model.text->tokenizer.decode(ids);
+  if (!text.ok()) return bad_request("tokens", "tokens: " + text.message());
+  return dump(Json{{"prompt", *text}});
+}
+
 std::string system_fingerprint(const std::string& model_id) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
   for (unsigned char c : model_id + "\n" + __DATE__ " " __TIME__) h = (h ^ c) * 0x100000001b3ull;

@@ -104,6 +104,17 @@ ApiResult<ApiRequest> parse_completions_request(std::string_view body, const Mod
                                                 uint64_t default_seed);
 ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard& model, uint64_t default_seed);
 
+// vLLM's POST /tokenize and POST /detokenize (no engine: the tokenizer and the chat encoding).
+//   tokenize   {"model"?, "prompt": string, "add_special_tokens"? (true: BOS as add_bos_token
+//              says)} or {"model"?, "messages": [...], "add_generation_prompt"? (true only),
+//              "add_special_tokens"? (ignored: the template writes BOS), the chat endpoint's
+//              thinking/reasoning_effort/tools/chat_template_kwargs}; "return_token_strs"?
+//              -> {"count", "max_model_len", "tokens", "token_strs" (null unless asked)}
+//   detokenize {"model"?, "tokens": [ids]} -> {"prompt": text}
+// Unknown fields, wrong types and ids outside the vocabulary are 400s naming the field.
+ApiResult<std::string> tokenize_response(std::string_view body, const ModelCard& model);
+ApiResult<std::string> detokenize_response(std::string_view body, const ModelCard& model);
+
 // system_fingerprint of every response and chunk: "fp_dsv4_" and 12 hex digits of a hash of
 // the served model id and this build (the compile time of the protocol layer): equal answers
 // from equal fingerprints need the same model and the same build.

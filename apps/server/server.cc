@@ -37,7 +37,8 @@ uint64_t splitmix64(uint64_t x) {
 
 std::string route_label(std::string_view target) {
   const std::string path(target.substr(0, target.find('?')));
-  for (const char* r : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/"})
+  for (const char* r : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize", "/detokenize", "/health",
+                        "/metrics", "/"})
     if (path == r) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
@@ -353,7 +354,8 @@ std::optional<HttpResponse> HttpServer::Impl::check(Connection& conn, const Http
     res.set(http::field::access_control_max_age, "600");
     return res;
   }
-  if (!options.access.api_key.empty() && path.rfind("/v1/", 0) == 0) {
+  const bool tokenizer_path = path == "/tokenize" || path == "/detokenize";
+  if (!options.access.api_key.empty() && (path.rfind("/v1/", 0) == 0 || tokenizer_path)) {
     const std::string auth = field(req, http::field::authorization);
     const std::string prefix = "Bearer ";
     if (auth.rfind(prefix, 0) != 0 || !same_secret(std::string_view(auth).substr(prefix.size()), options.access.api_key)) {
@@ -365,7 +367,7 @@ std::optional<HttpResponse> HttpServer::Impl::check(Connection& conn, const Http
     }
   }
   if (req.method() == http::verb::post) {
-    if (path != "/v1/completions" && path != "/v1/chat/completions")
+    if (path != "/v1/completions" && path != "/v1/chat/completions" && !tokenizer_path)
       return json_error(404, fmt::format("no route for POST {}", path), "not_found");
     if (!is_json_content_type(field(req, http::field::content_type)))
       return json_error(415, "POST bodies must be JSON: send \"Content-Type: application/json\"",
@@ -393,6 +395,13 @@ HttpResponse HttpServer::Impl::cors_headers(const HttpRequest& req) const {
 void HttpServer::Impl::handle(const std::shared_ptr<Connection>& conn, HttpRequest&& req) {
   HttpResponse headers = cors_headers(req);
   const std::string path = path_of(req);
+  if (req.method() == http::verb::post && (path == "/tokenize" || path == "/detokenize")) {
+    ApiResult<std::string> body = path == "/tokenize" ? tokenize_response(req.body(), model)
+                                                      : detokenize_response(req.body(), model);
+    HttpResponse res = body.ok() ? content(std::move(*body), "application/json") : api_error_response(body.error());
+    for (const auto& f : headers) res.set(f.name_string(), f.value());
+    return conn->reply(std::move(res));
+  }
   if (req.method() == http::verb::post)
     return generate(conn, req, path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions,
                     std::move(headers));

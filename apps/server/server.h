@@ -2,6 +2,7 @@
 // checks, limits and the bridge from connections to the Service (runtime/service.h).
 //
 //   POST /v1/completions, POST /v1/chat/completions   (stream: server-sent events, data: [DONE])
+//   POST /tokenize, /detokenize                        (vLLM's; the tokenizer only)
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics, /  (the chat page)
 //
 // Each request: Connection reads it under its deadlines (connection.h) -> access checks on the

@@ -785,3 +785,66 @@ TEST(Protocol, EngineErrorsBecomeErrorBodies) {
 
 }  // namespace
 }  // namespace dsv4::server
+
+namespace dsv4::server {
+namespace {
+
+// vLLM's /tokenize and /detokenize: the prompt's ids (BOS as add_bos_token says, none without
+// special tokens), a chat prompt's ids as the chat endpoint renders them, and back to text.
+TEST(Protocol, TokenizeAndDetokenize) {
+  const ModelCard m = card();
+  ApiResult<std::string> r = tokenize_response(R"({"model": "tiny", "prompt": "Hi there", "return_token_strs": true})", m);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  Json j = Json::parse(*r);
+  const std::vector<int32_t> ids = j["tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(ids, encode_prompt(tiny_text(), "Hi there", true));
+  EXPECT_EQ(j["count"], ids.size());
+  EXPECT_EQ(j["max_model_len"], 256);
+  EXPECT_EQ(j["token_strs"].size(), ids.size());
+  r = tokenize_response(R"({"prompt": "Hi there", "add_special_tokens": false})", m);
+  ASSERT_TRUE(r.ok());
+  j = Json::parse(*r);
+  EXPECT_TRUE(j["token_strs"].is_null());
+  const size_t bos = tiny_text().config.add_bos_token ? 1 : 0;
+  EXPECT_EQ(j["tokens"].size(), ids.size() - bos);
+
+  r = detokenize_response(Json{{"tokens", ids}}.dump(), m);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(Json::parse(*r)["prompt"].get<std::string>(), *tiny_text().tokenizer.decode(ids));
+
+  const std::string msgs = R"({"messages": [{"role": "user", "content": "hi"}], "thinking": true})";
+  r = tokenize_response(msgs, m);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto chat = parse_chat_request(msgs, m, 0);
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(Json::parse(*r)["tokens"].get<std::vector<int32_t>>(), chat->gen.prompt);
+
+  const std::vector<std::pair<std::string, Expect>> bad = {
+      {"{}", {400, "prompt", "missing_required_parameter"}},
+      {R"({"prompt": 5})", {400, "prompt"}},
+      {R"({"prompt": "x", "add_special_tokens": 1})", {400, "add_special_tokens"}},
+      {R"({"prompt": "x", "bogus": 1})", {400, "bogus", "unsupported_parameter"}},
+      {R"({"prompt": "x", "messages": []})", {400, "messages"}},
+      {R"({"prompt": "x", "model": "gpt"})", {404, "model", "model_not_found"}},
+      {R"({"messages": "x"})", {400, "messages"}},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": false})",
+       {400, "add_generation_prompt", "unsupported_parameter"}},
+  };
+  auto as_request = [](ApiResult<std::string> r) -> ApiResult<ApiRequest> {
+    if (r.ok()) return ApiRequest{};
+    return r.error();
+  };
+  for (const auto& [body, e] : bad) expect_error(as_request(tokenize_response(body, m)), e, body);
+  const std::vector<std::pair<std::string, Expect>> bad_detok = {
+      {"{}", {400, "tokens", "missing_required_parameter"}},
+      {R"({"tokens": "1 2"})", {400, "tokens"}},
+      {R"({"tokens": [1, 512]})", {400, "tokens[1]"}},
+      {R"({"tokens": [-1]})", {400, "tokens[0]"}},
+      {R"({"tokens": [1.5]})", {400, "tokens[0]"}},
+      {R"({"tokens": [1], "prompt": "x"})", {400, "prompt", "unsupported_parameter"}},
+  };
+  for (const auto& [body, e] : bad_detok) expect_error(as_request(detokenize_response(body, m)), e, body);
+}
+
+}  // namespace
+}  // namespace dsv4::server

@@ -207,6 +207,21 @@ for _ in $(seq 50); do grep -q '^{"id":"s-2"' "$work/main.err" && break; sleep 0
 grep '^{"id":"s-2"' "$work/main.err" | jq -e '.status == 200 and .route == "/v1/completions" and .completion_tokens >= 1' \
   >/dev/null || fail "access log of a stream: $(grep '"s-2"' "$work/main.err")"
 
+# vLLM's /tokenize and /detokenize.
+expect 200 - - POST /tokenize '{"prompt": "Hello world"}'
+jq -e '.count == (.tokens | length) and .count > 0 and .max_model_len == 256' "$work/body" >/dev/null ||
+  fail "/tokenize: $(cat "$work/body")"
+ids=$(jq -c .tokens "$work/body")
+expect 200 - - POST /detokenize "{\"model\": \"tiny\", \"tokens\": $ids}"
+jq -e '.prompt | endswith("Hello world")' "$work/body" >/dev/null || fail "/detokenize: $(cat "$work/body")"
+expect 200 - - POST /tokenize "{$M}"
+jq -e '.count > 0' "$work/body" >/dev/null || fail "/tokenize messages: $(cat "$work/body")"
+expect 400 'tokens[1]' '*' POST /detokenize '{"tokens": [1, 99999]}'
+expect 400 prompt '*' POST /tokenize '{"prompt": 5}'
+expect 400 bogus unsupported_parameter POST /tokenize '{"prompt": "x", "bogus": 1}'
+expect 404 model model_not_found POST /tokenize '{"model": "gpt-4", "prompt": "x"}'
+[ "$(code_of "$url/tokenize" -H "Content-Type: text/plain" -d '{"prompt": "hi"}')" = 415 ] || fail "text/plain /tokenize not 415"
+
 # Streams: data: chunks, usage when asked, [DONE] last.
 check_stream() {  # check_stream FILE OBJECT
   local file=$1 object=$2
@@ -256,6 +271,8 @@ start_server keyed --model "$work/tiny4k" --api-key sekret --batch-size 1 --max-
 keyed_pid=$pid
 expect 401 - invalid_api_key GET /v1/models
 auth=wrong expect 401 - invalid_api_key POST $C '{"prompt": "hi"}'
+expect 401 - invalid_api_key POST /tokenize '{"prompt": "hi"}'
+auth=sekret expect 200 - - POST /detokenize '{"tokens": [5]}'
 auth=sekret expect 200 - - GET /v1/models
 expect 200 - - GET /health
 # A client that leaves mid-stream: its request is cancelled; nothing stays running.
