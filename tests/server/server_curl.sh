@@ -55,6 +55,7 @@ metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
 start_server main --model "$work/tiny" --max-body-bytes 65536 --max-context 256 --batch-size 4
 main_pid=$pid
+grep -q ', prefix cache [0-9]* blocks' "$work/main.out" || fail "serve without the prefix cache by default: $(cat "$work/main.out")"
 
 # Health, models, metrics.
 expect 200 - - GET /health
@@ -312,8 +313,9 @@ wait "$keyed_pid" || fail "keyed server exit code $?"
 # The key from --api-key-file or DSV4_API_KEY (not the process list); CORS for --cors-origin only.
 printf 'filekey\n' >"$work/key"
 start_server filekeyed --model "$work/tiny" --api-key-file "$work/key" --cors-origin http://app.example \
-  --max-context 256 --batch-size 2 --access-log off
+  --max-context 256 --batch-size 2 --access-log off --prefix-blocks 0
 filekeyed_pid=$pid
+grep -q 'prefix cache' "$work/filekeyed.out" && fail "--prefix-blocks 0 still caches: $(cat "$work/filekeyed.out")"
 auth=filekey expect 200 - - GET /v1/models
 auth=sekret expect 401 - invalid_api_key GET /v1/models
 ps -o args= -p "$filekeyed_pid" | grep -q filekey && fail "the key from --api-key-file is in the process list"
