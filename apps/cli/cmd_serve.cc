@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -119,6 +120,19 @@ void watch_signals(server::HttpServer& http, double grace_seconds, const std::at
   }
 }
 
+// --prefix-blocks auto (the serve default): a quarter of the compressed-cache blocks, at most
+// kMaxAutoPrefixBlocks (each entry also keeps W - 1 window rows per layer); off with ranks
+// (a cached block lives on the rank that computed it) and below the pages a hit needs.
+constexpr int kMaxAutoPrefixBlocks = 256;
+constexpr int kMinPrefixPageTokens = 4;  // the CSA compress ratio (runner.cc)
+
+int auto_prefix_blocks(const EngineFlags& f, int world_size) {
+  if (world_size > 1 || f.page_tokens < kMinPrefixPageTokens) return 0;
+  const int64_t blocks = f.cache_blocks > 0 ? f.cache_blocks
+                                            : (f.max_context + f.page_tokens - 1) / f.page_tokens * f.batch_size;
+  return static_cast<int>(std::clamp<int64_t>(blocks / 4, 1, kMaxAutoPrefixBlocks));
+}
+
 int run_serve(const ServeArgs& a) {
   // Signals go to the watcher thread only; a client that closes its socket must not kill us.
   sigset_t set;
@@ -144,7 +158,9 @@ int run_serve(const ServeArgs& a) {
   Result<std::string> key = api_key(a);
   if (!key.ok()) return fail(key.status());
 
-  Result<Limits> lim = engine_limits(ef);
+  EngineFlags limit_flags = ef;
+  if (limit_flags.prefix_blocks < 0) limit_flags.prefix_blocks = auto_prefix_blocks(ef, rs.world_size());
+  Result<Limits> lim = engine_limits(limit_flags);
   if (!lim.ok()) return fail(lim.status());
   Result<EngineOptions> eo = engine_options(ef, *cfg, rs);
   if (!eo.ok()) return fail(eo.status());
@@ -182,9 +198,10 @@ int run_serve(const ServeArgs& a) {
     service->shutdown(0);
     return fail(port.status());
   }
-  std::printf("dsv4 serve: model %s (%s), context %lld, batch %d%s\n", card.id.c_str(), dir->c_str(),
+  std::printf("dsv4 serve: model %s (%s), context %lld, batch %d%s%s\n", card.id.c_str(), dir->c_str(),
               static_cast<long long>(card.max_context), ef.batch_size,
-              spec_label(*eo).empty() ? "" : (", " + spec_label(*eo) + " drafts").c_str());
+              spec_label(*eo).empty() ? "" : (", " + spec_label(*eo) + " drafts").c_str(),
+              lim->prefix_blocks > 0 ? fmt::format(", prefix cache {} blocks", lim->prefix_blocks).c_str() : "");
   if (!server::is_loopback_address(a.host) && key->empty())
     std::fprintf(stderr, "dsv4 serve: warning: %s is not a loopback address and no API key is set: anyone who "
                          "reaches it can use /v1/* (--api-key-file, DSV4_API_KEY)\n", a.host.c_str());
@@ -211,11 +228,16 @@ Command add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)");
   a->engine.batch_size = 8;
+  a->engine.prefix_blocks = -1;  // auto
   add_engine_options(sub, &a->engine);
+  sub->get_option("--prefix-blocks")
+      ->description("Prefix-cache entries (prompt blocks kept for reuse; 0 = off; default: a quarter of the cache "
+                    "blocks, at most 256; off with more than one rank)")
+      ->default_str("auto");
   sub->add_option("--host", a->host, "Address to bind")->capture_default_str();
   sub->add_option("--port", a->port, "TCP port (0: any free port)")->capture_default_str();
   server::ServerOptions& h = a->http;
-  sub->add_option("--api-key", a->api_key, "Require \"Authorization: Bearer KEY\" on /v1/* (visible in the process "
+  sub->add_option("--api-key", a->api_key, "Require \"Authorization: Bearer KEY\" on /v1/*, /tokenize and /detokenize (visible in the process "
                   "list: prefer --api-key-file or DSV4_API_KEY)");
   sub->add_option("--api-key-file", a->api_key_file, "Read the API key from the first line of FILE");
   sub->add_option("--served-model-name", a->served_model_name,
@@ -265,6 +287,11 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--cors-origin", a->cors_origin, "The one cross origin allowed (CORS answered for it only)");
   sub->add_option("--trusted-proxies", a->trusted_proxies,
                   "Reverse-proxy addresses whose X-Forwarded-For names the client (comma-separated)");
+  sub->add_option_function<std::string>(
+         "--access-log", [a](const std::string& v) { a->http.access_log = v == "on"; },
+         "One JSON line per request on stderr: id, route, status, tokens, time to first token, total time (on|off)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->default_str("on");
   sub->add_option("--http-threads", h.io_threads, "Threads running the connections' I/O (no thread waits for a "
                   "request)")
       ->capture_default_str();

@@ -128,9 +128,22 @@ void Connection::read_header() {
                           [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
 }
 
+std::string client_request_id(std::string_view header) {
+  if (header.empty() || header.size() > 128) return {};
+  for (char c : header)
+    if (c < 0x20 || c > 0x7e) return {};
+  return std::string(header);
+}
+
 void Connection::on_header(beast::error_code ec) {
   target_ = std::string(parser_->get().target());
   version_ = parser_->get().version() == 10 ? 10 : 11;
+  record_ = AccessRecord{};
+  record_.target = target_;
+  record_.id = client_request_id(parser_->get()["X-Request-Id"]);
+  started_ = std::chrono::steady_clock::now();
+  logged_ = false;
+  status_ = 0;
   if (ec == http::error::header_limit || ec == http::error::buffer_overflow)
     return refuse(json_error(431, fmt::format("the request header exceeds {} bytes", limits_.max_header_bytes),
                              "headers_too_large"));
@@ -207,6 +220,8 @@ void Connection::reply(HttpResponse res) {
 
 void Connection::send_response(std::shared_ptr<HttpResponse> res) {
   status_ = res->result_int();
+  if (record_.id.empty() && routes_.new_id) record_.id = routes_.new_id();
+  res->set("X-Request-Id", record_.id);
   if (routes_.count) routes_.count(target_, status_);
   stream_.expires_after(seconds(limits_.write_timeout));
   http::async_write(stream_, *res, [res, self = shared_from_this()](beast::error_code ec, size_t) {
@@ -214,7 +229,30 @@ void Connection::send_response(std::shared_ptr<HttpResponse> res) {
   });
 }
 
+double Connection::elapsed_ms() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
+}
+
+void Connection::note_usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
+  record_.prompt_tokens = prompt_tokens;
+  record_.completion_tokens = completion_tokens;
+  record_.cached_tokens = cached_tokens;
+}
+
+void Connection::note_first_token() {
+  if (record_.ttft_ms < 0) record_.ttft_ms = elapsed_ms();
+}
+
+void Connection::log_request() {
+  if (logged_ || (status_ == 0 && !pending_)) return;
+  logged_ = true;
+  record_.status = status_ != 0 ? status_ : 499;  // 499: the client left before any response
+  record_.total_ms = elapsed_ms();
+  if (routes_.log) routes_.log(record_);
+}
+
 void Connection::after_response(beast::error_code ec) {
+  log_request();
   pending_ = false;
   if (ec) return close();
   if (!keep_alive_) return linger();
@@ -249,8 +287,10 @@ void Connection::start_stream(HttpResponse head) {
   head.keep_alive(keep_alive_);
   head.chunked(chunked_);
   stream_head_.emplace(std::move(head));
-  serializer_.emplace(*stream_head_);
   status_ = stream_head_->result_int();
+  if (record_.id.empty() && routes_.new_id) record_.id = routes_.new_id();
+  stream_head_->set("X-Request-Id", record_.id);
+  serializer_.emplace(*stream_head_);
   if (routes_.count) routes_.count(target_, status_);
   writing_now_ = true;
   stream_.expires_after(seconds(limits_.write_timeout));
@@ -361,6 +401,7 @@ void Connection::close() {
     on_gone_ = nullptr;
     callback();
   }
+  log_request();  // a stream the client left, or a write that failed
   ++watch_epoch_;
   boost::system::error_code ec;
   poll_timer_.cancel();

@@ -9,6 +9,7 @@
 // Every member function runs on the connection's strand (executor()).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -54,6 +56,20 @@ class ConnectionTable {
 
 class Connection;
 
+// One request as the access log shows it (Routes::log), once its response is written or the
+// connection closed under it.
+struct AccessRecord {
+  std::string id;          // X-Request-Id
+  std::string target;
+  int status = 0;
+  int64_t prompt_tokens = -1, completion_tokens = -1, cached_tokens = -1;  // -1: not a generation
+  double ttft_ms = -1;     // header read -> the first generated token (-1: none)
+  double total_ms = 0;     // header read -> the response's last byte
+};
+
+// X-Request-Id as the client sent it when it is 1..128 printable ASCII characters, else "".
+std::string client_request_id(std::string_view header);
+
 // The server's side of a connection.
 struct Routes {
   // Called with the header read: an error response refuses the request (its body is not read
@@ -63,6 +79,10 @@ struct Routes {
   std::function<void(const std::shared_ptr<Connection>&, HttpRequest&&)> handle;
   // Called with every response status sent (metrics) and the request's target.
   std::function<void(const std::string& target, int status)> count;
+  // A new X-Request-Id for a request without a usable one (or without a handler's own).
+  std::function<std::string()> new_id;
+  // Called once per answered request (the access log).
+  std::function<void(const AccessRecord&)> log;
 };
 
 // An OpenAI-style JSON error response.
@@ -91,6 +111,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // connection closes; replies after that are dropped).
   void on_gone(std::function<void()> callback) { on_gone_ = std::move(callback); }
   bool closed() const { return closed_; }
+  // The current request's X-Request-Id: the client's, else "" until a handler sets one (a
+  // response without one gets Routes::new_id()). Sent on every response.
+  const std::string& request_id() const { return record_.id; }
+  void set_request_id(std::string id) { record_.id = std::move(id); }
+  // For the access log: the generation's token counts, and the moment of its first token.
+  void note_usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+  void note_first_token();
 
  private:
   void wait_request();
@@ -108,6 +135,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void write_next();
   void gone();
   void close();
+  void log_request();  // the access-log record, once per request
+  double elapsed_ms() const;
 
   boost::beast::tcp_stream stream_;
   boost::beast::flat_buffer buffer_;
@@ -133,6 +162,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool streaming_ = false, chunked_ = true, writing_now_ = false, ending_ = false;
   int status_ = 0;
   char discard_[4096];  // lingering input, dropped
+  // The current request's access-log record, from its header on.
+  AccessRecord record_;
+  std::chrono::steady_clock::time_point started_;
+  bool logged_ = true;
 };
 
 }  // namespace dsv4::server

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/markers.h"
 #include "io/json_bounded.h"
 #include "text/utf8.h"
 
@@ -22,13 +23,18 @@ constexpr int kMaxStops = 4;                 // OpenAI: up to 4 stop sequences
 constexpr int kMaxCompletionLogprobs = 5;    // OpenAI: completions logprobs 0..5
 constexpr double kMaxTemperature = 2.0;      // OpenAI: temperature 0..2
 constexpr float kLogprobFloor = -9999.0f;    // JSON has no -inf
+constexpr size_t kMaxMetadataKeys = 16;      // OpenAI: metadata bounds
+constexpr size_t kMaxMetadataKey = 64;
+constexpr size_t kMaxMetadataValue = 512;
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 // The fields one endpoint knows. Any other field is rejected by name.
 const std::set<std::string, std::less<>> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "stream", "stream_options",
-    "frequency_penalty", "presence_penalty", "logit_bias", "user", "logprobs", "ignore_eos"};
+    "frequency_penalty", "presence_penalty", "logit_bias", "user", "logprobs", "ignore_eos",
+    // Sent by the SDKs; they do not change generation (check_passive validates their types).
+    "store", "metadata", "service_tier"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of", "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {
     "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
@@ -120,7 +126,30 @@ std::optional<ApiError> check_neutral(const Json& obj) {
       return bad_request("response_format", "response_format: only {\"type\": \"text\"} is supported",
                          "unsupported_parameter");
   }
+  return std::nullopt;
+}
+
+// Fields that do not change generation, checked for their type only (OpenAI's bounds for
+// metadata: at most 16 keys of at most 64 characters, string values of at most 512).
+std::optional<ApiError> check_passive(const Json& obj) {
   if (const Json* v = json_optional(obj, "user"); v && !v->is_string()) return wrong_type("user", "a string", *v);
+  if (const Json* v = json_optional(obj, "service_tier"); v && !v->is_string())
+    return wrong_type("service_tier", "a string", *v);
+  auto store = get_bool(obj, "store");
+  if (!store.ok()) return store.error();
+  if (const Json* v = json_optional(obj, "metadata")) {
+    if (!v->is_object()) return wrong_type("metadata", "an object of strings", *v);
+    if (v->size() > kMaxMetadataKeys)
+      return bad_request("metadata", fmt::format("metadata: at most {} keys, got {}", kMaxMetadataKeys, v->size()));
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      if (it.key().size() > kMaxMetadataKey)
+        return bad_request("metadata", fmt::format("metadata: keys are at most {} characters", kMaxMetadataKey));
+      if (!it.value().is_string()) return wrong_type("metadata." + it.key(), "a string", it.value());
+      if (it.value().get_ref<const std::string&>().size() > kMaxMetadataValue)
+        return bad_request("metadata." + it.key(),
+                           fmt::format("metadata.{}: at most {} characters", it.key(), kMaxMetadataValue));
+    }
+  }
   return std::nullopt;
 }
 
@@ -194,13 +223,13 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
     if (!so->is_object()) return wrong_type("stream_options", "an object", *so);
     if (!out.stream)
       return bad_request("stream_options", "stream_options: only allowed when stream is true");
+    // Members other than include_usage (continuous_usage_stats, ...) are accepted and ignored
+    // when they are booleans, as the SDKs and vLLM send them.
     for (auto it = so->begin(); it != so->end(); ++it)
-      if (it.key() != "include_usage")
-        return bad_request("stream_options." + it.key(),
-                           fmt::format("stream_options.{}: unrecognized (only include_usage)", it.key()),
-                           "unsupported_parameter");
+      if (!it.value().is_boolean() && !it.value().is_null())
+        return wrong_type("stream_options." + it.key(), "a boolean", it.value());
     auto usage = get_bool(*so, "include_usage");
-    if (!usage.ok()) return wrong_type("stream_options.include_usage", "a boolean", so->at("include_usage"));
+    if (!usage.ok()) return usage.error();
     out.include_usage = usage.value().value_or(false);
   }
 
@@ -362,6 +391,7 @@ ApiResult<ApiRequest> parse_completions_request(std::string_view body, const Mod
   if (auto e = check_fields(obj, kCompletionFields)) return *e;
   if (auto e = check_model(obj, model)) return *e;
   if (auto e = check_neutral(obj)) return *e;
+  if (auto e = check_passive(obj)) return *e;
   ApiResult<Common> common = parse_common(obj, model, default_seed, out);
   if (!common.ok()) return common.error();
 
@@ -397,6 +427,7 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   if (auto e = check_fields(obj, kChatFields)) return *e;
   if (auto e = check_model(obj, model)) return *e;
   if (auto e = check_neutral(obj)) return *e;
+  if (auto e = check_passive(obj)) return *e;
   ApiResult<Common> common = parse_common(obj, model, default_seed, out);
   if (!common.ok()) return common.error();
 
@@ -461,6 +492,110 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   return out;
 }
 
+namespace {
+
+std::optional<ApiError> check_only(const Json& obj, std::initializer_list<const char*> names) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool known = false;
+    for (const char* n : names) known = known || it.key() == n;
+    if (!known)
+      return bad_request(it.key(), fmt::format("Unrecognized request argument supplied: {}", it.key()),
+                         "unsupported_parameter");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ApiResult<std::string> tokenize_response(std::string_view body, const ModelCard& model) {
+  ApiResult<Json> parsed = parse_body(body, model);
+  if (!parsed.ok()) return parsed.error();
+  const Json& obj = *parsed;
+  if (auto e = check_model(obj, model)) return *e;
+  auto special = get_bool(obj, "add_special_tokens");
+  if (!special.ok()) return special.error();
+  auto strs = get_bool(obj, "return_token_strs");
+  if (!strs.ok()) return strs.error();
+  std::vector<int32_t> ids;
+  const Json* prompt = json_optional(obj, "prompt");
+  const Json* messages = json_optional(obj, "messages");
+  if (prompt && messages)
+    return bad_request("messages", "messages: give either prompt or messages, not both");
+  if (prompt) {
+    if (auto e = check_only(obj, {"model", "prompt", "add_special_tokens", "return_token_strs"})) return *e;
+    if (!prompt->is_string()) return wrong_type("prompt", "a string", *prompt);
+    ids = encode_prompt(*model.text, prompt->get_ref<const std::string&>(), /*allow_special=*/true);
+    // Without special tokens: no BOS of ours (a BOS string in the text stays its id).
+    if (!special.value().value_or(true) && model.text->config.add_bos_token && !ids.empty()) ids.erase(ids.begin());
+  } else if (messages) {
+    if (auto e = check_only(obj, {"model", "messages", "add_special_tokens", "add_generation_prompt", "return_token_strs",
+                                  "thinking", "chat_template_kwargs", "reasoning_effort", "tools"}))
+      return *e;
+    auto gen_prompt = get_bool(obj, "add_generation_prompt");
+    if (!gen_prompt.ok()) return gen_prompt.error();
+    if (!gen_prompt.value().value_or(true))
+      return bad_request("add_generation_prompt", "add_generation_prompt: only true is supported (the encoding "
+                                                  "ends a user turn with the assistant's prompt)",
+                         "unsupported_parameter");
+    Result<chat::ChatOptions> options = chat::chat_options_from_request(obj);
+    auto param_of = [](const std::string& message) {
+      const size_t end = message.find_first_of(":.[");
+      return end == std::string::npos ? std::string() : message.substr(0, end);
+    };
+    if (!options.ok()) return bad_request(param_of(options.message()), options.message());
+    if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
+    if (messages->empty()) return bad_request("messages", "messages: must not be empty");
+    Result<chat::ChatPrompt> rendered = chat::render_chat(*messages, *options);
+    if (!rendered.ok()) return bad_request(param_of(rendered.message()), rendered.message());
+    ids = model.text->tokenizer.encode_spans(rendered->text, rendered->template_spans);
+  } else {
+    return bad_request("prompt", "prompt: required (or messages)", "missing_required_parameter");
+  }
+  Json out;
+  out["count"] = ids.size();
+  out["max_model_len"] = model.max_context;
+  out["tokens"] = ids;
+  Json token_strs;
+  if (strs.value().value_or(false)) {
+    token_strs = Json::array();
+    for (int32_t id : ids) token_strs.push_back(token_text(model.text->tokenizer, id));
+  }
+  out["token_strs"] = std::move(token_strs);
+  return dump(out);
+}
+
+ApiResult<std::string> detokenize_response(std::string_view body, const ModelCard& model) {
+  ApiResult<Json> parsed = parse_body(body, model);
+  if (!parsed.ok()) return parsed.error();
+  const Json& obj = *parsed;
+  if (auto e = check_only(obj, {"model", "tokens"})) return *e;
+  if (auto e = check_model(obj, model)) return *e;
+  const Json* tokens = json_optional(obj, "tokens");
+  if (!tokens) return bad_request("tokens", "tokens: required", "missing_required_parameter");
+  if (!tokens->is_array()) return wrong_type("tokens", "an array of token ids", *tokens);
+  const int32_t n_vocab = model.text->tokenizer.n_vocab();
+  std::vector<int32_t> ids;
+  ids.reserve(tokens->size());
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const Json& id = (*tokens)[i];
+    const std::string name = fmt::format("tokens[{}]", i);
+    if (!id.is_number_integer()) return wrong_type(name, "a token id (integer)", id);
+    const int64_t v = id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX ? INT64_MAX : id.get<int64_t>();
+    if (v < 0 || v >= n_vocab)
+      return bad_request(name, fmt::format("{}: token id {} is outside [0, {})", name, v, n_vocab));
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  Result<std::string> text = model.text->tokenizer.decode(ids);
+  if (!text.ok()) return bad_request("tokens", "tokens: " + text.message());
+  return dump(Json{{"prompt", *text}});
+}
+
+std::string system_fingerprint(const std::string& model_id) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (unsigned char c : model_id + "\n" + __DATE__ " " __TIME__) h = (h ^ c) * 0x100000001b3ull;
+  return fmt::format("fp_dsv4_{:012x}", h & 0xffffffffffffull);
+}
+
 const char* api_finish_reason(FinishReason reason, bool tool_calls) {
   switch (reason) {
     case FinishReason::kStop: return tool_calls ? "tool_calls" : "stop";
@@ -504,7 +639,9 @@ Json completion_logprobs_shape() {
 }  // namespace
 
 ResponseBuilder::ResponseBuilder(const ApiRequest& request, const ModelCard& model, std::string id, int64_t created)
-    : request_(request), model_(model), id_(std::move(id)), created_(created), parser_(request.opens_reasoning) {
+    : request_(request), model_(model), id_(std::move(id)), created_(created), parser_(request.opens_reasoning),
+      in_reasoning_(request.endpoint == Endpoint::kChat && request.opens_reasoning),
+      fingerprint_(system_fingerprint(model.id)) {
   logprobs_ = request_.endpoint == Endpoint::kCompletions ? completion_logprobs_shape() : Json::array();
 }
 
@@ -514,6 +651,7 @@ Json ResponseBuilder::envelope(const char* object) const {
   j["object"] = object;
   j["created"] = created_;
   j["model"] = model_.id;
+  j["system_fingerprint"] = fingerprint_;
   return j;
 }
 
@@ -524,7 +662,9 @@ Json ResponseBuilder::chunk_envelope() const {
 Json ResponseBuilder::usage_json() const {
   return Json{{"prompt_tokens", prompt_tokens_},
               {"completion_tokens", completion_tokens_},
-              {"total_tokens", prompt_tokens_ + completion_tokens_}};
+              {"total_tokens", prompt_tokens_ + completion_tokens_},
+              {"prompt_tokens_details", Json{{"cached_tokens", cached_tokens_}}},
+              {"completion_tokens_details", Json{{"reasoning_tokens", reasoning_tokens_}}}};
 }
 
 Json ResponseBuilder::chat_logprob_entry(const TokenLogprob& lp) const {
@@ -579,8 +719,30 @@ std::optional<ApiError> ResponseBuilder::update_error(const RequestUpdate& u) co
   return std::nullopt;
 }
 
+void ResponseBuilder::count_reasoning(const std::vector<int32_t>& tokens) {
+  const Tokenizer& tok = model_.text->tokenizer;
+  for (int32_t id : tokens) {
+    if (!in_reasoning_) return;
+    const size_t from = reasoning_bytes_.size();
+    reasoning_starts_.push_back(from);
+    if (id >= 0 && id < tok.n_vocab()) reasoning_bytes_ += tok.token_bytes(id);
+    // The marker may span tokens: look from where it could begin.
+    const size_t look = from >= chat::kThinkClose.size() ? from - chat::kThinkClose.size() + 1 : 0;
+    const size_t at = reasoning_bytes_.find(chat::kThinkClose, look);
+    if (at == std::string::npos) continue;
+    // Tokens starting at or after the marker's start are the marker (or after it).
+    reasoning_tokens_ = std::lower_bound(reasoning_starts_.begin(), reasoning_starts_.end(), at) -
+                        reasoning_starts_.begin();
+    in_reasoning_ = false;
+    reasoning_bytes_.clear();
+    reasoning_starts_.clear();
+  }
+  if (in_reasoning_) reasoning_tokens_ = static_cast<int64_t>(reasoning_starts_.size());
+}
+
 void ResponseBuilder::record(const RequestUpdate& u) {
   completion_tokens_ += static_cast<int64_t>(u.tokens.size());
+  count_reasoning(u.tokens);
   if (u.finished) {
     finished_ = true;
     reason_ = u.reason;
@@ -588,6 +750,7 @@ void ResponseBuilder::record(const RequestUpdate& u) {
     stop_string_ = u.stop_string;
     if (u.prompt_tokens > 0) prompt_tokens_ = u.prompt_tokens;
     if (u.completion_tokens > 0) completion_tokens_ = u.completion_tokens;
+    cached_tokens_ = u.cached_tokens;
     error_ = update_error(u);
   }
   if (prompt_tokens_ == 0) prompt_tokens_ = static_cast<int64_t>(request_.gen.prompt.size());

@@ -104,6 +104,22 @@ ApiResult<ApiRequest> parse_completions_request(std::string_view body, const Mod
                                                 uint64_t default_seed);
 ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard& model, uint64_t default_seed);
 
+// vLLM's POST /tokenize and POST /detokenize (no engine: the tokenizer and the chat encoding).
+//   tokenize   {"model"?, "prompt": string, "add_special_tokens"? (true: BOS as add_bos_token
+//              says)} or {"model"?, "messages": [...], "add_generation_prompt"? (true only),
+//              "add_special_tokens"? (ignored: the template writes BOS), the chat endpoint's
+//              thinking/reasoning_effort/tools/chat_template_kwargs}; "return_token_strs"?
+//              -> {"count", "max_model_len", "tokens", "token_strs" (null unless asked)}
+//   detokenize {"model"?, "tokens": [ids]} -> {"prompt": text}
+// Unknown fields, wrong types and ids outside the vocabulary are 400s naming the field.
+ApiResult<std::string> tokenize_response(std::string_view body, const ModelCard& model);
+ApiResult<std::string> detokenize_response(std::string_view body, const ModelCard& model);
+
+// system_fingerprint of every response and chunk: "fp_dsv4_" and 12 hex digits of a hash of
+// the served model id and this build (the compile time of the protocol layer): equal answers
+// from equal fingerprints need the same model and the same build.
+std::string system_fingerprint(const std::string& model_id);
+
 // OpenAI's finish_reason for an engine reason, always one that typed SDKs accept: "stop" (EOS,
 // a stop id or string, cancelled), "length" (max_tokens, the context limit, a timeout); chat:
 // "tool_calls" when the output ended with tool calls. The engine's own reason is the choice's
@@ -166,7 +182,16 @@ class ResponseBuilder {
   int32_t stop_id_ = -1;      // the finishing update's stop id and stop string
   std::string stop_string_;
   std::optional<ApiError> error_;
-  int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  int64_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0;
+  // Chat in thinking mode: completion tokens before `</think>` (reasoning_tokens), counted on
+  // the tokens' bytes, which are kept until the marker shows (reasoning_starts_: where each
+  // counted token starts in them).
+  void count_reasoning(const std::vector<int32_t>& tokens);
+  bool in_reasoning_ = false;
+  int64_t reasoning_tokens_ = 0;
+  std::string reasoning_bytes_;
+  std::vector<size_t> reasoning_starts_;
+  std::string fingerprint_;
   // Complete form: accumulated output.
   std::string text_;                   // completions: echo + output text
   chat::ParsedMessage message_;        // chat

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <mutex>
 #include <random>
@@ -36,7 +38,8 @@ uint64_t splitmix64(uint64_t x) {
 
 std::string route_label(std::string_view target) {
   const std::string path(target.substr(0, target.find('?')));
-  for (const char* r : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/"})
+  for (const char* r : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize", "/detokenize", "/health",
+                        "/metrics", "/"})
     if (path == r) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
@@ -121,6 +124,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     builder_.emplace(api, model, id, static_cast<int64_t>(std::time(nullptr)));
     std::shared_ptr<Connection> conn = conn_.lock();
     if (!conn) return service_.cancel(rid_);
+    if (conn->request_id().empty()) conn->set_request_id(id);
     conn->on_gone([service = &service_, rid] { service->cancel(rid); });
     if (!stream_) return;
     HttpResponse head = headers_;
@@ -156,6 +160,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     std::string events;
     for (const RequestUpdate& u : updates) events += builder_->add(u);
     if (!conn || conn->closed()) return;
+    for (const RequestUpdate& u : updates) {
+      if (!u.tokens.empty()) conn->note_first_token();
+      if (u.finished) conn->note_usage(u.prompt_tokens, u.completion_tokens, u.cached_tokens);
+    }
     if (stream_) {
       conn->send(std::move(events));
       if (builder_->finished()) {
@@ -203,6 +211,21 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
 }  // namespace
 
+std::string access_log_line(const AccessRecord& r) {
+  auto count = [](int64_t n) { return n < 0 ? Json() : Json(n); };
+  auto ms = [](double v) { return std::round(v * 1000) / 1000; };
+  Json j;
+  j["id"] = r.id;
+  j["route"] = route_label(r.target);
+  j["status"] = r.status;
+  j["prompt_tokens"] = count(r.prompt_tokens);
+  j["completion_tokens"] = count(r.completion_tokens);
+  j["cached_tokens"] = count(r.cached_tokens);
+  j["ttft_ms"] = r.ttft_ms < 0 ? Json() : Json(ms(r.ttft_ms));
+  j["total_ms"] = ms(r.total_ms);
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 struct HttpServer::Impl {
   Impl(Service& s, const ModelCard& m, const ServerOptions& o)
       : service(s), model(m), options(o), table(o.max_connections, o.max_connections_per_client),
@@ -211,6 +234,9 @@ struct HttpServer::Impl {
     routes.check = [this](Connection& c, const HttpRequest& r) { return check(c, r); };
     routes.handle = [this](const std::shared_ptr<Connection>& c, HttpRequest&& r) { handle(c, std::move(r)); };
     routes.count = [this](const std::string& target, int status) { metrics.count(route_label(target), status); };
+    routes.new_id = [this] { return fmt::format("req-{:016x}", splitmix64(seed_base ^ id_counter.fetch_add(1) * 0x9E37ull)); };
+    if (options.access_log)
+      routes.log = [](const AccessRecord& r) { fmt::print(stderr, "{}\n", access_log_line(r)); };
   }
 
   void accept();
@@ -229,6 +255,7 @@ struct HttpServer::Impl {
   Routes routes;
   HttpMetrics metrics;
   std::atomic<uint64_t> seed_counter{0};
+  std::atomic<uint64_t> id_counter{0};
   uint64_t seed_base;
   std::atomic<bool> draining{false};
   std::atomic<bool> running{false};
@@ -348,11 +375,12 @@ std::optional<HttpResponse> HttpServer::Impl::check(Connection& conn, const Http
     HttpResponse res = cors_headers(req);
     res.result(http::status::no_content);
     res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
-    res.set(http::field::access_control_allow_headers, "Authorization, Content-Type");
+    res.set(http::field::access_control_allow_headers, "Authorization, Content-Type, X-Request-Id");
     res.set(http::field::access_control_max_age, "600");
     return res;
   }
-  if (!options.access.api_key.empty() && path.rfind("/v1/", 0) == 0) {
+  const bool tokenizer_path = path == "/tokenize" || path == "/detokenize";
+  if (!options.access.api_key.empty() && (path.rfind("/v1/", 0) == 0 || tokenizer_path)) {
     const std::string auth = field(req, http::field::authorization);
     const std::string prefix = "Bearer ";
     if (auth.rfind(prefix, 0) != 0 || !same_secret(std::string_view(auth).substr(prefix.size()), options.access.api_key)) {
@@ -364,7 +392,7 @@ std::optional<HttpResponse> HttpServer::Impl::check(Connection& conn, const Http
     }
   }
   if (req.method() == http::verb::post) {
-    if (path != "/v1/completions" && path != "/v1/chat/completions")
+    if (path != "/v1/completions" && path != "/v1/chat/completions" && !tokenizer_path)
       return json_error(404, fmt::format("no route for POST {}", path), "not_found");
     if (!is_json_content_type(field(req, http::field::content_type)))
       return json_error(415, "POST bodies must be JSON: send \"Content-Type: application/json\"",
@@ -388,6 +416,7 @@ HttpResponse HttpServer::Impl::cors_headers(const HttpRequest& req) const {
   if (is_cors_origin(options.access, origin)) {
     res.set(http::field::access_control_allow_origin, options.access.cors_origin);
     res.set(http::field::vary, "Origin");
+    res.set(http::field::access_control_expose_headers, "X-Request-Id");
   }
   return res;
 }
@@ -395,6 +424,13 @@ HttpResponse HttpServer::Impl::cors_headers(const HttpRequest& req) const {
 void HttpServer::Impl::handle(const std::shared_ptr<Connection>& conn, HttpRequest&& req) {
   HttpResponse headers = cors_headers(req);
   const std::string path = path_of(req);
+  if (req.method() == http::verb::post && (path == "/tokenize" || path == "/detokenize")) {
+    ApiResult<std::string> body = path == "/tokenize" ? tokenize_response(req.body(), model)
+                                                      : detokenize_response(req.body(), model);
+    HttpResponse res = body.ok() ? content(std::move(*body), "application/json") : api_error_response(body.error());
+    for (const auto& f : headers) res.set(f.name_string(), f.value());
+    return conn->reply(std::move(res));
+  }
   if (req.method() == http::verb::post)
     return generate(conn, std::move(req), path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions,
                     std::move(headers));

@@ -2,6 +2,7 @@
 // checks, limits and the bridge from connections to the Service (runtime/service.h).
 //
 //   POST /v1/completions, POST /v1/chat/completions   (stream: server-sent events, data: [DONE])
+//   POST /tokenize, /detokenize                        (vLLM's; the tokenizer only)
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics, /  (the chat page)
 //
 // Each request: Connection reads it under its deadlines (connection.h) -> access checks on the
@@ -25,6 +26,8 @@
 
 namespace dsv4::server {
 
+struct AccessRecord;  // connection.h
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                   // 0: any free port (bind() returns it)
@@ -36,7 +39,13 @@ struct ServerOptions {
   double request_timeout = 600;      // seconds per request (GenerationRequest::timeout_seconds); 0: none
   int retry_after_seconds = 1;       // Retry-After of a 429 (queue full)
   double keepalive_seconds = 2;      // a stream with no update this long gets an SSE comment line
+  bool access_log = true;            // one JSON line per request on stderr (--access-log)
 };
+
+// The access-log line of one request (JSON, no newline): {"id", "route", "status",
+// "prompt_tokens", "completion_tokens", "cached_tokens", "ttft_ms", "total_ms"}; token counts
+// and ttft_ms are null where the request generated nothing.
+std::string access_log_line(const AccessRecord& r);
 
 class HttpServer {
  public:

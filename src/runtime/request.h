@@ -56,6 +56,7 @@ struct RequestUpdate {
   std::string error;                      // reason kError: what failed
   int64_t prompt_tokens = 0;              // usage, on the finishing update
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;              // prompt tokens the prefix cache held (not computed)
 };
 
 }  // namespace dsv4

@@ -26,6 +26,7 @@ struct Scheduler::Req {
   int64_t update_step = -1;     // updates_[update_at] is this step's update
   size_t update_at = 0;
   int64_t cached_before = 0;    // this step
+  int64_t prompt_hits = -1;     // prompt positions the prefix cache held at the first admission
 };
 
 const char* finish_reason_name(FinishReason r) {
@@ -119,6 +120,7 @@ void Scheduler::report_final(Req& r, FinishReason why, const std::string& error,
   if (why == FinishReason::kStop && r.text && r.text->stopped()) u.stop_string = r.text->matched();
   u.prompt_tokens = r.prompt_len;
   u.completion_tokens = r.generated;
+  u.cached_tokens = std::max<int64_t>(r.prompt_hits, 0);
   r.reported = true;
 }
 
@@ -196,6 +198,7 @@ void Scheduler::admit() {
     r.cp = opt_.tp > 1 && opt_.cp_prefill_tokens > 0 && !r.g.prompt_logprobs &&
            r.prompt_len - r.n_cached >= opt_.cp_prefill_tokens;
     counters_.prefix_hit_tokens += *start;
+    if (r.prompt_hits < 0) r.prompt_hits = std::min(*start, r.prompt_len);  // not a preempted one's re-admission
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }

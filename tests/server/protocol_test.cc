@@ -134,7 +134,18 @@ TEST(Protocol, CompletionsRejectsMalformedInput) {
       {R"({"prompt": "hi", "stream": true, "stream_options": 1})", {400, "stream_options"}},
       {R"({"prompt": "hi", "stream": true, "stream_options": {"include_usage": 1}})",
        {400, "stream_options.include_usage"}},
-      {R"({"prompt": "hi", "stream": true, "stream_options": {"x": true}})", {400, "stream_options.x"}},
+      {R"({"prompt": "hi", "stream": true, "stream_options": {"x": 1}})", {400, "stream_options.x"}},
+      {R"({"prompt": "hi", "stream": true, "stream_options": {"continuous_usage_stats": "yes"}})",
+       {400, "stream_options.continuous_usage_stats"}},
+      {R"({"prompt": "hi", "store": "yes"})", {400, "store"}},
+      {R"({"prompt": "hi", "service_tier": 1})", {400, "service_tier"}},
+      {R"({"prompt": "hi", "metadata": "x"})", {400, "metadata"}},
+      {R"({"prompt": "hi", "metadata": {"k": 1}})", {400, "metadata.k"}},
+      {R"({"prompt": "hi", "metadata": {"k1": "a", "k2": "a", "k3": "a", "k4": "a", "k5": "a", "k6": "a", "k7": "a",
+          "k8": "a", "k9": "a", "k10": "a", "k11": "a", "k12": "a", "k13": "a", "k14": "a", "k15": "a", "k16": "a",
+          "k17": "a"}})", {400, "metadata"}},
+      {R"({"prompt": "hi", "metadata": {"k": ")" + std::string(513, 'v') + R"("}})", {400, "metadata.k"}},
+      {R"({"prompt": "hi", "metadata": {")" + std::string(65, 'k') + R"(": "v"}})", {400, "metadata"}},
       {R"({"prompt": "hi", "stop": 5})", {400, "stop"}},
       {R"({"prompt": "hi", "stop": ""})", {400, "stop"}},
       {R"({"prompt": "hi", "stop": ["a", 1]})", {400, "stop[1]"}},
@@ -276,6 +287,23 @@ TEST(Protocol, CompletionsDefaultsAndFields) {
   r = parse_completions_request(R"({"prompt": "x", "ignore_eos": true})", m, 0);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_FALSE(r->gen.stop_at_eos);
+
+  // What the SDKs send that does not change generation is accepted (and changes nothing).
+  const ApiResult<ApiRequest> plain = parse_completions_request(R"({"prompt": "x", "stream": true, "seed": 3})", m, 0);
+  ASSERT_TRUE(plain.ok());
+  r = parse_completions_request(
+      R"({"prompt": "x", "stream": true, "seed": 3, "store": false, "metadata": {"a": "b", "c": ""},
+          "service_tier": "auto", "user": "u1", "stream_options": {"include_usage": true,
+          "continuous_usage_stats": false, "whatever_else": true, "n": null}})",
+      m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->include_usage);
+  EXPECT_EQ(r->gen.prompt, plain->gen.prompt);
+  EXPECT_EQ(r->gen.max_tokens, plain->gen.max_tokens);
+  EXPECT_EQ(r->gen.sampling.seed, plain->gen.sampling.seed);
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "store": true, "metadata": {},
+                             "service_tier": "default", "user": "u"})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
 }
 
 // top_k (vLLM: -1 and 0 are off; ≥ 1 keeps that many) and min_p in [0, 1], on both endpoints.
@@ -505,7 +533,68 @@ TEST(Protocol, CompletionResponse) {
   EXPECT_EQ(j["choices"][0]["index"], 0);
   EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(j["usage"], (Json{{"prompt_tokens", 2}, {"completion_tokens", 3}, {"total_tokens", 5}}));
+  EXPECT_EQ(j["system_fingerprint"], system_fingerprint("tiny"));
+  EXPECT_EQ(j["usage"], (Json{{"prompt_tokens", 2}, {"completion_tokens", 3}, {"total_tokens", 5},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}},
+                              {"completion_tokens_details", {{"reasoning_tokens", 0}}}}));
+}
+
+TEST(Protocol, SystemFingerprintIsStablePerModel) {
+  const std::string fp = system_fingerprint("tiny");
+  EXPECT_EQ(fp.rfind("fp_dsv4_", 0), 0u);
+  EXPECT_EQ(fp.size(), std::string("fp_dsv4_").size() + 12);
+  EXPECT_EQ(fp, system_fingerprint("tiny"));
+  EXPECT_NE(fp, system_fingerprint("other"));
+}
+
+// usage.prompt_tokens_details.cached_tokens is the engine's count; reasoning_tokens counts the
+// completion tokens before `</think>` (one token, or split over byte tokens), in either form.
+TEST(Protocol, UsageDetails) {
+  const ModelCard m = card();
+  const int32_t a = byte_id('a'), c = byte_id('c');
+  std::vector<int32_t> split_close;
+  for (char ch : std::string("</think>")) split_close.push_back(byte_id(static_cast<unsigned char>(ch)));
+  for (bool stream : {false, true}) {
+    for (bool split : {false, true}) {
+      const std::string flags = stream ? R"(, "stream": true, "stream_options": {"include_usage": true})" : "";
+      auto req = parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}], "thinking": true)" + flags + "}",
+                                    m, 0);
+      ASSERT_TRUE(req.ok());
+      ASSERT_TRUE(req->opens_reasoning);
+      ResponseBuilder b(*req, m, "chatcmpl-u", 9);
+      std::string sse = b.add(update({a, a}, "aa"));
+      std::vector<int32_t> mid = {a};
+      if (split) mid.insert(mid.end(), split_close.begin(), split_close.end());
+      else mid.push_back(503);  // </think>
+      mid.push_back(c);
+      sse += b.add(update(mid, "a</think>c"));
+      RequestUpdate last = update({c, 1}, "c", FinishReason::kStop);
+      last.prompt_tokens = 10;
+      last.completion_tokens = static_cast<int64_t>(2 + mid.size() + 2);
+      last.cached_tokens = 4;
+      sse += b.add(last);
+      Json usage;
+      if (stream) {
+        bool done = false;
+        const std::vector<Json> ev = events(sse, &done);
+        ASSERT_FALSE(ev.empty());
+        for (const Json& e : ev) EXPECT_EQ(e["system_fingerprint"], system_fingerprint("tiny"));
+        usage = ev.back()["usage"];
+      } else {
+        const Json j = Json::parse(*b.response());
+        EXPECT_EQ(j["choices"][0]["message"]["reasoning_content"], "aaa");
+        usage = j["usage"];
+      }
+      EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 4) << stream << split;
+      EXPECT_EQ(usage["completion_tokens_details"]["reasoning_tokens"], 3) << stream << split;
+    }
+  }
+  // Chat mode (no reasoning): 0.
+  auto req = parse_chat_request(R"({"messages": [{"role": "user", "content": "q"}]})", m, 0);
+  ASSERT_TRUE(req.ok());
+  ResponseBuilder b(*req, m, "chatcmpl-v", 9);
+  b.add(update({a, a}, "aa", FinishReason::kStop));
+  EXPECT_EQ(Json::parse(*b.response())["usage"]["completion_tokens_details"]["reasoning_tokens"], 0);
 }
 
 TEST(Protocol, CompletionLogprobsWithEcho) {
@@ -733,6 +822,69 @@ TEST(Protocol, EngineErrorsBecomeErrorBodies) {
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace dsv4::server
+
+namespace dsv4::server {
+namespace {
+
+// vLLM's /tokenize and /detokenize: the prompt's ids (BOS as add_bos_token says, none without
+// special tokens), a chat prompt's ids as the chat endpoint renders them, and back to text.
+TEST(Protocol, TokenizeAndDetokenize) {
+  const ModelCard m = card();
+  ApiResult<std::string> r = tokenize_response(R"({"model": "tiny", "prompt": "Hi there", "return_token_strs": true})", m);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  Json j = Json::parse(*r);
+  const std::vector<int32_t> ids = j["tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(ids, encode_prompt(tiny_text(), "Hi there", true));
+  EXPECT_EQ(j["count"], ids.size());
+  EXPECT_EQ(j["max_model_len"], 256);
+  EXPECT_EQ(j["token_strs"].size(), ids.size());
+  r = tokenize_response(R"({"prompt": "Hi there", "add_special_tokens": false})", m);
+  ASSERT_TRUE(r.ok());
+  j = Json::parse(*r);
+  EXPECT_TRUE(j["token_strs"].is_null());
+  const size_t bos = tiny_text().config.add_bos_token ? 1 : 0;
+  EXPECT_EQ(j["tokens"].size(), ids.size() - bos);
+
+  r = detokenize_response(Json{{"tokens", ids}}.dump(), m);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(Json::parse(*r)["prompt"].get<std::string>(), *tiny_text().tokenizer.decode(ids));
+
+  const std::string msgs = R"({"messages": [{"role": "user", "content": "hi"}], "thinking": true})";
+  r = tokenize_response(msgs, m);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto chat = parse_chat_request(msgs, m, 0);
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(Json::parse(*r)["tokens"].get<std::vector<int32_t>>(), chat->gen.prompt);
+
+  const std::vector<std::pair<std::string, Expect>> bad = {
+      {"{}", {400, "prompt", "missing_required_parameter"}},
+      {R"({"prompt": 5})", {400, "prompt"}},
+      {R"({"prompt": "x", "add_special_tokens": 1})", {400, "add_special_tokens"}},
+      {R"({"prompt": "x", "bogus": 1})", {400, "bogus", "unsupported_parameter"}},
+      {R"({"prompt": "x", "messages": []})", {400, "messages"}},
+      {R"({"prompt": "x", "model": "gpt"})", {404, "model", "model_not_found"}},
+      {R"({"messages": "x"})", {400, "messages"}},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": false})",
+       {400, "add_generation_prompt", "unsupported_parameter"}},
+  };
+  auto as_request = [](ApiResult<std::string> r) -> ApiResult<ApiRequest> {
+    if (r.ok()) return ApiRequest{};
+    return r.error();
+  };
+  for (const auto& [body, e] : bad) expect_error(as_request(tokenize_response(body, m)), e, body);
+  const std::vector<std::pair<std::string, Expect>> bad_detok = {
+      {"{}", {400, "tokens", "missing_required_parameter"}},
+      {R"({"tokens": "1 2"})", {400, "tokens"}},
+      {R"({"tokens": [1, 512]})", {400, "tokens[1]"}},
+      {R"({"tokens": [-1]})", {400, "tokens[0]"}},
+      {R"({"tokens": [1.5]})", {400, "tokens[0]"}},
+      {R"({"tokens": [1], "prompt": "x"})", {400, "prompt", "unsupported_parameter"}},
+  };
+  for (const auto& [body, e] : bad_detok) expect_error(as_request(detokenize_response(body, m)), e, body);
 }
 
 }  // namespace

@@ -55,6 +55,7 @@ metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
 start_server main --model "$work/tiny" --max-body-bytes 65536 --max-context 256 --batch-size 4
 main_pid=$pid
+grep -q ', prefix cache [0-9]* blocks' "$work/main.out" || fail "serve without the prefix cache by default: $(cat "$work/main.out")"
 
 # Health, models, metrics.
 expect 200 - - GET /health
@@ -167,6 +168,61 @@ jq -e '.object == "chat.completion" and .choices[0].message.role == "assistant"
 expect 200 - - POST $H "{$M, \"max_tokens\": 8, \"thinking\": true}"
 jq -e '.choices[0].message | has("reasoning_content")' "$work/body" >/dev/null || fail "thinking chat: $(cat "$work/body")"
 
+# system_fingerprint and usage details (cached_tokens 0 without --prefix-blocks; reasoning
+# tokens within the completion in thinking mode).
+jq -e '(.system_fingerprint | startswith("fp_dsv4_")) and .usage.prompt_tokens_details.cached_tokens == 0
+       and (.usage.completion_tokens_details.reasoning_tokens | type) == "number"
+       and .usage.completion_tokens_details.reasoning_tokens <= .usage.completion_tokens' "$work/body" >/dev/null ||
+  fail "usage details / system_fingerprint: $(cat "$work/body")"
+# Fields the SDKs send that change nothing are accepted; their types are checked.
+expect 200 - - POST $H "{$M, \"max_tokens\": 2, \"store\": false, \"metadata\": {\"k\": \"v\"}, \"service_tier\": \"auto\", \"user\": \"u\"}"
+expect 400 metadata.k '*' POST $H "{$M, \"max_tokens\": 2, \"metadata\": {\"k\": 1}}"
+expect 200 - - POST $C '{"prompt": "hi", "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}}'
+
+# X-Request-Id: echoed, else generated (the response id for a generation), on errors too; and
+# one access-log line per request on stderr.
+req_id() { tr -d '\r' <"$1" | awk -F': ' 'tolower($1) == "x-request-id" { print $2 }'; }
+curl -s -o "$work/body" -D "$work/rid.txt" "$url$H" -H "Content-Type: application/json" -H "X-Request-Id: my-req-1" \
+  -d "{$M, \"max_tokens\": 4}"
+[ "$(req_id "$work/rid.txt")" = my-req-1 ] || fail "X-Request-Id not echoed: $(cat "$work/rid.txt")"
+curl -s -o "$work/body" -D "$work/rid.txt" "$url$H" -H "Content-Type: application/json" -d "{$M, \"max_tokens\": 4}"
+[ "$(req_id "$work/rid.txt")" = "$(jq -r .id "$work/body")" ] || fail "generated X-Request-Id is not the response id"
+curl -s -o "$work/body" -D "$work/rid.txt" "$url$C" -H "Content-Type: application/json" \
+  -H "X-Request-Id: $(printf 'x%.0s' $(seq 200))" -d '{"prompt": 5}'
+rid=$(req_id "$work/rid.txt")
+[ -n "$rid" ] && [ ${#rid} -le 128 ] || fail "a 400 with an over-long X-Request-Id: '$rid'"
+curl -s -N -D "$work/rid.txt" -o /dev/null "$url$C" -H "Content-Type: application/json" -H "X-Request-Id: s-2" \
+  -d '{"prompt": "x", "max_tokens": 3, "stream": true}'
+[ "$(req_id "$work/rid.txt")" = s-2 ] || fail "stream without the X-Request-Id"
+[ -n "$(curl -s -o /dev/null -D - "$url/v1/nothing" | tr -d '\r' | grep -i '^x-request-id: req-')" ] ||
+  fail "a 404 without a generated X-Request-Id"
+logged=
+for _ in $(seq 50); do
+  logged=$(grep '^{"id":"my-req-1"' "$work/main.err") && break
+  sleep 0.1
+done
+jq -e '.route == "/v1/chat/completions" and .status == 200 and .prompt_tokens > 0 and .completion_tokens >= 1
+       and .cached_tokens == 0 and (.ttft_ms | type) == "number" and .total_ms >= .ttft_ms' <<<"$logged" >/dev/null ||
+  fail "access log line: '$logged'"
+for _ in $(seq 50); do grep -q '^{"id":"s-2"' "$work/main.err" && break; sleep 0.1; done
+grep '^{"id":"s-2"' "$work/main.err" | jq -e '.status == 200 and .route == "/v1/completions" and .completion_tokens >= 1' \
+  >/dev/null || fail "access log of a stream: $(grep '"s-2"' "$work/main.err")"
+
+# vLLM's /tokenize and /detokenize.
+expect 200 - - POST /tokenize '{"prompt": "Hello world"}'
+jq -e '.count == (.tokens | length) and .count > 0 and .max_model_len == 256' "$work/body" >/dev/null ||
+  fail "/tokenize: $(cat "$work/body")"
+ids=$(jq -c .tokens "$work/body")
+expect 200 - - POST /detokenize "{\"model\": \"tiny\", \"tokens\": $ids}"
+jq -e '.prompt | endswith("Hello world")' "$work/body" >/dev/null || fail "/detokenize: $(cat "$work/body")"
+expect 200 - - POST /tokenize "{$M}"
+jq -e '.count > 0' "$work/body" >/dev/null || fail "/tokenize messages: $(cat "$work/body")"
+expect 400 'tokens[1]' '*' POST /detokenize '{"tokens": [1, 99999]}'
+expect 400 prompt '*' POST /tokenize '{"prompt": 5}'
+expect 400 bogus unsupported_parameter POST /tokenize '{"prompt": "x", "bogus": 1}'
+expect 404 model model_not_found POST /tokenize '{"model": "gpt-4", "prompt": "x"}'
+[ "$(code_of "$url/tokenize" -H "Content-Type: text/plain" -d '{"prompt": "hi"}')" = 415 ] || fail "text/plain /tokenize not 415"
+
 # Streams: data: chunks, usage when asked, [DONE] last.
 check_stream() {  # check_stream FILE OBJECT
   local file=$1 object=$2
@@ -216,6 +272,8 @@ start_server keyed --model "$work/tiny4k" --api-key sekret --batch-size 1 --max-
 keyed_pid=$pid
 expect 401 - invalid_api_key GET /v1/models
 auth=wrong expect 401 - invalid_api_key POST $C '{"prompt": "hi"}'
+expect 401 - invalid_api_key POST /tokenize '{"prompt": "hi"}'
+auth=sekret expect 200 - - POST /detokenize '{"tokens": [5]}'
 auth=sekret expect 200 - - GET /v1/models
 expect 200 - - GET /health
 # A client that leaves mid-stream: its request is cancelled; nothing stays running.
@@ -255,8 +313,9 @@ wait "$keyed_pid" || fail "keyed server exit code $?"
 # The key from --api-key-file or DSV4_API_KEY (not the process list); CORS for --cors-origin only.
 printf 'filekey\n' >"$work/key"
 start_server filekeyed --model "$work/tiny" --api-key-file "$work/key" --cors-origin http://app.example \
-  --max-context 256 --batch-size 2
+  --max-context 256 --batch-size 2 --access-log off --prefix-blocks 0
 filekeyed_pid=$pid
+grep -q 'prefix cache' "$work/filekeyed.out" && fail "--prefix-blocks 0 still caches: $(cat "$work/filekeyed.out")"
 auth=filekey expect 200 - - GET /v1/models
 auth=sekret expect 401 - invalid_api_key GET /v1/models
 ps -o args= -p "$filekeyed_pid" | grep -q filekey && fail "the key from --api-key-file is in the process list"
@@ -270,6 +329,7 @@ got=$(curl -s -o "$work/body" -D "$work/cors.txt" -w "%{http_code}" "$url$C" -H 
   fail "a --cors-origin POST: status $got, headers $(tr -d '\r' <"$work/cors.txt" | tr '\n' ' ')"
 kill -TERM "$filekeyed_pid"
 wait "$filekeyed_pid" || fail "filekeyed server exit code $?"
+grep -q '"route"' "$work/filekeyed.err" && fail "--access-log off still logs: $(grep '"route"' "$work/filekeyed.err" | head -2)"
 DSV4_API_KEY=envkey start_server envkeyed --model "$work/tiny" --max-context 256 --batch-size 2
 envkeyed_pid=$pid
 auth=envkey expect 200 - - GET /v1/models
@@ -290,10 +350,18 @@ wait "$held"
 kill -TERM "$proxied_pid"
 wait "$proxied_pid" || fail "proxied server exit code $?"
 # A non-loopback bind without a key warns at start-up.
-start_server open --model "$work/tiny" --host 0.0.0.0 --max-context 256 --batch-size 2
+# With the prefix cache, a repeated prompt's usage counts its cached tokens.
+start_server open --model "$work/tiny" --host 0.0.0.0 --max-context 256 --batch-size 2 --page-tokens 32 \
+  --prefix-blocks 16
 open_pid=$pid
 grep -q "warning: 0.0.0.0 is not a loopback address and no API key is set" "$work/open.err" ||
   fail "no warning for a network bind without a key: $(cat "$work/open.err")"
+words=$(printf 'word %.0s' $(seq 100))
+for i in 1 2; do expect 200 - - POST $C "{\"prompt\": \"$words\", \"max_tokens\": 2}"; cp "$work/body" "$work/cached$i.json"; done
+jq -e '.usage.prompt_tokens_details.cached_tokens == 0' "$work/cached1.json" >/dev/null ||
+  fail "a cold prompt has cached tokens: $(cat "$work/cached1.json")"
+jq -e '.usage.prompt_tokens_details.cached_tokens >= 32 and .usage.prompt_tokens_details.cached_tokens < .usage.prompt_tokens' \
+  "$work/cached2.json" >/dev/null || fail "a repeated prompt has no cached tokens: $(cat "$work/cached2.json")"
 kill -TERM "$open_pid"
 wait "$open_pid" || fail "open server exit code $?"
 
