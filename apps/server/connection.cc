@@ -296,7 +296,7 @@ void Connection::start_stream(HttpResponse head) {
   stream_.expires_after(seconds(limits_.write_timeout));
   http::async_write_header(stream_, *serializer_, [self = shared_from_this()](beast::error_code ec, size_t) {
     self->writing_now_ = false;
-    if (ec) return self->gone();
+    if (ec) return self->close();
     self->stream_.expires_never();
     self->write_next();
   });
@@ -319,7 +319,7 @@ void Connection::write_next() {
   if (closed_) return;
   auto done = [self = shared_from_this()](beast::error_code ec, size_t) {
     self->writing_now_ = false;
-    if (ec) return self->gone();
+    if (ec) return self->close();
     self->stream_.expires_never();
     self->write_next();
   };
@@ -356,10 +356,10 @@ void Connection::watch_client() {
   if (buffer_.size() > 0) return poll_client();
   stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), epoch](beast::error_code ec) {
     if (epoch != self->watch_epoch_ || !self->pending_ || self->closed_) return;
-    if (ec) return self->gone();
+    if (ec) return self->close();
     char c;
     const ssize_t n = ::recv(self->stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return self->gone();
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return self->close();
     if (n < 0) return self->watch_client();
     self->poll_client();
   });
@@ -371,7 +371,7 @@ void Connection::poll_client() {
   poll_timer_.async_wait([self = shared_from_this(), epoch](beast::error_code ec) {
     if (ec || epoch != self->watch_epoch_ || !self->pending_ || self->closed_) return;
     pollfd p{self->stream_.socket().native_handle(), POLLRDHUP, 0};
-    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return self->gone();
+    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return self->close();
     self->poll_client();
   });
 }
@@ -383,16 +383,7 @@ void Connection::stop_watch() {
   if (!writing_now_) stream_.socket().cancel(ec);  // the pending wait (no write is in flight)
 }
 
-void Connection::gone() {
-  if (closed_) return;
-  if (pending_ && on_gone_) {
-    auto callback = std::move(on_gone_);
-    on_gone_ = nullptr;
-    callback();
-  }
-  close();
-}
-
+// Also the client's departure: a pending request's on_gone runs first.
 void Connection::close() {
   if (closed_) return;
   closed_ = true;

@@ -133,7 +133,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void poll_client();
   void stop_watch();
   void write_next();
-  void gone();
   void close();
   void log_request();  // the access-log record, once per request
   double elapsed_ms() const;

@@ -343,6 +343,11 @@ ApiResult<bool> completion_prompt(const Json& obj, const ModelCard& model, ApiRe
 
 }  // namespace
 
+std::string message_param(std::string_view message) {
+  const size_t end = message.find_first_of(":.[");
+  return end == std::string_view::npos ? std::string() : std::string(message.substr(0, end));
+}
+
 ApiError bad_request(std::string param, std::string message, std::string code) {
   ApiError e;
   e.http_status = 400;
@@ -471,17 +476,13 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
     return bad_request("parallel_tool_calls", "parallel_tool_calls: only true is supported", "unsupported_parameter");
 
   Result<chat::ChatOptions> options = chat::chat_options_from_request(obj);
-  auto param_of = [](const std::string& message) {
-    const size_t end = message.find_first_of(":.[");
-    return end == std::string::npos ? std::string() : message.substr(0, end);
-  };
-  if (!options.ok()) return bad_request(param_of(options.message()), options.message());
+  if (!options.ok()) return bad_request(message_param(options.message()), options.message());
   const Json* messages = json_optional(obj, "messages");
   if (!messages) return bad_request("messages", "messages: required", "missing_required_parameter");
   if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
   if (messages->empty()) return bad_request("messages", "messages: must not be empty");
   Result<chat::ChatPrompt> prompt = chat::render_chat(*messages, *options);
-  if (!prompt.ok()) return bad_request(param_of(prompt.message()), prompt.message());
+  if (!prompt.ok()) return bad_request(message_param(prompt.message()), prompt.message());
   out.mode = options->mode;
   out.opens_reasoning = chat::prompt_opens_reasoning(*prompt);
   // BOS and the markers become ids only where the template wrote them; special-token strings
@@ -538,15 +539,11 @@ ApiResult<std::string> tokenize_response(std::string_view body, const ModelCard&
                                                   "ends a user turn with the assistant's prompt)",
                          "unsupported_parameter");
     Result<chat::ChatOptions> options = chat::chat_options_from_request(obj);
-    auto param_of = [](const std::string& message) {
-      const size_t end = message.find_first_of(":.[");
-      return end == std::string::npos ? std::string() : message.substr(0, end);
-    };
-    if (!options.ok()) return bad_request(param_of(options.message()), options.message());
+    if (!options.ok()) return bad_request(message_param(options.message()), options.message());
     if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
     if (messages->empty()) return bad_request("messages", "messages: must not be empty");
     Result<chat::ChatPrompt> rendered = chat::render_chat(*messages, *options);
-    if (!rendered.ok()) return bad_request(param_of(rendered.message()), rendered.message());
+    if (!rendered.ok()) return bad_request(message_param(rendered.message()), rendered.message());
     ids = model.text->tokenizer.encode_spans(rendered->text, rendered->template_spans);
   } else {
     return bad_request("prompt", "prompt: required (or messages)", "missing_required_parameter");

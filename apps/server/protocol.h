@@ -40,6 +40,9 @@ struct ApiError {
 };
 std::string error_body(const ApiError& e);
 ApiError bad_request(std::string param, std::string message, std::string code = {});
+// The field an error message of the chat encoder or the engine names: the text before its first
+// ':', '.' or '[' ("tools[0].function.name: ..." -> "tools"; "max_tokens: ..." -> "max_tokens").
+std::string message_param(std::string_view message);
 
 template <class T>
 class ApiResult {

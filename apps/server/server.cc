@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -62,15 +61,6 @@ HttpResponse content(std::string body, const char* type, http::status status = h
 std::string path_of(const HttpRequest& req) {
   const std::string_view t(req.target().data(), req.target().size());
   return std::string(t.substr(0, t.find('?')));
-}
-
-// The field an engine message names ("max_tokens: ..." -> "max_tokens"), else "".
-std::string message_param(const std::string& message) {
-  const size_t colon = message.find(':');
-  if (colon == std::string::npos || colon == 0) return "";
-  for (size_t i = 0; i < colon; ++i)
-    if (!(std::isalnum(static_cast<unsigned char>(message[i])) || message[i] == '_')) return "";
-  return message.substr(0, colon);
 }
 
 // Every X-Forwarded-For line in order, joined: a proxy may add a line of its own instead of
@@ -258,7 +248,6 @@ struct HttpServer::Impl {
   std::atomic<uint64_t> id_counter{0};
   uint64_t seed_base;
   std::atomic<bool> draining{false};
-  std::atomic<bool> running{false};
   std::atomic<int> active{0};  // exchanges not yet released
   // Last, so destroyed first: its pending handlers own connections, which use the members above.
   net::io_context ioc;
@@ -295,12 +284,10 @@ Status HttpServer::run() {
   Impl& s = *impl_;
   if (!s.acceptor.is_open()) return Status::error("the HTTP server is not bound");
   s.accept();
-  s.running.store(true);
   std::vector<std::thread> threads;
   for (int i = 1; i < s.options.io_threads; ++i) threads.emplace_back([&s] { s.ioc.run(); });
   s.ioc.run();
   for (std::thread& t : threads) t.join();
-  s.running.store(false);
   return Status();
 }
 

@@ -496,6 +496,24 @@ def expect_413(r):
     return not isinstance(r, str) and r.status == 413 and r.error_code() == "request_too_large"
 
 
+def body_attack(server, blocks, deadline):
+    """Sends the blocks from an attacking address until the server answers, closes or grows past
+    ABORT_RSS_KIB; returns (the response or a failure text, a note of what was sent)."""
+    note = [""]
+
+    def attack():
+        sock = connect(server.port, attack_source(0), deadline)
+        try:
+            sent, err = send_watching(sock, blocks, deadline, rss_below_abort(server))
+            note[0] = "sent %d MiB%s" % (sent // MiB, "; " + err if err else "")
+            return read_response(sock, min(deadline, time.monotonic() + (2.0 if err else 10.0)))
+        finally:
+            sock.close()
+
+    r = outcome(attack)
+    return r, note[0]
+
+
 def case_chunked_gigabyte(server):
     deadline = time.monotonic() + 60
     head = build_request(server.port, "POST", "/v1/chat/completions", headers=[("Transfer-Encoding", "chunked")])
@@ -508,18 +526,8 @@ def case_chunked_gigabyte(server):
             yield chunk
         yield b'3\r\n"}]\r\n0\r\n\r\n'
 
-    def attack():
-        sock = connect(server.port, attack_source(0), deadline)
-        try:
-            sent, err = send_watching(sock, blocks(), deadline, rss_below_abort(server))
-            attack.note = "sent %d MiB%s" % (sent // MiB, "; " + err if err else "")
-            return read_response(sock, min(deadline, time.monotonic() + (2.0 if err else 10.0)))
-        finally:
-            sock.close()
-
-    attack.note = ""
-    r = outcome(attack)
-    return one("1 GB chunked body", "413", status_text(r), expect_413(r), attack.note)
+    r, note = body_attack(server, blocks(), deadline)
+    return one("1 GB chunked body", "413", status_text(r), expect_413(r), note)
 
 
 def case_endless_body(server):
@@ -527,38 +535,17 @@ def case_endless_body(server):
     head = build_request(server.port, "POST", "/v1/chat/completions", body=b"", length=False)
     block = b"a" * MiB
 
-    def attack():
-        sock = connect(server.port, attack_source(0), deadline)
-        try:
-            sent, err = send_watching(sock, [head + b'{"prompt": "'] + [block] * 1024, deadline,
-                                      rss_below_abort(server))
-            attack.note = "sent %d MiB%s" % (sent // MiB, "; " + err if err else "")
-            return read_response(sock, min(deadline, time.monotonic() + (2.0 if err else 10.0)))
-        finally:
-            sock.close()
-
-    attack.note = ""
-    r = outcome(attack)
-    return one("POST, no length, endless", "413", status_text(r), expect_413(r), attack.note)
+    r, note = body_attack(server, [head + b'{"prompt": "'] + [block] * 1024, deadline)
+    return one("POST, no length, endless", "413", status_text(r), expect_413(r), note)
 
 
 def endless_chunk_framing(server, first, block, check):
     deadline = time.monotonic() + 60
     head = build_request(server.port, "POST", "/v1/chat/completions", headers=[("Transfer-Encoding", "chunked")])
 
-    def attack():
-        sock = connect(server.port, attack_source(0), deadline)
-        try:
-            sent, err = send_watching(sock, [head + first] + [block] * 1024, deadline, rss_below_abort(server))
-            attack.note = "sent %d MiB%s" % (sent // MiB, "; " + err if err else "")
-            return read_response(sock, min(deadline, time.monotonic() + (2.0 if err else 10.0)))
-        finally:
-            sock.close()
-
-    attack.note = ""
-    r = outcome(attack)
+    r, note = body_attack(server, [head + first] + [block] * 1024, deadline)
     ok = not isinstance(r, str) and r.status in (413, 431)
-    return one(check, "413|431", status_text(r), ok, attack.note)
+    return one(check, "413|431", status_text(r), ok, note)
 
 
 def case_chunk_extension(server):
