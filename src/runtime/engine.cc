@@ -118,8 +118,11 @@ int64_t Engine::reach(int64_t n_prompt, int64_t max_tokens) const {
 
 int64_t Engine::max_tokens_that_fit(int64_t n_prompt) const {
   const int64_t room = limits_.max_context - n_prompt;
-  if (room < 1 || runner_->blocks_short(-1, n_prompt + 1) > runner_->total_blocks()) return 0;  // as validate
-  auto fits = [&](int64_t max_tokens) { return runner_->blocks_short(-1, reach(n_prompt, max_tokens)) <= runner_->total_blocks(); };
+  // As validate: the prompt and one more position must fit the empty cache.
+  if (room < 1 || runner_->blocks_short(-1, n_prompt + 1) > runner_->total_blocks()) return 0;
+  auto fits = [&](int64_t max_tokens) {
+    return runner_->blocks_short(-1, reach(n_prompt, max_tokens)) <= runner_->total_blocks();
+  };
   if (fits(room)) return room;
   if (!fits(1)) return 0;
   int64_t lo = 1, hi = room;  // fits(lo), !fits(hi)
