@@ -349,6 +349,14 @@ sleep 1
 wait "$held"
 kill -TERM "$proxied_pid"
 wait "$proxied_pid" || fail "proxied server exit code $?"
+# A key file that cannot be read, or whose first line is empty, stops the start with its name.
+"$dsv4" serve --model "$work/tiny" --port 0 --api-key-file "$work/no_such_key" >"$work/nokey.out" 2>&1 &&
+  fail "serve started with a missing --api-key-file"
+grep -q -- "--api-key-file" "$work/nokey.out" || fail "missing key file: $(cat "$work/nokey.out")"
+printf '\nsecond\n' >"$work/empty_key"
+"$dsv4" serve --model "$work/tiny" --port 0 --api-key-file "$work/empty_key" >"$work/emptykey.out" 2>&1 &&
+  fail "serve started with an empty key line"
+grep -q "the first line is empty" "$work/emptykey.out" || fail "empty key file: $(cat "$work/emptykey.out")"
 # A non-loopback bind without a key warns at start-up.
 # With the prefix cache, a repeated prompt's usage counts its cached tokens.
 start_server open --model "$work/tiny" --host 0.0.0.0 --max-context 256 --batch-size 2 --page-tokens 32 \
