@@ -135,6 +135,7 @@ serve_and_ask() {  # serve_and_ask <out> <tp> <launcher...>: starts serve, asks,
   local out=$1 tp=$2 port
   shift 2
   port=$(free_port)
+  rm -f "$out.log"  # a log left by an earlier run would say "listening on" before this server does
   "$@" "$dsv4" serve --model "$work/tiny-fp8" --port "$port" --tp "$tp" >"$out.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 600); do grep -q "listening on" "$out.log" && break; sleep 0.1; done
@@ -149,9 +150,9 @@ serve_and_ask() {  # serve_and_ask <out> <tp> <launcher...>: starts serve, asks,
 }
 serve_and_ask "$work/serve_one.txt" 1 timeout 300
 for np in 2 4; do
-  serve_and_ask "$work/serve_many.txt" "$np" timeout 300 "${mpirun[@]}" -np "$np"
-  cmp -s "$work/serve_one.txt" "$work/serve_many.txt" ||
-    { fail "serve on $np ranks differs"; diff "$work/serve_one.txt" "$work/serve_many.txt"; }
+  serve_and_ask "$work/serve_$np.txt" "$np" timeout 300 "${mpirun[@]}" -np "$np"
+  cmp -s "$work/serve_one.txt" "$work/serve_$np.txt" ||
+    { fail "serve on $np ranks differs"; diff "$work/serve_one.txt" "$work/serve_$np.txt"; }
 done
 grep -q '"finish_reason"' "$work/serve_one.txt" || fail "serve answered nothing: $(cat "$work/serve_one.txt")"
 
