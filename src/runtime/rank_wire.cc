@@ -76,15 +76,24 @@ class Reader {
 // Every field of the request, in this order. The structured bindings name all of them: a field
 // added to GenerationRequest or SamplingParams stops this from compiling until it is on the wire.
 void put_request(Writer& w, const GenerationRequest& g) {
-  const auto& [prompt, sampling, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs,
-               timeout_seconds] = g;
+  const auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
+               prompt_logprobs, timeout_seconds] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
+  const auto& [presence, frequency, repetition, logit_bias] = adjust;
   w.put_ids(prompt);
   w.put(temperature);
   w.put(top_p);
   w.put(seed);
   w.put(top_k);
   w.put(min_p);
+  w.put(presence);
+  w.put(frequency);
+  w.put(repetition);
+  w.put_count(logit_bias.size());
+  for (const auto& [id, bias] : logit_bias) {
+    w.put(id);
+    w.put(bias);
+  }
   w.put(max_tokens);
   w.put_bool(stop_at_eos);
   w.put_ids(stop_ids);
@@ -96,15 +105,24 @@ void put_request(Writer& w, const GenerationRequest& g) {
 }
 
 void take_request(Reader& r, GenerationRequest& g) {
-  auto& [prompt, sampling, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs,
+  auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs,
          timeout_seconds] = g;
   auto& [temperature, top_p, seed, top_k, min_p] = sampling;
+  auto& [presence, frequency, repetition, logit_bias] = adjust;
   r.take_ids(prompt);
   temperature = r.take<float>();
   top_p = r.take<float>();
   seed = r.take<uint64_t>();
   top_k = r.take<int32_t>();
   min_p = r.take<float>();
+  presence = r.take<float>();
+  frequency = r.take<float>();
+  repetition = r.take<float>();
+  logit_bias.resize(r.take_count(sizeof(int32_t) + sizeof(float)));
+  for (auto& [id, bias] : logit_bias) {
+    id = r.take<int32_t>();
+    bias = r.take<float>();
+  }
   max_tokens = r.take<int32_t>();
   stop_at_eos = r.take_bool();
   r.take_ids(stop_ids);

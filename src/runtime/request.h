@@ -17,6 +17,7 @@ constexpr int kMaxTopLogprobs = 20;  // OpenAI's limit for top_logprobs
 struct GenerationRequest {
   std::vector<int32_t> prompt;          // token ids, BOS included when the caller wants one
   SamplingParams sampling;              // temperature 0 = greedy
+  LogitAdjustments adjust;              // penalties and logit_bias, before sampling
   int32_t max_tokens = 32;              // 0 only with prompt_logprobs (scoring a prompt)
   bool stop_at_eos = true;
   std::vector<int32_t> stop_ids;        // further stop token ids (finish reason "stop")

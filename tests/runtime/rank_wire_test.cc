@@ -19,11 +19,12 @@ namespace {
 // Every field, named (the binding stops compiling when GenerationRequest gains a field: then
 // the codec and this test take it too).
 auto fields(const GenerationRequest& g) {
-  const auto& [prompt, sampling, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs,
-               timeout_seconds] = g;
+  const auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
+               prompt_logprobs, timeout_seconds] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
-  return std::tie(prompt, temperature, top_p, seed, top_k, min_p, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
-                  prompt_logprobs, timeout_seconds);
+  const auto& [presence, frequency, repetition, logit_bias] = adjust;
+  return std::tie(prompt, temperature, top_p, seed, top_k, min_p, presence, frequency, repetition, logit_bias,
+                  max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs, timeout_seconds);
 }
 
 template <class Tuple, size_t... I>
@@ -37,6 +38,7 @@ GenerationRequest filled(int k) {
   g.prompt = {3 + k, 1, 4, 1, 5};
   g.sampling = {0.7f + static_cast<float>(k), 0.25f, 0x1234'5678'9abc'def0ull + static_cast<uint64_t>(k),
                 40 + k, 0.05f + 0.01f * static_cast<float>(k)};
+  g.adjust = {0.5f + 0.125f * static_cast<float>(k), -1.25f, 1.5f, {{2, -100.0f}, {7 + k, 3.5f}}};
   g.max_tokens = 77 + k;
   g.stop_at_eos = false;
   g.stop_ids = {9, 2 + k};
