@@ -140,6 +140,7 @@ Status Engine::validate(const GenerationRequest& req) const {
       return Status::errorf("request: prompt token {} at index {} outside the vocabulary [0, {})", req.prompt[i], i,
                             cfg_.vocab_size);
   Status st = kernels::validate_sampling_params(req.sampling);
+  if (st.ok()) st = kernels::validate_logit_adjustments(req.adjust, cfg_.vocab_size);
   if (!st.ok()) return st.with_context("request");
   if (req.max_tokens < 0 || (req.max_tokens == 0 && !req.prompt_logprobs))
     return Status::errorf("request: max_tokens = {} must be at least 1 (0 only to score the prompt with "

@@ -23,7 +23,8 @@ struct GenerationRequest {
   std::vector<int32_t> stop_ids;        // further stop token ids (finish reason "stop")
   std::vector<std::string> stop_strings;  // matched on the detokenized output across token
                                           // boundaries; the text ends before the match
-  // Log-probabilities (log-softmax of the raw logits, before temperature and top-p):
+  // Log-probabilities (log-softmax of the logits after penalties and logit_bias, before
+  // temperature and top-p; the prompt's: of the raw logits):
   // -1 none; 0..kMaxTopLogprobs: each generated token's logprob and this many top alternatives.
   int32_t logprobs = -1;
   bool prompt_logprobs = false;         // also the prompt's tokens 1..n-1 (completions' echo)

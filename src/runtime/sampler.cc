@@ -30,6 +30,7 @@ Sampler::Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool,
   sample_out_.resize(sample_logits_.size());
   sample_scratch_.resize(static_cast<size_t>(kernels::sample_scratch_bytes(vocab_, pool.size()) / 8 + 1));
   logprob_tasks_.resize(S * B + static_cast<size_t>(T));
+  slot_counts_.resize(static_cast<size_t>(limits.max_seqs));
   if (rejection) {
     rejection_tasks_.resize(B);
     rejection_scratch_.resize(static_cast<size_t>(kernels::rejection_scratch_bytes(vocab_) / 8 + 1) * pool.size());
@@ -96,6 +97,7 @@ bool Sampler::queue_rows(const std::vector<PlannedRows>& plan, const int64_t* ro
     if (!p.samples) continue;
     const int32_t real = p.n - p.n_drafts;
     const int64_t q = p.p0 + real;  // the position the last real row predicts
+    if (g.adjust.any()) adjust_rows(p, first + real - 1, sched.tokens(i));
     if (const float* lambda = proposer ? proposer->verify(p).draft_lambda : nullptr) {
       for (int32_t k = 0; k <= p.n_drafts; ++k) rows[k] = row(first + real - 1 + k);
       queue_rejection(i, p, rows, lambda);  // the whole round in one task
@@ -106,6 +108,33 @@ bool Sampler::queue_rows(const std::vector<PlannedRows>& plan, const int64_t* ro
       add_sample(row(first + real - 1 + k), g.sampling, q + k, 0, &draft_tokens_[S_ * i + k]);
   }
   return any_prompt_lp;
+}
+
+// The rows p samples, first_sampled and its drafts', take the request's logit adjustments in
+// place: row k's history is the committed tokens and drafts 1..k (the token it predicts is kept
+// only when those drafts are), counted for the row and rolled back after it.
+void Sampler::adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history) {
+  const LogitAdjustments& a = p.request->adjust;
+  kernels::TokenCounts* counts = nullptr;
+  if (a.penalizes()) {
+    SlotCounts& slot = slot_counts_[static_cast<size_t>(p.seq)];
+    if (slot.id != p.id) {  // a new request in this slot: count its history once
+      if (!slot.counts.sized()) slot.counts.resize(vocab_);
+      slot.counts.clear();
+      slot.id = p.id;
+      slot.synced = 0;
+    }
+    for (; slot.synced < history.size(); ++slot.synced) {
+      const int32_t id = history[slot.synced];
+      static_cast<int64_t>(slot.synced) < p.prompt_len ? slot.counts.add_prompt(id) : slot.counts.add_output(id);
+    }
+    counts = &slot.counts;
+  }
+  for (int32_t k = 0; k <= p.n_drafts; ++k) {
+    if (k > 0 && counts) counts->add_output(p.tokens[k]);
+    kernels::logit_adjust(logits_.data() + head_at_[first_sampled + k] * vocab_, a, counts);
+  }
+  for (int32_t k = p.n_drafts; k > 0 && counts; --k) counts->remove_output(p.tokens[k]);
 }
 
 // dspark.md §4.3 mode rejection: rows [n_drafts + 1] the verify rows, draft_lambda

@@ -3,7 +3,10 @@
 //   plan_head_rows()  before the forward: the rows whose logits this rank reads (the head rows):
 //                     of each live request it samples, the rows scored for prompt logprobs and
 //                     the sampled rows (the last real row and the draft rows)
-//   sample()          after it: per planned request [S] tokens: the last real row's token, then
+//   sample()          after it: the sampled rows' logits take the request's penalties and
+//                     logit_bias (kernels/logit_adjust; draft row k's history holds drafts
+//                     1..k, added to the counts and rolled back), then per planned request [S]
+//                     tokens: the last real row's token, then
 //                     the token of each draft row kept while the drafts match (exact match,
 //                     runtime.md §3.2), or a round decided by speculative sampling against the
 //                     drafter's distributions (dspark.md §4.3); their logprobs [S] and the prompt
@@ -16,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/logit_adjust/logit_adjust.h"
 #include "kernels/sample/sample.h"
 #include "model/config.h"
 #include "model/limits.h"
@@ -69,6 +73,7 @@ class Sampler {
   void queue_rejection(size_t i, const PlannedRows& p, const float* const* rows, const float* draft_lambda);
   void verify_and_score(const std::vector<PlannedRows>& plan, const int64_t* row_begin, const Proposer* proposer);
   void run_rejection_tasks();
+  void adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history);
   const float* row(int64_t step_row) const { return logits_.data() + head_at_[step_row] * vocab_; }
 
   int64_t vocab_;
@@ -111,6 +116,14 @@ class Sampler {
   std::vector<RejectionTask> rejection_tasks_;
   int64_t n_rejection_ = 0;
   std::vector<uint64_t> rejection_scratch_;  // per pool thread
+  // Penalty counts per sequence slot, sized at a penalizing request's first row there and kept;
+  // synced holds how many of request id's tokens they count (tokens only grow).
+  struct SlotCounts {
+    int64_t id = -1;
+    size_t synced = 0;
+    kernels::TokenCounts counts;
+  };
+  std::vector<SlotCounts> slot_counts_;  // [max_seqs]
 };
 
 }  // namespace dsv4

@@ -1,6 +1,6 @@
 // The engine's decode step allocates nothing once requests are running (metadata -> forward ->
 // sampling -> verification -> commit -> drafting), plain, with MTP and with DSpark (exact and
-// rejection), greedy and sampled requests in one batch — but for the streaming work: each
+// rejection), greedy and sampled requests, with penalties and logit_bias, in one batch — but for the streaming work: each
 // request's RequestUpdate of the step (its token list, handed to the caller) is one allocation,
 // and with logprobs one more for the list and one per token's top list (copies the caller
 // keeps; the executor computes them into its own buffers). Admission and text are streaming
@@ -8,6 +8,7 @@
 // (DSV4_ALLOC_TRAP=1 traps at the first counted allocation, for a debugger.)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "runtime/engine.h"
@@ -49,6 +50,8 @@ TEST(EngineAlloc, DecodeStepsAllocateNothing) {
       g.stop_at_eos = false;
       g.sampling = {i == 1 ? 0.8f : 0.0f, i == 2 ? 0.9f : 1.0f, 5};
       g.logprobs = i == 0 ? 3 : i == 1 ? 0 : -1;  // top 3, the token's own only, none
+      if (i == 0) g.adjust = {0.5f, 0.25f, 1.2f, {{3, 2.0f}}};  // counts sized at its first row
+      if (i == 1) g.adjust.logit_bias = {{5, -INFINITY}};
       ASSERT_TRUE((*e)->add_request(g).ok());
     }
     for (int s = 0; s < 4; ++s) ASSERT_TRUE((*e)->step().ok());  // admission and prefill

@@ -10,8 +10,11 @@
 #include <memory>
 
 #include "io/safetensors.h"
+#include "kernels/logit_adjust/logit_adjust.h"
+#include "kernels/sample/sample.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "oracle/teacher_forced.h"
 #include "oracle/tiny_checkpoint.h"
 #include "support/tiny_model.h"
 #include "runtime/engine.h"
@@ -487,6 +490,73 @@ TEST(Engine, MixedSamplingControlsDoNotDependOnTheBatch) {
   EXPECT_GT(rejection.accepted, 0);
 }
 
+// The requests of requests(T, top_p) with penalties and logit_bias varied per request (one of
+// them off; negative penalties favour repeats; −inf forbids an id).
+std::vector<GenerationRequest> with_penalties(std::vector<GenerationRequest> reqs, int32_t vocab) {
+  const LogitAdjustments kinds[] = {
+      {1.5f, 0.5f, 1.0f, {}},
+      {0.0f, 0.0f, 1.8f, {{7, 5.0f}, {vocab - 1, -INFINITY}}},
+      {},
+      {0.0f, -0.5f, 0.7f, {}},
+      {0.3f, 0.2f, 1.3f, {{2, -100.0f}, {40, 2.5f}, {41, -3.0f}}}};
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].adjust = kinds[i % 5];
+  return reqs;
+}
+
+// Penalties and logit_bias (docs/numerics.md) in one batch with MTP drafts: each generated
+// token is the one the definition gives, checked against an independent path (teacher-forced
+// logits of prompt + output, logit_adjust_ref over the history before it, sample_ref), greedy
+// and sampled; each request's tokens equal its tokens alone, and under DSpark (exact match and
+// rejection, where π is the adjusted target's).
+TEST(Engine, PenaltiesFollowTheDefinitionWhateverTheBatch) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  const int32_t V = static_cast<int32_t>(m.cfg.vocab_size);
+  for (float temp : {0.0f, 0.9f}) {
+    SCOPED_TRACE(temp);
+    const auto reqs = with_penalties(requests(temp, 0.95f), V);
+    const RunStats together = run(m, 4, true, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const GenerationRequest& g = reqs[i];
+      std::vector<int32_t> seq = g.prompt;
+      seq.insert(seq.end(), together.out[i].begin(), together.out[i].end());
+      ASSERT_EQ(together.out[i].size(), static_cast<size_t>(g.max_tokens));
+      auto tf = teacher_forced_logits(m.cfg, *m.w, seq, TeacherForcedOptions{});
+      ASSERT_TRUE(tf.ok()) << tf.message();
+      const int64_t n_prompt = static_cast<int64_t>(g.prompt.size());
+      for (int64_t q = n_prompt; q < static_cast<int64_t>(seq.size()); ++q) {
+        std::vector<float> row(tf->logits.begin() + (q - 1) * V, tf->logits.begin() + q * V);
+        kernels::logit_adjust_ref(row.data(), V, g.adjust, seq.data(), q, n_prompt);
+        const kernels::SampleRow sr{g.sampling, q, 0};
+        int32_t want = -1;
+        kernels::sample_ref(row.data(), 1, V, &sr, &want);
+        ASSERT_EQ(seq[q], want) << "request " << i << " position " << q;
+      }
+      const RunStats alone = run(m, 1, false, {g});
+      ASSERT_EQ(alone.out[0], together.out[i]) << "request " << i << " alone";
+      if (i % 5 == 1) {
+        for (int32_t t : together.out[i]) EXPECT_NE(t, V - 1) << "logit_bias −inf forbids the id";
+      }
+    }
+    // The trained drafter (the tiny random one's drafts rarely survive the penalties).
+    const Loaded& ds = test::committed_model("kjv-9m-dspark");
+    ASSERT_TRUE(ds.w);
+    const auto ds_reqs = with_penalties(requests(temp, 0.95f), static_cast<int32_t>(ds.cfg.vocab_size));
+    for (bool rejection : {false, true}) {
+      if (rejection && temp == 0.0f) continue;
+      const RunStats three = run_ds(ds, 3, 3, ds_reqs, {}, limits(0), rejection);
+      const RunStats plain = run(ds, 3, false, ds_reqs);
+      for (size_t i = 0; i < ds_reqs.size(); ++i) {
+        const RunStats alone = run_ds(ds, 1, 3, {ds_reqs[i]}, {}, limits(0), rejection);
+        ASSERT_EQ(alone.out[0], three.out[i]) << "DSpark rejection " << rejection << ", request " << i;
+        if (!rejection) {
+          ASSERT_EQ(plain.out[i], three.out[i]) << "DSpark exact match, request " << i;
+        }
+      }
+      EXPECT_GT(three.accepted, 0);
+    }
+  }
+}
+
 TEST(Engine, TokensDoNotDependOnTheBatch) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
   const auto reqs = requests(1.0f, 0.95f);
@@ -645,7 +715,7 @@ namespace {
 
 // Pages run out in decode: the newest request is preempted and recomputed later with its
 // original prompt_len (a prompt shorter than the window keeps its layout); its tokens equal
-// an uninterrupted run, greedy and sampled, with and without MTP.
+// an uninterrupted run, greedy and sampled, with and without MTP, penalties included.
 TEST(Engine, PreemptionAndRecomputeGiveTheSameTokens) {
   const Loaded& m = model("tiny", TinyQuant::kFp8);
   for (bool mtp : {false, true})
@@ -659,6 +729,7 @@ TEST(Engine, PreemptionAndRecomputeGiveTheSameTokens) {
         r.stop_at_eos = false;
         r.sampling = {temp, 0.9f, 77};
       }
+      reqs[1].adjust = {0.4f, 0.3f, 1.2f, {}};  // its counts are rebuilt after the preemption
       Limits l = limits(2);
       l.page_tokens = 16;
       l.cache_blocks = 3;
