@@ -32,7 +32,7 @@ std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_hand
 // The fields one endpoint knows. Any other field is rejected by name.
 const std::set<std::string, std::less<>> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "stream", "stream_options",
-    "frequency_penalty", "presence_penalty", "logit_bias", "user", "logprobs", "ignore_eos",
+    "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias", "user", "logprobs", "ignore_eos",
     // Sent by the SDKs; they do not change generation (check_passive validates their types).
     "store", "metadata", "service_tier"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of", "suffix"};
@@ -103,15 +103,6 @@ std::optional<ApiError> check_fields(const Json& obj, const std::set<std::string
 
 // Fields accepted only with their neutral value.
 std::optional<ApiError> check_neutral(const Json& obj) {
-  for (const char* name : {"frequency_penalty", "presence_penalty"}) {
-    auto v = get_number(obj, name);
-    if (!v.ok()) return v.error();
-    if (v.value() && *v.value() != 0)
-      return bad_request(name, fmt::format("{}: not supported by this server (only 0)", name), "unsupported_parameter");
-  }
-  if (const Json* v = json_optional(obj, "logit_bias"); v && !(v->is_object() && v->empty()))
-    return bad_request("logit_bias", "logit_bias: not supported by this server (only {} or null)",
-                       "unsupported_parameter");
   for (const char* name : {"n", "best_of"}) {
     auto v = get_int(obj, name);
     if (!v.ok()) return v.error();
@@ -167,6 +158,54 @@ std::optional<ApiError> check_model(const Json& obj, const ModelCard& model) {
   return std::nullopt;
 }
 
+// Penalties and logit_bias (docs/numerics.md "Penalties and logit_bias"): OpenAI's
+// frequency/presence in [-2, 2], vLLM's repetition_penalty > 0, logit_bias an object of
+// token-id strings to biases in [-100, 100], at most 300 (sorted by id for the engine).
+std::optional<ApiError> parse_adjustments(const Json& obj, int32_t n_vocab, LogitAdjustments& a) {
+  for (auto [name, field] : {std::pair{"frequency_penalty", &a.frequency_penalty},
+                             std::pair{"presence_penalty", &a.presence_penalty}}) {
+    auto v = get_number(obj, name);
+    if (!v.ok()) return v.error();
+    if (!v.value()) continue;
+    if (!(*v.value() >= -2 && *v.value() <= 2))
+      return bad_request(name, fmt::format("{}: {} is outside [-2, 2]", name, *v.value()));
+    *field = static_cast<float>(*v.value());
+  }
+  auto r = get_number(obj, "repetition_penalty");
+  if (!r.ok()) return r.error();
+  if (r.value()) {
+    if (!(*r.value() > 0 && std::isfinite(static_cast<float>(*r.value()))))
+      return bad_request("repetition_penalty", fmt::format("repetition_penalty: {} must be greater than 0 (1 = off)",
+                                                           *r.value()));
+    a.repetition_penalty = static_cast<float>(*r.value());
+  }
+  const Json* bias = json_optional(obj, "logit_bias");
+  if (!bias) return std::nullopt;
+  if (!bias->is_object()) return wrong_type("logit_bias", "an object of token ids to numbers", *bias);
+  if (bias->size() > static_cast<size_t>(kMaxLogitBias))
+    return bad_request("logit_bias", fmt::format("logit_bias: {} entries, at most {}", bias->size(), kMaxLogitBias));
+  for (auto it = bias->begin(); it != bias->end(); ++it) {
+    const std::string& key = it.key();
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 9 && std::all_of(key.begin(), key.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (digits) id = std::stoll(key);
+    if (id < 0 || id >= n_vocab)
+      return bad_request("logit_bias", fmt::format("logit_bias: key \"{}\" is not a token id in [0, {})",
+                                                   utf8_lossy(key.substr(0, 32)), n_vocab));
+    double b = 0;
+    if (json_read(it.value(), b) != JsonRead::kOk || !(b >= -100 && b <= 100))
+      return bad_request("logit_bias", fmt::format("logit_bias[\"{}\"]: expected a number in [-100, 100]", id));
+    a.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  }
+  std::sort(a.logit_bias.begin(), a.logit_bias.end());
+  for (size_t i = 1; i < a.logit_bias.size(); ++i)
+    if (a.logit_bias[i].first == a.logit_bias[i - 1].first)
+      return bad_request("logit_bias", fmt::format("logit_bias: token id {} appears twice", a.logit_bias[i].first));
+  return std::nullopt;
+}
+
 // Sampling, stream flags, stops and max_tokens (given; the context check comes later).
 struct Common {
   std::optional<int64_t> max_tokens;
@@ -208,6 +247,7 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
       return bad_request("min_p", fmt::format("min_p: {} is outside [0, 1]", *min_p.value()));
     s.min_p = static_cast<float>(*min_p.value());
   }
+  if (auto e = parse_adjustments(obj, model.text->tokenizer.n_vocab(), out.gen.adjust)) return *e;
   auto seed = get_int(obj, "seed");
   if (!seed.ok()) return seed.error();
   if (seed.value()) s.seed = static_cast<uint64_t>(*seed.value());

@@ -19,6 +19,8 @@ struct SamplingParams {
   float min_p = 0.0f;        // 0 ≤ min_p ≤ 1, 0 = off
 };
 
+constexpr int kMaxLogitBias = 300;  // OpenAI's limit on logit_bias entries
+
 // Per-request changes to the logits before temperature (docs/numerics.md: penalties and
 // logit_bias), in this order: frequency and presence (over the generated tokens), repetition
 // (over prompt and generated tokens), then logit_bias. Fixed at admission

@@ -102,10 +102,20 @@ TEST(Protocol, CompletionsRejectsMalformedInput) {
       {R"({"prompt": "hi", "n": "1"})", {400, "n"}},
       {R"({"prompt": "hi", "best_of": 3})", {400, "best_of", "unsupported_parameter"}},
       {R"({"prompt": "hi", "suffix": "end"})", {400, "suffix", "unsupported_parameter"}},
-      {R"({"prompt": "hi", "frequency_penalty": 0.5})", {400, "frequency_penalty", "unsupported_parameter"}},
-      {R"({"prompt": "hi", "presence_penalty": -1})", {400, "presence_penalty", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "frequency_penalty": 2.5})", {400, "frequency_penalty"}},
+      {R"({"prompt": "hi", "presence_penalty": -2.01})", {400, "presence_penalty"}},
       {R"({"prompt": "hi", "presence_penalty": "0"})", {400, "presence_penalty"}},
-      {R"({"prompt": "hi", "logit_bias": {"5": 10}})", {400, "logit_bias", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "repetition_penalty": 0})", {400, "repetition_penalty"}},
+      {R"({"prompt": "hi", "repetition_penalty": -1})", {400, "repetition_penalty"}},
+      {R"({"prompt": "hi", "repetition_penalty": 1e300})", {400, "repetition_penalty"}},
+      {R"({"prompt": "hi", "logit_bias": [5, 10]})", {400, "logit_bias"}},
+      {R"({"prompt": "hi", "logit_bias": {"5": 100.5}})", {400, "logit_bias"}},
+      {R"({"prompt": "hi", "logit_bias": {"5": "1"}})", {400, "logit_bias"}},
+      {R"({"prompt": "hi", "logit_bias": {"x": 1}})", {400, "logit_bias"}},
+      {R"({"prompt": "hi", "logit_bias": {"-1": 1}})", {400, "logit_bias"}},
+      {R"({"prompt": "hi", "logit_bias": {" 5": 1}})", {400, "logit_bias"}},
+      {R"({"prompt": "hi", "logit_bias": {"99999999999": 1}})", {400, "logit_bias"}},
+      {R"({"prompt": "hi", "logit_bias": {"5": 1, "05": 2}})", {400, "logit_bias"}},
       {R"({"prompt": "hi", "frobnicate": true})", {400, "frobnicate", "unsupported_parameter"}},
       {R"({"prompt": "hi", "messages": []})", {400, "messages", "unsupported_parameter"}},
       {R"({"prompt": "hi", "temperature": "hot"})", {400, "temperature"}},
@@ -332,6 +342,35 @@ TEST(Protocol, TopKAndMinP) {
       EXPECT_EQ((*r)->gen.sampling.min_p, c.min_p) << c.fields;
     }
   }
+}
+
+// Penalties (OpenAI's frequency/presence in [-2, 2], vLLM's repetition_penalty > 0) and
+// logit_bias (token-id strings to [-100, 100], sorted by id; at most 300), on both endpoints.
+TEST(Protocol, PenaltiesAndLogitBias) {
+  const ModelCard m = card();
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  const std::string fields = R"("frequency_penalty": -2, "presence_penalty": 1.5, "repetition_penalty": 1.3,
+                                "logit_bias": {"17": -100, "3": 2.5, "250": 100})";
+  auto a = parse_completions_request(R"({"prompt": "hi", )" + fields + "}", m, 0);
+  auto b = parse_chat_request("{" + msgs + ", " + fields + "}", m, 0);
+  for (auto* r : {&a, &b}) {
+    ASSERT_TRUE(r->ok()) << r->error().message;
+    const LogitAdjustments& adj = (*r)->gen.adjust;
+    EXPECT_EQ(adj.frequency_penalty, -2.0f);
+    EXPECT_EQ(adj.presence_penalty, 1.5f);
+    EXPECT_EQ(adj.repetition_penalty, 1.3f);
+    const std::vector<std::pair<int32_t, float>> want = {{3, 2.5f}, {17, -100.0f}, {250, 100.0f}};
+    EXPECT_EQ(adj.logit_bias, want);
+  }
+  auto off = parse_completions_request(R"({"prompt": "hi", "frequency_penalty": null, "logit_bias": {}})", m, 0);
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->gen.adjust.any());
+  std::string many = R"({"prompt": "hi", "logit_bias": {)";
+  for (int i = 0; i <= kMaxLogitBias; ++i) many += (i ? ", \"" : "\"") + std::to_string(i) + "\": 1";
+  auto over = parse_completions_request(many + "}}", m, 0);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().param, "logit_bias");
+  EXPECT_NE(over.error().message.find("at most 300"), std::string::npos) << over.error().message;
 }
 
 TEST(Protocol, CompletionsPrependBosAsTokenizerConfigSays) {

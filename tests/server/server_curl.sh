@@ -97,9 +97,10 @@ expect 400 logprobs '*' POST $C '{"prompt": "hi", "logprobs": 9}'
 expect 400 top_logprobs '*' POST $H "{$M, \"top_logprobs\": 3}"
 expect 400 n unsupported_parameter POST $C '{"prompt": "hi", "n": 2}'
 expect 400 n unsupported_parameter POST $H "{$M, \"n\": 4}"
-expect 400 frequency_penalty unsupported_parameter POST $H "{$M, \"frequency_penalty\": 1}"
-expect 400 presence_penalty unsupported_parameter POST $C '{"prompt": "hi", "presence_penalty": 0.5}'
-expect 400 logit_bias unsupported_parameter POST $C '{"prompt": "hi", "logit_bias": {"5": 100}}'
+expect 400 frequency_penalty '*' POST $H "{$M, \"frequency_penalty\": 3}"
+expect 400 repetition_penalty '*' POST $C '{"prompt": "hi", "repetition_penalty": 0}'
+expect 400 logit_bias '*' POST $C '{"prompt": "hi", "logit_bias": {"5": 101}}'
+expect 400 logit_bias '*' POST $C '{"prompt": "hi", "logit_bias": {"999999": 1}}'
 expect 400 response_format unsupported_parameter POST $H "{$M, \"response_format\": {\"type\": \"json_object\"}}"
 expect 400 best_of unsupported_parameter POST $C '{"prompt": "hi", "best_of": 2}'
 expect 400 suffix unsupported_parameter POST $C '{"prompt": "hi", "suffix": "x"}'
@@ -218,6 +219,13 @@ jq -e '.prompt | endswith("Hello world")' "$work/body" >/dev/null || fail "/deto
 expect 200 - - POST /tokenize "{$M}"
 jq -e '.count > 0' "$work/body" >/dev/null || fail "/tokenize messages: $(cat "$work/body")"
 expect 400 'tokens[1]' '*' POST /detokenize '{"tokens": [1, 99999]}'
+# logit_bias +100 on one id makes greedy emit it (the text of /detokenize of it thrice); the
+# penalties are accepted in their ranges.
+expect 200 - - POST /detokenize '{"tokens": [300, 300, 300]}'
+want=$(jq -r .prompt "$work/body")
+expect 200 - - POST $C '{"prompt": "Hello", "max_tokens": 3, "temperature": 0, "ignore_eos": true, "logit_bias": {"300": 100}}'
+jq -e --arg w "$want" '.choices[0].text == $w' "$work/body" >/dev/null || fail "logit_bias: $(cat "$work/body"), want $want"
+expect 200 - - POST $H "{$M, \"max_tokens\": 4, \"frequency_penalty\": 2, \"presence_penalty\": -2, \"repetition_penalty\": 1.5}"
 expect 400 prompt '*' POST /tokenize '{"prompt": 5}'
 expect 400 bogus unsupported_parameter POST /tokenize '{"prompt": "x", "bogus": 1}'
 expect 404 model model_not_found POST /tokenize '{"model": "gpt-4", "prompt": "x"}'

@@ -21,8 +21,6 @@
 
 namespace dsv4::kernels {
 
-constexpr int kMaxLogitBias = 300;  // OpenAI's limit on logit_bias entries
-
 // Ranges (naming the field): presence and frequency in [−2, 2], repetition finite and > 0,
 // at most kMaxLogitBias bias entries with ids in [0, V) ascending and unique, each bias in
 // [−100, 100] or −inf.
