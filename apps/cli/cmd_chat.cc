@@ -1,5 +1,6 @@
 // dsv4 chat [--model DIR] [--system TEXT] [--thinking] [--max-tokens N] [--temperature T]
-//   [--top-p P] [--top-k K] [--min-p P] [--seed S] [--mtp] [--threads N] [--max-context N] [--isa I]
+//   [--top-p P] [--top-k K] [--min-p P] [--frequency-penalty F] [--presence-penalty P]
+//   [--repetition-penalty R] [--logit-bias ID=BIAS]... [--seed S] [--mtp] [--threads N] [--max-context N] [--isa I]
 // An interactive terminal chat: each input line is a user turn; the history goes through the
 // DeepSeek-V4 chat encoding (src/chat) and the reply streams as it is generated (reasoning,
 // with --thinking, in brackets before the answer). Commands: /reset clears the history,
@@ -36,6 +37,7 @@ struct ChatArgs {
   float top_p = 0.95f;
   int32_t top_k = 0;  // 0 = off
   float min_p = 0.0f;  // 0 = off
+  PenaltyFlags penalties;
   uint64_t seed = 0;
   bool mtp = false;
   int threads = 2;
@@ -170,6 +172,8 @@ int run_chat(const ChatArgs& a) {
   if (!model.ok()) return fail(model.status());
   const ChatModel& m = **model;
   const Limits lim = chat_limits(a, m.cfg);
+  const Result<LogitAdjustments> adjust = a.penalties.adjustments(m.cfg.vocab_size);
+  if (!adjust.ok()) return fail(adjust.status());
   EngineOptions eo;
   eo.mtp = a.mtp;
   eo.min_step_seconds = a.test_min_step_seconds;
@@ -218,6 +222,7 @@ int run_chat(const ChatArgs& a) {
     }
     g.max_tokens = static_cast<int32_t>(std::min<int64_t>(a.max_tokens, room));
     g.sampling = {a.temperature, a.top_p, a.seed + turn++, a.top_k, a.min_p};
+    g.adjust = *adjust;
     Result<nlohmann::ordered_json> message = reply(**engine, std::move(g), *prompt);
     if (!message.ok()) return fail(message.status());
     history.push_back(*message);
@@ -238,6 +243,7 @@ Command add_chat(CLI::App& app) {
   sub->add_option("--top-k", a->top_k, "Keep only the K most likely ids (0 = off)")->capture_default_str();
   sub->add_option("--min-p", a->min_p, "Drop ids below P times the top probability, P in [0, 1] (0 = off)")
       ->capture_default_str();
+  add_penalty_options(sub, &a->penalties);
   sub->add_option("--seed", a->seed, "Seed of answer i is seed + i")->capture_default_str();
   sub->add_flag("--mtp", a->mtp, "Speculative decode with the MTP layer's drafts");
   sub->add_option("--threads", a->threads, "Worker threads")->capture_default_str();

@@ -1,5 +1,6 @@
 // dsv4 generate [--model DIR] [--prompt TEXT]... [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
-//   [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop STR]... [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
+//   [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--frequency-penalty F] [--presence-penalty P]
+//   [--repetition-penalty R] [--logit-bias ID=BIAS]... [--seed S] [--stop STR]... [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
 //   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
 //   [--tp T [--dp D] [--ep E]] [--cp-prefill N]  (under mpirun -np T·D: the ranks share each step)
 // Decodes several prompts together with continuous batching (runtime/engine.h):
@@ -36,6 +37,7 @@ struct GenerateArgs {
   float top_p = 1.0f;
   int32_t top_k = 0;  // 0 = off
   float min_p = 0.0f;  // 0 = off
+  PenaltyFlags penalties;
   uint64_t seed = 0;
   bool quiet_steps = false;
   std::vector<std::string> stop;
@@ -89,11 +91,17 @@ Result<Prompts> read_prompts(const GenerateArgs& a, const std::string& dir, Rank
 // Request i: prompt i, seed + i. A refused request stops the engine (the other ranks end
 // their loop) and fails the run.
 Status add_requests(Engine& engine, RankSession& rs, const GenerateArgs& a, const Prompts& prompts) {
+  const Result<LogitAdjustments> adjust = a.penalties.adjustments(engine.config().vocab_size);
+  if (!adjust.ok()) {
+    if (Status st = engine.stop(); !st.ok()) rs.abort_job(st);
+    return adjust.status();
+  }
   for (size_t i = 0; i < prompts.ids.size(); ++i) {
     GenerationRequest g;
     g.prompt = prompts.ids[i];
     g.max_tokens = a.max_tokens;
     g.sampling = {a.temperature, a.top_p, a.seed + i, a.top_k, a.min_p};
+    g.adjust = *adjust;
     g.stop_strings = a.stop;
     Result<int64_t> id = engine.add_request(std::move(g));
     if (!id.ok()) {
@@ -262,6 +270,7 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--top-k", a->top_k, "Keep only the K most likely ids (0 = off)")->capture_default_str();
   sub->add_option("--min-p", a->min_p, "Drop ids below P times the top probability, P in [0, 1] (0 = off)")
       ->capture_default_str();
+  add_penalty_options(sub, &a->penalties);
   sub->add_option("--seed", a->seed, "Seed of request i is seed + i")->capture_default_str();
   sub->add_option("--stop", a->stop, "Stop string (repeatable; matched on the output text, needs the tokenizer)")
       ->take_all();

@@ -7,8 +7,47 @@
 
 #include "commands.h"
 #include "io/safetensors.h"
+#include "kernels/logit_adjust/logit_adjust.h"
 
 namespace dsv4::cli {
+
+void add_penalty_options(CLI::App* sub, PenaltyFlags* f) {
+  sub->add_option("--frequency-penalty", f->adjust.frequency_penalty,
+                  "Subtract F per earlier occurrence of an id among the generated tokens, F in [-2, 2] (0 = off)")
+      ->capture_default_str();
+  sub->add_option("--presence-penalty", f->adjust.presence_penalty,
+                  "Subtract P from every id generated so far, P in [-2, 2] (0 = off)")
+      ->capture_default_str();
+  sub->add_option("--repetition-penalty", f->adjust.repetition_penalty,
+                  "Divide positive logits (multiply negative ones) of prompt and generated ids by R > 0 (1 = off)")
+      ->capture_default_str();
+  sub->add_option("--logit-bias", f->logit_bias, "ID=BIAS: add BIAS in [-100, 100] to token ID's logit (repeatable)")
+      ->take_all();
+}
+
+Result<LogitAdjustments> PenaltyFlags::adjustments(int64_t V) const {
+  LogitAdjustments a = adjust;
+  for (const std::string& item : logit_bias) {
+    const size_t eq = item.find('=');
+    int32_t id = -1;
+    float bias = 0;
+    bool ok = eq != std::string::npos;
+    try {
+      size_t used = 0;
+      if (ok) id = std::stoi(item.substr(0, eq), &used);
+      ok = ok && used == eq;
+      if (ok) bias = std::stof(item.substr(eq + 1), &used);
+      ok = ok && used == item.size() - eq - 1;
+    } catch (const std::exception&) {
+      ok = false;
+    }
+    if (!ok) return Status::errorf("--logit-bias: '{}' is not ID=BIAS (e.g. 17=-100)", item);
+    a.logit_bias.emplace_back(id, bias);
+  }
+  std::sort(a.logit_bias.begin(), a.logit_bias.end());
+  if (Status st = kernels::validate_logit_adjustments(a, V); !st.ok()) return st;
+  return a;
+}
 
 void add_engine_options(CLI::App* sub, EngineFlags* f) {
   sub->add_option("--model", f->model, kModelHelp);

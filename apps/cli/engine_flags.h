@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "model/config.h"
@@ -51,6 +52,16 @@ Result<Limits> engine_limits(const EngineFlags& f);
 Result<EngineOptions> engine_options(const EngineFlags& f, const ModelConfig& cfg, RankSession& rs);
 // "MTP" / "DSpark (gamma G)" / "" for the run's summary line.
 std::string spec_label(const EngineOptions& eo);
+
+// --frequency-penalty, --presence-penalty, --repetition-penalty, --logit-bias ID=BIAS... (generate
+// and chat; docs/numerics.md "Penalties and logit_bias").
+struct PenaltyFlags {
+  LogitAdjustments adjust;
+  std::vector<std::string> logit_bias;  // "ID=BIAS"
+  // adjust with logit_bias parsed and sorted by id, its ranges checked for a vocabulary of V.
+  Result<LogitAdjustments> adjustments(int64_t V) const;
+};
+void add_penalty_options(CLI::App* sub, PenaltyFlags* f);
 
 // A checkpoint loaded on every rank (a failure on any rank fails all of them): config and
 // weights; the topology bound to the model.

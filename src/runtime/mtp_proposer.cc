@@ -94,7 +94,9 @@ Status MtpProposer::propose(const std::vector<PlannedRows>& plan) {
     if (!drafts_for(i) || plan[i].sampler != ctx_.rank) continue;
     const kernels::SamplingParams greedy{0.0f, 1.0f, 0};
     const int64_t len = static_cast<int64_t>(ctx_.sched.tokens(i).size());
-    ctx_.sampler.add_sample(logits_.data() + k++ * V, greedy, len, 1, &drafts_[i]);
+    float* row = logits_.data() + k++ * V;
+    if (plan[i].request->adjust.any()) ctx_.sampler.adjust_row(plan[i], ctx_.sched.tokens(i), row);
+    ctx_.sampler.add_sample(row, greedy, len, 1, &drafts_[i]);
   }
   ctx_.sampler.run_sample_tasks();
   DSV4_RETURN_IF_ERROR(ctx_.wire.exchange(plan, RankWire::Source::kSampler, drafts_.data(), 1));

@@ -115,26 +115,32 @@ bool Sampler::queue_rows(const std::vector<PlannedRows>& plan, const int64_t* ro
 // only when those drafts are), counted for the row and rolled back after it.
 void Sampler::adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history) {
   const LogitAdjustments& a = p.request->adjust;
-  kernels::TokenCounts* counts = nullptr;
-  if (a.penalizes()) {
-    SlotCounts& slot = slot_counts_[static_cast<size_t>(p.seq)];
-    if (slot.id != p.id) {  // a new request in this slot: count its history once
-      if (!slot.counts.sized()) slot.counts.resize(vocab_);
-      slot.counts.clear();
-      slot.id = p.id;
-      slot.synced = 0;
-    }
-    for (; slot.synced < history.size(); ++slot.synced) {
-      const int32_t id = history[slot.synced];
-      static_cast<int64_t>(slot.synced) < p.prompt_len ? slot.counts.add_prompt(id) : slot.counts.add_output(id);
-    }
-    counts = &slot.counts;
-  }
+  kernels::TokenCounts* counts = counts_for(p, history);
   for (int32_t k = 0; k <= p.n_drafts; ++k) {
     if (k > 0 && counts) counts->add_output(p.tokens[k]);
     kernels::logit_adjust(logits_.data() + head_at_[first_sampled + k] * vocab_, a, counts);
   }
   for (int32_t k = p.n_drafts; k > 0 && counts; --k) counts->remove_output(p.tokens[k]);
+}
+
+void Sampler::adjust_row(const PlannedRows& p, const std::vector<int32_t>& history, float* row) {
+  kernels::logit_adjust(row, p.request->adjust, counts_for(p, history));
+}
+
+kernels::TokenCounts* Sampler::counts_for(const PlannedRows& p, const std::vector<int32_t>& history) {
+  if (!p.request->adjust.penalizes()) return nullptr;
+  SlotCounts& slot = slot_counts_[static_cast<size_t>(p.seq)];
+  if (slot.id != p.id) {  // a new request in this slot: count its history once
+    if (!slot.counts.sized()) slot.counts.resize(vocab_);
+    slot.counts.clear();
+    slot.id = p.id;
+    slot.synced = 0;
+  }
+  for (; slot.synced < history.size(); ++slot.synced) {
+    const int32_t id = history[slot.synced];
+    static_cast<int64_t>(slot.synced) < p.prompt_len ? slot.counts.add_prompt(id) : slot.counts.add_output(id);
+  }
+  return &slot.counts;
 }
 
 // dspark.md §4.3 mode rejection: rows [n_drafts + 1] the verify rows, draft_lambda

@@ -60,6 +60,9 @@ class Sampler {
   void add_sample(const float* row, const kernels::SamplingParams& sp, int64_t position, int draft_slot,
                   int32_t* out);
   void run_sample_tasks();
+  // One row predicting position history.size() of p's request takes its logit adjustments in
+  // place (MTP's draft row: drafts proposed from the adjusted distribution pass more often).
+  void adjust_row(const PlannedRows& p, const std::vector<int32_t>& history, float* row);
   void add_logprobs(const float* row, int32_t token, int32_t top, TokenLogprob* out);
   void run_logprob_tasks();
 
@@ -74,6 +77,8 @@ class Sampler {
   void verify_and_score(const std::vector<PlannedRows>& plan, const int64_t* row_begin, const Proposer* proposer);
   void run_rejection_tasks();
   void adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history);
+  // The slot's counts synced to history (nullptr when p's request does not penalize).
+  kernels::TokenCounts* counts_for(const PlannedRows& p, const std::vector<int32_t>& history);
   const float* row(int64_t step_row) const { return logits_.data() + head_at_[step_row] * vocab_; }
 
   int64_t vocab_;

@@ -157,6 +157,9 @@ bad "bad temperature" "temperature" "$dsv4" generate --model "$work/t2" --temper
 bad "bad top-p" "top_p" "$dsv4" generate --model "$work/t2" --top-p 1.5 --max-tokens 2
 bad "bad top-k" "top_k" "$dsv4" generate --model "$work/t2" --top-k -1 --max-tokens 2
 bad "bad min-p" "min_p" "$dsv4" generate --model "$work/t2" --min-p 1.5 --max-tokens 2
+bad "bad presence penalty" "presence_penalty" "$dsv4" generate --model "$work/t2" --presence-penalty 2.5 --max-tokens 2
+bad "bad logit bias" "--logit-bias" "$dsv4" generate --model "$work/t2" --logit-bias 5 --max-tokens 2
+bad "logit bias id" "outside the vocabulary" "$dsv4" chat --model "$work/t2" --logit-bias 999999=1
 bad "zero batch" "--batch-size = 0" "$dsv4" generate --model "$work/t2" --batch-size 0
 bad "unknown flag" "--bogus" "$dsv4" generate --bogus
 # A corrupt checkpoint: truncated safetensors file.

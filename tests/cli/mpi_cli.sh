@@ -31,7 +31,8 @@ prompts=(--prompt-ids 5,17,42 --prompt-ids 100,200,300,400,11,12,13,14,15,16,17,
 generate_matrix() {  # generate_matrix <preset> <quant>
   local ck="$1 $2" dir="$work/$1-$2"
   checkpoint "$1" "$2"
-  for mode in "" "--mtp" "--mtp --temperature 0.9 --top-p 0.8" "--mtp --temperature 0.9 --top-k 20 --min-p 0.05 --top-p 0.9"; do
+  for mode in "" "--mtp" "--mtp --temperature 0.9 --top-p 0.8" \
+              "--mtp --temperature 0.9 --top-k 20 --min-p 0.05 --top-p 0.9 --frequency-penalty 0.5 --repetition-penalty 1.2 --logit-bias 7=3"; do
     common=(generate --model "$dir" "${prompts[@]}" --max-tokens 10 --batch-size 2 --max-chunk 4 --quiet-steps $mode)
     timeout 300 "$dsv4" "${common[@]}" | grep '^request' >"$work/one.txt" || fail "generate $ck $mode (1 rank)"
     for layout in "2 --tp 2" "4 --tp 4" "4 --tp 2 --ep 4" "4 --tp 1 --ep 2" "2 --tp 2 --cp-prefill 3" \
@@ -66,7 +67,7 @@ logits_ranks() {  # logits_ranks <preset> <quant>
 ds_model="$(cd "$(dirname "$0")/../.." && pwd)/models/kjv-9m-dspark"
 dspark_ranks() {
 for mode in "" "--temperature 0.8 --seed 3" "--temperature 0.8 --seed 3 --verify rejection" \
-            "--temperature 0.8 --seed 3 --verify rejection --top-k 40 --min-p 0.02 --top-p 0.95"; do
+            "--temperature 0.8 --seed 3 --verify rejection --top-k 40 --min-p 0.02 --top-p 0.95 --presence-penalty 0.5 --repetition-penalty 1.1"; do
   ds_run=(generate --model "$ds_model" --prompt "And God said" --prompt "In the beginning God created"
           --prompt "Blessed are the" --max-tokens 24 --batch-size 2 --max-chunk 4 --quiet-steps --spec dspark $mode)
   timeout 300 "$dsv4" "${ds_run[@]}" >"$work/one_full.txt" || fail "generate --spec dspark $mode (1 rank)"
