@@ -123,7 +123,7 @@ done
 # (text, logprobs, finish) as one process; SIGTERM stops every rank with exit 0.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 ask() {  # ask <port>: two completions and a chat, without the fields that differ per run
-  for body in '{"prompt":"Once upon a time","max_tokens":12,"temperature":0.8,"seed":5,"logprobs":2,"stop":["ee"]}' \
+  for body in '{"prompt":"Once upon a time","max_tokens":12,"temperature":0.8,"seed":5,"logprobs":2,"stop":["ee"],"presence_penalty":0.5,"repetition_penalty":1.2,"logit_bias":{"7":2}}' \
               '{"prompt":"The quick brown fox","max_tokens":20,"temperature":0,"echo":true,"logprobs":1}' \
               '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":10,"seed":3,"logprobs":true,"top_logprobs":2}'; do
     local path=/v1/completions
