@@ -1,0 +1,64 @@
+// JsonMatcher: the bytes a Grammar (json_schema.h) allows, one at a time. A pushdown automaton:
+// each stack holds a frame per open value (container, string, number, literal); an anyOf opens
+// one stack per branch and the stacks that cannot take a byte die, so the matcher follows every
+// reading of the bytes so far (at most kMaxStacks; identical stacks merge).
+//
+// The state is plain data of fixed size (no allocation): copy it to roll back (a rejected draft)
+// or to explore (token_mask.h walks the vocabulary with one state per trie depth).
+#pragma once
+
+#include <cstdint>
+
+#include "grammar/json_schema.h"
+
+namespace dsv4::grammar {
+
+constexpr int kMaxStacks = 8;
+
+struct Frame {
+  int32_t node = -1;   // the grammar node; −1: an object key of an open object
+  int32_t i = 0;       // string: code points; number: digits of the part; literal: position;
+                       // object: next property floor; array: items done
+  int32_t j = 0;       // object: position in the key being matched
+  uint8_t phase = 0;
+  uint8_t ws = 0;      // whitespace run in this gap
+  uint8_t more = 0;    // string: \u hex digits or UTF-8 continuation bytes still to come
+  uint8_t lo = 0, hi = 0;  // string: the next UTF-8 continuation byte's range
+  uint8_t pad[3] = {};
+  uint64_t bits = 0;   // object: key candidates; literal: candidates
+};
+
+struct MatchStack {
+  int32_t n = 0;
+  Frame f[kMaxDepth + 1];  // f[0]: the root's frame (before the value, in it, done)
+};
+
+struct MatchState {
+  int32_t n = 0;  // live stacks; 0: dead (no byte was ever possible after the last one)
+  MatchStack s[kMaxStacks];
+};
+
+class JsonMatcher {
+ public:
+  explicit JsonMatcher(const Grammar& g) : g_(g) {}
+  const Grammar& grammar() const { return g_; }
+
+  // The state before the value's first byte.
+  void start(MatchState& st) const;
+  // next = st after byte c (next.n == 0: c is not allowed). &next != &st.
+  void advance(const MatchState& st, uint8_t c, MatchState& next) const;
+  // Whether the bytes so far are one whole value (the end of the sequence may come).
+  bool accepting(const MatchState& st) const;
+  // out = st after text (tmp: scratch); false when a byte is not allowed (out is then dead).
+  bool feed(const MatchState& st, const char* text, int64_t n, MatchState& out, MatchState& tmp) const;
+
+ private:
+  void consume(const MatchStack& in, uint8_t c, MatchState& out) const;
+  void open_value(const MatchStack& s, int32_t node, uint8_t c, MatchState& out) const;
+  bool completable(const Frame& f) const;
+  void pop(MatchStack& s) const;
+  void emit(const MatchStack& s, MatchState& out) const;
+  const Grammar& g_;
+};
+
+}  // namespace dsv4::grammar

@@ -1,0 +1,92 @@
+#include "grammar/token_mask.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace dsv4::grammar {
+
+VocabTrie::VocabTrie(int32_t n_vocab, const std::function<std::string_view(int32_t)>& bytes,
+                     const std::function<bool(int32_t)>& skip)
+    : n_vocab_(n_vocab) {
+  // Sort the ids by their bytes; each trie level is then a run of equal prefixes.
+  std::vector<int32_t> ids;
+  for (int32_t id = 0; id < n_vocab; ++id)
+    if (!skip(id) && !bytes(id).empty()) ids.push_back(id);
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return bytes(a) < bytes(b); });
+  for (int32_t id : ids) max_length_ = std::max<int32_t>(max_length_, static_cast<int32_t>(bytes(id).size()));
+  // Breadth-first over (range of sorted ids, depth): the children of a node are contiguous.
+  struct Pending {
+    int32_t node;
+    size_t begin, end;  // ids sharing the node's prefix
+    size_t depth;
+  };
+  nodes_.push_back(Node{});
+  std::vector<Pending> level = {{0, 0, ids.size(), 0}}, next;
+  while (!level.empty()) {
+    next.clear();
+    for (const Pending& p : level) {
+      size_t i = p.begin;
+      Node& parent = nodes_[p.node];
+      parent.first_token = static_cast<int32_t>(token_ids_.size());
+      while (i < p.end && bytes(ids[i]).size() == p.depth) token_ids_.push_back(ids[i++]);
+      nodes_[p.node].n_tokens = static_cast<int32_t>(token_ids_.size()) - nodes_[p.node].first_token;
+      nodes_[p.node].first_child = static_cast<int32_t>(nodes_.size());
+      while (i < p.end) {
+        const uint8_t b = static_cast<uint8_t>(bytes(ids[i])[p.depth]);
+        size_t j = i;
+        while (j < p.end && static_cast<uint8_t>(bytes(ids[j])[p.depth]) == b) ++j;
+        Node child;
+        child.byte = b;
+        nodes_.push_back(child);
+        next.push_back({static_cast<int32_t>(nodes_.size() - 1), i, j, p.depth + 1});
+        i = j;
+      }
+      nodes_[p.node].n_children = static_cast<int32_t>(nodes_.size()) - nodes_[p.node].first_child;
+    }
+    level.swap(next);
+  }
+}
+
+TokenMasker::TokenMasker(const VocabTrie& trie) : trie_(trie) {
+  states_.resize(static_cast<size_t>(trie.max_length()) + 1);
+  walk_.resize(static_cast<size_t>(trie.max_length()) + 1);
+}
+
+int64_t TokenMasker::fill(const JsonMatcher& m, const MatchState& st, uint64_t* allowed) {
+  std::memset(allowed, 0, sizeof(uint64_t) * static_cast<size_t>((trie_.n_vocab() + 63) / 64));
+  const std::vector<VocabTrie::Node>& nodes = trie_.nodes();
+  const std::vector<int32_t>& ids = trie_.token_ids();
+  int64_t count = 0;
+  visited_ = 0;
+  // states_[d]: after the d bytes of the path to walk_[d].node (states_[0] = st).
+  states_[0].n = st.n;
+  for (int32_t k = 0; k < st.n; ++k) {
+    states_[0].s[k].n = st.s[k].n;
+    std::memcpy(states_[0].s[k].f, st.s[k].f, sizeof(Frame) * static_cast<size_t>(st.s[k].n));
+  }
+  int32_t depth = 0;
+  walk_[0] = {0, 0};
+  while (depth >= 0) {
+    Walk& w = walk_[depth];
+    const VocabTrie::Node& node = nodes[w.node];
+    if (w.next_child == node.n_children) {
+      --depth;
+      continue;
+    }
+    const int32_t child = node.first_child + w.next_child++;
+    ++visited_;
+    m.advance(states_[depth], nodes[child].byte, states_[depth + 1]);
+    if (states_[depth + 1].n == 0) continue;
+    const VocabTrie::Node& c = nodes[child];
+    for (int32_t t = 0; t < c.n_tokens; ++t) {
+      const int32_t id = ids[c.first_token + t];
+      allowed[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    count += c.n_tokens;
+    walk_[++depth] = {child, 0};
+  }
+  return count;
+}
+
+}  // namespace dsv4::grammar

@@ -1,0 +1,274 @@
+// The JSON Schema grammar and its byte matcher: hand cases accepted and refused at the right
+// byte; random walks over the allowed bytes of random schemas end in values that parse and
+// validate (an independent validator below); the token mask equals a per-token brute force.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "grammar/json_matcher.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_mask.h"
+
+namespace dsv4::grammar {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Grammar compile(const std::string& schema) {
+  Result<Grammar> g = compile_json_schema(Json::parse(schema));
+  EXPECT_TRUE(g.ok()) << schema << ": " << g.message();
+  return g.ok() ? std::move(*g) : Grammar{};
+}
+
+// -1: the whole text is a complete value; else the first byte refused (text.size(): a prefix).
+int64_t match(const Grammar& g, const std::string& text) {
+  JsonMatcher m(g);
+  auto st = std::make_unique<MatchState>(), next = std::make_unique<MatchState>();
+  m.start(*st);
+  for (size_t i = 0; i < text.size(); ++i) {
+    m.advance(*st, static_cast<uint8_t>(text[i]), *next);
+    if (next->n == 0) return static_cast<int64_t>(i);
+    std::swap(st, next);
+  }
+  return m.accepting(*st) ? -1 : static_cast<int64_t>(text.size());
+}
+
+TEST(JsonMatcher, HandCases) {
+  const Grammar obj = compile(R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 3},
+      "age": {"type": "integer"}, "tags": {"type": "array", "items": {"enum": ["a", "bc", 1]}, "maxItems": 2}},
+      "required": ["age"], "additionalProperties": false})");
+  EXPECT_EQ(match(obj, R"({"name": "Bob", "age": 42, "tags": ["a", 1]})"), -1);
+  EXPECT_EQ(match(obj, R"({"age":-0})"), -1);
+  EXPECT_EQ(match(obj, "{\n  \"age\": 7\n}"), -1);
+  EXPECT_EQ(match(obj, R"({"tags": []})"), 2);                   // required age comes before tags
+  EXPECT_EQ(match(obj, R"({"name": "Bobby", "age": 1})"), 13);   // maxLength 3
+  EXPECT_EQ(match(obj, R"({"age": 1.5})"), 9);                    // integer
+  EXPECT_EQ(match(obj, R"({"age": 01})"), 9);
+  EXPECT_EQ(match(obj, R"({"age": 1, "tags": ["a", "bc", 1]})"), 29);  // maxItems 2
+  EXPECT_EQ(match(obj, R"({"age": 1, "tags": ["b"]})"), 22);   // "b" is a prefix of "bc"
+  EXPECT_EQ(match(obj, R"({"age": 1})"), -1);
+  EXPECT_EQ(match(obj, R"({"age": 1)"), 9);                       // a prefix, not complete
+  EXPECT_EQ(match(obj, R"( {"age": 1})"), 0);                     // no whitespace before the value
+  EXPECT_EQ(match(obj, "{\"age\": 1}\n"), 10);                    // nor after it
+  EXPECT_EQ(match(obj, "{" + std::string(kMaxWhitespace + 1, ' ') + "\"age\": 1}"), 1 + kMaxWhitespace);
+
+  const Grammar str = compile(R"({"type": "string", "minLength": 2})");
+  EXPECT_EQ(match(str, R"("é\n\u00e9")"), -1);
+  EXPECT_EQ(match(str, R"("a")"), 2);
+  EXPECT_EQ(match(str, "\"a\x01\""), 2);            // control characters must be escaped
+  EXPECT_EQ(match(str, "\"\xc3\x28\""), 2);         // not UTF-8
+  EXPECT_EQ(match(str, "\"\xed\xa0\x80\""), 2);     // a UTF-16 surrogate in UTF-8
+  EXPECT_EQ(match(str, R"("\x")"), 2);
+
+  const Grammar num = compile(R"({"type": ["number", "null", "boolean"]})");
+  for (const char* ok : {"0", "-1.25e+10", "3E5", "null", "true", "false", "12.0"}) EXPECT_EQ(match(num, ok), -1) << ok;
+  EXPECT_EQ(match(num, "1."), 2);
+  EXPECT_EQ(match(num, "+1"), 0);
+  EXPECT_EQ(match(num, "nul"), 3);
+  EXPECT_EQ(match(num, std::string(kMaxDigits + 1, '7')), kMaxDigits);
+
+  const Grammar any_obj = any_object_grammar();
+  EXPECT_EQ(match(any_obj, R"({"x": [1, {"y": null}, "z"], "": {}})"), -1);
+  EXPECT_EQ(match(any_obj, R"([1])"), 0);
+
+  const Grammar rec = compile(R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+      "next": {"$ref": "#/$defs/node"}}, "required": ["v"]}}, "$ref": "#/$defs/node"})");
+  EXPECT_EQ(match(rec, R"({"v": 1, "next": {"v": 2, "next": {"v": 3}}})"), -1);
+
+  const Grammar alt = compile(R"({"anyOf": [{"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"]},
+      {"type": "object", "properties": {"ab": {"type": "string"}}, "required": ["ab"]}]})");
+  EXPECT_EQ(match(alt, R"({"a": 1})"), -1);
+  EXPECT_EQ(match(alt, R"({"ab": "x"})"), -1);
+  EXPECT_EQ(match(alt, R"({"a": "x"})"), 6);
+}
+
+TEST(JsonSchema, ErrorsNameTheKeywordAndPlace) {
+  auto message = [](const std::string& schema) {
+    Result<Grammar> g = compile_json_schema(Json::parse(schema));
+    return g.ok() ? std::string("ok") : g.message();
+  };
+  EXPECT_NE(message(R"({"type": "string", "pattern": "a+"})").find("keyword 'pattern'"), std::string::npos);
+  EXPECT_NE(message(R"({"properties": {"a": {"format": "date"}}})").find("/properties/a"), std::string::npos);
+  EXPECT_NE(message(R"({"type": "strin"})").find("'strin'"), std::string::npos);
+  EXPECT_NE(message(R"({"$ref": "#/$defs/missing"})").find("$ref"), std::string::npos);
+  EXPECT_NE(message(R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})").find("no finite"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"type": "object", "required": ["x"]})").find("'x'"), std::string::npos);
+  EXPECT_NE(message(R"({"type": "string", "minLength": 3, "maxLength": 2})").find("maxLength"), std::string::npos);
+  std::string deep = R"({"type": "string"})";
+  for (int i = 0; i < kMaxDepth; ++i) deep = R"({"type": "array", "minItems": 1, "items": )" + deep + "}";
+  EXPECT_NE(message(deep).find("nest"), std::string::npos);
+  EXPECT_EQ(message(R"({"title": "t", "description": "d", "$schema": "x", "default": 1, "examples": []})"), "ok");
+}
+
+// An independent check of a parsed value against the supported keywords.
+bool valid(const Json& v, const Json& s, const Json& root) {
+  if (s.is_boolean()) return s.get<bool>();
+  if (s.contains("$ref")) {
+    const std::string r = s["$ref"];
+    if (r == "#") return valid(v, root, root);
+    const std::string table = r.rfind("#/$defs/", 0) == 0 ? "$defs" : "definitions";
+    return valid(v, root[table][r.substr(table.size() + 3)], root);
+  }
+  if (s.contains("const")) return v == s["const"];
+  if (s.contains("enum")) {
+    for (const Json& e : s["enum"])
+      if (v == e) return true;
+    return false;
+  }
+  for (const char* key : {"anyOf", "oneOf"})
+    if (s.contains(key)) {
+      for (const Json& a : s[key])
+        if (valid(v, a, root)) return true;
+      return false;
+    }
+  if (s.contains("type")) {
+    const Json types = s["type"].is_array() ? s["type"] : Json::array({s["type"]});
+    bool any = false;
+    for (const Json& t : types) {
+      const std::string ts = t;
+      any |= (ts == "object" && v.is_object()) || (ts == "array" && v.is_array()) || (ts == "string" && v.is_string()) ||
+             (ts == "number" && v.is_number()) || (ts == "integer" && v.is_number_integer()) ||
+             (ts == "boolean" && v.is_boolean()) || (ts == "null" && v.is_null());
+    }
+    if (!any) return false;
+  }
+  if (v.is_object()) {
+    const Json props = s.value("properties", Json::object());
+    for (const Json& r : s.value("required", Json::array()))
+      if (!v.contains(r.get<std::string>())) return false;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (props.contains(it.key())) {
+        if (!valid(it.value(), props[it.key()], root)) return false;
+      } else if (s.contains("additionalProperties")) {
+        if (!valid(it.value(), s["additionalProperties"], root)) return false;
+      }
+    }
+  }
+  if (v.is_array()) {
+    if (v.size() < s.value("minItems", 0u) || v.size() > s.value("maxItems", 1u << 30)) return false;
+    if (s.contains("items"))
+      for (const Json& x : v)
+        if (!valid(x, s["items"], root)) return false;
+  }
+  if (v.is_string()) {
+    size_t cps = 0;
+    for (unsigned char c : v.get<std::string>()) cps += (c & 0xC0) != 0x80;
+    if (cps < s.value("minLength", 0u) || cps > s.value("maxLength", 1u << 30)) return false;
+  }
+  return true;
+}
+
+Json random_schema(std::mt19937& rng, int depth) {
+  const int pick = static_cast<int>(rng() % (depth > 2 ? 6 : 9));
+  switch (pick) {
+    case 0: {
+      const uint32_t lo = rng() % 2;
+      return {{"type", "string"}, {"maxLength", lo + rng() % 6}, {"minLength", lo}};
+    }
+    case 1: return {{"type", "integer"}};
+    case 2: return {{"type", "number"}};
+    case 3: return {{"type", Json::array({"boolean", "null"})}};
+    case 4: return {{"enum", Json::array({"red", "re", 7, nullptr, Json::array({1})})}};
+    case 5: return {{"const", {{"k", "v"}}}};
+    case 6: {
+      Json props = Json::object(), required = Json::array();
+      const int n = 1 + static_cast<int>(rng() % 4);
+      for (int i = 0; i < n; ++i) {
+        const std::string key = std::string("k") + std::to_string(i) + (i % 2 ? "x" : "");
+        props[key] = random_schema(rng, depth + 1);
+        if (rng() % 2) required.push_back(key);
+      }
+      return {{"type", "object"}, {"properties", props}, {"required", required}, {"additionalProperties", false}};
+    }
+    case 7: {
+      const uint32_t lo = rng() % 3;
+      return {{"type", "array"}, {"items", random_schema(rng, depth + 1)}, {"minItems", lo}, {"maxItems", lo + rng() % 3}};
+    }
+    default: return {{"anyOf", Json::array({random_schema(rng, depth + 1), random_schema(rng, depth + 1)})}};
+  }
+}
+
+// Random walks: at each step one of the allowed bytes (all 256 tried), ending where the value
+// is complete (with probability 1/4, or always after 400 bytes, taking the bytes that close it).
+TEST(JsonMatcher, RandomWalksGiveValidValues) {
+  std::mt19937 rng(3);
+  int done = 0;
+  const int trials = std::getenv("DSV4_GRAMMAR_TRIALS") ? std::atoi(std::getenv("DSV4_GRAMMAR_TRIALS")) : 300;
+  for (int trial = 0; trial < trials; ++trial) {
+    const Json schema = random_schema(rng, 0);
+    Result<Grammar> g = compile_json_schema(schema);
+    ASSERT_TRUE(g.ok()) << schema.dump() << ": " << g.message();
+    JsonMatcher m(*g);
+    auto st = std::make_unique<MatchState>(), next = std::make_unique<MatchState>();
+    m.start(*st);
+    std::string text;
+    for (int step = 0; step < 2000; ++step) {
+      if (m.accepting(*st) && (rng() % 4 == 0 || text.size() > 400)) break;
+      std::vector<uint8_t> allowed;
+      for (int c = 0; c < 256; ++c) {
+        m.advance(*st, static_cast<uint8_t>(c), *next);
+        if (next->n > 0) allowed.push_back(static_cast<uint8_t>(c));
+      }
+      if (allowed.empty() && m.accepting(*st)) break;  // a closed value takes no more bytes
+      ASSERT_FALSE(allowed.empty()) << "dead end after " << Json(text).dump(-1, ' ', true, Json::error_handler_t::replace) << " for " << schema.dump();
+      // Past 400 bytes prefer closing bytes so the walk ends.
+      uint8_t c = allowed[rng() % allowed.size()];
+      if (text.size() > 400)
+        for (uint8_t b : allowed)
+          if (b == '}' || b == ']' || b == '"') c = b;
+      m.advance(*st, c, *next);
+      std::swap(st, next);
+      text.push_back(static_cast<char>(c));
+    }
+    if (!m.accepting(*st)) continue;
+    ++done;
+    const Json v = Json::parse(text, nullptr, false);
+    ASSERT_FALSE(v.is_discarded()) << text << " for " << schema.dump();
+    EXPECT_TRUE(valid(v, schema, schema)) << text << " for " << schema.dump();
+  }
+  EXPECT_GT(done, trials * 5 / 6);
+}
+
+// The mask over a small vocabulary (JSON pieces, multi-byte tokens, a special token) equals
+// feeding each token's bytes.
+TEST(TokenMask, EqualsBruteForce) {
+  const std::vector<std::string> vocab = {"{", "}", "\"", "\":", " \"", "name", "na", "me\"", ": ", "1", "12", "-",
+                                          ".5", "e", "true", "tr", "ue", "null", ",", ", \"", "[", "]", "a", "é",
+                                          "\xc3", "\xa9", "\\n", "\\", "<special>", "", "\"}", "0}", "age\": "};
+  const Grammar g = compile(R"({"type": "object", "properties": {"name": {"type": "string"},
+      "age": {"type": "number"}, "list": {"type": "array", "items": {"type": ["boolean", "null"]}}}})");
+  VocabTrie trie(static_cast<int32_t>(vocab.size()), [&](int32_t id) { return std::string_view(vocab[id]); },
+                 [&](int32_t id) { return vocab[id] == "<special>"; });
+  TokenMasker masker(trie);
+  JsonMatcher m(g);
+  std::mt19937 rng(5);
+  auto st = std::make_unique<MatchState>(), out = std::make_unique<MatchState>(), tmp = std::make_unique<MatchState>();
+  std::vector<uint64_t> mask(1);
+  for (int walk = 0; walk < 40; ++walk) {
+    m.start(*st);
+    for (int step = 0; step < 30; ++step) {
+      const int64_t n = masker.fill(m, *st, mask.data());
+      std::vector<int32_t> want;
+      for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id)
+        if (vocab[id] != "<special>" && !vocab[id].empty() &&
+            m.feed(*st, vocab[id].data(), static_cast<int64_t>(vocab[id].size()), *out, *tmp))
+          want.push_back(id);
+      std::vector<int32_t> got;
+      for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id)
+        if (mask[0] >> id & 1) got.push_back(id);
+      ASSERT_EQ(got, want) << "walk " << walk << " step " << step;
+      EXPECT_EQ(n, static_cast<int64_t>(want.size()));
+      if (want.empty()) break;
+      const int32_t id = want[rng() % want.size()];
+      ASSERT_TRUE(m.feed(*st, vocab[id].data(), static_cast<int64_t>(vocab[id].size()), *out, *tmp));
+      std::swap(st, out);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::grammar
