@@ -370,6 +370,26 @@ bool JsonMatcher::accepting(const MatchState& st) const {
   return false;
 }
 
+bool JsonMatcher::in_string_text(const MatchState& st, int64_t room) const {
+  if (st.n == 0) return false;
+  for (int32_t k = 0; k < st.n; ++k) {
+    const Frame& f = st.s[k].f[st.s[k].n - 1];
+    if (f.node == kRootNode || f.phase != kSBody) return false;
+    if (f.node == kKeyNode) continue;
+    const Node& n = g_.nodes[f.node];
+    if (n.kind != Kind::kString || (n.max_length >= 0 && n.max_length - f.i < room)) return false;
+  }
+  return true;
+}
+
+bool JsonMatcher::string_text(const char* bytes, int64_t n) {
+  Frame f;
+  f.phase = kSBody;
+  for (int64_t i = 0; i < n; ++i)
+    if (bytes[i] == '"' || !string_byte(f, static_cast<uint8_t>(bytes[i]), -1)) return false;
+  return true;
+}
+
 bool JsonMatcher::feed(const MatchState& st, const char* text, int64_t n, MatchState& out, MatchState& tmp) const {
   const MatchState* from = &st;
   for (int64_t i = 0; i < n; ++i) {

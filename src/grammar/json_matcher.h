@@ -49,6 +49,12 @@ class JsonMatcher {
   void advance(const MatchState& st, uint8_t c, MatchState& next) const;
   // Whether the bytes so far are one whole value (the end of the sequence may come).
   bool accepting(const MatchState& st) const;
+  // Whether every reading of st is inside a string's text (no escape or UTF-8 sequence open)
+  // with room for at least `room` more code points: then a token without '"' is allowed exactly
+  // when string_text() accepts it (token_mask.h's fast path).
+  bool in_string_text(const MatchState& st, int64_t room) const;
+  // Whether bytes without '"' are string text from a fresh point in a string.
+  static bool string_text(const char* bytes, int64_t n);
   // out = st after text (tmp: scratch); false when a byte is not allowed (out is then dead).
   bool feed(const MatchState& st, const char* text, int64_t n, MatchState& out, MatchState& tmp) const;
 

@@ -48,17 +48,42 @@ VocabTrie::VocabTrie(int32_t n_vocab, const std::function<std::string_view(int32
   }
 }
 
-TokenMasker::TokenMasker(const VocabTrie& trie) : trie_(trie) {
-  states_.resize(static_cast<size_t>(trie.max_length()) + 1);
-  walk_.resize(static_cast<size_t>(trie.max_length()) + 1);
+MaskVocab::MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32_t)>& bytes,
+                     const std::function<bool(int32_t)>& skip)
+    : all(n_vocab, bytes, skip),
+      quoted(n_vocab, bytes, [&](int32_t id) { return skip(id) || bytes(id).find('"') == std::string_view::npos; }),
+      string_text(static_cast<size_t>((n_vocab + 63) / 64), 0) {
+  for (int32_t id = 0; id < n_vocab; ++id) {
+    const std::string_view b = bytes(id);
+    if (!skip(id) && !b.empty() && JsonMatcher::string_text(b.data(), static_cast<int64_t>(b.size())))
+      string_text[id >> 6] |= uint64_t{1} << (id & 63);
+  }
+}
+
+TokenMasker::TokenMasker(const MaskVocab& vocab) : vocab_(vocab) {
+  states_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
+  walk_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
 }
 
 int64_t TokenMasker::fill(const JsonMatcher& m, const MatchState& st, uint64_t* allowed) {
-  std::memset(allowed, 0, sizeof(uint64_t) * static_cast<size_t>((trie_.n_vocab() + 63) / 64));
-  const std::vector<VocabTrie::Node>& nodes = trie_.nodes();
-  const std::vector<int32_t>& ids = trie_.token_ids();
-  int64_t count = 0;
+  const size_t words = static_cast<size_t>((vocab_.all.n_vocab() + 63) / 64);
   visited_ = 0;
+  if (!m.in_string_text(st, vocab_.all.max_length())) {
+    std::memset(allowed, 0, sizeof(uint64_t) * words);
+    return walk(vocab_.all, m, st, allowed);
+  }
+  std::memcpy(allowed, vocab_.string_text.data(), sizeof(uint64_t) * words);
+  walk(vocab_.quoted, m, st, allowed);
+  int64_t count = 0;
+  for (size_t w = 0; w < words; ++w) count += __builtin_popcountll(allowed[w]);
+  return count;
+}
+
+// Sets the bits of trie's tokens allowed after st; returns how many it set.
+int64_t TokenMasker::walk(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed) {
+  const std::vector<VocabTrie::Node>& nodes = trie.nodes();
+  const std::vector<int32_t>& ids = trie.token_ids();
+  int64_t count = 0;
   // states_[d]: after the d bytes of the path to walk_[d].node (states_[0] = st).
   states_[0].n = st.n;
   for (int32_t k = 0; k < st.n; ++k) {

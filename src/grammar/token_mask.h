@@ -36,17 +36,29 @@ class VocabTrie {
   std::vector<int32_t> token_ids_;
 };
 
-// Fills masks for one trie; its buffers are sized once (no allocation per mask).
+// A vocabulary prepared for masks: the trie of every token, the trie of the tokens holding a
+// '"' and the tokens that are plain string text (JsonMatcher::string_text). Inside a string's
+// text (most of a JSON value's tokens) a mask is then the plain-text set plus a walk of the
+// quote trie, which alone can end the string and go on after it.
+struct MaskVocab {
+  MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32_t)>& bytes,
+            const std::function<bool(int32_t)>& skip);
+  VocabTrie all, quoted;
+  std::vector<uint64_t> string_text;  // [ceil(V / 64)]
+};
+
+// Fills masks for one vocabulary; its buffers are sized once (no allocation per mask).
 class TokenMasker {
  public:
-  explicit TokenMasker(const VocabTrie& trie);
+  explicit TokenMasker(const MaskVocab& vocab);
   // allowed [ceil(V / 64)] words: bit id set when the token's bytes may follow st. Returns the
   // number of ids allowed. The caller adds the end-of-sequence id where m.accepting(st).
   int64_t fill(const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   int64_t nodes_visited() const { return visited_; }
 
  private:
-  const VocabTrie& trie_;
+  int64_t walk(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
+  const MaskVocab& vocab_;
   std::vector<MatchState> states_;  // [max token length + 1]
   struct Walk {
     int32_t node, next_child;

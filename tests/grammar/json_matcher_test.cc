@@ -234,16 +234,17 @@ TEST(JsonMatcher, RandomWalksGiveValidValues) {
 }
 
 // The mask over a small vocabulary (JSON pieces, multi-byte tokens, a special token) equals
-// feeding each token's bytes.
+// feeding each token's bytes, inside string text (plain-text set + quote trie) and elsewhere.
 TEST(TokenMask, EqualsBruteForce) {
   const std::vector<std::string> vocab = {"{", "}", "\"", "\":", " \"", "name", "na", "me\"", ": ", "1", "12", "-",
                                           ".5", "e", "true", "tr", "ue", "null", ",", ", \"", "[", "]", "a", "é",
                                           "\xc3", "\xa9", "\\n", "\\", "<special>", "", "\"}", "0}", "age\": "};
   const Grammar g = compile(R"({"type": "object", "properties": {"name": {"type": "string"},
       "age": {"type": "number"}, "list": {"type": "array", "items": {"type": ["boolean", "null"]}}}})");
-  VocabTrie trie(static_cast<int32_t>(vocab.size()), [&](int32_t id) { return std::string_view(vocab[id]); },
-                 [&](int32_t id) { return vocab[id] == "<special>"; });
-  TokenMasker masker(trie);
+  const MaskVocab prepared(static_cast<int32_t>(vocab.size()), [&](int32_t id) { return std::string_view(vocab[id]); },
+                           [&](int32_t id) { return vocab[id] == "<special>"; });
+  TokenMasker masker(prepared);
+  int in_text = 0;
   JsonMatcher m(g);
   std::mt19937 rng(5);
   auto st = std::make_unique<MatchState>(), out = std::make_unique<MatchState>(), tmp = std::make_unique<MatchState>();
@@ -252,6 +253,7 @@ TEST(TokenMask, EqualsBruteForce) {
     m.start(*st);
     for (int step = 0; step < 30; ++step) {
       const int64_t n = masker.fill(m, *st, mask.data());
+      in_text += m.in_string_text(*st, prepared.all.max_length());
       std::vector<int32_t> want;
       for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id)
         if (vocab[id] != "<special>" && !vocab[id].empty() &&
@@ -268,6 +270,7 @@ TEST(TokenMask, EqualsBruteForce) {
       std::swap(st, out);
     }
   }
+  EXPECT_GT(in_text, 20) << "the fast path inside string text was taken";
 }
 
 }  // namespace
