@@ -857,10 +857,12 @@ std::string ResponseBuilder::add_completion(const RequestUpdate& u, bool first) 
 std::string ResponseBuilder::add_chat(const RequestUpdate& u, bool first) {
   chat::ChatDelta delta = parser_.feed(u.text);
   if (u.finished) {
-    chat::ChatDelta rest = parser_.finish();
-    delta.reasoning += rest.reasoning;
-    delta.content += rest.content;
-    for (chat::ToolCall& c : rest.tool_calls) delta.tool_calls.push_back(std::move(c));
+    auto append = [&delta](chat::ChatDelta rest) {
+      delta.reasoning += rest.reasoning;
+      delta.content += rest.content;
+      for (chat::ToolCallPiece& p : rest.calls) delta.calls.push_back(std::move(p));
+    };
+    append(parser_.finish());
   }
   const bool want_lp = request_.gen.logprobs >= 0;
   Json chunk_lp = Json::array();
@@ -870,36 +872,40 @@ std::string ResponseBuilder::add_chat(const RequestUpdate& u, bool first) {
   if (!request_.stream) {
     message_.reasoning_content += delta.reasoning;
     message_.content += delta.content;
-    for (chat::ToolCall& c : delta.tool_calls) message_.tool_calls.push_back(std::move(c));
+    for (const chat::ToolCallPiece& p : delta.calls) calls_.add(p);
     return {};
   }
   std::string out;
   if (first) out += chunk_event(chat_choice(Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr));
-  Json d = chat_delta_json(delta);
+  Json d = Json::object();
+  if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
+  if (!delta.content.empty()) d["content"] = delta.content;
   if (!d.empty() || !chunk_lp.empty())
     out += chunk_event(chat_choice(std::move(d), want_lp && !chunk_lp.empty() ? Json{{"content", chunk_lp}} : Json(),
                                    nullptr, nullptr));
+  for (const chat::ToolCallPiece& p : delta.calls) out += tool_call_events(p);
   if (u.finished)
     out += end_events(
         chat_choice(Json::object(), nullptr, api_finish_reason(reason_, n_tool_calls_ > 0), stop_reason()));
   return out;
 }
 
-// A stream delta's fields: text as it came, tool calls numbered across the stream.
-Json ResponseBuilder::chat_delta_json(const chat::ChatDelta& delta) {
-  Json d = Json::object();
-  if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
-  if (!delta.content.empty()) d["content"] = delta.content;
-  if (!delta.tool_calls.empty()) {
-    Json calls = Json::array();
-    for (const chat::ToolCall& c : delta.tool_calls) {
-      Json call = chat::tool_call_json(c, fmt::format("call_{}_{}", id_, n_tool_calls_));
-      call["index"] = n_tool_calls_++;
-      calls.push_back(std::move(call));
-    }
-    d["tool_calls"] = std::move(calls);
+// A call's pieces as OpenAI streams them, one chunk each: the opening entry {index, id, type,
+// function: {name, arguments: ""}}, then {index, function: {arguments: fragment}}.
+std::string ResponseBuilder::tool_call_events(const chat::ToolCallPiece& piece) {
+  std::string out;
+  auto event = [&](Json entry) {
+    return chunk_event(chat_choice(Json{{"tool_calls", Json::array({std::move(entry)})}}, nullptr, nullptr, nullptr));
+  };
+  if (piece.opens) {
+    Json call{{"index", piece.index}};
+    call.update(chat::tool_call_json(chat::ToolCall{piece.name, ""}, fmt::format("call_{}_{}", id_, piece.index)));
+    out += event(std::move(call));
   }
-  return d;
+  if (!piece.arguments.empty())
+    out += event(Json{{"index", piece.index}, {"function", Json{{"arguments", piece.arguments}}}});
+  if (piece.closes) ++n_tool_calls_;
+  return out;
 }
 
 Json ResponseBuilder::completion_choice(const std::string& text, Json logprobs, Json finish_reason, Json stop_reason) {
@@ -964,14 +970,14 @@ ApiResult<std::string> ResponseBuilder::response() const {
   if (request_.endpoint == Endpoint::kChat) {
     Json message;
     message["role"] = "assistant";
-    const bool calls = !message_.tool_calls.empty();
+    const bool calls = !calls_.calls.empty();
     message["content"] = calls && message_.content.empty() ? Json() : Json(message_.content);
     if (request_.mode == chat::ThinkingMode::kThinking || !message_.reasoning_content.empty())
       message["reasoning_content"] = message_.reasoning_content;
     if (calls) {
       Json arr = Json::array();
-      for (size_t i = 0; i < message_.tool_calls.size(); ++i)
-        arr.push_back(chat::tool_call_json(message_.tool_calls[i], fmt::format("call_{}_{}", id_, i)));
+      for (size_t i = 0; i < calls_.calls.size(); ++i)
+        arr.push_back(chat::tool_call_json(calls_.calls[i], fmt::format("call_{}_{}", id_, i)));
       message["tool_calls"] = std::move(arr);
     }
     choice["message"] = std::move(message);
