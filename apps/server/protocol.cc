@@ -300,6 +300,17 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
   return c;
 }
 
+// Bias -inf (never sampled) for `id` in a logit_bias sorted by id.
+void forbid_token(std::vector<std::pair<int32_t, float>>& bias, int32_t id) {
+  auto at = std::lower_bound(bias.begin(), bias.end(), id,
+                             [](const std::pair<int32_t, float>& e, int32_t v) { return e.first < v; });
+  if (at != bias.end() && at->first == id) {
+    at->second = -INFINITY;
+  } else {
+    bias.insert(at, {id, -INFINITY});
+  }
+}
+
 // Sets gen.max_tokens: the given value, else the smallest of --max-tokens-limit, the rest of
 // the context and what the cache holds; the prompt and the completion must fit in max_context positions, and a given
 // value must not exceed the limit.
@@ -500,20 +511,27 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   }
   if (lp.value().value_or(false)) out.gen.logprobs = static_cast<int32_t>(top.value().value_or(0));
 
-  // Tools: the renderer writes `tools`; tool_choice and parallel_tool_calls only as the model
-  // behaves anyway (it may call any declared tool, several at once).
-  const Json* tools = json_optional(obj, "tools");
-  const bool has_tools = tools && tools->is_array() && !tools->empty();
+  // Tools: the renderer writes `tools`. tool_choice "none" forbids a call: ｜DSML｜, the special
+  // token that opens every DSML tag, gets bias -inf (merged into the sorted logit_bias).
+  // parallel_tool_calls false ends the generation at the first call's end tag: a stop string
+  // (the engine matches it on the text and ends the request in that step, no cancel needed);
+  // the response completes the call block (ChatStreamParser::end_at_stop). Named functions and
+  // "required" are refused.
   if (const Json* tc = json_optional(obj, "tool_choice")) {
-    const bool ok = tc->is_string() && (*tc == "auto" || (*tc == "none" && !has_tools));
-    if (!ok)
-      return bad_request("tool_choice", fmt::format("tool_choice: {} is not supported (\"auto\", or \"none\" "
-                                                    "without tools)", dump(*tc)), "unsupported_parameter");
+    if (!(tc->is_string() && (*tc == "auto" || *tc == "none")))
+      return bad_request("tool_choice", fmt::format("tool_choice: {} is not supported (\"auto\" or \"none\")",
+                                                    dump(*tc)), "unsupported_parameter");
+    if (*tc == "none") {
+      if (std::optional<int32_t> dsml = model.text->tokenizer.token_id("｜DSML｜"))
+        forbid_token(out.gen.adjust.logit_bias, *dsml);
+    }
   }
   auto parallel = get_bool(obj, "parallel_tool_calls");
   if (!parallel.ok()) return parallel.error();
-  if (parallel.value() && !*parallel.value())
-    return bad_request("parallel_tool_calls", "parallel_tool_calls: only true is supported", "unsupported_parameter");
+  if (parallel.value() && !*parallel.value()) {
+    out.first_call_only = true;
+    out.gen.stop_strings.emplace_back(chat::kFirstCallStop);
+  }
 
   Result<chat::ChatOptions> options = chat::chat_options_from_request(obj);
   if (!options.ok()) return bad_request(message_param(options.message()), options.message());
@@ -807,6 +825,7 @@ Json ResponseBuilder::stop_reason() const {
   if (reason_ == FinishReason::kTimeout) return "timeout";
   if (reason_ == FinishReason::kCancelled) return "cancelled";
   if (reason_ != FinishReason::kStop) return nullptr;
+  if (request_.first_call_only && stop_string_ == chat::kFirstCallStop) return nullptr;  // the server's own
   if (!stop_string_.empty()) return stop_string_;
   if (stop_id_ >= 0) return stop_id_;
   return nullptr;
@@ -862,6 +881,7 @@ std::string ResponseBuilder::add_chat(const RequestUpdate& u, bool first) {
       delta.content += rest.content;
       for (chat::ToolCallPiece& p : rest.calls) delta.calls.push_back(std::move(p));
     };
+    if (first_call_stop(u)) append(parser_.end_at_stop());
     append(parser_.finish());
   }
   const bool want_lp = request_.gen.logprobs >= 0;
@@ -906,6 +926,10 @@ std::string ResponseBuilder::tool_call_events(const chat::ToolCallPiece& piece) 
     out += event(Json{{"index", piece.index}, {"function", Json{{"arguments", piece.arguments}}}});
   if (piece.closes) ++n_tool_calls_;
   return out;
+}
+
+bool ResponseBuilder::first_call_stop(const RequestUpdate& u) const {
+  return request_.first_call_only && u.reason == FinishReason::kStop && u.stop_string == chat::kFirstCallStop;
 }
 
 Json ResponseBuilder::completion_choice(const std::string& text, Json logprobs, Json finish_reason, Json stop_reason) {

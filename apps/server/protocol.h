@@ -101,6 +101,7 @@ struct ApiRequest {
   chat::ThinkingMode mode = chat::ThinkingMode::kChat;
   bool opens_reasoning = false;  // the prompt ends with <think>
   std::string prompt_text;       // the rendered chat prompt (for logs and tests)
+  bool first_call_only = false;  // parallel_tool_calls false: gen.stop_strings has chat::kFirstCallStop
 };
 
 // Sampling seed for a request without "seed" (the caller draws it).
@@ -167,6 +168,8 @@ class ResponseBuilder {
   std::string add_completion(const RequestUpdate& u, bool first);
   std::string add_chat(const RequestUpdate& u, bool first);
   std::string tool_call_events(const chat::ToolCallPiece& piece);
+  // The finishing update stopped at chat::kFirstCallStop, which the request added.
+  bool first_call_stop(const RequestUpdate& u) const;
   nlohmann::ordered_json stop_reason() const;  // of the finished request
   static nlohmann::ordered_json completion_choice(const std::string& text, nlohmann::ordered_json logprobs,
                                                   nlohmann::ordered_json finish_reason,

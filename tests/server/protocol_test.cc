@@ -416,7 +416,9 @@ TEST(Protocol, ChatRejectsMalformedInput) {
       {R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "",
           "tool_calls": [{"function": {"name": "a.b", "arguments": "{}"}}]}]})", {400, "messages"}},
       {"{" + msgs + R"(, "tool_choice": "required"})", {400, "tool_choice", "unsupported_parameter"}},
-      {"{" + msgs + R"(, "parallel_tool_calls": false})", {400, "parallel_tool_calls"}},
+      {"{" + msgs + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})",
+       {400, "tool_choice", "unsupported_parameter"}},
+      {"{" + msgs + R"(, "parallel_tool_calls": "no"})", {400, "parallel_tool_calls"}},
       {"{" + msgs + R"(, "logprobs": 2})", {400, "logprobs"}},
       {"{" + msgs + R"(, "top_logprobs": 2})", {400, "top_logprobs"}},
       {"{" + msgs + R"(, "logprobs": true, "top_logprobs": 21})", {400, "top_logprobs"}},
@@ -754,6 +756,25 @@ const std::string kToolsJson =
     R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
         "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}])";
 
+// tool_choice "none" keeps the tools in the prompt and forbids ｜DSML｜ (bias -inf); "auto"
+// and no tool_choice leave the logits alone.
+TEST(Protocol, ToolChoiceNoneForbidsTheDsmlToken) {
+  const ModelCard m = card(1024);
+  const std::string msgs = R"("messages": [{"role": "user", "content": "weather?"}], "tools": )" + kToolsJson;
+  auto none = parse_chat_request("{" + msgs + R"(, "tool_choice": "none"})", m, 0);
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  auto automatic = parse_chat_request("{" + msgs + R"(, "tool_choice": "auto"})", m, 0);
+  ASSERT_TRUE(automatic.ok()) << automatic.error().message;
+  const int32_t dsml = *tiny_text().tokenizer.token_id("｜DSML｜");
+  ASSERT_EQ(none->gen.adjust.logit_bias.size(), 1u);
+  EXPECT_EQ(none->gen.adjust.logit_bias[0].first, dsml);
+  EXPECT_EQ(none->gen.adjust.logit_bias[0].second, -INFINITY);
+  EXPECT_TRUE(automatic->gen.adjust.logit_bias.empty());
+  EXPECT_EQ(none->prompt_text, automatic->prompt_text);
+  EXPECT_NE(none->prompt_text.find("get_weather"), std::string::npos);
+  EXPECT_EQ(none->gen.prompt, automatic->gen.prompt);
+}
+
 // A scripted generation with content, two calls (escapes, a non-string value, an empty
 // call) and EOS.
 const std::string kTwoCalls =
@@ -869,6 +890,41 @@ TEST(Protocol, ChatStreamsToolCallsAsOpenAI) {
   EXPECT_EQ(calls[0]["id"], "call_chatcmpl-t_0");
   EXPECT_EQ(calls[1]["function"]["name"], "now");
   EXPECT_EQ(calls[1]["function"]["arguments"], "{}");
+}
+
+// parallel_tool_calls false: a stop string at the first call's end tag; the response completes
+// the call (finish_reason tool_calls, stop_reason null: the stop string is the server's).
+TEST(Protocol, ParallelToolCallsFalseStopsAfterTheFirstCall) {
+  const ModelCard m = card(1024);
+  const std::string body = R"({"messages": [{"role": "user", "content": "weather?"}], "stop": ["END"],
+                               "parallel_tool_calls": false, "tools": )" + kToolsJson;
+  auto req = parse_chat_request(body + R"(, "stream": true})", m, 0);
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  EXPECT_TRUE(req->first_call_only);
+  EXPECT_EQ(req->gen.stop_strings, (std::vector<std::string>{"END", std::string(chat::kFirstCallStop)}));
+  // The engine's text ends before the stop string.
+  const std::string cut = kTwoCalls.substr(0, kTwoCalls.find("</｜DSML｜invoke>"));
+  for (size_t max_chars : {1, 4, 1000}) {
+    const std::vector<RequestUpdate> updates =
+        scripted(cut, max_chars, 3, FinishReason::kStop, std::string(chat::kFirstCallStop));
+    const Json complete = complete_choice(*req, updates);
+    ASSERT_EQ(complete["message"]["tool_calls"].size(), 1u);
+    EXPECT_EQ(complete["message"]["tool_calls"][0]["function"]["arguments"],
+              "{\"city\": \"São \\\"Paulo\\\"\\n\", \"days\": [2, 3]}");
+    EXPECT_EQ(complete["finish_reason"], "tool_calls");
+    EXPECT_TRUE(complete["stop_reason"].is_null());
+    ResponseBuilder b(*req, m, "chatcmpl-t", 9);
+    std::string sse;
+    for (const RequestUpdate& u : updates) sse += b.add(u);
+    const StreamedChat s = accumulate(sse);
+    EXPECT_EQ(s.calls, complete["message"]["tool_calls"]);
+    EXPECT_EQ(s.finish_reason, "tool_calls");
+    EXPECT_TRUE(s.stop_reason.is_null());
+  }
+  // The client's own stop string still shows.
+  const Json own = complete_choice(*req, scripted("Hi", 1, 0, FinishReason::kStop, "END"));
+  EXPECT_EQ(own["stop_reason"], "END");
+  EXPECT_EQ(own["finish_reason"], "stop");
 }
 
 // A request of either endpoint, in either form.
