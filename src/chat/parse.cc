@@ -160,9 +160,7 @@ CallBlockScanner::Step CallBlockScanner::scan(std::string_view text, size_t& pos
       }
       case State::kParamHeader: {  // ` name="KEY" string="true|false">` (the first such attribute)
         const size_t close = text.find(kParamClose, pos);
-        const Found attr = pos + kNameAttr.size() <= text.size()
-                               ? find_first<2>(text, pos + kNameAttr.size(), kStringAttrs)
-                               : Found{};
+        const Found attr = find_first<2>(text, pos + kNameAttr.size(), kStringAttrs);
         if (attr.which < 0 || close < attr.at) {
           if (close == std::string_view::npos) return Step::kNeedMore;
           error = parameter_error(name_);

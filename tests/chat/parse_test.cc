@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "chat/examples.h"
+#include "chat/py_json.h"
 
 namespace dsv4::chat {
 namespace {
@@ -225,6 +226,59 @@ TEST(ChatStream, ArgumentFragmentsAtAnyByteSplit) {
       at += n;
     }
     expect_same(run(chunks, false), expected, "random chunks, trial " + std::to_string(trial));
+  }
+}
+
+// Random call blocks written as text.md §3.8 renders them, with values made of the pieces
+// that could confuse a scanner ("<", "/", "｜DSML｜", tags, escapes, split characters): the
+// arguments equal §3.8's JSON built directly, in one piece and in random byte chunks.
+TEST(ChatStream, RandomCallBlocksMatchTheRendering) {
+  const std::vector<std::string> alphabet = {"a", "é", "世", "<", "/", "\n", "<\n", "\"", "\\", "\t", "\x01", " ",
+                                             "｜DSML｜", "<｜DSML｜parameter", "</｜DSML｜invoke>", ">"};
+  const std::vector<std::string> json_values = {"1", "-2.5", "null", "true", "[1, \"<\"]", "{\"k\": \"</\"}", "[]"};
+  std::mt19937 rng(11);
+  auto pick = [&rng](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string text = "c\n\n<｜DSML｜tool_calls>\n";
+    std::vector<ToolCall> want;
+    const size_t n_calls = 1 + pick(3);
+    for (size_t c = 0; c < n_calls; ++c) {
+      ToolCall call{"f" + std::to_string(c), "{"};
+      text += (c ? "\n" : "") + std::string("<｜DSML｜invoke name=\"") + call.name + "\">\n";
+      const size_t n_params = pick(4);
+      for (size_t k = 0; k < n_params; ++k) {
+        const std::string key = "k" + std::to_string(k) + (pick(2) ? "\"<" : "");
+        const bool is_string = pick(3) != 0;
+        std::string value;
+        if (is_string) {
+          for (size_t n = pick(7); n > 0; --n) value += alphabet[pick(alphabet.size())];
+        } else {
+          value = json_values[pick(json_values.size())];
+        }
+        text += (k ? "\n" : "") + std::string("<｜DSML｜parameter name=\"") + key + "\" string=\"" +
+                (is_string ? "true" : "false") + "\">" + value + "</｜DSML｜parameter>";
+        call.arguments += (k ? ", " : "") + py_json_string(key) + ": " + (is_string ? py_json_string(value) : value);
+      }
+      call.arguments += "}";
+      text += "\n</｜DSML｜invoke>";
+      want.push_back(std::move(call));
+    }
+    text += "\n</｜DSML｜tool_calls>" + kEos;
+    const ParsedMessage expected = parse_ok(text, ThinkingMode::kChat);
+    ASSERT_EQ(expected.tool_calls.size(), want.size()) << text;
+    for (size_t c = 0; c < want.size(); ++c) {
+      EXPECT_EQ(expected.tool_calls[c].name, want[c].name) << text;
+      EXPECT_EQ(expected.tool_calls[c].arguments, want[c].arguments) << text;
+    }
+    for (int split = 0; split < 10; ++split) {
+      std::vector<std::string> chunks;
+      for (size_t at = 0; at < text.size();) {
+        const size_t n = 1 + pick(9);
+        chunks.push_back(text.substr(at, n));
+        at += n;
+      }
+      expect_same(run(chunks, false), expected, text);
+    }
   }
 }
 
