@@ -524,6 +524,9 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
     if (*tc == "none") {
       if (std::optional<int32_t> dsml = model.text->tokenizer.token_id("｜DSML｜"))
         forbid_token(out.gen.adjust.logit_bias, *dsml);
+      if (out.gen.adjust.logit_bias.size() > static_cast<size_t>(kMaxLogitBias))
+        return bad_request("logit_bias", fmt::format("logit_bias: at most {} entries with tool_choice \"none\" (which "
+                                                     "adds one)", kMaxLogitBias - 1));
     }
   }
   auto parallel = get_bool(obj, "parallel_tool_calls");

@@ -773,6 +773,24 @@ TEST(Protocol, ToolChoiceNoneForbidsTheDsmlToken) {
   EXPECT_EQ(none->prompt_text, automatic->prompt_text);
   EXPECT_NE(none->prompt_text.find("get_weather"), std::string::npos);
   EXPECT_EQ(none->gen.prompt, automatic->gen.prompt);
+  // Merged into the client's logit_bias, by ascending id, over the client's own bias for it.
+  const std::string client = R"(, "logit_bias": {")" + std::to_string(dsml - 1) + R"(": 5, ")" + std::to_string(dsml) +
+                             R"(": 100, "2": -3})";
+  auto merged = parse_chat_request("{" + msgs + client + R"(, "tool_choice": "none"})", m, 0);
+  ASSERT_TRUE(merged.ok()) << merged.error().message;
+  EXPECT_EQ(merged->gen.adjust.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{2, -3.0f}, {dsml - 1, 5.0f}, {dsml, -INFINITY}}));
+  auto kept = parse_chat_request("{" + msgs + client + "}", m, 0);
+  ASSERT_TRUE(kept.ok()) << kept.error().message;
+  EXPECT_EQ(kept->gen.adjust.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{2, -3.0f}, {dsml - 1, 5.0f}, {dsml, 100.0f}}));
+  // 300 client entries leave no room for the forbidden token.
+  std::string full = R"(, "logit_bias": {)";
+  for (int id = 0; id < kMaxLogitBias; ++id) full += (id ? ", \"" : "\"") + std::to_string(id) + "\": 1";
+  full += "}";
+  ASSERT_TRUE(parse_chat_request("{" + msgs + full + "}", m, 0).ok());
+  expect_error(parse_chat_request("{" + msgs + full + R"(, "tool_choice": "none"})", m, 0), {400, "logit_bias"},
+               "300 logit_bias entries and tool_choice none");
 }
 
 // A scripted generation with content, two calls (escapes, a non-string value, an empty
