@@ -275,6 +275,17 @@ const callsOf = (choice) => (choice.message.tool_calls ?? []).map((t) => (
         final.choices[0].message.content === whole.choices[0].message.content &&
         final.choices[0].finish_reason === whole.choices[0].finish_reason,
         `served stream helper ${JSON.stringify(final.choices[0])} != ${JSON.stringify(whole.choices[0])}`);
+  // tool_choice "none" forbids ｜DSML｜ over the client's own bias: +100 makes greedy write it
+  // every step under "auto", never under "none".
+  const dsml = (await (await fetch(`${baseURL}/tokenize`, { method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ prompt: "｜DSML｜", add_special_tokens: false }) })).json()).tokens;
+  check(dsml.length === 1, `｜DSML｜ is not one token: ${JSON.stringify(dsml)}`);
+  const pushed = { ...params, max_tokens: 4, ignore_eos: true, logit_bias: { [dsml[0]]: 100 } };
+  const auto = await client.chat.completions.create({ ...pushed, tool_choice: "auto" });
+  const none = await client.chat.completions.create(pushed);
+  check(auto.choices[0].message.content === "｜DSML｜".repeat(4), `logit_bias +100 on ｜DSML｜: ${auto.choices[0].message.content}`);
+  check(!none.choices[0].message.content.includes("｜DSML｜") && none.usage.completion_tokens === 4,
+        `tool_choice none with +100 on ｜DSML｜: ${JSON.stringify(none.choices[0].message)}`);
 }
 
 // 5. SIGTERM: exit code 0.
