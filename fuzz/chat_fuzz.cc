@@ -50,15 +50,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ChatStreamParser stream(mode == ThinkingMode::kThinking);
   const size_t cut = text.empty() ? 0 : (control * 131u) % (text.size() + 1);
   std::string reasoning, content;
-  size_t n_calls = 0;
+  ToolCallJoiner calls;
   for (const ChatDelta& d : {stream.feed(text.substr(0, cut)), stream.feed(text.substr(cut)), stream.finish()}) {
     reasoning += d.reasoning;
     content += d.content;
-    n_calls += d.tool_calls.size();
+    for (const ToolCallPiece& piece : d.calls) calls.add(piece);
   }
   if (parsed.ok() && (reasoning != parsed->reasoning_content || content != parsed->content ||
-                      n_calls != parsed->tool_calls.size())) {
+                      calls.calls.size() != parsed->tool_calls.size())) {
     std::abort();
+  }
+  for (size_t k = 0; parsed.ok() && k < calls.calls.size(); ++k) {
+    if (calls.calls[k].name != parsed->tool_calls[k].name || calls.calls[k].arguments != parsed->tool_calls[k].arguments)
+      std::abort();
   }
   return 0;
 }

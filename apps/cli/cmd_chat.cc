@@ -110,7 +110,7 @@ struct ReplyPrinter {
       put(d.reasoning);
       reasoning += d.reasoning;
     }
-    if (!d.content.empty() || !d.tool_calls.empty()) {
+    if (!d.content.empty() || !d.calls.empty()) {
       if (in_reasoning) put("]\n");
       in_reasoning = false;
       put(d.content);

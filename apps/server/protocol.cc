@@ -300,6 +300,17 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
   return c;
 }
 
+// Bias -inf (never sampled) for `id` in a logit_bias sorted by id.
+void forbid_token(std::vector<std::pair<int32_t, float>>& bias, int32_t id) {
+  auto at = std::lower_bound(bias.begin(), bias.end(), id,
+                             [](const std::pair<int32_t, float>& e, int32_t v) { return e.first < v; });
+  if (at != bias.end() && at->first == id) {
+    at->second = -INFINITY;
+  } else {
+    bias.insert(at, {id, -INFINITY});
+  }
+}
+
 // Sets gen.max_tokens: the given value, else the smallest of --max-tokens-limit, the rest of
 // the context and what the cache holds; the prompt and the completion must fit in max_context positions, and a given
 // value must not exceed the limit.
@@ -500,20 +511,30 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   }
   if (lp.value().value_or(false)) out.gen.logprobs = static_cast<int32_t>(top.value().value_or(0));
 
-  // Tools: the renderer writes `tools`; tool_choice and parallel_tool_calls only as the model
-  // behaves anyway (it may call any declared tool, several at once).
-  const Json* tools = json_optional(obj, "tools");
-  const bool has_tools = tools && tools->is_array() && !tools->empty();
+  // Tools: the renderer writes `tools`. tool_choice "none" forbids a call: ｜DSML｜, the special
+  // token that opens every DSML tag, gets bias -inf (merged into the sorted logit_bias).
+  // parallel_tool_calls false ends the generation at the first call's end tag: a stop string
+  // (the engine matches it on the text and ends the request in that step, no cancel needed);
+  // the response completes the call block (ChatStreamParser::end_at_stop). Named functions and
+  // "required" are refused.
   if (const Json* tc = json_optional(obj, "tool_choice")) {
-    const bool ok = tc->is_string() && (*tc == "auto" || (*tc == "none" && !has_tools));
-    if (!ok)
-      return bad_request("tool_choice", fmt::format("tool_choice: {} is not supported (\"auto\", or \"none\" "
-                                                    "without tools)", dump(*tc)), "unsupported_parameter");
+    if (!(tc->is_string() && (*tc == "auto" || *tc == "none")))
+      return bad_request("tool_choice", fmt::format("tool_choice: {} is not supported (\"auto\" or \"none\")",
+                                                    dump(*tc)), "unsupported_parameter");
+    if (*tc == "none") {
+      if (std::optional<int32_t> dsml = model.text->tokenizer.token_id("｜DSML｜"))
+        forbid_token(out.gen.adjust.logit_bias, *dsml);
+      if (out.gen.adjust.logit_bias.size() > static_cast<size_t>(kMaxLogitBias))
+        return bad_request("logit_bias", fmt::format("logit_bias: at most {} entries with tool_choice \"none\" (which "
+                                                     "adds one)", kMaxLogitBias - 1));
+    }
   }
   auto parallel = get_bool(obj, "parallel_tool_calls");
   if (!parallel.ok()) return parallel.error();
-  if (parallel.value() && !*parallel.value())
-    return bad_request("parallel_tool_calls", "parallel_tool_calls: only true is supported", "unsupported_parameter");
+  if (parallel.value() && !*parallel.value()) {
+    out.first_call_only = true;
+    out.gen.stop_strings.emplace_back(chat::kFirstCallStop);
+  }
 
   Result<chat::ChatOptions> options = chat::chat_options_from_request(obj);
   if (!options.ok()) return bad_request(message_param(options.message()), options.message());
@@ -807,6 +828,7 @@ Json ResponseBuilder::stop_reason() const {
   if (reason_ == FinishReason::kTimeout) return "timeout";
   if (reason_ == FinishReason::kCancelled) return "cancelled";
   if (reason_ != FinishReason::kStop) return nullptr;
+  if (request_.first_call_only && stop_string_ == chat::kFirstCallStop) return nullptr;  // the server's own
   if (!stop_string_.empty()) return stop_string_;
   if (stop_id_ >= 0) return stop_id_;
   return nullptr;
@@ -857,10 +879,13 @@ std::string ResponseBuilder::add_completion(const RequestUpdate& u, bool first) 
 std::string ResponseBuilder::add_chat(const RequestUpdate& u, bool first) {
   chat::ChatDelta delta = parser_.feed(u.text);
   if (u.finished) {
-    chat::ChatDelta rest = parser_.finish();
-    delta.reasoning += rest.reasoning;
-    delta.content += rest.content;
-    for (chat::ToolCall& c : rest.tool_calls) delta.tool_calls.push_back(std::move(c));
+    auto append = [&delta](chat::ChatDelta rest) {
+      delta.reasoning += rest.reasoning;
+      delta.content += rest.content;
+      for (chat::ToolCallPiece& p : rest.calls) delta.calls.push_back(std::move(p));
+    };
+    if (first_call_stop(u)) append(parser_.end_at_stop());
+    append(parser_.finish());
   }
   const bool want_lp = request_.gen.logprobs >= 0;
   Json chunk_lp = Json::array();
@@ -870,36 +895,44 @@ std::string ResponseBuilder::add_chat(const RequestUpdate& u, bool first) {
   if (!request_.stream) {
     message_.reasoning_content += delta.reasoning;
     message_.content += delta.content;
-    for (chat::ToolCall& c : delta.tool_calls) message_.tool_calls.push_back(std::move(c));
+    for (const chat::ToolCallPiece& p : delta.calls) calls_.add(p);
     return {};
   }
   std::string out;
   if (first) out += chunk_event(chat_choice(Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr));
-  Json d = chat_delta_json(delta);
+  Json d = Json::object();
+  if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
+  if (!delta.content.empty()) d["content"] = delta.content;
   if (!d.empty() || !chunk_lp.empty())
     out += chunk_event(chat_choice(std::move(d), want_lp && !chunk_lp.empty() ? Json{{"content", chunk_lp}} : Json(),
                                    nullptr, nullptr));
+  for (const chat::ToolCallPiece& p : delta.calls) out += tool_call_events(p);
   if (u.finished)
     out += end_events(
         chat_choice(Json::object(), nullptr, api_finish_reason(reason_, n_tool_calls_ > 0), stop_reason()));
   return out;
 }
 
-// A stream delta's fields: text as it came, tool calls numbered across the stream.
-Json ResponseBuilder::chat_delta_json(const chat::ChatDelta& delta) {
-  Json d = Json::object();
-  if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
-  if (!delta.content.empty()) d["content"] = delta.content;
-  if (!delta.tool_calls.empty()) {
-    Json calls = Json::array();
-    for (const chat::ToolCall& c : delta.tool_calls) {
-      Json call = chat::tool_call_json(c, fmt::format("call_{}_{}", id_, n_tool_calls_));
-      call["index"] = n_tool_calls_++;
-      calls.push_back(std::move(call));
-    }
-    d["tool_calls"] = std::move(calls);
+// A call's pieces as OpenAI streams them, one chunk each: the opening entry {index, id, type,
+// function: {name, arguments: ""}}, then {index, function: {arguments: fragment}}.
+std::string ResponseBuilder::tool_call_events(const chat::ToolCallPiece& piece) {
+  std::string out;
+  auto event = [&](Json entry) {
+    return chunk_event(chat_choice(Json{{"tool_calls", Json::array({std::move(entry)})}}, nullptr, nullptr, nullptr));
+  };
+  if (piece.opens) {
+    Json call{{"index", piece.index}};
+    call.update(chat::tool_call_json(chat::ToolCall{piece.name, ""}, fmt::format("call_{}_{}", id_, piece.index)));
+    out += event(std::move(call));
   }
-  return d;
+  if (!piece.arguments.empty())
+    out += event(Json{{"index", piece.index}, {"function", Json{{"arguments", piece.arguments}}}});
+  if (piece.closes) ++n_tool_calls_;
+  return out;
+}
+
+bool ResponseBuilder::first_call_stop(const RequestUpdate& u) const {
+  return request_.first_call_only && u.reason == FinishReason::kStop && u.stop_string == chat::kFirstCallStop;
 }
 
 Json ResponseBuilder::completion_choice(const std::string& text, Json logprobs, Json finish_reason, Json stop_reason) {
@@ -964,14 +997,14 @@ ApiResult<std::string> ResponseBuilder::response() const {
   if (request_.endpoint == Endpoint::kChat) {
     Json message;
     message["role"] = "assistant";
-    const bool calls = !message_.tool_calls.empty();
+    const bool calls = !calls_.calls.empty();
     message["content"] = calls && message_.content.empty() ? Json() : Json(message_.content);
     if (request_.mode == chat::ThinkingMode::kThinking || !message_.reasoning_content.empty())
       message["reasoning_content"] = message_.reasoning_content;
     if (calls) {
       Json arr = Json::array();
-      for (size_t i = 0; i < message_.tool_calls.size(); ++i)
-        arr.push_back(chat::tool_call_json(message_.tool_calls[i], fmt::format("call_{}_{}", id_, i)));
+      for (size_t i = 0; i < calls_.calls.size(); ++i)
+        arr.push_back(chat::tool_call_json(calls_.calls[i], fmt::format("call_{}_{}", id_, i)));
       message["tool_calls"] = std::move(arr);
     }
     choice["message"] = std::move(message);

@@ -8,7 +8,8 @@
 // Validation is strict, as OpenAI's own API is: an unknown field, a wrong type or a value out
 // of range is a 400 whose error names the field (`param`). Fields the engine cannot honour
 // (penalties, logit_bias, response_format, n > 1, best_of > 1, suffix, ...) are accepted only
-// with their neutral value. One extension, as vLLM has it: "ignore_eos" (generate past EOS).
+// with their neutral value. Streamed tool calls come as OpenAI sends them: an opening entry
+// with the name, then fragments of the arguments while the model writes them. One extension, as vLLM has it: "ignore_eos" (generate past EOS).
 #pragma once
 
 #include <cstdint>
@@ -100,6 +101,7 @@ struct ApiRequest {
   chat::ThinkingMode mode = chat::ThinkingMode::kChat;
   bool opens_reasoning = false;  // the prompt ends with <think>
   std::string prompt_text;       // the rendered chat prompt (for logs and tests)
+  bool first_call_only = false;  // parallel_tool_calls false: gen.stop_strings has chat::kFirstCallStop
 };
 
 // Sampling seed for a request without "seed" (the caller draws it).
@@ -165,7 +167,9 @@ class ResponseBuilder {
   // returns its server-sent events (stream form).
   std::string add_completion(const RequestUpdate& u, bool first);
   std::string add_chat(const RequestUpdate& u, bool first);
-  nlohmann::ordered_json chat_delta_json(const chat::ChatDelta& delta);
+  std::string tool_call_events(const chat::ToolCallPiece& piece);
+  // The finishing update stopped at chat::kFirstCallStop, which the request added.
+  bool first_call_stop(const RequestUpdate& u) const;
   nlohmann::ordered_json stop_reason() const;  // of the finished request
   static nlohmann::ordered_json completion_choice(const std::string& text, nlohmann::ordered_json logprobs,
                                                   nlohmann::ordered_json finish_reason,
@@ -197,11 +201,12 @@ class ResponseBuilder {
   std::string fingerprint_;
   // Complete form: accumulated output.
   std::string text_;                   // completions: echo + output text
-  chat::ParsedMessage message_;        // chat
+  chat::ParsedMessage message_;        // chat: reasoning and content
+  chat::ToolCallJoiner calls_;         // chat: the tool calls
   nlohmann::ordered_json logprobs_;    // completions: {tokens, ...}; chat: content[]
   int64_t text_offset_ = 0;            // completions: text_offset of the next token, in UTF-8 bytes
                                        // of the tokens before it (echoed prompt included)
-  int n_tool_calls_ = 0;
+  int n_tool_calls_ = 0;                // stream form: calls completed
 };
 
 }  // namespace dsv4::server

@@ -48,90 +48,11 @@ std::optional<std::string> invoke_name(std::string_view s) {
   return std::nullopt;
 }
 
-struct Param {
-  std::string key;
-  bool is_string = false;
-  std::string value;
-};
+constexpr std::string_view kNameAttr = " name=\"";
+constexpr std::array<std::string_view, 2> kStringAttrs = {"\" string=\"true\">", "\" string=\"false\">"};
 
-// `^ name="(.*?)" string="(true|false)">(.*?)<$` (re.DOTALL).
-std::optional<Param> parameter(std::string_view s) {
-  if (!s.starts_with(" name=\"")) return std::nullopt;
-  s.remove_prefix(7);
-  size_t tail = s.ends_with("<") ? 1 : s.ends_with("<\n") ? 2 : 0;
-  if (tail == 0) return std::nullopt;
-  for (size_t q = 0; q < s.size(); ++q) {
-    for (std::string_view flag : {std::string_view("true"), std::string_view("false")}) {
-      std::string attr = "\" string=\"" + std::string(flag) + "\">";
-      if (s.substr(q, attr.size()) == attr && q + attr.size() + tail <= s.size()) {
-        size_t v = q + attr.size();
-        return Param{std::string(s.substr(0, q)), flag == "true", std::string(s.substr(v, s.size() - tail - v))};
-      }
-    }
-  }
-  return std::nullopt;
-}
-
-enum class Step { kNeedMore, kCall, kEnd, kError };
-
-// One invoke of the call block, or its end. `pos` is just after
-// "\n\n<｜DSML｜tool_calls" or a "</｜DSML｜invoke"; it advances only past a
-// complete invoke or the block end.
-Step scan_call(std::string_view text, size_t& pos, ToolCall& call, std::string& error) {
-  size_t p = pos;
-  Found next = find_first<2>(text, p, {kInvokeOpen, kCallsEnd});
-  if (next.which < 0) return Step::kNeedMore;
-  if (text.substr(p, next.at - p) != ">\n") {
-    error = "tool calls: expected \">\\n\" before the next DSML tag";
-    return Step::kError;
-  }
-  if (next.which == 1) {
-    pos = next.at + kCallsEnd.size();
-    return Step::kEnd;
-  }
-  p = next.at + kInvokeOpen.size();
-  Found tag = find_first<2>(text, p, {kParamOpen, kInvokeClose});
-  if (tag.which < 0) return Step::kNeedMore;
-  auto name = invoke_name(text.substr(p, tag.at - p));
-  if (!name) {
-    error = "tool calls: invoke tag is not `name=\"...\">` + newline";
-    return Step::kError;
-  }
-  std::vector<Param> params;
-  p = tag.at + (tag.which == 0 ? kParamOpen.size() : kInvokeClose.size());
-  while (tag.which == 0) {
-    size_t close = text.find(kParamClose, p);
-    if (close == std::string_view::npos) return Step::kNeedMore;
-    auto param = parameter(text.substr(p, close - p));
-    if (!param) {
-      error = "tool calls: parameter of \"" + *name + "\" is not ` name=\"...\" string=\"true|false\">VALUE<`";
-      return Step::kError;
-    }
-    for (const Param& other : params) {
-      if (other.key == param->key) {
-        error = "tool calls: duplicate parameter \"" + param->key + "\" in \"" + *name + "\"";
-        return Step::kError;
-      }
-    }
-    params.push_back(std::move(*param));
-    p = close + kParamClose.size();
-    tag = find_first<2>(text, p, {kParamOpen, kInvokeClose});
-    if (tag.which < 0) return Step::kNeedMore;
-    if (text.substr(p, tag.at - p) != ">\n") {
-      error = "tool calls: expected \">\\n\" after a parameter of \"" + *name + "\"";
-      return Step::kError;
-    }
-    p = tag.at + (tag.which == 0 ? kParamOpen.size() : kInvokeClose.size());
-  }
-  std::string arguments = "{";
-  for (size_t k = 0; k < params.size(); ++k) {
-    if (k) arguments += ", ";
-    arguments += py_json_string(params[k].key) + ": " + (params[k].is_string ? py_json_string(params[k].value) : params[k].value);
-  }
-  arguments += "}";
-  call = ToolCall{std::move(*name), std::move(arguments)};
-  pos = p;
-  return Step::kCall;
+std::string parameter_error(const std::string& name) {
+  return "tool calls: parameter of \"" + name + "\" is not ` name=\"...\" string=\"true|false\">VALUE<`";
 }
 
 }  // namespace
@@ -152,15 +73,15 @@ Result<ParsedMessage> parse_completion(std::string_view text, ThinkingMode mode)
     pos = end.at + kEos.size();
   } else {
     pos = end.at + kCallsStart.size();
-    while (true) {
-      ToolCall call;
-      std::string error;
-      Step step = scan_call(text, pos, call, error);
-      if (step == Step::kError) return Status::errorf("completion: {}", error);
-      if (step == Step::kNeedMore) return Status::error("completion: the tool-call block is not closed");
-      if (step == Step::kEnd) break;
-      out.tool_calls.push_back(std::move(call));
-    }
+    CallBlockScanner scanner;
+    std::vector<ToolCallPiece> pieces;
+    std::string error;
+    const CallBlockScanner::Step step = scanner.scan(text, pos, pieces, error);
+    if (step == CallBlockScanner::Step::kError) return Status::errorf("completion: {}", error);
+    if (step == CallBlockScanner::Step::kNeedMore) return Status::error("completion: the tool-call block is not closed");
+    ToolCallJoiner joiner;
+    for (const ToolCallPiece& piece : pieces) joiner.add(piece);
+    out.tool_calls = std::move(joiner.calls);
     if (!text.substr(pos).starts_with(kEos)) return Status::error("completion: EOS must follow </｜DSML｜tool_calls>");
     pos += kEos.size();
   }
@@ -181,6 +102,141 @@ nlohmann::ordered_json tool_call_json(const ToolCall& call, const std::string& i
   return j;
 }
 
+void ToolCallJoiner::add(const ToolCallPiece& piece) {
+  if (piece.opens) open = ToolCall{piece.name, {}};
+  open.arguments += piece.arguments;
+  if (piece.closes) calls.push_back(std::move(open));
+}
+
+ToolCallPiece& CallBlockScanner::piece(std::vector<ToolCallPiece>& out) {
+  if (out.empty() || out.back().index != n_calls_ - 1) {
+    out.emplace_back();
+    out.back().index = n_calls_ - 1;
+  }
+  return out.back();
+}
+
+CallBlockScanner::Step CallBlockScanner::scan(std::string_view text, size_t& pos, std::vector<ToolCallPiece>& out,
+                                              std::string& error) {
+  while (true) {
+    switch (state_) {
+      case State::kGap: {  // after "<｜DSML｜tool_calls" or an invoke's end tag: ">\n" and a tag
+        const Found next = find_first<2>(text, pos, {kInvokeOpen, kCallsEnd});
+        if (next.which < 0) return Step::kNeedMore;
+        if (text.substr(pos, next.at - pos) != ">\n") {
+          error = "tool calls: expected \">\\n\" before the next DSML tag";
+          return Step::kError;
+        }
+        if (next.which == 1) {
+          pos = next.at + kCallsEnd.size();
+          return Step::kEnd;
+        }
+        pos = next.at + kInvokeOpen.size();
+        state_ = State::kInvokeHeader;
+        break;
+      }
+      case State::kInvokeHeader: {  // ` name="...">\n` up to the first parameter or the end tag
+        const Found tag = find_first<2>(text, pos, {kParamOpen, kInvokeClose});
+        if (tag.which < 0) return Step::kNeedMore;
+        std::optional<std::string> name = invoke_name(text.substr(pos, tag.at - pos));
+        if (!name) {
+          error = "tool calls: invoke tag is not `name=\"...\">` + newline";
+          return Step::kError;
+        }
+        name_ = std::move(*name);
+        keys_.clear();
+        ++n_calls_;
+        ToolCallPiece& p = piece(out);
+        p.opens = true;
+        p.name = name_;
+        p.arguments = "{";
+        pos = tag.at + (tag.which == 0 ? kParamOpen.size() : kInvokeClose.size());
+        if (tag.which == 1) {
+          p.arguments += "}";
+          p.closes = true;
+        }
+        state_ = tag.which == 0 ? State::kParamHeader : State::kGap;
+        break;
+      }
+      case State::kParamHeader: {  // ` name="KEY" string="true|false">` (the first such attribute)
+        const size_t close = text.find(kParamClose, pos);
+        const Found attr = find_first<2>(text, pos + kNameAttr.size(), kStringAttrs);
+        if (attr.which < 0 || close < attr.at) {
+          if (close == std::string_view::npos) return Step::kNeedMore;
+          error = parameter_error(name_);
+          return Step::kError;
+        }
+        if (!text.substr(pos).starts_with(kNameAttr)) {
+          error = parameter_error(name_);
+          return Step::kError;
+        }
+        const size_t key_at = pos + kNameAttr.size();
+        std::string key(text.substr(key_at, attr.at - key_at));
+        for (const std::string& other : keys_) {
+          if (other == key) {
+            error = "tool calls: duplicate parameter \"" + key + "\" in \"" + name_ + "\"";
+            return Step::kError;
+          }
+        }
+        string_value_ = attr.which == 0;
+        std::string& args = piece(out).arguments;
+        if (!keys_.empty()) args += ", ";
+        args += py_json_string(key);
+        args += string_value_ ? ": \"" : ": ";
+        keys_.push_back(std::move(key));
+        pos = attr.at + kStringAttrs[attr.which].size();
+        state_ = State::kParamValue;
+        break;
+      }
+      case State::kParamValue: {  // VALUE + "<" (or "<\n") + "/｜DSML｜parameter"
+        const size_t close = text.find(kParamClose, pos);
+        const bool closed = close != std::string_view::npos;
+        std::string_view value = text.substr(pos, closed ? close - pos : std::string_view::npos);
+        // Open: hold back what may still become the end; closed: the end must be there.
+        if (!closed) value.remove_suffix(stop_prefix_length(value, std::array{kParamClose}));
+        const size_t tail = value.ends_with("<") ? 1 : value.ends_with("<\n") ? 2 : 0;
+        if (closed && tail == 0) {
+          error = parameter_error(name_);
+          return Step::kError;
+        }
+        value.remove_suffix(tail);
+        if (!value.empty() || closed) {
+          std::string& args = piece(out).arguments;
+          if (string_value_) {
+            py_json_escape_append(args, value);
+          } else {
+            args += value;
+          }
+          if (closed && string_value_) args += "\"";
+        }
+        if (!closed) {
+          pos += value.size();
+          return Step::kNeedMore;
+        }
+        pos = close + kParamClose.size();
+        state_ = State::kParamGap;
+        break;
+      }
+      case State::kParamGap: {  // ">\n", then the next parameter or the invoke's end tag
+        const Found tag = find_first<2>(text, pos, {kParamOpen, kInvokeClose});
+        if (tag.which < 0) return Step::kNeedMore;
+        if (text.substr(pos, tag.at - pos) != ">\n") {
+          error = "tool calls: expected \">\\n\" after a parameter of \"" + name_ + "\"";
+          return Step::kError;
+        }
+        pos = tag.at + (tag.which == 0 ? kParamOpen.size() : kInvokeClose.size());
+        if (tag.which == 1) {
+          ToolCallPiece& p = piece(out);
+          p.arguments += "}";
+          p.closes = true;
+        }
+        state_ = tag.which == 0 ? State::kParamHeader : State::kGap;
+        break;
+      }
+    }
+  }
+}
+
 ChatStreamParser::ChatStreamParser(bool in_reasoning)
     : state_(in_reasoning ? State::kReasoning : State::kContent) {}
 
@@ -190,6 +246,11 @@ ChatDelta ChatStreamParser::feed(std::string_view piece) {
   buffer_ += piece;
   run(delta, false);
   return delta;
+}
+
+ChatDelta ChatStreamParser::end_at_stop() {
+  if (state_ != State::kCalls || !calls_.at_invoke_end()) return {};
+  return feed(std::string(kFirstCallStop) + "\n" + std::string(kCallsEnd));
 }
 
 ChatDelta ChatStreamParser::finish() {
@@ -221,15 +282,10 @@ void ChatStreamParser::run(ChatDelta& delta, bool final) {
       state_ = marker == kThinkClose ? State::kContent : marker == kCallsStart ? State::kCalls : State::kDone;
     } else if (state_ == State::kCalls) {
       size_t pos = 0;
-      ToolCall call;
-      Step step = scan_call(buffer_, pos, call, error_);
-      if (step == Step::kNeedMore) return;
+      const CallBlockScanner::Step step = calls_.scan(buffer_, pos, delta.calls, error_);
       buffer_.erase(0, pos);
-      if (step == Step::kCall) {
-        delta.tool_calls.push_back(std::move(call));
-      } else {
-        state_ = State::kDone;  // kEnd, or kError with error_ set
-      }
+      if (step == CallBlockScanner::Step::kNeedMore) return;
+      state_ = State::kDone;  // kEnd, or kError with error_ set
     } else {
       buffer_.clear();
       return;

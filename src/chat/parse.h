@@ -38,14 +38,65 @@ Result<ParsedMessage> parse_completion(std::string_view text, ThinkingMode mode)
 // OpenAI `tool_calls` entry: {id, type: "function", function: {name, arguments}}.
 nlohmann::ordered_json tool_call_json(const ToolCall& call, const std::string& id);
 
-// What one feed() or finish() releases. Tool calls are whole (OpenAI index =
-// the number of calls released before them).
+// One step of a tool call as it is generated (OpenAI's streamed `tool_calls` entry): the call's
+// first piece opens it and has its name; `arguments` fragments follow in order, and together
+// they are the call's ToolCall::arguments; the piece that ends them has `closes`.
+struct ToolCallPiece {
+  int index = 0;        // the call's place in the message, from 0
+  bool opens = false;   // the call's first piece: `name` is set
+  bool closes = false;  // the arguments are complete
+  std::string name;
+  std::string arguments;
+};
+
+// Whole calls from their pieces: a call joins `calls` when its closing piece arrives (a call
+// cut off or malformed stays in `open`).
+struct ToolCallJoiner {
+  std::vector<ToolCall> calls;
+  ToolCall open;
+  void add(const ToolCallPiece& piece);
+};
+
+// What one feed() or finish() releases. A call's pieces released by one feed are one piece.
 struct ChatDelta {
   std::string reasoning;
   std::string content;
-  std::vector<ToolCall> tool_calls;
-  bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
+  std::vector<ToolCallPiece> calls;
+  bool empty() const { return reasoning.empty() && content.empty() && calls.empty(); }
 };
+
+// The tool-call block after "\n\n<｜DSML｜tool_calls" (text.md §3.8) read as it arrives: the one
+// grammar of parse_completion() and ChatStreamParser. A call opens when its invoke tag is
+// complete ("{" with the name); a key is released with its `string="..."` attribute (`"key": `,
+// after ", " from the second on, and the opening quote of a string); a value as it comes,
+// JSON-escaped when it is a string, less what could still be the `<` + `</｜DSML｜parameter`
+// that ends it; "}" with the invoke's end. Pieces split only where the text did, so text of
+// whole UTF-8 characters gives fragments of whole characters.
+class CallBlockScanner {
+ public:
+  enum class Step { kNeedMore, kEnd, kError };
+  // Reads `text` from `pos` and advances `pos` past what it decided (the caller may drop it
+  // before the next call); appends pieces to `out`. kEnd: the block closed; kError: `error`
+  // names what was expected.
+  Step scan(std::string_view text, size_t& pos, std::vector<ToolCallPiece>& out, std::string& error);
+  // An invoke is open and its end tag may come next.
+  bool at_invoke_end() const { return state_ == State::kInvokeHeader || state_ == State::kParamGap; }
+
+ private:
+  enum class State { kGap, kInvokeHeader, kParamHeader, kParamValue, kParamGap };
+  // The open call's piece in `out` (a new one at the start of a feed).
+  ToolCallPiece& piece(std::vector<ToolCallPiece>& out);
+
+  State state_ = State::kGap;
+  int n_calls_ = 0;                // calls opened so far
+  std::string name_;               // of the open call (error messages)
+  std::vector<std::string> keys_;  // its parameters so far
+  bool string_value_ = false;      // the open parameter has string="true"
+};
+
+// parallel_tool_calls false: the stop string that ends a generation with its first call (the
+// engine's text ends before it; ChatStreamParser::end_at_stop completes the block).
+inline constexpr std::string_view kFirstCallStop = "</｜DSML｜invoke>";
 
 // Incremental, lenient parser for streaming (§4.4): takes decoded text pieces
 // split anywhere (also inside markers) and never releases part of a marker.
@@ -58,13 +109,16 @@ class ChatStreamParser {
   explicit ChatStreamParser(bool in_reasoning);
 
   ChatDelta feed(std::string_view piece);
+  // The generation stopped at kFirstCallStop: completes the open invoke and the call block as
+  // the model writes them; nothing when no invoke could end there.
+  ChatDelta end_at_stop();
   // End of generation (EOS or a length/stop cut): releases held-back text.
   ChatDelta finish();
 
   // A tool-call block that did not close before finish().
   bool truncated() const { return truncated_; }
-  // First format error inside the tool-call block ("" if none); the calls
-  // before it were released, the rest of the output is dropped.
+  // First format error inside the tool-call block ("" if none); the pieces
+  // before it were released (a call may be left open), the rest of the output is dropped.
   const std::string& error() const { return error_; }
   // The EOS string or the end of the call block was seen.
   bool done() const { return state_ == State::kDone; }
@@ -74,7 +128,8 @@ class ChatStreamParser {
   void run(ChatDelta& delta, bool final);
 
   State state_;
-  std::string buffer_;  // text not yet released (or the open call block)
+  std::string buffer_;  // text not yet released (or the undecided rest of the call block)
+  CallBlockScanner calls_;
   bool truncated_ = false;
   std::string error_;
 };

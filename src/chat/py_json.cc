@@ -10,15 +10,8 @@
 
 namespace dsv4::chat {
 
-namespace {
-
-// The object delimiters, named (a brace in a character literal reads as a block to tools).
-constexpr char kObjectOpen = '{';
-constexpr char kObjectClose = '}';
-
-void append_escaped(std::string& out, std::string_view s) {
+void py_json_escape_append(std::string& out, std::string_view s) {
   static const char* kHex = "0123456789abcdef";
-  out += '"';
   for (char c : s) {
     unsigned char u = static_cast<unsigned char>(c);
     switch (c) {
@@ -39,6 +32,17 @@ void append_escaped(std::string& out, std::string_view s) {
         }
     }
   }
+}
+
+namespace {
+
+// The object delimiters, named (a brace in a character literal reads as a block to tools).
+constexpr char kObjectOpen = '{';
+constexpr char kObjectClose = '}';
+
+void append_escaped(std::string& out, std::string_view s) {
+  out += '"';
+  py_json_escape_append(out, s);
   out += '"';
 }
 

@@ -14,6 +14,9 @@ namespace dsv4::chat {
 
 // A JSON string literal: `"` + escaped s + `"`.
 std::string py_json_string(std::string_view s);
+// The escaped s alone, appended to out; byte by byte, so escaping the pieces of a text
+// gives the escaped text.
+void py_json_escape_append(std::string& out, std::string_view s);
 
 // Python repr of a float: shortest round-trip digits, fixed notation for
 // 1e-4 <= |x| < 1e16 (`100.0`), else `1e-05` / `1e+16`; `NaN`, `Infinity`.

@@ -1,11 +1,12 @@
 // Output parsing (text.md §3.14) and structured streaming (§4.4): the
 // streaming parser, fed every split of a completion, releases exactly what
-// the one-shot parser returns.
+// the one-shot parser returns, tool-call arguments as fragments while they are generated.
 #include "chat/parse.h"
 
 #include <gtest/gtest.h>
 
 #include "chat/examples.h"
+#include "chat/py_json.h"
 
 namespace dsv4::chat {
 namespace {
@@ -89,16 +90,26 @@ TEST(ChatParse, MalformedIsRejected) {
   fails(head + param + kEos, C, "not closed");
 }
 
-// Feeds `pieces` and accumulates every delta; finish() at the end.
+// Feeds `pieces` and accumulates every delta; finish() at the end. Checks the order of the
+// call pieces: each call opens with its first piece (indices 0, 1, ...) and nothing follows
+// its closing piece.
 struct Stream {
   std::string reasoning, content;
-  std::vector<ToolCall> calls;
+  ToolCallJoiner calls;
+  int n_opened = 0;
+  bool open = false;
   bool truncated = false;
   std::string error;
   void add(const ChatDelta& d) {
     reasoning += d.reasoning;
     content += d.content;
-    calls.insert(calls.end(), d.tool_calls.begin(), d.tool_calls.end());
+    for (const ToolCallPiece& p : d.calls) {
+      EXPECT_EQ(p.opens, !open) << "piece of call " << p.index;
+      if (p.opens) n_opened++;
+      EXPECT_EQ(p.index, n_opened - 1);
+      open = !p.closes;
+      calls.add(p);
+    }
   }
 };
 
@@ -117,11 +128,12 @@ Stream run(const std::vector<std::string>& pieces, bool in_reasoning) {
 void expect_same(const Stream& s, const ParsedMessage& m, const std::string& label) {
   EXPECT_EQ(s.reasoning, m.reasoning_content) << label;
   EXPECT_EQ(s.content, m.content) << label;
-  ASSERT_EQ(s.calls.size(), m.tool_calls.size()) << label;
-  for (size_t k = 0; k < s.calls.size(); ++k) {
-    EXPECT_EQ(s.calls[k].name, m.tool_calls[k].name) << label;
-    EXPECT_EQ(s.calls[k].arguments, m.tool_calls[k].arguments) << label;
+  ASSERT_EQ(s.calls.calls.size(), m.tool_calls.size()) << label;
+  for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+    EXPECT_EQ(s.calls.calls[k].name, m.tool_calls[k].name) << label;
+    EXPECT_EQ(s.calls.calls[k].arguments, m.tool_calls[k].arguments) << label;
   }
+  EXPECT_FALSE(s.open) << label;
   EXPECT_FALSE(s.truncated) << label;
   EXPECT_EQ(s.error, "") << label;
 }
@@ -181,19 +193,154 @@ TEST(ChatStream, EverySplitPointMatchesOneShotParse) {
   }
 }
 
-TEST(ChatStream, CallsAreReleasedAsSoonAsTheyClose) {
+// Strings with every escape, "<" inside values, a value ending in "<", non-string values,
+// several calls: the concatenated fragments equal the one-shot arguments at any byte split
+// (pieces split inside UTF-8 characters too) and in random chunks.
+TEST(ChatStream, ArgumentFragmentsAtAnyByteSplit) {
+  const std::string text =
+      "Checking.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"search\">\n"
+      "<｜DSML｜parameter name=\"q\" string=\"true\">a \"quoted\" \\ path\n\ttab \x01 é 世界 x<y <\n z<<</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"n\" string=\"false\">[1, {\"k\": \"v<\"}]<\n/｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"k\\\"ey\" string=\"true\"></｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+      "<｜DSML｜invoke name=\"b\">\n\n</｜DSML｜invoke>\n"
+      "<｜DSML｜invoke name=\"c\">\n<｜DSML｜parameter name=\"x\" string=\"true\">/｜DSML｜</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n</｜DSML｜tool_calls>" + kEos;
+  const ParsedMessage expected = parse_ok(text, ThinkingMode::kChat);
+  ASSERT_EQ(expected.tool_calls.size(), 3u);
+  EXPECT_EQ(expected.tool_calls[0].arguments,
+            "{\"q\": \"a \\\"quoted\\\" \\\\ path\\n\\ttab \\u0001 é 世界 x<y <\\n z<<\", "
+            "\"n\": [1, {\"k\": \"v<\"}], \"k\\\\\\\"ey\": \"\"}");
+  EXPECT_EQ(expected.tool_calls[1].arguments, "{}");
+  EXPECT_EQ(expected.tool_calls[2].arguments, "{\"x\": \"/｜DSML｜\"}");
+  for (size_t cut = 1; cut < text.size(); ++cut)
+    expect_same(run({text.substr(0, cut), text.substr(cut)}, false), expected, "split at " + std::to_string(cut));
+  std::vector<std::string> bytes;
+  for (char c : text) bytes.emplace_back(1, c);
+  expect_same(run(bytes, false), expected, "per byte");
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<std::string> chunks;
+    for (size_t at = 0; at < text.size();) {
+      const size_t n = std::uniform_int_distribution<size_t>(1, 12)(rng);
+      chunks.push_back(text.substr(at, n));
+      at += n;
+    }
+    expect_same(run(chunks, false), expected, "random chunks, trial " + std::to_string(trial));
+  }
+}
+
+// Random call blocks written as text.md §3.8 renders them, with values made of the pieces
+// that could confuse a scanner ("<", "/", "｜DSML｜", tags, escapes, split characters): the
+// arguments equal §3.8's JSON built directly, in one piece and in random byte chunks.
+TEST(ChatStream, RandomCallBlocksMatchTheRendering) {
+  const std::vector<std::string> alphabet = {"a", "é", "世", "<", "/", "\n", "<\n", "\"", "\\", "\t", "\x01", " ",
+                                             "｜DSML｜", "<｜DSML｜parameter", "</｜DSML｜invoke>", ">"};
+  const std::vector<std::string> json_values = {"1", "-2.5", "null", "true", "[1, \"<\"]", "{\"k\": \"</\"}", "[]"};
+  std::mt19937 rng(11);
+  auto pick = [&rng](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string text = "c\n\n<｜DSML｜tool_calls>\n";
+    std::vector<ToolCall> want;
+    const size_t n_calls = 1 + pick(3);
+    for (size_t c = 0; c < n_calls; ++c) {
+      ToolCall call{"f" + std::to_string(c), "{"};
+      text += (c ? "\n" : "") + std::string("<｜DSML｜invoke name=\"") + call.name + "\">\n";
+      const size_t n_params = pick(4);
+      for (size_t k = 0; k < n_params; ++k) {
+        const std::string key = "k" + std::to_string(k) + (pick(2) ? "\"<" : "");
+        const bool is_string = pick(3) != 0;
+        std::string value;
+        if (is_string) {
+          for (size_t n = pick(7); n > 0; --n) value += alphabet[pick(alphabet.size())];
+        } else {
+          value = json_values[pick(json_values.size())];
+        }
+        text += (k ? "\n" : "") + std::string("<｜DSML｜parameter name=\"") + key + "\" string=\"" +
+                (is_string ? "true" : "false") + "\">" + value + "</｜DSML｜parameter>";
+        call.arguments += (k ? ", " : "") + py_json_string(key) + ": " + (is_string ? py_json_string(value) : value);
+      }
+      call.arguments += "}";
+      text += "\n</｜DSML｜invoke>";
+      want.push_back(std::move(call));
+    }
+    text += "\n</｜DSML｜tool_calls>" + kEos;
+    const ParsedMessage expected = parse_ok(text, ThinkingMode::kChat);
+    ASSERT_EQ(expected.tool_calls.size(), want.size()) << text;
+    for (size_t c = 0; c < want.size(); ++c) {
+      EXPECT_EQ(expected.tool_calls[c].name, want[c].name) << text;
+      EXPECT_EQ(expected.tool_calls[c].arguments, want[c].arguments) << text;
+    }
+    for (int split = 0; split < 10; ++split) {
+      std::vector<std::string> chunks;
+      for (size_t at = 0; at < text.size();) {
+        const size_t n = 1 + pick(9);
+        chunks.push_back(text.substr(at, n));
+        at += n;
+      }
+      expect_same(run(chunks, false), expected, text);
+    }
+  }
+}
+
+// A call opens once its invoke tag is complete; each value streams as it arrives, less what
+// may still end it.
+TEST(ChatStream, PiecesFollowTheText) {
   ChatStreamParser parser(false);
   EXPECT_EQ(parser.feed("Hi\n").content, "Hi");
   EXPECT_TRUE(parser.feed("\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n").empty());
-  ChatDelta d = parser.feed("</｜DSML｜invoke>\n<｜DSML｜invoke name=\"g\">\n");
-  ASSERT_EQ(d.tool_calls.size(), 1u);
-  EXPECT_EQ(d.tool_calls[0].name, "f");
+  ChatDelta d = parser.feed("<｜DSML｜parameter name=\"city\" string=\"true\">Par");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_TRUE(d.calls[0].opens);
+  EXPECT_EQ(d.calls[0].index, 0);
+  EXPECT_EQ(d.calls[0].name, "f");
+  EXPECT_EQ(d.calls[0].arguments, "{\"city\": \"Par");
   EXPECT_EQ(d.content, "");
-  EXPECT_EQ(parser.feed("</｜DSML｜invoke>").tool_calls.size(), 1u);
+  d = parser.feed("is\"<");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_FALSE(d.calls[0].opens);
+  EXPECT_EQ(d.calls[0].arguments, "is\\\"");  // the "<" may end the value: held
+  d = parser.feed("/｜DSML｜parameter>\n<｜DSML｜parameter name=\"days\" string=\"false\">1");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].arguments, "\", \"days\": 1");
+  EXPECT_FALSE(d.calls[0].closes);
+  d = parser.feed("2</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"g\">\n</｜DSML｜invoke>");
+  ASSERT_EQ(d.calls.size(), 2u);
+  EXPECT_EQ(d.calls[0].arguments, "2}");
+  EXPECT_TRUE(d.calls[0].closes);
+  EXPECT_TRUE(d.calls[1].opens && d.calls[1].closes);
+  EXPECT_EQ(d.calls[1].index, 1);
+  EXPECT_EQ(d.calls[1].arguments, "{}");
   EXPECT_FALSE(parser.done());
   EXPECT_TRUE(parser.feed("\n</｜DSML｜tool_calls>").empty());
   EXPECT_TRUE(parser.done());
   EXPECT_TRUE(parser.feed("ignored").empty());
+}
+
+// parallel_tool_calls false: the engine's text ends before kFirstCallStop; end_at_stop()
+// completes the call and the block only where an invoke may end.
+TEST(ChatStream, EndAtStopCompletesTheFirstCall) {
+  const std::string head = "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n";
+  const std::string param = "<｜DSML｜parameter name=\"k\" string=\"true\">v</｜DSML｜parameter>\n";
+  for (const std::string& body : {head, head + param}) {
+    ChatStreamParser parser(false);
+    Stream s;
+    s.add(parser.feed(body));
+    s.add(parser.end_at_stop());
+    s.add(parser.finish());
+    ASSERT_EQ(s.calls.calls.size(), 1u) << body;
+    EXPECT_EQ(s.calls.calls[0].arguments, body == head ? "{}" : R"({"k": "v"})");
+    EXPECT_TRUE(parser.done());
+    EXPECT_FALSE(parser.truncated());
+  }
+  // Inside a value, or outside the call block: nothing added.
+  ChatStreamParser in_value(false);
+  in_value.feed(head + "<｜DSML｜parameter name=\"k\" string=\"true\">v");
+  EXPECT_TRUE(in_value.end_at_stop().empty());
+  in_value.finish();
+  EXPECT_TRUE(in_value.truncated());
+  ChatStreamParser content(false);
+  EXPECT_EQ(content.feed("text").content, "text");
+  EXPECT_TRUE(content.end_at_stop().empty());
 }
 
 TEST(ChatStream, Lenient) {
@@ -208,13 +355,13 @@ TEST(ChatStream, Lenient) {
   // Calls straight from reasoning: reasoning ended, no content.
   Stream direct = run({"r\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"}, true);
   EXPECT_EQ(direct.reasoning, "r");
-  ASSERT_EQ(direct.calls.size(), 1u);
+  ASSERT_EQ(direct.calls.calls.size(), 1u);
   EXPECT_FALSE(direct.truncated);
   // A malformed call: earlier calls kept, error named, the rest dropped.
   Stream bad = run({"\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\nXX<｜DSML｜invoke name=\"g\">\n"
                     "</｜DSML｜invoke>\n</｜DSML｜tool_calls>"},
                    false);
-  EXPECT_EQ(bad.calls.size(), 1u);
+  EXPECT_EQ(bad.calls.calls.size(), 1u);
   EXPECT_NE(bad.error.find(">\\n"), std::string::npos);
   // EOS text ends the stream; later text is ignored.
   Stream eos = run({"done" + kEos + "more"}, false);

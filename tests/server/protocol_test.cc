@@ -416,7 +416,9 @@ TEST(Protocol, ChatRejectsMalformedInput) {
       {R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "",
           "tool_calls": [{"function": {"name": "a.b", "arguments": "{}"}}]}]})", {400, "messages"}},
       {"{" + msgs + R"(, "tool_choice": "required"})", {400, "tool_choice", "unsupported_parameter"}},
-      {"{" + msgs + R"(, "parallel_tool_calls": false})", {400, "parallel_tool_calls"}},
+      {"{" + msgs + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})",
+       {400, "tool_choice", "unsupported_parameter"}},
+      {"{" + msgs + R"(, "parallel_tool_calls": "no"})", {400, "parallel_tool_calls"}},
       {"{" + msgs + R"(, "logprobs": 2})", {400, "logprobs"}},
       {"{" + msgs + R"(, "top_logprobs": 2})", {400, "top_logprobs"}},
       {"{" + msgs + R"(, "logprobs": true, "top_logprobs": 21})", {400, "top_logprobs"}},
@@ -748,6 +750,199 @@ TEST(Protocol, ChatStreamChunks) {
   EXPECT_EQ(ev[2]["choices"][0]["delta"]["content"], "i");
   EXPECT_EQ(ev[3]["choices"][0]["delta"], Json::object());
   EXPECT_EQ(ev[3]["choices"][0]["finish_reason"], "stop");
+}
+
+const std::string kToolsJson =
+    R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}])";
+
+// tool_choice "none" keeps the tools in the prompt and forbids ｜DSML｜ (bias -inf); "auto"
+// and no tool_choice leave the logits alone.
+TEST(Protocol, ToolChoiceNoneForbidsTheDsmlToken) {
+  const ModelCard m = card(1024);
+  const std::string msgs = R"("messages": [{"role": "user", "content": "weather?"}], "tools": )" + kToolsJson;
+  auto none = parse_chat_request("{" + msgs + R"(, "tool_choice": "none"})", m, 0);
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  auto automatic = parse_chat_request("{" + msgs + R"(, "tool_choice": "auto"})", m, 0);
+  ASSERT_TRUE(automatic.ok()) << automatic.error().message;
+  const int32_t dsml = *tiny_text().tokenizer.token_id("｜DSML｜");
+  ASSERT_EQ(none->gen.adjust.logit_bias.size(), 1u);
+  EXPECT_EQ(none->gen.adjust.logit_bias[0].first, dsml);
+  EXPECT_EQ(none->gen.adjust.logit_bias[0].second, -INFINITY);
+  EXPECT_TRUE(automatic->gen.adjust.logit_bias.empty());
+  EXPECT_EQ(none->prompt_text, automatic->prompt_text);
+  EXPECT_NE(none->prompt_text.find("get_weather"), std::string::npos);
+  EXPECT_EQ(none->gen.prompt, automatic->gen.prompt);
+  // Merged into the client's logit_bias, by ascending id, over the client's own bias for it.
+  const std::string client = R"(, "logit_bias": {")" + std::to_string(dsml - 1) + R"(": 5, ")" + std::to_string(dsml) +
+                             R"(": 100, "2": -3})";
+  auto merged = parse_chat_request("{" + msgs + client + R"(, "tool_choice": "none"})", m, 0);
+  ASSERT_TRUE(merged.ok()) << merged.error().message;
+  EXPECT_EQ(merged->gen.adjust.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{2, -3.0f}, {dsml - 1, 5.0f}, {dsml, -INFINITY}}));
+  auto kept = parse_chat_request("{" + msgs + client + "}", m, 0);
+  ASSERT_TRUE(kept.ok()) << kept.error().message;
+  EXPECT_EQ(kept->gen.adjust.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{2, -3.0f}, {dsml - 1, 5.0f}, {dsml, 100.0f}}));
+  // 300 client entries leave no room for the forbidden token.
+  std::string full = R"(, "logit_bias": {)";
+  for (int id = 0; id < kMaxLogitBias; ++id) full += (id ? ", \"" : "\"") + std::to_string(id) + "\": 1";
+  full += "}";
+  ASSERT_TRUE(parse_chat_request("{" + msgs + full + "}", m, 0).ok());
+  expect_error(parse_chat_request("{" + msgs + full + R"(, "tool_choice": "none"})", m, 0), {400, "logit_bias"},
+               "300 logit_bias entries and tool_choice none");
+}
+
+// A scripted generation with content, two calls (escapes, a non-string value, an empty
+// call) and EOS.
+const std::string kTwoCalls =
+    "Let me check.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+    "<｜DSML｜parameter name=\"city\" string=\"true\">São \"Paulo\"\n</｜DSML｜parameter>\n"
+    "<｜DSML｜parameter name=\"days\" string=\"false\">[2, 3]</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+    "<｜DSML｜invoke name=\"now\">\n\n</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>";
+
+// `text` as updates of whole UTF-8 characters, 1..max_chars at a time; the last finishes with
+// `finish` (and `stop_string`).
+std::vector<RequestUpdate> scripted(const std::string& text, size_t max_chars, uint32_t seed,
+                                    FinishReason finish = FinishReason::kStop, const std::string& stop_string = "") {
+  std::vector<RequestUpdate> out;
+  std::mt19937 rng(seed);
+  for (size_t at = 0; at < text.size();) {
+    size_t end = at;
+    for (size_t n = std::uniform_int_distribution<size_t>(1, max_chars)(rng); n > 0 && end < text.size(); --n)
+      for (++end; end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80; ++end) {}
+    out.push_back(update({byte_id('x')}, text.substr(at, end - at)));
+    at = end;
+  }
+  out.back().finished = true;
+  out.back().reason = finish;
+  out.back().stop_string = stop_string;
+  return out;
+}
+
+// The stream's tool calls as OpenAI's SDKs accumulate them, checking OpenAI's shape on the
+// way: each call's first entry has index, id, type "function" and function {name,
+// arguments: ""}; later entries only index and function.arguments.
+struct StreamedChat {
+  std::string content;
+  Json calls = Json::array();
+  size_t n_fragments = 0;
+  Json finish_reason, stop_reason;
+};
+StreamedChat accumulate(const std::string& sse) {
+  bool done = false;
+  StreamedChat out;
+  for (const Json& e : events(sse, &done)) {
+    if (e["choices"].empty()) continue;
+    const Json& choice = e["choices"][0];
+    if (!choice["finish_reason"].is_null()) {
+      out.finish_reason = choice["finish_reason"];
+      out.stop_reason = choice["stop_reason"];
+    }
+    const Json& d = choice["delta"];
+    if (d.contains("content")) out.content += d["content"].get<std::string>();
+    if (!d.contains("tool_calls")) continue;
+    EXPECT_FALSE(d.contains("content")) << d;
+    EXPECT_EQ(d["tool_calls"].size(), 1u) << d;
+    for (const Json& entry : d["tool_calls"]) {
+      const size_t index = entry["index"].get<size_t>();
+      if (index == out.calls.size()) {
+        EXPECT_EQ(entry.size(), 4u) << entry;
+        EXPECT_TRUE(entry["id"].is_string()) << entry;
+        EXPECT_EQ(entry["type"], "function") << entry;
+        EXPECT_TRUE(entry["function"]["name"].is_string()) << entry;
+        EXPECT_EQ(entry["function"]["arguments"], "") << entry;
+        out.calls.push_back(entry);
+        out.calls.back().erase("index");
+      } else {
+        EXPECT_EQ(index + 1, out.calls.size()) << entry;
+        if (index + 1 != out.calls.size()) continue;
+        EXPECT_EQ(entry.size(), 2u) << entry;
+        EXPECT_EQ(entry["function"].size(), 1u) << entry;
+        out.calls[index]["function"]["arguments"] =
+            out.calls[index]["function"]["arguments"].get<std::string>() + entry["function"]["arguments"].get<std::string>();
+        ++out.n_fragments;
+      }
+    }
+  }
+  EXPECT_TRUE(done);
+  return out;
+}
+
+Json complete_choice(const ApiRequest& req, const std::vector<RequestUpdate>& updates) {
+  ApiRequest whole = req;
+  whole.stream = false;
+  ResponseBuilder b(whole, card(1024), "chatcmpl-t", 9);
+  for (const RequestUpdate& u : updates) b.add(u);
+  return Json::parse(*b.response())["choices"][0];
+}
+
+// Streamed tool calls equal the complete response's, at every chunking of the text; the
+// arguments arrive in fragments while the values are generated.
+TEST(Protocol, ChatStreamsToolCallsAsOpenAI) {
+  const ModelCard m = card(1024);
+  auto req = parse_chat_request(R"({"messages": [{"role": "user", "content": "weather?"}], "stream": true,
+                                    "tools": )" + kToolsJson + "}", m, 0);
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  for (size_t max_chars : {1, 2, 5, 17}) {
+    for (uint32_t seed = 0; seed < 8; ++seed) {
+      const std::vector<RequestUpdate> updates = scripted(kTwoCalls, max_chars, seed);
+      const Json complete = complete_choice(*req, updates);
+      ResponseBuilder b(*req, m, "chatcmpl-t", 9);
+      std::string sse;
+      for (const RequestUpdate& u : updates) sse += b.add(u);
+      const StreamedChat s = accumulate(sse);
+      const std::string label = std::to_string(max_chars) + " chars, seed " + std::to_string(seed);
+      EXPECT_EQ(s.calls, complete["message"]["tool_calls"]) << label;
+      EXPECT_EQ(s.content, complete["message"]["content"]) << label;
+      EXPECT_EQ(s.finish_reason, "tool_calls") << label;
+      EXPECT_EQ(complete["finish_reason"], "tool_calls") << label;
+      if (max_chars == 1) {
+        EXPECT_GE(s.n_fragments, 20u) << label;  // the values stream
+      }
+    }
+  }
+  const Json calls = complete_choice(*req, scripted(kTwoCalls, 1000, 0))["message"]["tool_calls"];
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["function"]["arguments"], "{\"city\": \"São \\\"Paulo\\\"\\n\", \"days\": [2, 3]}");
+  EXPECT_EQ(calls[0]["id"], "call_chatcmpl-t_0");
+  EXPECT_EQ(calls[1]["function"]["name"], "now");
+  EXPECT_EQ(calls[1]["function"]["arguments"], "{}");
+}
+
+// parallel_tool_calls false: a stop string at the first call's end tag; the response completes
+// the call (finish_reason tool_calls, stop_reason null: the stop string is the server's).
+TEST(Protocol, ParallelToolCallsFalseStopsAfterTheFirstCall) {
+  const ModelCard m = card(1024);
+  const std::string body = R"({"messages": [{"role": "user", "content": "weather?"}], "stop": ["END"],
+                               "parallel_tool_calls": false, "tools": )" + kToolsJson;
+  auto req = parse_chat_request(body + R"(, "stream": true})", m, 0);
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  EXPECT_TRUE(req->first_call_only);
+  EXPECT_EQ(req->gen.stop_strings, (std::vector<std::string>{"END", std::string(chat::kFirstCallStop)}));
+  // The engine's text ends before the stop string.
+  const std::string cut = kTwoCalls.substr(0, kTwoCalls.find("</｜DSML｜invoke>"));
+  for (size_t max_chars : {1, 4, 1000}) {
+    const std::vector<RequestUpdate> updates =
+        scripted(cut, max_chars, 3, FinishReason::kStop, std::string(chat::kFirstCallStop));
+    const Json complete = complete_choice(*req, updates);
+    ASSERT_EQ(complete["message"]["tool_calls"].size(), 1u);
+    EXPECT_EQ(complete["message"]["tool_calls"][0]["function"]["arguments"],
+              "{\"city\": \"São \\\"Paulo\\\"\\n\", \"days\": [2, 3]}");
+    EXPECT_EQ(complete["finish_reason"], "tool_calls");
+    EXPECT_TRUE(complete["stop_reason"].is_null());
+    ResponseBuilder b(*req, m, "chatcmpl-t", 9);
+    std::string sse;
+    for (const RequestUpdate& u : updates) sse += b.add(u);
+    const StreamedChat s = accumulate(sse);
+    EXPECT_EQ(s.calls, complete["message"]["tool_calls"]);
+    EXPECT_EQ(s.finish_reason, "tool_calls");
+    EXPECT_TRUE(s.stop_reason.is_null());
+  }
+  // The client's own stop string still shows.
+  const Json own = complete_choice(*req, scripted("Hi", 1, 0, FinishReason::kStop, "END"));
+  EXPECT_EQ(own["stop_reason"], "END");
+  EXPECT_EQ(own["finish_reason"], "stop");
 }
 
 // A request of either endpoint, in either form.

@@ -1,17 +1,22 @@
 // dsv4 serve driven by the official OpenAI Node SDK.
-// node openai_sdk.mjs DSV4 CACHE_DIR WORKDIR
+// node openai_sdk.mjs DSV4 CACHE_DIR WORKDIR REPLAY_TOOL
 //   1. completions and chat, streaming and not (greedy: the stream's text equals the response's)
 //   2. 32 concurrent streams with per-request seeds: each text equals offline
 //      `dsv4 generate --prompt` for the same prompt, seed and sampling parameters
 //   3. a bounded load run (a few hundred requests, streamed and not): every request answered
 //      exactly once with a distinct id, the server's RSS flat (before/after, with slack)
-//   4. SIGTERM: exit code 0
+//   4. tool calls through the SDK's stream helpers (chat.completions.stream, finalChatCompletion):
+//      the accumulated calls equal the non-streamed ones, on the server's chunks for a scripted
+//      generation with calls (REPLAY_TOOL: the protocol layer without an engine) and on dsv4
+//      serve with tools, tool_choice "none" and parallel_tool_calls false
+//   5. SIGTERM: exit code 0
 import { createRequire } from "node:module";
 import { spawn, execFileSync } from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
 import path from "node:path";
 
-const [dsv4, cache, work] = process.argv.slice(2);
+const [dsv4, cache, work, replayTool] = process.argv.slice(2);
 const require = createRequire(path.join(cache, "package.json"));
 const { OpenAI } = require("openai");
 
@@ -27,7 +32,7 @@ const model = path.join(work, "tiny");
 execFileSync(dsv4, ["make-tiny", "--out", model], { stdio: "ignore" });
 
 // The server: a free port, read from its first line.
-const MAX_CONTEXT = 512;
+const MAX_CONTEXT = 1024;  // the tools preamble alone is ~600 tokens
 const server = spawn(dsv4, ["serve", "--model", model, "--port", "0", "--batch-size", "8", "--max-context",
                             String(MAX_CONTEXT), "--max-queue", "1024", "--http-threads", "96"],
                      { stdio: ["ignore", "pipe", "pipe"] });
@@ -205,7 +210,85 @@ async function load(n, concurrency, tag) {
   check(after <= before * 1.25 + 16 * 1024, `server RSS grew from ${before} KiB to ${after} KiB`);
 }
 
-// 4. SIGTERM: exit code 0.
+// 4. Tool calls through the SDK's stream helpers.
+const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object",
+                 properties: { city: { type: "string" }, days: { type: "integer" } } } } }];
+// The stream helper's final message (its own accumulation of the chunks) and the number of
+// argument deltas it reported.
+async function streamed(c, params) {
+  const stream = c.chat.completions.stream(params);
+  let deltas = 0;
+  stream.on("tool_calls.function.arguments.delta", () => { deltas++; });
+  const final = await stream.finalChatCompletion();
+  return { final, deltas };
+}
+const callsOf = (choice) => (choice.message.tool_calls ?? []).map((t) => (
+  { id: t.id, type: t.type, name: t.function.name, arguments: t.function.arguments }));
+{
+  // The server's chunks for a scripted generation with two calls, one character per update.
+  const text = "Let me check.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n" +
+    "<｜DSML｜parameter name=\"city\" string=\"true\">São \"Paulo\"\n\\ 世界</｜DSML｜parameter>\n" +
+    "<｜DSML｜parameter name=\"days\" string=\"false\">[2, {\"a\": null}]</｜DSML｜parameter>\n" +
+    "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"now\">\n\n</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>";
+  const dir = path.join(work, "replay");
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, "text"), text);
+  execFileSync(replayTool, [path.join(dir, "text"), "1", dir]);
+  const sse = fs.readFileSync(path.join(dir, "stream.sse"));
+  const complete = fs.readFileSync(path.join(dir, "complete.json"));
+  const replay = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => { body += d; });
+    req.on("end", () => {
+      const stream = JSON.parse(body).stream === true;
+      res.writeHead(200, { "content-type": stream ? "text/event-stream" : "application/json" });
+      res.end(stream ? sse : complete);
+    });
+  });
+  await new Promise((resolve) => replay.listen(0, "127.0.0.1", resolve));
+  const replayClient = new OpenAI({ baseURL: `http://127.0.0.1:${replay.address().port}/v1`, apiKey: "unused",
+                                    maxRetries: 0 });
+  const params = { model: "tiny", messages: [{ role: "user", content: "weather?" }], tools };
+  const whole = await replayClient.chat.completions.create(params);
+  const { final, deltas } = await streamed(replayClient, params);
+  const want = callsOf(whole.choices[0]);
+  check(want.length === 2 && want[0].name === "get_weather" &&
+        JSON.stringify(JSON.parse(want[0].arguments)) === JSON.stringify({ city: "São \"Paulo\"\n\\ 世界", days: [2, { a: null }] }) &&
+        want[1].arguments === "{}", `replayed complete calls ${JSON.stringify(want)}`);
+  check(JSON.stringify(callsOf(final.choices[0])) === JSON.stringify(want),
+        `stream helper calls ${JSON.stringify(callsOf(final.choices[0]))} != ${JSON.stringify(want)}`);
+  check(final.choices[0].message.content === whole.choices[0].message.content,
+        `stream helper content ${final.choices[0].message.content}`);
+  check(final.choices[0].finish_reason === "tool_calls" && whole.choices[0].finish_reason === "tool_calls",
+        `finish ${final.choices[0].finish_reason} / ${whole.choices[0].finish_reason}`);
+  check(deltas > 20, `${deltas} argument deltas: the arguments were not streamed as generated`);
+  replay.close();
+}
+{
+  // dsv4 serve: tools rendered, no call allowed, stop after the first call; greedy, so the
+  // stream helper's message equals the complete one.
+  const params = { model: "tiny", messages: [{ role: "user", content: "Weather in Paris?" }], tools,
+                   tool_choice: "none", parallel_tool_calls: false, max_tokens: 24, temperature: 0 };
+  const whole = await client.chat.completions.create(params);
+  const { final } = await streamed(client, params);
+  check(JSON.stringify(callsOf(final.choices[0])) === JSON.stringify(callsOf(whole.choices[0])) &&
+        final.choices[0].message.content === whole.choices[0].message.content &&
+        final.choices[0].finish_reason === whole.choices[0].finish_reason,
+        `served stream helper ${JSON.stringify(final.choices[0])} != ${JSON.stringify(whole.choices[0])}`);
+  // tool_choice "none" forbids ｜DSML｜ over the client's own bias: +100 makes greedy write it
+  // every step under "auto", never under "none".
+  const dsml = (await (await fetch(`${baseURL}/tokenize`, { method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ prompt: "｜DSML｜", add_special_tokens: false }) })).json()).tokens;
+  check(dsml.length === 1, `｜DSML｜ is not one token: ${JSON.stringify(dsml)}`);
+  const pushed = { ...params, max_tokens: 4, ignore_eos: true, logit_bias: { [dsml[0]]: 100 } };
+  const auto = await client.chat.completions.create({ ...pushed, tool_choice: "auto" });
+  const none = await client.chat.completions.create(pushed);
+  check(auto.choices[0].message.content === "｜DSML｜".repeat(4), `logit_bias +100 on ｜DSML｜: ${auto.choices[0].message.content}`);
+  check(!none.choices[0].message.content.includes("｜DSML｜") && none.usage.completion_tokens === 4,
+        `tool_choice none with +100 on ｜DSML｜: ${JSON.stringify(none.choices[0].message)}`);
+}
+
+// 5. SIGTERM: exit code 0.
 server.kill("SIGTERM");
 const { code, signal } = await exited;
 check(code === 0, `dsv4 serve exited with ${code} (signal ${signal}) after SIGTERM: ${serverErr.slice(-500)}`);
