@@ -30,7 +30,7 @@ struct Outcome {
   std::vector<std::vector<int32_t>> out;             // by id
   std::vector<std::vector<TokenLogprob>> logprobs;   // by id
   std::vector<RequestUpdate> finals;                 // by id
-  int64_t rows = 0, forked = 0;
+  int64_t rows = 0, forked = 0, drafts = 0;
 };
 
 Outcome drain(Engine& e) {
@@ -41,6 +41,7 @@ Outcome drain(Engine& e) {
     if (!rep.ok()) break;
     s.rows += rep->rows;
     s.forked += rep->forked;
+    s.drafts += rep->drafts;
     for (RequestUpdate& u : e.updates()) {
       const size_t id = static_cast<size_t>(u.id);
       s.out.resize(std::max(s.out.size(), id + 1));
@@ -55,14 +56,19 @@ Outcome drain(Engine& e) {
   return s;
 }
 
-Outcome run(const test::TinyModel& m, const Limits& l, bool mtp, const std::vector<GenerationRequest>& reqs) {
-  EngineOptions opt;
-  opt.mtp = mtp;
+Outcome run(const test::TinyModel& m, const Limits& l, const EngineOptions& opt,
+            const std::vector<GenerationRequest>& reqs) {
   auto e = Engine::create(m.cfg, *m.w, l, opt);
   EXPECT_TRUE(e.ok()) << e.message();
   if (!e.ok()) return {};
   for (const auto& r : reqs) EXPECT_TRUE((*e)->add_request(r).ok());
   return drain(**e);
+}
+
+Outcome run(const test::TinyModel& m, const Limits& l, bool mtp, const std::vector<GenerationRequest>& reqs) {
+  EngineOptions opt;
+  opt.mtp = mtp;
+  return run(m, l, opt, reqs);
 }
 
 bool same(const std::vector<TokenLogprob>& a, const std::vector<TokenLogprob>& b) {
@@ -116,6 +122,55 @@ TEST(Choices, EqualLoneRequestsWithTheirSeeds) {
         EXPECT_EQ(ones.rows, n * (len - 1) + generated) << "len " << len;
       }
     }
+}
+
+// The lone requests of g's choices: n = 1, seed choice_seed(seed, k).
+std::vector<GenerationRequest> lone_choices(const GenerationRequest& g) {
+  std::vector<GenerationRequest> lone(static_cast<size_t>(g.n), g);
+  for (int32_t k = 0; k < g.n; ++k) {
+    lone[k].n = 1;
+    lone[k].sampling.seed = choice_seed(g.sampling.seed, k);
+  }
+  return lone;
+}
+
+// DSpark (the drafter's rings are copied at the fork) and a parent that starts from a
+// prefix-cache hit (its shared blocks stay shared, the fork copies the begun one): the same
+// tokens as lone requests.
+TEST(Choices, WithDsparkAndAPrefixHit) {
+  {
+    const test::TinyModel& m = test::tiny_model("tiny-ds", TinyQuant::kFp8, 2);
+    EngineOptions opt;
+    opt.dspark_gamma = 3;
+    Limits l = limits(3);
+    l.max_rows = 64;
+    GenerationRequest g = request(m, 40, 3);
+    g.max_tokens = 20;
+    const Outcome many = run(m, l, opt, {g});
+    const Outcome ones = run(m, l, opt, lone_choices(g));
+    EXPECT_EQ(many.forked, 2);
+    EXPECT_GT(many.drafts, 0);
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(many.out[k], ones.out[k]) << "dspark choice " << k;
+  }
+  const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8, 2);
+  Limits l = limits(3);
+  l.prefix_blocks = 8;
+  GenerationRequest first = request(m, 80, 1);  // caches blocks 0 and 1 of the prompt
+  first.max_tokens = 2;
+  GenerationRequest g = request(m, 80, 3);      // the same 80 tokens: a hit, then the fork
+  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{});
+  ASSERT_TRUE(e.ok()) << e.message();
+  ASSERT_TRUE((*e)->add_request(first).ok());
+  drain(**e);
+  ASSERT_TRUE((*e)->add_request(g).ok());
+  const Outcome many = drain(**e);
+  EXPECT_EQ(many.forked, 2);
+  EXPECT_GT(many.finals[1].cached_tokens, 0) << "the parent started from the prefix cache";
+  const Outcome ones = run(m, l, false, lone_choices(g));
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(many.out[1 + k], ones.out[k]) << "prefix hit, choice " << k;
+    EXPECT_TRUE(same(many.logprobs[1 + k], ones.logprobs[k])) << "prefix hit, choice " << k;
+  }
 }
 
 // Choice 0 keeps the request's seed: n = 1 is unchanged.
