@@ -173,6 +173,27 @@ TEST(Choices, WithDsparkAndAPrefixHit) {
   }
 }
 
+// Penalties and logit_bias (counts per slot, rebuilt for each choice's id from its tokens):
+// the same tokens and logprobs as lone requests, with and without MTP.
+TEST(Choices, WithPenalties) {
+  const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8, 2);
+  for (bool mtp : {false, true}) {
+    GenerationRequest g = request(m, 21, 3);
+    g.max_tokens = 24;
+    g.adjust.presence_penalty = 0.5f;
+    g.adjust.frequency_penalty = 0.75f;
+    g.adjust.repetition_penalty = 1.3f;
+    g.adjust.logit_bias = {{3, -5.0f}, {40, 2.0f}};
+    const Outcome many = run(m, limits(3), mtp, {g});
+    const Outcome ones = run(m, limits(3), mtp, lone_choices(g));
+    EXPECT_EQ(many.forked, 2);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(many.out[k], ones.out[k]) << "mtp " << mtp << " choice " << k;
+      EXPECT_TRUE(same(many.logprobs[k], ones.logprobs[k])) << "mtp " << mtp << " choice " << k;
+    }
+  }
+}
+
 // Choice 0 keeps the request's seed: n = 1 is unchanged.
 TEST(Choices, ChoiceZeroKeepsTheSeed) {
   EXPECT_EQ(choice_seed(4242, 0), 4242u);
