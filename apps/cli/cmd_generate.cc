@@ -1,12 +1,13 @@
 // dsv4 generate [--model DIR] [--prompt TEXT]... [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
 //   [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--frequency-penalty F] [--presence-penalty P]
-//   [--repetition-penalty R] [--logit-bias ID=BIAS]... [--seed S] [--stop STR]... [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
+//   [--repetition-penalty R] [--logit-bias ID=BIAS]... [--seed S] [--stop STR]... [-n N] [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
 //   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
 //   [--tp T [--dp D] [--ep E]] [--cp-prefill N]  (under mpirun -np T·D: the ranks share each step)
 // Decodes several prompts together with continuous batching (runtime/engine.h):
 // the batch changes as requests finish. Prints each step's batch size, each
 // request's tokens, tokens/s and (with --mtp / --spec) the draft acceptance rate (DSpark: drafts
-// accepted per round and acceptance by draft position).
+// accepted per round and acceptance by draft position). -n N: N choices per prompt, the prompt
+// computed once (choice k samples with choice_seed(seed + i, k), runtime/request.h).
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -39,6 +40,7 @@ struct GenerateArgs {
   float min_p = 0.0f;  // 0 = off
   PenaltyFlags penalties;
   uint64_t seed = 0;
+  int32_t n = 1;  // choices per prompt
   bool quiet_steps = false;
   std::vector<std::string> stop;
 };
@@ -103,6 +105,7 @@ Status add_requests(Engine& engine, RankSession& rs, const GenerateArgs& a, cons
     g.sampling = {a.temperature, a.top_p, a.seed + i, a.top_k, a.min_p};
     g.adjust = *adjust;
     g.stop_strings = a.stop;
+    g.n = a.n;
     Result<int64_t> id = engine.add_request(std::move(g));
     if (!id.ok()) {
       if (Status st = engine.stop(); !st.ok()) rs.abort_job(st);
@@ -166,17 +169,20 @@ Status run_steps(Engine& engine, RankSession& rs, bool quiet_steps, std::vector<
   return {};
 }
 
-// One line per request (and its text with a tokenizer); the first request that ended with an
-// error is the run's status.
-Status print_outputs(const std::vector<Output>& outs, const Prompts& prompts) {
+// One line per request (and its text with a tokenizer), per choice with n > 1 (outs: request
+// i's choice k at i·n + k, its engine id); the first that ended with an error is the run's status.
+Status print_outputs(const std::vector<Output>& outs, const Prompts& prompts, int32_t n) {
   Status failed;
-  for (size_t i = 0; i < outs.size(); ++i) {
-    const Output& o = outs[i];
-    if (failed.ok() && !o.error.empty()) failed = Status::errorf("request {}: {}", i, o.error);
-    std::printf("request %zu (%s): prompt [%s] -> [%s]\n", i, o.finish.c_str(), join(prompts.ids[i]).c_str(),
+  for (size_t j = 0; j < outs.size(); ++j) {
+    const Output& o = outs[j];
+    const size_t i = j / static_cast<size_t>(n);
+    const std::string name = n > 1 ? fmt::format("request {} choice {}", i, j % static_cast<size_t>(n))
+                                   : fmt::format("request {}", i);
+    if (failed.ok() && !o.error.empty()) failed = Status::errorf("{}: {}", name, o.error);
+    std::printf("%s (%s): prompt [%s] -> [%s]\n", name.c_str(), o.finish.c_str(), join(prompts.ids[i]).c_str(),
                 join(o.tokens).c_str());
     if (prompts.text)
-      std::printf("request %zu text: %s\n", i,
+      std::printf("%s text: %s\n", name.c_str(),
                   nlohmann::json(o.text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
   return failed;
@@ -242,10 +248,10 @@ int run_generate(const GenerateArgs& a) {
               ef.batch_size, spec_label(*eo).empty() ? "" : (", " + spec_label(*eo) + " drafts").c_str(), a.temperature,
               a.top_p,
               rs.world_size() > 1 ? fmt::format("; {} ranks (tp {})", rs.world_size(), ef.ranks.tp).c_str() : "");
-  std::vector<Output> outs(prompts->ids.size());
+  std::vector<Output> outs(prompts->ids.size() * static_cast<size_t>(a.n));
   RunTotals totals;
   if (Status st = run_steps(**engine, rs, a.quiet_steps, outs, totals); !st.ok()) return fail(st);
-  const Status failed = print_outputs(outs, *prompts);
+  const Status failed = print_outputs(outs, *prompts, a.n);
   print_summary(totals, *eo, ef);
   if (rs.world_size() > 1) print_seam_bytes(**engine, totals.steps);
   return failed.ok() ? 0 : fail(failed);
@@ -274,6 +280,11 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--seed", a->seed, "Seed of request i is seed + i")->capture_default_str();
   sub->add_option("--stop", a->stop, "Stop string (repeatable; matched on the output text, needs the tokenizer)")
       ->take_all();
+  sub->add_option("-n,--n", a->n,
+                  "Choices per prompt: the prompt is computed once, choice k samples with a seed derived from the "
+                  "request's and k (choice 0: the request's; one process only)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxChoices));
   sub->add_flag("--quiet-steps", a->quiet_steps, "Do not print one line per step");
   return {sub, [a]() { return run_generate(*a); }};
 }

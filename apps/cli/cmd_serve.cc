@@ -1,6 +1,6 @@
 // dsv4 serve [--model DIR] [--host 127.0.0.1] [--port 8000] [--api-key K | --api-key-file F]
 //   [--served-model-name N] [--max-queue N] [--grace-seconds S] [--request-timeout S]
-//   [--max-tokens-limit N] [--max-body-bytes N] [--max-header-bytes N] [--max-headers N]
+//   [--max-tokens-limit N] [--max-n N] [--max-body-bytes N] [--max-header-bytes N] [--max-headers N]
 //   [--max-connections N] [--max-connections-per-client N] [--read-timeout S] [--idle-timeout S]
 //   [--allowed-hosts H,...] [--cors-origin O] [--trusted-proxies A,...] [--http-threads N]
 //   [--mtp] [--batch-size B] [--threads N] [--max-chunk N] [--max-context N] [--page-tokens P]
@@ -53,6 +53,7 @@ struct ServeArgs {
   int max_queue = 256;
   double grace_seconds = 30;
   int64_t max_tokens_limit = 4096;
+  int32_t max_n = 8;
   std::string allowed_hosts, cors_origin, trusted_proxies;
   server::ServerOptions http;  // limits and timeouts (their defaults are the flags')
 };
@@ -178,6 +179,7 @@ int run_serve(const ServeArgs& a) {
   card.temperature = defaults->temperature;
   card.top_p = defaults->top_p;
   card.max_tokens_limit = a.max_tokens_limit;
+  card.max_n = a.max_n;
   card.max_tokens_fit = [&e = **engine](int64_t n_prompt) { return e.max_tokens_that_fit(n_prompt); };
 
   ServiceOptions so;
@@ -257,6 +259,11 @@ Command add_serve(CLI::App& app) {
                   "of this and the rest of the context (0 = the context)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-n", a->max_n,
+                  "Largest n (choices) and best_of a request may ask (above: 400); the choices share the "
+                  "prompt's cache pages (one process only: with ranks n > 1 is a 400)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxChoices));
   sub->add_option("--max-body-bytes", h.limits.max_body_bytes,
                   "Largest request body, for every transfer encoding (larger: 413)")
       ->capture_default_str()

@@ -103,12 +103,6 @@ std::optional<ApiError> check_fields(const Json& obj, const std::set<std::string
 
 // Fields accepted only with their neutral value.
 std::optional<ApiError> check_neutral(const Json& obj) {
-  for (const char* name : {"n", "best_of"}) {
-    auto v = get_int(obj, name);
-    if (!v.ok()) return v.error();
-    if (v.value() && *v.value() != 1)
-      return bad_request(name, fmt::format("{}: only 1 is supported, got {}", name, *v.value()), "unsupported_parameter");
-  }
   if (const Json* v = json_optional(obj, "suffix"); v && !(v->is_string() && v->get_ref<const std::string&>().empty()))
     return bad_request("suffix", "suffix: not supported by this server", "unsupported_parameter");
   if (const Json* v = json_optional(obj, "response_format")) {
@@ -437,6 +431,34 @@ Result<GenerationDefaults> parse_generation_config(std::string_view json_text, c
   return d;
 }
 
+// n (both endpoints) and best_of (completions): out.n choices returned of gen.n = best_of
+// generated (runtime/request.h: choice seeds); best_of > n ranks them by cumulative logprob,
+// for which the engine scores every token (gen.logprobs >= 0; shown_logprobs what the client
+// asked).
+std::optional<ApiError> parse_choices(const Json& obj, const ModelCard& model, ApiRequest& out) {
+  auto n = get_int(obj, "n");
+  if (!n.ok()) return n.error();
+  auto best_of = get_int(obj, "best_of");
+  if (!best_of.ok()) return best_of.error();
+  const int64_t want = n.value().value_or(1);
+  if (want < 1 || want > model.max_n)
+    return bad_request("n", fmt::format("n: {} is outside [1, {}] (--max-n)", want, model.max_n));
+  const int64_t gen = best_of.value().value_or(want);
+  if (gen < want) return bad_request("best_of", fmt::format("best_of: {} is less than n = {}", gen, want));
+  if (gen > model.max_n)
+    return bad_request("best_of", fmt::format("best_of: {} is outside [n, {}] (--max-n)", gen, model.max_n));
+  if (gen > want && out.stream)
+    return bad_request("best_of", "best_of: greater than n cannot be streamed (the best choices are known at the end)");
+  if (gen > 1 && out.gen.prompt_logprobs)
+    return bad_request("echo", "echo: with logprobs needs n = best_of = 1 (the prompt's logprobs are scored once)",
+                       "unsupported_parameter");
+  out.n = static_cast<int32_t>(want);
+  out.gen.n = static_cast<int32_t>(gen);
+  out.shown_logprobs = out.gen.logprobs;
+  if (gen > want) out.gen.logprobs = std::max(out.gen.logprobs, 0);
+  return std::nullopt;
+}
+
 ApiResult<ApiRequest> parse_completions_request(std::string_view body, const ModelCard& model,
                                                 uint64_t default_seed) {
   ApiResult<Json> parsed = parse_body(body, model);
@@ -471,6 +493,7 @@ ApiResult<ApiRequest> parse_completions_request(std::string_view body, const Mod
   if (!prompt.ok()) return prompt.error();
   const bool zero_ok = out.echo && out.gen.logprobs >= 0;  // scoring a prompt
   if (auto e = fit_context(model, "prompt", "max_tokens", common->max_tokens, zero_ok, out)) return *e;
+  if (auto e = parse_choices(obj, model, out)) return *e;
   return out;
 }
 
@@ -551,6 +574,7 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   out.gen.prompt = model.text->tokenizer.encode_spans(prompt->text, prompt->template_spans);
   out.prompt_text = std::move(prompt->text);
   if (auto e = fit_context(model, "messages", max_param, common->max_tokens, false, out)) return *e;
+  if (auto e = parse_choices(obj, model, out)) return *e;
   return out;
 }
 
@@ -957,6 +981,7 @@ Json ResponseBuilder::chat_choice(Json delta, Json logprobs, Json finish_reason,
 
 // One chunk of a stream holding `choice` (and "usage": null when the usage chunk is asked for).
 std::string ResponseBuilder::chunk_event(Json choice) const {
+  choice["index"] = index_;
   Json chunk = chunk_envelope();
   chunk["choices"] = Json::array({std::move(choice)});
   if (request_.include_usage) chunk["usage"] = nullptr;
@@ -971,6 +996,7 @@ std::string ResponseBuilder::end_events(Json last_choice) const {
     out += "data: " + error_body(*error_) + "\n\n";
   } else {
     out += chunk_event(std::move(last_choice));
+    if (!ends_stream_) return out;
     if (request_.include_usage) {
       Json usage = chunk_envelope();
       usage["choices"] = Json::array();
@@ -978,7 +1004,7 @@ std::string ResponseBuilder::end_events(Json last_choice) const {
       out += sse(usage);
     }
   }
-  return out + "data: [DONE]\n\n";
+  return ends_stream_ ? out + "data: [DONE]\n\n" : out;
 }
 
 ApiResult<std::string> ResponseBuilder::response() const {

@@ -71,6 +71,7 @@ struct ModelCard {
   float temperature = 1.0f;    // defaults for absent fields (generation_config.json)
   float top_p = 1.0f;
   int64_t max_tokens_limit = 4096;  // --max-tokens-limit: largest max_tokens (0: the context)
+  int32_t max_n = 8;           // --max-n: largest n and best_of
   // The largest max_tokens the engine's empty cache holds after a prompt of n tokens (the
   // engine's max_tokens_that_fit); caps the default. Unset: no cache bound.
   std::function<int64_t(int64_t n_prompt)> max_tokens_fit;
@@ -102,6 +103,10 @@ struct ApiRequest {
   bool opens_reasoning = false;  // the prompt ends with <think>
   std::string prompt_text;       // the rendered chat prompt (for logs and tests)
   bool first_call_only = false;  // parallel_tool_calls false: gen.stop_strings has chat::kFirstCallStop
+  // Choices: n returned of gen.n (best_of) generated; shown_logprobs: the logprobs the client
+  // asked for (gen.logprobs is raised to 0 when best_of > n ranks the choices).
+  int32_t n = 1;
+  int32_t shown_logprobs = -1;
 };
 
 // Sampling seed for a request without "seed" (the caller draws it).
@@ -151,11 +156,18 @@ class ResponseBuilder {
   std::string add(const RequestUpdate& update);
   bool finished() const { return finished_; }
   ApiResult<std::string> response() const;
+  // One choice of several (ChoicesBuilder): its chunks carry `index`; ends_stream false: its
+  // stream end is the last chunk (or the error event) only, no usage chunk and no [DONE].
+  void set_choice(int32_t index, bool ends_stream) {
+    index_ = index;
+    ends_stream_ = ends_stream;
+  }
+  nlohmann::ordered_json usage_json() const;
+
  private:
   // Response envelope: {id, object, created, model}.
   nlohmann::ordered_json envelope(const char* object) const;
   nlohmann::ordered_json chunk_envelope() const;  // a stream chunk's
-  nlohmann::ordered_json usage_json() const;
   nlohmann::ordered_json chat_logprob_entry(const TokenLogprob& lp) const;
   // Appends completions logprobs of tokens (a null entry: no logprob, e.g. the first prompt token).
   void append_completion_logprobs(nlohmann::ordered_json& out, const std::vector<int32_t>& ids,
@@ -207,6 +219,8 @@ class ResponseBuilder {
   int64_t text_offset_ = 0;            // completions: text_offset of the next token, in UTF-8 bytes
                                        // of the tokens before it (echoed prompt included)
   int n_tool_calls_ = 0;                // stream form: calls completed
+  int32_t index_ = 0;
+  bool ends_stream_ = true;
 };
 
 }  // namespace dsv4::server

@@ -20,6 +20,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <fmt/format.h>
 
+#include "choices.h"
 #include "connection.h"
 
 namespace dsv4::server {
@@ -111,11 +112,15 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void begin(int64_t rid, const ApiRequest& api, const ModelCard& model) {
     rid_ = rid;
     const std::string id = fmt::format("{}-{}", api.endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", rid);
-    builder_.emplace(api, model, id, static_cast<int64_t>(std::time(nullptr)));
+    builder_.emplace(api, model, id, static_cast<int64_t>(std::time(nullptr)), rid);
+    // Every choice ends with the connection (choice k has id rid + k).
+    auto cancel = [service = &service_, rid, n = builder_->n_generated()] {
+      for (int32_t k = 0; k < n; ++k) service->cancel(rid + k);
+    };
     std::shared_ptr<Connection> conn = conn_.lock();
-    if (!conn) return service_.cancel(rid_);
+    if (!conn) return cancel();
     if (conn->request_id().empty()) conn->set_request_id(id);
-    conn->on_gone([service = &service_, rid] { service->cancel(rid); });
+    conn->on_gone(cancel);
     if (!stream_) return;
     HttpResponse head = headers_;
     head.result(http::status::ok);
@@ -152,7 +157,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     if (!conn || conn->closed()) return;
     for (const RequestUpdate& u : updates) {
       if (!u.tokens.empty()) conn->note_first_token();
-      if (u.finished) conn->note_usage(u.prompt_tokens, u.completion_tokens, u.cached_tokens);
+      if (u.finished)  // the prompt once, the completions of every choice
+        conn->note_usage(u.prompt_tokens, completion_tokens_ += u.completion_tokens, u.cached_tokens);
     }
     if (stream_) {
       conn->send(std::move(events));
@@ -187,9 +193,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   Service& service_;
   std::weak_ptr<Connection> conn_;
   net::any_io_executor executor_;
-  std::optional<ResponseBuilder> builder_;
+  std::optional<ChoicesBuilder> builder_;
   bool stream_;
   int64_t rid_ = -1;
+  int64_t completion_tokens_ = 0;  // of the choices finished so far
   std::chrono::steady_clock::duration keepalive_;
   net::steady_timer timer_;
   std::atomic<int>& active_;

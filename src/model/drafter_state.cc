@@ -44,6 +44,12 @@ void DrafterState::reset(int32_t seq) {
   std::fill_n(ring_pos_.begin() + static_cast<int64_t>(seq) * dims_.window, dims_.window, int64_t{-1});
 }
 
+void DrafterState::copy_slot(int32_t from, int32_t to) {
+  const int64_t W = dims_.window, ring = dims_.n_stages * W * row_bytes_;
+  std::copy_n(ring_pos_.begin() + from * W, W, ring_pos_.begin() + to * W);
+  std::copy_n(rings_.begin() + from * ring, ring, rings_.begin() + to * ring);
+}
+
 Result<int64_t> DrafterState::gather_commits(std::span<const DsparkCommit> commits, int me,
                                              const SequenceState& seqs) {
   const int64_t F = dims_.features;

@@ -62,6 +62,8 @@ class DrafterState {
 
   // A started slot holds no context row.
   void reset(int32_t seq);
+  // A fork (ModelRunner::fork_sequence): slot `to` holds a copy of slot `from`'s rings.
+  void copy_slot(int32_t from, int32_t to);
   // Whether position p's context row is in the slot's rings.
   bool holds(int32_t seq, int64_t p) const { return ring_pos_[ring_index(seq, p)] == p; }
 

@@ -187,6 +187,32 @@ Status ModelRunner::start_sequence(int32_t seq) {
   return Status();
 }
 
+Status ModelRunner::fork_sequence(int32_t parent, int32_t child, int64_t end) {
+  if (ranks_ != nullptr) return Status::error("a fork of a sequence needs one rank (its rows live on its owner)");
+  Result<std::pair<int32_t, int32_t>> partial = seqs_->fork(parent, child, end);
+  if (!partial.ok()) return partial.status();
+  const auto [from, to] = *partial;
+  const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
+  for (auto& lc : layers_) {
+    if (from >= 0 && lc->cmp_page_rows > 0) {
+      const int64_t page = lc->cmp_page_rows * kv_bytes;
+      std::memcpy(lc->cmp.data() + to * page, lc->cmp.data() + from * page, static_cast<size_t>(page));
+    }
+    if (from >= 0 && lc->idx.bytes() > 0) {
+      const int64_t page = idx_page_rows_ * idx_bytes;
+      std::memcpy(lc->idx.data() + to * page, lc->idx.data() + from * page, static_cast<size_t>(page));
+    }
+    for (CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
+      if (s->present) {
+        const int64_t n = k::compressor_state_floats(s->params);
+        std::copy_n(s->states[parent].kv, n, s->states[child].kv);
+        std::copy_n(s->states[parent].score, n, s->states[child].score);
+      }
+  }
+  if (drafter_) drafter_->copy_slot(parent, child);
+  return Status();
+}
+
 Result<int64_t> ModelRunner::start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len,
                                                    bool need_mtp) {
   DSV4_RETURN_IF_ERROR(start_sequence(seq));

@@ -82,6 +82,12 @@ class ModelRunner {
   Status start_sequence(int32_t seq);
   void end_sequence(int32_t seq);
   bool active(int32_t seq) const;
+  // Several choices of one prompt (runtime/scheduler.h): starts slot `child` as a copy of slot
+  // `parent`, which holds positions [0, end): the window rings, compressor states and DSpark
+  // rings copied, the compressed-cache pages of whole blocks before end shared by reference,
+  // the rows of the block holding end copied to a new page. The child continues at p0 = end
+  // and computes exactly what the parent would. One rank only (the rows live on the owner).
+  Status fork_sequence(int32_t parent, int32_t child, int64_t end);
 
   // Prefix caching (runtime.md §7.1; Limits::prefix_blocks > 0). start_sequence_cached
   // starts a slot for a prompt and reuses the longest chain of cached blocks that prefixes

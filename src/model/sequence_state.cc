@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 
+#include "base/check.h"
 #include "base/math.h"
 #include "model/config.h"
 #include "numeric/paged_rows.h"
@@ -73,6 +74,37 @@ void SequenceState::end(int32_t seq) {
   window_->release(seq);
   blocks_->release(seq);
   slots_[seq].active = false;
+}
+
+Result<std::pair<int32_t, int32_t>> SequenceState::fork(int32_t parent, int32_t child, int64_t end) {
+  DSV4_CHECK(active(parent) && slots_[parent].length[0] == end, "fork of slot {} at {}", parent, end);
+  DSV4_RETURN_IF_ERROR(start(child));
+  const CacheGroupSpec& os = window_->spec();
+  const size_t page_bytes = static_cast<size_t>(os.page_rows * row_bytes_);
+  for (const WindowLayer& layer : layers_)
+    for (int32_t i = 0; i < os.ring_pages; ++i)
+      std::memcpy(layer.ring + window_->table(child)[i] * page_bytes, layer.ring + window_->table(parent)[i] * page_bytes,
+                  page_bytes);
+  Slot& sl = slots_[child];
+  sl = slots_[parent];
+  sl.chain = -1;
+  sl.chain_closed = true;
+  std::pair<int32_t, int32_t> partial{-1, -1};
+  if (min_ratio_ > 0) {
+    const int64_t P = limits_.page_tokens, whole = end / P;
+    const std::vector<int32_t>& from = blocks_->table(parent);
+    blocks_->adopt(child, std::vector<int32_t>(from.begin(), from.begin() + whole));
+    sl.shared_end = whole * P;
+    if (end % P != 0) {
+      Status st = reserve_blocks(child, end);
+      if (!st.ok()) {
+        this->end(child);
+        return st;
+      }
+      partial = {from[whole], blocks_->table(child)[whole]};
+    }
+  }
+  return partial;
 }
 
 void SequenceState::set_chain(int32_t seq, int32_t entry) {

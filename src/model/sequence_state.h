@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -49,6 +50,14 @@ class SequenceState {
   Result<int64_t> reuse_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
   void register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
   int32_t prefix_entries() const { return prefix_ ? prefix_->size() : 0; }
+
+  // A fork (ModelRunner::fork_sequence): starts slot `child` as a copy of active slot `parent`,
+  // which holds positions [0, end): the window rings copied, the compressed-cache pages of
+  // whole blocks before end shared by reference (never written by either: they hold no
+  // position at or after end), the block holding end, when begun, a new page whose rows the
+  // caller copies. Returns that (parent page, child page), or (-1, -1) when there is none. The
+  // child never registers prefix blocks (its parent does).
+  Result<std::pair<int32_t, int32_t>> fork(int32_t parent, int32_t child, int64_t end);
 
   // A step over reqs (mtp: the MTP layer's positions): check_step verifies each request
   // continues its slot within the rollback window and takes the compressed-cache blocks the

@@ -38,6 +38,7 @@ class Engine::RunnerPages final : public PageBudget {
     r_.register_prefix(seq, tokens.data(), prompt_len, mtp_);
   }
   void end(int32_t seq) override { r_.end_sequence(seq); }
+  Status fork(int32_t parent, int32_t child, int64_t end) override { return r_.fork_sequence(parent, child, end); }
 
  private:
   ModelRunner& r_;
@@ -170,6 +171,13 @@ Status Engine::validate(const GenerationRequest& req) const {
     return Status::error("request: stop strings need the model's tokenizer (tokenizer.json), which is not loaded");
   if (req.logprobs < -1 || req.logprobs > kMaxTopLogprobs)
     return Status::errorf("request: top logprobs = {} outside [0, {}]", req.logprobs, kMaxTopLogprobs);
+  if (req.n < 1 || req.n > kMaxChoices)
+    return Status::errorf("n: {} choices outside [1, {}]", req.n, kMaxChoices);
+  if (req.n > 1 && opt_.ranks)
+    return Status::errorf("n: {} choices need one process (a choice's fork copies its parent's cache rows, which "
+                          "live on one rank); ask for them one by one with seeds", req.n);
+  if (req.n > 1 && req.max_tokens == 0)
+    return Status::error("n: several choices need max_tokens >= 1 (scoring a prompt has one result)");
   if (req.timeout_seconds < 0 || !std::isfinite(req.timeout_seconds))
     return Status::errorf("request: timeout = {} s must be finite and not negative", req.timeout_seconds);
   return Status();
@@ -179,8 +187,10 @@ Result<int64_t> Engine::add_request(GenerationRequest req) {
   if (rank() != 0) return Status::errorf("requests enter on rank 0 (this is rank {})", rank());
   if (stopped_) return Status::error("the engine was stopped");
   DSV4_RETURN_IF_ERROR(validate(req));
-  const int64_t id = next_id_++;
-  if (req.timeout_seconds > 0) deadlines_[id] = now_seconds() + req.timeout_seconds;
+  const int64_t id = next_id_;
+  next_id_ += req.n;  // choice k has id + k
+  if (req.timeout_seconds > 0)
+    for (int32_t k = 0; k < req.n; ++k) deadlines_[id + k] = now_seconds() + req.timeout_seconds;
   if (opt_.ranks) unsent_.push_back(std::move(req));
   else sched_->add(id, std::move(req));
   return id;
@@ -330,6 +340,7 @@ Result<StepReport> Engine::step() {
   const std::vector<PlannedRows>& plan = sched_->plan();  // schedule
   rep.prefix_hit_tokens = sched_->counters().prefix_hit_tokens;
   rep.preempted = static_cast<int32_t>(sched_->counters().preempted);
+  rep.forked = static_cast<int32_t>(sched_->counters().forked);
   rep.batch = static_cast<int32_t>(plan.size());
   rep.rows = static_cast<int32_t>(build_rows(plan));
   if (!plan.empty()) {

@@ -50,6 +50,7 @@ struct StepReport {
   int32_t rounds = 0;         // requests whose step verified drafts
   int32_t accepted_at[kMaxAcceptedAt] = {};  // of those, by drafts accepted (0 .. γ)
   int32_t preempted = 0;      // requests sent back to wait (pages ran out)
+  int32_t forked = 0;         // choices started from their parent's caches (GenerationRequest::n)
   int64_t prefix_hit_tokens = 0;  // prompt positions admitted requests skipped (prefix cache)
   double seconds = 0;
 };
@@ -95,7 +96,8 @@ class Engine {
   // The largest max_tokens validate accepts for a prompt of n_prompt tokens against the empty
   // cache and max_context (0: none; thread-safe as validate). Servers default max_tokens to it.
   int64_t max_tokens_that_fit(int64_t n_prompt) const;
-  // Validates and queues a request; returns its id (ascending from 0). With ranks: rank 0 only.
+  // Validates and queues a request; returns its id (ascending from 0; with n choices, choice k
+  // reports as id + k). With ranks: rank 0 only.
   Result<int64_t> add_request(GenerationRequest req);
   // Ends a queued or running request at the next step (reason kCancelled or kTimeout).
   void cancel(int64_t id, FinishReason why = FinishReason::kCancelled);

@@ -77,7 +77,7 @@ class Reader {
 // added to GenerationRequest or SamplingParams stops this from compiling until it is on the wire.
 void put_request(Writer& w, const GenerationRequest& g) {
   const auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
-               prompt_logprobs, timeout_seconds] = g;
+               prompt_logprobs, timeout_seconds, n] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
   w.put_ids(prompt);
@@ -102,11 +102,12 @@ void put_request(Writer& w, const GenerationRequest& g) {
   w.put(logprobs);
   w.put_bool(prompt_logprobs);
   w.put(timeout_seconds);
+  w.put(n);
 }
 
 void take_request(Reader& r, GenerationRequest& g) {
   auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs,
-         timeout_seconds] = g;
+         timeout_seconds, n] = g;
   auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   auto& [presence, frequency, repetition, logit_bias] = adjust;
   r.take_ids(prompt);
@@ -131,6 +132,7 @@ void take_request(Reader& r, GenerationRequest& g) {
   logprobs = r.take<int32_t>();
   prompt_logprobs = r.take_bool();
   timeout_seconds = r.take<double>();
+  n = r.take<int32_t>();
 }
 
 }  // namespace

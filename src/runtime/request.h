@@ -13,6 +13,18 @@
 namespace dsv4 {
 
 constexpr int kMaxTopLogprobs = 20;  // OpenAI's limit for top_logprobs
+constexpr int kMaxChoices = 128;     // GenerationRequest::n
+
+// The seed of choice k of a request with seed s: s for k = 0 (one choice samples as before),
+// else SplitMix64's k-th output from state s: z = s + k·0x9E3779B97F4A7C15, then
+// z = (z ^ z >> 30)·0xBF58476D1CE4E5B9, z = (z ^ z >> 27)·0x94D049BB133111EB, z ^ z >> 31.
+constexpr uint64_t choice_seed(uint64_t seed, int32_t k) {
+  if (k == 0) return seed;
+  uint64_t z = seed + static_cast<uint64_t>(k) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;          // token ids, BOS included when the caller wants one
@@ -29,6 +41,9 @@ struct GenerationRequest {
   int32_t logprobs = -1;
   bool prompt_logprobs = false;         // also the prompt's tokens 1..n-1 (completions' echo)
   double timeout_seconds = 0;           // 0: none; finish reason "timeout" after this long
+  // Choices (1..kMaxChoices): ids id .. id + n − 1, choice k sampling with choice_seed(seed, k);
+  // the prompt is computed once (runtime/scheduler.h: forks). Prompt logprobs: choice 0's.
+  int32_t n = 1;
 };
 
 // Why a request ended. kStop: EOS, a stop id or a stop string.

@@ -27,6 +27,8 @@ struct Scheduler::Req {
   size_t update_at = 0;
   int64_t cached_before = 0;    // this step
   int64_t prompt_hits = -1;     // prompt positions the prefix cache held at the first admission
+  int32_t forks = 0;            // choices 1 .. forks not forked yet (ids id + k)
+  int64_t fork_at() const { return prompt_len - 1; }
 };
 
 const char* finish_reason_name(FinishReason r) {
@@ -61,7 +63,9 @@ void Scheduler::add(int64_t id, GenerationRequest req) {
   r->tokens.reserve(static_cast<size_t>(std::max(most, r->prompt_len) + opt_.limits.max_decode_rows));
   r->tokens = req.prompt;
   if (opt_.tokenizer) r->text = std::make_unique<OutputText>(*opt_.tokenizer, req.stop_strings);
+  r->forks = std::max(req.n, 1) - 1;
   r->g = std::move(req);
+  r->g.n = 1;
   waiting_.push_back(std::move(r));
 }
 
@@ -128,6 +132,15 @@ void Scheduler::finish(Req& r, FinishReason why, const std::string& error, int32
   r.ended = true;
   end_slot(r);
   report_final(r, why, error, stop_id);
+  for (int32_t k = 1; k <= r.forks; ++k) {  // choices never forked end with their parent
+    RequestUpdate& u = updates_.emplace_back();
+    u.id = r.id + k;
+    u.finished = true;
+    u.reason = why;
+    u.error = error;
+    u.prompt_tokens = r.prompt_len;
+  }
+  r.forks = 0;
 }
 
 std::vector<std::pair<int64_t, FinishReason>> Scheduler::take_local_finishes() {
@@ -162,6 +175,49 @@ void Scheduler::preempt(Req& r) {
   auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == &r; });
   waiting_.push_front(std::move(*it));
   running_.erase(it);
+}
+
+int32_t Scheduler::free_seq() const {
+  for (int32_t s = 0; s < opt_.limits.max_seqs; ++s)
+    if (!seq_used_[s]) return s;
+  return -1;
+}
+
+void Scheduler::fork_choices() {
+  std::vector<std::unique_ptr<Req>> lone;  // choices that wait as lone requests
+  const size_t n_running = running_.size();
+  for (size_t i = 0; i < n_running; ++i) {
+    Req& parent = *running_[i];
+    if (parent.forks == 0 || parent.ended || parent.n_cached != parent.fork_at()) continue;
+    const int64_t end = parent.fork_at(), P = opt_.limits.page_tokens;
+    const int64_t pages = pages_.pages_short(-1, end) - pages_.pages_short(-1, end / P * P);
+    for (int32_t k = 1; k <= parent.forks; ++k) {
+      auto c = std::make_unique<Req>();
+      c->id = parent.id + k;
+      c->g = parent.g;
+      c->g.sampling.seed = choice_seed(parent.g.sampling.seed, k);
+      c->g.prompt_logprobs = false;
+      c->prompt_len = parent.prompt_len;
+      c->tokens.reserve(parent.tokens.capacity());
+      c->tokens = parent.tokens;
+      if (opt_.tokenizer) c->text = std::make_unique<OutputText>(*opt_.tokenizer, c->g.stop_strings);
+      c->prompt_hits = parent.prompt_hits;
+      const int32_t seq = free_seq();
+      if (seq < 0 || pages > pages_.free_pages() || !pages_.fork(parent.seq, seq, end).ok()) {
+        lone.push_back(std::move(c));
+        continue;
+      }
+      seq_used_[seq] = 1;
+      c->seq = seq;
+      c->n_cached = end;
+      c->owner = parent.owner;
+      c->last_served = parent.last_served;
+      ++counters_.forked;
+      running_.push_back(std::move(c));
+    }
+    parent.forks = 0;
+  }
+  for (auto it = lone.rbegin(); it != lone.rend(); ++it) waiting_.push_front(std::move(*it));
 }
 
 // Pages the running requests take in their next decode rows (anchor and draft): admission
@@ -217,7 +273,9 @@ const std::vector<PlannedRows>& Scheduler::plan() {
   auto ended = [](const auto& r) { return r->ended; };
   running_.erase(std::remove_if(running_.begin(), running_.end(), ended), running_.end());
   waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), ended), waiting_.end());
+  fork_choices();
   admit();
+  fork_choices();  // a parent admitted at its fork position (a one-token prompt)
 
   const Limits& L = opt_.limits;
   for (;;) {
@@ -234,6 +292,7 @@ const std::vector<PlannedRows>& Scheduler::plan() {
     for (Req* rp : order) {
       Req& r = *rp;
       if (static_cast<int32_t>(plan_.size()) >= L.max_batch) break;
+      if (r.forks > 0 && r.n_cached == r.fork_at()) continue;  // forks at the next plan()
       const int64_t len = static_cast<int64_t>(r.tokens.size());
       PlannedRows p;
       p.id = r.id;
@@ -244,7 +303,7 @@ const std::vector<PlannedRows>& Scheduler::plan() {
       p.request = &r.g;
       if (len - r.n_cached > 1) {  // fill: a chunk of the tokens, not across the split prompt's end
         p.split = r.cp && r.n_cached < r.prompt_len;
-        const int64_t end = p.split ? r.prompt_len : len;
+        const int64_t end = r.forks > 0 ? r.fork_at() : p.split ? r.prompt_len : len;
         p.n = static_cast<int32_t>(std::min<int64_t>({end - r.n_cached, L.max_chunk, L.max_rows - T}));
         p.tokens = r.tokens.data() + r.n_cached;
         p.samples = r.n_cached + p.n == len;

@@ -17,6 +17,20 @@
 // (sampling depends on seed and position only). A request alone that still does not fit fails
 // alone. Fairness: the requests served longest ago go first when B_MAX or T_MAX binds.
 //
+// Several choices (GenerationRequest::n, ids id .. id + n − 1). The request is admitted as
+// choice 0 (the parent); it fills positions [0, L − 1) of its prompt of L tokens, once, and
+// is not planned further until the next plan() forks choices 1 .. n − 1 (before admission):
+// each takes a free slot whose caches are the parent's (PageBudget::fork: window ring and
+// compressor states copied, compressed-cache pages of whole blocks shared by reference, the
+// begun block's page copied), with n_cached = L − 1. Then every choice, the parent included,
+// computes row L − 1 in its own slot and samples its first token with its own seed
+// (choice_seed): as vLLM v1 recomputes the last token of a fully cached prompt, the last
+// prompt position is each choice's first sampled row, so positions 0 .. L − 2 are computed
+// once and each choice's tokens, logprobs and caches are those of a lone request with its
+// seed. A choice whose fork does not fit (no free slot or page) waits at the queue's front
+// as a lone request and recomputes the prompt; a parent that ends before the fork ends its
+// choices with it. Forks need the rows on one process (PageBudget::fork fails on ranks).
+//
 // Finishing: EOS, stop ids, max_tokens and the context limit are decided in update() from the
 // tokens; cancellation, timeouts and stop strings (matched on text, so only where the text is
 // kept: rank 0) arrive through cancel() and take effect at the next plan(). With ranks every
@@ -56,6 +70,11 @@ class PageBudget {
   // After a step: completed prompt pages may join the prefix cache.
   virtual void register_prefix(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len) = 0;
   virtual void end(int32_t seq) = 0;
+  // Starts slot child as a copy of slot parent holding positions [0, end) (a choice's fork;
+  // needs PageBudget pages for the block holding end when begun). Unsupported: an error.
+  virtual Status fork(int32_t /*parent*/, int32_t /*child*/, int64_t /*end*/) {
+    return Status::error("forks are not supported here");
+  }
 };
 
 struct SchedulerOptions {
@@ -127,6 +146,7 @@ class Scheduler {
   struct Counters {
     static constexpr int kMaxAcceptedAt = kMaxDsparkGamma + 1;  // 0 .. γ accepted
     int64_t drafts = 0, accepted = 0, preempted = 0, prefix_hit_tokens = 0, committed = 0;
+    int64_t forked = 0;                          // choices that started from their parent's caches
     int64_t rounds = 0;                          // verify steps of requests with drafts
     int64_t accepted_at[kMaxAcceptedAt] = {};    // rounds by drafts accepted (0 .. γ)
   };
@@ -136,6 +156,7 @@ class Scheduler {
   struct Req;
   Req* find(int64_t id);
   void admit();
+  void fork_choices();  // parents at their fork position: their choices join (or wait)
   void preempt(Req& r);
   // stop_id: reason kStop by one of the request's stop ids (-1: not).
   void finish(Req& r, FinishReason why, const std::string& error, int32_t stop_id = -1);
@@ -143,6 +164,7 @@ class Scheduler {
   void send_prompt_logprobs(Req& r);
   RequestUpdate& update_of(Req& r);
   void end_slot(Req& r);
+  int32_t free_seq() const;  // -1: none
   int32_t pick_owner() const;
 
   SchedulerOptions opt_;

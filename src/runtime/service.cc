@@ -56,7 +56,9 @@ Service::Submitted Service::submit(GenerationRequest req, Sink sink) {
     out.message = fmt::format("{} requests are waiting, max_queue = {}", waiting, opt_.max_queue);
     return out;
   }
-  out.id = next_id_++;
+  out.id = next_id_;
+  next_id_ += req.n;  // choice k reports as id + k (Engine::add_request), to the same sink
+  for (int32_t k = 1; k < req.n; ++k) sinks_.emplace(out.id + k, sink);
   sinks_.emplace(out.id, std::move(sink));
   inbox_.push_back(Pending{std::move(req), out.id});
   wake_.notify_one();

@@ -66,8 +66,10 @@ class Service {
   static std::unique_ptr<Service> start(Engine& engine, const ServiceOptions& opt);
   ~Service();  // shutdown(0)
 
+  // Submitted::id: the request's id; with n choices, choice k's updates carry id + k.
   Submitted submit(GenerationRequest req, Sink sink);
-  // The request ends with reason kCancelled at the next step (no-op once finished).
+  // The request ends with reason kCancelled at the next step (no-op once finished; one choice:
+  // cancel each choice's id).
   void cancel(int64_t id);
   // Stops accepting (submit -> kStopping), lets running and queued requests finish for up to
   // grace_seconds, cancels the rest, stops the engine (every rank) and joins the thread.

@@ -10,7 +10,7 @@
 #   gen-<preset>-<quant>  generate on every layout (tiny/tiny2, none/fp8), greedy, MTP, sampled MTP
 #   logits-<preset>       logits on 2 and 4 ranks for both quantizations of a preset
 #   dspark                DSpark on the trained drafter (generate and logits)
-#   rest                  stop strings and preemption, serve, bad topologies
+#   rest                  stop strings and preemption, serve (n > 1 refused on ranks), bad topologies
 # Usage: mpi_cli.sh /path/to/dsv4 WORKDIR PART mpirun-args...
 set -uo pipefail
 dsv4=$1
@@ -141,6 +141,9 @@ serve_and_ask() {  # serve_and_ask <out> <tp> <launcher...>: starts serve, asks,
   local pid=$!
   for _ in $(seq 1 600); do grep -q "listening on" "$out.log" && break; sleep 0.1; done
   ask "$port" >"$out"
+  # n = 2: one process answers; ranks refuse it with a 400 naming n (a fork's rows live on one rank).
+  curl -s --max-time 120 -o "$out.n2.json" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" \
+    -H 'content-type: application/json' -d '{"prompt":"Once","max_tokens":3,"n":2}' >"$out.n2"
   # SIGTERM to rank 0's process (mpirun would forward a signal sent to it, but then exits 1).
   local target=$pid
   for p in $(pgrep -f "serve --model $work/tiny-fp8 --port $port"); do
@@ -156,6 +159,11 @@ for np in 2 4; do
     { fail "serve on $np ranks differs"; diff "$work/serve_one.txt" "$work/serve_$np.txt"; }
 done
 grep -q '"finish_reason"' "$work/serve_one.txt" || fail "serve answered nothing: $(cat "$work/serve_one.txt")"
+[ "$(cat "$work/serve_one.txt.n2")" = 200 ] || fail "serve n = 2 on one process: $(cat "$work/serve_one.txt.n2.json")"
+for np in 2 4; do
+  [ "$(cat "$work/serve_$np.txt.n2")" = 400 ] && grep -q '"param":"n"' "$work/serve_$np.txt.n2.json" ||
+    fail "serve n = 2 on $np ranks: not a 400 naming n: $(cat "$work/serve_$np.txt.n2.json")"
+done
 
 # Bad topologies: every rank exits non-zero, the message once, no hang.
 bad() {  # bad <np> <message> <args...>
@@ -187,6 +195,7 @@ b[8 + n + t['data_offsets'][0]] = 0
 open(path, 'wb').write(b)
 PY
 bad 2 "(rank 1): tensor 'layers.1.ffn.experts.6.w1.scale': scale byte 0" generate --model "$work/corrupt" --tp 2
+bad 2 "prompt 0: n: 2 choices need one process" generate --model "$work/tiny-none" --tp 2 -n 2
 bad 4 "--numerics float runs in one process" logits --model "$work/tiny-none" --tokens 1,2 --out "$work/x.npy" \
   --tp 4 --numerics float
 }

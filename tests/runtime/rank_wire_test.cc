@@ -20,11 +20,11 @@ namespace {
 // the codec and this test take it too).
 auto fields(const GenerationRequest& g) {
   const auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
-               prompt_logprobs, timeout_seconds] = g;
+               prompt_logprobs, timeout_seconds, n] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
   return std::tie(prompt, temperature, top_p, seed, top_k, min_p, presence, frequency, repetition, logit_bias,
-                  max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs, timeout_seconds);
+                  max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs, timeout_seconds, n);
 }
 
 template <class Tuple, size_t... I>
@@ -46,6 +46,7 @@ GenerationRequest filled(int k) {
   g.logprobs = 5 + k;
   g.prompt_logprobs = true;
   g.timeout_seconds = 12.5 + k;
+  g.n = 3 + k;
   return g;
 }
 

@@ -2,9 +2,11 @@
 // error names the field; valid requests become the expected GenerationRequest; engine updates
 // become OpenAI-shaped responses and stream chunks.
 #include "server/protocol.h"
+#include "server/choices.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -98,9 +100,13 @@ TEST(Protocol, CompletionsRejectsMalformedInput) {
       {R"({"prompt": [1.5]})", {400, "prompt[0]"}},
       {R"({"prompt": "hi", "model": "gpt-4"})", {404, "model", "model_not_found"}},
       {R"({"prompt": "hi", "model": 7})", {400, "model"}},
-      {R"({"prompt": "hi", "n": 2})", {400, "n", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "n": 9})", {400, "n"}},  // --max-n 8
+      {R"({"prompt": "hi", "n": 0})", {400, "n"}},
       {R"({"prompt": "hi", "n": "1"})", {400, "n"}},
-      {R"({"prompt": "hi", "best_of": 3})", {400, "best_of", "unsupported_parameter"}},
+      {R"({"prompt": "hi", "n": 3, "best_of": 2})", {400, "best_of"}},
+      {R"({"prompt": "hi", "best_of": 9})", {400, "best_of"}},
+      {R"({"prompt": "hi", "best_of": 2, "stream": true})", {400, "best_of"}},
+      {R"({"prompt": "hi", "n": 2, "echo": true, "logprobs": 1})", {400, "echo", "unsupported_parameter"}},
       {R"({"prompt": "hi", "suffix": "end"})", {400, "suffix", "unsupported_parameter"}},
       {R"({"prompt": "hi", "frequency_penalty": 2.5})", {400, "frequency_penalty"}},
       {R"({"prompt": "hi", "presence_penalty": -2.01})", {400, "presence_penalty"}},
@@ -404,7 +410,8 @@ TEST(Protocol, ChatRejectsMalformedInput) {
       {R"({"messages": [{"role": "user", "content": 5}]})", {400, "messages"}},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})", {400, "messages"}},
       {"{" + msgs + R"(, "model": "other"})", {404, "model", "model_not_found"}},
-      {"{" + msgs + R"(, "n": 3})", {400, "n", "unsupported_parameter"}},
+      {"{" + msgs + R"(, "n": 9})", {400, "n"}},
+      {"{" + msgs + R"(, "best_of": 2})", {400, "best_of", "unsupported_parameter"}},
       {"{" + msgs + R"(, "prompt": "x"})", {400, "prompt", "unsupported_parameter"}},
       {"{" + msgs + R"(, "echo": true})", {400, "echo", "unsupported_parameter"}},
       {"{" + msgs + R"(, "response_format": {"type": "json_object"}})", {400, "response_format"}},
@@ -1119,6 +1126,135 @@ TEST(Protocol, TokenizeAndDetokenize) {
       {R"({"tokens": [1], "prompt": "x"})", {400, "prompt", "unsupported_parameter"}},
   };
   for (const auto& [body, e] : bad_detok) expect_error(as_request(detokenize_response(body, m)), e, body);
+}
+
+// ---- Several choices (n, best_of: server/choices.h) ----
+
+RequestUpdate choice_update(int64_t id, std::vector<int32_t> tokens, std::string text, std::vector<float> lps = {},
+                            FinishReason finish = FinishReason::kNone) {
+  RequestUpdate u = update(std::move(tokens), std::move(text), finish);
+  u.id = id;
+  for (size_t i = 0; i < lps.size(); ++i) u.logprobs.push_back(TokenLogprob{u.tokens[i], lps[i], {}});
+  if (u.finished) {
+    u.prompt_tokens = 2;
+    u.completion_tokens = static_cast<int64_t>(u.tokens.size());
+  }
+  return u;
+}
+
+TEST(Protocol, ChoicesParse) {
+  const ModelCard m = card();
+  auto r = parse_completions_request(R"({"prompt": [5, 6], "n": 2, "best_of": 4})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->n, 2);
+  EXPECT_EQ(r->gen.n, 4);             // generated
+  EXPECT_EQ(r->gen.logprobs, 0);      // scored to rank them
+  EXPECT_EQ(r->shown_logprobs, -1);   // not shown
+  r = parse_completions_request(R"({"prompt": [5, 6], "n": 3, "logprobs": 2, "stream": true})", m, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gen.n, 3);
+  EXPECT_EQ(r->gen.logprobs, 2);
+  EXPECT_EQ(r->shown_logprobs, 2);
+  auto c = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "n": 8})", m, 0);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->gen.n, 8);
+  ModelCard one = card();
+  one.max_n = 1;
+  expect_error(parse_completions_request(R"({"prompt": "hi", "n": 2})", one, 0), {400, "n"}, "n 2, --max-n 1");
+}
+
+// n = 2: each choice's text, index and finish reason; the prompt counted once in usage.
+TEST(Protocol, ChoicesResponse) {
+  const ModelCard m = card();
+  auto req = parse_completions_request(R"({"prompt": [5, 6], "n": 2, "max_tokens": 3})", m, 0);
+  ASSERT_TRUE(req.ok());
+  ChoicesBuilder b(*req, m, "cmpl-7", 9, 40);
+  EXPECT_EQ(b.add(choice_update(41, {72}, "Hel")), "");
+  EXPECT_EQ(b.add(choice_update(40, {66, 67}, "By", {}, FinishReason::kStop)), "");
+  EXPECT_FALSE(b.finished());
+  b.add(choice_update(41, {108, 111}, "lo", {}, FinishReason::kLength));
+  ASSERT_TRUE(b.finished());
+  ApiResult<std::string> body = b.response();
+  ASSERT_TRUE(body.ok());
+  const Json j = Json::parse(*body);
+  EXPECT_EQ(j["id"], "cmpl-7");
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_EQ(j["choices"][0]["text"], "By");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["text"], "Hello");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 2);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 4);  // 2 + 2 (the finishing updates' counts)
+  EXPECT_EQ(j["usage"]["total_tokens"], 6);
+}
+
+// n = 2 streamed: chunks carry their choice's index; one usage chunk and one [DONE] at the end.
+TEST(Protocol, ChoicesStream) {
+  const ModelCard m = card();
+  for (bool chat : {false, true}) {
+    const std::string body = chat ? R"({"messages": [{"role": "user", "content": "hi"}], "n": 2, "stream": true,
+                                       "stream_options": {"include_usage": true}})"
+                                  : R"({"prompt": "ab", "n": 2, "stream": true,
+                                       "stream_options": {"include_usage": true}})";
+    auto req = chat ? parse_chat_request(body, m, 0) : parse_completions_request(body, m, 0);
+    ASSERT_TRUE(req.ok()) << req.error().message;
+    ChoicesBuilder b(*req, m, "x-1", 5, 10);
+    std::string sse = b.add(choice_update(11, {10}, "p"));
+    sse += b.add(choice_update(10, {10}, "q"));
+    sse += b.add(choice_update(10, {12}, "r", {}, FinishReason::kStop));
+    bool done = false;
+    EXPECT_FALSE(events(sse, &done).empty());
+    EXPECT_FALSE(done) << "choice 1 still runs";
+    sse += b.add(choice_update(11, {12}, "s", {}, FinishReason::kLength));
+    const std::vector<Json> ev = events(sse, &done);
+    EXPECT_TRUE(done);
+    std::map<int, std::string> text;
+    std::map<int, std::string> finish;
+    int usage_chunks = 0;
+    for (const Json& e : ev) {
+      if (e["choices"].empty()) {
+        ++usage_chunks;
+        EXPECT_EQ(e["usage"]["prompt_tokens"], 2);
+        EXPECT_EQ(e["usage"]["completion_tokens"], 2);
+        continue;
+      }
+      const Json& c = e["choices"][0];
+      const int i = c["index"].get<int>();
+      if (chat && c["delta"].contains("content")) text[i] += c["delta"]["content"].get<std::string>();
+      if (!chat) text[i] += c["text"].get<std::string>();
+      if (!c["finish_reason"].is_null()) finish[i] = c["finish_reason"].get<std::string>();
+    }
+    EXPECT_EQ(usage_chunks, 1);
+    EXPECT_EQ(text[0], "qr") << "chat " << chat;
+    EXPECT_EQ(text[1], "ps") << "chat " << chat;
+    EXPECT_EQ(finish[0], "stop");
+    EXPECT_EQ(finish[1], "length");
+  }
+}
+
+// best_of 3, n 2: the two of highest cumulative logprob, best first; logprobs not shown
+// unless asked; usage counts every generated choice.
+TEST(Protocol, BestOfRanksByCumulativeLogprob) {
+  const ModelCard m = card();
+  auto req = parse_completions_request(R"({"prompt": [5, 6], "n": 2, "best_of": 3})", m, 0);
+  ASSERT_TRUE(req.ok());
+  ChoicesBuilder b(*req, m, "cmpl-9", 9, 0);
+  b.add(choice_update(0, {72, 72}, "AA", {-1.0f, -2.0f}, FinishReason::kLength));   // -3
+  b.add(choice_update(1, {73, 73}, "BB", {-0.5f, -0.25f}, FinishReason::kLength));  // -0.75
+  b.add(choice_update(2, {74, 74}, "CC", {-1.5f, -1.0f}, FinishReason::kLength));   // -2.5
+  ASSERT_TRUE(b.finished());
+  ApiResult<std::string> body = b.response();
+  ASSERT_TRUE(body.ok());
+  const Json j = Json::parse(*body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][0]["text"], "BB");
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_EQ(j["choices"][1]["text"], "CC");
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
 }
 
 }  // namespace

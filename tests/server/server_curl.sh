@@ -95,14 +95,18 @@ expect 400 stop '*' POST $C '{"prompt": "hi", "stop": ["a", "b", "c", "d", "e"]}
 expect 400 seed '*' POST $C '{"prompt": "hi", "seed": "x"}'
 expect 400 logprobs '*' POST $C '{"prompt": "hi", "logprobs": 9}'
 expect 400 top_logprobs '*' POST $H "{$M, \"top_logprobs\": 3}"
-expect 400 n unsupported_parameter POST $C '{"prompt": "hi", "n": 2}'
-expect 400 n unsupported_parameter POST $H "{$M, \"n\": 4}"
+expect 400 n '*' POST $C '{"prompt": "hi", "n": 9}'  # --max-n 8
+expect 400 n '*' POST $H "{$M, \"n\": 0}"
+expect 400 best_of '*' POST $C '{"prompt": "hi", "n": 3, "best_of": 2}'
+expect 400 best_of '*' POST $C '{"prompt": "hi", "best_of": 9}'
+expect 400 best_of '*' POST $C '{"prompt": "hi", "best_of": 2, "stream": true}'
+expect 400 best_of unsupported_parameter POST $H "{$M, \"best_of\": 2}"
+expect 400 echo unsupported_parameter POST $C '{"prompt": "hi", "n": 2, "echo": true, "logprobs": 1}'
 expect 400 frequency_penalty '*' POST $H "{$M, \"frequency_penalty\": 3}"
 expect 400 repetition_penalty '*' POST $C '{"prompt": "hi", "repetition_penalty": 0}'
 expect 400 logit_bias '*' POST $C '{"prompt": "hi", "logit_bias": {"5": 101}}'
 expect 400 logit_bias '*' POST $C '{"prompt": "hi", "logit_bias": {"999999": 1}}'
 expect 400 response_format unsupported_parameter POST $H "{$M, \"response_format\": {\"type\": \"json_object\"}}"
-expect 400 best_of unsupported_parameter POST $C '{"prompt": "hi", "best_of": 2}'
 expect 400 suffix unsupported_parameter POST $C '{"prompt": "hi", "suffix": "x"}'
 expect 400 bogus unsupported_parameter POST $C '{"prompt": "hi", "bogus": 1}'
 expect 404 model model_not_found POST $C '{"model": "gpt-4", "prompt": "hi"}'
@@ -250,6 +254,37 @@ grep '^data: {' "$work/stream_h.txt" | head -1 | sed 's/^data: //' | jq -e '.cho
   >/dev/null || fail "chat stream: first delta has no role"
 grep '^data: {' "$work/stream_h.txt" | tail -1 | sed 's/^data: //' | jq -e '.choices[0].finish_reason != null' \
   >/dev/null || fail "chat stream: no finish_reason"
+
+# Several choices: n = 3 equals three lone requests with the derived seeds (choice 0: the
+# request's seed, so its text equals n = 1's); usage counts the prompt once; the stream's
+# chunks carry index, each choice one finish_reason, one usage chunk and one [DONE]; best_of
+# returns the best of the same choices.
+choice_req='{"prompt": "Once", "max_tokens": 6, "seed": 7, "temperature": 1, "ignore_eos": true'
+expect 200 - - POST $C "$choice_req}"
+cp "$work/body" "$work/n1.json"
+expect 200 - - POST $C "$choice_req, \"n\": 3}"
+cp "$work/body" "$work/n3.json"
+jq -e '(.choices | length) == 3 and ([.choices[].index] == [0, 1, 2]) and all(.choices[]; .finish_reason == "length")
+       and .usage.completion_tokens == 18' "$work/n3.json" >/dev/null || fail "n = 3: $(head -c 400 "$work/n3.json")"
+[ "$(jq '.usage.prompt_tokens' "$work/n3.json")" = "$(jq '.usage.prompt_tokens' "$work/n1.json")" ] ||
+  fail "n = 3 counts the prompt more than once: $(jq -c .usage "$work/n3.json")"
+[ "$(jq -r '.choices[0].text' "$work/n3.json")" = "$(jq -r '.choices[0].text' "$work/n1.json")" ] ||
+  fail "n = 3: choice 0 differs from n = 1 with the same seed"
+[ "$(jq -r '.choices | map(.text) | unique | length' "$work/n3.json")" -ge 2 ] ||
+  fail "n = 3: the choices sample with the same seed: $(jq -c '[.choices[].text]' "$work/n3.json")"
+curl -s -N "$url$C" -H "Content-Type: application/json" \
+  -d "$choice_req, \"n\": 3, \"stream\": true, \"stream_options\": {\"include_usage\": true}}" >"$work/stream_n3.txt"
+check_stream "$work/stream_n3.txt" text_completion
+[ "$(grep -c '^data: \[DONE\]' "$work/stream_n3.txt")" = 1 ] || fail "n = 3 stream: not one [DONE]"
+grep '^data: {' "$work/stream_n3.txt" | sed 's/^data: //' | jq -s -e --slurpfile whole "$work/n3.json" '
+  ([.[] | select(.choices == []) | .usage.completion_tokens] == [18]) and
+  ([.[] | .choices[] | select(.finish_reason != null) | .index] | sort == [0, 1, 2]) and
+  ([range(3) as $i | [.[] | .choices[] | select(.index == $i) | .text] | add] == [$whole[0].choices[].text])' \
+  >/dev/null || fail "n = 3 stream: $(head -c 600 "$work/stream_n3.txt")"
+expect 200 - - POST $C "$choice_req, \"n\": 1, \"best_of\": 3}"
+jq -e --slurpfile three "$work/n3.json" '(.choices | length) == 1 and .choices[0].logprobs == null and
+  .usage.completion_tokens == 18 and (.choices[0].text as $t | any($three[0].choices[]; .text == $t))' "$work/body" \
+  >/dev/null || fail "best_of 3: $(head -c 400 "$work/body")"
 
 curl -s "$url/metrics" >"$work/metrics.txt"
 for m in dsv4_requests_finished_total dsv4_http_requests_total dsv4_prompt_tokens_total dsv4_generation_tokens_total \
