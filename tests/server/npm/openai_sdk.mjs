@@ -117,11 +117,18 @@ check(served.length === 1 && served[0].id === "tiny", `models.list: ${JSON.strin
     check(e.status === 404 && e.code === "model_not_found", `unknown model: ${e.status} ${e.code}`);
   }
   try {
-    await client.chat.completions.create({ ...chatParams, n: 2 });
-    check(false, "n = 2 accepted");
+    await client.chat.completions.create({ ...chatParams, n: 9 });
+    check(false, "n = 9 accepted (--max-n 8)");
   } catch (e) {
-    check(e.status === 400 && e.param === "n", `n = 2: ${e.status} ${e.param}`);
+    check(e.status === 400 && e.param === "n", `n = 9: ${e.status} ${e.param}`);
   }
+  // Several choices through the SDK: indices 0 and 1, choice 0 as the single answer, the prompt
+  // counted once.
+  const two = await client.chat.completions.create({ ...chatParams, n: 2 });
+  const one = await client.chat.completions.create(chatParams);
+  check(two.choices.length === 2 && two.choices[0].index === 0 && two.choices[1].index === 1, "n = 2: indices");
+  check(two.choices[0].message.content === one.choices[0].message.content, "n = 2: choice 0 = the single answer");
+  check(two.usage.prompt_tokens === one.usage.prompt_tokens, "n = 2: the prompt counted once");
 }
 
 // 2. 32 concurrent streams == offline generate (same prompts, seeds, sampling).
