@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/cpu.h"
+#include "grammar/json_schema.h"
 #include "runtime/proposer.h"
 #include "runtime/sampler.h"
 
@@ -63,7 +64,7 @@ Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions
   row_begin_.resize(static_cast<size_t>(B));
   wire_ = std::make_unique<RankWire>(opt.ranks ? opt.ranks->world : nullptr, so.world, rank(), S * B, S * B + T);
   const bool rejection = opt.dspark_gamma > 0 && opt.dspark_rejection;
-  sampler_ = std::make_unique<Sampler>(cfg, limits_, runner_->pool(), rank(), rejection);
+  sampler_ = std::make_unique<Sampler>(cfg, limits_, runner_->pool(), rank(), rejection, opt.tokenizer);
   const ProposerContext ctx{cfg, limits_, *runner_, *sched_, *sampler_, *wire_, rank(), opt.force_draft};
   if (opt.mtp) proposer_ = make_mtp_proposer(ctx);
   else if (opt.dspark_gamma > 0) proposer_ = make_dspark_proposer(ctx, opt.dspark_gamma, opt.dspark_rejection);
@@ -180,6 +181,16 @@ Status Engine::validate(const GenerationRequest& req) const {
     return Status::error("n: several choices need max_tokens >= 1 (scoring a prompt has one result)");
   if (req.timeout_seconds < 0 || !std::isfinite(req.timeout_seconds))
     return Status::errorf("request: timeout = {} s must be finite and not negative", req.timeout_seconds);
+  if (req.constraint.active()) {
+    if (!opt_.tokenizer)
+      return Status::error("response_format: structured output needs the model's tokenizer (tokenizer.json)");
+    if (!req.stop_at_eos)
+      return Status::error("response_format: structured output ends at EOS, so it cannot ignore EOS");
+    const auto schema = nlohmann::ordered_json::parse(req.constraint.json_schema, nullptr, false);
+    if (schema.is_discarded()) return Status::error("response_format: the JSON schema is not JSON");
+    Result<grammar::Grammar> g = grammar::compile_json_schema(schema);
+    if (!g.ok()) return g.status().with_context("response_format");
+  }
   return Status();
 }
 

@@ -77,9 +77,10 @@ class Reader {
 // added to GenerationRequest or SamplingParams stops this from compiling until it is on the wire.
 void put_request(Writer& w, const GenerationRequest& g) {
   const auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
-               prompt_logprobs, timeout_seconds, n] = g;
+               prompt_logprobs, timeout_seconds, n, constraint] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
+  const auto& [json_schema, start_after] = constraint;
   w.put_ids(prompt);
   w.put(temperature);
   w.put(top_p);
@@ -103,13 +104,16 @@ void put_request(Writer& w, const GenerationRequest& g) {
   w.put_bool(prompt_logprobs);
   w.put(timeout_seconds);
   w.put(n);
+  w.put_string(json_schema);
+  w.put(start_after);
 }
 
 void take_request(Reader& r, GenerationRequest& g) {
   auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs,
-         timeout_seconds, n] = g;
+         timeout_seconds, n, constraint] = g;
   auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   auto& [presence, frequency, repetition, logit_bias] = adjust;
+  auto& [json_schema, start_after] = constraint;
   r.take_ids(prompt);
   temperature = r.take<float>();
   top_p = r.take<float>();
@@ -133,6 +137,8 @@ void take_request(Reader& r, GenerationRequest& g) {
   prompt_logprobs = r.take_bool();
   timeout_seconds = r.take<double>();
   n = r.take<int32_t>();
+  r.take_string(json_schema);
+  start_after = r.take<int32_t>();
 }
 
 }  // namespace

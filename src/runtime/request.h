@@ -26,6 +26,16 @@ constexpr uint64_t choice_seed(uint64_t seed, int32_t k) {
   return z ^ (z >> 31);
 }
 
+// Structured output (docs/serving.md "Structured output"): the generated tokens, from the first
+// one or from the one after start_after, spell one JSON value the schema accepts, then EOS
+// (grammar/: the mask applies after the logit adjustments, before temperature).
+struct OutputConstraint {
+  std::string json_schema;   // JSON Schema text ({"type": "object"}: any object); "": none
+  int32_t start_after = -1;  // a generated token id that starts the constraint (thinking mode's
+                             // </think>); −1: the first generated token
+  bool active() const { return !json_schema.empty(); }
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;          // token ids, BOS included when the caller wants one
   SamplingParams sampling;              // temperature 0 = greedy
@@ -44,6 +54,7 @@ struct GenerationRequest {
   // Choices (1..kMaxChoices): ids id .. id + n − 1, choice k sampling with choice_seed(seed, k);
   // the prompt is computed once (runtime/scheduler.h: forks). Prompt logprobs: choice 0's.
   int32_t n = 1;
+  OutputConstraint constraint;          // structured output; inactive by default
 };
 
 // Why a request ended. kStop: EOS, a stop id or a stop string.

@@ -6,11 +6,18 @@
 #include "base/math.h"
 #include "base/thread_pool.h"
 #include "runtime/proposer.h"
+#include "text/tokenizer.h"
 
 namespace dsv4 {
 
-Sampler::Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool, int rank, bool rejection)
-    : vocab_(cfg.vocab_size), S_(limits.max_decode_rows), pool_(pool), rank_(rank) {
+Sampler::Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool, int rank, bool rejection,
+                 const Tokenizer* tokenizer)
+    : vocab_(cfg.vocab_size),
+      S_(limits.max_decode_rows),
+      pool_(pool),
+      rank_(rank),
+      tokenizer_(tokenizer),
+      eos_(static_cast<int32_t>(cfg.eos_token_id)) {
   const int64_t T = limits.max_rows;
   const size_t S = static_cast<size_t>(S_), B = static_cast<size_t>(limits.max_batch);
   logits_.resize(static_cast<size_t>(T * vocab_));
@@ -31,6 +38,7 @@ Sampler::Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool,
   sample_scratch_.resize(static_cast<size_t>(kernels::sample_scratch_bytes(vocab_, pool.size()) / 8 + 1));
   logprob_tasks_.resize(S * B + static_cast<size_t>(T));
   slot_counts_.resize(static_cast<size_t>(limits.max_seqs));
+  slot_grammar_.resize(static_cast<size_t>(limits.max_seqs));
   if (rejection) {
     rejection_tasks_.resize(B);
     rejection_scratch_.resize(static_cast<size_t>(kernels::rejection_scratch_bytes(vocab_) / 8 + 1) * pool.size());
@@ -97,7 +105,7 @@ bool Sampler::queue_rows(const std::vector<PlannedRows>& plan, const int64_t* ro
     if (!p.samples) continue;
     const int32_t real = p.n - p.n_drafts;
     const int64_t q = p.p0 + real;  // the position the last real row predicts
-    if (g.adjust.any()) adjust_rows(p, first + real - 1, sched.tokens(i));
+    if (g.adjust.any() || g.constraint.active()) adjust_rows(p, first + real - 1, sched.tokens(i));
     if (const float* lambda = proposer ? proposer->verify(p).draft_lambda : nullptr) {
       for (int32_t k = 0; k <= p.n_drafts; ++k) rows[k] = row(first + real - 1 + k);
       queue_rejection(i, p, rows, lambda);  // the whole round in one task
@@ -116,15 +124,93 @@ bool Sampler::queue_rows(const std::vector<PlannedRows>& plan, const int64_t* ro
 void Sampler::adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history) {
   const LogitAdjustments& a = p.request->adjust;
   kernels::TokenCounts* counts = counts_for(p, history);
+  SlotGrammar* gr = grammar_for(p, history);
+  // Row k's matcher state: the committed one, then drafts 1..k read (started: the constraint
+  // is on at row k).
+  const grammar::MatchState* state = gr ? gr->state.get() : nullptr;
+  bool started = gr && gr->started;
   for (int32_t k = 0; k <= p.n_drafts; ++k) {
     if (k > 0 && counts) counts->add_output(p.tokens[k]);
-    kernels::logit_adjust(logits_.data() + head_at_[first_sampled + k] * vocab_, a, counts);
+    if (k > 0 && gr) {
+      const int32_t d = p.tokens[k];
+      if (started && d != eos_) {
+        const std::string& b = tokenizer_->token_bytes(d);
+        gr->matcher->feed(*state, b.data(), static_cast<int64_t>(b.size()), round_states_[k], *scratch_state_);
+        state = &round_states_[k];
+      } else if (!started && d == p.request->constraint.start_after) {
+        started = true;
+        gr->matcher->start(round_states_[k]);
+        state = &round_states_[k];
+      }
+    }
+    float* row = logits_.data() + head_at_[first_sampled + k] * vocab_;
+    if (a.any()) kernels::logit_adjust(row, a, counts);
+    if (started) mask_row(row, *gr->matcher, *state);
   }
   for (int32_t k = p.n_drafts; k > 0 && counts; --k) counts->remove_output(p.tokens[k]);
 }
 
 void Sampler::adjust_row(const PlannedRows& p, const std::vector<int32_t>& history, float* row) {
-  kernels::logit_adjust(row, p.request->adjust, counts_for(p, history));
+  if (p.request->adjust.any()) kernels::logit_adjust(row, p.request->adjust, counts_for(p, history));
+  if (SlotGrammar* gr = grammar_for(p, history); gr && gr->started) mask_row(row, *gr->matcher, *gr->state);
+}
+
+Sampler::SlotGrammar* Sampler::grammar_for(const PlannedRows& p, const std::vector<int32_t>& history) {
+  const OutputConstraint& c = p.request->constraint;
+  if (!c.active()) return nullptr;
+  SlotGrammar& slot = slot_grammar_[static_cast<size_t>(p.seq)];
+  if (slot.id != p.id) {  // a new request in this slot: its grammar, then its generated tokens read once
+    if (!mask_vocab_) {   // the first constrained request: the vocabulary's tries, the buffers
+      const Tokenizer& t = *tokenizer_;
+      mask_vocab_ = std::make_unique<grammar::MaskVocab>(
+          t.n_vocab(), [&](int32_t id) { return std::string_view(t.token_bytes(id)); },
+          [&](int32_t id) { return t.is_special(id); });
+      masker_ = std::make_unique<grammar::TokenMasker>(*mask_vocab_);
+      round_states_.resize(static_cast<size_t>(S_));
+      scratch_state_ = std::make_unique<grammar::MatchState>();
+      spare_state_ = std::make_unique<grammar::MatchState>();
+      mask_.resize(static_cast<size_t>((t.n_vocab() + 63) / 64));
+    }
+    std::shared_ptr<const grammar::Grammar>& g = grammars_[c.json_schema];
+    if (!g) {  // Engine::validate compiled it once already: it compiles
+      auto compiled = grammar::compile_json_schema(nlohmann::ordered_json::parse(c.json_schema));
+      g = std::make_shared<const grammar::Grammar>(std::move(*compiled));
+    }
+    slot.id = p.id;
+    slot.grammar = g;
+    slot.matcher = std::make_unique<grammar::JsonMatcher>(*g);
+    if (!slot.state) slot.state = std::make_unique<grammar::MatchState>();
+    slot.started = c.start_after < 0;
+    if (slot.started) slot.matcher->start(*slot.state);
+    slot.synced = static_cast<size_t>(p.prompt_len);
+  }
+  for (; slot.synced < history.size(); ++slot.synced) {
+    const int32_t t = history[slot.synced];
+    if (!slot.started) {
+      if (t == c.start_after) {
+        slot.started = true;
+        slot.matcher->start(*slot.state);
+      }
+      continue;
+    }
+    if (t == eos_) continue;
+    const std::string& b = tokenizer_->token_bytes(t);
+    slot.matcher->feed(*slot.state, b.data(), static_cast<int64_t>(b.size()), *spare_state_, *scratch_state_);
+    std::swap(slot.state, spare_state_);
+  }
+  return &slot;
+}
+
+// −inf for every id the state does not allow; EOS keeps its logit where the value is whole (or
+// no reading is left, which the mask never lets happen: then EOS alone).
+void Sampler::mask_row(float* row, const grammar::JsonMatcher& m, const grammar::MatchState& state) {
+  const float eos_logit = row[eos_];
+  const int64_t n_text = mask_vocab_->all.n_vocab();
+  if (state.n > 0) masker_->fill(m, state, mask_.data());
+  else std::fill(mask_.begin(), mask_.end(), 0);
+  for (int64_t v = 0; v < vocab_; ++v)
+    if (v >= n_text || !(mask_[v >> 6] >> (v & 63) & 1)) row[v] = -INFINITY;
+  if (state.n == 0 || m.accepting(state)) row[eos_] = eos_logit;
 }
 
 kernels::TokenCounts* Sampler::counts_for(const PlannedRows& p, const std::vector<int32_t>& history) {

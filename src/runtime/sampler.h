@@ -5,7 +5,10 @@
 //                     the sampled rows (the last real row and the draft rows)
 //   sample()          after it: the sampled rows' logits take the request's penalties and
 //                     logit_bias (kernels/logit_adjust; draft row k's history holds drafts
-//                     1..k, added to the counts and rolled back), then per planned request [S]
+//                     1..k, added to the counts and rolled back) and its structured-output
+//                     mask (grammar/: ids the JSON value cannot continue with get −inf, EOS
+//                     only where the value is whole; row k's matcher state has read drafts
+//                     1..k), then per planned request [S]
 //                     tokens: the last real row's token, then
 //                     the token of each draft row kept while the drafts match (exact match,
 //                     runtime.md §3.2), or a round decided by speculative sampling against the
@@ -19,6 +22,11 @@
 #include <cstdint>
 #include <vector>
 
+#include <map>
+#include <memory>
+#include <string>
+
+#include "grammar/token_mask.h"
 #include "kernels/logit_adjust/logit_adjust.h"
 #include "kernels/sample/sample.h"
 #include "model/config.h"
@@ -31,11 +39,14 @@ namespace dsv4 {
 
 class Proposer;
 class ThreadPool;
+class Tokenizer;
 
 class Sampler {
  public:
   // rejection: rounds may be verified by speculative sampling (DSpark mode rejection).
-  Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool, int rank, bool rejection);
+  // tokenizer: the vocabulary's bytes for structured output (nullptr: none is served).
+  Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool, int rank, bool rejection,
+          const Tokenizer* tokenizer);
 
   // Before the forward. row_begin [planned]: each request's first row in the step.
   void plan_head_rows(const std::vector<PlannedRows>& plan, const int64_t* row_begin, const Scheduler& sched);
@@ -60,8 +71,8 @@ class Sampler {
   void add_sample(const float* row, const kernels::SamplingParams& sp, int64_t position, int draft_slot,
                   int32_t* out);
   void run_sample_tasks();
-  // One row predicting position history.size() of p's request takes its logit adjustments in
-  // place (MTP's draft row: drafts proposed from the adjusted distribution pass more often).
+  // One row predicting position history.size() of p's request takes its logit adjustments and
+  // mask in place (MTP's draft row: drafts proposed from that distribution pass more often).
   void adjust_row(const PlannedRows& p, const std::vector<int32_t>& history, float* row);
   void add_logprobs(const float* row, int32_t token, int32_t top, TokenLogprob* out);
   void run_logprob_tasks();
@@ -79,6 +90,11 @@ class Sampler {
   void adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history);
   // The slot's counts synced to history (nullptr when p's request does not penalize).
   kernels::TokenCounts* counts_for(const PlannedRows& p, const std::vector<int32_t>& history);
+  // Structured output: the slot's matcher synced to history (nullptr when p's request has no
+  // constraint); rows[k] = −inf where the state after `state` forbids the id.
+  struct SlotGrammar;
+  SlotGrammar* grammar_for(const PlannedRows& p, const std::vector<int32_t>& history);
+  void mask_row(float* row, const grammar::JsonMatcher& m, const grammar::MatchState& state);
   const float* row(int64_t step_row) const { return logits_.data() + head_at_[step_row] * vocab_; }
 
   int64_t vocab_;
@@ -129,6 +145,25 @@ class Sampler {
     kernels::TokenCounts counts;
   };
   std::vector<SlotCounts> slot_counts_;  // [max_seqs]
+  // Structured output: the vocabulary prepared at the first constrained request, grammars by
+  // schema text, per slot the matcher state after the committed tokens, a round's states.
+  const Tokenizer* tokenizer_;
+  int32_t eos_;
+  std::unique_ptr<grammar::MaskVocab> mask_vocab_;
+  std::unique_ptr<grammar::TokenMasker> masker_;
+  std::map<std::string, std::shared_ptr<const grammar::Grammar>> grammars_;
+  struct SlotGrammar {
+    int64_t id = -1;
+    size_t synced = 0;
+    bool started = false;
+    std::shared_ptr<const grammar::Grammar> grammar;
+    std::unique_ptr<grammar::JsonMatcher> matcher;
+    std::unique_ptr<grammar::MatchState> state;
+  };
+  std::vector<SlotGrammar> slot_grammar_;  // [max_seqs]
+  std::vector<grammar::MatchState> round_states_;  // [S]
+  std::unique_ptr<grammar::MatchState> scratch_state_, spare_state_;
+  std::vector<uint64_t> mask_;  // [ceil(V / 64)]
 };
 
 }  // namespace dsv4

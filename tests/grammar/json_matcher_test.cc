@@ -11,6 +11,7 @@
 #include "grammar/json_matcher.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_mask.h"
+#include "support/json_schema_check.h"
 
 namespace dsv4::grammar {
 namespace {
@@ -104,94 +105,6 @@ TEST(JsonSchema, ErrorsNameTheKeywordAndPlace) {
   EXPECT_EQ(message(R"({"title": "t", "description": "d", "$schema": "x", "default": 1, "examples": []})"), "ok");
 }
 
-// An independent check of a parsed value against the supported keywords.
-bool valid(const Json& v, const Json& s, const Json& root) {
-  if (s.is_boolean()) return s.get<bool>();
-  if (s.contains("$ref")) {
-    const std::string r = s["$ref"];
-    if (r == "#") return valid(v, root, root);
-    const std::string table = r.rfind("#/$defs/", 0) == 0 ? "$defs" : "definitions";
-    return valid(v, root[table][r.substr(table.size() + 3)], root);
-  }
-  if (s.contains("const")) return v == s["const"];
-  if (s.contains("enum")) {
-    for (const Json& e : s["enum"])
-      if (v == e) return true;
-    return false;
-  }
-  for (const char* key : {"anyOf", "oneOf"})
-    if (s.contains(key)) {
-      for (const Json& a : s[key])
-        if (valid(v, a, root)) return true;
-      return false;
-    }
-  if (s.contains("type")) {
-    const Json types = s["type"].is_array() ? s["type"] : Json::array({s["type"]});
-    bool any = false;
-    for (const Json& t : types) {
-      const std::string ts = t;
-      any |= (ts == "object" && v.is_object()) || (ts == "array" && v.is_array()) || (ts == "string" && v.is_string()) ||
-             (ts == "number" && v.is_number()) || (ts == "integer" && v.is_number_integer()) ||
-             (ts == "boolean" && v.is_boolean()) || (ts == "null" && v.is_null());
-    }
-    if (!any) return false;
-  }
-  if (v.is_object()) {
-    const Json props = s.value("properties", Json::object());
-    for (const Json& r : s.value("required", Json::array()))
-      if (!v.contains(r.get<std::string>())) return false;
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      if (props.contains(it.key())) {
-        if (!valid(it.value(), props[it.key()], root)) return false;
-      } else if (s.contains("additionalProperties")) {
-        if (!valid(it.value(), s["additionalProperties"], root)) return false;
-      }
-    }
-  }
-  if (v.is_array()) {
-    if (v.size() < s.value("minItems", 0u) || v.size() > s.value("maxItems", 1u << 30)) return false;
-    if (s.contains("items"))
-      for (const Json& x : v)
-        if (!valid(x, s["items"], root)) return false;
-  }
-  if (v.is_string()) {
-    size_t cps = 0;
-    for (unsigned char c : v.get<std::string>()) cps += (c & 0xC0) != 0x80;
-    if (cps < s.value("minLength", 0u) || cps > s.value("maxLength", 1u << 30)) return false;
-  }
-  return true;
-}
-
-Json random_schema(std::mt19937& rng, int depth) {
-  const int pick = static_cast<int>(rng() % (depth > 2 ? 6 : 9));
-  switch (pick) {
-    case 0: {
-      const uint32_t lo = rng() % 2;
-      return {{"type", "string"}, {"maxLength", lo + rng() % 6}, {"minLength", lo}};
-    }
-    case 1: return {{"type", "integer"}};
-    case 2: return {{"type", "number"}};
-    case 3: return {{"type", Json::array({"boolean", "null"})}};
-    case 4: return {{"enum", Json::array({"red", "re", 7, nullptr, Json::array({1})})}};
-    case 5: return {{"const", {{"k", "v"}}}};
-    case 6: {
-      Json props = Json::object(), required = Json::array();
-      const int n = 1 + static_cast<int>(rng() % 4);
-      for (int i = 0; i < n; ++i) {
-        const std::string key = std::string("k") + std::to_string(i) + (i % 2 ? "x" : "");
-        props[key] = random_schema(rng, depth + 1);
-        if (rng() % 2) required.push_back(key);
-      }
-      return {{"type", "object"}, {"properties", props}, {"required", required}, {"additionalProperties", false}};
-    }
-    case 7: {
-      const uint32_t lo = rng() % 3;
-      return {{"type", "array"}, {"items", random_schema(rng, depth + 1)}, {"minItems", lo}, {"maxItems", lo + rng() % 3}};
-    }
-    default: return {{"anyOf", Json::array({random_schema(rng, depth + 1), random_schema(rng, depth + 1)})}};
-  }
-}
-
 // Random walks: at each step one of the allowed bytes (all 256 tried), ending where the value
 // is complete (with probability 1/4, or always after 400 bytes, taking the bytes that close it).
 TEST(JsonMatcher, RandomWalksGiveValidValues) {
@@ -199,7 +112,7 @@ TEST(JsonMatcher, RandomWalksGiveValidValues) {
   int done = 0;
   const int trials = std::getenv("DSV4_GRAMMAR_TRIALS") ? std::atoi(std::getenv("DSV4_GRAMMAR_TRIALS")) : 300;
   for (int trial = 0; trial < trials; ++trial) {
-    const Json schema = random_schema(rng, 0);
+    const Json schema = test::random_schema(rng);
     Result<Grammar> g = compile_json_schema(schema);
     ASSERT_TRUE(g.ok()) << schema.dump() << ": " << g.message();
     JsonMatcher m(*g);
@@ -228,7 +141,7 @@ TEST(JsonMatcher, RandomWalksGiveValidValues) {
     ++done;
     const Json v = Json::parse(text, nullptr, false);
     ASSERT_FALSE(v.is_discarded()) << text << " for " << schema.dump();
-    EXPECT_TRUE(valid(v, schema, schema)) << text << " for " << schema.dump();
+    EXPECT_TRUE(test::schema_valid(v, schema)) << text << " for " << schema.dump();
   }
   EXPECT_GT(done, trials * 5 / 6);
 }

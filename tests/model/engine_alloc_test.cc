@@ -1,6 +1,6 @@
 // The engine's decode step allocates nothing once requests are running (metadata -> forward ->
 // sampling -> verification -> commit -> drafting), plain, with MTP and with DSpark (exact and
-// rejection), greedy and sampled requests, with penalties and logit_bias, in one batch — but for the streaming work: each
+// rejection), greedy and sampled requests, with penalties, logit_bias and a JSON schema, in one batch — but for the streaming work: each
 // request's RequestUpdate of the step (its token list, handed to the caller) is one allocation,
 // and with logprobs one more for the list and one per token's top list (copies the caller
 // keeps; the executor computes them into its own buffers). Admission and text are streaming
@@ -14,11 +14,18 @@
 #include "runtime/engine.h"
 #include "support/alloc_counter.h"
 #include "support/tiny_model.h"
+#include "text/tiny_tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace dsv4 {
 namespace {
 
 TEST(EngineAlloc, DecodeStepsAllocateNothing) {
+  auto files = make_tiny_tokenizer();
+  ASSERT_TRUE(files.ok());
+  auto tok = Tokenizer::from_json(files->tokenizer_json, "tiny");
+  ASSERT_TRUE(tok.ok());
+  const Tokenizer& tokenizer = *tok;
   struct Mode {
     const char* name;
     const char* preset;
@@ -38,6 +45,7 @@ TEST(EngineAlloc, DecodeStepsAllocateNothing) {
     l.max_context = 256;
     l.n_threads = 2;
     EngineOptions o;
+    o.tokenizer = &tokenizer;
     o.mtp = mode.mtp;
     o.dspark_gamma = mode.gamma;
     o.dspark_rejection = mode.rejection;
@@ -52,6 +60,10 @@ TEST(EngineAlloc, DecodeStepsAllocateNothing) {
       g.logprobs = i == 0 ? 3 : i == 1 ? 0 : -1;  // top 3, the token's own only, none
       if (i == 0) g.adjust = {0.5f, 0.25f, 1.2f, {{3, 2.0f}}};  // counts sized at its first row
       if (i == 1) g.adjust.logit_bias = {{5, -INFINITY}};
+      if (i == 2) {  // a value of at least 60 tokens: the mask runs in every measured step
+        g.constraint.json_schema = R"({"type": "array", "items": {"type": "integer"}, "minItems": 60})";
+        g.stop_at_eos = true;
+      }
       ASSERT_TRUE((*e)->add_request(g).ok());
     }
     for (int s = 0; s < 4; ++s) ASSERT_TRUE((*e)->step().ok());  // admission and prefill

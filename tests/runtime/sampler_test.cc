@@ -64,7 +64,7 @@ TEST(Sampler, PoolRowsEqualTheSerialOnes) {
   l.max_rows = 8;
   for (int threads : {1, 3}) {
     ThreadPool pool(threads);
-    Sampler s(config(), l, pool, 0, false);
+    Sampler s(config(), l, pool, 0, false, nullptr);
     const std::vector<float> logits = random_logits(7, 11);
     std::vector<int32_t> got(7, -1);
     std::vector<TokenLogprob> lps(7);
@@ -129,7 +129,7 @@ TEST(Sampler, HeadRowsAndExactMatchOverAPlan) {
   sched.add(0, scored);
   sched.add(1, plain);
   ThreadPool pool(2);
-  Sampler s(config(), o.limits, pool, 0, false);
+  Sampler s(config(), o.limits, pool, 0, false, nullptr);
   const int32_t S = s.entries_per_request();
   std::vector<int64_t> row_begin(2);
 

@@ -1,0 +1,105 @@
+// Test support for structured output: an independent validator of a parsed JSON value against
+// the JSON Schema keywords grammar/json_schema.h supports, and random schemas of them.
+#pragma once
+
+#include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace dsv4::test {
+
+using Json = nlohmann::ordered_json;
+
+// An independent check of a parsed value against the supported keywords.
+inline bool schema_valid(const Json& v, const Json& s, const Json& root) {
+  if (s.is_boolean()) return s.get<bool>();
+  if (s.contains("$ref")) {
+    const std::string r = s["$ref"];
+    if (r == "#") return schema_valid(v, root, root);
+    const std::string table = r.rfind("#/$defs/", 0) == 0 ? "$defs" : "definitions";
+    return schema_valid(v, root[table][r.substr(table.size() + 3)], root);
+  }
+  if (s.contains("const")) return v == s["const"];
+  if (s.contains("enum")) {
+    for (const Json& e : s["enum"])
+      if (v == e) return true;
+    return false;
+  }
+  for (const char* key : {"anyOf", "oneOf"})
+    if (s.contains(key)) {
+      for (const Json& a : s[key])
+        if (schema_valid(v, a, root)) return true;
+      return false;
+    }
+  if (s.contains("type")) {
+    const Json types = s["type"].is_array() ? s["type"] : Json::array({s["type"]});
+    bool any = false;
+    for (const Json& t : types) {
+      const std::string ts = t;
+      any |= (ts == "object" && v.is_object()) || (ts == "array" && v.is_array()) || (ts == "string" && v.is_string()) ||
+             (ts == "number" && v.is_number()) || (ts == "integer" && v.is_number_integer()) ||
+             (ts == "boolean" && v.is_boolean()) || (ts == "null" && v.is_null());
+    }
+    if (!any) return false;
+  }
+  if (v.is_object()) {
+    const Json props = s.value("properties", Json::object());
+    for (const Json& r : s.value("required", Json::array()))
+      if (!v.contains(r.get<std::string>())) return false;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (props.contains(it.key())) {
+        if (!schema_valid(it.value(), props[it.key()], root)) return false;
+      } else if (s.contains("additionalProperties")) {
+        if (!schema_valid(it.value(), s["additionalProperties"], root)) return false;
+      }
+    }
+  }
+  if (v.is_array()) {
+    if (v.size() < s.value("minItems", 0u) || v.size() > s.value("maxItems", 1u << 30)) return false;
+    if (s.contains("items"))
+      for (const Json& x : v)
+        if (!schema_valid(x, s["items"], root)) return false;
+  }
+  if (v.is_string()) {
+    size_t cps = 0;
+    for (unsigned char c : v.get<std::string>()) cps += (c & 0xC0) != 0x80;
+    if (cps < s.value("minLength", 0u) || cps > s.value("maxLength", 1u << 30)) return false;
+  }
+  return true;
+}
+
+// A random schema of the supported keywords (objects, arrays, anyOf nested up to depth 3).
+inline Json random_schema(std::mt19937& rng, int depth = 0) {
+  const int pick = static_cast<int>(rng() % (depth > 2 ? 6 : 9));
+  switch (pick) {
+    case 0: {
+      const uint32_t lo = rng() % 2;
+      return {{"type", "string"}, {"maxLength", lo + rng() % 6}, {"minLength", lo}};
+    }
+    case 1: return {{"type", "integer"}};
+    case 2: return {{"type", "number"}};
+    case 3: return {{"type", Json::array({"boolean", "null"})}};
+    case 4: return {{"enum", Json::array({"red", "re", 7, nullptr, Json::array({1})})}};
+    case 5: return {{"const", {{"k", "v"}}}};
+    case 6: {
+      Json props = Json::object(), required = Json::array();
+      const int n = 1 + static_cast<int>(rng() % 4);
+      for (int i = 0; i < n; ++i) {
+        const std::string key = std::string("k") + std::to_string(i) + (i % 2 ? "x" : "");
+        props[key] = random_schema(rng, depth + 1);
+        if (rng() % 2) required.push_back(key);
+      }
+      return {{"type", "object"}, {"properties", props}, {"required", required}, {"additionalProperties", false}};
+    }
+    case 7: {
+      const uint32_t lo = rng() % 3;
+      return {{"type", "array"}, {"items", random_schema(rng, depth + 1)}, {"minItems", lo}, {"maxItems", lo + rng() % 3}};
+    }
+    default: return {{"anyOf", Json::array({random_schema(rng, depth + 1), random_schema(rng, depth + 1)})}};
+  }
+}
+
+inline bool schema_valid(const Json& v, const Json& schema) { return schema_valid(v, schema, schema); }
+
+}  // namespace dsv4::test
