@@ -105,12 +105,42 @@ std::optional<ApiError> check_fields(const Json& obj, const std::set<std::string
 std::optional<ApiError> check_neutral(const Json& obj) {
   if (const Json* v = json_optional(obj, "suffix"); v && !(v->is_string() && v->get_ref<const std::string&>().empty()))
     return bad_request("suffix", "suffix: not supported by this server", "unsupported_parameter");
-  if (const Json* v = json_optional(obj, "response_format")) {
-    const Json* type = v->is_object() ? json_optional(*v, "type") : nullptr;
-    if (!(type && type->is_string() && *type == "text" && v->size() == 1))
-      return bad_request("response_format", "response_format: only {\"type\": \"text\"} is supported",
-                         "unsupported_parameter");
+  return std::nullopt;
+}
+
+// response_format (chat): {"type": "text"}, {"type": "json_object"} (any object) or
+// {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}} (the
+// engine compiles the schema and names what it does not support; strict is always on).
+std::optional<ApiError> parse_response_format(const Json& obj, OutputConstraint& out) {
+  const Json* v = json_optional(obj, "response_format");
+  if (!v) return std::nullopt;
+  if (!v->is_object()) return wrong_type("response_format", "an object", *v);
+  const Json* type = json_optional(*v, "type");
+  if (!type || !type->is_string())
+    return bad_request("response_format", "response_format: type must be \"text\", \"json_object\" or \"json_schema\"");
+  for (auto it = v->begin(); it != v->end(); ++it)
+    if (it.key() != "type" && !(it.key() == "json_schema" && *type == "json_schema"))
+      return bad_request("response_format", fmt::format("response_format: unknown member {}", it.key()));
+  if (*type == "text") return std::nullopt;
+  if (*type == "json_object") {
+    out.json_schema = R"({"type":"object"})";
+    return std::nullopt;
   }
+  if (*type != "json_schema")
+    return bad_request("response_format", "response_format: type must be \"text\", \"json_object\" or \"json_schema\"");
+  const Json* js = json_optional(*v, "json_schema");
+  if (!js || !js->is_object())
+    return bad_request("response_format", "response_format: json_schema must be an object with name and schema");
+  for (auto it = js->begin(); it != js->end(); ++it) {
+    const std::string& k = it.key();
+    const bool ok = (k == "name" && it->is_string()) || (k == "description" && it->is_string()) ||
+                    (k == "strict" && (it->is_boolean() || it->is_null())) || k == "schema";
+    if (!ok) return bad_request("response_format", fmt::format("response_format: json_schema.{} is not expected here", k));
+  }
+  const Json* name = json_optional(*js, "name");
+  if (!name) return bad_request("response_format", "response_format: json_schema.name is required");
+  const Json* schema = json_optional(*js, "schema");
+  out.json_schema = schema ? schema->dump() : "true";  // no schema: any JSON value
   return std::nullopt;
 }
 
@@ -569,6 +599,9 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   if (!prompt.ok()) return bad_request(message_param(prompt.message()), prompt.message());
   out.mode = options->mode;
   out.opens_reasoning = chat::prompt_opens_reasoning(*prompt);
+  if (auto e = parse_response_format(obj, out.gen.constraint)) return *e;
+  if (out.gen.constraint.active() && out.opens_reasoning)  // the value comes after the reasoning
+    out.gen.constraint.start_after = model.text->tokenizer.token_id(chat::kThinkClose).value_or(-1);
   // BOS and the markers become ids only where the template wrote them; special-token strings
   // in the request's text stay text (text.md §3.13's safe mode).
   out.gen.prompt = model.text->tokenizer.encode_spans(prompt->text, prompt->template_spans);

@@ -379,6 +379,32 @@ TEST(Protocol, PenaltiesAndLogitBias) {
   EXPECT_NE(over.error().message.find("at most 300"), std::string::npos) << over.error().message;
 }
 
+// response_format: text (no constraint), json_object (any object), json_schema (the schema's
+// text in document order; no schema: any value); in thinking mode the value starts after
+// </think>.
+TEST(Protocol, ResponseFormat) {
+  const ModelCard m = card();
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  auto text = parse_chat_request("{" + msgs + R"(, "response_format": {"type": "text"}})", m, 0);
+  ASSERT_TRUE(text.ok());
+  EXPECT_FALSE(text->gen.constraint.active());
+  auto object = parse_chat_request("{" + msgs + R"(, "response_format": {"type": "json_object"}})", m, 0);
+  ASSERT_TRUE(object.ok());
+  EXPECT_EQ(object->gen.constraint.json_schema, R"({"type":"object"})");
+  EXPECT_EQ(object->gen.constraint.start_after, -1);
+  auto schema = parse_chat_request("{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema":
+      {"name": "p", "strict": true, "schema": {"type": "object", "properties": {"z": {}, "a": {}}}}}})", m, 0);
+  ASSERT_TRUE(schema.ok()) << schema.error().message;
+  EXPECT_EQ(schema->gen.constraint.json_schema, R"({"type":"object","properties":{"z":{},"a":{}}})");
+  auto any = parse_chat_request("{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "p"}}})", m, 0);
+  ASSERT_TRUE(any.ok());
+  EXPECT_EQ(any->gen.constraint.json_schema, "true");
+  auto thinking = parse_chat_request("{" + msgs + R"(, "thinking": true, "response_format": {"type": "json_object"}})", m, 0);
+  ASSERT_TRUE(thinking.ok()) << thinking.error().message;
+  ASSERT_TRUE(thinking->opens_reasoning);
+  EXPECT_EQ(thinking->gen.constraint.start_after, *m.text->tokenizer.token_id("</think>"));
+}
+
 TEST(Protocol, CompletionsPrependBosAsTokenizerConfigSays) {
   TextModel with_bos = load_tiny_text();
   with_bos.config.add_bos_token = true;
@@ -414,7 +440,12 @@ TEST(Protocol, ChatRejectsMalformedInput) {
       {"{" + msgs + R"(, "best_of": 2})", {400, "best_of", "unsupported_parameter"}},
       {"{" + msgs + R"(, "prompt": "x"})", {400, "prompt", "unsupported_parameter"}},
       {"{" + msgs + R"(, "echo": true})", {400, "echo", "unsupported_parameter"}},
-      {"{" + msgs + R"(, "response_format": {"type": "json_object"}})", {400, "response_format"}},
+      {"{" + msgs + R"(, "response_format": {"type": "xml"}})", {400, "response_format"}},
+      {"{" + msgs + R"(, "response_format": "json"})", {400, "response_format"}},
+      {"{" + msgs + R"(, "response_format": {"type": "json_schema"}})", {400, "response_format"}},
+      {"{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}})", {400, "response_format"}},
+      {"{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "extra": 1}}})", {400, "response_format"}},
+      {"{" + msgs + R"(, "response_format": {"type": "json_object", "json_schema": {}}})", {400, "response_format"}},
       {"{" + msgs + R"(, "thinking": "yes"})", {400, "thinking"}},
       {"{" + msgs + R"(, "reasoning_effort": "extreme"})", {400, "reasoning_effort"}},
       {"{" + msgs + R"(, "chat_template_kwargs": 3})", {400, "chat_template_kwargs"}},
