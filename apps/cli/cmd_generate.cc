@@ -1,6 +1,6 @@
 // dsv4 generate [--model DIR] [--prompt TEXT]... [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
 //   [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--frequency-penalty F] [--presence-penalty P]
-//   [--repetition-penalty R] [--logit-bias ID=BIAS]... [--seed S] [--stop STR]... [-n N] [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
+//   [--repetition-penalty R] [--logit-bias ID=BIAS]... [--seed S] [--stop STR]... [-n N] [--json | --json-schema FILE] [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
 //   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
 //   [--tp T [--dp D] [--ep E]] [--cp-prefill N]  (under mpirun -np T·D: the ranks share each step)
 // Decodes several prompts together with continuous batching (runtime/engine.h):
@@ -24,6 +24,7 @@
 #include "engine_flags.h"
 #include "ranks.h"
 #include "runtime/engine.h"
+#include "io/file_util.h"
 #include "text/tokenizer_dir.h"
 
 namespace dsv4::cli {
@@ -41,6 +42,8 @@ struct GenerateArgs {
   PenaltyFlags penalties;
   uint64_t seed = 0;
   int32_t n = 1;  // choices per prompt
+  bool json = false;             // --json: each output is one JSON object
+  std::string json_schema_file;  // --json-schema: each output is one value of this schema
   bool quiet_steps = false;
   std::vector<std::string> stop;
 };
@@ -92,11 +95,25 @@ Result<Prompts> read_prompts(const GenerateArgs& a, const std::string& dir, Rank
 
 // Request i: prompt i, seed + i. A refused request stops the engine (the other ranks end
 // their loop) and fails the run.
+// --json / --json-schema FILE: the constraint every request takes (errors name the flag).
+Result<OutputConstraint> output_constraint(const GenerateArgs& a) {
+  OutputConstraint c;
+  if (a.json && !a.json_schema_file.empty()) return Status::error("--json and --json-schema: give one of them");
+  if (a.json) c.json_schema = R"({"type":"object"})";
+  if (!a.json_schema_file.empty()) {
+    Result<std::vector<uint8_t>> bytes = read_file(a.json_schema_file, 1 << 20);
+    if (!bytes.ok()) return bytes.status().with_context("--json-schema");
+    c.json_schema.assign(bytes->begin(), bytes->end());
+  }
+  return c;
+}
+
 Status add_requests(Engine& engine, RankSession& rs, const GenerateArgs& a, const Prompts& prompts) {
   const Result<LogitAdjustments> adjust = a.penalties.adjustments(engine.config().vocab_size);
-  if (!adjust.ok()) {
+  const Result<OutputConstraint> constraint = output_constraint(a);
+  if (!adjust.ok() || !constraint.ok()) {
     if (Status st = engine.stop(); !st.ok()) rs.abort_job(st);
-    return adjust.status();
+    return adjust.ok() ? constraint.status() : adjust.status();
   }
   for (size_t i = 0; i < prompts.ids.size(); ++i) {
     GenerationRequest g;
@@ -106,6 +123,7 @@ Status add_requests(Engine& engine, RankSession& rs, const GenerateArgs& a, cons
     g.adjust = *adjust;
     g.stop_strings = a.stop;
     g.n = a.n;
+    g.constraint = *constraint;
     Result<int64_t> id = engine.add_request(std::move(g));
     if (!id.ok()) {
       if (Status st = engine.stop(); !st.ok()) rs.abort_job(st);
@@ -285,6 +303,9 @@ Command add_generate(CLI::App& app) {
                   "request's and k (choice 0: the request's; one process only)")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxChoices));
+  sub->add_flag("--json", a->json, "Each output is one JSON object (constrained decoding; needs the tokenizer)");
+  sub->add_option("--json-schema", a->json_schema_file,
+                  "Each output is one JSON value of the JSON Schema in FILE (docs/serving.md: structured output)");
   sub->add_flag("--quiet-steps", a->quiet_steps, "Do not print one line per step");
   return {sub, [a]() { return run_generate(*a); }};
 }
