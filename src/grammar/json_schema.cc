@@ -15,7 +15,12 @@ const std::set<std::string> kAnnotations = {"$schema", "$id",     "$comment",   
 const std::set<std::string> kKeywords = {"type",     "properties", "required", "additionalProperties",
                                          "items",    "minItems",   "maxItems", "enum",
                                          "const",    "anyOf",      "oneOf",    "$defs",
-                                         "definitions", "$ref",    "minLength", "maxLength"};
+                                         "definitions", "$ref",    "minLength", "maxLength",
+                                         "minimum",  "maximum"};
+// Integers are generated with at most kMaxDigits digits: a minimum/maximum at or beyond
+// ±(10^kMaxDigits − 1) (zod's int(): the safe integers) constrains nothing.
+constexpr double kIntegerReach = 999999999999999.0;
+static_assert(kMaxDigits == 15, "kIntegerReach is 10^kMaxDigits - 1");
 
 std::string escaped_key(const std::string& key) {
   const std::string quoted = Json(key).dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -183,6 +188,16 @@ Result<int32_t> Compiler::typed(const Json& s, const std::string& type, const st
   if (type == "null") return literal({"null"});
   if (type == "number" || type == "integer") {
     n.kind = type == "number" ? Kind::kNumber : Kind::kInteger;
+    for (const char* key : {"minimum", "maximum"}) {
+      const auto it = s.find(key);
+      if (it == s.end()) continue;
+      const bool wide = it->is_number() && n.kind == Kind::kInteger &&
+                        (std::string(key) == "minimum" ? it->get<double>() <= -kIntegerReach
+                                                       : it->get<double>() >= kIntegerReach);
+      if (!wide)
+        return fail(path, fmt::format("keyword '{}' is not supported (only on integers, at or beyond ±{:.0f})", key,
+                                      kIntegerReach));
+    }
     return add(std::move(n));
   }
   if (type == "string") {

@@ -6,7 +6,8 @@
 // properties, required, additionalProperties (false, or absent/true: the listed properties
 // only are generated, which still validates), items, minItems/maxItems, enum, const, anyOf,
 // oneOf (as anyOf: alternatives of disjoint shapes validate), $defs/definitions with $ref
-// ("#/$defs/NAME", "#/definitions/NAME", "#"), minLength/maxLength. Annotations ($schema, $id,
+// ("#/$defs/NAME", "#/definitions/NAME", "#"), minLength/maxLength, and minimum/maximum on
+// integers where they bound nothing generated (at or beyond ±(10^15 − 1): zod's int()). Annotations ($schema, $id,
 // $comment, title, description, default, examples, deprecated, readOnly, writeOnly) are ignored;
 // any other keyword is an error naming it and its place.
 //
@@ -27,7 +28,7 @@
 namespace dsv4::grammar {
 
 constexpr int kMaxWhitespace = 16;   // whitespace characters per gap
-constexpr int kMaxDigits = 16;       // digits per part of a number
+constexpr int kMaxDigits = 15;       // digits of a number's integer and fraction parts
 constexpr int kMaxProperties = 64;   // properties of one object schema
 constexpr int kMaxLiterals = 64;     // enum values
 constexpr int kMaxAlternatives = 16; // anyOf / type-list branches of one node

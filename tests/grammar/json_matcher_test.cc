@@ -103,6 +103,10 @@ TEST(JsonSchema, ErrorsNameTheKeywordAndPlace) {
   for (int i = 0; i < kMaxDepth; ++i) deep = R"({"type": "array", "minItems": 1, "items": )" + deep + "}";
   EXPECT_NE(message(deep).find("nest"), std::string::npos);
   EXPECT_EQ(message(R"({"title": "t", "description": "d", "$schema": "x", "default": 1, "examples": []})"), "ok");
+  // zod's int(): the safe-integer range bounds nothing generated; any narrower range is refused.
+  EXPECT_EQ(message(R"({"type": "integer", "minimum": -9007199254740991, "maximum": 9007199254740991})"), "ok");
+  EXPECT_NE(message(R"({"type": "integer", "minimum": 0})").find("keyword 'minimum'"), std::string::npos);
+  EXPECT_NE(message(R"({"type": "number", "maximum": 1e300})").find("keyword 'maximum'"), std::string::npos);
 }
 
 // Random walks: at each step one of the allowed bytes (all 256 tried), ending where the value
