@@ -15,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "dspark_cases.h"
 #include "gemm_cases.h"
+#include "grammar_cases.h"
 #include "ggml_peer.h"
 #include "layer_cases.h"
 #include "layer_checkpoint.h"
@@ -287,6 +288,10 @@ Status run_bench(const BenchOptions& o) {
     }
   }
   if (selected(o, "dspark")) DSV4_RETURN_IF_ERROR(run_dspark(o, m, all));
+  if (selected(o, "grammar")) {
+    if (o.tokenizer.empty()) return Status::error("--cases grammar needs --tokenizer (a tokenizer.json)");
+    DSV4_RETURN_IF_ERROR(run_grammar_cases(o.tokenizer, o.repeats, all));
+  }
   if (selected(o, "spec-e2e")) {
     if (o.spec_model_dir.empty() || o.spec_dspark_dir.empty()) {
       notes.push_back("spec-e2e skipped: no model directories");

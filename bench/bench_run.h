@@ -19,9 +19,10 @@ namespace dsv4::bench {
 // dspark maps its own real-size checkpoint (8.8 GiB resident on flash, written once) and
 // times six pieces per (B, γ), 28 points at the default sets (up to 512 verify rows).
 // spec-flash projects from the records of layer-*, head, dspark and spec-e2e (this run's or --from).
-inline constexpr const char* kCaseGroups[] = {"layer-csa", "layer-hca", "head",     "gemm",      "onednn",
-                                              "tiny-e2e",  "dspark",    "spec-e2e", "spec-flash"};
-inline constexpr const char* kOptInGroups[] = {"dspark", "spec-flash"};
+// grammar (grammar_cases.h) needs --tokenizer.
+inline constexpr const char* kCaseGroups[] = {"layer-csa", "layer-hca", "head",     "gemm",       "onednn",
+                                              "tiny-e2e",  "dspark",    "spec-e2e", "spec-flash", "grammar"};
+inline constexpr const char* kOptInGroups[] = {"dspark", "spec-flash", "grammar"};
 
 struct BenchOptions {
   std::string preset = "flash";           // layer shapes: flash | tiny
@@ -48,6 +49,7 @@ struct BenchOptions {
   int peer_rounds = 5;                    // gemm with a peer: interleaved rounds
   std::vector<std::string> from;          // spec-flash: earlier bench JSON files to project from
   std::string json;                       // empty: no JSON (and no PNG)
+  std::string tokenizer;                  // grammar: the vocabulary's tokenizer.json
 };
 
 // The --quick sets: B {1, 4, 16}, S {1, 2}, γ {1, 5}, prefill {64}, T {1, 16}, one 1 GiB
