@@ -171,6 +171,8 @@ Sampler::SlotGrammar* Sampler::grammar_for(const PlannedRows& p, const std::vect
       spare_state_ = std::make_unique<grammar::MatchState>();
       mask_.resize(static_cast<size_t>((t.n_vocab() + 63) / 64));
     }
+    if (grammars_.size() >= kMaxCachedGrammars && !grammars_.count(c.json_schema))
+      std::erase_if(grammars_, [](const auto& kv) { return kv.second.use_count() == 1; });  // none in a slot
     std::shared_ptr<const grammar::Grammar>& g = grammars_[c.json_schema];
     if (!g) {  // Engine::validate compiled it once already: it compiles
       auto compiled = grammar::compile_json_schema(nlohmann::ordered_json::parse(c.json_schema));

@@ -151,6 +151,7 @@ class Sampler {
   int32_t eos_;
   std::unique_ptr<grammar::MaskVocab> mask_vocab_;
   std::unique_ptr<grammar::TokenMasker> masker_;
+  static constexpr size_t kMaxCachedGrammars = 64;  // beyond: the ones no slot holds are dropped
   std::map<std::string, std::shared_ptr<const grammar::Grammar>> grammars_;
   struct SlotGrammar {
     int64_t id = -1;
