@@ -14,6 +14,7 @@ enum StringPhase : uint8_t { kSOpen, kSBody, kSEsc, kSHex, kSUtf8 };
 enum NumberPhase : uint8_t { kNStart, kNMinus, kNZero, kNInt, kNDot, kNFrac, kNE, kNESign, kNExp };
 enum ObjectPhase : uint8_t { kOOpen, kOFirst, kOKey, kOInKey, kOColon, kOValue, kOInValue, kOAfter, kONext };
 enum ArrayPhase : uint8_t { kAOpen, kAFirst, kAInItem, kAAfter, kANext };
+enum ParamsPhase : uint8_t { kPFirst, kPTag, kPValue, kPInValue, kPClose, kPAfter, kPNext };
 
 bool is_ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
@@ -91,6 +92,33 @@ bool string_byte(Frame& f, uint8_t c, int64_t max_length) {
   return true;
 }
 
+// One byte of a DSML raw string's text: any byte of valid UTF-8 (code points counted).
+bool raw_text_byte(Frame& f, uint8_t c, int64_t max_length) {
+  if (f.more > 0) {
+    if (c < f.lo || c > f.hi) return false;
+    f.lo = 0x80;
+    f.hi = 0xBF;
+    --f.more;
+    return true;
+  }
+  if (max_length >= 0 && f.i >= max_length) return false;
+  if (c < 0x80) return ++f.i, true;
+  uint8_t more = 0, lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) more = 1;
+  else if (c == 0xE0) more = 2, lo = 0xA0;
+  else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) more = 2;
+  else if (c == 0xED) more = 2, hi = 0x9F;
+  else if (c == 0xF0) more = 3, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3) more = 3;
+  else if (c == 0xF4) more = 3, hi = 0x8F;
+  else return false;
+  ++f.i;
+  f.more = more;
+  f.lo = lo;
+  f.hi = hi;
+  return true;
+}
+
 bool number_byte(Frame& f, uint8_t c, bool integer) {
   switch (f.phase) {
     case kNStart:
@@ -148,6 +176,7 @@ bool JsonMatcher::completable(const Frame& f) const {
       for (size_t k = 0; k < n.literals.size(); ++k)
         if ((f.bits >> k & 1) && n.literals[k].size() == static_cast<size_t>(f.i)) return true;
       return false;
+    case Kind::kDsmlParams: return (f.phase == kPFirst || f.phase == kPAfter) && may_close(n, f.i);
     default: return false;
   }
 }
@@ -162,11 +191,20 @@ void JsonMatcher::pop(MatchStack& s) const {
     return;
   }
   const Node& n = g_.nodes[p.node];
-  if (n.kind == Kind::kObject) {
-    p.phase = p.phase == kOInKey ? kOColon : kOAfter;
-  } else {  // kArray
-    p.phase = kAAfter;
-    ++p.i;
+  switch (n.kind) {
+    case Kind::kObject: p.phase = p.phase == kOInKey ? kOColon : kOAfter; break;
+    case Kind::kArray:
+      p.phase = kAAfter;
+      ++p.i;
+      break;
+    case Kind::kSequence:  // its last item done: the sequence is too
+      if (p.i == static_cast<int32_t>(n.sequence.size())) pop(s);
+      break;
+    case Kind::kDsmlParams:  // a raw value read its closing tag; a JSON value's follows
+      p.phase = g_.nodes[n.properties[p.j].node].kind == Kind::kRawString ? kPAfter : kPClose;
+      p.more = 0;
+      break;
+    default: break;
   }
 }
 
@@ -352,6 +390,70 @@ void JsonMatcher::consume(const MatchStack& in, uint8_t c, MatchState& out) cons
       return;
     case Kind::kAnyOf:
       return;  // never on a stack (open_value expands it)
+    case Kind::kSequence:
+      if (f.i == static_cast<int32_t>(n.sequence.size())) return;
+      ++f.i;
+      open_value(s, n.sequence[f.i - 1], c, out);
+      return;
+    case Kind::kRawString: {
+      if (f.j > 0) {  // inside a possible closing tag
+        if (c == static_cast<uint8_t>(kDsmlParamClose[f.j])) {
+          if (++f.j == static_cast<int32_t>(kDsmlParamClose.size())) {
+            if (f.i < n.min_length) return;
+            pop(s);
+          }
+          emit(s, out);
+          return;
+        }
+        const int32_t k = f.j;  // not the tag: its bytes so far were text
+        f.j = 0;
+        for (int32_t t = 0; t < k; ++t)
+          if (!raw_text_byte(f, static_cast<uint8_t>(kDsmlParamClose[t]), n.max_length)) return;
+      }
+      if (c == '<' && f.more == 0) {
+        f.j = 1;
+      } else if (!raw_text_byte(f, c, n.max_length)) {
+        return;
+      }
+      emit(s, out);
+      return;
+    }
+    case Kind::kDsmlParams:
+      if ((f.phase == kPFirst || f.phase == kPNext) && c == '<') {
+        const uint64_t bits = allowed_keys(n, f.i);
+        if (bits == 0) return;
+        f.phase = kPTag;
+        f.bits = bits;
+        f.j = 0;
+      }
+      if (f.phase == kPTag) {
+        uint64_t keep = 0;
+        for (size_t k = 0; k < n.properties.size(); ++k)
+          if ((f.bits >> k & 1) && n.properties[k].key.size() > static_cast<size_t>(f.j) &&
+              static_cast<uint8_t>(n.properties[k].key[f.j]) == c)
+            keep |= uint64_t{1} << k;
+        if (keep == 0) return;
+        f.bits = keep;
+        ++f.j;
+        for (size_t k = 0; k < n.properties.size(); ++k)
+          if ((keep >> k & 1) && n.properties[k].key.size() == static_cast<size_t>(f.j)) {
+            f.i = static_cast<int32_t>(k) + 1;
+            f.j = static_cast<int32_t>(k);
+            f.phase = kPValue;
+          }
+        emit(s, out);
+      } else if (f.phase == kPValue) {
+        f.phase = kPInValue;
+        open_value(s, n.properties[f.j].node, c, out);
+      } else if (f.phase == kPClose) {
+        if (c != static_cast<uint8_t>(kDsmlParamClose[f.more])) return;
+        if (static_cast<size_t>(++f.more) == kDsmlParamClose.size()) f.phase = kPAfter;
+        emit(s, out);
+      } else if (f.phase == kPAfter && c == '\n' && allowed_keys(n, f.i) != 0) {
+        f.phase = kPNext;
+        emit(s, out);
+      }
+      return;
   }
 }
 
@@ -379,6 +481,25 @@ bool JsonMatcher::in_string_text(const MatchState& st, int64_t room) const {
     const Node& n = g_.nodes[f.node];
     if (n.kind != Kind::kString || (n.max_length >= 0 && n.max_length - f.i < room)) return false;
   }
+  return true;
+}
+
+bool JsonMatcher::in_raw_text(const MatchState& st, int64_t room) const {
+  if (st.n == 0) return false;
+  for (int32_t k = 0; k < st.n; ++k) {
+    const Frame& f = st.s[k].f[st.s[k].n - 1];
+    if (f.node < 0) return false;
+    const Node& n = g_.nodes[f.node];
+    if (n.kind != Kind::kRawString || f.j != 0 || f.more != 0 || (n.max_length >= 0 && n.max_length - f.i < room))
+      return false;
+  }
+  return true;
+}
+
+bool JsonMatcher::raw_text(const char* bytes, int64_t n) {
+  Frame f;
+  for (int64_t i = 0; i < n; ++i)
+    if (bytes[i] == '<' || !raw_text_byte(f, static_cast<uint8_t>(bytes[i]), -1)) return false;
   return true;
 }
 

@@ -55,6 +55,11 @@ class JsonMatcher {
   bool in_string_text(const MatchState& st, int64_t room) const;
   // Whether bytes without '"' are string text from a fresh point in a string.
   static bool string_text(const char* bytes, int64_t n);
+  // The same for DSML raw strings: every reading in raw text (no closing tag or UTF-8 sequence
+  // begun) with room for `room` code points; then a token without '<' is allowed exactly when
+  // raw_text() accepts it.
+  bool in_raw_text(const MatchState& st, int64_t room) const;
+  static bool raw_text(const char* bytes, int64_t n);
   // out = st after text (tmp: scratch); false when a byte is not allowed (out is then dead).
   bool feed(const MatchState& st, const char* text, int64_t n, MatchState& out, MatchState& tmp) const;
 

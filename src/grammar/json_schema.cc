@@ -29,18 +29,21 @@ std::string escaped_key(const std::string& key) {
 
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(root) {}
+  explicit Compiler(const Json& root) : root_(&root) {}
 
   Result<int32_t> compile(const Json& s, const std::string& path);
+  // A DSML invoke's parameters from the tool's parameters schema (its $refs resolve in it).
+  Result<int32_t> dsml_params(const Json& schema, const std::string& path);
+  int32_t text(const std::string& bytes) { return literal({bytes}); }
+  int32_t add(Node n) {
+    grammar.nodes.push_back(std::move(n));
+    return static_cast<int32_t>(grammar.nodes.size() - 1);
+  }
   Grammar grammar;
 
  private:
   Status fail(const std::string& path, const std::string& what) const {
     return Status::errorf("schema {}: {}", path.empty() ? "/" : path, what);
-  }
-  int32_t add(Node n) {
-    grammar.nodes.push_back(std::move(n));
-    return static_cast<int32_t>(grammar.nodes.size() - 1);
   }
   int32_t literal(std::vector<std::string> texts) {
     Node n;
@@ -53,7 +56,7 @@ class Compiler {
   Result<int32_t> typed(const Json& s, const std::string& type, const std::string& path);
   Result<int32_t> ref(const std::string& target, const std::string& path);
 
-  const Json& root_;
+  const Json* root_;
   std::map<std::string, int32_t> refs_;
   int32_t any_ = -1;
 };
@@ -91,14 +94,14 @@ Result<int32_t> Compiler::ref(const std::string& target, const std::string& path
   if (auto it = refs_.find(target); it != refs_.end()) return it->second;
   const Json* s = nullptr;
   if (target == "#") {
-    s = &root_;
+    s = root_;
   } else {
     for (const char* defs : {"#/$defs/", "#/definitions/"}) {
       const std::string prefix = defs;
       if (target.rfind(prefix, 0) != 0) continue;
       const std::string name = target.substr(prefix.size());
-      const auto table = root_.find(prefix.substr(2, prefix.size() - 3));
-      if (table == root_.end() || !table->is_object()) continue;
+      const auto table = root_->find(prefix.substr(2, prefix.size() - 3));
+      if (table == root_->end() || !table->is_object()) continue;
       if (const auto it = table->find(name); it != table->end()) s = &*it;
     }
   }
@@ -266,6 +269,48 @@ Result<int32_t> Compiler::typed(const Json& s, const std::string& type, const st
   return add(std::move(n));
 }
 
+Result<int32_t> Compiler::dsml_params(const Json& schema, const std::string& path) {
+  Node n;
+  n.kind = Kind::kDsmlParams;
+  if (schema.is_null() || (schema.is_object() && schema.empty())) return add(std::move(n));
+  if (!schema.is_object()) return fail(path, "parameters must be an object schema");
+  for (auto it = schema.begin(); it != schema.end(); ++it) {
+    const std::string& k = it.key();
+    const bool ok = kAnnotations.count(k) || k == "type" || k == "properties" || k == "required" ||
+                    k == "additionalProperties" || k == "$defs" || k == "definitions";
+    if (!ok) return fail(path, fmt::format("keyword '{}' is not supported in a tool's parameters", k));
+  }
+  if (const auto t = schema.find("type"); t != schema.end() && *t != "object")
+    return fail(path, "a tool's parameters must be of type object");
+  const Json props = schema.value("properties", Json::object());
+  if (!props.is_object()) return fail(path, "properties must be an object");
+  if (props.size() > static_cast<size_t>(kMaxProperties))
+    return fail(path, fmt::format("{} properties, at most {}", props.size(), kMaxProperties));
+  std::set<std::string> required;
+  for (const Json& r : schema.value("required", Json::array())) {
+    if (!r.is_string() || !props.contains(r.get<std::string>()))
+      return fail(path, fmt::format("required {} is not among properties", r.dump()));
+    required.insert(r.get<std::string>());
+  }
+  for (auto it = props.begin(); it != props.end(); ++it) {
+    Result<int32_t> value = compile(it.value(), path + "/properties/" + it.key());
+    if (!value.ok()) return value.status();
+    const Node& v = grammar.nodes[*value];
+    const bool raw = v.kind == Kind::kString;  // string="true": the raw text (text.md §3.8)
+    int32_t node = *value;
+    if (raw) {
+      Node r;
+      r.kind = Kind::kRawString;
+      r.min_length = v.min_length;
+      r.max_length = v.max_length;
+      node = add(std::move(r));
+    }
+    const std::string tag = "<｜DSML｜parameter name=\"" + it.key() + "\" string=\"" + (raw ? "true" : "false") + "\">";
+    n.properties.push_back(Property{tag, node, required.count(it.key()) > 0});
+  }
+  return add(std::move(n));
+}
+
 // Containers nested in the shortest instance of each node, to a fixed point (a $ref cycle with
 // no way out stays infinite).
 Result<std::vector<int32_t>> min_depth(const Grammar& g) {
@@ -289,6 +334,16 @@ Result<std::vector<int32_t>> min_depth(const Grammar& g) {
           break;
         case Kind::kAnyOf:
           for (int32_t a : n.alternatives) v = std::min(v, d[a]);
+          break;
+        case Kind::kRawString: v = 0; break;
+        case Kind::kSequence:
+          v = 1;
+          for (int32_t item : n.sequence) v = std::max(v, 1 + d[item]);
+          break;
+        case Kind::kDsmlParams:
+          v = 1;
+          for (const Property& p : n.properties)
+            if (p.required) v = std::max(v, 1 + d[p.node]);
           break;
       }
       v = std::min(v, kInf);
@@ -315,6 +370,34 @@ Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema) {
   if (c.grammar.min_depth[*root] >= kMaxDepth)
     return Status::errorf("schema /: its values nest {} containers deep, at most {}", c.grammar.min_depth[*root],
                           kMaxDepth - 1);
+  return std::move(c.grammar);
+}
+
+Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools) {
+  if (tools.empty()) return Status::error("tool_choice: no tool to call");
+  const Json none;
+  Compiler c(none);
+  Node root;
+  root.kind = Kind::kAnyOf;
+  for (const ToolSpec& t : tools) {
+    Compiler tool(t.parameters);  // its $refs resolve in its own schema
+    tool.grammar = std::move(c.grammar);
+    Result<int32_t> params = tool.dsml_params(t.parameters, "tools " + t.name + " parameters");
+    if (!params.ok()) return params.status();
+    Node seq;
+    seq.kind = Kind::kSequence;
+    seq.sequence = {tool.text("\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"" + t.name + "\">\n"), *params,
+                 tool.text("\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>")};
+    root.alternatives.push_back(tool.add(std::move(seq)));
+    c.grammar = std::move(tool.grammar);
+  }
+  c.grammar.root = c.add(std::move(root));
+  Result<std::vector<int32_t>> depth = min_depth(c.grammar);
+  if (!depth.ok()) return depth.status();
+  c.grammar.min_depth = std::move(*depth);
+  if (c.grammar.min_depth[c.grammar.root] >= kMaxDepth)
+    return Status::errorf("tool_choice: the parameters nest {} containers deep, at most {}",
+                          c.grammar.min_depth[c.grammar.root], kMaxDepth - 1);
   return std::move(c.grammar);
 }
 

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -43,10 +44,15 @@ enum class Kind : uint8_t {
   kInteger,
   kLiteral,  // one of `literals` (enum, const, boolean, null), each a compact JSON text
   kAnyOf,
+  // DSML tool calls (compile_tool_call; text.md §3.8):
+  kSequence,    // `sequence` one after the other (the fixed text around the parameters)
+  kDsmlParams,  // an invoke's parameters: `properties` with key = the opening tag, raw = string="true"
+  kRawString,   // a string parameter's raw text, ended by </｜DSML｜parameter> (min/max_length)
 };
 
 struct Property {
-  std::string key;  // the JSON string body as generated (escaped, without quotes)
+  std::string key;  // the JSON string body as generated (escaped, without quotes); kDsmlParams:
+                    // the parameter's whole opening tag
   int32_t node = -1;
   bool required = false;
 };
@@ -66,6 +72,8 @@ struct Node {
   std::vector<std::string> literals;
   // kAnyOf
   std::vector<int32_t> alternatives;
+  // kSequence
+  std::vector<int32_t> sequence;
 };
 
 struct Grammar {
@@ -82,5 +90,20 @@ struct Grammar {
 Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema);
 // {"type": "json_object"}: any JSON object.
 Grammar any_object_grammar();
+
+// DSML (text.md §3.8): the text after it is the block of exactly one call to one of the tools,
+//   "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"NAME\">\n" PARAMS "\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
+// PARAMS: the parameters in the schema's order joined by "\n" (required ones present), each
+//   "<｜DSML｜parameter name=\"K\" string=\"S\">" VALUE "</｜DSML｜parameter>": a string-typed
+//   parameter is raw text (S true: valid UTF-8 without the closing tag, its min/maxLength in code
+//   points), any other the JSON value of its schema (S false).
+// For tool_choice "required" (every tool) or a named function (one). `parameters` is the tool's
+// JSON Schema (an object schema, or empty: no parameters); errors name the tool.
+struct ToolSpec {
+  std::string name;
+  nlohmann::ordered_json parameters;
+};
+Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools);
+inline constexpr std::string_view kDsmlParamClose = "</｜DSML｜parameter>";
 
 }  // namespace dsv4::grammar
