@@ -108,6 +108,38 @@ std::optional<ApiError> check_neutral(const Json& obj) {
   return std::nullopt;
 }
 
+// tool_choice "required" (any of the tools) or {"type": "function", "function": {"name"}} (that
+// tool): the constraint's tool list; "auto" and "none" leave it empty.
+std::optional<ApiError> parse_forced_call(const Json& obj, const Json& tc, OutputConstraint& out) {
+  if (tc.is_string() && (tc == "auto" || tc == "none")) return std::nullopt;
+  std::string name;
+  if (tc.is_object()) {
+    const Json* type = json_optional(tc, "type");
+    const Json* fn = json_optional(tc, "function");
+    const Json* n = fn && fn->is_object() ? json_optional(*fn, "name") : nullptr;
+    if (!type || *type != "function" || !n || !n->is_string())
+      return bad_request("tool_choice", "tool_choice: expected {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    name = n->get<std::string>();
+  } else if (!(tc.is_string() && tc == "required")) {
+    return bad_request("tool_choice", fmt::format("tool_choice: {} is not \"auto\", \"none\", \"required\" or a "
+                                                  "named function", dump(tc)));
+  }
+  const Json* tools = json_optional(obj, "tools");
+  if (!tools || !tools->is_array() || tools->empty())
+    return bad_request("tool_choice", "tool_choice: a forced call needs tools");
+  Json chosen = Json::array();
+  for (const Json& t : *tools) {
+    const Json* fn = t.is_object() ? json_optional(t, "function") : nullptr;
+    const Json* n = fn && fn->is_object() ? json_optional(*fn, "name") : nullptr;
+    if (!n || !n->is_string() || (!name.empty() && *n != name)) continue;
+    const Json* params = json_optional(*fn, "parameters");
+    chosen.push_back(Json{{"name", *n}, {"parameters", params ? *params : Json::object()}});
+  }
+  if (chosen.empty()) return bad_request("tool_choice", fmt::format("tool_choice: no tool named {}", dump(Json(name))));
+  out.tool_calls = chosen.dump();
+  return std::nullopt;
+}
+
 // response_format (chat): {"type": "text"}, {"type": "json_object"} (any object) or
 // {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}} (the
 // engine compiles the schema and names what it does not support; strict is always on).
@@ -568,12 +600,11 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   // token that opens every DSML tag, gets bias -inf (merged into the sorted logit_bias).
   // parallel_tool_calls false ends the generation at the first call's end tag: a stop string
   // (the engine matches it on the text and ends the request in that step, no cancel needed);
-  // the response completes the call block (ChatStreamParser::end_at_stop). Named functions and
-  // "required" are refused.
+  // the response completes the call block (ChatStreamParser::end_at_stop). "required" and a
+  // named function force one call by constrained decoding (OutputConstraint::tool_calls: the
+  // DSML block of one call to one of the tools, its arguments to the tool's parameters).
   if (const Json* tc = json_optional(obj, "tool_choice")) {
-    if (!(tc->is_string() && (*tc == "auto" || *tc == "none")))
-      return bad_request("tool_choice", fmt::format("tool_choice: {} is not supported (\"auto\" or \"none\")",
-                                                    dump(*tc)), "unsupported_parameter");
+    if (auto e = parse_forced_call(obj, *tc, out.gen.constraint)) return *e;
     if (*tc == "none") {
       if (std::optional<int32_t> dsml = model.text->tokenizer.token_id("｜DSML｜"))
         forbid_token(out.gen.adjust.logit_bias, *dsml);
@@ -600,6 +631,8 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   out.mode = options->mode;
   out.opens_reasoning = chat::prompt_opens_reasoning(*prompt);
   if (auto e = parse_response_format(obj, out.gen.constraint)) return *e;
+  if (!out.gen.constraint.json_schema.empty() && !out.gen.constraint.tool_calls.empty())
+    return bad_request("response_format", "response_format: a JSON answer and a forced tool call exclude each other");
   if (out.gen.constraint.active() && out.opens_reasoning)  // the value comes after the reasoning
     out.gen.constraint.start_after = model.text->tokenizer.token_id(chat::kThinkClose).value_or(-1);
   // BOS and the markers become ids only where the template wrote them; special-token strings

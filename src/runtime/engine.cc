@@ -182,14 +182,11 @@ Status Engine::validate(const GenerationRequest& req) const {
   if (req.timeout_seconds < 0 || !std::isfinite(req.timeout_seconds))
     return Status::errorf("request: timeout = {} s must be finite and not negative", req.timeout_seconds);
   if (req.constraint.active()) {
+    const char* field = req.constraint.tool_calls.empty() ? "response_format" : "tool_choice";
     if (!opt_.tokenizer)
-      return Status::error("response_format: structured output needs the model's tokenizer (tokenizer.json)");
-    if (!req.stop_at_eos)
-      return Status::error("response_format: structured output ends at EOS, so it cannot ignore EOS");
-    const auto schema = nlohmann::ordered_json::parse(req.constraint.json_schema, nullptr, false);
-    if (schema.is_discarded()) return Status::error("response_format: the JSON schema is not JSON");
-    Result<grammar::Grammar> g = grammar::compile_json_schema(schema);
-    if (!g.ok()) return g.status().with_context("response_format");
+      return Status::errorf("{}: constrained decoding needs the model's tokenizer (tokenizer.json)", field);
+    if (!req.stop_at_eos) return Status::errorf("{}: constrained output ends at EOS, so it cannot ignore EOS", field);
+    if (Result<grammar::Grammar> g = compile_constraint(req.constraint); !g.ok()) return g.status();
   }
   return Status();
 }

@@ -80,7 +80,7 @@ void put_request(Writer& w, const GenerationRequest& g) {
                prompt_logprobs, timeout_seconds, n, constraint] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
-  const auto& [json_schema, start_after] = constraint;
+  const auto& [json_schema, tool_calls, start_after] = constraint;
   w.put_ids(prompt);
   w.put(temperature);
   w.put(top_p);
@@ -105,6 +105,7 @@ void put_request(Writer& w, const GenerationRequest& g) {
   w.put(timeout_seconds);
   w.put(n);
   w.put_string(json_schema);
+  w.put_string(tool_calls);
   w.put(start_after);
 }
 
@@ -113,7 +114,7 @@ void take_request(Reader& r, GenerationRequest& g) {
          timeout_seconds, n, constraint] = g;
   auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   auto& [presence, frequency, repetition, logit_bias] = adjust;
-  auto& [json_schema, start_after] = constraint;
+  auto& [json_schema, tool_calls, start_after] = constraint;
   r.take_ids(prompt);
   temperature = r.take<float>();
   top_p = r.take<float>();
@@ -138,6 +139,7 @@ void take_request(Reader& r, GenerationRequest& g) {
   timeout_seconds = r.take<double>();
   n = r.take<int32_t>();
   r.take_string(json_schema);
+  r.take_string(tool_calls);
   start_after = r.take<int32_t>();
 }
 

@@ -31,9 +31,12 @@ constexpr uint64_t choice_seed(uint64_t seed, int32_t k) {
 // (grammar/: the mask applies after the logit adjustments, before temperature).
 struct OutputConstraint {
   std::string json_schema;   // JSON Schema text ({"type": "object"}: any object); "": none
+  // Or a forced tool call (tool_choice "required" or named): the DSML block of one call to one
+  // of these tools, as JSON text [{"name", "parameters"}] (grammar::compile_tool_call); "": none.
+  std::string tool_calls;
   int32_t start_after = -1;  // a generated token id that starts the constraint (thinking mode's
                              // </think>); −1: the first generated token
-  bool active() const { return !json_schema.empty(); }
+  bool active() const { return !json_schema.empty() || !tool_calls.empty(); }
 };
 
 struct GenerationRequest {

@@ -10,6 +10,27 @@
 
 namespace dsv4 {
 
+Result<grammar::Grammar> compile_constraint(const OutputConstraint& c) {
+  if (!c.tool_calls.empty()) {
+    const auto tools = nlohmann::ordered_json::parse(c.tool_calls, nullptr, false);
+    if (!tools.is_array()) return Status::error("tool_choice: the tools are not a JSON array");
+    std::vector<grammar::ToolSpec> specs;
+    for (const auto& t : tools) {
+      if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
+        return Status::error("tool_choice: each tool needs a name");
+      specs.push_back({t["name"].get<std::string>(), t.value("parameters", nlohmann::ordered_json())});
+    }
+    Result<grammar::Grammar> g = grammar::compile_tool_call(specs);
+    if (!g.ok()) return g.status().with_context("tool_choice");
+    return g;
+  }
+  const auto schema = nlohmann::ordered_json::parse(c.json_schema, nullptr, false);
+  if (schema.is_discarded()) return Status::error("response_format: the JSON schema is not JSON");
+  Result<grammar::Grammar> g = grammar::compile_json_schema(schema);
+  if (!g.ok()) return g.status().with_context("response_format");
+  return g;
+}
+
 Sampler::Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool, int rank, bool rejection,
                  const Tokenizer* tokenizer)
     : vocab_(cfg.vocab_size),
@@ -171,13 +192,11 @@ Sampler::SlotGrammar* Sampler::grammar_for(const PlannedRows& p, const std::vect
       spare_state_ = std::make_unique<grammar::MatchState>();
       mask_.resize(static_cast<size_t>((t.n_vocab() + 63) / 64));
     }
-    if (grammars_.size() >= kMaxCachedGrammars && !grammars_.count(c.json_schema))
+    const std::string key = c.tool_calls.empty() ? "schema " + c.json_schema : "tools " + c.tool_calls;
+    if (grammars_.size() >= kMaxCachedGrammars && !grammars_.count(key))
       std::erase_if(grammars_, [](const auto& kv) { return kv.second.use_count() == 1; });  // none in a slot
-    std::shared_ptr<const grammar::Grammar>& g = grammars_[c.json_schema];
-    if (!g) {  // Engine::validate compiled it once already: it compiles
-      auto compiled = grammar::compile_json_schema(nlohmann::ordered_json::parse(c.json_schema));
-      g = std::make_shared<const grammar::Grammar>(std::move(*compiled));
-    }
+    std::shared_ptr<const grammar::Grammar>& g = grammars_[key];
+    if (!g) g = std::make_shared<const grammar::Grammar>(std::move(*compile_constraint(c)));  // validated
     slot.id = p.id;
     slot.grammar = g;
     slot.matcher = std::make_unique<grammar::JsonMatcher>(*g);

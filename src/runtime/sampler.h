@@ -41,6 +41,10 @@ class Proposer;
 class ThreadPool;
 class Tokenizer;
 
+// The grammar of a request's constraint (json_schema or tool_calls); errors name
+// response_format or tool_choice.
+Result<grammar::Grammar> compile_constraint(const OutputConstraint& c);
+
 class Sampler {
  public:
   // rejection: rounds may be verified by speculative sampling (DSpark mode rejection).

@@ -453,9 +453,10 @@ TEST(Protocol, ChatRejectsMalformedInput) {
       {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "my tool"}}]})", {400, "tools"}},
       {R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "",
           "tool_calls": [{"function": {"name": "a.b", "arguments": "{}"}}]}]})", {400, "messages"}},
-      {"{" + msgs + R"(, "tool_choice": "required"})", {400, "tool_choice", "unsupported_parameter"}},
-      {"{" + msgs + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})",
-       {400, "tool_choice", "unsupported_parameter"}},
+      {"{" + msgs + R"(, "tool_choice": "required"})", {400, "tool_choice"}},  // no tools
+      {"{" + msgs + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})", {400, "tool_choice"}},
+      {"{" + msgs + R"(, "tool_choice": {"type": "function"}})", {400, "tool_choice"}},
+      {"{" + msgs + R"(, "tool_choice": "sometimes"})", {400, "tool_choice"}},
       {"{" + msgs + R"(, "parallel_tool_calls": "no"})", {400, "parallel_tool_calls"}},
       {"{" + msgs + R"(, "logprobs": 2})", {400, "logprobs"}},
       {"{" + msgs + R"(, "top_logprobs": 2})", {400, "top_logprobs"}},
@@ -829,6 +830,28 @@ TEST(Protocol, ToolChoiceNoneForbidsTheDsmlToken) {
   ASSERT_TRUE(parse_chat_request("{" + msgs + full + "}", m, 0).ok());
   expect_error(parse_chat_request("{" + msgs + full + R"(, "tool_choice": "none"})", m, 0), {400, "logit_bias"},
                "300 logit_bias entries and tool_choice none");
+}
+
+// tool_choice "required" forces one call to any of the tools, a named function to that one
+// (the constraint lists them with their parameters); an unknown name is a 400.
+TEST(Protocol, ForcedToolCalls) {
+  const ModelCard m = card(1024);
+  const std::string msgs = R"("messages": [{"role": "user", "content": "weather?"}], "tools": )" + kToolsJson;
+  auto required = parse_chat_request("{" + msgs + R"(, "tool_choice": "required"})", m, 0);
+  ASSERT_TRUE(required.ok()) << required.error().message;
+  const auto tools = nlohmann::ordered_json::parse(required->gen.constraint.tool_calls);
+  ASSERT_TRUE(tools.is_array() && !tools.empty());
+  EXPECT_EQ(tools[0]["name"], "get_weather");
+  EXPECT_TRUE(tools[0]["parameters"]["properties"].contains("city"));
+  EXPECT_TRUE(required->gen.constraint.json_schema.empty());
+  auto named = parse_chat_request("{" + msgs + R"(, "tool_choice": {"type": "function", "function": {"name":
+      "get_weather"}}})", m, 0);
+  ASSERT_TRUE(named.ok()) << named.error().message;
+  EXPECT_EQ(nlohmann::ordered_json::parse(named->gen.constraint.tool_calls).size(), 1u);
+  expect_error(parse_chat_request("{" + msgs + R"(, "tool_choice": {"type": "function", "function": {"name": "x"}}})",
+                                  m, 0), {400, "tool_choice"}, "unknown tool");
+  expect_error(parse_chat_request("{" + msgs + R"(, "tool_choice": "required", "response_format": {"type":
+      "json_object"}})", m, 0), {400, "response_format"}, "both constraints");
 }
 
 // A scripted generation with content, two calls (escapes, a non-string value, an empty

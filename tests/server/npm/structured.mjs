@@ -4,6 +4,8 @@
 //      built-in model: every answer with finish_reason "stop" parses and ajv validates it
 //      against its schema; answers cut by max_tokens are counted and reported
 //   2. client.chat.completions.parse with zodResponseFormat: message.parsed is the object
+//   3. tool_choice named and "required" through the SDK, streamed and not: one call whose
+//      arguments ajv validates against the tool's parameters
 import { createRequire } from "node:module";
 import { spawn, execFileSync } from "node:child_process";
 import path from "node:path";
@@ -25,7 +27,7 @@ function check(cond, what) {
 }
 
 async function serve(modelDir) {
-  const server = spawn(dsv4, ["serve", "--model", modelDir, "--port", "0", "--batch-size", "8", "--max-context", "512"],
+  const server = spawn(dsv4, ["serve", "--model", modelDir, "--port", "0", "--batch-size", "8", "--max-context", "1024"],
                        { stdio: ["ignore", "pipe", "pipe"] });
   process.on("exit", () => server.kill("SIGKILL"));
   let err = "";
@@ -138,6 +140,45 @@ await validityRun("built-in", builtin, Math.max(20, REQUESTS / 4), 5000);
   check(parsed.choices[0].finish_reason === "stop", `parse: finish_reason ${parsed.choices[0].finish_reason}`);
   check(msg.parsed !== null && typeof msg.parsed === "object" && Item.safeParse(msg.parsed).success,
         `parse: ${JSON.stringify(msg)}`);
+  server.kill("SIGTERM");
+}
+
+// 3. A forced tool call (named and "required") through the SDK, streamed and not: one call to
+// the tool whose arguments ajv validates against its parameters; the stream helper's call
+// equals the non-streamed one.
+{
+  const { server, client } = await serve(tiny);
+  const parameters = { type: "object", properties: { city: { type: "string", maxLength: 10 }, days: { type: "integer" },
+                                                     units: { enum: ["c", "f"] } }, required: ["city"] };
+  const tools = [{ type: "function", function: { name: "get_weather", parameters } },
+                 { type: "function", function: { name: "now", parameters: { type: "object", properties: {} } } }];
+  let called = 0;
+  for (const tool_choice of [{ type: "function", function: { name: "get_weather" } }, "required"]) {
+    for (let seed = 1; seed <= 6; ++seed) {
+      const params = { model: "tiny", messages: [{ role: "user", content: "Weather?" }], max_tokens: 250,
+                       temperature: 0.8, seed, tools, tool_choice };
+      const full = await client.chat.completions.create(params);
+      const streamed = await client.chat.completions.stream(params).finalChatCompletion();
+      const calls = full.choices[0].message.tool_calls ?? [];
+      const what = `tool_choice ${JSON.stringify(tool_choice)} seed ${seed}`;
+      if (full.choices[0].finish_reason !== "tool_calls") {
+        check(full.choices[0].finish_reason === "length", `${what}: finish ${full.choices[0].finish_reason}`);
+        continue;
+      }
+      ++called;
+      check(calls.length === 1, `${what}: ${JSON.stringify(full.choices[0].message)}`);
+      const call = calls[0].function;
+      const schema = tools.find((t) => t.function.name === call.name)?.function.parameters;
+      check(schema !== undefined && (typeof tool_choice === "string" || call.name === "get_weather"), `${what}: ${call.name}`);
+      check(schema === undefined || ajv.validate(schema, JSON.parse(call.arguments)),
+            `${what}: ${call.arguments} fails: ${ajv.errorsText()}`);
+      const sc = streamed.choices[0].message.tool_calls ?? [];
+      check(sc.length === 1 && sc[0].function.name === call.name && sc[0].function.arguments === call.arguments,
+            `${what}: streamed ${JSON.stringify(sc)} vs ${JSON.stringify(calls)}`);
+    }
+  }
+  console.log(`forced tool calls: ${called} of 12 answered with a call, the rest cut by max_tokens`);
+  check(called >= 6, "too few forced calls completed");
   server.kill("SIGTERM");
 }
 
