@@ -119,6 +119,23 @@ for layout in "2 --tp 2" "4 --tp 2 --dp 2"; do
   cmp -s "$work/one.txt" "$work/many.txt" || { fail "stop strings / preemption: $layout differs"; diff "$work/one.txt" "$work/many.txt"; }
 done
 
+# Structured output on ranks (the constraint travels with the request; the sampler's rank masks
+# its rows): each output is the one-process one.
+printf '%s' '{"type":"object","properties":{"name":{"type":"string","maxLength":8},"n":{"type":"integer"},
+"tags":{"type":"array","items":{"enum":["a","b",1]},"maxItems":3}},"required":["name","n"]}' >"$work/schema.json"
+json_run=(generate --model "$work/tiny-fp8" --prompt "Once upon a time" --prompt "The quick brown fox"
+          --prompt "In the beginning" --max-tokens 60 --temperature 0.8 --batch-size 3 --quiet-steps --mtp
+          --json-schema "$work/schema.json")
+timeout 300 "$dsv4" "${json_run[@]}" | grep '^request' >"$work/json_one.txt" || fail "generate --json-schema (1 rank)"
+for layout in "2 --tp 2" "4 --tp 2 --dp 2"; do
+  set -- $layout
+  np=$1
+  shift
+  timeout 300 "${mpirun[@]}" -np "$np" "$dsv4" "${json_run[@]}" "$@" | grep '^request' >"$work/json_many.txt" ||
+    fail "generate --json-schema on $layout"
+  cmp -s "$work/json_one.txt" "$work/json_many.txt" || { fail "--json-schema: $layout differs"; diff "$work/json_one.txt" "$work/json_many.txt"; }
+done
+
 # dsv4 serve on ranks (rank 0 takes HTTP, every rank shares the steps): the same completions
 # (text, logprobs, finish) as one process; SIGTERM stops every rank with exit 0.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
