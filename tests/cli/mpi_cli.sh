@@ -10,7 +10,7 @@
 #   gen-<preset>-<quant>  generate on every layout (tiny/tiny2, none/fp8), greedy, MTP, sampled MTP
 #   logits-<preset>       logits on 2 and 4 ranks for both quantizations of a preset
 #   dspark                DSpark on the trained drafter (generate and logits)
-#   rest                  stop strings and preemption, serve (n > 1 refused on ranks), bad topologies
+#   rest                  stop strings and preemption, structured output, serve (n > 1 refused on ranks), bad topologies
 # Usage: mpi_cli.sh /path/to/dsv4 WORKDIR PART mpirun-args...
 set -uo pipefail
 dsv4=$1
