@@ -42,6 +42,33 @@ bool may_close(const Node& n, int32_t f) {
   return true;
 }
 
+// A UTF-8 lead byte ≥ 0x80: the continuation bytes it needs and the range of the next one
+// (no overlong forms, no surrogates, nothing above U+10FFFF); false for a byte that leads nothing.
+bool utf8_lead(Frame& f, uint8_t c) {
+  uint8_t more = 0, lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) more = 1;
+  else if (c == 0xE0) more = 2, lo = 0xA0;
+  else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) more = 2;
+  else if (c == 0xED) more = 2, hi = 0x9F;
+  else if (c == 0xF0) more = 3, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3) more = 3;
+  else if (c == 0xF4) more = 3, hi = 0x8F;
+  else return false;
+  f.more = more;
+  f.lo = lo;
+  f.hi = hi;
+  return true;
+}
+
+// One continuation byte of the sequence utf8_lead began.
+bool utf8_continuation(Frame& f, uint8_t c) {
+  if (c < f.lo || c > f.hi) return false;
+  f.lo = 0x80;
+  f.hi = 0xBF;
+  --f.more;
+  return true;
+}
+
 // The string body after its opening quote: one byte of text, escape or UTF-8 sequence.
 bool string_byte(Frame& f, uint8_t c, int64_t max_length) {
   const bool room = max_length < 0 || f.i < max_length;
@@ -60,10 +87,8 @@ bool string_byte(Frame& f, uint8_t c, int64_t max_length) {
       if (--f.more == 0) f.phase = kSBody;
       return true;
     case kSUtf8:
-      if (c < f.lo || c > f.hi) return false;
-      f.lo = 0x80;
-      f.hi = 0xBF;
-      if (--f.more == 0) f.phase = kSBody;
+      if (!utf8_continuation(f, c)) return false;
+      if (f.more == 0) f.phase = kSBody;
       return true;
     default:
       break;
@@ -75,47 +100,19 @@ bool string_byte(Frame& f, uint8_t c, int64_t max_length) {
     if (c == '\\') f.phase = kSEsc;
     return true;
   }
-  uint8_t more = 0, lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) more = 1;
-  else if (c == 0xE0) more = 2, lo = 0xA0;
-  else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) more = 2;
-  else if (c == 0xED) more = 2, hi = 0x9F;
-  else if (c == 0xF0) more = 3, lo = 0x90;
-  else if (c >= 0xF1 && c <= 0xF3) more = 3;
-  else if (c == 0xF4) more = 3, hi = 0x8F;
-  else return false;
+  if (!utf8_lead(f, c)) return false;
   ++f.i;
   f.phase = kSUtf8;
-  f.more = more;
-  f.lo = lo;
-  f.hi = hi;
   return true;
 }
 
 // One byte of a DSML raw string's text: any byte of valid UTF-8 (code points counted).
 bool raw_text_byte(Frame& f, uint8_t c, int64_t max_length) {
-  if (f.more > 0) {
-    if (c < f.lo || c > f.hi) return false;
-    f.lo = 0x80;
-    f.hi = 0xBF;
-    --f.more;
-    return true;
-  }
+  if (f.more > 0) return utf8_continuation(f, c);
   if (max_length >= 0 && f.i >= max_length) return false;
   if (c < 0x80) return ++f.i, true;
-  uint8_t more = 0, lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) more = 1;
-  else if (c == 0xE0) more = 2, lo = 0xA0;
-  else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) more = 2;
-  else if (c == 0xED) more = 2, hi = 0x9F;
-  else if (c == 0xF0) more = 3, lo = 0x90;
-  else if (c >= 0xF1 && c <= 0xF3) more = 3;
-  else if (c == 0xF4) more = 3, hi = 0x8F;
-  else return false;
+  if (!utf8_lead(f, c)) return false;
   ++f.i;
-  f.more = more;
-  f.lo = lo;
-  f.hi = hi;
   return true;
 }
 
