@@ -1,6 +1,7 @@
 #include "grammar/json_matcher.h"
 
 #include <cstring>
+#include <string>
 
 namespace dsv4::grammar {
 namespace {
@@ -23,6 +24,22 @@ bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= '
 void copy_stack(MatchStack& dst, const MatchStack& src) {
   dst.n = src.n;
   std::memcpy(dst.f, src.f, sizeof(Frame) * static_cast<size_t>(src.n));
+}
+
+// The candidates among `bits` (texts 0 .. count−1) whose text has byte c at pos.
+template <class Text>
+uint64_t narrow(uint64_t bits, size_t count, int32_t pos, uint8_t c, Text text) {
+  uint64_t keep = 0;
+  for (size_t k = 0; k < count; ++k) {
+    const std::string& t = text(k);
+    if ((bits >> k & 1) && t.size() > static_cast<size_t>(pos) && static_cast<uint8_t>(t[pos]) == c)
+      keep |= uint64_t{1} << k;
+  }
+  return keep;
+}
+
+uint64_t narrow_keys(const Node& n, uint64_t bits, int32_t pos, uint8_t c) {
+  return narrow(bits, n.properties.size(), pos, c, [&](size_t k) -> const std::string& { return n.properties[k].key; });
 }
 
 // Listed properties the key after property floor f may name: f .. the first required one.
@@ -213,12 +230,12 @@ void JsonMatcher::emit(const MatchStack& s, MatchState& out) const {
 
 // The value of `node` starts with byte c on top of s: one stack per concrete branch.
 void JsonMatcher::open_value(const MatchStack& s, int32_t node, uint8_t c, MatchState& out) const {
-  int32_t todo[kMaxAlternatives * 4], seen[kMaxAlternatives * 4];
-  int32_t n_todo = 0, n_seen = 0;
-  todo[n_todo++] = node;
+  int32_t pending[kMaxAlternatives * 4], seen[kMaxAlternatives * 4];
+  int32_t n_pending = 0, n_seen = 0;
+  pending[n_pending++] = node;
   MatchStack t;
-  while (n_todo > 0) {
-    const int32_t k = todo[--n_todo];
+  while (n_pending > 0) {
+    const int32_t k = pending[--n_pending];
     bool dup = false;
     for (int32_t q = 0; q < n_seen; ++q) dup |= seen[q] == k;
     if (dup || n_seen == static_cast<int32_t>(std::size(seen))) continue;
@@ -226,7 +243,7 @@ void JsonMatcher::open_value(const MatchStack& s, int32_t node, uint8_t c, Match
     const Node& n = g_.nodes[k];
     if (n.kind == Kind::kAnyOf) {
       for (auto a = n.alternatives.rbegin(); a != n.alternatives.rend(); ++a)
-        if (n_todo < static_cast<int32_t>(std::size(todo))) todo[n_todo++] = *a;
+        if (n_pending < static_cast<int32_t>(std::size(pending))) pending[n_pending++] = *a;
       continue;
     }
     if (s.n + g_.min_depth[k] + 1 > kMaxDepth + 1) continue;  // could not close within the bound
@@ -286,11 +303,9 @@ void JsonMatcher::consume(const MatchStack& in, uint8_t c, MatchState& out) cons
       if (number_byte(f, c, n.kind == Kind::kInteger)) emit(s, out);
       return;
     case Kind::kLiteral: {
-      uint64_t keep = 0;
-      for (size_t k = 0; k < n.literals.size(); ++k)
-        if ((f.bits >> k & 1) && n.literals[k].size() > static_cast<size_t>(f.i) &&
-            static_cast<uint8_t>(n.literals[k][f.i]) == c)
-          keep |= uint64_t{1} << k;
+      const uint64_t keep = narrow(f.bits, n.literals.size(), f.i, c, [&](size_t k) -> const std::string& {
+        return n.literals[k];
+      });
       if (keep == 0) return;
       f.bits = keep;
       ++f.i;
@@ -339,11 +354,7 @@ void JsonMatcher::consume(const MatchStack& in, uint8_t c, MatchState& out) cons
               return;
             }
         }
-        uint64_t keep = 0;
-        for (size_t k = 0; k < n.properties.size(); ++k)
-          if ((f.bits >> k & 1) && n.properties[k].key.size() > static_cast<size_t>(f.j) &&
-              static_cast<uint8_t>(n.properties[k].key[f.j]) == c)
-            keep |= uint64_t{1} << k;
+        const uint64_t keep = narrow_keys(n, f.bits, f.j, c);
         if (keep == 0) return;
         f.bits = keep;
         ++f.j;
@@ -424,11 +435,7 @@ void JsonMatcher::consume(const MatchStack& in, uint8_t c, MatchState& out) cons
         f.j = 0;
       }
       if (f.phase == kPTag) {
-        uint64_t keep = 0;
-        for (size_t k = 0; k < n.properties.size(); ++k)
-          if ((f.bits >> k & 1) && n.properties[k].key.size() > static_cast<size_t>(f.j) &&
-              static_cast<uint8_t>(n.properties[k].key[f.j]) == c)
-            keep |= uint64_t{1} << k;
+        const uint64_t keep = narrow_keys(n, f.bits, f.j, c);
         if (keep == 0) return;
         f.bits = keep;
         ++f.j;
