@@ -53,7 +53,8 @@ class StepModel {
     return b;
   }
 
-  // One layer of `kind` at (B, S): measured, or linear in S through the two nearest measured S.
+  // One layer of `kind` at (B, S): measured, or linear in S through the two nearest measured S
+  // (floored: never below a measured neighbour it lies beyond).
   std::optional<Timed> layer(const std::string& kind, int B, int S, bool* estimated) const {
     if (!has_layer(kind, B)) return std::nullopt;
     const std::map<int, const CaseResult*>& by_s = layer_.at(kind).at(B);
@@ -67,7 +68,12 @@ class StepModel {
     auto lo = std::prev(hi);
     const Timed a = at(lo->second), b = at(hi->second);
     const double f = static_cast<double>(S - lo->first) / (hi->first - lo->first);
-    return Timed{a.ms + f * (b.ms - a.ms), a.roof_ms + f * (b.roof_ms - a.roof_ms)};
+    // More rows never make a step faster: noisy timings may slope down, so beyond the measured
+    // S the line is floored at the slower of the two, between them at the faster.
+    const auto line = [&](double x, double y) {
+      return std::max(x + f * (y - x), S > hi->first ? std::max(x, y) : std::min(x, y));
+    };
+    return Timed{line(a.ms, b.ms), line(a.roof_ms, b.roof_ms)};
   }
 
   // The LM head over T rows: the nearest measured row count, scaled by the roofline ratio
