@@ -165,7 +165,7 @@ Status run_steps(Engine& engine, RankSession& rs, bool quiet_steps, std::vector<
   while (!engine.idle()) {
     Result<StepReport> rep = engine.step();
     if (!rep.ok()) {
-      if (rs.groups() && !engine.last_error_uniform()) rs.abort_job(rep.status());
+      if (rs.groups()) rs.end_failed_job(rep.status());
       return rep.status();
     }
     totals.add(*rep);

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -104,7 +105,12 @@ Result<server::GenerationDefaults> generation_defaults(const std::string& dir) {
 
 // Waits for SIGTERM / SIGINT (blocked in every thread) and drains the server; returns when
 // `done` is set (the server stopped for another reason).
-void watch_signals(server::HttpServer& http, double grace_seconds, const std::atomic<bool>& done) {
+// Drains the server on SIGTERM/SIGINT, or (with ranks) once the engine's loop failed: the job
+// is over, so the server answers what it holds and ends (kFailedDrainSeconds).
+constexpr double kFailedDrainSeconds = 2;
+
+void watch_signals(server::HttpServer& http, double grace_seconds, const std::atomic<bool>& done,
+                   const std::function<bool()>& job_failed) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -116,6 +122,11 @@ void watch_signals(server::HttpServer& http, double grace_seconds, const std::at
       std::fprintf(stderr, "dsv4 serve: %s: draining (grace %.1f s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                    grace_seconds);
       http.drain(grace_seconds);
+      return;
+    }
+    if (job_failed()) {
+      std::fprintf(stderr, "dsv4 serve: the engine failed on a rank: ending the job\n");
+      http.drain(kFailedDrainSeconds);
       return;
     }
   }
@@ -211,7 +222,9 @@ int run_serve(const ServeArgs& a) {
   std::fflush(stdout);
 
   std::atomic<bool> done{false};
-  std::thread watcher([&] { watch_signals(http, a.grace_seconds, done); });
+  const bool ranks = rs.groups() != nullptr;
+  std::thread watcher(
+      [&] { watch_signals(http, a.grace_seconds, done, [&] { return ranks && !service->loop_status().ok(); }); });
   const Status served = http.run();
   done.store(true);
   watcher.join();
@@ -219,6 +232,7 @@ int run_serve(const ServeArgs& a) {
   const Status loop = service->loop_status();
   service.reset();
   std::printf("dsv4 serve: stopped\n");
+  if (ranks && !loop.ok()) rs.end_failed_job(loop.with_context("engine"));
   if (!served.ok()) return fail(served);
   if (!loop.ok()) return fail(loop.with_context("engine"));
   return 0;

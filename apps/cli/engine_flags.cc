@@ -1,6 +1,8 @@
 #include "engine_flags.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -137,6 +139,14 @@ Result<EngineOptions> engine_options(const EngineFlags& f, const ModelConfig& cf
   eo.ranks = rs.groups();
   eo.cp_prefill_tokens = f.cp_prefill;
   eo.min_step_seconds = f.test_min_step_seconds;
+  // Test hook: DSV4_TEST_FAIL_STEP=RANK:STEP fails that rank's step STEP (Engine fail_step).
+  if (const char* v = std::getenv("DSV4_TEST_FAIL_STEP"); v != nullptr) {
+    int rank = -1;
+    long long step = -1;
+    if (std::sscanf(v, "%d:%lld", &rank, &step) != 2 || rank < 0 || step < 0)
+      return Status::errorf("DSV4_TEST_FAIL_STEP = \"{}\": expected RANK:STEP", v);
+    if (rank == rs.rank()) eo.fail_step = step;
+  }
   return eo;
 }
 
@@ -173,10 +183,7 @@ Result<ModelSession> start_model_session(const EngineFlags& f) {
 
 int follow_rank0(Engine& engine, RankSession& rs) {
   while (!engine.stopped())
-    if (Result<StepReport> rep = engine.step(); !rep.ok()) {
-      if (!engine.last_error_uniform()) rs.abort_job(rep.status());
-      return fail(rep.status());  // rank 0 meets the same error and prints it
-    }
+    if (Result<StepReport> rep = engine.step(); !rep.ok()) rs.end_failed_job(rep.status());  // rank 0 prints it
   return 0;
 }
 

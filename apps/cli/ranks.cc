@@ -83,6 +83,15 @@ Status RankSession::agree(const Status& mine) {
   return Status::errorf("rank {} failed (its message above)", first_failed);
 }
 
+void RankSession::end_failed_job(const Status& st) {
+  fail(st);
+  if (world_->size() > 1) {
+    (void)wait_for_ranks_at_exit(kExitWaitSeconds);
+    exit_failed_job(1);
+  }
+  std::exit(1);
+}
+
 void RankSession::abort_job(const Status& st) {
   std::fprintf(stderr, "dsv4: error (rank %d): %s\n", world_->rank(), st.message().c_str());
   std::fflush(stderr);

@@ -32,6 +32,7 @@ class RankSession {
 
   bool primary() const { return world_->rank() == 0; }
   int world_size() const { return world_->size(); }
+  int rank() const { return world_->rank(); }
   // resolve_model_dir on rank 0 first, then the others (a missing model is reported once).
   Result<std::string> model_dir(const std::string& model_flag);
   // Checks the topology against the model and builds the TP/EP groups.
@@ -48,6 +49,11 @@ class RankSession {
   Status agree(const Status& mine);
   // Ends the whole job after a failure that other ranks may wait on.
   [[noreturn]] void abort_job(const Status& st);
+  // Ends this rank after its engine's job failed (Engine::job_failed: every rank left its
+  // step with an error): rank 0 prints the error, then every rank waits for the others at the
+  // exit (at most kExitWaitSeconds, so rank 0 answers its clients first) and exits 1.
+  static constexpr double kExitWaitSeconds = 30;
+  [[noreturn]] void end_failed_job(const Status& st);
 
  private:
   RankFlags flags_;

@@ -24,13 +24,16 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "base/status.h"
 
 namespace dsv4 {
 
-enum class Collective { kAllGather, kAllToAll, kBroadcast, kBarrier };
-inline constexpr int kCollectiveKinds = 4;
+// kHeader: rank 0's step header (point to point, counted once per header, not per peer).
+enum class Collective { kAllGather, kAllToAll, kBroadcast, kBarrier, kHeader };
+inline constexpr int kCollectiveKinds = 5;
 const char* collective_name(Collective c);
 
 struct CollectiveBytes {
@@ -60,6 +63,27 @@ class Communicator {
   // collective); never returns.
   [[noreturn]] virtual void abort(int code) = 0;
 
+  // The world's step header (runtime.md §6; the world communicator only): rank 0's one
+  // message per step to every other rank, on a channel of its own, so it never pairs with a
+  // collective. send_header: rank 0; receive_header: the others wait for the next one,
+  // sleeping between polls: an idle follower spins for at most kHeaderSpinSeconds, then
+  // sleeps at most kHeaderSleepSeconds between polls. That cap bounds what the wait adds to
+  // a first token (with the wake-up, under 2 ms) and sets the idle cost (a wake-up costs a
+  // virtual machine about 20 µs of CPU: about 1 % of a core per idle rank).
+  static constexpr double kHeaderSpinSeconds = 200e-6, kHeaderSleepSeconds = 1.9e-3;
+  virtual Status send_header(std::span<const uint8_t> bytes) = 0;
+  virtual Status receive_header(std::vector<uint8_t>& bytes) = 0;
+
+  // Job failure (docs/ranks.md, "When a rank fails"): a rank whose step failed tells every
+  // other rank; from then on every wait of this process (collectives of any communicator,
+  // the header) returns an error naming the failed rank and its message instead of waiting
+  // for it, so each rank leaves its step and the job ends cleanly. No-op once this process
+  // knows the job failed.
+  virtual void report_failure(const std::string& message) = 0;
+  // An error naming the failed rank and its message once the job failed (this rank reported
+  // it, or a notice arrived: polls for one), else ok.
+  virtual Status job_status() const = 0;
+
   const CollectiveBytes& bytes() const { return bytes_; }
   // Payload bytes sent by every collective so far.
   int64_t total_sent() const {
@@ -82,10 +106,16 @@ class Communicator {
 // One rank: collectives copy send to recv (or do nothing).
 std::unique_ptr<Communicator> make_single_communicator();
 
-// MPI over MPI_COMM_WORLD. Initializes MPI on first use (MPI_THREAD_FUNNELED: only the
-// calling thread communicates) and finalizes it at exit; fails with a message when the
-// library cannot start.
+// MPI over MPI_COMM_WORLD. Initializes MPI on first use and finalizes it at exit; fails with
+// a message when the library cannot start or cannot give MPI_THREAD_SERIALIZED (serve and
+// chat communicate from their service thread, set-up and exit from the main thread, never
+// both at once).
 Result<std::unique_ptr<Communicator>> make_mpi_communicator();
+// The check of the thread level MPI_Init_thread provided (MPI_THREAD_* value), and the level
+// MPI runs at (MPI_Query_thread; -1 before MPI_Init).
+Status check_mpi_thread_level(int provided);
+int mpi_thread_level();
+inline constexpr int kMpiThreadSerialized = 2;  // MPI_THREAD_SERIALIZED in the standard's order
 // True when this process was started by mpirun (OpenMPI's environment), so a command
 // can choose MPI without a flag.
 bool launched_by_mpirun();
@@ -94,5 +124,8 @@ bool launched_by_mpirun();
 // out before mpirun ends the job on the first non-zero exit. False: timed out, or MPI not
 // started.
 bool wait_for_ranks_at_exit(double seconds);
+// Ends this process after a job failure without MPI_Finalize (collectives of the failed step
+// are still pending and would never complete); call after wait_for_ranks_at_exit.
+[[noreturn]] void exit_failed_job(int code);
 
 }  // namespace dsv4

@@ -5,7 +5,9 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -22,9 +24,55 @@ std::string mpi_error(int code) {
   return std::string(buf, static_cast<size_t>(len));
 }
 
-// A copy of MPI_COMM_WORLD for the exit barrier alone, so that it never pairs with a
-// collective of the step that other ranks may be inside.
-MPI_Comm g_exit_comm = MPI_COMM_NULL;
+// Copies of MPI_COMM_WORLD for the exit barrier, the step header and failure notices, so
+// that none of their messages pairs with a collective of the step other ranks may be inside.
+MPI_Comm g_exit_comm = MPI_COMM_NULL, g_header_comm = MPI_COMM_NULL, g_fault_comm = MPI_COMM_NULL;
+constexpr int kHeaderTag = 1, kFaultTag = 2;
+constexpr size_t kMaxNotice = 2000;  // bytes of a failure message sent to the peers
+
+// The job's failure as this process knows it (its own report, or the first notice received).
+// Touched only by the thread that communicates (MPI_THREAD_SERIALIZED).
+bool g_failed = false;
+std::string g_failure;  // "rank N failed: message"
+std::string g_notice;   // this rank's message while its sends are in flight
+
+// Takes a failure notice from another rank when one has arrived.
+void poll_failures() {
+  if (g_failed || g_fault_comm == MPI_COMM_NULL) return;
+  int flag = 0;
+  MPI_Status st;
+  if (MPI_Iprobe(MPI_ANY_SOURCE, kFaultTag, g_fault_comm, &flag, &st) != MPI_SUCCESS || !flag) return;
+  int n = 0;
+  MPI_Get_count(&st, MPI_CHAR, &n);
+  std::string msg(static_cast<size_t>(std::max(n, 0)), '\0');
+  MPI_Recv(msg.data(), n, MPI_CHAR, st.MPI_SOURCE, kFaultTag, g_fault_comm, MPI_STATUS_IGNORE);
+  g_failed = true;
+  g_failure = fmt::format("rank {} failed: {}", st.MPI_SOURCE, msg);
+}
+
+Status job_failure(const char* what) { return Status::errorf("{}: the job ended ({})", what, g_failure); }
+
+// Waits for a non-blocking operation; a failure notice ends the wait (the failed rank never
+// joins). Polls for notices every 16 tests: MPI progresses only inside MPI calls, so the
+// loop spins as a blocking call would.
+Status wait_request(MPI_Request* req, const char* what) {
+  for (int i = 0;; ++i) {
+    int done = 0;
+    if (const int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS)
+      return Status::errorf("{}: MPI_Test failed: {}", what, mpi_error(rc));
+    if (done) return Status();
+    if (i % 16 == 15) {
+      poll_failures();
+      if (g_failed) return job_failure(what);
+    }
+  }
+}
+
+// Starts an operation (the MPI_I* call's return code) and waits for it.
+Status run_request(int start_rc, MPI_Request* req, const char* what, const char* mpi_name) {
+  if (start_rc != MPI_SUCCESS) return Status::errorf("{}: {} failed: {}", what, mpi_name, mpi_error(start_rc));
+  return wait_request(req, what);
+}
 
 void finalize_at_exit() {
   int finalized = 0;
@@ -52,8 +100,11 @@ class MpiCommunicator final : public Communicator {
     DSV4_RETURN_IF_ERROR(layout("all_gather_rows", rows, counts_.data(), displs_.data()));
     MPI_Datatype row;
     DSV4_RETURN_IF_ERROR(row_type("all_gather_rows", row_bytes, &row));
-    const int rc = MPI_Allgatherv(send, counts_[rank_], row, recv, counts_.data(), displs_.data(), row, comm_);
-    if (rc != MPI_SUCCESS) return Status::errorf("all_gather_rows: MPI_Allgatherv failed: {}", mpi_error(rc));
+    if (g_failed) return job_failure("all_gather_rows");
+    MPI_Request req;
+    DSV4_RETURN_IF_ERROR(run_request(MPI_Iallgatherv(send, counts_[rank_], row, recv, counts_.data(), displs_.data(),
+                                                     row, comm_, &req),
+                                     &req, "all_gather_rows", "MPI_Iallgatherv"));
     count(Collective::kAllGather, rows[rank_] * row_bytes * (size_ - 1));
     return Status();
   }
@@ -71,8 +122,10 @@ class MpiCommunicator final : public Communicator {
     DSV4_RETURN_IF_ERROR(layout("all_to_all_rows", recv_rows, rc, rd));
     MPI_Datatype row;
     DSV4_RETURN_IF_ERROR(row_type("all_to_all_rows", row_bytes, &row));
-    const int code = MPI_Alltoallv(send, sc, sd, row, recv, rc, rd, row, comm_);
-    if (code != MPI_SUCCESS) return Status::errorf("all_to_all_rows: MPI_Alltoallv failed: {}", mpi_error(code));
+    if (g_failed) return job_failure("all_to_all_rows");
+    MPI_Request req;
+    DSV4_RETURN_IF_ERROR(run_request(MPI_Ialltoallv(send, sc, sd, row, recv, rc, rd, row, comm_, &req), &req,
+                                     "all_to_all_rows", "MPI_Ialltoallv"));
     int64_t sent = 0;
     for (int p = 0; p < size_; ++p)
       if (p != rank_) sent += send_rows[p] * row_bytes;
@@ -83,8 +136,10 @@ class MpiCommunicator final : public Communicator {
   Status broadcast(void* data, int64_t bytes, int root) override {
     if (root < 0 || root >= size_) return Status::errorf("broadcast: root {} outside [0, {})", root, size_);
     if (bytes < 0 || bytes > INT_MAX) return Status::errorf("broadcast: {} bytes outside [0, {}]", bytes, INT_MAX);
-    const int rc = MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_);
-    if (rc != MPI_SUCCESS) return Status::errorf("broadcast: MPI_Bcast failed: {}", mpi_error(rc));
+    if (g_failed) return job_failure("broadcast");
+    MPI_Request req;
+    DSV4_RETURN_IF_ERROR(run_request(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_, &req), &req,
+                                     "broadcast", "MPI_Ibcast"));
     count(Collective::kBroadcast, rank_ == root ? bytes * (size_ - 1) : 0);
     return Status();
   }
@@ -106,10 +161,81 @@ class MpiCommunicator final : public Communicator {
   }
 
   Status barrier() override {
-    const int rc = MPI_Barrier(comm_);
-    if (rc != MPI_SUCCESS) return Status::errorf("barrier: MPI_Barrier failed: {}", mpi_error(rc));
+    if (g_failed) return job_failure("barrier");
+    MPI_Request req;
+    DSV4_RETURN_IF_ERROR(run_request(MPI_Ibarrier(comm_, &req), &req, "barrier", "MPI_Ibarrier"));
     count(Collective::kBarrier, 0);
     return Status();
+  }
+
+  Status send_header(std::span<const uint8_t> bytes) override {
+    if (comm_ != MPI_COMM_WORLD || rank_ != 0) return Status::error("send_header: rank 0 of the world only");
+    if (bytes.size() > INT_MAX) return Status::errorf("send_header: {} bytes over {}", bytes.size(), INT_MAX);
+    if (g_failed) return job_failure("send_header");
+    header_sends_.resize(static_cast<size_t>(size_));
+    for (int p = 1; p < size_; ++p) {
+      const int rc = MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, p, kHeaderTag, g_header_comm,
+                               &header_sends_[static_cast<size_t>(p)]);
+      if (rc != MPI_SUCCESS) return Status::errorf("send_header: MPI_Isend failed: {}", mpi_error(rc));
+    }
+    for (int p = 1; p < size_; ++p)
+      DSV4_RETURN_IF_ERROR(wait_request(&header_sends_[static_cast<size_t>(p)], "send_header"));
+    count(Collective::kHeader, static_cast<int64_t>(bytes.size()) * (size_ - 1));
+    return Status();
+  }
+
+  Status receive_header(std::vector<uint8_t>& bytes) override {
+    if (comm_ != MPI_COMM_WORLD || rank_ == 0) return Status::error("receive_header: ranks of the world but 0 only");
+    const double start = MPI_Wtime();
+    long sleep_ns = 20000;
+    for (int i = 0;; ++i) {
+      int flag = 0;
+      MPI_Status st;
+      if (const int rc = MPI_Iprobe(0, kHeaderTag, g_header_comm, &flag, &st); rc != MPI_SUCCESS)
+        return Status::errorf("receive_header: MPI_Iprobe failed: {}", mpi_error(rc));
+      if (flag) {
+        int n = 0;
+        MPI_Get_count(&st, MPI_BYTE, &n);
+        bytes.resize(static_cast<size_t>(n));
+        if (const int rc = MPI_Recv(bytes.data(), n, MPI_BYTE, 0, kHeaderTag, g_header_comm, MPI_STATUS_IGNORE);
+            rc != MPI_SUCCESS)
+          return Status::errorf("receive_header: MPI_Recv failed: {}", mpi_error(rc));
+        count(Collective::kHeader, 0);
+        return Status();
+      }
+      if (i % 16 == 15) {  // a failure may wait a little; every poll costs an idle rank CPU
+        poll_failures();
+        if (g_failed) return job_failure("receive_header");
+      }
+      if (MPI_Wtime() - start < kHeaderSpinSeconds) continue;
+      // Idle: poll with a backoff bounded by kHeaderSleepSeconds (the latency it may add).
+      timespec pause{0, sleep_ns};
+      nanosleep(&pause, nullptr);
+      sleep_ns = std::min(2 * sleep_ns, static_cast<long>(kHeaderSleepSeconds * 1e9));
+    }
+  }
+
+  void report_failure(const std::string& message) override {
+    if (g_failed || g_fault_comm == MPI_COMM_NULL) return;
+    int me = 0, n = 1;
+    MPI_Comm_rank(g_fault_comm, &me);
+    MPI_Comm_size(g_fault_comm, &n);
+    g_failed = true;
+    g_failure = fmt::format("rank {} failed: {}", me, message);
+    g_notice = message.substr(0, kMaxNotice);
+    // Small messages go out eagerly; the requests are never waited for (the job ends).
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      MPI_Request req;
+      if (MPI_Isend(g_notice.data(), static_cast<int>(g_notice.size()), MPI_CHAR, p, kFaultTag, g_fault_comm,
+                    &req) == MPI_SUCCESS)
+        MPI_Request_free(&req);
+    }
+  }
+
+  Status job_status() const override {
+    poll_failures();
+    return g_failed ? Status::errorf("the job ended ({})", g_failure) : Status();
   }
 
  private:
@@ -145,6 +271,7 @@ class MpiCommunicator final : public Communicator {
   int rank_, size_;
   std::vector<int> counts_, displs_;  // sized once
   std::vector<std::pair<int64_t, MPI_Datatype>> types_;
+  std::vector<MPI_Request> header_sends_;  // [size] rank 0's header sends in flight
 };
 
 }  // namespace
@@ -169,17 +296,43 @@ bool wait_for_ranks_at_exit(double seconds) {
   return done != 0;
 }
 
+void exit_failed_job(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
+int mpi_thread_level() {
+  int initialized = 0, level = -1;
+  MPI_Initialized(&initialized);
+  if (initialized) MPI_Query_thread(&level);
+  return level;
+}
+
+static_assert(MPI_THREAD_SINGLE < MPI_THREAD_FUNNELED && MPI_THREAD_FUNNELED < MPI_THREAD_SERIALIZED &&
+              MPI_THREAD_SERIALIZED == kMpiThreadSerialized);
+
+Status check_mpi_thread_level(int provided) {
+  if (provided >= MPI_THREAD_SERIALIZED) return Status();
+  return Status::errorf("MPI provides thread level {} ({}); dsv4 needs MPI_THREAD_SERIALIZED: serve and chat "
+                        "communicate from their service thread (an MPI library built with thread support, e.g. "
+                        "OpenMPI's default build)",
+                        provided, provided == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE" : "MPI_THREAD_FUNNELED");
+}
+
 Result<std::unique_ptr<Communicator>> make_mpi_communicator() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     if (rc != MPI_SUCCESS) return Status::errorf("MPI_Init_thread failed: {}", mpi_error(rc));
     std::atexit(finalize_at_exit);
+    DSV4_RETURN_IF_ERROR(check_mpi_thread_level(provided));
     // Errors come back as codes (turned into Status), not as an abort.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &g_exit_comm) != MPI_SUCCESS) g_exit_comm = MPI_COMM_NULL;
+    for (MPI_Comm* c : {&g_exit_comm, &g_header_comm, &g_fault_comm})
+      if (MPI_Comm_dup(MPI_COMM_WORLD, c) != MPI_SUCCESS) return Status::error("MPI_Comm_dup of the world failed");
   }
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -12,6 +12,7 @@ const char* collective_name(Collective c) {
     case Collective::kAllToAll: return "all_to_all";
     case Collective::kBroadcast: return "broadcast";
     case Collective::kBarrier: return "barrier";
+    case Collective::kHeader: return "header";
   }
   return "?";
 }
@@ -47,6 +48,20 @@ class SingleCommunicator final : public Communicator {
   }
   Result<std::unique_ptr<Communicator>> split(int, int) override { return make_single_communicator(); }
   [[noreturn]] void abort(int code) override { std::exit(code); }
+  Status send_header(std::span<const uint8_t>) override {
+    count(Collective::kHeader, 0);
+    return Status();
+  }
+  Status receive_header(std::vector<uint8_t>&) override {
+    return Status::error("receive_header: one rank has no rank 0 to wait for");
+  }
+  void report_failure(const std::string& message) override {
+    if (failure_.ok()) failure_ = Status::errorf("the job ended (rank 0 failed: {})", message);
+  }
+  Status job_status() const override { return failure_; }
+
+ private:
+  Status failure_;
 };
 
 }  // namespace

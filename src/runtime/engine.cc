@@ -239,8 +239,11 @@ Status Engine::stop() {
   }
   if (rank() != 0) return Status::error("only rank 0 stops the engine");
   if (stopped_) return Status();
+  if (job_failed()) return Status::error("the job failed: the other ranks have left their step loops");
   return sync_ranks(true);
 }
+
+bool Engine::job_failed() const { return opt_.ranks && (failed_ || !opt_.ranks->world->job_status().ok()); }
 
 // Timeouts that ended (rank 0) and stop strings matched in the last update: cancels for this step.
 void Engine::collect_cancels() {
@@ -258,7 +261,9 @@ void Engine::collect_cancels() {
 }
 
 Status Engine::take_requests() {
-  if (opt_.ranks) return sync_ranks(false);
+  // Rank 0 without news and without work sends no header (its peers sleep until one comes).
+  if (opt_.ranks && (rank() != 0 || !unsent_.empty() || !cancels_.empty() || !sched_->idle()))
+    return sync_ranks(false);
   for (const auto& [id, why] : cancels_) sched_->cancel(id, why);
   cancels_.clear();
   return Status();
@@ -337,11 +342,22 @@ void Engine::register_prefixes(const std::vector<PlannedRows>& plan) {
     if (sched_->live(i)) runner_->register_prefix(plan[i].seq, sched_->tokens(i).data(), plan[i].prompt_len, opt_.mtp);
 }
 
+// With ranks, a failed step fails the job: the other ranks hear of it and leave their step.
 Result<StepReport> Engine::step() {
+  if (failed_) return Status::error("the engine failed in an earlier step");
+  Result<StepReport> rep = run_step();
+  if (!rep.ok() && opt_.ranks) {
+    failed_ = true;
+    opt_.ranks->world->report_failure(rep.status().message());
+  }
+  return rep;
+}
+
+Result<StepReport> Engine::run_step() {
   const auto t0 = std::chrono::steady_clock::now();
   StepReport rep;
-  last_error_uniform_ = false;
   if (stopped_) return Status::error("the engine was stopped");
+  if (opt_.ranks) DSV4_RETURN_IF_ERROR(opt_.ranks->world->job_status());
   collect_cancels();
   DSV4_RETURN_IF_ERROR(take_requests());
   if (stopped_) return rep;
@@ -352,6 +368,8 @@ Result<StepReport> Engine::step() {
   rep.batch = static_cast<int32_t>(plan.size());
   rep.rows = static_cast<int32_t>(build_rows(plan));
   if (!plan.empty()) {
+    if (rows_steps_++ == opt_.fail_step)
+      return Status::errorf("test failure injected at step {} on rank {}", opt_.fail_step, rank());
     DSV4_RETURN_IF_ERROR(run_forward(plan));  // execute
     DSV4_RETURN_IF_ERROR(sample_and_update(plan));  // update
     report_counters(rep);

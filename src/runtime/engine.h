@@ -11,12 +11,14 @@
 // request's tokens never depend on its batch. A finished request's state is released at once.
 //
 // Several ranks (EngineOptions::ranks, runtime.md §6; runtime/rank_wire.h): requests enter on
-// rank 0 only. Each step starts with rank 0's broadcast of the requests added since the last
+// rank 0 only. Each step starts with rank 0's step header: the requests added since the last
 // step (in full, once), its cancels, or the stop signal; every rank then runs the same
 // scheduler on the same state, so admission, owners (the rank with the fewest running
 // requests) and the StepPlan agree everywhere. Samplers sample their requests' rows and the
 // sampled tokens (then the drafts) are all-gathered: the per-step deltas every rank applies.
-// Ranks other than 0 call step() until stopped(); rank 0 calls stop() when done.
+// Ranks other than 0 call step() until stopped(); rank 0 calls stop() when done. Rank 0 sends
+// nothing while it has no news and no rows (the others wait for its next header, asleep).
+// A step that fails on any rank fails the job on every rank (job_failed()).
 #pragma once
 
 #include <cstdint>
@@ -79,6 +81,9 @@ struct EngineOptions {
   // Test hook: a failure of the forward for this request (request id -> error, ok: none);
   // shows that a request failing inside the engine fails alone.
   std::function<Status(int64_t)> inject_failure;
+  // Test hook: this rank's step with this number (counting from 0 the steps that ran rows)
+  // fails before its forward (shows how a job ends when one rank fails). -1: off.
+  int64_t fail_step = -1;
   // Test hook: a step that ran rows lasts at least this long (the engine waits out the rest),
   // so that tests of timeouts, disconnects and Ctrl-C hold on a machine of any speed. 0: off.
   double min_step_seconds = 0;
@@ -108,12 +113,14 @@ class Engine {
   std::pair<int64_t, int64_t> cache_pages() const;
   int32_t queued() const { return sched_->queued(); }
   // Several ranks: rank 0 ends the job's step loop (the next sync tells every rank); the
-  // other ranks step until stopped().
+  // other ranks step until stopped(). After a failed step it communicates nothing.
   Status stop();
   bool stopped() const { return stopped_; }
-  // The last failed step failed on every rank at the same point, before any collective
-  // (a deterministic check of the replicated state), so no rank waits on another.
-  bool last_error_uniform() const { return last_error_uniform_; }
+  // Several ranks: a step failed on some rank (this one, or a notice from another arrived;
+  // polls for notices). A failed step on one rank fails the job: the rank tells the others
+  // (Communicator::report_failure), each leaves its step with an error naming the failed
+  // rank, and the engine is done (stop() communicates nothing). One rank: false.
+  bool job_failed() const;
   int rank() const;
   const Limits& limits() const { return limits_; }
   const ModelConfig& config() const { return cfg_; }
@@ -129,6 +136,7 @@ class Engine {
   Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions& opt,
          std::unique_ptr<ModelRunner> runner);
   Status sync_ranks(bool stop);  // rank 0's new requests and cancels (or stop) to every rank
+  Result<StepReport> run_step();  // step() before the job-failure handling
   int64_t draft_rows() const;   // rows a verify step adds past a request's last sampled one
   int64_t reach(int64_t n_prompt, int64_t max_tokens) const;
   // The stages of step().
@@ -158,7 +166,8 @@ class Engine {
   std::vector<StepRequest> reqs_;
   std::vector<int64_t> row_begin_;
   bool stopped_ = false;
-  bool last_error_uniform_ = false;
+  bool failed_ = false;      // a step failed (with ranks: the job failed)
+  int64_t rows_steps_ = 0;   // steps that ran rows (fail_step)
 };
 
 }  // namespace dsv4

@@ -223,13 +223,13 @@ RankWire::RankWire(Communicator* world, int n_ranks, int rank, int64_t max_value
 Status RankWire::sync(bool stop, std::span<const GenerationRequest> requests, std::span<const Cancel> cancels,
                       RankSync& out) {
   if (!world_) return Status();
+  if (rank_ != 0) {
+    DSV4_RETURN_IF_ERROR(world_->receive_header(sync_bytes_));
+    return decode_sync(sync_bytes_, out);
+  }
   sync_bytes_.clear();
-  if (rank_ == 0) encode_sync(stop, requests, cancels, sync_bytes_);
-  int64_t n = static_cast<int64_t>(sync_bytes_.size());
-  DSV4_RETURN_IF_ERROR(world_->broadcast(&n, sizeof(n), 0));
-  sync_bytes_.resize(static_cast<size_t>(n));
-  DSV4_RETURN_IF_ERROR(world_->broadcast(sync_bytes_.data(), n, 0));
-  if (rank_ != 0) return decode_sync(sync_bytes_, out);
+  encode_sync(stop, requests, cancels, sync_bytes_);
+  DSV4_RETURN_IF_ERROR(world_->send_header(sync_bytes_));
   out.stop = stop;
   out.requests.clear();
   out.cancels.clear();

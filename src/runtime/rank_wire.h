@@ -1,7 +1,8 @@
 // The rank wire format (runtime.md §6): what ranks exchange so that every rank runs the same
-// scheduler on the same state. Two messages per step:
+// scheduler on the same state. Per step:
 //
-//   Sync (rank 0 broadcasts the byte count, then the bytes), at the start of the step:
+//   Sync (rank 0's step header, one message to every other rank: Communicator::send_header),
+//   at the start of a step that has news or rows (none while rank 0 idles):
 //     stop u8, request count u32, cancel count u32,
 //     per request: every field of GenerationRequest (encode order in rank_wire.cc),
 //     per cancel: id i64, reason u8.

@@ -9,6 +9,8 @@ namespace dsv4 {
 
 namespace {
 
+constexpr double kFailurePollSeconds = 0.1;
+
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -108,7 +110,7 @@ void Service::run() {
     Result<StepReport> rep = engine_.step();
     if (!rep.ok()) {
       fail_all(rep.status(), loop);
-      break;
+      return;  // with ranks the failure ended every rank's loop: nothing to stop
     }
     finish_step(*rep, loop);
   }
@@ -120,7 +122,11 @@ void Service::run() {
 // (shutdown, nothing left to run).
 bool Service::take_work(LoopBuffers& loop) {
   std::unique_lock<std::mutex> lock(mu_);
-  wake_.wait(lock, [&] { return quit_ || !inbox_.empty() || !cancels_.empty() || !engine_.idle(); });
+  // Idle with ranks: a look for another rank's failure every kFailurePollSeconds (the step
+  // that follows reports it).
+  auto work = [&] { return quit_ || !inbox_.empty() || !cancels_.empty() || !engine_.idle(); };
+  while (!wake_.wait_for(lock, std::chrono::duration<double>(kFailurePollSeconds), work))
+    if (engine_.job_failed()) return true;
   loop.inbox.swap(inbox_);
   admitting_ = static_cast<int64_t>(loop.inbox.size());  // still waiting, until the step's count
   loop.cancels.swap(cancels_);

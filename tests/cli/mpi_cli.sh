@@ -11,6 +11,7 @@
 #   logits-<preset>       logits on 2 and 4 ranks for both quantizations of a preset
 #   dspark                DSpark on the trained drafter (generate and logits)
 #   rest                  stop strings and preemption, structured output, serve (n > 1 refused on ranks), bad topologies
+#   faults                a rank's step failure ends serve and generate cleanly; idle serve sleeps
 # Usage: mpi_cli.sh /path/to/dsv4 WORKDIR PART mpirun-args...
 set -uo pipefail
 dsv4=$1
@@ -98,6 +99,18 @@ done
 
 }
 
+# HTTP helpers of the serve checks.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+ask() {  # ask <port>: two completions and a chat, without the fields that differ per run
+  for body in '{"prompt":"Once upon a time","max_tokens":12,"temperature":0.8,"seed":5,"logprobs":2,"stop":["ee"],"presence_penalty":0.5,"repetition_penalty":1.2,"logit_bias":{"7":2}}' \
+              '{"prompt":"The quick brown fox","max_tokens":20,"temperature":0,"echo":true,"logprobs":1}' \
+              '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":10,"seed":3,"logprobs":true,"top_logprobs":2}'; do
+    local path=/v1/completions
+    case "$body" in *messages*) path=/v1/chat/completions ;; esac
+    curl -s --max-time 120 "http://127.0.0.1:$1$path" -H 'content-type: application/json' -d "$body" |
+      python3 -c 'import json, sys; d = json.load(sys.stdin); [d.pop(k, None) for k in ("id", "created")]; print(json.dumps(d, sort_keys=True))'
+  done
+}
 # Text prompts with stop strings (matched on rank 0, ended on every rank at the next step) and
 # a compressed cache small enough that decode preempts and recomputes requests: same output.
 rest() {
@@ -138,17 +151,6 @@ done
 
 # dsv4 serve on ranks (rank 0 takes HTTP, every rank shares the steps): the same completions
 # (text, logprobs, finish) as one process; SIGTERM stops every rank with exit 0.
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-ask() {  # ask <port>: two completions and a chat, without the fields that differ per run
-  for body in '{"prompt":"Once upon a time","max_tokens":12,"temperature":0.8,"seed":5,"logprobs":2,"stop":["ee"],"presence_penalty":0.5,"repetition_penalty":1.2,"logit_bias":{"7":2}}' \
-              '{"prompt":"The quick brown fox","max_tokens":20,"temperature":0,"echo":true,"logprobs":1}' \
-              '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":10,"seed":3,"logprobs":true,"top_logprobs":2}'; do
-    local path=/v1/completions
-    case "$body" in *messages*) path=/v1/chat/completions ;; esac
-    curl -s --max-time 120 "http://127.0.0.1:$1$path" -H 'content-type: application/json' -d "$body" |
-      python3 -c 'import json, sys; d = json.load(sys.stdin); [d.pop(k, None) for k in ("id", "created")]; print(json.dumps(d, sort_keys=True))'
-  done
-}
 serve_and_ask() {  # serve_and_ask <out> <tp> <launcher...>: starts serve, asks, SIGTERMs, checks the exit
   local out=$1 tp=$2 port
   shift 2
@@ -217,6 +219,83 @@ bad 4 "--numerics float runs in one process" logits --model "$work/tiny-none" --
   --tp 4 --numerics float
 }
 
+# Faults and idle ranks (issue 30 item 7 and 4): a step that fails on any rank while serving
+# ends the job cleanly (rank 0 answers the request in flight with a 500 naming the rank, every
+# rank exits non-zero, no hang); generate likewise; an idle server on 2 and 4 ranks sleeps.
+serve_pids() {  # serve_pids <mpirun pid>: it and every process below it
+  local p=$1
+  echo "$p"
+  for c in $(ps -o pid= --ppid "$p"); do serve_pids "$c"; done
+}
+cpu_ticks() {  # cpu_ticks <pid...>: user + system clock ticks of these processes
+  local sum=0 p
+  for p in "$@"; do
+    [ -r "/proc/$p/stat" ] || continue
+    sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+  done
+  echo "$sum"
+}
+start_serve() {  # start_serve <log> <np> [env...]: mpirun serve in the background; sets serve_pid, port
+  local log=$1 np=$2
+  shift 2
+  port=$(free_port)
+  rm -f "$log"
+  env "$@" timeout 300 "${mpirun[@]}" -np "$np" -x DSV4_TEST_FAIL_STEP "$dsv4" serve --model "$work/tiny-fp8" \
+    --port "$port" --tp "$np" >"$log" 2>&1 &
+  serve_pid=$!
+  for _ in $(seq 1 600); do grep -q "listening on" "$log" && break; sleep 0.1; done
+  grep -q "listening on" "$log" || fail "serve on $np ranks did not start: $(tail -3 "$log")"
+}
+faults() {
+  checkpoint tiny fp8
+  local np rank log code
+  for np in 2 4; do
+    for rank in 1 0; do
+      [ "$np" = 4 ] && [ "$rank" = 0 ] && continue
+      log="$work/fault_${np}_${rank}.log"
+      start_serve "$log" "$np" DSV4_TEST_FAIL_STEP="$rank:3"
+      code=$(curl -s --max-time 60 -o "$work/fault.json" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" \
+        -H 'content-type: application/json' -d '{"prompt":"Once upon a time","max_tokens":20}')
+      [ "$code" = 500 ] && grep -q "injected at step 3 on rank $rank" "$work/fault.json" ||
+        fail "serve on $np ranks, rank $rank failing: HTTP $code, not a 500 naming rank $rank: $(cat "$work/fault.json")"
+      wait "$serve_pid"
+      code=$?
+      [ "$code" -ne 0 ] && [ "$code" -ne 124 ] ||
+        fail "serve on $np ranks, rank $rank failing: exit $code (expected a failure, not a hang): $(tail -5 "$log")"
+      grep -q "test failure injected at step 3 on rank $rank" "$log" ||
+        fail "serve on $np ranks: the failure is not named: $(tail -5 "$log")"
+    done
+  done
+  DSV4_TEST_FAIL_STEP=1:2 timeout 120 "${mpirun[@]}" -np 2 -x DSV4_TEST_FAIL_STEP "$dsv4" generate \
+    --model "$work/tiny-fp8" --tp 2 "${prompts[@]}" --max-tokens 8 >"$work/gen_fault.txt" 2>&1
+  code=$?
+  [ "$code" -ne 0 ] && [ "$code" -ne 124 ] || fail "generate with rank 1 failing: exit $code"
+  [ "$(grep -c "rank 1 failed: test failure injected at step 2 on rank 1" "$work/gen_fault.txt")" -eq 1 ] ||
+    { fail "generate with rank 1 failing: the failure not named once"; cat "$work/gen_fault.txt"; }
+
+  # Idle: every process of the job (mpirun included) over 6 s uses under 5 % of one core.
+  local hz pids before after
+  hz=$(getconf CLK_TCK)
+  for np in 2 4; do
+    log="$work/idle_$np.log"
+    start_serve "$log" "$np"
+    sleep 1
+    pids=$(serve_pids "$serve_pid")
+    before=$(cpu_ticks $pids)
+    sleep 6
+    after=$(cpu_ticks $pids)
+    echo "idle serve on $np ranks: $((after - before)) ticks of 1/$hz s in 6 s"
+    [ $(( (after - before) * 100 )) -lt $(( 5 * 6 * hz )) ] ||
+      fail "idle serve on $np ranks used $((after - before)) ticks of 1/$hz s in 6 s (bound: 5 % of a core)"
+    ask "$port" >"$work/idle_$np.txt"
+    grep -q '"finish_reason"' "$work/idle_$np.txt" || fail "serve on $np ranks answered nothing after idling"
+    for p in $pids; do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && kill -TERM "$p"
+    done
+    wait "$serve_pid" || fail "idle serve on $np ranks exited non-zero after SIGTERM: $(tail -3 "$log")"
+  done
+}
+
 case "$part" in
   gen-tiny-none | gen-tiny-fp8 | gen-tiny2-none | gen-tiny2-fp8)
     IFS=- read -r _ preset quant <<<"$part"
@@ -224,6 +303,7 @@ case "$part" in
   logits-tiny | logits-tiny2) logits_ranks "${part#logits-}" none; logits_ranks "${part#logits-}" fp8 ;;
   dspark) dspark_ranks ;;
   rest) rest ;;
+  faults) faults ;;
   *) echo "mpi_cli: unknown part $part"; exit 2 ;;
 esac
 if [ "$fails" -ne 0 ]; then echo "$fails failures"; exit 1; fi

@@ -112,6 +112,52 @@ TEST(Communicator, BroadcastBarrierAndBadArguments) {
 
 // The reduce-scatter adds every row's G partials in ascending group order on its owner:
 // bit-identical to one process summing all groups, for any split of rows and groups.
+// serve and chat communicate from their service thread: MPI must run at SERIALIZED or better,
+// and a library that offers less is refused by name.
+TEST(Communicator, MpiThreadLevel) {
+  if (comm().size() > 1) {
+    EXPECT_GE(mpi_thread_level(), kMpiThreadSerialized);
+  }
+  EXPECT_TRUE(check_mpi_thread_level(kMpiThreadSerialized).ok());
+  EXPECT_TRUE(check_mpi_thread_level(kMpiThreadSerialized + 1).ok());
+  const Status funneled = check_mpi_thread_level(kMpiThreadSerialized - 1);
+  EXPECT_NE(funneled.message().find("MPI_THREAD_SERIALIZED"), std::string::npos) << funneled.message();
+  EXPECT_NE(funneled.message().find("MPI_THREAD_FUNNELED"), std::string::npos) << funneled.message();
+}
+
+// Rank 0's step headers reach every other rank whole and in order (empty, small, large), one
+// counted call per header on every rank.
+TEST(Communicator, StepHeadersInOrder) {
+  Communicator& c = comm();
+  if (c.size() == 1) {
+    std::vector<uint8_t> got;
+    EXPECT_FALSE(c.receive_header(got).ok());
+    return;
+  }
+  const std::vector<size_t> sizes{0, 9, 300000, 1};
+  const int64_t calls0 = c.bytes().calls[static_cast<int>(Collective::kHeader)];
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<uint8_t> h(sizes[k]);
+    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint8_t>(k * 31 + i * 7);
+    if (c.rank() == 0) {
+      ASSERT_TRUE(c.send_header(h).ok());
+    } else {
+      std::vector<uint8_t> got(5, kSentinel);
+      ASSERT_TRUE(c.receive_header(got).ok());
+      EXPECT_EQ(got, h) << "header " << k;
+    }
+  }
+  EXPECT_EQ(c.bytes().calls[static_cast<int>(Collective::kHeader)] - calls0, static_cast<int64_t>(sizes.size()));
+  std::vector<uint8_t> none;
+  if (c.rank() == 0) {
+    EXPECT_FALSE(c.receive_header(none).ok());
+  } else {
+    EXPECT_FALSE(c.send_header(none).ok());
+  }
+  ASSERT_TRUE(c.job_status().ok());
+  ASSERT_TRUE(c.barrier().ok());
+}
+
 TEST(FixedOrder, ReduceScatterEqualsOneProcessSum) {
   Communicator& c = comm();
   const int n = c.size(), me = c.rank();

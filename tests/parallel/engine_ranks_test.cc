@@ -188,6 +188,41 @@ TEST(EngineRanks, RankZeroReportsWhatOneRankDoes) {
   }
 }
 
+// One message per step (runtime.md §6): rank 0 sends one step header per step that has news or
+// rows and one to stop, none while it idles, and no broadcast; each follower's step takes one.
+TEST(EngineRanks, OneHeaderPerStep) {
+  Communicator& world = comm();
+  const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8);
+  RankedEngine many;
+  make_ranked_engine(world, m.cfg, m.dir, 1, engine_limits(), EngineOptions{}, many);
+  ASSERT_TRUE(many.engine);
+  Engine& e = *many.engine;
+  auto calls = [&](Collective c) { return world.bytes().calls[static_cast<int>(c)]; };
+  const int64_t headers0 = calls(Collective::kHeader), broadcasts0 = calls(Collective::kBroadcast);
+  int64_t steps = 0;  // rank 0: steps with work, then the stop; others: steps taken
+  if (e.rank() == 0) {
+    ASSERT_TRUE(e.step().ok());  // idle, no news: nothing sent
+    EXPECT_EQ(calls(Collective::kHeader), headers0);
+    auto reqs = requests(m.cfg.vocab_size);
+    reqs.resize(2);
+    for (const auto& g : reqs) ASSERT_TRUE(e.add_request(g).ok());
+    for (; !e.idle(); ++steps) ASSERT_TRUE(e.step().ok());
+    ASSERT_TRUE(e.step().ok());  // idle again
+    ASSERT_TRUE(e.stop().ok());
+    ++steps;
+  } else {
+    for (; !e.stopped(); ++steps) ASSERT_TRUE(e.step().ok());
+  }
+  EXPECT_GT(steps, 10);
+  EXPECT_EQ(calls(Collective::kHeader) - headers0, steps);
+  EXPECT_EQ(calls(Collective::kBroadcast) - broadcasts0, 0);
+  std::vector<int64_t> all(static_cast<size_t>(world.size()));
+  ASSERT_TRUE(world.all_gather_rows(&steps, std::vector<int64_t>(all.size(), 1), sizeof(steps), all.data()).ok());
+  for (int64_t s : all) {
+    EXPECT_EQ(s, all[0]) << "every rank takes rank 0's headers";
+  }
+}
+
 // DSpark on the trained drafter (models/kjv-9m-dspark), whose drafts are often accepted:
 // several ranks draft exactly what one rank drafts — the same drafts accepted at every
 // position of every round — and emit the same tokens, with context-parallel prefill, requests

@@ -108,7 +108,7 @@ TEST(RankWire, LogprobRecordsRoundTrip) {
 }
 
 // Two ranks in one process: all_gather_rows keeps each rank's last contribution and hands out
-// everyone's; broadcasts queue from rank 0 to rank 1. Each call is made by rank 0, then rank 1,
+// everyone's; broadcasts and step headers queue from rank 0 to rank 1. Each call is made by rank 0, then rank 1,
 // then (gathers) both again, which then see both contributions.
 struct Wires {
   std::map<int64_t, std::vector<uint8_t>> sent[2];  // per rank, by row width (one kind of exchange each)
@@ -150,6 +150,19 @@ class TwoRanks final : public Communicator {
   Status barrier() override { return Status(); }
   Result<std::unique_ptr<Communicator>> split(int, int) override { return Status::error("not used"); }
   [[noreturn]] void abort(int code) override { std::exit(code); }
+  Status send_header(std::span<const uint8_t> bytes) override {
+    EXPECT_EQ(rank_, 0);
+    w_.broadcasts.emplace_back(bytes.begin(), bytes.end());
+    return Status();
+  }
+  Status receive_header(std::vector<uint8_t>& bytes) override {
+    EXPECT_EQ(rank_, 1);
+    bytes = w_.broadcasts.front();
+    w_.broadcasts.pop_front();
+    return Status();
+  }
+  void report_failure(const std::string&) override {}
+  Status job_status() const override { return Status(); }
 
  private:
   Wires& w_;
