@@ -39,7 +39,8 @@ Result<ModelConfig> plan_config(const PlanArgs& a) {
 Command add_plan(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* sub = app.add_subcommand(
-      "plan", "Deployment on paper: memory and collective bytes per rank and host, the largest batch x context, projected decode tokens/s");
+      "plan", "Deployment on paper: memory and collective bytes per rank and host, the largest batch x context, "
+              "projected decode tokens/s");
   sub->add_option("--model", args->model, "Checkpoint directory (its config.json)");
   sub->add_option("--preset", args->preset, "Built-in config instead of --model")
       ->check(CLI::IsMember({"flash", "tiny", "tiny2"}));

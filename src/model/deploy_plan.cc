@@ -388,6 +388,7 @@ DecodeProjection project_decode(const ModelConfig& cfg, const DeployPlan& plan, 
 }
 
 constexpr int64_t kMaxWorld = 65536;
+constexpr double kMaxHostGiB = 1 << 20;  // 1 PiB: keeps the batch search in int64
 
 Status check_options(const ModelConfig& cfg, const PlanOptions& opt) {
   if (opt.batch < 1) return Status::errorf("--batch {} must be at least 1", opt.batch);
@@ -396,8 +397,9 @@ Status check_options(const ModelConfig& cfg, const PlanOptions& opt) {
     return Status::errorf("--context {} exceeds the model's max_position_embeddings = {}", opt.context,
                           cfg.max_position_embeddings);
   const auto positive = [](double x) { return x > 0 && std::isfinite(x); };
-  if (!positive(opt.mem_per_host_gib))
-    return Status::errorf("--mem-per-host {} must be a positive number of GiB", opt.mem_per_host_gib);
+  if (!positive(opt.mem_per_host_gib) || opt.mem_per_host_gib > kMaxHostGiB)
+    return Status::errorf("--mem-per-host {} must be a positive number of GiB up to {}", opt.mem_per_host_gib,
+                          kMaxHostGiB);
   if (!positive(opt.bandwidth_gbps))
     return Status::errorf("--bandwidth-per-host {} must be a positive number of GB/s", opt.bandwidth_gbps);
   if (!positive(opt.interconnect_gbps))
@@ -594,7 +596,8 @@ std::string projection_text(const ModelConfig& cfg, const DeployPlan& plan) {
                      "read", "sent", "t_read", "t_sent", "f (at B)", "t_step", "tok/s/request", "tok/s in all");
   for (const DecodeProjection& p : plan.projections) {
     const std::string f = p.bench_batch > 0 ? fmt::format("{:.3f} ({})", p.fraction, p.bench_batch) : "1";
-    out += fmt::format("  {:>4}  {:>4}  {:>10}  {:>10}  {:>6.2f} ms  {:>6.2f} ms  {:>11}  {:>6.2f} ms  {:>13.2f}  {:>12.1f}\n",
+    out += fmt::format("  {:>4}  {:>4}  {:>10}  {:>10}  {:>6.2f} ms  {:>6.2f} ms  {:>11}  {:>6.2f} ms  {:>13.2f}  "
+                       "{:>12.1f}\n",
                        p.batch, p.host, human(std::llround(p.read_bytes)), human(std::llround(p.sent_bytes)),
                        p.memory_s * 1e3, p.network_s * 1e3, f, p.step_s() * 1e3, 1 / p.step_s(),
                        static_cast<double>(plan.topology.dp * p.batch) / p.step_s());

@@ -243,6 +243,10 @@ TEST(DeployPlan, ErrorsNameTheField) {
   opt.mem_per_host_gib = 0;
   EXPECT_NE(plan_deployment(c, opt).message().find("--mem-per-host 0 must be a positive number of GiB"),
             std::string::npos);
+  opt.mem_per_host_gib = 2e6;
+  EXPECT_NE(
+      plan_deployment(c, opt).message().find("--mem-per-host 2000000 must be a positive number of GiB up to 1048576"),
+      std::string::npos);
   opt.mem_per_host_gib = 256;
   opt.bandwidth_gbps = -1;
   EXPECT_NE(plan_deployment(c, opt).message().find("--bandwidth-per-host -1 must be a positive number of GB/s"),
@@ -538,7 +542,8 @@ TEST(DeployPlan, BenchFileErrorsNameTheFlag) {
             std::string::npos);
   const std::string no_fraction = R"({"cases": [{"case": "head", "phase": "decode", "B": 1, "S": 1, "threads": 1,
                                       "step_ms": 1}]})";
-  EXPECT_NE(error(write_file("bench_nofrac.json", no_fraction)).find("cases[0] (head) has no number \"bandwidth_fraction\""),
+  EXPECT_NE(error(write_file("bench_nofrac.json", no_fraction))
+                .find("cases[0] (head) has no number \"bandwidth_fraction\""),
             std::string::npos);
   const std::string zero = R"({"cases": [{"case": "head", "phase": "decode", "B": 1, "S": 1, "threads": 1,
                                "step_ms": 1, "bandwidth_fraction": 0}]})";
