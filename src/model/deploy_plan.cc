@@ -592,11 +592,11 @@ std::string projection_text(const ModelConfig& cfg, const DeployPlan& plan) {
                        opt.bench->path, opt.bench->threads);
   else
     out += "  f = 1 (no --bench)\n";
-  out += fmt::format("  {:>4}  {:>4}  {:>10}  {:>10}  {:>9}  {:>9}  {:>11}  {:>9}  {:>13}  {:>12}\n", "B", "host",
+  out += fmt::format("  {:>4}  {:>4}  {:>10}  {:>10}  {:>11}  {:>11}  {:>11}  {:>11}  {:>13}  {:>12}\n", "B", "host",
                      "read", "sent", "t_read", "t_sent", "f (at B)", "t_step", "tok/s/request", "tok/s in all");
   for (const DecodeProjection& p : plan.projections) {
     const std::string f = p.bench_batch > 0 ? fmt::format("{:.3f} ({})", p.fraction, p.bench_batch) : "1";
-    out += fmt::format("  {:>4}  {:>4}  {:>10}  {:>10}  {:>6.2f} ms  {:>6.2f} ms  {:>11}  {:>6.2f} ms  {:>13.2f}  "
+    out += fmt::format("  {:>4}  {:>4}  {:>10}  {:>10}  {:>8.2f} ms  {:>8.2f} ms  {:>11}  {:>8.2f} ms  {:>13.2f}  "
                        "{:>12.1f}\n",
                        p.batch, p.host, human(std::llround(p.read_bytes)), human(std::llround(p.sent_bytes)),
                        p.memory_s * 1e3, p.network_s * 1e3, f, p.step_s() * 1e3, 1 / p.step_s(),
