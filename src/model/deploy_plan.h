@@ -1,7 +1,9 @@
 // Deployment on paper: for a dp × tp deployment with the routed experts over ep ranks
 // (runtime.md §6.1), per rank the resident weights (model/placement.h), the caches of the
 // sequences it owns (model/cache_bytes.h), and the bytes each collective of one decode step
-// sends to other ranks (§6.5–§6.10).
+// sends to other ranks (§6.5–§6.10); per host the sum of its ranks and the bytes it sends to
+// other hosts; the largest batch × context that fits; the projected decode step ("the whole
+// plan" below).
 //
 // Notation: a TP group of G ranks, rank r holding t_r rows of the step, group_t = Σ_q t_q;
 // H = num_attention_heads, Dh = head_dim, G_o = o_groups, D = hidden_size, V = vocab_size,

@@ -295,15 +295,16 @@ TEST(DeployPlan, FlashRankBytesFallWithTp) {
   }
 }
 
-// Ranks fill hosts in rank order; a host holds the sum of its ranks.
+// Ranks fill hosts in rank order; a host holds the sum of its ranks (tiny: 8 experts, one per
+// rank of the EP group).
 TEST(DeployPlan, HostsTakeRanksInOrder) {
-  const ModelConfig c = preset("flash");
+  const ModelConfig c = preset("tiny");
   PlanOptions opt;
   opt.tp = 4;
   opt.dp = 2;
   opt.ep = 8;
   opt.batch = 16;
-  opt.context = 65536;
+  opt.context = 1024;
   opt.hosts = 2;
   const Result<DeployPlan> plan = plan_deployment(c, opt);
   ASSERT_TRUE(plan.ok()) << plan.message();
