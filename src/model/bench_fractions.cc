@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -24,9 +25,19 @@ const BenchFraction& BenchFractions::nearest(int64_t b) const {
 }
 
 namespace {
+// A string field, or "" when absent or not a string.
+std::string text_of(const nlohmann::json& c, const char* key) {
+  const auto it = c.find(key);
+  return it != c.end() && it->is_string() ? it->get<std::string>() : "";
+}
 bool step_record(const nlohmann::json& c) {
-  const std::string name = c.value("case", "");
-  return c.value("phase", "") == "decode" && c.value("S", 0) == 1 && (name == "head" || name.rfind("layer-", 0) == 0);
+  const std::string name = text_of(c, "case");
+  const auto s = c.find("S");
+  return text_of(c, "phase") == "decode" && s != c.end() && s->is_number_integer() && s->get<int64_t>() == 1 &&
+         (name == "head" || name.rfind("layer-", 0) == 0);
+}
+bool within(const nlohmann::json& v, double lo, double hi) {  // lo < v <= hi
+  return v.is_number() && v.get<double>() > lo && v.get<double>() <= hi;
 }
 }  // namespace
 
@@ -35,7 +46,11 @@ Result<BenchFractions> read_bench_fractions(const std::string& path) {
   if (!in) return Status::errorf("--bench {}: cannot open the file", path);
   std::stringstream text;
   text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  return parse_bench_fractions(text.str(), path);
+}
+
+Result<BenchFractions> parse_bench_fractions(std::string_view text, const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::errorf("--bench {}: not JSON (a `dsv4 bench --json` file)", path);
   if (!j.is_object() || !j.contains("cases") || !j["cases"].is_array())
     return Status::errorf("--bench {}: no \"cases\" list (a `dsv4 bench --json` file)", path);
@@ -43,17 +58,21 @@ Result<BenchFractions> read_bench_fractions(const std::string& path) {
   BenchFractions out;
   out.path = path;
   std::vector<const nlohmann::json*> used;
+  constexpr double kMaxCount = 1 << 20;
   for (size_t i = 0; i < j["cases"].size(); ++i) {
     const nlohmann::json& c = j["cases"][i];
     if (!c.is_object()) return Status::errorf("--bench {}: cases[{}] is not an object", path, i);
     if (!step_record(c)) continue;
+    const std::string name = text_of(c, "case");
     for (const char* key : {"B", "threads", "step_ms", "bandwidth_fraction"})
       if (!c.contains(key) || !c[key].is_number())
-        return Status::errorf("--bench {}: cases[{}] ({}) has no number \"{}\"", path, i, c.value("case", ""), key);
-    if (c["B"].get<int64_t>() < 1 || !(c["step_ms"].get<double>() > 0) ||
-        !(c["bandwidth_fraction"].get<double>() > 0))
-      return Status::errorf("--bench {}: cases[{}] ({}) needs B >= 1, step_ms > 0 and bandwidth_fraction > 0", path,
-                            i, c.value("case", ""));
+        return Status::errorf("--bench {}: cases[{}] ({}) has no number \"{}\"", path, i, name, key);
+    if (!c["B"].is_number_integer() || !within(c["B"], 0, kMaxCount) || !c["threads"].is_number_integer() ||
+        !within(c["threads"], 0, kMaxCount) || !within(c["step_ms"], 0, 1e9) ||
+        !within(c["bandwidth_fraction"], 0, 100))
+      return Status::errorf("--bench {}: cases[{}] ({}) needs B and threads integers in [1, {}], step_ms in "
+                            "(0, 1e9] and bandwidth_fraction in (0, 100]",
+                            path, i, name, kMaxCount);
     used.push_back(&c);
     out.threads = std::max(out.threads, c["threads"].get<int>());
   }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -29,7 +30,10 @@ struct BenchFractions {
   const BenchFraction& nearest(int64_t b) const;
 };
 
-// Errors name --bench, the file and what is missing or malformed.
+// Errors name --bench, the file and what is missing or malformed. Per record used: B and
+// threads integers in [1, 2^20], step_ms in (0, 1e9], bandwidth_fraction in (0, 100].
 Result<BenchFractions> read_bench_fractions(const std::string& path);
+// The same over the file's text (path: for the messages).
+Result<BenchFractions> parse_bench_fractions(std::string_view text, const std::string& path);
 
 }  // namespace dsv4

@@ -548,7 +548,15 @@ TEST(DeployPlan, BenchFileErrorsNameTheFlag) {
             std::string::npos);
   const std::string zero = R"({"cases": [{"case": "head", "phase": "decode", "B": 1, "S": 1, "threads": 1,
                                "step_ms": 1, "bandwidth_fraction": 0}]})";
-  EXPECT_NE(error(write_file("bench_zero.json", zero)).find("bandwidth_fraction > 0"), std::string::npos);
+  const char* limits = "cases[0] (head) needs B and threads integers in [1, 1048576], step_ms in (0, 1e9] and "
+                       "bandwidth_fraction in (0, 100]";
+  EXPECT_NE(error(write_file("bench_zero.json", zero)).find(limits), std::string::npos);
+  const std::string half = R"({"cases": [{"case": "head", "phase": "decode", "B": 1.5, "S": 1, "threads": 1,
+                               "step_ms": 1, "bandwidth_fraction": 0.5}]})";
+  EXPECT_NE(error(write_file("bench_half.json", half)).find(limits), std::string::npos);
+  // Fields of other types are not this record's: not read, no exception.
+  const std::string odd = R"({"cases": [{"case": 7, "phase": "decode", "S": "1"}]})";
+  EXPECT_NE(error(write_file("bench_odd.json", odd)).find("no decode records"), std::string::npos);
 }
 
 }  // namespace
