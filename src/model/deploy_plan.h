@@ -201,8 +201,9 @@ struct DeployPlan {
 inline constexpr int64_t kProjectedBatches[] = {1, 8, 64};
 
 // Checks the options (batch, context against max_position_embeddings, hosts dividing the
-// world, memory, bandwidths, --mtp against num_nextn_predict_layers), the topology (make_topology) and the model's
-// constraints on it (validate_topology); errors name the flag or field.
+// world, memory, bandwidths, --mtp against num_nextn_predict_layers), the topology
+// (make_topology) and the model's constraints on it (validate_topology); errors name the flag
+// or field.
 Result<DeployPlan> plan_deployment(const ModelConfig& cfg, const PlanOptions& opt);
 
 // The plan as text: a header, one block per set of ranks with equal figures, the hosts, the
