@@ -1,8 +1,10 @@
 // dsv4 plan --model DIR|--preset flash|tiny|tiny2 --tp T [--ep E] [--dp D] [--batch B]
-//           [--context C] [--mtp] [--host-memory GiB] [--quant fp8|none]:
+//           [--context C] [--mtp] [--hosts N] [--mem-per-host GiB] [--bandwidth-per-host GB/s]
+//           [--interconnect GB/s] [--bench FILE] [--quant fp8|none]:
 // a deployment on paper (model/deploy_plan.h): per rank the resident weights, the caches of
-// its sequences, whether both fit in the host memory, and the bytes each collective of one
-// decode step sends to other ranks.
+// its sequences and the bytes each collective of one decode step sends to other ranks; per
+// host its memory and the bytes it sends to other hosts; the largest batch x context that
+// fits; projected decode tokens/s at B = 1, 8, 64.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -20,7 +22,9 @@ struct PlanArgs {
   int tp = 1, ep = 0, dp = 1;
   int64_t batch = 16, context = 65536;
   bool mtp = false;
-  double host_memory = 128;
+  int hosts = 1;
+  double mem_per_host = 256, bandwidth = 200, interconnect = 25;
+  std::string bench;
 };
 
 Result<ModelConfig> plan_config(const PlanArgs& a) {
@@ -35,7 +39,8 @@ Result<ModelConfig> plan_config(const PlanArgs& a) {
 Command add_plan(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* sub = app.add_subcommand(
-      "plan", "Deployment on paper: weights, caches and collective bytes per rank of a tp x dp / ep layout");
+      "plan", "Deployment on paper: memory and collective bytes per rank and host, the largest batch x context, "
+              "projected decode tokens/s");
   sub->add_option("--model", args->model, "Checkpoint directory (its config.json)");
   sub->add_option("--preset", args->preset, "Built-in config instead of --model")
       ->check(CLI::IsMember({"flash", "tiny", "tiny2"}));
@@ -49,8 +54,14 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--batch", args->batch, "Requests per DP group per decode step")->capture_default_str();
   sub->add_option("--context", args->context, "Positions per sequence")->capture_default_str();
   sub->add_flag("--mtp", args->mtp, "MTP decoding: 2 rows per request, plus the MTP block and head");
-  sub->add_option("--host-memory", args->host_memory, "Memory per rank in GiB for the fit verdict")
+  sub->add_option("--hosts", args->hosts, "Hosts the world's ranks fill in rank order (must divide dp x tp)")
       ->capture_default_str();
+  sub->add_option("--mem-per-host", args->mem_per_host, "Memory per host in GiB for the fit")->capture_default_str();
+  sub->add_option("--bandwidth-per-host", args->bandwidth, "Memory read bandwidth per host in GB/s")
+      ->capture_default_str();
+  sub->add_option("--interconnect", args->interconnect, "Bytes per second a host sends to other hosts, in GB/s")
+      ->capture_default_str();
+  sub->add_option("--bench", args->bench, "A `dsv4 bench --json` file: its measured bandwidth fractions per B");
   return {sub, [args, sub]() {
     Result<ModelConfig> cfg = plan_config(*args);
     if (!cfg.ok()) return fail(cfg.status());
@@ -61,7 +72,15 @@ Command add_plan(CLI::App& app) {
     opt.batch = args->batch;
     opt.context = args->context;
     opt.mtp = args->mtp;
-    opt.host_memory_gib = args->host_memory;
+    opt.hosts = args->hosts;
+    opt.mem_per_host_gib = args->mem_per_host;
+    opt.bandwidth_gbps = args->bandwidth;
+    opt.interconnect_gbps = args->interconnect;
+    if (!args->bench.empty()) {
+      Result<BenchFractions> bench = read_bench_fractions(args->bench);
+      if (!bench.ok()) return fail(bench.status());
+      opt.bench = *bench;
+    }
     Result<DeployPlan> plan = plan_deployment(*cfg, opt);
     if (!plan.ok()) return fail(plan.status());
     std::fputs(deploy_plan_text(*cfg, *plan).c_str(), stdout);

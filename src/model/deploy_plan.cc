@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "base/check.h"
 #include "model/cache_bytes.h"
+#include "model/checkpoint_table.h"
 
 namespace dsv4 {
 
@@ -182,6 +184,52 @@ SequenceCacheBytes sequence_cache_bytes(const ModelConfig& cfg, int64_t context)
 }
 
 // ------------------------------------------------------------------------------------------
+// What a decode step reads
+
+RankReadWeights rank_read_weights(const ModelConfig& cfg, const Topology& t) {
+  RankReadWeights r;
+  for (const TensorSpec& s : expected_tensors(cfg)) {
+    const int64_t held = rank_share(s.name, static_cast<int64_t>(s.n_bytes()), cfg, t);
+    const bool draft = s.layer >= cfg.num_hidden_layers;
+    switch (placement_of(s.name)) {
+      case Placement::kReplicated:
+        if (s.name == "embed.weight")
+          r.embed_row += held / cfg.vocab_size;
+        else
+          (draft ? r.draft_owned : r.owned) += held;
+        break;
+      case Placement::kExperts: (draft ? r.draft_experts : r.experts) += held; break;
+      case Placement::kOutputGroups:
+      case Placement::kInputGroups:
+      case Placement::kVocab: (draft ? r.draft_sharded : r.sharded) += held; break;
+    }
+  }
+  return r;
+}
+
+double experts_hit_fraction(const ModelConfig& cfg, int64_t rows) {
+  const double k = static_cast<double>(cfg.num_experts_per_tok) / static_cast<double>(cfg.n_routed_experts);
+  return 1 - std::pow(1 - k, static_cast<double>(rows));
+}
+
+int64_t cache_read_bytes(const ModelConfig& cfg, int64_t context, bool mtp) {
+  int64_t bytes = 0;
+  for (const CacheFamilyBytes& f : cache_bytes_per_token(cfg)) {
+    int64_t rows = 0, layers = f.layers;
+    if (f.family == "window KV") {
+      rows = std::min(context, cfg.sliding_window);
+      if (!mtp) layers -= cfg.n_mtp_layers();
+    } else if (f.family == "CSA KV") {
+      rows = std::min(context / f.ratio, cfg.index_topk);
+    } else if (f.per_token) {
+      rows = context / f.ratio;  // indexer keys, HCA KV
+    }
+    bytes += f.row_bytes * layers * rows;
+  }
+  return bytes;
+}
+
+// ------------------------------------------------------------------------------------------
 // The whole plan
 
 namespace {
@@ -191,19 +239,19 @@ struct GroupRows {
   std::vector<int64_t> tp_main, tp_mtp, ep_main, ep_mtp;
 };
 
-int64_t requests_of(const PlanOptions& opt, int tp_rank) { return share_of(opt.batch, tp_rank, opt.tp).size(); }
+int64_t requests_of(int64_t batch, int tp_rank, int tp) { return share_of(batch, tp_rank, tp).size(); }
 
-GroupRows group_rows(const Topology& t, const PlanOptions& opt) {
-  const int64_t rows_per_request = opt.mtp ? 2 : 1;
+GroupRows group_rows(const Topology& t, int64_t batch, bool mtp) {
+  const int64_t rows_per_request = mtp ? 2 : 1;
   GroupRows g;
   for (int q = 0; q < t.tp; ++q) {
-    g.tp_main.push_back(rows_per_request * requests_of(opt, q));
-    g.tp_mtp.push_back(requests_of(opt, q));
+    g.tp_main.push_back(rows_per_request * requests_of(batch, q, t.tp));
+    g.tp_mtp.push_back(requests_of(batch, q, t.tp));
   }
   for (int d = 0; d < t.ep; ++d) {
     const int tp_rank = (t.ep_group() * t.ep + d) % t.tp;
-    g.ep_main.push_back(rows_per_request * requests_of(opt, tp_rank));
-    g.ep_mtp.push_back(requests_of(opt, tp_rank));
+    g.ep_main.push_back(rows_per_request * requests_of(batch, tp_rank, t.tp));
+    g.ep_mtp.push_back(requests_of(batch, tp_rank, t.tp));
   }
   return g;
 }
@@ -219,7 +267,128 @@ StepCollectiveBytes step_bytes(const ModelConfig& cfg, const Topology& t, const 
   return s;
 }
 
+// Shares of a rank's seams in one group that reach other hosts: by peers (a seam sized by
+// the sender) and by the peers' rows (a seam sized by the receiver). Member q of the group
+// is global rank first + q; `self` the sender's index.
+struct CrossShare {
+  double by_sender = 0, by_receiver = 0;
+};
+
+CrossShare cross_share(int first, std::span<const int64_t> rows, int self, int ranks_per_host) {
+  const int host = (first + self) / ranks_per_host;
+  int peers = 0, remote = 0;
+  int64_t peer_rows = 0, remote_rows = 0;
+  for (int q = 0; q < static_cast<int>(rows.size()); ++q) {
+    if (q == self) continue;
+    ++peers;
+    peer_rows += rows[q];
+    if ((first + q) / ranks_per_host != host) {
+      ++remote;
+      remote_rows += rows[q];
+    }
+  }
+  return {peers > 0 ? static_cast<double>(remote) / peers : 0,
+          peer_rows > 0 ? static_cast<double>(remote_rows) / static_cast<double>(peer_rows) : 0};
+}
+
+// Bytes of rank t.rank's step (b) that go to ranks on other hosts.
+double sent_to_other_hosts(const StepCollectiveBytes& b, const Topology& t, const GroupRows& g, int ranks_per_host) {
+  const CrossShare tp = cross_share(t.dp_group() * t.tp, g.tp_main, t.tp_rank(), ranks_per_host);
+  const CrossShare ep = cross_share(t.ep_group() * t.ep, g.ep_main, t.ep_rank(), ranks_per_host);
+  const auto d = [](int64_t x) { return static_cast<double>(x); };
+  return tp.by_sender * d(b.attn_a2a + b.head_gather) + tp.by_receiver * d(b.o_reduce + b.head_logits) +
+         ep.by_sender * d(b.moe_counts + b.moe_dispatch) + ep.by_receiver * d(b.moe_combine);
+}
+
+int ranks_per_host(const DeployPlan& plan) { return plan.topology.world / plan.options.hosts; }
+
+// The largest host's resident bytes with `batch` requests per DP group of `context` positions.
+double largest_host_bytes(const ModelConfig& cfg, const DeployPlan& plan, int64_t batch, int64_t context) {
+  const double sequence = static_cast<double>(sequence_cache_bytes(cfg, context).total());
+  const int per_host = ranks_per_host(plan), tp = plan.topology.tp;
+  double largest = 0;
+  for (int h = 0; h < plan.options.hosts; ++h) {
+    double bytes = 0;
+    for (int w = h * per_host; w < (h + 1) * per_host; ++w)
+      bytes += static_cast<double>(plan.ranks[w].weights.total()) +
+               static_cast<double>(requests_of(batch, w % tp, tp)) * sequence;
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+// Largest x in [lo, hi] with fits(x), given fits(lo) and fits falling in x.
+template <class Fits>
+int64_t largest_fitting(int64_t lo, int64_t hi, Fits fits) {
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+constexpr double kGiB = 1073741824.0;
+
+void plan_fit(const ModelConfig& cfg, DeployPlan& plan) {
+  const PlanOptions& opt = plan.options;
+  const double memory = opt.mem_per_host_gib * kGiB;
+  const auto batch_fits = [&](int64_t b) { return largest_host_bytes(cfg, plan, b, opt.context) <= memory; };
+  const auto context_fits = [&](int64_t c) { return largest_host_bytes(cfg, plan, opt.batch, c) <= memory; };
+  const double sequence = static_cast<double>(sequence_cache_bytes(cfg, opt.context).total());
+  const int64_t batch_bound = plan.topology.tp * (static_cast<int64_t>(memory / sequence) + 1);
+  plan.max_batch = batch_fits(1) ? largest_fitting(1, batch_bound, batch_fits) : 0;
+  plan.max_context = context_fits(1) ? largest_fitting(1, cfg.max_position_embeddings, context_fits) : 0;
+}
+
+DecodeProjection project_decode(const ModelConfig& cfg, const DeployPlan& plan, int64_t batch,
+                                const std::map<std::pair<int, int>, RankReadWeights>& reads) {
+  const PlanOptions& opt = plan.options;
+  const int world = plan.topology.world, per_host = ranks_per_host(plan);
+  const int64_t cache = cache_read_bytes(cfg, opt.context, opt.mtp);
+  std::vector<double> read(opt.hosts, 0), sent(opt.hosts, 0);
+  for (int w = 0; w < world; ++w) {
+    const Topology t = *make_topology(world, w, opt.tp, opt.dp, opt.ep);
+    const GroupRows g = group_rows(t, batch, opt.mtp);
+    const RankReadWeights& rw = reads.at({t.tp_rank(), t.ep_rank()});
+    const int64_t requests = requests_of(batch, t.tp_rank(), t.tp);
+    // Weights of one forward over own rows `mine` of the TP group's `group` and the EP group's `ep`.
+    const auto forward = [&](int64_t owned, int64_t sharded, int64_t experts, int64_t mine, int64_t group,
+                             int64_t ep) {
+      return static_cast<double>((mine > 0 ? owned : 0) + (group > 0 ? sharded : 0) + rw.embed_row * mine) +
+             static_cast<double>(experts) * experts_hit_fraction(cfg, ep);
+    };
+    double bytes = forward(rw.owned, rw.sharded, rw.experts, g.tp_main[t.tp_rank()], sum(g.tp_main), sum(g.ep_main)) +
+                   static_cast<double>(requests * cache);
+    if (opt.mtp)
+      bytes += forward(rw.draft_owned, rw.draft_sharded, rw.draft_experts, g.tp_mtp[t.tp_rank()], sum(g.tp_mtp),
+                       sum(g.ep_mtp));
+    read[w / per_host] += bytes;
+    sent[w / per_host] += sent_to_other_hosts(step_bytes(cfg, t, g, opt.mtp, RoutingCase::kUniform), t, g, per_host);
+  }
+  DecodeProjection p;
+  p.batch = batch;
+  if (opt.bench) {
+    const BenchFraction& f = opt.bench->nearest(batch);
+    p.fraction = f.fraction;
+    p.bench_batch = f.batch;
+  }
+  for (int h = 0; h < opt.hosts; ++h) {
+    DecodeProjection q = p;
+    q.host = h;
+    q.read_bytes = read[h];
+    q.sent_bytes = sent[h];
+    q.memory_s = read[h] / (opt.bandwidth_gbps * 1e9);
+    q.network_s = sent[h] / (opt.interconnect_gbps * 1e9);
+    if (h == 0 || q.step_s() > p.step_s()) p = q;
+  }
+  return p;
+}
+
 constexpr int64_t kMaxWorld = 65536;
+constexpr double kMaxHostGiB = 1 << 20;  // 1 PiB: keeps the batch search in int64
 
 Status check_options(const ModelConfig& cfg, const PlanOptions& opt) {
   if (opt.batch < 1) return Status::errorf("--batch {} must be at least 1", opt.batch);
@@ -227,12 +396,22 @@ Status check_options(const ModelConfig& cfg, const PlanOptions& opt) {
   if (opt.context > cfg.max_position_embeddings)
     return Status::errorf("--context {} exceeds the model's max_position_embeddings = {}", opt.context,
                           cfg.max_position_embeddings);
-  if (!(opt.host_memory_gib > 0) || !std::isfinite(opt.host_memory_gib))
-    return Status::errorf("--host-memory {} must be a positive number of GiB", opt.host_memory_gib);
+  const auto positive = [](double x) { return x > 0 && std::isfinite(x); };
+  if (!positive(opt.mem_per_host_gib) || opt.mem_per_host_gib > kMaxHostGiB)
+    return Status::errorf("--mem-per-host {} must be a positive number of GiB up to {}", opt.mem_per_host_gib,
+                          kMaxHostGiB);
+  if (!positive(opt.bandwidth_gbps))
+    return Status::errorf("--bandwidth-per-host {} must be a positive number of GB/s", opt.bandwidth_gbps);
+  if (!positive(opt.interconnect_gbps))
+    return Status::errorf("--interconnect {} must be a positive number of GB/s", opt.interconnect_gbps);
   if (opt.mtp && cfg.n_mtp_layers() < 1) return Status::errorf("--mtp: {}", cfg.no_mtp_reason());
   if (opt.tp < 1 || opt.dp < 1) return Status::errorf("--tp {} and --dp {} must be at least 1", opt.tp, opt.dp);
   if (static_cast<int64_t>(opt.tp) * opt.dp > kMaxWorld)
     return Status::errorf("--dp {} x --tp {} is more than {} ranks", opt.dp, opt.tp, kMaxWorld);
+  const int world = opt.tp * opt.dp;
+  if (opt.hosts < 1 || world % opt.hosts != 0)
+    return Status::errorf("--hosts {} must divide the world of {} ranks (--dp {} x --tp {})", opt.hosts, world, opt.dp,
+                          opt.tp);
   return Status();
 }
 
@@ -252,22 +431,35 @@ Result<DeployPlan> plan_deployment(const ModelConfig& cfg, const PlanOptions& op
   plan.sequence = sequence_cache_bytes(cfg, opt.context);
   plan.block_forwards = cfg.num_hidden_layers + (opt.mtp ? 1 : 0);
   plan.head_runs = opt.mtp ? 2 : 1;
-  std::map<std::pair<int, int>, RankWeights> weights;  // by (tp rank, ep rank)
+  const int per_host = world / opt.hosts;
+  for (int h = 0; h < opt.hosts; ++h) plan.hosts.push_back({h, h * per_host, per_host});
+  std::map<std::pair<int, int>, RankWeights> weights;      // by (tp rank, ep rank)
+  std::map<std::pair<int, int>, RankReadWeights> reads;  // by (tp rank, ep rank)
   for (int w = 0; w < world; ++w) {
     const Topology t = *make_topology(world, w, opt.tp, opt.dp, opt.ep);
-    const GroupRows g = group_rows(t, opt);
+    const GroupRows g = group_rows(t, opt.batch, opt.mtp);
     RankPlan rp;
     rp.rank = w;
-    rp.requests = requests_of(opt, t.tp_rank());
+    rp.requests = requests_of(opt.batch, t.tp_rank(), t.tp);
     rp.rows = g.tp_main[t.tp_rank()];
     auto [held, fresh] = weights.try_emplace({t.tp_rank(), t.ep_rank()});
-    if (fresh) held->second = rank_weights(cfg, t);
+    if (fresh) {
+      held->second = rank_weights(cfg, t);
+      reads[{t.tp_rank(), t.ep_rank()}] = rank_read_weights(cfg, t);
+    }
     rp.weights = held->second;
     rp.cache_bytes = rp.requests * plan.sequence.total();
     rp.uniform = step_bytes(cfg, t, g, opt.mtp, RoutingCase::kUniform);
     rp.worst = step_bytes(cfg, t, g, opt.mtp, RoutingCase::kWorst);
+    HostPlan& host = plan.hosts[w / per_host];
+    host.weights += rp.weights.total();
+    host.caches += rp.cache_bytes;
+    host.sent_uniform += sent_to_other_hosts(rp.uniform, t, g, per_host);
+    host.sent_worst += sent_to_other_hosts(rp.worst, t, g, per_host);
     plan.ranks.push_back(rp);
   }
+  plan_fit(cfg, plan);
+  for (int64_t b : kProjectedBatches) plan.projections.push_back(project_decode(cfg, plan, b, reads));
   return plan;
 }
 
@@ -275,8 +467,6 @@ Result<DeployPlan> plan_deployment(const ModelConfig& cfg, const PlanOptions& op
 // Text
 
 namespace {
-
-constexpr double kGiB = 1073741824.0;
 
 // Weights and caches of a plan: in GiB, or in MiB when no rank holds a GiB.
 struct Unit {
@@ -293,17 +483,30 @@ std::string human(int64_t bytes) {
   return fmt::format("{:.2f} GiB", b / kGiB);
 }
 
-// "rank 3", "ranks 0-7", "ranks 0, 2, 4-6".
-std::string rank_list(const std::vector<int>& ranks) {
+// "rank 3", "ranks 0-7", "ranks 0, 2, 4-6" (ids ascending; noun "rank" or "host").
+std::string id_list(const std::vector<int>& ids, const char* noun = "rank") {
   std::string s;
-  for (size_t i = 0; i < ranks.size();) {
+  for (size_t i = 0; i < ids.size();) {
     size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
     if (!s.empty()) s += ", ";
-    s += j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+    s += j == i ? fmt::format("{}", ids[i]) : fmt::format("{}-{}", ids[i], ids[j]);
     i = j + 1;
   }
-  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
+  return fmt::format("{}{} {}", noun, ids.size() == 1 ? "" : "s", s);
+}
+
+// Groups of equal items (by `same`) in order of their first index.
+template <class T, class Same>
+std::vector<std::vector<int>> fold(const std::vector<T>& items, Same same) {
+  std::vector<std::vector<int>> folds;
+  for (int i = 0; i < static_cast<int>(items.size()); ++i) {
+    auto f = std::find_if(folds.begin(), folds.end(),
+                          [&](const std::vector<int>& g) { return same(items[g[0]], items[i]); });
+    if (f == folds.end()) f = folds.insert(folds.end(), std::vector<int>{});
+    f->push_back(i);
+  }
+  return folds;
 }
 
 // Ranks print one block when everything the block prints is equal.
@@ -324,12 +527,6 @@ std::string rank_block(const DeployPlan& plan, const RankPlan& r, const std::str
   out += "\n";
   out += fmt::format("  caches     {:>12} ({} sequence{} of {} positions)\n", unit(r.cache_bytes), r.requests,
                      r.requests == 1 ? "" : "s", opt.context);
-  const double host = opt.host_memory_gib * kGiB;
-  const bool fits = static_cast<double>(r.resident()) <= host;
-  const double room = (host - static_cast<double>(r.weights.total())) / static_cast<double>(plan.sequence.total());
-  out += fmt::format("  fits in {:g} GiB: {} ({}); {} sequences of {} positions fit beside the weights\n",
-                     opt.host_memory_gib, fits ? "yes" : "no", unit(r.resident()),
-                     room > 0 ? static_cast<int64_t>(room) : 0, opt.context);
   out += fmt::format("  collectives per step, bytes sent to other ranks:  {:>12}  {:>12}\n", "uniform", "worst case");
   const auto line = [&](const char* name, int64_t u, int64_t w) {
     out += fmt::format("    {:<46}  {:>12}  {:>12}\n", name, human(u), human(w));
@@ -342,6 +539,69 @@ std::string rank_block(const DeployPlan& plan, const RankPlan& r, const std::str
   line("head_gather  (final normed rows)", r.uniform.head_gather, r.worst.head_gather);
   line("head_logits  (vocab-shard logits)", r.uniform.head_logits, r.worst.head_logits);
   line("total", r.uniform.total(), r.worst.total());
+  return out;
+}
+
+std::string hosts_text(const ModelConfig& cfg, const DeployPlan& plan, const Unit& unit) {
+  const PlanOptions& opt = plan.options;
+  std::string out = fmt::format(
+      "hosts: {} of {:g} GiB, {} rank{} each in rank order; collectives between ranks of a host go through shared "
+      "memory (counted free)\n",
+      opt.hosts, opt.mem_per_host_gib, plan.hosts[0].n_ranks, plan.hosts[0].n_ranks == 1 ? "" : "s");
+  const auto same = [](const HostPlan& a, const HostPlan& b) {
+    return a.weights == b.weights && a.caches == b.caches && a.sent_uniform == b.sent_uniform &&
+           a.sent_worst == b.sent_worst;
+  };
+  for (const std::vector<int>& hosts : fold(plan.hosts, same)) {
+    const HostPlan& h = plan.hosts[hosts[0]];
+    std::vector<int> ranks(h.n_ranks);
+    std::iota(ranks.begin(), ranks.end(), h.first_rank);
+    const std::string label = hosts.size() == 1 ? fmt::format("host {} ({})", h.host, id_list(ranks))
+                                                : fmt::format("{}, each", id_list(hosts, "host"));
+    const bool fits = static_cast<double>(h.resident()) <= opt.mem_per_host_gib * kGiB;
+    out += fmt::format("{}: weights {} + caches {} = {}: {}; sends {} (uniform) / {} (worst case) per step to other "
+                       "hosts\n",
+                       label, unit(h.weights), unit(h.caches), unit(h.resident()), fits ? "fits" : "does not fit",
+                       human(std::llround(h.sent_uniform)), human(std::llround(h.sent_worst)));
+  }
+  out += fmt::format("largest batch x context in {:g} GiB per host: {} requests per DP group ({} in all) at {} "
+                     "positions; {} positions at {} requests per DP group{}\n",
+                     opt.mem_per_host_gib, plan.max_batch, plan.max_batch * plan.topology.dp, opt.context,
+                     plan.max_context, opt.batch,
+                     plan.max_context == cfg.max_position_embeddings ? " (= max_position_embeddings)" : "");
+  return out;
+}
+
+std::string projection_text(const ModelConfig& cfg, const DeployPlan& plan) {
+  const PlanOptions& opt = plan.options;
+  std::string out = fmt::format(
+      "decode projection at {} positions: {:g} GB/s memory read and {:g} GB/s interconnect per host, 1 token per "
+      "request per step, uniform routing, collective latency not counted\n",
+      opt.context, opt.bandwidth_gbps, opt.interconnect_gbps);
+  out += "  t_step = max over hosts [ read / (bandwidth x f) + sent to other hosts / interconnect ]\n";
+  out += fmt::format(
+      "  read   = per rank: replicated weights if it has rows + its wo_a, wo_b, head shards if its TP group has rows "
+      "+ T_r embedding rows + routed experts held x (1 - (1 - K/E)^T_ep) (K = {}, E = {}, T_ep = the EP group's "
+      "rows) + requests x caches read (per layer min(C, W) window rows; CSA min(C/{}, index_topk) KV rows + C/{} "
+      "indexer keys; HCA C/ratio rows)\n",
+      cfg.num_experts_per_tok, cfg.n_routed_experts, kCsaRatio, kCsaRatio);
+  out += fmt::format("  tokens/s per request = 1 / t_step; in all = dp x B / t_step (dp = {})\n", plan.topology.dp);
+  if (opt.bench)
+    out += fmt::format("  f = the measured bandwidth fraction of {} (decode, S = 1, head and layer cases, {} threads) "
+                       "at the nearest benchmarked B\n",
+                       opt.bench->path, opt.bench->threads);
+  else
+    out += "  f = 1 (no --bench)\n";
+  out += fmt::format("  {:>4}  {:>4}  {:>10}  {:>10}  {:>11}  {:>11}  {:>11}  {:>11}  {:>13}  {:>12}\n", "B", "host",
+                     "read", "sent", "t_read", "t_sent", "f (at B)", "t_step", "tok/s/request", "tok/s in all");
+  for (const DecodeProjection& p : plan.projections) {
+    const std::string f = p.bench_batch > 0 ? fmt::format("{:.3f} ({})", p.fraction, p.bench_batch) : "1";
+    out += fmt::format("  {:>4}  {:>4}  {:>10}  {:>10}  {:>8.2f} ms  {:>8.2f} ms  {:>11}  {:>8.2f} ms  {:>13.2f}  "
+                       "{:>12.1f}\n",
+                       p.batch, p.host, human(std::llround(p.read_bytes)), human(std::llround(p.sent_bytes)),
+                       p.memory_s * 1e3, p.network_s * 1e3, f, p.step_s() * 1e3, 1 / p.step_s(),
+                       static_cast<double>(plan.topology.dp * p.batch) / p.step_s());
+  }
   return out;
 }
 
@@ -370,19 +630,14 @@ std::string deploy_plan_text(const ModelConfig& cfg, const DeployPlan& plan) {
   out += "MoE traffic: uniform = expectation with each row's experts uniformly random; worst case = every route "
          "remote, spread evenly over the peers\n";
 
-  // Ranks with equal figures fold into one block, in order of their first rank.
-  std::vector<std::vector<int>> folds;
-  for (const RankPlan& r : plan.ranks) {
-    auto fold = std::find_if(folds.begin(), folds.end(),
-                             [&](const std::vector<int>& f) { return same_figures(plan.ranks[f[0]], r); });
-    if (fold == folds.end()) fold = folds.insert(folds.end(), std::vector<int>{});
-    fold->push_back(r.rank);
-  }
   int64_t largest = 0;
   for (const RankPlan& r : plan.ranks) largest = std::max(largest, r.resident());
   const Unit unit = largest >= int64_t{1} << 30 ? Unit{kGiB, "GiB"} : Unit{1048576.0, "MiB"};
-  for (const std::vector<int>& ranks : folds)
-    out += rank_block(plan, plan.ranks[ranks[0]], rank_list(ranks), unit);
+  // Ranks with equal figures fold into one block, in order of their first rank.
+  for (const std::vector<int>& ranks : fold(plan.ranks, same_figures))
+    out += rank_block(plan, plan.ranks[ranks[0]], id_list(ranks), unit);
+  out += hosts_text(cfg, plan, unit);
+  out += projection_text(cfg, plan);
   return out;
 }
 

@@ -63,26 +63,21 @@ bool rank_reads(const std::string& name, const ModelConfig& cfg, const Topology&
   return e >= experts.begin && e < experts.end;
 }
 
+int64_t rank_share(const std::string& tensor_name, int64_t bytes, const ModelConfig& cfg, const Topology& t) {
+  switch (placement_of(tensor_name)) {
+    case Placement::kReplicated: return bytes;
+    case Placement::kExperts: return rank_reads(tensor_name, cfg, t) ? bytes : 0;
+    case Placement::kOutputGroups:
+    case Placement::kInputGroups:
+    case Placement::kVocab: return share_of(bytes, t.tp_rank(), t.tp).size();  // 1/tp of the rows / columns
+  }
+  return bytes;
+}
+
 RankWeights rank_weights(const ModelConfig& cfg, const Topology& t) {
   RankWeights w;
-  const Share experts = share_of(cfg.n_routed_experts, t.ep_rank(), t.ep);
-  for (const TensorSpec& s : expected_tensors(cfg)) {
-    const Placement p = placement_of(s.name);
-    const int64_t b = static_cast<int64_t>(s.n_bytes());
-    int64_t mine = b;
-    switch (p) {
-      case Placement::kReplicated: break;
-      case Placement::kExperts: {
-        const int64_t e = expert_index(s.name);
-        mine = e >= experts.begin && e < experts.end ? b : 0;
-        break;
-      }
-      case Placement::kOutputGroups:
-      case Placement::kInputGroups:
-      case Placement::kVocab: mine = share_of(b, t.tp_rank(), t.tp).size(); break;  // 1/tp of the rows / columns
-    }
-    w.bytes[static_cast<int>(p)] += mine;
-  }
+  for (const TensorSpec& s : expected_tensors(cfg))
+    w.bytes[static_cast<int>(placement_of(s.name))] += rank_share(s.name, static_cast<int64_t>(s.n_bytes()), cfg, t);
   return w;
 }
 

@@ -32,6 +32,9 @@ struct RankWeights {
   int64_t total() const;
 };
 
+// Bytes of a tensor of `bytes` in all that rank t.rank holds (its share by placement_of).
+int64_t rank_share(const std::string& tensor_name, int64_t bytes, const ModelConfig& cfg, const Topology& t);
+
 // Weight bytes rank t.rank holds (checkpoint form; the wo_b shard at its stored width).
 RankWeights rank_weights(const ModelConfig& cfg, const Topology& t);
 

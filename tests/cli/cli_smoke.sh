@@ -28,10 +28,13 @@ grep -q "rank 3: " "$work/out.txt" || { echo "FAIL: inspect --tp 2 --ep 4 printe
 bad "inspect bad tp" "--tp 3 does not divide o_groups" "$dsv4" inspect --model "$work/t2" --tp 3
 grep -q "result: OK" "$work/out.txt" || { echo "FAIL: inspect did not report OK"; fails=$((fails + 1)); }
 # Deployment on paper: Flash on 8 ranks (2 DP groups of tp 4, experts over all 8), a checkpoint's config.
-ok "plan flash" "$dsv4" plan --preset flash --tp 4 --ep 8 --dp 2
-grep -q "^ranks 0-7: 4 requests, 4 rows" "$work/out.txt" && grep -q "fits in 128 GiB: yes" "$work/out.txt" ||
-  { echo "FAIL: plan printed no folded ranks 0-7 that fit"; cat "$work/out.txt"; fails=$((fails + 1)); }
+ok "plan flash" "$dsv4" plan --preset flash --tp 4 --ep 8 --dp 2 --hosts 2 --mem-per-host 256
+grep -q "^ranks 0-7: 4 requests, 4 rows" "$work/out.txt" && grep -q "^hosts 0-1, each: .*: fits;" "$work/out.txt" &&
+  grep -q "^    64 " "$work/out.txt" ||
+  { echo "FAIL: plan printed no folded ranks 0-7, hosts 0-1 that fit or B = 64"; cat "$work/out.txt"; fails=$((fails + 1)); }
 bad "plan bad tp" "--tp 3 does not divide o_groups = 8" "$dsv4" plan --preset flash --tp 3
+bad "plan hosts" "--hosts 3 must divide the world of 8 ranks" "$dsv4" plan --preset flash --tp 8 --hosts 3
+bad "plan bench" "--bench $work/none.json: cannot open" "$dsv4" plan --preset flash --bench "$work/none.json"
 bad "plan context" "exceeds the model's max_position_embeddings" "$dsv4" plan --model "$work/t2" --context 5000
 bad "plan model and preset" "exactly one of --model DIR and --preset NAME" "$dsv4" plan --tp 2
 ok "plan model mtp" "$dsv4" plan --model "$work/t2" --tp 2 --ep 4 --batch 3 --context 512 --mtp

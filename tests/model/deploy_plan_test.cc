@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "model/bench_fractions.h"
 #include "model/cache_bytes.h"
+#include "model/checkpoint_table.h"
 #include "model/config.h"
 #include "model/deploy_plan.h"
 
@@ -237,8 +240,26 @@ TEST(DeployPlan, ErrorsNameTheField) {
   opt.batch = 0;
   EXPECT_NE(plan_deployment(c, opt).message().find("--batch 0"), std::string::npos);
   opt.batch = 1;
-  opt.host_memory_gib = 0;
-  EXPECT_NE(plan_deployment(c, opt).message().find("--host-memory"), std::string::npos);
+  opt.mem_per_host_gib = 0;
+  EXPECT_NE(plan_deployment(c, opt).message().find("--mem-per-host 0 must be a positive number of GiB"),
+            std::string::npos);
+  opt.mem_per_host_gib = 2e6;
+  EXPECT_NE(
+      plan_deployment(c, opt).message().find("--mem-per-host 2000000 must be a positive number of GiB up to 1048576"),
+      std::string::npos);
+  opt.mem_per_host_gib = 256;
+  opt.bandwidth_gbps = -1;
+  EXPECT_NE(plan_deployment(c, opt).message().find("--bandwidth-per-host -1 must be a positive number of GB/s"),
+            std::string::npos);
+  opt.bandwidth_gbps = 200;
+  opt.interconnect_gbps = std::numeric_limits<double>::infinity();
+  EXPECT_NE(plan_deployment(c, opt).message().find("--interconnect inf must be a positive"), std::string::npos);
+  opt.interconnect_gbps = 25;
+  opt.hosts = 3;
+  EXPECT_NE(plan_deployment(c, opt).message().find("--hosts 3 must divide the world of 2 ranks (--dp 1 x --tp 2)"),
+            std::string::npos);
+  opt.hosts = 0;
+  EXPECT_NE(plan_deployment(c, opt).message().find("--hosts 0 must divide"), std::string::npos);
 }
 
 // Flash, 8 ranks with the experts over all 8, 16 requests per DP group at 65536 positions:
@@ -272,6 +293,270 @@ TEST(DeployPlan, FlashRankBytesFallWithTp) {
                 8 / tp, weights / 1073741824.0, resident / 1073741824.0, plan->ranks[0].uniform.total() / 1048576.0,
                 plan->ranks[0].worst.total() / 1048576.0);
   }
+}
+
+// Ranks fill hosts in rank order; a host holds the sum of its ranks (tiny: 8 experts, one per
+// rank of the EP group).
+TEST(DeployPlan, HostsTakeRanksInOrder) {
+  const ModelConfig c = preset("tiny");
+  PlanOptions opt;
+  opt.tp = 4;
+  opt.dp = 2;
+  opt.ep = 8;
+  opt.batch = 16;
+  opt.context = 1024;
+  opt.hosts = 2;
+  const Result<DeployPlan> plan = plan_deployment(c, opt);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  ASSERT_EQ(plan->hosts.size(), 2u);
+  for (int h = 0; h < 2; ++h) {
+    const HostPlan& host = plan->hosts[h];
+    EXPECT_EQ(host.first_rank, 4 * h);
+    EXPECT_EQ(host.n_ranks, 4);
+    int64_t weights = 0, caches = 0;
+    for (int r = 4 * h; r < 4 * h + 4; ++r) {
+      weights += plan->ranks[r].weights.total();
+      caches += plan->ranks[r].cache_bytes;
+    }
+    EXPECT_EQ(host.weights, weights);
+    EXPECT_EQ(host.caches, caches);
+    // A DP group is one host: only the MoE seams leave it, to the 4 peers of 7 on the other host.
+    double moe = 0;
+    for (int r = 4 * h; r < 4 * h + 4; ++r)
+      moe += 4.0 / 7 * static_cast<double>(plan->ranks[r].uniform.moe_counts + plan->ranks[r].uniform.moe_dispatch +
+                                           plan->ranks[r].uniform.moe_combine);
+    EXPECT_NEAR(host.sent_uniform, moe, 1e-6 * moe);
+  }
+  const std::string text = deploy_plan_text(c, *plan);
+  EXPECT_NE(text.find("hosts 0-1, each: weights"), std::string::npos) << text;
+  opt.hosts = 1;
+  const Result<DeployPlan> one = plan_deployment(c, opt);
+  ASSERT_TRUE(one.ok()) << one.message();
+  EXPECT_EQ(one->hosts[0].weights, plan->hosts[0].weights + plan->hosts[1].weights);
+  EXPECT_EQ(one->hosts[0].sent_uniform, 0);
+  for (const DecodeProjection& p : one->projections) EXPECT_EQ(p.network_s, 0);
+}
+
+// tiny over tp 4 (ep 4), 2 ranks per host, 6 requests (ranks own 1, 2, 1, 2): a seam sized by
+// the sender reaches the other host in proportion to peers, one sized by the receiver in
+// proportion to the peers' rows.
+TEST(DeployPlan, SentToOtherHostsByHand) {
+  const ModelConfig c = preset("tiny");
+  PlanOptions opt;
+  opt.tp = 4;
+  opt.batch = 6;
+  opt.context = 64;
+  opt.hosts = 2;
+  const Result<DeployPlan> plan = plan_deployment(c, opt);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  const auto sender = [](const StepCollectiveBytes& b) {
+    return static_cast<double>(b.attn_a2a + b.head_gather + b.moe_counts + b.moe_dispatch);
+  };
+  const auto receiver = [](const StepCollectiveBytes& b) {
+    return static_cast<double>(b.o_reduce + b.head_logits + b.moe_combine);
+  };
+  const std::vector<RankPlan>& r = plan->ranks;
+  // Rank 0: peers 1, 2, 3 with 2, 1, 2 rows, remote 2, 3; rank 1: peers 0, 2, 3 with 1, 1, 2 rows.
+  const double host0 = 2.0 / 3 * sender(r[0].uniform) + 3.0 / 5 * receiver(r[0].uniform) +
+                       2.0 / 3 * sender(r[1].uniform) + 3.0 / 4 * receiver(r[1].uniform);
+  EXPECT_NEAR(plan->hosts[0].sent_uniform, host0, 1e-9 * host0);
+  // Rank 2: peers 0, 1, 3 with 1, 2, 2 rows, remote 0, 1; rank 3: peers 0, 1, 2 with 1, 2, 1 rows.
+  const double host1 = 2.0 / 3 * sender(r[2].uniform) + 3.0 / 5 * receiver(r[2].uniform) +
+                       2.0 / 3 * sender(r[3].uniform) + 3.0 / 4 * receiver(r[3].uniform);
+  EXPECT_NEAR(plan->hosts[1].sent_uniform, host1, 1e-9 * host1);
+}
+
+// Largest batch at the context and largest context at the batch, against direct arithmetic.
+TEST(DeployPlan, LargestBatchAndContextThatFit) {
+  const ModelConfig c = preset("tiny");
+  PlanOptions opt;
+  opt.batch = 8;
+  opt.context = 512;
+  const Result<DeployPlan> probe = plan_deployment(c, opt);
+  ASSERT_TRUE(probe.ok()) << probe.message();
+  const int64_t weights = probe->ranks[0].weights.total();
+  const int64_t sequence = sequence_cache_bytes(c, 512).total();
+  // Room for 10.5 sequences of 512 positions beside the weights.
+  const int64_t memory = weights + 21 * sequence / 2;
+  opt.mem_per_host_gib = static_cast<double>(memory) / 1073741824.0;
+  const Result<DeployPlan> plan = plan_deployment(c, opt);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_EQ(plan->max_batch, 10);
+  // 8 sequences: the largest C with 8 · sequence(C) <= memory − weights.
+  const int64_t room = memory - weights;
+  EXPECT_GT(plan->max_context, 512);
+  EXPECT_LT(plan->max_context, c.max_position_embeddings);
+  EXPECT_LE(8 * sequence_cache_bytes(c, plan->max_context).total(), room);
+  EXPECT_GT(8 * sequence_cache_bytes(c, plan->max_context + 1).total(), room);
+
+  // tp 2 over 2 hosts: rank 1 (one per host) owns ceil(B / 2) requests; room for 10 each.
+  opt.tp = 2;
+  opt.hosts = 2;
+  const Result<DeployPlan> two = plan_deployment(c, opt);
+  ASSERT_TRUE(two.ok()) << two.message();
+  const int64_t room1 = memory - two->ranks[1].weights.total();
+  EXPECT_EQ(two->max_batch, 2 * (room1 / sequence));
+  // Not even the weights: 0.
+  opt.mem_per_host_gib = 1e-6;
+  const Result<DeployPlan> none = plan_deployment(c, opt);
+  ASSERT_TRUE(none.ok()) << none.message();
+  EXPECT_EQ(none->max_batch, 0);
+  EXPECT_EQ(none->max_context, 0);
+}
+
+// What a decode step reads on tiny: the weights split by how they scale, the experts hit,
+// the caches read at C = 100 (window 8, CSA layers 1 and 3 with index_topk 4, HCA layer 2
+// at ratio 8).
+TEST(DeployPlan, StepReadsByHand) {
+  const ModelConfig c = preset("tiny");
+  const Topology t = *make_topology(1, 0, 1);
+  const RankReadWeights r = rank_read_weights(c, t);
+  EXPECT_EQ(r.embed_row, c.hidden_size * 2);
+  EXPECT_EQ(r.owned + r.sharded + r.embed_row * c.vocab_size + r.experts + r.draft_owned + r.draft_sharded +
+                r.draft_experts,
+            rank_weights(c, t).total());
+  const RankWeights w = rank_weights(c, t);
+  EXPECT_EQ(r.sharded + r.draft_sharded, w.bytes[1] + w.bytes[2] + w.bytes[4]);  // wo_a, wo_b, head
+  EXPECT_EQ(r.experts, r.draft_experts * c.num_hidden_layers);  // every layer has the same experts
+  EXPECT_DOUBLE_EQ(experts_hit_fraction(c, 1), 0.25);          // K / E = 2 / 8
+  EXPECT_DOUBLE_EQ(experts_hit_fraction(c, 8), 1 - std::pow(0.75, 8));
+  int64_t kv = 0, key = 0;
+  for (const CacheFamilyBytes& f : cache_bytes_per_token(c)) {
+    if (f.family == "window KV") kv = f.row_bytes;
+    if (f.family == "indexer keys") key = f.row_bytes;
+  }
+  // window 8 rows x 4 layers (+ 1 MTP layer with mtp), CSA 4 x 2, HCA 12 x 1; keys 25 x 2.
+  EXPECT_EQ(cache_read_bytes(c, 100, false), kv * (32 + 8 + 12) + key * 50);
+  EXPECT_EQ(cache_read_bytes(c, 100, true), kv * (40 + 8 + 12) + key * 50);
+  EXPECT_EQ(cache_read_bytes(c, 3, false), kv * (3 * 4) + 0);  // nothing compressed yet
+}
+
+// The projection at B = 1, 8, 64 on one tiny rank: read / bandwidth, no network; tokens/s per
+// request 1 / t, in all dp · B / t.
+TEST(DeployPlan, ProjectionByHand) {
+  const ModelConfig c = preset("tiny");
+  PlanOptions opt;
+  opt.batch = 4;
+  opt.context = 100;
+  opt.bandwidth_gbps = 0.5;
+  const Result<DeployPlan> plan = plan_deployment(c, opt);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  const RankReadWeights r = rank_read_weights(c, plan->topology);
+  const int64_t cache = cache_read_bytes(c, 100, false);
+  ASSERT_EQ(plan->projections.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const DecodeProjection& p = plan->projections[i];
+    const int64_t b = kProjectedBatches[i];
+    EXPECT_EQ(p.batch, b);
+    const double read = static_cast<double>(r.owned + r.sharded + r.embed_row * b + b * cache) +
+                        static_cast<double>(r.experts) * (1 - std::pow(0.75, static_cast<double>(b)));
+    EXPECT_NEAR(p.read_bytes, read, 1e-9 * read) << b;
+    EXPECT_NEAR(p.memory_s, read / 0.5e9, 1e-9 * read / 0.5e9) << b;
+    EXPECT_EQ(p.network_s, 0);
+    EXPECT_EQ(p.fraction, 1);
+    EXPECT_EQ(p.step_s(), p.memory_s);
+  }
+  // tp 2 over 2 hosts, a fast interconnect. B = 1: rank 0 (host 0) has no rows (share_of gives
+  // the request to rank 1) and reads only its shards and the experts hit; host 1 is the slower.
+  opt.tp = 2;
+  opt.hosts = 2;
+  opt.interconnect_gbps = 1e9;
+  const Result<DeployPlan> two = plan_deployment(c, opt);
+  ASSERT_TRUE(two.ok()) << two.message();
+  const DecodeProjection& p1 = two->projections[0];
+  const RankReadWeights r1 = rank_read_weights(c, *make_topology(2, 1, 2));
+  const double read1 = static_cast<double>(r1.owned + r1.sharded + r1.embed_row + cache) +
+                       static_cast<double>(r1.experts) * 0.25;
+  EXPECT_EQ(p1.host, 1);
+  EXPECT_NEAR(p1.read_bytes, read1, 1e-9 * read1);
+  // A slow interconnect at B = 8: the slower host adds its bytes to the other host / interconnect.
+  opt.interconnect_gbps = 0.25;
+  const Result<DeployPlan> slow = plan_deployment(c, opt);
+  ASSERT_TRUE(slow.ok()) << slow.message();
+  const DecodeProjection& p8 = slow->projections[1];
+  EXPECT_GT(p8.network_s, 0);
+  EXPECT_NEAR(p8.network_s, p8.sent_bytes / 0.25e9, 1e-12);
+  EXPECT_EQ(p8.step_s(), p8.memory_s + p8.network_s);
+  const std::string text = deploy_plan_text(c, *two);
+  EXPECT_NE(text.find("t_step = max over hosts [ read / (bandwidth x f) + sent to other hosts / interconnect ]"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("f = 1 (no --bench)"), std::string::npos) << text;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// A bench file: B 1 from two layer records (time-weighted), B 8 and 32 from one each; other
+// thread counts, prefill, S = 2 and other cases are not read.
+TEST(DeployPlan, BenchFractionsApplyAtTheNearestB) {
+  const std::string json = R"({"machine": {}, "cases": [
+    {"case": "layer-csa", "phase": "decode", "B": 1, "S": 1, "threads": 2, "step_ms": 3, "bandwidth_fraction": 0.5},
+    {"case": "head", "phase": "decode", "B": 1, "S": 1, "threads": 2, "step_ms": 1, "bandwidth_fraction": 0.9},
+    {"case": "layer-hca", "phase": "decode", "B": 8, "S": 1, "threads": 2, "step_ms": 2, "bandwidth_fraction": 0.4},
+    {"case": "layer-hca", "phase": "decode", "B": 32, "S": 1, "threads": 2, "step_ms": 2, "bandwidth_fraction": 0.2},
+    {"case": "layer-hca", "phase": "decode", "B": 64, "S": 1, "threads": 1, "step_ms": 2, "bandwidth_fraction": 0.9},
+    {"case": "layer-hca", "phase": "prefill", "B": 64, "S": 64, "threads": 2, "step_ms": 2, "bandwidth_fraction": 0.9},
+    {"case": "layer-csa", "phase": "decode", "B": 64, "S": 2, "threads": 2, "step_ms": 2, "bandwidth_fraction": 0.9},
+    {"case": "tiny-e2e", "phase": "decode", "B": 64, "S": 1, "threads": 2, "step_ms": 2, "bandwidth_fraction": 0.9}
+  ]})";
+  const Result<BenchFractions> f = read_bench_fractions(write_file("bench_ok.json", json));
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_EQ(f->threads, 2);
+  ASSERT_EQ(f->by_batch.size(), 3u);
+  EXPECT_DOUBLE_EQ(f->by_batch[0].fraction, (0.5 * 3 + 0.9 * 1) / 4);  // 0.6
+  EXPECT_EQ(f->nearest(1).batch, 1);
+  EXPECT_EQ(f->nearest(3).batch, 8);  // log distance 0.98 against 1.10
+  EXPECT_EQ(f->nearest(8).batch, 8);
+  EXPECT_EQ(f->nearest(64).batch, 32);
+
+  const ModelConfig c = preset("tiny");
+  PlanOptions opt;
+  opt.tp = 2;
+  opt.hosts = 2;
+  opt.context = 100;
+  opt.bench = *f;
+  const Result<DeployPlan> plan = plan_deployment(c, opt);
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  const double expected[] = {0.6, 0.4, 0.2};
+  const int64_t at[] = {1, 8, 32};
+  for (int i = 0; i < 3; ++i) {
+    const DecodeProjection& p = plan->projections[i];
+    EXPECT_DOUBLE_EQ(p.fraction, expected[i]);
+    EXPECT_EQ(p.bench_batch, at[i]);
+    EXPECT_DOUBLE_EQ(p.step_s(), p.memory_s / expected[i] + p.network_s);
+  }
+  const std::string text = deploy_plan_text(c, *plan);
+  EXPECT_NE(text.find("0.200 (32)"), std::string::npos) << text;
+}
+
+TEST(DeployPlan, BenchFileErrorsNameTheFlag) {
+  const auto error = [](const std::string& path) { return read_bench_fractions(path).message(); };
+  EXPECT_NE(error(::testing::TempDir() + "no_such_bench.json").find("cannot open"), std::string::npos);
+  const std::string bad = write_file("bench_bad.json", "{\"cases\": [");
+  EXPECT_NE(error(bad).find("--bench " + bad + ": not JSON"), std::string::npos);
+  EXPECT_NE(error(write_file("bench_nocases.json", "{}")).find("no \"cases\" list"), std::string::npos);
+  EXPECT_NE(error(write_file("bench_empty.json", R"({"cases": [{"case": "gemm-fp8", "phase": "gemm"}]})"))
+                .find("no decode records at S = 1"),
+            std::string::npos);
+  const std::string no_fraction = R"({"cases": [{"case": "head", "phase": "decode", "B": 1, "S": 1, "threads": 1,
+                                      "step_ms": 1}]})";
+  EXPECT_NE(error(write_file("bench_nofrac.json", no_fraction))
+                .find("cases[0] (head) has no number \"bandwidth_fraction\""),
+            std::string::npos);
+  const std::string zero = R"({"cases": [{"case": "head", "phase": "decode", "B": 1, "S": 1, "threads": 1,
+                               "step_ms": 1, "bandwidth_fraction": 0}]})";
+  const char* limits = "cases[0] (head) needs B and threads integers in [1, 1048576], step_ms in (0, 1e9] and "
+                       "bandwidth_fraction in (0, 100]";
+  EXPECT_NE(error(write_file("bench_zero.json", zero)).find(limits), std::string::npos);
+  const std::string half = R"({"cases": [{"case": "head", "phase": "decode", "B": 1.5, "S": 1, "threads": 1,
+                               "step_ms": 1, "bandwidth_fraction": 0.5}]})";
+  EXPECT_NE(error(write_file("bench_half.json", half)).find(limits), std::string::npos);
+  // Fields of other types are not this record's: not read, no exception.
+  const std::string odd = R"({"cases": [{"case": 7, "phase": "decode", "S": "1"}]})";
+  EXPECT_NE(error(write_file("bench_odd.json", odd)).find("no decode records"), std::string::npos);
 }
 
 }  // namespace
