@@ -300,7 +300,7 @@ Command add_generate(CLI::App& app) {
       ->take_all();
   sub->add_option("-n,--n", a->n,
                   "Choices per prompt: the prompt is computed once, choice k samples with a seed derived from the "
-                  "request's and k (choice 0: the request's; one process only)")
+                  "request's and k (choice 0: the request's)")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxChoices));
   sub->add_flag("--json", a->json, "Each output is one JSON object (constrained decoding; needs the tokenizer)");

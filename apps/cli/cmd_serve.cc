@@ -275,7 +275,7 @@ Command add_serve(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--max-n", a->max_n,
                   "Largest n (choices) and best_of a request may ask (above: 400); the choices share the "
-                  "prompt's cache pages (one process only: with ranks n > 1 is a 400)")
+                  "prompt's cache pages")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxChoices));
   sub->add_option("--max-body-bytes", h.limits.max_body_bytes,

@@ -188,7 +188,6 @@ Status ModelRunner::start_sequence(int32_t seq) {
 }
 
 Status ModelRunner::fork_sequence(int32_t parent, int32_t child, int64_t end) {
-  if (ranks_ != nullptr) return Status::error("a fork of a sequence needs one rank (its rows live on its owner)");
   Result<std::pair<int32_t, int32_t>> partial = seqs_->fork(parent, child, end);
   if (!partial.ok()) return partial.status();
   const auto [from, to] = *partial;

@@ -86,7 +86,8 @@ class ModelRunner {
   // `parent`, which holds positions [0, end): the window rings, compressor states and DSpark
   // rings copied, the compressed-cache pages of whole blocks before end shared by reference,
   // the rows of the block holding end copied to a new page. The child continues at p0 = end
-  // and computes exactly what the parent would. One rank only (the rows live on the owner).
+  // and computes exactly what the parent would. With ranks every rank forks alike (the
+  // bookkeeping is replicated; only the owner's copied rows are ever read).
   Status fork_sequence(int32_t parent, int32_t child, int64_t end);
 
   // Prefix caching (runtime.md §7.1; Limits::prefix_blocks > 0). start_sequence_cached

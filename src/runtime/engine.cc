@@ -174,9 +174,6 @@ Status Engine::validate(const GenerationRequest& req) const {
     return Status::errorf("request: top logprobs = {} outside [0, {}]", req.logprobs, kMaxTopLogprobs);
   if (req.n < 1 || req.n > kMaxChoices)
     return Status::errorf("n: {} choices outside [1, {}]", req.n, kMaxChoices);
-  if (req.n > 1 && opt_.ranks)
-    return Status::errorf("n: {} choices need one process (a choice's fork copies its parent's cache rows, which "
-                          "live on one rank); ask for them one by one with seeds", req.n);
   if (req.n > 1 && req.max_tokens == 0)
     return Status::error("n: several choices need max_tokens >= 1 (scoring a prompt has one result)");
   if (req.timeout_seconds < 0 || !std::isfinite(req.timeout_seconds))
@@ -215,19 +212,28 @@ void Engine::cancel(int64_t id, FinishReason why) {
 }
 
 // Several ranks: rank 0's new requests and cancels (or the stop signal) to every rank; the
-// requests take the next ids in order on every rank.
+// requests take the next ids in order on every rank (n each: choice k has id + k).
 Status Engine::sync_ranks(bool stop) {
   DSV4_RETURN_IF_ERROR(wire_->sync(stop, unsent_, cancels_, received_));
   stopped_ = received_.stop;
   if (rank() == 0) {
-    const int64_t first = next_id_ - static_cast<int64_t>(unsent_.size());
-    for (size_t i = 0; i < unsent_.size(); ++i) sched_->add(first + static_cast<int64_t>(i), std::move(unsent_[i]));
+    int64_t id = next_id_;
+    for (const GenerationRequest& g : unsent_) id -= g.n;
+    for (GenerationRequest& g : unsent_) {
+      const int32_t n = g.n;
+      sched_->add(id, std::move(g));
+      id += n;
+    }
     unsent_.clear();
     for (const auto& [id, why] : cancels_) sched_->cancel(id, why);
     cancels_.clear();
     return Status();
   }
-  for (GenerationRequest& g : received_.requests) sched_->add(next_id_++, std::move(g));
+  for (GenerationRequest& g : received_.requests) {
+    const int32_t n = g.n;
+    sched_->add(next_id_, std::move(g));
+    next_id_ += n;
+  }
   for (const auto& [id, why] : received_.cancels) sched_->cancel(id, why);
   return Status();
 }

@@ -29,7 +29,7 @@
 // once and each choice's tokens, logprobs and caches are those of a lone request with its
 // seed. A choice whose fork does not fit (no free slot or page) waits at the queue's front
 // as a lone request and recomputes the prompt; a parent that ends before the fork ends its
-// choices with it. Forks need the rows on one process (PageBudget::fork fails on ranks).
+// choices with it. With ranks a choice has its parent's owner.
 //
 // Finishing: EOS, stop ids, max_tokens and the context limit are decided in update() from the
 // tokens; cancellation, timeouts and stop strings (matched on text, so only where the text is

@@ -10,7 +10,7 @@
 #   gen-<preset>-<quant>  generate on every layout (tiny/tiny2, none/fp8), greedy, MTP, sampled MTP
 #   logits-<preset>       logits on 2 and 4 ranks for both quantizations of a preset
 #   dspark                DSpark on the trained drafter (generate and logits)
-#   rest                  stop strings and preemption, structured output, serve (n > 1 refused on ranks), bad topologies
+#   rest                  stop strings and preemption, structured output, choices (n > 1), serve, bad topologies
 #   faults                a rank's step failure ends serve and generate cleanly; idle serve sleeps
 # Usage: mpi_cli.sh /path/to/dsv4 WORKDIR PART mpirun-args...
 set -uo pipefail
@@ -160,9 +160,10 @@ serve_and_ask() {  # serve_and_ask <out> <tp> <launcher...>: starts serve, asks,
   local pid=$!
   for _ in $(seq 1 600); do grep -q "listening on" "$out.log" && break; sleep 0.1; done
   ask "$port" >"$out"
-  # n = 2: one process answers; ranks refuse it with a 400 naming n (a fork's rows live on one rank).
-  curl -s --max-time 120 -o "$out.n2.json" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" \
-    -H 'content-type: application/json' -d '{"prompt":"Once","max_tokens":3,"n":2}' >"$out.n2"
+  # n = 3: the choices of one prompt, as one process samples them.
+  curl -s --max-time 120 "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
+    -d '{"prompt":"Once upon","max_tokens":6,"n":3,"seed":4,"temperature":0.9,"logprobs":1}' |
+    python3 -c 'import json, sys; d = json.load(sys.stdin); [d.pop(k, None) for k in ("id", "created")]; print(json.dumps(d, sort_keys=True))' >>"$out"
   # SIGTERM to rank 0's process (mpirun would forward a signal sent to it, but then exits 1).
   local target=$pid
   for p in $(pgrep -f "serve --model $work/tiny-fp8 --port $port"); do
@@ -178,10 +179,22 @@ for np in 2 4; do
     { fail "serve on $np ranks differs"; diff "$work/serve_one.txt" "$work/serve_$np.txt"; }
 done
 grep -q '"finish_reason"' "$work/serve_one.txt" || fail "serve answered nothing: $(cat "$work/serve_one.txt")"
-[ "$(cat "$work/serve_one.txt.n2")" = 200 ] || fail "serve n = 2 on one process: $(cat "$work/serve_one.txt.n2.json")"
-for np in 2 4; do
-  [ "$(cat "$work/serve_$np.txt.n2")" = 400 ] && grep -q '"param":"n"' "$work/serve_$np.txt.n2.json" ||
-    fail "serve n = 2 on $np ranks: not a 400 naming n: $(cat "$work/serve_$np.txt.n2.json")"
+grep -q '"index": 2' "$work/serve_one.txt" || fail "serve n = 3 answered no third choice: $(tail -1 "$work/serve_one.txt")"
+
+# Choices (n > 1): each forks on its parent's owner (every rank forks alike): the tokens of one
+# process, with context-parallel prefill too.
+choices=(generate --model "$work/tiny-fp8" "${prompts[@]}" --max-tokens 8 --temperature 0.9 -n 3 --batch-size 4
+         --quiet-steps)
+timeout 300 "$dsv4" "${choices[@]}" | grep '^request' >"$work/choices_one.txt" || fail "generate -n 3 (1 rank)"
+grep -q 'choice 2' "$work/choices_one.txt" || fail "generate -n 3 printed no third choice"
+for layout in "2 --tp 2 --cp-prefill 3" "4 --tp 4"; do
+  set -- $layout
+  np=$1
+  shift
+  timeout 300 "${mpirun[@]}" -np "$np" "$dsv4" "${choices[@]}" "$@" | grep '^request' >"$work/choices_many.txt" ||
+    fail "generate -n 3 on $layout"
+  cmp -s "$work/choices_one.txt" "$work/choices_many.txt" ||
+    { fail "generate -n 3: $layout differs"; diff "$work/choices_one.txt" "$work/choices_many.txt"; }
 done
 
 # Bad topologies: every rank exits non-zero, the message once, no hang.
@@ -214,7 +227,6 @@ b[8 + n + t['data_offsets'][0]] = 0
 open(path, 'wb').write(b)
 PY
 bad 2 "(rank 1): tensor 'layers.1.ffn.experts.6.w1.scale': scale byte 0" generate --model "$work/corrupt" --tp 2
-bad 2 "prompt 0: n: 2 choices need one process" generate --model "$work/tiny-none" --tp 2 -n 2
 bad 4 "--numerics float runs in one process" logits --model "$work/tiny-none" --tokens 1,2 --out "$work/x.npy" \
   --tp 4 --numerics float
 }

@@ -188,6 +188,43 @@ TEST(EngineRanks, RankZeroReportsWhatOneRankDoes) {
   }
 }
 
+// Several choices (GenerationRequest::n) on ranks: each choice forks on its parent's owner,
+// every rank forking alike, so rank 0 reports the tokens and logprobs of one rank, with
+// context-parallel prefill (prompts of 6 positions or more) and without.
+TEST(EngineRanks, ChoicesAsOneRankDoes) {
+  Communicator& world = comm();
+  const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 3; ++i) {
+    GenerationRequest g;
+    g.prompt = test::random_tokens(3 + 7 * i, 600 + i, m.cfg.vocab_size);
+    g.max_tokens = 9 + i;
+    g.stop_at_eos = false;
+    g.sampling = {0.9f, 0.95f, static_cast<uint64_t>(21 + i)};
+    g.logprobs = i == 1 ? 2 : -1;
+    g.n = 2 + i;
+    reqs.push_back(g);
+  }
+  Limits l = engine_limits();
+  l.max_batch = l.max_seqs = 6;
+  l.cache_blocks = 0;  // as many as needed
+  auto one = Engine::create(m.cfg, *m.w, l, EngineOptions{});
+  ASSERT_TRUE(one.ok()) << one.message();
+  const Report want = run(**one, reqs);
+  ASSERT_EQ(want.tokens.size(), 2u + 3u + 4u) << "every choice reports";
+  for (int tp : {world.size(), 1}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    RankedEngine many;
+    make_ranked_engine(world, m.cfg, m.dir, tp, l, EngineOptions{}, many);
+    ASSERT_TRUE(many.engine);
+    const Report got = run(*many.engine, reqs);
+    if (world.rank() != 0) continue;
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.reason, want.reason);
+    for (const auto& [id, lp] : want.logprobs) expect_same(got.logprobs.at(id), lp, "logprobs");
+  }
+}
+
 // One message per step (runtime.md §6): rank 0 sends one step header per step that has news or
 // rows and one to stop, none while it idles, and no broadcast; each follower's step takes one.
 TEST(EngineRanks, OneHeaderPerStep) {
