@@ -133,13 +133,13 @@ void watch_signals(server::HttpServer& http, double grace_seconds, const std::at
 }
 
 // --prefix-blocks auto (the serve default): a quarter of the compressed-cache blocks, at most
-// kMaxAutoPrefixBlocks (each entry also keeps W - 1 window rows per layer); off with ranks
-// (a cached block lives on the rank that computed it) and below the pages a hit needs.
+// kMaxAutoPrefixBlocks (each entry also keeps W - 1 window rows per layer); off below the pages
+// a hit needs.
 constexpr int kMaxAutoPrefixBlocks = 256;
 constexpr int kMinPrefixPageTokens = 4;  // the CSA compress ratio (runner.cc)
 
-int auto_prefix_blocks(const EngineFlags& f, int world_size) {
-  if (world_size > 1 || f.page_tokens < kMinPrefixPageTokens) return 0;
+int auto_prefix_blocks(const EngineFlags& f) {
+  if (f.page_tokens < kMinPrefixPageTokens) return 0;
   const int64_t blocks = f.cache_blocks > 0 ? f.cache_blocks
                                             : (f.max_context + f.page_tokens - 1) / f.page_tokens * f.batch_size;
   return static_cast<int>(std::clamp<int64_t>(blocks / 4, 1, kMaxAutoPrefixBlocks));
@@ -171,7 +171,7 @@ int run_serve(const ServeArgs& a) {
   if (!key.ok()) return fail(key.status());
 
   EngineFlags limit_flags = ef;
-  if (limit_flags.prefix_blocks < 0) limit_flags.prefix_blocks = auto_prefix_blocks(ef, rs.world_size());
+  if (limit_flags.prefix_blocks < 0) limit_flags.prefix_blocks = auto_prefix_blocks(ef);
   Result<Limits> lim = engine_limits(limit_flags);
   if (!lim.ok()) return fail(lim.status());
   Result<EngineOptions> eo = engine_options(ef, *cfg, rs);
@@ -248,7 +248,7 @@ Command add_serve(CLI::App& app) {
   add_engine_options(sub, &a->engine);
   sub->get_option("--prefix-blocks")
       ->description("Prefix-cache entries (prompt blocks kept for reuse; 0 = off; default: a quarter of the cache "
-                    "blocks, at most 256; off with more than one rank)")
+                    "blocks, at most 256)")
       ->default_str("auto");
   sub->add_option("--host", a->host, "Address to bind")->capture_default_str();
   sub->add_option("--port", a->port, "TCP port (0: any free port)")->capture_default_str();

@@ -86,6 +86,14 @@ std::string format_metrics(const ServiceMetrics& m, const HttpMetrics::Counts& h
       out += fmt::format("dsv4_spec_rounds_accepted_total{{accepted=\"{}\"}} {}\n", k, m.spec_accepted_at[k]);
   scalar(out, "dsv4_preemptions_total", "counter", "Running requests preempted for pages (recomputed later).",
          static_cast<double>(m.preempted));
+  header(out, "dsv4_prefix_cache_queries_total", "counter",
+         "Prompt tokens of admitted requests, by the rank owning them (the prefix cache's lookups).");
+  for (size_t q = 0; q < m.prefix_prompt_tokens.size(); ++q)
+    out += fmt::format("dsv4_prefix_cache_queries_total{{rank=\"{}\"}} {}\n", q, m.prefix_prompt_tokens[q]);
+  header(out, "dsv4_prefix_cache_hits_total", "counter",
+         "Prompt tokens the prefix cache held (not computed), by owner rank; hit rate = hits / queries.");
+  for (size_t q = 0; q < m.prefix_hit_tokens.size(); ++q)
+    out += fmt::format("dsv4_prefix_cache_hits_total{{rank=\"{}\"}} {}\n", q, m.prefix_hit_tokens[q]);
   if (m.cache_pages_total >= 0) {
     scalar(out, "dsv4_cache_pages_free", "gauge",
            "Compressed-cache pages free after the last step (prefix-cache entries nobody uses count as free).",

@@ -25,7 +25,8 @@ PrefixCache::PrefixCache(int32_t block_tokens, int32_t capacity) : P_(block_toke
 }
 
 uint64_t PrefixCache::key_of(int32_t parent, const int32_t* tokens, int32_t wc) const {
-  uint64_t h = mix(parent < 0 ? 0x5ca1ab1eull : entries_[parent].key, static_cast<uint64_t>(wc));
+  uint64_t h = mix(parent < 0 ? mix(0x5ca1ab1eull, static_cast<uint64_t>(rank_of_root(parent))) : entries_[parent].key,
+                   static_cast<uint64_t>(wc));
   for (int32_t i = 0; i < P_; ++i) h = mix(h, static_cast<uint32_t>(tokens[i]));
   return h;
 }
@@ -40,14 +41,23 @@ int32_t PrefixCache::find(int32_t parent, const int32_t* tokens, int32_t wc) con
   return -1;
 }
 
-std::vector<int32_t> PrefixCache::match(const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp) {
-  std::vector<int32_t> chain;
-  int32_t parent = -1;
-  for (int64_t b = 0; (b + 1) * P_ <= n; ++b) {
+int64_t PrefixCache::cached_blocks(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp) const {
+  DSV4_CHECK(root < 0);
+  int64_t b = 0;
+  for (int32_t parent = root; (b + 1) * P_ <= n; ++b) {
     const int32_t id = find(parent, tokens + b * P_, wc);
     if (id < 0 || (need_mtp && !entries_[id].mtp)) break;
-    chain.push_back(id);
     parent = id;
+  }
+  return b;
+}
+
+std::vector<int32_t> PrefixCache::match(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp) {
+  std::vector<int32_t> chain;
+  const int64_t blocks = cached_blocks(root, tokens, n, wc, need_mtp);
+  for (int32_t b = 0, parent = root; b < blocks; ++b) {
+    parent = find(parent, tokens + b * P_, wc);
+    chain.push_back(parent);
   }
   ++clock_;
   for (int32_t id : chain) entries_[id].last_use = clock_;

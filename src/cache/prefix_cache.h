@@ -9,6 +9,10 @@
 // Entries are evicted least recently used first, leaves before their parents (a chain
 // stays walkable), never while a sequence holds them as the parent of its next block, and
 // only when the owner says the page is held by nobody else.
+//
+// Roots: with ranks a cached block's rows live on the rank that computed it, so every chain
+// starts at its rank's root (root(rank), a negative parent id): a lookup from one rank's root
+// never meets another rank's blocks. One rank: root(0) = -1.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +27,7 @@ class PrefixCache {
  public:
   struct Entry {
     uint64_t key = 0;
-    int32_t parent = -1;   // entry of the previous block (-1: block 0)
+    int32_t parent = -1;   // entry of the previous block (block 0: its rank's root, < 0)
     int32_t wc = 0;        // Wc of the prompt that computed it
     int32_t page = -1;     // compressed-cache page of the block
     bool mtp = false;      // the owner stored the MTP layer's rows too
@@ -36,17 +40,22 @@ class PrefixCache {
 
   PrefixCache(int32_t block_tokens, int32_t capacity);
 
+  static constexpr int32_t root(int32_t rank) { return -1 - rank; }
+  static constexpr int32_t rank_of_root(int32_t parent) { return -1 - parent; }
+
   int32_t block_tokens() const { return P_; }
   int32_t capacity() const { return static_cast<int32_t>(entries_.size()); }
   int32_t size() const { return size_; }
   bool full() const { return free_.empty(); }
   const Entry& entry(int32_t id) const { return entries_[id]; }
 
-  // Entry of the block after `parent` (-1: the first block) with these P tokens and wc, or -1.
+  // Entry of the block after `parent` (a root: the first block) with these P tokens and wc, or -1.
   int32_t find(int32_t parent, const int32_t* tokens, int32_t wc) const;
-  // The longest chain of entries (block 0, 1, …) whose blocks lie inside tokens [0, n) under
-  // wc, with mtp rows when need_mtp; marks them used.
-  std::vector<int32_t> match(const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp);
+  // The longest chain of entries (block 0, 1, …) from `root` whose blocks lie inside tokens
+  // [0, n) under wc, with mtp rows when need_mtp; match marks them used, cached_blocks only
+  // counts them.
+  std::vector<int32_t> match(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp);
+  int64_t cached_blocks(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp) const;
   // A new entry (the caller checked find() == -1 and !full()); returns its id.
   int32_t insert(int32_t parent, const int32_t* tokens, int32_t wc, int32_t page, bool mtp);
   // A sequence chains its next block onto `id` (hold) or no longer (release); a held entry

@@ -15,9 +15,6 @@ Result<std::unique_ptr<RankRows>> RankRows::create(const ModelConfig& c, const W
                                                    RankGroups* g, const StepCapacity& cap) {
   const Topology& t = g->topo;
   DSV4_RETURN_IF_ERROR(validate_topology(c, t));
-  if (limits.prefix_blocks > 0)
-    return Status::errorf("prefix_blocks = {} needs a single rank (a cached block lives on the rank that computed it)",
-                          limits.prefix_blocks);
   std::unique_ptr<RankRows> R(new RankRows(cap));
   R->g = g;
   const int64_t T = limits.max_rows;

@@ -178,8 +178,8 @@ Status ModelRunner::init_layers() {
   return Status();
 }
 
-Status ModelRunner::start_sequence(int32_t seq) {
-  DSV4_RETURN_IF_ERROR(seqs_->start(seq));
+Status ModelRunner::start_sequence(int32_t seq, int32_t owner) {
+  DSV4_RETURN_IF_ERROR(seqs_->start(seq, owner));
   for (auto& lc : layers_)
     for (CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
       if (s->present) k::compressor_state_reset(s->params, s->states[seq]);
@@ -213,9 +213,14 @@ Status ModelRunner::fork_sequence(int32_t parent, int32_t child, int64_t end) {
 }
 
 Result<int64_t> ModelRunner::start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len,
-                                                   bool need_mtp) {
-  DSV4_RETURN_IF_ERROR(start_sequence(seq));
+                                                   bool need_mtp, int32_t owner) {
+  DSV4_RETURN_IF_ERROR(start_sequence(seq, owner));
   return seqs_->reuse_prefix(seq, prompt, prompt_len, need_mtp);
+}
+
+int64_t ModelRunner::cached_prefix_blocks(int32_t owner, const int32_t* prompt, int64_t prompt_len,
+                                          bool need_mtp) const {
+  return seqs_->cached_prefix_blocks(owner, prompt, prompt_len, need_mtp);
 }
 
 void ModelRunner::register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp) {

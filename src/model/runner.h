@@ -79,7 +79,8 @@ class ModelRunner {
   // window rings; end frees every page of the slot. A started slot's first rows
   // are at p0 = 0; later steps continue at p0 in [L − (S_MAX − 1), L], L the
   // positions already cached (a p0 < L rolls back rejected draft rows).
-  Status start_sequence(int32_t seq);
+  // owner: the rank computing the sequence's rows (with ranks; its prefix chains are that rank's).
+  Status start_sequence(int32_t seq, int32_t owner = 0);
   void end_sequence(int32_t seq);
   bool active(int32_t seq) const;
   // Several choices of one prompt (runtime/scheduler.h): starts slot `child` as a copy of slot
@@ -98,8 +99,12 @@ class ModelRunner {
   // (0 without a hit): the last 4 positions before the cut are recomputed so that the
   // ratio-4 compressor states hold them (the states are never snapshotted); their
   // compressed entries are not written again. Results equal a cold run bit for bit.
-  // need_mtp: the caller runs the MTP layer, so blocks must carry its window rows.
-  Result<int64_t> start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
+  // need_mtp: the caller runs the MTP layer, so blocks must carry its window rows. With ranks
+  // a cached block's rows live on the owner that computed it: a sequence hits only its owner's
+  // blocks (cached_prefix_blocks counts them, for the choice of owner).
+  Result<int64_t> start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp,
+                                        int32_t owner = 0);
+  int64_t cached_prefix_blocks(int32_t owner, const int32_t* prompt, int64_t prompt_len, bool need_mtp) const;
   // Registers the blocks of the slot's prompt that are complete in the caches (main and,
   // when need_mtp, MTP layer) and not registered yet. Call after each step of a prompt;
   // blocks whose window rows already left the ring are skipped (the chain stops there).

@@ -52,7 +52,7 @@ SequenceState::SequenceState(const Limits& limits, int32_t window, int min_ratio
 
 void SequenceState::add_window_layer(uint8_t* ring, uint8_t* tail, bool mtp) { layers_.push_back({ring, tail, mtp}); }
 
-Status SequenceState::start(int32_t seq) {
+Status SequenceState::start(int32_t seq, int32_t owner) {
   if (seq < 0 || seq >= limits_.max_seqs)
     return Status::errorf("sequence slot {} outside [0, max_seqs = {})", seq, limits_.max_seqs);
   if (slots_[seq].active) return Status::errorf("sequence slot {} is already in use", seq);
@@ -65,12 +65,13 @@ Status SequenceState::start(int32_t seq) {
   }
   slots_[seq] = Slot{};
   slots_[seq].active = true;
+  slots_[seq].root = slots_[seq].chain = PrefixCache::root(owner);
   return Status();
 }
 
 void SequenceState::end(int32_t seq) {
   if (!active(seq)) return;
-  if (prefix_) set_chain(seq, -1);
+  if (prefix_) set_chain(seq, slots_[seq].root);
   window_->release(seq);
   blocks_->release(seq);
   slots_[seq].active = false;
@@ -87,7 +88,7 @@ Result<std::pair<int32_t, int32_t>> SequenceState::fork(int32_t parent, int32_t 
                   page_bytes);
   Slot& sl = slots_[child];
   sl = slots_[parent];
-  sl.chain = -1;
+  sl.chain = sl.root;
   sl.chain_closed = true;
   std::pair<int32_t, int32_t> partial{-1, -1};
   if (min_ratio_ > 0) {
@@ -133,7 +134,7 @@ Result<int64_t> SequenceState::reuse_prefix(int32_t seq, const int32_t* prompt, 
   if (!prefix_ || prompt_len < 1) return int64_t{0};
   const int32_t wc = static_cast<int32_t>(std::min<int64_t>(prompt_len, window_rows_));
   const int64_t P = limits_.page_tokens;
-  const std::vector<int32_t> chain = prefix_->match(prompt, prompt_len, wc, need_mtp);
+  const std::vector<int32_t> chain = prefix_->match(slots_[seq].root, prompt, prompt_len, wc, need_mtp);
   if (chain.empty()) return int64_t{0};
   const int64_t cut = static_cast<int64_t>(chain.size()) * P;
   if (min_ratio_ > 0) {
@@ -151,6 +152,13 @@ Result<int64_t> SequenceState::reuse_prefix(int32_t seq, const int32_t* prompt, 
   sl.next_block = static_cast<int32_t>(chain.size());
   set_chain(seq, chain.back());
   return start;
+}
+
+int64_t SequenceState::cached_prefix_blocks(int32_t owner, const int32_t* prompt, int64_t prompt_len,
+                                            bool need_mtp) const {
+  if (!prefix_ || prompt_len < 1) return 0;
+  const int32_t wc = static_cast<int32_t>(std::min<int64_t>(prompt_len, window_rows_));
+  return prefix_->cached_blocks(PrefixCache::root(owner), prompt, prompt_len, wc, need_mtp);
 }
 
 void SequenceState::register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp) {

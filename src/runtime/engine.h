@@ -124,6 +124,9 @@ class Engine {
   int rank() const;
   const Limits& limits() const { return limits_; }
   const ModelConfig& config() const { return cfg_; }
+  // Prefix-cache totals per owner rank since the start (Scheduler::prefix_by_rank; rank 0 of
+  // several knows every rank's).
+  const std::vector<Scheduler::PrefixTotals>& prefix_by_rank() const { return sched_->prefix_by_rank(); }
   // Bytes this rank sent per seam since the start (several ranks; model/runner.h).
   ModelRunner::SeamBytes seam_bytes() const { return runner_->seam_bytes(); }
   // One step (schedule, forward, sampling, verification, MTP). Its updates follow in updates().

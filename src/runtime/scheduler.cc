@@ -46,6 +46,7 @@ const char* finish_reason_name(FinishReason r) {
 
 Scheduler::Scheduler(const SchedulerOptions& opt, PageBudget& pages) : opt_(opt), pages_(pages) {
   seq_used_.assign(opt.limits.max_seqs, 0);
+  prefix_by_rank_.resize(static_cast<size_t>(std::max(opt.world, 1)));
   plan_.reserve(opt.limits.max_batch);
   planned_.reserve(opt.limits.max_batch);
   updates_.reserve(2 * static_cast<size_t>(opt.limits.max_batch));  // a step's updates: mostly the batch's
@@ -149,14 +150,16 @@ std::vector<std::pair<int64_t, FinishReason>> Scheduler::take_local_finishes() {
   return v;
 }
 
-int32_t Scheduler::pick_owner() const {
+int32_t Scheduler::pick_owner(const Req& r, bool allow_prefix) const {
   int32_t best = 0;
-  int64_t best_n = INT64_MAX;
+  int64_t best_hit = -1, best_n = INT64_MAX;
   for (int32_t q = 0; q < opt_.world; ++q) {
+    const int64_t hit = allow_prefix ? pages_.cached_prefix(q, r.tokens, r.prompt_len) : 0;
     int64_t n = 0;
-    for (const auto& r : running_) n += r->owner == q;
-    if (n < best_n) {
+    for (const auto& o : running_) n += o->owner == q;
+    if (hit > best_hit || (hit == best_hit && n < best_n)) {
       best = q;
+      best_hit = hit;
       best_n = n;
     }
   }
@@ -236,7 +239,9 @@ void Scheduler::admit() {
       if (!seq_used_[s]) seq = s;
     if (seq < 0) break;
     // Prompt logprobs need every prompt row computed: no prefix-cache hit for them.
-    Result<int64_t> start = pages_.start(seq, r.tokens, r.prompt_len, !r.g.prompt_logprobs);
+    const bool allow_prefix = !r.g.prompt_logprobs;
+    const int32_t owner = pick_owner(r, allow_prefix);
+    Result<int64_t> start = pages_.start(seq, r.tokens, r.prompt_len, allow_prefix, owner);
     if (!start.ok()) {
       std::unique_ptr<Req> gone = std::move(waiting_.front());
       waiting_.pop_front();
@@ -250,11 +255,16 @@ void Scheduler::admit() {
     seq_used_[seq] = 1;
     r.seq = seq;
     r.n_cached = *start;
-    r.owner = pick_owner();
-    r.cp = opt_.tp > 1 && opt_.cp_prefill_tokens > 0 && !r.g.prompt_logprobs &&
-           r.prompt_len - r.n_cached >= opt_.cp_prefill_tokens;
+    r.owner = owner;
+    // Context-parallel prefill from position 0 only: a prefix hit's rows live on the owner alone.
+    r.cp = opt_.tp > 1 && opt_.cp_prefill_tokens > 0 && !r.g.prompt_logprobs && r.n_cached == 0 &&
+           r.prompt_len >= opt_.cp_prefill_tokens;
     counters_.prefix_hit_tokens += *start;
-    if (r.prompt_hits < 0) r.prompt_hits = std::min(*start, r.prompt_len);  // not a preempted one's re-admission
+    if (r.prompt_hits < 0) {  // not a preempted one's re-admission
+      r.prompt_hits = std::min(*start, r.prompt_len);
+      prefix_by_rank_[static_cast<size_t>(owner)].prompt_tokens += r.prompt_len;
+      prefix_by_rank_[static_cast<size_t>(owner)].hit_tokens += r.prompt_hits;
+    }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }

@@ -61,10 +61,17 @@ class PageBudget {
   virtual int64_t pages_short(int32_t seq, int64_t end) const = 0;
   virtual int64_t free_pages() const = 0;
   virtual int64_t total_pages() const = 0;
-  // Starts slot seq for tokens with prompt_len; returns the first position to compute (a
-  // prefix-cache hit skips the positions before it; allow_prefix false: 0).
+  // Starts slot seq, owned by rank `owner`, for tokens with prompt_len; returns the first
+  // position to compute (a prefix-cache hit on the owner's blocks skips the positions before
+  // it; allow_prefix false: 0).
   virtual Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len,
-                                bool allow_prefix) = 0;
+                                bool allow_prefix, int32_t owner) = 0;
+  // Prompt positions the prefix cache holds on `owner`'s blocks (what start would skip, before
+  // the recomputed last positions; 0: none or no prefix cache).
+  virtual int64_t cached_prefix(int32_t /*owner*/, const std::vector<int32_t>& /*tokens*/,
+                                int64_t /*prompt_len*/) const {
+    return 0;
+  }
   // Takes the pages for positions [0, end) now (fails when they are not free).
   virtual Status reserve(int32_t seq, int64_t end) = 0;
   // After a step: completed prompt pages may join the prefix cache.
@@ -151,6 +158,12 @@ class Scheduler {
     int64_t accepted_at[kMaxAcceptedAt] = {};    // rounds by drafts accepted (0 .. γ)
   };
   const Counters& counters() const { return counters_; }  // of the last step
+  // Since the start, per owner rank: prompt tokens of requests at their first admission and
+  // of those the prefix cache held (its hit rate).
+  struct PrefixTotals {
+    int64_t prompt_tokens = 0, hit_tokens = 0;
+  };
+  const std::vector<PrefixTotals>& prefix_by_rank() const { return prefix_by_rank_; }
 
  private:
   struct Req;
@@ -165,7 +178,9 @@ class Scheduler {
   RequestUpdate& update_of(Req& r);
   void end_slot(Req& r);
   int32_t free_seq() const;  // -1: none
-  int32_t pick_owner() const;
+  // The owner of a new request: the rank holding the longest cached prefix of its prompt,
+  // ties and misses to the fewest running requests, then the lowest rank.
+  int32_t pick_owner(const Req& r, bool allow_prefix) const;
 
   SchedulerOptions opt_;
   PageBudget& pages_;
@@ -180,6 +195,7 @@ class Scheduler {
   std::vector<RequestUpdate> updates_;
   std::vector<int32_t> draft_rows_;  // [B_MAX, S_MAX] anchor + draft tokens of decode rows
   Counters counters_;
+  std::vector<PrefixTotals> prefix_by_rank_;  // [world]
   int64_t step_ = 0;
   int64_t admitted_ = 0;
 };

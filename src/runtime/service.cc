@@ -205,6 +205,13 @@ void Service::record_step(const StepReport& rep) {
   m.queued = engine_.queued();
   admitting_ = 0;
   std::tie(m.cache_pages_free, m.cache_pages_total) = engine_.cache_pages();
+  const auto& prefix = engine_.prefix_by_rank();
+  m.prefix_prompt_tokens.resize(prefix.size());
+  m.prefix_hit_tokens.resize(prefix.size());
+  for (size_t q = 0; q < prefix.size(); ++q) {
+    m.prefix_prompt_tokens[q] = prefix[q].prompt_tokens;
+    m.prefix_hit_tokens[q] = prefix[q].hit_tokens;
+  }
 }
 
 }  // namespace dsv4

@@ -48,6 +48,9 @@ struct ServiceMetrics {
   int64_t spec_accepted_at[kMaxAcceptedAt] = {};  // those rounds by drafts accepted (0 .. γ)
   int64_t preempted = 0;
   int64_t cache_pages_free = -1, cache_pages_total = -1;  // after the last step; -1: no compressed layers
+  // Per owner rank since the start: prompt tokens at first admission, and those the prefix
+  // cache held (Scheduler::prefix_by_rank).
+  std::vector<int64_t> prefix_prompt_tokens, prefix_hit_tokens;
 };
 
 class Service {

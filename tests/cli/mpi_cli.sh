@@ -285,7 +285,8 @@ faults() {
   [ "$(grep -c "rank 1 failed: test failure injected at step 2 on rank 1" "$work/gen_fault.txt")" -eq 1 ] ||
     { fail "generate with rank 1 failing: the failure not named once"; cat "$work/gen_fault.txt"; }
 
-  # Idle: every process of the job (mpirun included) over 6 s uses under 5 % of one core.
+  # Idle: every process of the job (mpirun included) over 10 s uses under 5 % of one core
+  # (the followers wake every 1.9 ms at most: about 1 % of a core each here).
   local hz pids before after
   hz=$(getconf CLK_TCK)
   for np in 2 4; do
@@ -294,11 +295,11 @@ faults() {
     sleep 1
     pids=$(serve_pids "$serve_pid")
     before=$(cpu_ticks $pids)
-    sleep 6
+    sleep 10
     after=$(cpu_ticks $pids)
-    echo "idle serve on $np ranks: $((after - before)) ticks of 1/$hz s in 6 s"
-    [ $(( (after - before) * 100 )) -lt $(( 5 * 6 * hz )) ] ||
-      fail "idle serve on $np ranks used $((after - before)) ticks of 1/$hz s in 6 s (bound: 5 % of a core)"
+    echo "idle serve on $np ranks: $((after - before)) ticks of 1/$hz s in 10 s"
+    [ $(( (after - before) * 100 )) -lt $(( 5 * 10 * hz )) ] ||
+      fail "idle serve on $np ranks used $((after - before)) ticks of 1/$hz s in 10 s (bound: 5 % of a core)"
     ask "$port" >"$work/idle_$np.txt"
     grep -q '"finish_reason"' "$work/idle_$np.txt" || fail "serve on $np ranks answered nothing after idling"
     for p in $pids; do

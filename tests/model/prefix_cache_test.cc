@@ -237,9 +237,15 @@ TEST(PrefixCacheIndex, MatchInsertEvict) {
   EXPECT_EQ(c.find(-1, t, 8), b0);
   EXPECT_EQ(c.find(-1, t, 7), -1);       // another Wc: a different block
   EXPECT_EQ(c.find(b1, t + 4, 8), -1);   // another parent
-  EXPECT_EQ(c.match(t, 12, 8, false), (std::vector<int32_t>{b0, b1}));
-  EXPECT_EQ(c.match(t, 7, 8, false), (std::vector<int32_t>{b0}));  // block 1 is not complete
-  EXPECT_TRUE(c.match(t, 12, 8, true).empty());                   // no MTP rows
+  const int32_t r0 = PrefixCache::root(0);
+  EXPECT_EQ(r0, -1);
+  EXPECT_EQ(c.match(r0, t, 12, 8, false), (std::vector<int32_t>{b0, b1}));
+  EXPECT_EQ(c.cached_blocks(r0, t, 12, 8, false), 2);
+  EXPECT_EQ(c.match(r0, t, 7, 8, false), (std::vector<int32_t>{b0}));  // block 1 is not complete
+  EXPECT_TRUE(c.match(r0, t, 12, 8, true).empty());                   // no MTP rows
+  // Another rank's root sees none of rank 0's blocks, and keeps its own.
+  EXPECT_EQ(c.cached_blocks(PrefixCache::root(1), t, 12, 8, false), 0);
+  EXPECT_EQ(c.find(PrefixCache::root(1), t, 8), -1);
   // Leaves go first: b0 has a child.
   auto ev = c.evict([](int32_t) { return true; });
   ASSERT_TRUE(ev.has_value());
@@ -257,6 +263,11 @@ TEST(PrefixCacheIndex, MatchInsertEvict) {
   c.release(c1);
   EXPECT_EQ(c.evictable_count([](int32_t) { return true; }), 2);
   (void)c2;
+  ASSERT_TRUE(c.evict([](int32_t) { return true; }).has_value());  // c1
+  const int32_t on1 = c.insert(PrefixCache::root(1), t, 8, 104, false);
+  EXPECT_EQ(c.find(PrefixCache::root(1), t, 8), on1);
+  EXPECT_EQ(c.find(r0, t, 8), b0);
+  EXPECT_EQ(c.match(PrefixCache::root(1), t, 12, 8, false), (std::vector<int32_t>{on1}));
 }
 
 }  // namespace

@@ -225,6 +225,85 @@ TEST(EngineRanks, ChoicesAsOneRankDoes) {
   }
 }
 
+// Steps wave after wave (rank 0 adds a wave once the engine is idle), so that later waves can
+// hit the prefixes earlier ones cached. Rank 0 records the updates.
+Report run_waves(Engine& e, const std::vector<std::vector<GenerationRequest>>& waves) {
+  Report r;
+  if (e.rank() != 0) {
+    while (!e.stopped()) {
+      auto rep = e.step();
+      EXPECT_TRUE(rep.ok()) << rep.message();
+      if (!rep.ok()) break;
+    }
+    return r;
+  }
+  for (const auto& wave : waves) {
+    for (const auto& g : wave) EXPECT_TRUE(e.add_request(g).ok());
+    while (!e.idle()) {
+      auto rep = e.step();
+      EXPECT_TRUE(rep.ok()) << rep.message();
+      if (!rep.ok()) break;
+      record(r, *rep, e.updates());
+    }
+  }
+  EXPECT_TRUE(e.stop().ok());
+  return r;
+}
+
+// Prefix caching on ranks: a request goes to the rank holding its cached prefix, and every
+// request's tokens and logprobs equal a cold one-rank run and a one-rank run with the cache,
+// plain and with MTP, with context-parallel prefill of the first prompt (6 positions or more).
+TEST(EngineRanks, PrefixHitsAsOneRankDoes) {
+  Communicator& world = comm();
+  for (bool mtp : {false, true}) {
+    SCOPED_TRACE(mtp ? "mtp" : "plain");
+    const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8);
+    const std::vector<int32_t> shared = test::random_tokens(45, 700, m.cfg.vocab_size);
+    std::vector<std::vector<GenerationRequest>> waves(3);
+    for (int i = 0; i < 5; ++i) {
+      GenerationRequest g;
+      g.prompt = shared;
+      const std::vector<int32_t> tail = test::random_tokens(3 + 4 * i, 710 + i, m.cfg.vocab_size);
+      g.prompt.insert(g.prompt.end(), tail.begin(), tail.end());
+      g.max_tokens = 6 + i;
+      g.stop_at_eos = false;
+      g.sampling = {i % 2 ? 0.8f : 0.0f, 0.9f, static_cast<uint64_t>(31 + i)};
+      g.logprobs = i == 2 ? 2 : -1;
+      waves[i == 0 ? 0 : i < 3 ? 1 : 2].push_back(g);
+    }
+    Limits l = engine_limits();
+    l.cache_blocks = 0;  // as many as needed
+    EngineOptions opt;
+    opt.mtp = mtp;
+    auto cold = Engine::create(m.cfg, *m.w, l, opt);
+    ASSERT_TRUE(cold.ok()) << cold.message();
+    const Report want = run_waves(**cold, waves);
+    l.prefix_blocks = 12;
+    auto one = Engine::create(m.cfg, *m.w, l, opt);
+    ASSERT_TRUE(one.ok()) << one.message();
+    const Report one_hit = run_waves(**one, waves);
+    int64_t one_hits = 0;
+    for (const auto& t : (*one)->prefix_by_rank()) one_hits += t.hit_tokens;
+    // Waves 1 and 2 hit the shared prefix's 2 whole blocks of 16, less the 4 recomputed positions.
+    EXPECT_EQ(one_hits, 4 * (32 - 4));
+    EXPECT_EQ(one_hit.tokens, want.tokens);
+    for (int tp : {world.size(), 1}) {
+      SCOPED_TRACE("tp " + std::to_string(tp));
+      RankedEngine many;
+      make_ranked_engine(world, m.cfg, m.dir, tp, l, opt, many);
+      ASSERT_TRUE(many.engine);
+      const Report got = run_waves(*many.engine, waves);
+      if (world.rank() != 0) continue;
+      EXPECT_EQ(got.tokens, want.tokens);
+      EXPECT_EQ(got.reason, want.reason);
+      for (const auto& [id, lp] : want.logprobs) expect_same(got.logprobs.at(id), lp, "logprobs");
+      int64_t hits = 0;
+      for (const auto& t : many.engine->prefix_by_rank()) hits += t.hit_tokens;
+      EXPECT_EQ(hits, one_hits) << "every hit of one rank happens on ranks too";
+    }
+  }
+}
+
 // One message per step (runtime.md §6): rank 0 sends one step header per step that has news or
 // rows and one to stop, none while it idles, and no broadcast; each follower's step takes one.
 TEST(EngineRanks, OneHeaderPerStep) {

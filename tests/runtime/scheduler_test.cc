@@ -28,7 +28,7 @@ class FakePages final : public PageBudget {
     return total_ - used;
   }
   int64_t total_pages() const override { return total_; }
-  Result<int64_t> start(int32_t seq, const std::vector<int32_t>&, int64_t, bool) override {
+  Result<int64_t> start(int32_t seq, const std::vector<int32_t>&, int64_t, bool, int32_t) override {
     EXPECT_EQ(held_.count(seq), 0u) << "slot " << seq << " started twice";
     held_[seq] = 0;
     return int64_t{0};

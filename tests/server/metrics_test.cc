@@ -46,6 +46,8 @@ TEST(Metrics, PrometheusText) {
   m.spec_accepted_at[0] = 1;
   m.spec_accepted_at[2] = 2;
   m.spec_accepted_at[5] = 1;
+  m.prefix_prompt_tokens = {300, 120};
+  m.prefix_hit_tokens = {250, 0};
   HttpMetrics http;
   http.count("/v1/completions", 200);
   http.count("/v1/completions", 200);
@@ -65,6 +67,10 @@ TEST(Metrics, PrometheusText) {
   EXPECT_EQ(s["dsv4_requests_running"], 4);
   EXPECT_EQ(s["dsv4_requests_queued"], 1);
   EXPECT_EQ(s["dsv4_engine_steps_total"], 10);
+  EXPECT_EQ(s["dsv4_prefix_cache_queries_total{rank=\"0\"}"], 300);
+  EXPECT_EQ(s["dsv4_prefix_cache_queries_total{rank=\"1\"}"], 120);
+  EXPECT_EQ(s["dsv4_prefix_cache_hits_total{rank=\"0\"}"], 250);
+  EXPECT_EQ(s["dsv4_prefix_cache_hits_total{rank=\"1\"}"], 0);
   // Cumulative buckets.
   EXPECT_EQ(s["dsv4_batch_size_bucket{le=\"1\"}"], 6);
   EXPECT_EQ(s["dsv4_batch_size_bucket{le=\"2\"}"], 6);
