@@ -151,19 +151,23 @@ std::vector<std::pair<int64_t, FinishReason>> Scheduler::take_local_finishes() {
 }
 
 int32_t Scheduler::pick_owner(const Req& r, bool allow_prefix) const {
-  int32_t best = 0;
-  int64_t best_hit = -1, best_n = INT64_MAX;
+  int32_t hit_rank = 0, idle_rank = 0;
+  int64_t best_hit = -1, hit_load = INT64_MAX, idle_load = INT64_MAX;
   for (int32_t q = 0; q < opt_.world; ++q) {
     const int64_t hit = allow_prefix ? pages_.cached_prefix(q, r.tokens, r.prompt_len) : 0;
     int64_t n = 0;
     for (const auto& o : running_) n += o->owner == q;
-    if (hit > best_hit || (hit == best_hit && n < best_n)) {
-      best = q;
+    if (hit > best_hit || (hit == best_hit && n < hit_load)) {
+      hit_rank = q;
       best_hit = hit;
-      best_n = n;
+      hit_load = n;
+    }
+    if (n < idle_load) {
+      idle_rank = q;
+      idle_load = n;
     }
   }
-  return best;
+  return best_hit > 0 && hit_load <= idle_load + kMaxHitImbalance ? hit_rank : idle_rank;
 }
 
 void Scheduler::preempt(Req& r) {

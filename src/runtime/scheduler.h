@@ -178,8 +178,11 @@ class Scheduler {
   RequestUpdate& update_of(Req& r);
   void end_slot(Req& r);
   int32_t free_seq() const;  // -1: none
-  // The owner of a new request: the rank holding the longest cached prefix of its prompt,
-  // ties and misses to the fewest running requests, then the lowest rank.
+  // The owner of a new request: the rank holding the longest cached prefix of its prompt
+  // (ties: the fewest running requests, then the lowest rank), unless it runs more than
+  // kMaxHitImbalance requests beyond the least loaded rank, which takes misses and the rest
+  // (so a prefix every prompt shares, a system prompt, does not pin all work on one rank).
+  static constexpr int64_t kMaxHitImbalance = 1;
   int32_t pick_owner(const Req& r, bool allow_prefix) const;
 
   SchedulerOptions opt_;
