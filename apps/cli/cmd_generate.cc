@@ -233,13 +233,22 @@ void print_summary(const RunTotals& t, const EngineOptions& eo, const EngineFlag
 }
 
 // Rank 0's collective traffic per step (dsv4 plan predicts it).
-void print_seam_bytes(Engine& engine, int64_t steps) {
+void print_seam_bytes(Engine& engine, int64_t steps, bool overlap) {
   const ModelRunner::SeamBytes b = engine.seam_bytes();
   const double n = static_cast<double>(steps > 0 ? steps : 1);
   std::printf("rank 0 sent per step (mean of %lld): attn_a2a %.0f B, o_reduce %.0f B, moe_counts %.0f B, "
-              "moe_dispatch %.0f B, moe_combine %.0f B, head_gather %.0f B, head_logits %.0f B\n",
+              "moe_dispatch %.0f B, moe_combine %.0f B, head_gather %.0f B, head_logits %.0f B; seams copied %.0f B\n",
               static_cast<long long>(steps), b.attn_a2a / n, b.o_reduce / n, b.moe_counts / n, b.moe_dispatch / n,
-              b.moe_combine / n, b.head_gather / n, b.head_logits / n);
+              b.moe_combine / n, b.head_gather / n, b.head_logits / n, b.copied / n);
+  // Seam wall time (parallel/seam_time.h): exposed = blocked in collectives; overlapped = a
+  // non-blocking collective in flight while the seam computed.
+  const ModelRunner::SeamTimes t = engine.seam_times();
+  auto us = [&](double s) { return s * 1e6 / n; };
+  std::printf("rank 0 seam time per step (us, %s): moe %.1f (exposed %.1f, dispatch wait %.1f, overlapped %.1f, "
+              "%lld/%lld done at a poke), attn %.1f (exposed %.1f), head %.1f (exposed %.1f)\n",
+              overlap ? "overlap on" : "overlap off", us(t.moe.total), us(t.moe.exposed), us(t.moe.waited),
+              us(t.moe.overlapped), static_cast<long long>(t.moe.done_at_poke), static_cast<long long>(t.moe.started),
+              us(t.attn.total), us(t.attn.exposed), us(t.head.total), us(t.head.exposed));
 }
 
 int run_generate(const GenerateArgs& a) {
@@ -271,7 +280,7 @@ int run_generate(const GenerateArgs& a) {
   if (Status st = run_steps(**engine, rs, a.quiet_steps, outs, totals); !st.ok()) return fail(st);
   const Status failed = print_outputs(outs, *prompts, a.n);
   print_summary(totals, *eo, ef);
-  if (rs.world_size() > 1) print_seam_bytes(**engine, totals.steps);
+  if (rs.world_size() > 1) print_seam_bytes(**engine, totals.steps, rs.groups()->overlap);
   return failed.ok() ? 0 : fail(failed);
 }
 

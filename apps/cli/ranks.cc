@@ -16,6 +16,8 @@ void add_rank_options(CLI::App* sub, RankFlags* f) {
       ->capture_default_str();
   sub->add_option("--dp", f->dp, "Independent attention groups (default: world / tp)");
   sub->add_option("--ep", f->ep, "Ranks spreading the routed experts (default: the world)");
+  sub->add_flag("--no-overlap", f->no_overlap,
+                "Wait for the MoE dispatch before the own rows' experts (default: they overlap it)");
 }
 
 Result<std::unique_ptr<RankSession>> RankSession::start(const RankFlags& f) {
@@ -59,6 +61,7 @@ Status RankSession::bind(const ModelConfig& cfg) {
   Result<std::unique_ptr<RankGroups>> g = make_rank_groups(*world_, topo_);
   if (!g.ok()) return g.status();
   groups_ = std::move(*g);
+  groups_->overlap = !flags_.no_overlap;
   return Status();
 }
 

@@ -21,6 +21,7 @@ namespace dsv4::cli {
 
 struct RankFlags {
   int tp = 1, dp = 0, ep = 0;  // 0: default (dp = world / tp, ep = world)
+  bool no_overlap = false;     // the MoE dispatch waited for before any expert work
 };
 void add_rank_options(CLI::App* sub, RankFlags* f);
 

@@ -39,6 +39,7 @@ Result<std::unique_ptr<RankRows>> RankRows::create(const ModelConfig& c, const W
     mp.top_k = c.num_experts_per_tok;
     mp.capacity = T;
     R->moe = std::make_unique<MoeSeam>(mp, t.ep, t.ep_rank());
+    R->moe->overlap = g->overlap;
   }
   R->head = std::make_unique<HeadSeam>(c.hidden_size, c.vocab_size, t.tp, t.tp_rank(), T);
   R->own_.reserve(limits.max_batch);
@@ -71,13 +72,29 @@ ModelRunner::SeamBytes RankRows::seam_bytes() const {
   b.head_gather = head->gather_bytes;
   b.head_logits = head->logits_bytes;
   b.cp_gather = cp_gather_bytes_;
+  b.copied = moe ? moe->copied_bytes : 0;  // the attention output seam copies nothing
   return b;
 }
 
+ModelRunner::SeamTimes RankRows::seam_times() const {
+  ModelRunner::SeamTimes t;
+  if (attn) t.attn = attn->time;
+  if (moe) t.moe = moe->time;
+  t.head = head->time;
+  return t;
+}
+
 void RankRows::reset_seam_bytes() {
-  if (attn) attn->a2a_bytes = attn->reduce_bytes = 0;
-  if (moe) moe->counts_bytes = moe->dispatch_bytes = moe->combine_bytes = 0;
+  if (attn) {
+    attn->a2a_bytes = attn->reduce_bytes = 0;
+    attn->time = SeamTime{};
+  }
+  if (moe) {
+    moe->counts_bytes = moe->dispatch_bytes = moe->combine_bytes = moe->copied_bytes = 0;
+    moe->time = SeamTime{};
+  }
   head->gather_bytes = head->logits_bytes = 0;
+  head->time = SeamTime{};
   cp_gather_bytes_ = 0;
 }
 

@@ -49,6 +49,7 @@ class RankRows {
   const int32_t* head_out_rows(const int32_t* rows, int64_t n, int64_t T);
 
   ModelRunner::SeamBytes seam_bytes() const;
+  ModelRunner::SeamTimes seam_times() const;
   void reset_seam_bytes();
 
   RankGroups* g = nullptr;

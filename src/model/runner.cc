@@ -351,12 +351,12 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
                        static_cast<float>(cfg_.rms_norm_eps)};
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const int64_t D = cfg_.hidden_size;
-  auto hc_pre = [&](const HcParams& h, const bf16* norm_w) {
+  auto hc_pre = [&](const HcParams& h, const bf16* norm_w, bf16* a) {  // a [T, D] out
     const k::HcPreWeights hw{h.fn, h.scale, h.base};
     pool_.run([&](int tid, int n) { k::hc_mix(X, h.fn, hp.n_mix(), hp, T, s.mix.data(), tid, n); });
     pool_.run([&](int tid, int n) {  // both split rows alike: each thread norms the rows it wrote
-      k::hc_pre_apply(X, hw, hp, T, s.mix.data(), s.a.data(), s.post.data(), s.comb.data(), tid, n);
-      k::rmsnorm(s.a.data(), norm_w, s.a.data(), T, D, eps, tid, n);
+      k::hc_pre_apply(X, hw, hp, T, s.mix.data(), a, s.post.data(), s.comb.data(), tid, n);
+      k::rmsnorm(a, norm_w, a, T, D, eps, tid, n);
     });
   };
   auto hc_post = [&](const bf16* f) {
@@ -368,12 +368,12 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
     return run_moe(lw, lc, mtp_block, dec, dspark_gamma);
   }
   // attention sub-block: hc_pre -> attn_norm -> attention -> hc_post
-  hc_pre(lw.hc_attn, lw.attn_norm);
+  hc_pre(lw.hc_attn, lw.attn_norm, s.a.data());
   DSV4_RETURN_IF_ERROR(dspark_gamma > 0 ? run_dspark_attention(lw, lc, dspark_gamma)
                                         : run_attention(lw, lc, mtp_block, dec));
   hc_post(s.attn_out.data());
   // MoE sub-block: hc_pre -> ffn_norm -> MoE -> hc_post
-  hc_pre(lw.hc_ffn, lw.ffn_norm);
+  hc_pre(lw.hc_ffn, lw.ffn_norm, moe_rows().a);
   DSV4_RETURN_IF_ERROR(run_moe(lw, lc, mtp_block, dec, dspark_gamma));
   hc_post(s.m.data());
   return Status();
@@ -612,14 +612,15 @@ Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool 
   gw.weight = lw.ffn.gate.w;
   gw.bias = lw.ffn.bias;
   if (lw.hash) gw.tid2eid = k::Tid2Eid{lw.ffn.tid2eid.data(), false, c.vocab_size};
-  pool_.run([&](int tid, int n) { k::moe_gate_scores(s.a.data(), gw, gp, T, s.gate_scores.data(), tid, n); });
+  const MoeRows io = moe_rows();
+  pool_.run([&](int tid, int n) { k::moe_gate_scores(io.a, gw, gp, T, s.gate_scores.data(), tid, n); });
   pool_.run([&](int tid, int n) {
-    k::moe_gate_route(s.gate_scores.data(), gw, step_meta_.token.data(), gp, T, s.ids.data(), s.route_w.data(), tid, n);
+    k::moe_gate_route(s.gate_scores.data(), gw, step_meta_.token.data(), gp, T, io.ids, io.route_w, tid, n);
   });
   if (dec.forced || dec.log) {
     const int stage = dspark_gamma > 0 ? lw.layer - c.num_hidden_layers : 0;
     apply_route_decisions(dec, DecisionSite{mtp_block, mtp_block ? 0 : lw.layer, dspark_gamma, stage}, step_meta_, gp,
-                          s.gate_scores.data(), s.ids.data(), s.route_w.data());
+                          s.gate_scores.data(), io.ids, io.route_w);
   }
   if (ranks_ && ranks_->moe) return run_moe_seam(lc);
   const k::MoeExpertParams ep{c.hidden_size, c.moe_intermediate_size, static_cast<float>(c.swiglu_limit)};

@@ -39,6 +39,7 @@
 #include "numeric/cache_rows.h"
 #include "numeric/paged_rows.h"
 #include "parallel/rank_groups.h"
+#include "parallel/seam_time.h"
 
 namespace dsv4 {
 
@@ -185,9 +186,18 @@ class ModelRunner {
     int64_t attn_a2a = 0, o_reduce = 0, moe_counts = 0, moe_dispatch = 0, moe_combine = 0, head_gather = 0,
             head_logits = 0;
     int64_t cp_gather = 0;  // context-parallel prefill: normed rows of split chunks (runtime.md §6.8)
+    // Bytes the attention-output and MoE seams memcpy'd into send layouts: the MoE dispatch and
+    // combine packs (parallel/moe_seam.h); the attention output seam sends from its producers'
+    // layouts (attn_output_seam.h).
+    int64_t copied = 0;
   };
   SeamBytes seam_bytes() const;
-  void reset_seam_bytes();
+  // Wall time per seam since the last reset_seam_bytes (parallel/seam_time.h).
+  struct SeamTimes {
+    SeamTime attn, moe, head;
+  };
+  SeamTimes seam_times() const;
+  void reset_seam_bytes();  // and the times
   int64_t stream_width() const { return cfg_.hc_mult * cfg_.hidden_size; }  // N·D
   // The runner's workers, for per-row work after the forward (sampling); run() calls counted.
   ThreadPool& pool() { return pool_; }
@@ -223,6 +233,14 @@ class ModelRunner {
   // dspark_gamma > 0: a DSpark stage, its decisions keyed by (stage, anchor, block row).
   Status run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
                  int dspark_gamma = 0);
+  // The MoE sub-block's inputs: ffn_norm output a [T, D], router ids [T, K] and weights [T, K]
+  // (the step scratch, or an EP seam's batch).
+  struct MoeRows {
+    bf16* a;
+    int32_t* ids;
+    float* route_w;
+  };
+  MoeRows moe_rows();
   Status run_moe_seam(const LayerCaches& lc);
   Status run_head(const HcParams& hc, const bf16* norm, bf16* X, float* logits, HeadRows head);
   // DSpark (runner_dspark.cc).

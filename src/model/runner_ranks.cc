@@ -18,8 +18,17 @@ int ModelRunner::world_rank() const { return ranks_ ? ranks_->g->topo.rank : 0; 
 
 ModelRunner::SeamBytes ModelRunner::seam_bytes() const { return ranks_ ? ranks_->seam_bytes() : SeamBytes{}; }
 
+ModelRunner::SeamTimes ModelRunner::seam_times() const { return ranks_ ? ranks_->seam_times() : SeamTimes{}; }
+
 void ModelRunner::reset_seam_bytes() {
   if (ranks_) ranks_->reset_seam_bytes();
+}
+
+// With an EP seam its batch, whose first rows are the own rows (nothing is copied into it).
+ModelRunner::MoeRows ModelRunner::moe_rows() {
+  if (ranks_ && ranks_->moe) return {ranks_->moe->rows(), ranks_->moe->ids(), ranks_->moe->route_w()};
+  StepScratch& s = *scratch_;
+  return {s.a.data(), s.ids.data(), s.route_w.data()};
 }
 
 // Expert-parallel MoE over the EP group (parallel/moe_seam.h): local experts
@@ -28,8 +37,7 @@ Status ModelRunner::run_moe_seam(const LayerCaches& lc) {
   StepScratch& s = *scratch_;
   const Topology& t = ranks_->g->topo;
   const int64_t first = cfg_.n_routed_experts / t.ep * t.ep_rank();
-  return ranks_->moe->run(*ranks_->g->ep, pool_, s.a.data(), s.ids.data(), s.route_w.data(), step_meta_.T,
-                          lc.experts.data() + first, lc.shared, s.m.data());
+  return ranks_->moe->run(*ranks_->g->ep, pool_, step_meta_.T, lc.experts.data() + first, lc.shared, s.m.data());
 }
 
 }  // namespace dsv4

@@ -34,14 +34,12 @@ Result<OutProjShard> make_out_proj_shard(const k::OutProjParams& p, const Linear
 AttnOutputSeam::AttnOutputSeam(const k::OutProjParams& p, int tp, int tp_rank, int64_t capacity)
     : p_(p), tp_(tp), rank_(tp_rank), capacity_(capacity), n_local_(p.o_groups / tp) {
   const int64_t hd = int64_t{p.n_heads} * p.head_dim, ul = n_local_ * p.o_lora_rank;
-  send_.resize(static_cast<size_t>(capacity * hd));
   x_.resize(static_cast<size_t>(capacity * hd / tp));
   u_.resize(static_cast<size_t>(capacity * ul));
   uq_.resize(static_cast<size_t>(capacity * ul));
   partial_.resize(static_cast<size_t>(n_local_ * capacity * p.hidden));
   reduce_.resize(static_cast<size_t>(reduce_scatter_scratch_floats(p.o_groups, tp, capacity, p.hidden)));
   acc_.resize(static_cast<size_t>(capacity * p.hidden));
-  send_rows_.resize(static_cast<size_t>(tp));
 }
 
 Status AttnOutputSeam::run(Communicator& tp, ThreadPool& pool, const OutProjShard& w, const bf16* o,
@@ -56,14 +54,16 @@ Status AttnOutputSeam::run(Communicator& tp, ThreadPool& pool, const OutProjShar
   const int64_t T = rows[rank_], hd = int64_t{p_.n_heads} * p_.head_dim, slice = hd / tp_;
   const int64_t Din = p_.group_in(), Ro = p_.o_lora_rank, ul = n_local_ * Ro, D = p_.hidden;
 
-  // 1 all-to-all of head groups: to rank d, each own row's slice of d's heads.
-  for (int d = 0; d < tp_; ++d) {
-    for (int64_t t = 0; t < T; ++t)
-      std::memcpy(send_.data() + (d * T + t) * slice, o + t * hd + d * slice, sizeof(bf16) * slice);
-    send_rows_[d] = T;
-  }
+  SeamTimer total(&time.total);
+  // 1 all-to-all of head groups: to rank d, each own row's slice of d's heads, sent from o's
+  // own layout [T, H·Dh] (a strided send: no pack).
   int64_t mark = tp.total_sent();
-  DSV4_RETURN_IF_ERROR(tp.all_to_all_rows(send_.data(), send_rows_, x_.data(), rows, slice * sizeof(bf16)));
+  {
+    SeamTimer exposed(&time.exposed);
+    const int64_t row = slice * static_cast<int64_t>(sizeof(bf16));
+    DSV4_RETURN_IF_ERROR(tp.all_to_all_strided(o, T, hd * static_cast<int64_t>(sizeof(bf16)), row, x_.data(), rows,
+                                               row));
+  }
   a2a_bytes += tp.total_sent() - mark;
 
   // 2-4 local groups over all group rows (none: still join the reduce-scatter).
@@ -87,15 +87,18 @@ Status AttnOutputSeam::run(Communicator& tp, ThreadPool& pool, const OutProjShar
       s.k0 = lg * Ro;
       s.k1 = s.k0 + Ro;
       s.x_stride = ul;
-      s.y_stride = D;
-      k::linear_slice(w.wo_b, s, ub, group_t, partial_.data() + lg * group_t * D, tid, n);
+      s.y_stride = n_local_ * D;  // [group_t, G_l, D]: the reduce-scatter's send layout
+      k::linear_slice(w.wo_b, s, ub, group_t, partial_.data() + lg * D, tid, n);
     }
   });
 
   // 5 owners sum the group partials in ascending group order, then one bf16 cast.
   mark = tp.total_sent();
-  DSV4_RETURN_IF_ERROR(reduce_scatter_fixed_order(tp, p_.o_groups, partial_.data(), rows, D, acc_.data(),
-                                                  reduce_.data()));
+  {
+    SeamTimer exposed(&time.exposed);
+    DSV4_RETURN_IF_ERROR(reduce_scatter_fixed_order(tp, p_.o_groups, partial_.data(), rows, D, acc_.data(),
+                                                    reduce_.data()));
+  }
   reduce_bytes += tp.total_sent() - mark;
   const float* acc = acc_.data();
   pool.run([&](int tid, int n) {

@@ -6,11 +6,14 @@
 //     H·Dh/G slice of the row)  ->  X [group_t, H·Dh/G], rows rank-major
 //   2 u = bf16(X · wo_a_shard^T) per local group (FP32 accumulation, no actq)
 //   3 actq(u) per 128-block when wo_b is quantized
-//   4 π_g = FP32 block chain of wo_b over the group's own K columns   [local groups, group_t, D]
+//   4 π_g = FP32 block chain of wo_b over the group's own K columns   [group_t, local groups, D]
 //   5 reduce-scatter to the owners in fixed group order (parallel/fixed_order.h), one cast
 //     to bf16: out = bf16((…(π_0 + π_1) + …) + π_{G_o−1})
 // This is the grouped tree of kernels/out_proj.h, so every G dividing G_o gives the bits of
 // one rank. Rows are packed compactly; a rank with no rows still joins both collectives.
+// No staging copies: step 1 sends from o's own layout (a strided all-to-all), step 4 writes the
+// reduce-scatter's send layout. Both collectives block: nothing of the layer is independent of
+// them.
 // The inverse RoPE of the heads (out_proj phase 0) runs before, on the owner.
 #pragma once
 
@@ -24,6 +27,7 @@
 #include "numeric/bf16.h"
 #include "numeric/linear_weight.h"
 #include "parallel/communicator.h"
+#include "parallel/seam_time.h"
 
 namespace dsv4 {
 
@@ -49,14 +53,14 @@ class AttnOutputSeam {
              std::span<const int64_t> rows, bf16* out);
   // Bytes this rank sent since construction: head-group all-to-all, partials' reduce-scatter.
   int64_t a2a_bytes = 0, reduce_bytes = 0;
+  SeamTime time;
 
  private:
   kernels::OutProjParams p_;
   int tp_, rank_;
   int64_t capacity_, n_local_;  // local groups G_l
-  std::vector<bf16> send_, x_, u_, uq_;
+  std::vector<bf16> x_, u_, uq_;
   std::vector<float> partial_, reduce_, acc_;
-  std::vector<int64_t> send_rows_;
 };
 
 }  // namespace dsv4

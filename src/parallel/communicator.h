@@ -41,6 +41,27 @@ struct CollectiveBytes {
   int64_t calls[kCollectiveKinds] = {};
 };
 
+class Communicator;
+
+// A started non-blocking collective (Communicator::start_*). Default-constructed or finished:
+// complete. Not copyable; wait() before its buffers are reused or the communicator goes.
+class PendingCollective {
+ public:
+  PendingCollective() = default;
+  PendingCollective(const PendingCollective&) = delete;
+  PendingCollective& operator=(const PendingCollective&) = delete;
+  bool done() const { return comm_ == nullptr; }
+  // Progress and completion check (an MPI call); true once complete.
+  bool test();
+  // Blocks until complete; the transport's error names the collective.
+  Status wait();
+
+ private:
+  friend class Communicator;
+  Communicator* comm_ = nullptr;
+  int slot_ = -1;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -54,6 +75,26 @@ class Communicator {
   // send_rows / recv_rows: [size()].
   virtual Status all_to_all_rows(const void* send, std::span<const int64_t> send_rows, void* recv,
                                  std::span<const int64_t> recv_rows, int64_t row_bytes) = 0;
+
+  // ---- Non-blocking and strided collectives (overlap, no staging copies) ----
+  // start_* posts the collective and returns at once; send, recv and the peers' buffers stay
+  // untouched by the caller until the handle's wait() returns (the counts are copied at start).
+  // OpenMPI progresses a posted collective only inside MPI calls: test() is such a call,
+  // cheap enough between compute chunks. Ordering: as for blocking calls, every rank starts
+  // the same collectives in the same order (they may interleave with blocking ones). Bytes are
+  // counted at start. Default: the blocking call, the handle complete (one rank, test fakes).
+  virtual Status start_all_gather_rows(const void* send, std::span<const int64_t> rows, int64_t row_bytes,
+                                       void* recv, PendingCollective* pending);
+  virtual Status start_all_to_all_rows(const void* send, std::span<const int64_t> send_rows, void* recv,
+                                       std::span<const int64_t> recv_rows, int64_t row_bytes,
+                                       PendingCollective* pending);
+  // All-to-all from a strided send layout (no pack by the caller): every peer p gets n rows
+  // of row_bytes, row t at send + p·peer_offset + t·row_stride (bytes); received as by
+  // all_to_all_rows. Default: one rank only (a copy).
+  virtual Status all_to_all_strided(const void* send, int64_t n, int64_t row_stride, int64_t peer_offset, void* recv,
+                                    std::span<const int64_t> recv_rows, int64_t row_bytes);
+  // ---- end of non-blocking and strided collectives ----
+
   virtual Status broadcast(void* data, int64_t bytes, int root) = 0;
   virtual Status barrier() = 0;
   // Sub-communicator of the ranks passing the same color, ordered by key (then rank).
@@ -94,6 +135,15 @@ class Communicator {
   void reset_bytes() { bytes_ = CollectiveBytes{}; }
 
  protected:
+  // Non-blocking slots of an implementation that overrides start_*: a handle refers to one.
+  friend class PendingCollective;
+  static void bind_pending(PendingCollective* p, Communicator* c, int slot) {
+    p->comm_ = c;
+    p->slot_ = slot;
+  }
+  virtual bool test_slot(int) { return true; }
+  virtual Status wait_slot(int) { return Status(); }
+
   void count(Collective c, int64_t sent) {
     bytes_.sent[static_cast<int>(c)] += sent;
     ++bytes_.calls[static_cast<int>(c)];

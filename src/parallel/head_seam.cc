@@ -23,16 +23,23 @@ Status HeadSeam::run(Communicator& tp, ThreadPool& pool, const LinearWeight& hea
   for (int64_t r : rows) group_t += r;
   if (group_t > capacity_)
     return Status::errorf("LM head seam: {} rows in the TP group exceed the capacity {}", group_t, capacity_);
+  SeamTimer total(&time.total);
   const int64_t T = rows[rank_];
   int64_t mark = tp.total_sent();
-  DSV4_RETURN_IF_ERROR(tp.all_gather_rows(y, rows, D_ * sizeof(bf16), all_.data()));
+  {
+    SeamTimer exposed(&time.exposed);
+    DSV4_RETURN_IF_ERROR(tp.all_gather_rows(y, rows, D_ * sizeof(bf16), all_.data()));
+  }
   gather_bytes += tp.total_sent() - mark;
   const kernels::LmHeadParams lp{rank_ * Vs_, (rank_ + 1) * Vs_, Vs_};
   if (group_t > 0)
     pool.run([&](int tid, int n) { kernels::lm_head(lp, head, all_.data(), group_t, shard_.data(), tid, n); });
   for (int q = 0; q < tp_; ++q) recv_rows_[q] = T;
   mark = tp.total_sent();
-  DSV4_RETURN_IF_ERROR(tp.all_to_all_rows(shard_.data(), rows, recv_.data(), recv_rows_, Vs_ * sizeof(float)));
+  {
+    SeamTimer exposed(&time.exposed);
+    DSV4_RETURN_IF_ERROR(tp.all_to_all_rows(shard_.data(), rows, recv_.data(), recv_rows_, Vs_ * sizeof(float)));
+  }
   logits_bytes += tp.total_sent() - mark;
   if (logits)
     for (int q = 0; q < tp_; ++q)

@@ -4,6 +4,9 @@
 //   project     logits of the shard for every group row (kernels/lm_head.h)
 //   all-to-all  each owner gets its rows' logits from every shard, over the full vocabulary
 // Every logit is one whole dot product on the rank holding its row: the one-rank bits.
+// No overlap: the gathered rows are hc_head's output (final norm included), so no hc_head work
+// is left once the gather can start; the only independent work, the own rows' logits, would
+// read the head shard twice (own rows, then the peers'), costing more than the gather hides.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 #include "numeric/bf16.h"
 #include "numeric/linear_weight.h"
 #include "parallel/communicator.h"
+#include "parallel/seam_time.h"
 
 namespace dsv4 {
 
@@ -29,6 +33,7 @@ class HeadSeam {
              std::span<const int64_t> rows, const int32_t* out_row, float* logits);
   // Bytes this rank sent since construction: hidden-row all-gather, logits all-to-all.
   int64_t gather_bytes = 0, logits_bytes = 0;
+  SeamTime time;
 
  private:
   int64_t D_, V_, Vs_;

@@ -25,49 +25,66 @@ bool first_of_id(const int32_t* row_ids, int64_t k) {
 MoeSeam::MoeSeam(const MoeSeamParams& p, int ep, int ep_rank) : p_(p), ep_(ep), rank_(ep_rank) {
   const int64_t T = p.capacity, K = p.top_k, D = p.expert.hidden;
   n_local_ = p.n_experts / ep;
-  payload_bytes_ = D * 2 + K * 8;
   dispatch_ = k::MoeDispatchParams{K, rank_ * n_local_, n_local_, T};
+  shared_only_ = k::MoeDispatchParams{0, 0, 0, T};
   // A row goes to at most min(K, P − 1) other ranks; the group's rows never exceed T.
   send_cap_ = T * std::max<int64_t>(1, std::min<int64_t>(K, ep - 1));
-  send_.resize(static_cast<size_t>(send_cap_ * payload_bytes_));
-  recv_.resize(static_cast<size_t>(T * payload_bytes_));
-  const int64_t bytes = k::moe_expert_scratch_bytes(p.expert, dispatch_);
-  work_buf_.resize(static_cast<size_t>(bytes + 64));
-  void* base = work_buf_.data();
-  size_t space = work_buf_.size();
-  work_ = k::moe_expert_scratch_carve(p.expert, dispatch_, std::align(64, static_cast<size_t>(bytes), base, space),
-                                      bytes);
-  f_.resize(static_cast<size_t>(T * D));
-  ids_.resize(static_cast<size_t>(T * K));
-  w_.resize(static_cast<size_t>(T * K));
-  combine_.resize(static_cast<size_t>(T * K * D));
+  batch_f_.resize(static_cast<size_t>(T * D));
+  batch_ids_.resize(static_cast<size_t>(T * K));
+  batch_w_.resize(static_cast<size_t>(T * K));
+  send_f_.resize(static_cast<size_t>(send_cap_ * D));
+  send_ids_.resize(static_cast<size_t>(send_cap_ * K));
+  send_w_.resize(static_cast<size_t>(send_cap_ * K));
+  auto carve = [&](std::vector<uint8_t>& buf, const k::MoeDispatchParams& d, int64_t n) {
+    void* base = buf.data();
+    size_t space = buf.size();
+    return k::moe_expert_scratch_carve(p.expert, d, std::align(64, static_cast<size_t>(n), base, space), n);
+  };
+  const int64_t shared_bytes = k::moe_expert_scratch_bytes(p.expert, shared_only_);
+  shared_buf_.resize(static_cast<size_t>(shared_bytes + 64));
+  shared_work_ = carve(shared_buf_, shared_only_, shared_bytes);
+  // The returned outputs (at most T·K rows) follow the routed pass's scratch, at a whole row of work_.x.
+  const int64_t bytes = k::moe_expert_scratch_bytes(p.expert, dispatch_), row_bytes = 2 * D;
+  work_buf_.resize(static_cast<size_t>(64 + bytes + row_bytes + T * K * row_bytes));
+  work_ = carve(work_buf_, dispatch_, bytes);
+  const int64_t x_off = reinterpret_cast<uint8_t*>(work_.x) - work_buf_.data();
+  const int64_t end = reinterpret_cast<uint8_t*>(work_.expert_begin) - work_buf_.data() + bytes;
+  back_row0_ = (end - x_off + row_bytes - 1) / row_bytes;
+  DSV4_CHECK(x_off + (back_row0_ + T * K) * row_bytes <= static_cast<int64_t>(work_buf_.size()),
+             "MoE seam: returned outputs past the buffer");
   back_send_.resize(static_cast<size_t>(T * K * D));
-  back_recv_.resize(static_cast<size_t>(T * K * D));
+  route_row_.resize(static_cast<size_t>(T * K));
   for (auto* v : {&counts_send_, &counts_recv_}) v->resize(static_cast<size_t>(2 * ep));
   for (auto* v : {&send_rows_, &recv_rows_, &cursor_, &routing_.rows_to, &routing_.routes_to})
     v->resize(static_cast<size_t>(ep));
 }
 
-Status MoeSeam::run(Communicator& ep, ThreadPool& pool, const bf16* f, const int32_t* ids, const float* route_w,
-                    int64_t T, const k::ExpertWeights* experts, const k::ExpertWeights& shared, bf16* m) {
+Status MoeSeam::run(Communicator& ep, ThreadPool& pool, int64_t T, const k::ExpertWeights* experts,
+                    const k::ExpertWeights& shared, bf16* m) {
   if (ep.size() != ep_ || ep.rank() != rank_)
     return Status::errorf("MoE seam: built for rank {} of {}, called on rank {} of {}", rank_, ep_, ep.rank(),
                           ep.size());
-  pack_dispatch(f, ids, route_w, T);
+  if (T < 0 || T > p_.capacity) return Status::errorf("MoE seam: {} rows outside [0, {}]", T, p_.capacity);
+  SeamTimer total(&time.total);
+  pack_dispatch(T);
   int64_t R = 0, back_rows = 0;
-  DSV4_RETURN_IF_ERROR(exchange_counts(ep, T, R, back_rows));
-  const int64_t mark = ep.total_sent();
-  DSV4_RETURN_IF_ERROR(ep.all_to_all_rows(send_.data(), routing_.rows_to, recv_.data(), recv_rows_, payload_bytes_));
-  dispatch_bytes += ep.total_sent() - mark;
-  gather_batch(f, ids, route_w, T, R);
-  run_experts(pool, experts, shared, T, R);
+  DSV4_RETURN_IF_ERROR(start_counts(ep));
+  if (!overlap) DSV4_RETURN_IF_ERROR(finish_counts(T, R, back_rows));
+  k::moe_dispatch_build(batch_ids_.data(), T, shared_only_, &shared_work_, T);
+  shared_phases(pool, 0, 1, shared);  // counts in flight
+  if (overlap) DSV4_RETURN_IF_ERROR(finish_counts(T, R, back_rows));
+  DSV4_RETURN_IF_ERROR(start_dispatch(ep, T));
+  if (!overlap) DSV4_RETURN_IF_ERROR(wait_dispatch());
+  shared_phases(pool, 2, 3, shared);  // dispatch in flight
+  DSV4_RETURN_IF_ERROR(wait_dispatch());
+  run_experts(pool, experts, shared, T + R);
   DSV4_RETURN_IF_ERROR(return_outputs(ep, T, R, back_rows));
-  combine_own_rows(pool, ids, T, m);
+  combine_own_rows(pool, T, m);
   return Status();
 }
 
-// Counts and the dispatch payload, peer after peer, rows ascending.
-void MoeSeam::pack_dispatch(const bf16* f, const int32_t* ids, const float* route_w, int64_t T) {
+// The three dispatch send layouts, peer after peer, rows ascending.
+void MoeSeam::pack_dispatch(int64_t T) {
   const int64_t K = p_.top_k, D = p_.expert.hidden;
   std::fill(routing_.rows_to.begin(), routing_.rows_to.end(), 0);
   std::fill(routing_.routes_to.begin(), routing_.routes_to.end(), 0);
@@ -75,32 +92,39 @@ void MoeSeam::pack_dispatch(const bf16* f, const int32_t* ids, const float* rout
   for (int d = 0; d < ep_; ++d) {
     if (d == rank_) continue;
     for (int64_t t = 0; t < T; ++t) {
-      const int32_t* row = ids + t * K;
+      const int32_t* row = batch_ids_.data() + t * K;
       int64_t routes = 0;
       for (int64_t j = 0; j < K; ++j) routes += owner(row[j]) == d && first_of_id(row, j);
       if (routes == 0) continue;
       DSV4_CHECK(sent < send_cap_, "MoE seam: dispatch exceeds the capacity {}", send_cap_);
-      uint8_t* dst = send_.data() + sent * payload_bytes_;
-      std::memcpy(dst, f + t * D, 2 * D);
-      std::memcpy(dst + 2 * D, row, 4 * K);
-      std::memcpy(dst + 2 * D + 4 * K, route_w + t * K, 4 * K);
+      std::memcpy(send_f_.data() + sent * D, batch_f_.data() + t * D, sizeof(bf16) * D);
+      std::memcpy(send_ids_.data() + sent * K, row, sizeof(int32_t) * K);
+      std::memcpy(send_w_.data() + sent * K, batch_w_.data() + t * K, sizeof(float) * K);
       ++sent;
       ++routing_.rows_to[d];
       routing_.routes_to[d] += routes;
     }
   }
+  copied_bytes += sent * (2 * D + 8 * K);
 }
 
 // All-to-all of (rows, routes) per peer: R rows will arrive, back_rows outputs go back.
-Status MoeSeam::exchange_counts(Communicator& ep, int64_t T, int64_t& R, int64_t& back_rows) {
+Status MoeSeam::start_counts(Communicator& ep) {
   for (int d = 0; d < ep_; ++d) {
     counts_send_[2 * d] = routing_.rows_to[d];
     counts_send_[2 * d + 1] = routing_.routes_to[d];
     send_rows_[d] = 1;
   }
   const int64_t mark = ep.total_sent();
-  DSV4_RETURN_IF_ERROR(ep.all_to_all_rows(counts_send_.data(), send_rows_, counts_recv_.data(), send_rows_, 16));
+  DSV4_RETURN_IF_ERROR(
+      ep.start_all_to_all_rows(counts_send_.data(), send_rows_, counts_recv_.data(), send_rows_, 16, counts_.handle()));
+  counts_.started(time);
   counts_bytes += ep.total_sent() - mark;
+  return Status();
+}
+
+Status MoeSeam::finish_counts(int64_t T, int64_t& R, int64_t& back_rows) {
+  DSV4_RETURN_IF_ERROR(counts_.finish(time));
   R = back_rows = 0;
   for (int q = 0; q < ep_; ++q) {
     recv_rows_[q] = counts_recv_[2 * q];
@@ -114,28 +138,63 @@ Status MoeSeam::exchange_counts(Communicator& ep, int64_t T, int64_t& R, int64_t
   return Status();
 }
 
-// The expert batch: own rows (shared expert too), then received rows.
-void MoeSeam::gather_batch(const bf16* f, const int32_t* ids, const float* route_w, int64_t T, int64_t R) {
+// Rows, ids and route weights to the expert ranks, received after the batch's own rows.
+Status MoeSeam::start_dispatch(Communicator& ep, int64_t T) {
   const int64_t K = p_.top_k, D = p_.expert.hidden;
-  std::memcpy(f_.data(), f, sizeof(bf16) * T * D);
-  std::memcpy(ids_.data(), ids, sizeof(int32_t) * T * K);
-  std::memcpy(w_.data(), route_w, sizeof(float) * T * K);
-  for (int64_t j = 0; j < R; ++j) {
-    const uint8_t* src = recv_.data() + j * payload_bytes_;
-    std::memcpy(f_.data() + (T + j) * D, src, 2 * D);
-    std::memcpy(ids_.data() + (T + j) * K, src + 2 * D, 4 * K);
-    std::memcpy(w_.data() + (T + j) * K, src + 2 * D + 4 * K, 4 * K);
+  const int64_t mark = ep.total_sent();
+  DSV4_RETURN_IF_ERROR(ep.start_all_to_all_rows(send_f_.data(), routing_.rows_to, batch_f_.data() + T * D,
+                                                recv_rows_, sizeof(bf16) * D, dispatch_f_.handle()));
+  DSV4_RETURN_IF_ERROR(ep.start_all_to_all_rows(send_ids_.data(), routing_.rows_to, batch_ids_.data() + T * K,
+                                                recv_rows_, sizeof(int32_t) * K, dispatch_ids_.handle()));
+  DSV4_RETURN_IF_ERROR(ep.start_all_to_all_rows(send_w_.data(), routing_.rows_to, batch_w_.data() + T * K,
+                                                recv_rows_, sizeof(float) * K, dispatch_w_.handle()));
+  for (InFlight* c : {&dispatch_f_, &dispatch_ids_, &dispatch_w_}) c->started(time);
+  dispatch_bytes += ep.total_sent() - mark;
+  return Status();
+}
+
+Status MoeSeam::wait_dispatch() {
+  DSV4_RETURN_IF_ERROR(dispatch_f_.finish(time));
+  DSV4_RETURN_IF_ERROR(dispatch_ids_.finish(time));
+  return dispatch_w_.finish(time);
+}
+
+void MoeSeam::poke() {
+  counts_.poke(time);
+  dispatch_f_.poke(time);
+  dispatch_ids_.poke(time);
+  dispatch_w_.poke(time);
+}
+
+void MoeSeam::shared_phases(ThreadPool& pool, int first, int last, const k::ExpertWeights& shared) {
+  const k::MoeWork& mw = shared_work_;
+  if (mw.T == 0) return;
+  const k::MoeDispatchParams& d = shared_only_;
+  const bf16* f = batch_f_.data();
+  for (int ph = first; ph <= last; ++ph) {
+    pool.run([&](int tid, int n) {
+      switch (ph) {
+        case 0: k::moe_experts_in(f, nullptr, shared, p_.expert, d, mw, tid, n); break;
+        case 1: k::moe_experts_up(nullptr, shared, p_.expert, d, mw, tid, n); break;
+        case 2: k::moe_experts_act(nullptr, nullptr, shared, p_.expert, d, mw, tid, n); break;
+        default: k::moe_experts_down(nullptr, shared, p_.expert, d, mw, tid, n); break;
+      }
+    });
+    poke();
   }
 }
 
-// One grouped expert pass over [T own rows | R received rows] (the shared expert on the own rows).
+// The local experts over [T own rows | R received rows] (no shared expert).
 void MoeSeam::run_experts(ThreadPool& pool, const k::ExpertWeights* experts, const k::ExpertWeights& shared,
-                          int64_t T, int64_t R) {
-  k::moe_dispatch_build(ids_.data(), T + R, dispatch_, &work_, T);
+                          int64_t rows) {
+  k::moe_dispatch_build(batch_ids_.data(), rows, dispatch_, &work_, 0);
+  if (rows == 0) return;
   const k::MoeWork& mw = work_;
-  pool.run([&](int tid, int n) { k::moe_experts_in(f_.data(), experts, shared, p_.expert, dispatch_, mw, tid, n); });
+  const bf16* f = batch_f_.data();
+  const float* w = batch_w_.data();
+  pool.run([&](int tid, int n) { k::moe_experts_in(f, experts, shared, p_.expert, dispatch_, mw, tid, n); });
   pool.run([&](int tid, int n) { k::moe_experts_up(experts, shared, p_.expert, dispatch_, mw, tid, n); });
-  pool.run([&](int tid, int n) { k::moe_experts_act(w_.data(), experts, shared, p_.expert, dispatch_, mw, tid, n); });
+  pool.run([&](int tid, int n) { k::moe_experts_act(w, experts, shared, p_.expert, dispatch_, mw, tid, n); });
   pool.run([&](int tid, int n) { k::moe_experts_down(experts, shared, p_.expert, dispatch_, mw, tid, n); });
 }
 
@@ -144,45 +203,53 @@ Status MoeSeam::return_outputs(Communicator& ep, int64_t T, int64_t R, int64_t b
   const int64_t K = p_.top_k, D = p_.expert.hidden;
   const k::MoeWork& mw = work_;
   int64_t b = 0;
-  for (int64_t j = 0; j < R; ++j) {
-    const int64_t row = T + j;
+  for (int64_t row = T; row < T + R; ++row) {
     for (int64_t s = 0; s < K; ++s) {
       const int32_t e = mw.slot_entry[row * K + s];
-      if (e < 0 || !first_of_id(ids_.data() + row * K, s)) continue;
+      if (e < 0 || !first_of_id(batch_ids_.data() + row * K, s)) continue;
       std::memcpy(back_send_.data() + b * D, mw.x + e * D, sizeof(bf16) * D);
       ++b;
     }
   }
+  copied_bytes += b * 2 * D;
   DSV4_CHECK(b == back_rows, "MoE seam: {} expert outputs to return, peers announced {}", b, back_rows);
   for (int q = 0; q < ep_; ++q) send_rows_[q] = counts_recv_[2 * q + 1];
   const int64_t mark = ep.total_sent();
-  DSV4_RETURN_IF_ERROR(
-      ep.all_to_all_rows(back_send_.data(), send_rows_, back_recv_.data(), routing_.routes_to, sizeof(bf16) * D));
+  {
+    SeamTimer exposed(&time.exposed);
+    DSV4_RETURN_IF_ERROR(ep.all_to_all_rows(back_send_.data(), send_rows_, work_.x + back_row0_ * D,
+                                            routing_.routes_to, sizeof(bf16) * D));
+  }
   combine_bytes += ep.total_sent() - mark;
   return Status();
 }
 
-// Own rows: every distinct route's output in its slot row, then the fixed-order sum (A13).
-void MoeSeam::combine_own_rows(ThreadPool& pool, const int32_t* ids, int64_t T, bf16* m) {
+// Own rows: the row of every distinct route's output (computed here or returned), then the
+// fixed-order sum (A13).
+void MoeSeam::combine_own_rows(ThreadPool& pool, int64_t T, bf16* m) {
   const int64_t K = p_.top_k, D = p_.expert.hidden;
-  const k::MoeWork& mw = work_;
-  int64_t off = 0;
+  int64_t off = back_row0_;
   for (int d = 0; d < ep_; ++d) {
     cursor_[d] = off;
     off += routing_.routes_to[d];
   }
+  const int32_t* ids = batch_ids_.data();
   for (int64_t t = 0; t < T; ++t) {
     const int32_t* row = ids + t * K;
     for (int64_t s = 0; s < K; ++s) {
-      if (!first_of_id(row, s)) continue;
+      int32_t& r = route_row_[t * K + s];
+      if (!first_of_id(row, s)) {
+        r = 0;  // a repeated id: the kernel reads its first slot's row
+        continue;
+      }
       const int d = owner(row[s]);
-      const bf16* src = d == rank_ ? mw.x + mw.slot_entry[t * K + s] * D : back_recv_.data() + cursor_[d]++ * D;
-      std::memcpy(combine_.data() + (t * K + s) * D, src, sizeof(bf16) * D);
+      r = d == rank_ ? work_.slot_entry[t * K + s] : static_cast<int32_t>(cursor_[d]++);
     }
   }
   const k::MoeCombineParams cp{D, K};
-  const bf16* shared_out = k::shared_out(mw, p_.expert);
-  pool.run([&](int tid, int n) { k::moe_combine(combine_.data(), nullptr, ids, shared_out, cp, T, m, tid, n); });
+  const bf16* shared_out = k::shared_out(shared_work_, p_.expert);
+  const bf16* routed = work_.x;
+  pool.run([&](int tid, int n) { k::moe_combine(routed, route_row_.data(), ids, shared_out, cp, T, m, tid, n); });
 }
 
 }  // namespace dsv4

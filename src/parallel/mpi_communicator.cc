@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -83,12 +84,18 @@ void finalize_at_exit() {
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, int rank, int size)
-      : comm_(comm), rank_(rank), size_(size), counts_(2 * size), displs_(2 * size) {}
+      : comm_(comm), rank_(rank), size_(size), counts_(2 * size), displs_(2 * size), slots_(kSlots) {
+    for (Slot& sl : slots_) {
+      sl.counts.resize(static_cast<size_t>(2 * size));
+      sl.displs.resize(static_cast<size_t>(2 * size));
+    }
+  }
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
     for (auto& [bytes, type] : types_) MPI_Type_free(&type);
+    for (auto& [key, type] : strided_types_) MPI_Type_free(&type);
     if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
   }
   int rank() const override { return rank_; }
@@ -132,6 +139,82 @@ class MpiCommunicator final : public Communicator {
     count(Collective::kAllToAll, sent);
     return Status();
   }
+
+  // ---- Non-blocking and strided collectives (overlap, no staging copies): MPI_Iallgatherv /
+  // MPI_Ialltoallv, each request with its own count and displacement arrays (MPI reads them
+  // until completion).
+  Status start_all_gather_rows(const void* send, std::span<const int64_t> rows, int64_t row_bytes, void* recv,
+                               PendingCollective* pending) override {
+    if (static_cast<int>(rows.size()) != size_)
+      return Status::errorf("all_gather_rows: {} row counts for {} ranks", rows.size(), size_);
+    Slot* sl = nullptr;
+    DSV4_RETURN_IF_ERROR(free_slot("all_gather_rows", &sl));
+    DSV4_RETURN_IF_ERROR(layout("all_gather_rows", rows, sl->counts.data(), sl->displs.data()));
+    MPI_Datatype row;
+    DSV4_RETURN_IF_ERROR(row_type("all_gather_rows", row_bytes, &row));
+    if (g_failed) return job_failure("all_gather_rows");
+    const int rc = MPI_Iallgatherv(send, sl->counts[rank_], row, recv, sl->counts.data(), sl->displs.data(), row,
+                                   comm_, &sl->req);
+    if (rc != MPI_SUCCESS) return Status::errorf("all_gather_rows: MPI_Iallgatherv failed: {}", mpi_error(rc));
+    sl->what = "all_gather_rows";
+    bind_pending(pending, this, static_cast<int>(sl - slots_.data()));
+    count(Collective::kAllGather, rows[rank_] * row_bytes * (size_ - 1));
+    return Status();
+  }
+
+  Status start_all_to_all_rows(const void* send, std::span<const int64_t> send_rows, void* recv,
+                               std::span<const int64_t> recv_rows, int64_t row_bytes,
+                               PendingCollective* pending) override {
+    if (static_cast<int>(send_rows.size()) != size_ || static_cast<int>(recv_rows.size()) != size_)
+      return Status::errorf("all_to_all_rows: {} / {} row counts for {} ranks", send_rows.size(), recv_rows.size(),
+                            size_);
+    Slot* sl = nullptr;
+    DSV4_RETURN_IF_ERROR(free_slot("all_to_all_rows", &sl));
+    int* sc = sl->counts.data();
+    int* sd = sl->displs.data();
+    int* rc = sc + size_;
+    int* rd = sd + size_;
+    DSV4_RETURN_IF_ERROR(layout("all_to_all_rows", send_rows, sc, sd));
+    DSV4_RETURN_IF_ERROR(layout("all_to_all_rows", recv_rows, rc, rd));
+    MPI_Datatype row;
+    DSV4_RETURN_IF_ERROR(row_type("all_to_all_rows", row_bytes, &row));
+    if (g_failed) return job_failure("all_to_all_rows");
+    const int code = MPI_Ialltoallv(send, sc, sd, row, recv, rc, rd, row, comm_, &sl->req);
+    if (code != MPI_SUCCESS) return Status::errorf("all_to_all_rows: MPI_Ialltoallv failed: {}", mpi_error(code));
+    sl->what = "all_to_all_rows";
+    bind_pending(pending, this, static_cast<int>(sl - slots_.data()));
+    int64_t sent = 0;
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) sent += send_rows[p] * row_bytes;
+    count(Collective::kAllToAll, sent);
+    return Status();
+  }
+  Status all_to_all_strided(const void* send, int64_t n, int64_t row_stride, int64_t peer_offset, void* recv,
+                            std::span<const int64_t> recv_rows, int64_t row_bytes) override {
+    if (static_cast<int>(recv_rows.size()) != size_)
+      return Status::errorf("all_to_all_strided: {} row counts for {} ranks", recv_rows.size(), size_);
+    if (n < 0 || n > INT_MAX || row_stride < row_bytes || peer_offset < 0)
+      return Status::errorf("all_to_all_strided: {} rows of {} bytes at stride {}", n, row_bytes, row_stride);
+    int* sc = counts_.data();
+    int* sd = displs_.data();
+    int* rc = counts_.data() + size_;
+    int* rd = displs_.data() + size_;
+    DSV4_RETURN_IF_ERROR(layout("all_to_all_strided", recv_rows, rc, rd));
+    MPI_Datatype row, peer;
+    DSV4_RETURN_IF_ERROR(row_type("all_to_all_strided", row_bytes, &row));
+    DSV4_RETURN_IF_ERROR(strided_type(n, row_bytes, row_stride, peer_offset, &peer));
+    for (int p = 0; p < size_; ++p) {
+      sc[p] = n > 0 ? 1 : 0;
+      sd[p] = p;  // in extents of peer: p·peer_offset bytes
+    }
+    if (g_failed) return job_failure("all_to_all_strided");
+    MPI_Request req;
+    DSV4_RETURN_IF_ERROR(run_request(MPI_Ialltoallv(send, sc, sd, peer, recv, rc, rd, row, comm_, &req), &req,
+                                     "all_to_all_strided", "MPI_Ialltoallv"));
+    count(Collective::kAllToAll, n * row_bytes * (size_ - 1));
+    return Status();
+  }
+  // ---- end of non-blocking and strided collectives ----
 
   Status broadcast(void* data, int64_t bytes, int root) override {
     if (root < 0 || root >= size_) return Status::errorf("broadcast: root {} outside [0, {})", root, size_);
@@ -238,7 +321,32 @@ class MpiCommunicator final : public Communicator {
     return g_failed ? Status::errorf("the job ended ({})", g_failure) : Status();
   }
 
+ protected:
+  // Non-blocking slots (overlap). A failure notice ends a wait as in the blocking calls.
+  bool test_slot(int i) override {
+    Slot& sl = slots_[i];
+    int done = 0;
+    if (MPI_Test(&sl.req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;  // wait() reports it
+    return done != 0;
+  }
+  Status wait_slot(int i) override { return wait_request(&slots_[i].req, slots_[i].what); }
+
  private:
+  struct Slot {
+    MPI_Request req = MPI_REQUEST_NULL;  // MPI_Test / MPI_Wait set it back to null when done
+    std::vector<int> counts, displs;     // [2·size], read by MPI until completion
+    const char* what = "";
+  };
+  static constexpr int kSlots = 8;  // outstanding non-blocking collectives per communicator
+  Status free_slot(const char* what, Slot** out) {
+    for (Slot& sl : slots_)
+      if (sl.req == MPI_REQUEST_NULL) {
+        *out = &sl;
+        return Status();
+      }
+    return Status::errorf("{}: more than {} non-blocking collectives outstanding", what, kSlots);
+  }
+
   // int counts and displacements (in rows) from 64-bit row counts.
   Status layout(const char* what, std::span<const int64_t> rows, int* counts, int* displs) const {
     int64_t off = 0;
@@ -267,11 +375,32 @@ class MpiCommunicator final : public Communicator {
     return Status();
   }
 
+  // n rows of row_bytes at row_stride, extent peer_offset (the next peer's rows); one per
+  // shape, committed on first use and kept (a step's row counts take few values).
+  Status strided_type(int64_t n, int64_t row_bytes, int64_t row_stride, int64_t peer_offset, MPI_Datatype* t) {
+    const std::array<int64_t, 4> key{n, row_bytes, row_stride, peer_offset};
+    for (const auto& [k, type] : strided_types_)
+      if (k == key) {
+        *t = type;
+        return Status();
+      }
+    MPI_Datatype rows;
+    if (MPI_Type_create_hvector(static_cast<int>(std::max<int64_t>(n, 1)), static_cast<int>(row_bytes), row_stride,
+                                MPI_BYTE, &rows) != MPI_SUCCESS ||
+        MPI_Type_create_resized(rows, 0, peer_offset, t) != MPI_SUCCESS || MPI_Type_commit(t) != MPI_SUCCESS)
+      return Status::errorf("all_to_all_strided: no datatype for {} rows of {} bytes", n, row_bytes);
+    MPI_Type_free(&rows);
+    strided_types_.emplace_back(key, *t);
+    return Status();
+  }
+
   MPI_Comm comm_;
   int rank_, size_;
   std::vector<int> counts_, displs_;  // sized once
   std::vector<std::pair<int64_t, MPI_Datatype>> types_;
   std::vector<MPI_Request> header_sends_;  // [size] rank 0's header sends in flight
+  std::vector<Slot> slots_;  // kSlots, sized once
+  std::vector<std::pair<std::array<int64_t, 4>, MPI_Datatype>> strided_types_;
 };
 
 }  // namespace

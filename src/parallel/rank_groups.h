@@ -17,6 +17,7 @@ struct RankGroups {
   Communicator* world = nullptr;      // not owned
   std::unique_ptr<Communicator> tp;   // ranks [d·tp, (d+1)·tp), ordered by TP rank
   std::unique_ptr<Communicator> ep;   // ranks [k·ep, (k+1)·ep), ordered by EP rank
+  bool overlap = true;                // seams overlap non-blocking collectives with compute
 
   bool multi() const { return topo.world > 1; }
   // World rank of TP rank q of this rank's DP group.

@@ -17,6 +17,45 @@ const char* collective_name(Collective c) {
   return "?";
 }
 
+// Non-blocking defaults: the blocking call; the handle is complete.
+Status Communicator::start_all_gather_rows(const void* send, std::span<const int64_t> rows, int64_t row_bytes,
+                                           void* recv, PendingCollective* pending) {
+  pending->comm_ = nullptr;
+  return all_gather_rows(send, rows, row_bytes, recv);
+}
+
+Status Communicator::start_all_to_all_rows(const void* send, std::span<const int64_t> send_rows, void* recv,
+                                           std::span<const int64_t> recv_rows, int64_t row_bytes,
+                                           PendingCollective* pending) {
+  pending->comm_ = nullptr;
+  return all_to_all_rows(send, send_rows, recv, recv_rows, row_bytes);
+}
+
+Status Communicator::all_to_all_strided(const void* send, int64_t n, int64_t row_stride, int64_t peer_offset,
+                                        void* recv, std::span<const int64_t> recv_rows, int64_t row_bytes) {
+  if (size() != 1 || recv_rows.size() != 1 || recv_rows[0] != n)
+    return Status::error("all_to_all_strided: not supported by this communicator beyond one rank");
+  for (int64_t t = 0; t < n; ++t)
+    std::memcpy(static_cast<char*>(recv) + t * row_bytes, static_cast<const char*>(send) + t * row_stride,
+                static_cast<size_t>(row_bytes));
+  count(Collective::kAllToAll, 0);
+  return Status();
+}
+
+bool PendingCollective::test() {
+  if (comm_ == nullptr) return true;
+  if (!comm_->test_slot(slot_)) return false;
+  comm_ = nullptr;
+  return true;
+}
+
+Status PendingCollective::wait() {
+  if (comm_ == nullptr) return Status();
+  Communicator* c = comm_;
+  comm_ = nullptr;
+  return c->wait_slot(slot_);
+}
+
 namespace {
 
 class SingleCommunicator final : public Communicator {

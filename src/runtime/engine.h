@@ -129,6 +129,7 @@ class Engine {
   const std::vector<Scheduler::PrefixTotals>& prefix_by_rank() const { return sched_->prefix_by_rank(); }
   // Bytes this rank sent per seam since the start (several ranks; model/runner.h).
   ModelRunner::SeamBytes seam_bytes() const { return runner_->seam_bytes(); }
+  ModelRunner::SeamTimes seam_times() const { return runner_->seam_times(); }
   // One step (schedule, forward, sampling, verification, MTP). Its updates follow in updates().
   Result<StepReport> step();
   // The last step's updates, one per request it touched (rank 0 reports; moved out by the caller).

@@ -110,6 +110,63 @@ TEST(Communicator, BroadcastBarrierAndBadArguments) {
   EXPECT_NE(c.all_gather_rows(nullptr, wrong, 4, nullptr).message().find("row counts"), std::string::npos);
 }
 
+// Non-blocking: the same rows as the blocking calls, polled with test() until done or waited
+// for; several outstanding at once (started in the same order on every rank).
+TEST(Communicator, StartedCollectivesEqualBlocking) {
+  Communicator& c = comm();
+  const int n = c.size(), me = c.rank();
+  const int64_t w = 24;
+  for (const auto& rows : row_patterns(n)) {
+    const int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t{0});
+    std::vector<uint8_t> send(static_cast<size_t>((rows[me] + 1) * w));
+    for (int64_t i = 0; i < rows[me]; ++i) fill_row(send.data() + i * w, me, i, w);
+    std::vector<uint8_t> want(static_cast<size_t>((total + 1) * w)), got(want.size(), kSentinel);
+    // All-to-all: every peer gets this rank's rows (send_rows = rows[me]).
+    std::vector<int64_t> to(n, rows[me]);
+    std::vector<uint8_t> a2a(static_cast<size_t>(n * (rows[me] + 1) * w)), want_a2a(static_cast<size_t>((total + 1) * w)),
+        got_a2a(want_a2a.size(), kSentinel);
+    for (int p = 0; p < n; ++p) std::memcpy(a2a.data() + p * rows[me] * w, send.data(), rows[me] * w);
+    ASSERT_TRUE(c.all_gather_rows(send.data(), rows, w, want.data()).ok());
+    ASSERT_TRUE(c.all_to_all_rows(a2a.data(), to, want_a2a.data(), rows, w).ok());
+    PendingCollective g, a;
+    ASSERT_TRUE(c.start_all_gather_rows(send.data(), rows, w, got.data(), &g).ok());
+    ASSERT_TRUE(c.start_all_to_all_rows(a2a.data(), to, got_a2a.data(), rows, w, &a).ok());
+    for (int i = 0; i < 1000 && !g.test(); ++i) {
+    }
+    ASSERT_TRUE(g.wait().ok());
+    ASSERT_TRUE(a.wait().ok());
+    EXPECT_TRUE(g.done() && a.done());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), static_cast<size_t>(total * w)), 0);
+    EXPECT_EQ(std::memcmp(got_a2a.data(), want_a2a.data(), static_cast<size_t>(total * w)), 0);
+    EXPECT_EQ(got[total * w], kSentinel);
+    EXPECT_EQ(got_a2a[total * w], kSentinel);
+  }
+}
+
+// Strided send: every peer p gets this rank's rows' column block p of a [rows, n·w] layout.
+TEST(Communicator, AllToAllStridedSendsColumnBlocks) {
+  Communicator& c = comm();
+  const int n = c.size(), me = c.rank();
+  const int64_t w = 12, stride = n * w + 5;  // padded rows
+  for (const auto& rows : row_patterns(n)) {
+    const int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t{0});
+    std::vector<uint8_t> send(static_cast<size_t>((rows[me] + 1) * stride), 0xEE);
+    for (int64_t i = 0; i < rows[me]; ++i)
+      for (int p = 0; p < n; ++p) fill_row(send.data() + i * stride + p * w, me * 100 + p, i, w);
+    std::vector<uint8_t> recv(static_cast<size_t>((total + 1) * w), kSentinel), want(static_cast<size_t>(w));
+    c.reset_bytes();
+    ASSERT_TRUE(c.all_to_all_strided(send.data(), rows[me], stride, w, recv.data(), rows, w).ok());
+    int64_t at = 0;
+    for (int p = 0; p < n; ++p)
+      for (int64_t i = 0; i < rows[p]; ++i, ++at) {
+        fill_row(want.data(), p * 100 + me, i, w);
+        ASSERT_EQ(std::memcmp(recv.data() + at * w, want.data(), w), 0) << "from rank " << p << " row " << i;
+      }
+    for (size_t b = static_cast<size_t>(total * w); b < recv.size(); ++b) ASSERT_EQ(recv[b], kSentinel);
+    EXPECT_EQ(c.bytes().sent[static_cast<int>(Collective::kAllToAll)], rows[me] * w * (n - 1));
+  }
+}
+
 // The reduce-scatter adds every row's G partials in ascending group order on its owner:
 // bit-identical to one process summing all groups, for any split of rows and groups.
 // serve and chat communicate from their service thread: MPI must run at SERIALIZED or better,
@@ -172,7 +229,12 @@ TEST(FixedOrder, ReduceScatterEqualsOneProcessSum) {
       std::mt19937 rng(7);
       for (auto& x : all) x = std::ldexp(std::normal_distribution<float>()(rng), static_cast<int>(rng() % 40) - 20);
       const GroupRange mine = groups_of_rank(G, me, n);
-      std::vector<float> local(all.begin() + mine.begin * T * width, all.begin() + mine.end * T * width);
+      const int64_t lc = mine.end - mine.begin;
+      std::vector<float> local(static_cast<size_t>(lc * T * width));  // [T, local groups, width]
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t lg = 0; lg < lc; ++lg)
+          std::memcpy(local.data() + (t * lc + lg) * width, all.data() + ((mine.begin + lg) * T + t) * width,
+                      sizeof(float) * width);
       std::vector<float> out(static_cast<size_t>((rows[me] + 1) * width), -7.0f);
       std::vector<float> scratch(static_cast<size_t>(reduce_scatter_scratch_floats(G, n, T, width)),
                                  std::numeric_limits<float>::quiet_NaN());

@@ -150,12 +150,17 @@ TEST(Seams, MoeEqualsOneRank) {
         kernels::moe_combine(wk.x, wk.slot_entry, ids.data(), kernels::shared_out(wk, ep), {D, K}, T, ref.data(),
                              0, 1);
       }
-      std::vector<bf16> in(kRankCap * D, test::nan_value<bf16>()), out(kRankCap * D);
+      std::vector<bf16> out(kRankCap * D);
       for (auto& x : out) x = bf16::from_bits(test::kSentinelBf16Bits);
-      std::memcpy(in.data(), f.data() + off * D, sizeof(bf16) * mine * D);
-      const Status st = seam.run(c, pool, in.data(), ids.data() + off * K, w.data() + off * K, mine,
-                                 experts.data() + me * (E / P), experts[E], out.data());
+      // The own rows into the seam's batch (the runner's ffn_norm and router write them there).
+      std::memcpy(seam.rows(), f.data() + off * D, sizeof(bf16) * mine * D);
+      std::memcpy(seam.ids(), ids.data() + off * K, sizeof(int32_t) * mine * K);
+      std::memcpy(seam.route_w(), w.data() + off * K, sizeof(float) * mine * K);
+      seam.overlap = !seam.overlap;  // patterns alternate: collectives overlapped or waited for at once
+      const Status st = seam.run(c, pool, mine, experts.data() + me * (E / P), experts[E], out.data());
       ASSERT_TRUE(st.ok()) << st.message();
+      // The seam copies exactly what it sends (the dispatch and combine packs), nothing else.
+      EXPECT_EQ(seam.copied_bytes, seam.dispatch_bytes + seam.combine_bytes);
       EXPECT_TRUE(same_bits(out.data(), ref.data() + off * D, mine * D)) << "rows " << mine << " of " << T;
       for (int64_t i = mine * D; i < kRankCap * D; ++i)
         ASSERT_EQ(out[i].bits, test::kSentinelBf16Bits) << "row past the rank's count written";
