@@ -156,7 +156,9 @@ try {
     const a = document.querySelectorAll("article.msg.assistant")[i];
     return a && (a.querySelector(".content").textContent.length > 0 || a.dataset.state !== "streaming");
   }, before, { timeout: answerTimeout });
-  if (await page.isEnabled("#stop")) await page.click("#stop");
+  // The answer may end between a check and the click (then Stop is disabled): try briefly; a
+  // click that matters (the mock's slow stream) is checked through the state below.
+  await page.click("#stop", { timeout: 2000 }).catch(() => {});
   await page.waitForFunction((i) => document.querySelectorAll("article.msg.assistant")[i].dataset.state !== "streaming",
                              before, { timeout: answerTimeout });
   const s3 = await assistants.nth(before).getAttribute("data-state");
