@@ -103,10 +103,10 @@ Result<server::GenerationDefaults> generation_defaults(const std::string& dir) {
       std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), path);
 }
 
-// Waits for SIGTERM / SIGINT (blocked in every thread) and drains the server; returns when
-// `done` is set (the server stopped for another reason).
-// Drains the server on SIGTERM/SIGINT, or (with ranks) once the engine's loop failed: the job
-// is over, so the server answers what it holds and ends (kFailedDrainSeconds).
+// Waits for SIGTERM / SIGINT (blocked in every thread) and drains the server, or drains it for
+// kFailedDrainSeconds once job_failed() (ranks: the engine's loop failed, so the job is over and
+// the server answers what it holds, then ends); returns when `done` is set (the server stopped
+// for another reason).
 constexpr double kFailedDrainSeconds = 2;
 
 void watch_signals(server::HttpServer& http, double grace_seconds, const std::atomic<bool>& done,
