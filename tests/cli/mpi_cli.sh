@@ -278,6 +278,11 @@ faults() {
         fail "serve on $np ranks: the failure is not named: $(tail -5 "$log")"
     done
   done
+  # A malformed test hook is an error naming it, not a silent no-op.
+  DSV4_TEST_FAIL_STEP=one timeout 60 "$dsv4" generate --model "$work/tiny-fp8" --prompt-ids 1,2 \
+    >"$work/bad_hook.txt" 2>&1 && fail "DSV4_TEST_FAIL_STEP=one: exit 0"
+  grep -q 'DSV4_TEST_FAIL_STEP = "one": expected RANK:STEP' "$work/bad_hook.txt" ||
+    fail "DSV4_TEST_FAIL_STEP=one: $(cat "$work/bad_hook.txt")"
   DSV4_TEST_FAIL_STEP=1:2 timeout 120 "${mpirun[@]}" -np 2 -x DSV4_TEST_FAIL_STEP "$dsv4" generate \
     --model "$work/tiny-fp8" --tp 2 "${prompts[@]}" --max-tokens 8 >"$work/gen_fault.txt" 2>&1
   code=$?

@@ -85,15 +85,20 @@ std::vector<GenerationRequest> requests(int64_t vocab) {
   return v;
 }
 
+// A rank other than 0: steps until rank 0 stops the engine.
+void follow(Engine& e) {
+  while (!e.stopped()) {
+    auto rep = e.step();
+    EXPECT_TRUE(rep.ok()) << rep.message();
+    if (!rep.ok()) break;
+  }
+}
+
 // Steps until idle; cancels request 1 before step 4. Rank 0 records the updates.
 Report run(Engine& e, const std::vector<GenerationRequest>& reqs) {
   Report r;
   if (e.rank() != 0) {
-    while (!e.stopped()) {
-      auto rep = e.step();
-      EXPECT_TRUE(rep.ok()) << rep.message();
-      if (!rep.ok()) break;
-    }
+    follow(e);
     return r;
   }
   for (const auto& g : reqs) EXPECT_TRUE(e.add_request(g).ok());
@@ -230,11 +235,7 @@ TEST(EngineRanks, ChoicesAsOneRankDoes) {
 Report run_waves(Engine& e, const std::vector<std::vector<GenerationRequest>>& waves) {
   Report r;
   if (e.rank() != 0) {
-    while (!e.stopped()) {
-      auto rep = e.step();
-      EXPECT_TRUE(rep.ok()) << rep.message();
-      if (!rep.ok()) break;
-    }
+    follow(e);
     return r;
   }
   for (const auto& wave : waves) {
