@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "io/file_util.h"
 
 namespace dsv4 {
 
@@ -42,11 +41,10 @@ bool within(const nlohmann::json& v, double lo, double hi) {  // lo < v <= hi
 }  // namespace
 
 Result<BenchFractions> read_bench_fractions(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::errorf("--bench {}: cannot open the file", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_bench_fractions(text.str(), path);
+  constexpr uint64_t kMaxBenchBytes = 64 << 20;  // a bench --json file is a few hundred KiB
+  Result<std::vector<uint8_t>> bytes = read_file(path, kMaxBenchBytes);
+  if (!bytes.ok()) return Status::errorf("--bench {}", bytes.message());  // "--bench PATH: cannot open: ..."
+  return parse_bench_fractions(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), path);
 }
 
 Result<BenchFractions> parse_bench_fractions(std::string_view text, const std::string& path) {

@@ -252,7 +252,7 @@ Status Engine::stop() {
   return sync_ranks(true);
 }
 
-bool Engine::job_failed() const { return opt_.ranks && (failed_ || !opt_.ranks->world->job_status().ok()); }
+bool Engine::job_failed() const { return opt_.ranks && !opt_.ranks->world->job_status().ok(); }
 
 // Timeouts that ended (rank 0) and stop strings matched in the last update: cancels for this step.
 void Engine::collect_cancels() {
@@ -352,13 +352,10 @@ void Engine::register_prefixes(const std::vector<PlannedRows>& plan) {
 }
 
 // With ranks, a failed step fails the job: the other ranks hear of it and leave their step.
+// (Once the job failed, run_step fails at once with the failure: Communicator::job_status.)
 Result<StepReport> Engine::step() {
-  if (failed_) return Status::error("the engine failed in an earlier step");
   Result<StepReport> rep = run_step();
-  if (!rep.ok() && opt_.ranks) {
-    failed_ = true;
-    opt_.ranks->world->report_failure(rep.status().message());
-  }
+  if (!rep.ok() && opt_.ranks) opt_.ranks->world->report_failure(rep.status().message());
   return rep;
 }
 

@@ -170,7 +170,6 @@ class Engine {
   std::vector<StepRequest> reqs_;
   std::vector<int64_t> row_begin_;
   bool stopped_ = false;
-  bool failed_ = false;      // a step failed (with ranks: the job failed)
   int64_t rows_steps_ = 0;   // steps that ran rows (fail_step)
 };
 
