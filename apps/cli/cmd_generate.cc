@@ -261,7 +261,7 @@ int run_generate(const GenerateArgs& a) {
   const ModelConfig& cfg = model.cfg;
   Result<Prompts> prompts = read_prompts(a, dir, rs);
   if (!prompts.ok()) return fail(prompts.status());
-  Result<Limits> lim = engine_limits(ef);
+  Result<Limits> lim = engine_limits(ef, rs.world_size());
   if (!lim.ok()) return fail(lim.status());
   Result<EngineOptions> eo = engine_options(ef, cfg, rs);
   if (!eo.ok()) return fail(eo.status());

@@ -172,7 +172,7 @@ int run_serve(const ServeArgs& a) {
 
   EngineFlags limit_flags = ef;
   if (limit_flags.prefix_blocks < 0) limit_flags.prefix_blocks = auto_prefix_blocks(ef);
-  Result<Limits> lim = engine_limits(limit_flags);
+  Result<Limits> lim = engine_limits(limit_flags, rs.world_size());
   if (!lim.ok()) return fail(lim.status());
   Result<EngineOptions> eo = engine_options(ef, *cfg, rs);
   if (!eo.ok()) return fail(eo.status());

@@ -67,7 +67,9 @@ void add_engine_options(CLI::App* sub, EngineFlags* f) {
                   "distribution as plain sampling, not the same tokens; spec/dspark.md 4.3)")
       ->check(CLI::IsMember({"exact", "rejection"}))
       ->capture_default_str();
-  sub->add_option("--batch-size", f->batch_size, "Most requests decoded in one step (B_MAX)")->capture_default_str();
+  sub->add_option("--batch-size", f->batch_size,
+                  "Sequences per rank (cache slots); a step decodes up to ranks x this many requests (B_MAX)")
+      ->capture_default_str();
   sub->add_option("--threads", f->threads, "Worker threads of the engine")->capture_default_str();
   sub->add_option("--max-chunk", f->max_chunk, "Largest prefill chunk per request")->capture_default_str();
   sub->add_option("--max-context", f->max_context, "Positions per sequence (prompt + completion)")
@@ -76,7 +78,8 @@ void add_engine_options(CLI::App* sub, EngineFlags* f) {
                   "Positions per compressed-cache block (a multiple of every compress ratio)")
       ->capture_default_str();
   sub->add_option("--cache-blocks", f->cache_blocks,
-                  "Compressed-cache blocks shared by all requests (0 = enough for every slot at max-context)")
+                  "Compressed-cache blocks per rank, shared by its requests (0 = enough for every slot at "
+                  "max-context)")
       ->capture_default_str();
   sub->add_option("--prefix-blocks", f->prefix_blocks, "Prefix-cache entries (prompt blocks kept for reuse; 0 = off)")
       ->capture_default_str();
@@ -96,14 +99,15 @@ void add_test_hooks(CLI::App* sub, double* min_step_seconds) {
   sub->add_option("--test-min-step-seconds", *min_step_seconds)->group("")->check(CLI::NonNegativeNumber);
 }
 
-Result<Limits> engine_limits(const EngineFlags& f) {
+Result<Limits> engine_limits(const EngineFlags& f, int world) {
   if (f.batch_size < 1) return Status::errorf("--batch-size = {} must be at least 1", f.batch_size);
   Limits lim;
-  lim.max_batch = f.batch_size;
+  // Per rank: the sequences and the cache blocks; the step holds every rank's rows.
   lim.max_seqs = f.batch_size;
+  lim.max_batch = f.batch_size * world;
   lim.max_chunk = f.max_chunk;
   lim.max_decode_rows = f.mtp || f.spec == "mtp" ? 2 : 1;  // DSpark: the engine sets 1 + gamma
-  lim.max_rows = std::max(f.max_chunk, 2 * f.batch_size);
+  lim.max_rows = std::max(f.max_chunk, 2 * f.batch_size) * world;
   lim.max_context = f.max_context;
   lim.n_threads = f.threads;
   lim.page_tokens = f.page_tokens;

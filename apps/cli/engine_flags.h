@@ -45,7 +45,8 @@ void add_engine_options(CLI::App* sub, EngineFlags* f);
 // The hidden test hooks (--test-min-step-seconds: EngineOptions::min_step_seconds).
 void add_test_hooks(CLI::App* sub, double* min_step_seconds);
 // The deployment limits the flags give (errors name the flag).
-Result<Limits> engine_limits(const EngineFlags& f);
+// world: the ranks of the job (--batch-size and --cache-blocks are per rank).
+Result<Limits> engine_limits(const EngineFlags& f, int world);
 // The engine options the flags give (speculative decoding, ranks, context-parallel prefill, test
 // hooks); errors name the flag (--gamma without --spec dspark, --mtp with --spec other than mtp).
 // The caller sets the tokenizer.

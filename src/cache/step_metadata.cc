@@ -11,6 +11,7 @@ StepMetadata::StepMetadata(const StepCapacity& c)
       row_begin(c.max_batch + 1, 0),
       row_req(c.max_rows),
       row_seq(c.max_rows),
+      row_key(c.max_rows),
       pos(c.max_rows),
       token(c.max_rows),
       window_len(c.max_rows),
@@ -58,12 +59,13 @@ void build_step_metadata(std::span<const StepRequest> reqs, const CacheGroup& or
     for (int32_t s = 0; s < q.n; ++s, ++t) {
       const int64_t p = q.p0 + s;
       md.row_req[t] = r;
-      md.row_seq[t] = q.seq;
+      md.row_seq[t] = q.local >= 0 ? q.local : q.seq;
+      md.row_key[t] = q.seq;
       md.pos[t] = p;
       md.token[t] = q.tokens[s];
       const int32_t wc = p < q.prompt_len ? static_cast<int32_t>(std::min<int64_t>(q.prompt_len, W)) : W;
       md.window_len[t] = wc;
-      md.ori_slot[t] = ori.slot(q.seq, p);
+      md.ori_slot[t] = ori.slot(md.row_seq[t], p);
     }
   }
   md.row_begin[md.B] = t;

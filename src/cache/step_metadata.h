@@ -29,6 +29,9 @@ struct StepRequest {
   const int32_t* tokens = nullptr;  // n token ids
   int32_t owner = 0;           // world rank that computes the rows and holds the caches (runtime.md §6.1)
   bool cp = false;             // context-parallel prefill: rows split over the owner's TP group (§6.8)
+  // cp: the chunk's slot on each TP rank j of the owner's group ([tp]; the owner's is seq).
+  const int32_t* cp_slots = nullptr;
+  int32_t local = -1;          // with ranks: the slot in this rank's storage (set by the runner; −1: seq)
 };
 
 struct StepCapacity {
@@ -49,7 +52,8 @@ struct StepMetadata {
   int32_t T = 0;
   std::vector<int32_t> row_begin;     // [B_MAX + 1]
   std::vector<int32_t> row_req;       // [T_MAX] request index r of row t
-  std::vector<int32_t> row_seq;       // [T_MAX] sequence slot of row t
+  std::vector<int32_t> row_seq;       // [T_MAX] storage slot of row t (StepRequest::local, or seq)
+  std::vector<int32_t> row_key;       // [T_MAX] sequence slot of row t's request (decision keys)
   std::vector<int64_t> pos;           // [T_MAX] absolute position
   std::vector<int32_t> token;         // [T_MAX] token id
   std::vector<int32_t> window_len;    // [T_MAX] Wc

@@ -57,11 +57,12 @@ Result<int64_t> DrafterState::gather_commits(std::span<const DsparkCommit> commi
   for (size_t r = 0; r < commits.size(); ++r) {
     const DsparkCommit& q = commits[r];
     if (q.owner != me) continue;  // another rank's rings
-    if (q.seq < 0 || q.seq >= limits_.max_seqs || !seqs.active(q.seq))
-      return Status::errorf("dspark commit {}: sequence slot {} is not active", r, q.seq);
-    if (q.n < 0 || q.p0 < seqs.floor(q.seq))
+    const int32_t s = local(q.seq);
+    if (q.seq < 0 || q.seq / limits_.max_seqs != me || !seqs.active(s))
+      return Status::errorf("dspark commit {}: sequence slot {} is not active on rank {}", r, q.seq, me);
+    if (q.n < 0 || q.p0 < seqs.floor(s))
       return Status::errorf("dspark commit {}: positions {} .. {} of slot {} (its start is {})", r, q.p0,
-                            q.p0 + q.n - 1, q.seq, seqs.floor(q.seq));
+                            q.p0 + q.n - 1, q.seq, seqs.floor(s));
     if (T + q.n > limits_.max_rows)
       return Status::errorf("dspark commit: {}+ rows exceed max_rows = {}", T + q.n, limits_.max_rows);
     for (int32_t i = 0; i < q.n; ++i) pos[static_cast<size_t>(T + i)] = q.p0 + i;
@@ -77,13 +78,13 @@ void DrafterState::write_ring_rows(std::span<const DsparkCommit> commits, int me
   for (const DsparkCommit& q : commits)
     if (q.owner == me)
       for (int32_t i = 0; i < q.n; ++i, ++t)
-        kv_pack_row(dims_.kv, kv + t * Dh, ring_row(q.seq, stage, (q.p0 + i) % dims_.window));
+        kv_pack_row(dims_.kv, kv + t * Dh, ring_row(local(q.seq), stage, (q.p0 + i) % dims_.window));
 }
 
 void DrafterState::mark_committed(std::span<const DsparkCommit> commits, int me) {
   for (const DsparkCommit& q : commits)
     if (q.owner == me)
-      for (int32_t i = 0; i < q.n; ++i) ring_pos_[ring_index(q.seq, q.p0 + i)] = q.p0 + i;
+      for (int32_t i = 0; i < q.n; ++i) ring_pos_[ring_index(local(q.seq), q.p0 + i)] = q.p0 + i;
 }
 
 Result<int64_t> DrafterState::check_rounds(std::span<const DsparkRound> rounds, int gamma, int me, int world,
@@ -99,15 +100,18 @@ Result<int64_t> DrafterState::check_rounds(std::span<const DsparkRound> rounds, 
     const DsparkRound& q = rounds[r];
     if (world > 0 && (q.owner < 0 || q.owner >= world))
       return Status::errorf("dspark propose {}: owner rank {} outside [0, {})", r, q.owner, world);
-    if (q.seq < 0 || q.seq >= limits_.max_seqs || !seqs.active(q.seq))
-      return Status::errorf("dspark propose {}: sequence slot {} is not active", r, q.seq);
+    const int64_t slots = static_cast<int64_t>(limits_.max_seqs) * std::max(world, 1);
+    if (q.seq < 0 || q.seq >= slots || q.seq / limits_.max_seqs != (world > 0 ? q.owner : 0))
+      return Status::errorf("dspark propose {}: sequence slot {} outside its owner's slots", r, q.seq);
     if (q.x0 < 0 || q.x0 >= V) return Status::errorf("dspark propose {}: anchor token {} outside [0, {})", r, q.x0, V);
     if (q.anchor < 0) return Status::errorf("dspark propose {}: anchor {} is negative", r, q.anchor);
     if (Status st = k::validate_sampling_params(q.sample); !st.ok())
       return st.with_context(fmt::format("dspark propose {}", r));
     if (q.owner != me) continue;
+    if (!seqs.active(local(q.seq)))
+      return Status::errorf("dspark propose {}: sequence slot {} is not active", r, q.seq);
     for (int64_t p = std::max<int64_t>(0, q.anchor - dims_.window + 1); p <= q.anchor; ++p)
-      if (!holds(q.seq, p))
+      if (!holds(local(q.seq), p))
         return Status::errorf("dspark propose {}: anchor {} needs the context row of position {} (slot {}), not "
                               "committed",
                               r, q.anchor, p, q.seq);
@@ -127,7 +131,8 @@ void DrafterState::plan_block_rows(std::span<const DsparkRound> rounds, int64_t 
     for (int64_t i = 0; i < G; ++i) {
       const int64_t t = k * G + i;
       md.row_req[t] = static_cast<int32_t>(k);
-      md.row_seq[t] = q.seq;
+      md.row_seq[t] = local(q.seq);
+      md.row_key[t] = q.seq;
       md.pos[t] = q.anchor + 1 + i;
       md.token[t] = i == 0 ? q.x0 : dims_.noise_token;
       md.window_len[t] = 0;

@@ -11,25 +11,28 @@
 namespace dsv4 {
 
 struct Limits {
+  // With ranks max_batch and max_rows bound the whole step (every rank's rows), max_seqs,
+  // cache_blocks and prefix_blocks each rank's storage (runtime.md §6.1).
   int32_t max_batch = 16;        // B_MAX: requests per step
   int32_t max_rows = 64;         // T_MAX: rows per step (all requests)
   int32_t max_decode_rows = 2;   // S_MAX: 1 + drafts per decode request
   int32_t max_chunk = 32;        // largest prefill chunk of one request
-  int32_t max_seqs = 32;         // live sequences (cache slots)
+  int32_t max_seqs = 32;         // live sequences (cache slots) per rank
   int64_t max_context = 1024;    // positions per sequence
   int32_t n_threads = 1;
   int32_t page_rows = 16;        // positions per window-KV ring page
   int32_t page_tokens = 128;     // source positions per compressed-cache page (block); a multiple
                                  // of every compress ratio (runtime.md §7.1 P_src)
-  int64_t cache_blocks = 0;      // compressed-cache pages shared by all sequences (each holds the
-                                 // CSA, HCA and indexer rows of one block); 0 = max_seqs at max_context
+  int64_t cache_blocks = 0;      // compressed-cache pages shared by a rank's sequences (each holds
+                                 // the CSA, HCA and indexer rows of one block); 0 = max_seqs at max_context
   int32_t prefix_blocks = 0;     // prefix-cache entries (prompt blocks of page_tokens); 0 = off
 
   // R_MAX: most rows one request contributes to a step (runtime.md §2.1).
   int32_t r_max() const { return std::max(max_decode_rows, max_chunk); }
 };
 
-inline Status validate_limits(const Limits& l) {
+// world: the ranks sharing each step (a step's requests take slots on every rank).
+inline Status validate_limits(const Limits& l, int world = 1) {
   auto positive = [](const char* name, int64_t v) -> Status {
     return v > 0 ? Status() : Status::errorf("limit {} = {} must be positive", name, v);
   };
@@ -50,8 +53,9 @@ inline Status validate_limits(const Limits& l) {
   if (l.prefix_blocks < 0) return Status::errorf("limit prefix_blocks = {} must not be negative", l.prefix_blocks);
   if (l.cache_blocks > INT32_MAX)
     return Status::errorf("limit cache_blocks = {} exceeds {}", l.cache_blocks, INT32_MAX);
-  if (l.max_batch > l.max_seqs)
-    return Status::errorf("limit max_batch = {} exceeds max_seqs = {}", l.max_batch, l.max_seqs);
+  if (l.max_batch > static_cast<int64_t>(l.max_seqs) * world)
+    return Status::errorf("limit max_batch = {} exceeds max_seqs = {} slots on each of {} ranks", l.max_batch,
+                          l.max_seqs, world);
   return Status();
 }
 

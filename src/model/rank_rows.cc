@@ -15,7 +15,7 @@ Result<std::unique_ptr<RankRows>> RankRows::create(const ModelConfig& c, const W
                                                    RankGroups* g, const StepCapacity& cap) {
   const Topology& t = g->topo;
   DSV4_RETURN_IF_ERROR(validate_topology(c, t));
-  std::unique_ptr<RankRows> R(new RankRows(cap));
+  std::unique_ptr<RankRows> R(new RankRows(cap, limits.max_seqs));
   R->g = g;
   const int64_t T = limits.max_rows;
   const k::OutProjParams op{c.num_attention_heads, static_cast<int>(c.head_dim), static_cast<int>(c.qk_rope_head_dim),
@@ -124,8 +124,10 @@ int32_t RankRows::plan_unsplit(std::span<const StepRequest> reqs) {
     if (!(q.cp && mine)) {
       if (mine) tp_rows[q.owner % t.tp] += q.n;
       if (q.owner == t.rank) {
-        own_.push_back(q);
-        cache_.push_back(q);
+        StepRequest here = q;
+        here.local = q.seq % max_seqs_;
+        own_.push_back(here);
+        cache_.push_back(here);
         for (int32_t i = 0; i < q.n; ++i) own_row[local++] = row + i;
       }
     }
@@ -142,12 +144,14 @@ void RankRows::plan_split(std::span<const StepRequest> reqs, int32_t local) {
   int32_t row = 0;
   for (const StepRequest& q : reqs) {
     if (q.cp && q.owner / t.tp == t.dp_group()) {
+      StepRequest here = q;  // in this rank's slot
+      here.local = (q.cp_slots ? q.cp_slots[t.tp_rank()] : q.seq) % max_seqs_;
       for (int j = 0; j < t.tp; ++j) {
         const Share sh = share_of(q.n, j, t.tp);
         tp_rows[j] += sh.size();
         cp_rows_[j] += sh.size();
         if (j == t.tp_rank() && sh.size() > 0) {
-          StepRequest part = q;
+          StepRequest part = here;
           part.p0 = q.p0 + sh.begin;
           part.n = static_cast<int32_t>(sh.size());
           part.tokens = q.tokens + sh.begin;
@@ -155,7 +159,7 @@ void RankRows::plan_split(std::span<const StepRequest> reqs, int32_t local) {
           for (int32_t i = 0; i < part.n; ++i) own_row[local++] = row + static_cast<int32_t>(sh.begin) + i;
         }
       }
-      cache_.push_back(q);
+      cache_.push_back(here);
       cp_chunks_.push_back(q.n);
     }
     row += q.n;

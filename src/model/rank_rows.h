@@ -28,8 +28,9 @@ class RankRows {
   static Result<std::unique_ptr<RankRows>> create(const ModelConfig& cfg, const Weights& w, const Limits& limits,
                                                   RankGroups* groups, const StepCapacity& cap);
 
-  // A forward step: this rank's computed rows into own_rows, the cache rows into md_kv.
-  // Errors name a request whose owner is outside the world.
+  // A forward step: this rank's computed rows into own_rows, the cache rows into md_kv, both
+  // in this rank's storage slots (StepRequest::local; a split chunk's: cp_slots[tp_rank]). Errors name
+  // a request whose owner is outside the world.
   Status plan_step(std::span<const StepRequest> reqs, const CacheGroup& window, StepMetadata& own_rows);
   // DSpark rounds of γ block rows (numbered over all rounds): the rounds this rank owns; no
   // split chunks.
@@ -64,7 +65,7 @@ class RankRows {
   std::vector<bf16> a_kv;                // [T_MAX, D] normed inputs of the cache rows
 
  private:
-  explicit RankRows(const StepCapacity& cap) : md_kv(cap) {}
+  RankRows(const StepCapacity& cap, int32_t max_seqs) : md_kv(cap), max_seqs_(max_seqs) {}
   // Own requests not split, then this rank's shares of the group's split chunks.
   int32_t plan_unsplit(std::span<const StepRequest> reqs);
   void plan_split(std::span<const StepRequest> reqs, int32_t local);
@@ -82,6 +83,7 @@ class RankRows {
   // Head rows: logits row of each step row (−1: not listed), then of each own row.
   std::vector<int32_t> head_of_step_, head_out_row_;  // [T_MAX]
   int64_t cp_gather_bytes_ = 0;
+  int32_t max_seqs_;  // slots per rank: own_ and cache_ hold this rank's local slots
 };
 
 }  // namespace dsv4

@@ -88,12 +88,12 @@ Status validate_limits_for_model(const Limits& l, const ModelConfig& cfg) {
 
 namespace {
 
-StepCapacity step_capacity(const Limits& limits, const ModelConfig& cfg) {
+StepCapacity step_capacity(const Limits& limits, const ModelConfig& cfg, int world) {
   StepCapacity c;
   c.max_batch = limits.max_batch;
   c.max_rows = limits.max_rows;
   c.max_request_rows = limits.r_max();
-  c.max_seqs = limits.max_seqs;
+  c.max_seqs = limits.max_seqs * world;  // the job's slots
   c.max_context = limits.max_context;
   c.window = static_cast<int32_t>(cfg.sliding_window);
   c.vocab_size = cfg.vocab_size;
@@ -102,14 +102,22 @@ StepCapacity step_capacity(const Limits& limits, const ModelConfig& cfg) {
 
 }  // namespace
 
-ModelRunner::ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits)
-    : cfg_(cfg), w_(w), limits_(limits), pool_(limits.n_threads), step_meta_(step_capacity(limits, cfg)) {}
+ModelRunner::ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits, int world, int rank)
+    : cfg_(cfg),
+      w_(w),
+      limits_(limits),
+      pool_(limits.n_threads),
+      world_(world),
+      rank_(rank),
+      step_meta_(step_capacity(limits, cfg, world)) {}
 
 ModelRunner::~ModelRunner() = default;
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelConfig& cfg, const Weights& w,
                                                          const Limits& limits, RankGroups* ranks) {
-  Status st = validate_limits(limits);
+  const bool multi = ranks && ranks->multi();
+  const int world = multi ? ranks->topo.world : 1;
+  Status st = validate_limits(limits, world);
   if (!st.ok()) return st;
   st = validate_level_a(cfg);
   if (!st.ok()) return st;
@@ -118,10 +126,10 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const ModelConfig& cfg,
   // Scratch and per-slot state are allocated here, once; limits too large for the machine
   // end in an error naming them, not in std::bad_alloc.
   try {
-    std::unique_ptr<ModelRunner> r(new ModelRunner(cfg, w, limits));
+    std::unique_ptr<ModelRunner> r(new ModelRunner(cfg, w, limits, world, multi ? ranks->topo.rank : 0));
     st = r->init();
     if (!st.ok()) return st;
-    if (ranks && ranks->multi()) {
+    if (multi) {
       st = r->init_ranks(ranks);
       if (!st.ok()) return st;
     }
@@ -149,10 +157,15 @@ Status ModelRunner::init() {
     const int r = c.layer_ratio(l);
     if (r > 0 && (min_ratio == 0 || r < min_ratio)) min_ratio = r;
   }
-  Result<std::unique_ptr<SequenceState>> seqs =
-      SequenceState::create(limits_, static_cast<int32_t>(c.sliding_window), min_ratio, kv_format_.bytes());
-  if (!seqs.ok()) return seqs.status();
-  seqs_ = std::move(*seqs);
+  for (int r = 0; r < world_; ++r) {
+    Result<std::unique_ptr<SequenceState>> seqs =
+        SequenceState::create(limits_, static_cast<int32_t>(c.sliding_window), min_ratio, kv_format_.bytes());
+    if (!seqs.ok()) return seqs.status();
+    ledgers_.push_back(std::move(*seqs));
+  }
+  seqs_ = ledgers_[static_cast<size_t>(rank_)].get();
+  if (world_ > 1) ledger_reqs_.assign(static_cast<size_t>(world_), {});
+  for (auto& l : ledger_reqs_) l.reserve(static_cast<size_t>(limits_.max_batch));
   DSV4_RETURN_IF_ERROR(init_layers());
   int64_t compressor_floats = 0;  // the largest layer's, both compressors side by side
   for (const auto& lc : layers_)
@@ -178,18 +191,34 @@ Status ModelRunner::init_layers() {
   return Status();
 }
 
-Status ModelRunner::start_sequence(int32_t seq, int32_t owner) {
-  DSV4_RETURN_IF_ERROR(seqs_->start(seq, owner));
+Status ModelRunner::check_slot(int32_t seq) const {
+  if (seq < 0 || seq >= job_slots())
+    return Status::errorf("sequence slot {} outside [0, {}) ({} ranks of max_seqs = {})", seq, job_slots(), world_,
+                          limits_.max_seqs);
+  return Status();
+}
+
+Status ModelRunner::start_sequence(int32_t seq) {
+  DSV4_RETURN_IF_ERROR(check_slot(seq));
+  const int32_t s = local_slot(seq);
+  DSV4_RETURN_IF_ERROR(ledger(seq).start(s, seq / limits_.max_seqs));
+  if (!own_slot(seq)) return Status();
   for (auto& lc : layers_)
-    for (CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
-      if (s->present) k::compressor_state_reset(s->params, s->states[seq]);
-  if (drafter_) drafter_->reset(seq);
+    for (CompressorSlot* c : {&lc->main_cmp, &lc->idx_cmp})
+      if (c->present) k::compressor_state_reset(c->params, c->states[s]);
+  if (drafter_) drafter_->reset(s);
   return Status();
 }
 
 Status ModelRunner::fork_sequence(int32_t parent, int32_t child, int64_t end) {
-  Result<std::pair<int32_t, int32_t>> partial = seqs_->fork(parent, child, end);
+  DSV4_RETURN_IF_ERROR(check_slot(parent));
+  DSV4_RETURN_IF_ERROR(check_slot(child));
+  if (parent / limits_.max_seqs != child / limits_.max_seqs)
+    return Status::errorf("fork of slot {} into slot {}: the slots are on different ranks", parent, child);
+  const int32_t lp = local_slot(parent), lc_slot = local_slot(child);
+  Result<std::pair<int32_t, int32_t>> partial = ledger(parent).fork(lp, lc_slot, end);
   if (!partial.ok()) return partial.status();
+  if (!own_slot(parent)) return Status();  // another rank's slots: bookkeeping only
   const auto [from, to] = *partial;
   const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
   for (auto& lc : layers_) {
@@ -204,35 +233,46 @@ Status ModelRunner::fork_sequence(int32_t parent, int32_t child, int64_t end) {
     for (CompressorSlot* s : {&lc->main_cmp, &lc->idx_cmp})
       if (s->present) {
         const int64_t n = k::compressor_state_floats(s->params);
-        std::copy_n(s->states[parent].kv, n, s->states[child].kv);
-        std::copy_n(s->states[parent].score, n, s->states[child].score);
+        std::copy_n(s->states[lp].kv, n, s->states[lc_slot].kv);
+        std::copy_n(s->states[lp].score, n, s->states[lc_slot].score);
       }
   }
-  if (drafter_) drafter_->copy_slot(parent, child);
+  if (drafter_) drafter_->copy_slot(lp, lc_slot);
   return Status();
 }
 
 Result<int64_t> ModelRunner::start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len,
-                                                   bool need_mtp, int32_t owner) {
-  DSV4_RETURN_IF_ERROR(start_sequence(seq, owner));
-  return seqs_->reuse_prefix(seq, prompt, prompt_len, need_mtp);
+                                                   bool need_mtp) {
+  DSV4_RETURN_IF_ERROR(start_sequence(seq));
+  return ledger(seq).reuse_prefix(local_slot(seq), prompt, prompt_len, need_mtp);
 }
 
 int64_t ModelRunner::cached_prefix_blocks(int32_t owner, const int32_t* prompt, int64_t prompt_len,
                                           bool need_mtp) const {
-  return seqs_->cached_prefix_blocks(owner, prompt, prompt_len, need_mtp);
+  if (owner < 0 || owner >= world_) return 0;
+  return ledgers_[static_cast<size_t>(owner)]->cached_prefix_blocks(owner, prompt, prompt_len, need_mtp);
 }
 
 void ModelRunner::register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp) {
-  seqs_->register_prefix(seq, prompt, prompt_len, need_mtp);
+  if (check_slot(seq).ok()) ledger(seq).register_prefix(local_slot(seq), prompt, prompt_len, need_mtp);
 }
 
 int32_t ModelRunner::prefix_entries() const { return seqs_->prefix_entries(); }
-void ModelRunner::end_sequence(int32_t seq) { seqs_->end(seq); }
-bool ModelRunner::active(int32_t seq) const { return seqs_->active(seq); }
-int64_t ModelRunner::blocks_short(int32_t seq, int64_t end) const { return seqs_->blocks_short(seq, end); }
-Status ModelRunner::reserve_blocks(int32_t seq, int64_t end) { return seqs_->reserve_blocks(seq, end); }
-int64_t ModelRunner::free_blocks() const { return seqs_->free_blocks(); }
+void ModelRunner::end_sequence(int32_t seq) {
+  if (check_slot(seq).ok()) ledger(seq).end(local_slot(seq));
+}
+bool ModelRunner::active(int32_t seq) const { return check_slot(seq).ok() && ledger(seq).active(local_slot(seq)); }
+int64_t ModelRunner::blocks_short(int32_t seq, int64_t end) const {
+  if (seq < 0 || !check_slot(seq).ok()) return seqs_->blocks_short(-1, end);
+  return ledger(seq).blocks_short(local_slot(seq), end);
+}
+Status ModelRunner::reserve_blocks(int32_t seq, int64_t end) {
+  DSV4_RETURN_IF_ERROR(check_slot(seq));
+  return ledger(seq).reserve_blocks(local_slot(seq), end);
+}
+int64_t ModelRunner::free_blocks(int32_t rank) const {
+  return rank >= 0 && rank < world_ ? ledgers_[static_cast<size_t>(rank)]->free_blocks() : 0;
+}
 int64_t ModelRunner::total_blocks() const { return seqs_->total_blocks(); }
 
 ModelRunner::CacheMemory ModelRunner::cache_memory() const {
@@ -247,13 +287,47 @@ ModelRunner::CacheMemory ModelRunner::cache_memory() const {
 
 Status ModelRunner::prepare_step(std::span<const StepRequest> reqs, bool mtp) {
   DSV4_RETURN_IF_ERROR(validate_step(reqs, step_meta_.cap));
-  DSV4_RETURN_IF_ERROR(seqs_->check_step(reqs, mtp));
-  if (ranks_) {
-    DSV4_RETURN_IF_ERROR(ranks_->plan_step(reqs, seqs_->window(), step_meta_));
-  } else {
+  if (!ranks_) {
+    DSV4_RETURN_IF_ERROR(seqs_->check_step(reqs, mtp));
     build_step_metadata(reqs, seqs_->window(), step_meta_);
+    seqs_->advance(reqs, mtp);
+    return Status();
   }
-  seqs_->advance(reqs, mtp);
+  DSV4_RETURN_IF_ERROR(route_to_ledgers(reqs));
+  for (int r = 0; r < world_; ++r) {
+    Status st = ledgers_[static_cast<size_t>(r)]->check_step(ledger_reqs_[static_cast<size_t>(r)], mtp);
+    if (!st.ok()) return st.with_context(fmt::format("rank {}", r));
+  }
+  DSV4_RETURN_IF_ERROR(ranks_->plan_step(reqs, seqs_->window(), step_meta_));
+  for (int r = 0; r < world_; ++r) ledgers_[static_cast<size_t>(r)]->advance(ledger_reqs_[static_cast<size_t>(r)], mtp);
+  return Status();
+}
+
+// A request's rows go to its slot's rank; a split chunk's to each TP rank of the owner's
+// group in its slot there (runtime.md §6.8).
+Status ModelRunner::route_to_ledgers(std::span<const StepRequest> reqs) {
+  const int tp = ranks_->g->topo.tp;
+  for (auto& l : ledger_reqs_) l.clear();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const StepRequest& q = reqs[i];
+    if (q.seq / limits_.max_seqs != q.owner)
+      return Status::errorf("request {}: sequence slot {} is rank {}'s, not its owner {}'s", i, q.seq,
+                            q.seq / limits_.max_seqs, q.owner);
+    const bool split = q.cp && tp > 1;
+    if (split && q.cp_slots == nullptr)
+      return Status::errorf("request {}: a context-parallel chunk without slots on its TP group", i);
+    for (int j = 0; j < (split ? tp : 1); ++j) {
+      const int32_t slot = split ? q.cp_slots[j] : q.seq;
+      const int rank = split ? q.owner / tp * tp + j : q.owner;
+      if (split && rank == q.owner && slot != q.seq)
+        return Status::errorf("request {}: its owner's context-parallel slot {} is not its slot {}", i, slot, q.seq);
+      if (slot / limits_.max_seqs != rank || !check_slot(slot).ok())
+        return Status::errorf("request {}: slot {} of TP rank {} is not rank {}'s", i, slot, j, rank);
+      StepRequest local = q;
+      local.seq = local_slot(slot);
+      ledger_reqs_[static_cast<size_t>(rank)].push_back(local);
+    }
+  }
   return Status();
 }
 

@@ -65,10 +65,14 @@ struct StepScratch;
 class ModelRunner {
  public:
   // ranks: the job's communicators when several ranks share each step (runtime.md §6):
-  // every rank keeps the bookkeeping of every sequence (slots, block tables, identical on
-  // all ranks) and computes only the rows of the requests it owns (StepRequest::owner);
-  // the output projection, the routed experts and the LM head are sharded over the ranks
+  // every rank computes only the rows of the requests it owns (StepRequest::owner); the
+  // output projection, the routed experts and the LM head are sharded over the ranks
   // (parallel/*_seam.h). nullptr: one rank.
+  //
+  // Sequence slots are the job's: rank r holds slots [r·max_seqs, (r+1)·max_seqs), each with
+  // cache storage on r only (Limits::max_seqs and cache_blocks are per rank). Every rank keeps
+  // a ledger of every rank's slots, block tables and prefix index (SequenceState), identical
+  // on all ranks since every rank sees the same calls; only its own ledger has storage.
   static Result<std::unique_ptr<ModelRunner>> create(const ModelConfig& cfg, const Weights& w,
                                                      const Limits& limits, RankGroups* ranks = nullptr);
   ~ModelRunner();
@@ -80,8 +84,8 @@ class ModelRunner {
   // window rings; end frees every page of the slot. A started slot's first rows
   // are at p0 = 0; later steps continue at p0 in [L − (S_MAX − 1), L], L the
   // positions already cached (a p0 < L rolls back rejected draft rows).
-  // owner: the rank computing the sequence's rows (with ranks; its prefix chains are that rank's).
-  Status start_sequence(int32_t seq, int32_t owner = 0);
+  // The slot's rank (seq / max_seqs) holds its caches; its prefix chains are that rank's.
+  Status start_sequence(int32_t seq);
   void end_sequence(int32_t seq);
   bool active(int32_t seq) const;
   // Several choices of one prompt (runtime/scheduler.h): starts slot `child` as a copy of slot
@@ -103,14 +107,13 @@ class ModelRunner {
   // need_mtp: the caller runs the MTP layer, so blocks must carry its window rows. With ranks
   // a cached block's rows live on the owner that computed it: a sequence hits only its owner's
   // blocks (cached_prefix_blocks counts them, for the choice of owner).
-  Result<int64_t> start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp,
-                                        int32_t owner = 0);
+  Result<int64_t> start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
   int64_t cached_prefix_blocks(int32_t owner, const int32_t* prompt, int64_t prompt_len, bool need_mtp) const;
   // Registers the blocks of the slot's prompt that are complete in the caches (main and,
   // when need_mtp, MTP layer) and not registered yet. Call after each step of a prompt;
   // blocks whose window rows already left the ring are skipped (the chain stops there).
   void register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
-  int32_t prefix_entries() const;
+  int32_t prefix_entries() const;  // this rank's
 
   // Main model over one step. logits [T, V] for every row, or [head.n, V] for the rows head
   // lists (nullptr: none);
@@ -119,8 +122,9 @@ class ModelRunner {
   // (rows are numbered over the whole step). A request with StepRequest::cp (context-parallel
   // prefill, runtime.md §6.8) is split over its owner's TP group: TP rank j computes rows
   // share_of(n, j, tp) and every rank of the group writes the whole chunk to its caches (the
-  // normed rows are all-gathered per layer), so each keeps the request's caches while its
-  // prompt is prefilled that way; all its prompt chunks must be split, its decode rows not.
+  // normed rows are all-gathered per layer) in its slot StepRequest::cp_slots[j], so each keeps
+  // the request's caches while its prompt is prefilled that way; all its prompt chunks must be
+  // split, its decode rows not.
   // dec.forced replaces the decisions it lists (keyed by sequence slot and position);
   // dec.log receives every decision the step used, forced or not, in execution order.
   // head: the rows whose logits are written (HeadRows; with ranks, a listed row this rank does
@@ -157,7 +161,7 @@ class ModelRunner {
   // The first position a slot's rings can hold: its start (0, or a prefix hit's first fed
   // position, runtime.md §7.1). A round at anchor a needs max(0, a − W + 1) at or above it, so
   // after a hit proposals wait until W rows are committed (dspark.md §4.9).
-  int64_t dspark_context_start(int32_t seq) const { return seqs_->floor(seq); }
+  int64_t dspark_context_start(int32_t seq) const { return ledger(seq).floor(local_slot(seq)); }
   // dec: the drafter's decisions (decisions.h, block "dspark"): the stages' routed experts and
   // the drafts, forced (a forced draft continues the Markov chain) and logged.
   Status dspark_propose(std::span<const DsparkRound> rounds, int gamma, float* lambda, int32_t* drafts,
@@ -165,9 +169,9 @@ class ModelRunner {
 
   // Cache demand, for the scheduler: compressed-cache blocks (page_tokens positions each,
   // one page in every compressed family) a sequence needs in addition to hold positions
-  // [0, end) (a new sequence: seq = -1), the blocks free now and in all.
+  // [0, end) (a new sequence: seq = -1), the blocks free now on a rank and in all (per rank).
   int64_t blocks_short(int32_t seq, int64_t end) const;
-  int64_t free_blocks() const;
+  int64_t free_blocks(int32_t rank = 0) const;
   // Takes the blocks a started sequence needs for positions [0, end) now (admission
   // reserves a prompt's blocks so that later admissions see them taken).
   Status reserve_blocks(int32_t seq, int64_t end);
@@ -181,7 +185,8 @@ class ModelRunner {
   int64_t vocab_size() const { return cfg_.vocab_size; }
   // With ranks: the world rank, and the collective bytes this rank sent per seam since the
   // last reset (the deployment plan's quantities).
-  int world_rank() const;
+  int world_rank() const { return rank_; }
+  int32_t job_slots() const { return limits_.max_seqs * world_; }  // sequence slots of all ranks
   struct SeamBytes {
     int64_t attn_a2a = 0, o_reduce = 0, moe_counts = 0, moe_dispatch = 0, moe_combine = 0, head_gather = 0,
             head_logits = 0;
@@ -203,11 +208,18 @@ class ModelRunner {
   ThreadPool& pool() { return pool_; }
 
  private:
-  ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits);
+  ModelRunner(const ModelConfig& cfg, const Weights& w, const Limits& limits, int world, int rank);
   Status init();
   Status init_layers();
   Status init_ranks(RankGroups* ranks);
   Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
+  // A job slot's ledger and its slot there.
+  SequenceState& ledger(int32_t seq) const { return *ledgers_[static_cast<size_t>(seq / limits_.max_seqs)]; }
+  int32_t local_slot(int32_t seq) const { return seq % limits_.max_seqs; }
+  bool own_slot(int32_t seq) const { return seq / limits_.max_seqs == rank_; }
+  Status check_slot(int32_t seq) const;  // inside [0, job_slots())
+  // The step's requests per ledger, in its local slots (a split chunk once per TP rank).
+  Status route_to_ledgers(std::span<const StepRequest> reqs);
   Status check_head_rows(std::span<const StepRequest> reqs, HeadRows head) const;
   // Stages of forward: the final stack and the DSpark features out (with ranks: own rows to
   // their step rows).
@@ -251,7 +263,12 @@ class ModelRunner {
   const Weights& w_;
   Limits limits_;
   ThreadPool pool_;
-  std::unique_ptr<SequenceState> seqs_;  // slots, block tables, rollback bounds, prefix cache
+  int world_ = 1, rank_ = 0;
+  // Per rank: slots, block tables, rollback bounds, prefix cache; seqs_ is this rank's (the
+  // step metadata's row_seq are its local slots).
+  std::vector<std::unique_ptr<SequenceState>> ledgers_;
+  SequenceState* seqs_ = nullptr;
+  std::vector<std::vector<StepRequest>> ledger_reqs_;  // [world][B_MAX] route_to_ledgers
   std::vector<std::unique_ptr<LayerCaches>> layers_;  // main layers, then MTP layers
   std::unique_ptr<StepScratch> scratch_;
   std::unique_ptr<RankRows> ranks_;  // several ranks (model/rank_rows.h); nullptr: one rank

@@ -14,8 +14,6 @@ Status ModelRunner::init_ranks(RankGroups* g) {
   return Status();
 }
 
-int ModelRunner::world_rank() const { return ranks_ ? ranks_->g->topo.rank : 0; }
-
 ModelRunner::SeamBytes ModelRunner::seam_bytes() const { return ranks_ ? ranks_->seam_bytes() : SeamBytes{}; }
 
 ModelRunner::SeamTimes ModelRunner::seam_times() const { return ranks_ ? ranks_->seam_times() : SeamTimes{}; }

@@ -11,11 +11,11 @@ void apply_pick_decisions(const DecisionIO& dec, const DecisionSite& site, const
   const int64_t T = rows.T;
   if (dec.forced)
     for (int64_t t = 0; t < T; ++t)
-      if (const Decision* f = dec.forced->find(site.mtp, true, site.layer, rows.row_seq[t], rows.pos[t]))
+      if (const Decision* f = dec.forced->find(site.mtp, true, site.layer, rows.row_key[t], rows.pos[t]))
         std::copy(f->selected.begin(), f->selected.end(), picks + t * stride);
   if (dec.log)
     for (int64_t t = 0; t < T; ++t)
-      dec.log->push_back({site.mtp, true, site.layer, rows.row_seq[t], rows.pos[t],
+      dec.log->push_back({site.mtp, true, site.layer, rows.row_key[t], rows.pos[t],
                           std::vector<int32_t>(picks + t * stride, picks + t * stride + n_picks[t])});
 }
 
@@ -25,8 +25,8 @@ void apply_route_decisions(const DecisionIO& dec, const DecisionSite& site, cons
   const bool ds = site.dspark_gamma > 0;
   auto ds_row = [&](int64_t t) { return static_cast<int32_t>(t % site.dspark_gamma); };
   auto find = [&](int64_t t) {
-    return ds ? dec.forced->find_dspark(false, site.stage, rows.row_seq[t], rows.pos[t] - 1 - ds_row(t), ds_row(t))
-              : dec.forced->find(site.mtp, false, site.layer, rows.row_seq[t], rows.pos[t]);
+    return ds ? dec.forced->find_dspark(false, site.stage, rows.row_key[t], rows.pos[t] - 1 - ds_row(t), ds_row(t))
+              : dec.forced->find(site.mtp, false, site.layer, rows.row_key[t], rows.pos[t]);
   };
   if (dec.forced)
     for (int64_t t = 0; t < T; ++t)
@@ -38,10 +38,10 @@ void apply_route_decisions(const DecisionIO& dec, const DecisionSite& site, cons
     for (int64_t t = 0; t < T; ++t) {
       std::vector<int32_t> sel(ids + t * K, ids + (t + 1) * K);
       if (ds)
-        dec.log->push_back({false, false, site.stage, rows.row_seq[t], rows.pos[t] - 1 - ds_row(t), std::move(sel),
+        dec.log->push_back({false, false, site.stage, rows.row_key[t], rows.pos[t] - 1 - ds_row(t), std::move(sel),
                             true, false, ds_row(t)});
       else
-        dec.log->push_back({site.mtp, false, site.layer, rows.row_seq[t], rows.pos[t], std::move(sel)});
+        dec.log->push_back({site.mtp, false, site.layer, rows.row_key[t], rows.pos[t], std::move(sel)});
     }
 }
 

@@ -35,12 +35,14 @@ class DsparkProposer final : public Proposer {
   Taps taps() override { return Taps{nullptr, features_.data(), features_width_}; }
   Verification verify(const PlannedRows& p) const override {
     if (!rejection_ || p.n_drafts == 0 || p.request->sampling.temperature <= 0.0f) return {};
-    return {kept_lambda_.data() + static_cast<int64_t>(p.seq) * gamma_ * ctx_.cfg.vocab_size};
+    return {kept_lambda_.data() + static_cast<int64_t>(local_slot(p.seq)) * gamma_ * ctx_.cfg.vocab_size};
   }
   Status commit(const std::vector<PlannedRows>& plan, const int64_t* row_begin) override;
   Status propose(const std::vector<PlannedRows>& plan) override;
 
  private:
+  // Its owner's index of a job slot (λ is kept on the owner, for its rank's slots).
+  int32_t local_slot(int32_t seq) const { return seq % ctx_.limits.max_seqs; }
   void plan_rounds(const std::vector<PlannedRows>& plan);
   Status draft_rounds();
   void hand_drafts(const std::vector<PlannedRows>& plan);
@@ -112,7 +114,7 @@ Status DsparkProposer::draft_rounds() {
       if (q.owner != ctx_.rank) continue;
       std::copy_n(round_drafts_.data() + r * G, G, drafts_.data() + round_of_[r0 + r] * G);
       if (q.sample.temperature > 0.0f)  // λ_0 .. λ_{γ−1} until the verify step (mode rejection)
-        std::copy_n(lambda_.data() + r * G * V, G * V, kept_lambda_.data() + static_cast<int64_t>(q.seq) * G * V);
+        std::copy_n(lambda_.data() + r * G * V, G * V, kept_lambda_.data() + static_cast<int64_t>(local_slot(q.seq)) * G * V);
     }
   }
   return Status();

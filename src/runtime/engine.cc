@@ -24,15 +24,15 @@ class Engine::RunnerPages final : public PageBudget {
  public:
   RunnerPages(ModelRunner& r, bool mtp) : r_(r), mtp_(mtp) {}
   int64_t pages_short(int32_t seq, int64_t end) const override { return r_.blocks_short(seq, end); }
-  int64_t free_pages() const override { return r_.free_blocks(); }
+  int64_t free_pages(int32_t rank) const override { return r_.free_blocks(rank); }
   int64_t total_pages() const override { return r_.total_blocks(); }
-  Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len, bool allow_prefix,
-                        int32_t owner) override {
+  Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len,
+                        bool allow_prefix) override {
     if (!allow_prefix) {
-      DSV4_RETURN_IF_ERROR(r_.start_sequence(seq, owner));
+      DSV4_RETURN_IF_ERROR(r_.start_sequence(seq));
       return int64_t{0};
     }
-    return r_.start_sequence_cached(seq, tokens.data(), prompt_len, mtp_, owner);
+    return r_.start_sequence_cached(seq, tokens.data(), prompt_len, mtp_);
   }
   int64_t cached_prefix(int32_t owner, const std::vector<int32_t>& tokens, int64_t prompt_len) const override {
     return r_.cached_prefix_blocks(owner, tokens.data(), prompt_len, mtp_) * r_.limits().page_tokens;
@@ -67,7 +67,8 @@ Engine::Engine(const ModelConfig& cfg, const Limits& limits, const EngineOptions
   row_begin_.resize(static_cast<size_t>(B));
   wire_ = std::make_unique<RankWire>(opt.ranks ? opt.ranks->world : nullptr, so.world, rank(), S * B, S * B + T);
   const bool rejection = opt.dspark_gamma > 0 && opt.dspark_rejection;
-  sampler_ = std::make_unique<Sampler>(cfg, limits_, runner_->pool(), rank(), rejection, opt.tokenizer);
+  sampler_ = std::make_unique<Sampler>(cfg, limits_, runner_->pool(), rank(), rejection, opt.tokenizer,
+                                       runner_->job_slots());
   const ProposerContext ctx{cfg, limits_, *runner_, *sched_, *sampler_, *wire_, rank(), opt.force_draft};
   if (opt.mtp) proposer_ = make_mtp_proposer(ctx);
   else if (opt.dspark_gamma > 0) proposer_ = make_dspark_proposer(ctx, opt.dspark_gamma, opt.dspark_rejection);
@@ -283,7 +284,7 @@ int64_t Engine::build_rows(const std::vector<PlannedRows>& plan) {
   int64_t T = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedRows& p = plan[i];
-    reqs_.push_back(StepRequest{p.seq, p.p0, p.n, p.prompt_len, p.tokens, p.owner, p.split});
+    reqs_.push_back(StepRequest{p.seq, p.p0, p.n, p.prompt_len, p.tokens, p.owner, p.split, p.cp_slots});
     row_begin_[i] = T;
     T += p.n;
   }

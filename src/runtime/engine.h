@@ -13,8 +13,8 @@
 // Several ranks (EngineOptions::ranks, runtime.md §6; runtime/rank_wire.h): requests enter on
 // rank 0 only. Each step starts with rank 0's step header: the requests added since the last
 // step (in full, once), its cancels, or the stop signal; every rank then runs the same
-// scheduler on the same state, so admission, owners (the rank with the fewest running
-// requests) and the StepPlan agree everywhere. Samplers sample their requests' rows and the
+// scheduler on the same state, so admission, owners (runtime/scheduler.h: slots and pages are
+// per rank) and the StepPlan agree everywhere. Samplers sample their requests' rows and the
 // sampled tokens (then the drafts) are all-gathered: the per-step deltas every rank applies.
 // Ranks other than 0 call step() until stopped(); rank 0 calls stop() when done. Rank 0 sends
 // nothing while it has no news and no rows (the others wait for its next header, asleep).

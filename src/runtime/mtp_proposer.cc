@@ -66,7 +66,8 @@ void MtpProposer::build_rows(const std::vector<PlannedRows>& plan, const int64_t
     // Rows this rank did not compute hold stale values the MTP layer never reads.
     std::memcpy(x_.data() + T * ND, xfinal_.data() + row_begin[i] * ND, sizeof(bf16) * n * ND);
     reqs_.push_back(
-        StepRequest{p.seq, old, static_cast<int32_t>(n), p.prompt_len, tokens_.data() + T, p.owner, p.split});
+        StepRequest{p.seq, old, static_cast<int32_t>(n), p.prompt_len, tokens_.data() + T, p.owner, p.split,
+                    p.cp_slots});
     row_begin_[i] = T;
     T += n;
   }

@@ -32,7 +32,7 @@ Result<grammar::Grammar> compile_constraint(const OutputConstraint& c) {
 }
 
 Sampler::Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool, int rank, bool rejection,
-                 const Tokenizer* tokenizer)
+                 const Tokenizer* tokenizer, int32_t slots)
     : vocab_(cfg.vocab_size),
       S_(limits.max_decode_rows),
       pool_(pool),
@@ -58,8 +58,9 @@ Sampler::Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool,
   sample_out_.resize(sample_logits_.size());
   sample_scratch_.resize(static_cast<size_t>(kernels::sample_scratch_bytes(vocab_, pool.size()) / 8 + 1));
   logprob_tasks_.resize(S * B + static_cast<size_t>(T));
-  slot_counts_.resize(static_cast<size_t>(limits.max_seqs));
-  slot_grammar_.resize(static_cast<size_t>(limits.max_seqs));
+  if (slots <= 0) slots = limits.max_seqs;
+  slot_counts_.resize(static_cast<size_t>(slots));
+  slot_grammar_.resize(static_cast<size_t>(slots));
   if (rejection) {
     rejection_tasks_.resize(B);
     rejection_scratch_.resize(static_cast<size_t>(kernels::rejection_scratch_bytes(vocab_) / 8 + 1) * pool.size());

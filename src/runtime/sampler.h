@@ -49,8 +49,10 @@ class Sampler {
  public:
   // rejection: rounds may be verified by speculative sampling (DSpark mode rejection).
   // tokenizer: the vocabulary's bytes for structured output (nullptr: none is served).
+  // slots: the job's sequence slots (with ranks: every rank's; 0: limits.max_seqs), whose
+  // penalty counts and grammar states are kept per slot.
   Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool, int rank, bool rejection,
-          const Tokenizer* tokenizer);
+          const Tokenizer* tokenizer, int32_t slots = 0);
 
   // Before the forward. row_begin [planned]: each request's first row in the step.
   void plan_head_rows(const std::vector<PlannedRows>& plan, const int64_t* row_begin, const Scheduler& sched);
@@ -148,7 +150,7 @@ class Sampler {
     size_t synced = 0;
     kernels::TokenCounts counts;
   };
-  std::vector<SlotCounts> slot_counts_;  // [max_seqs]
+  std::vector<SlotCounts> slot_counts_;  // [slots]
   // Structured output: the vocabulary prepared at the first constrained request, grammars by
   // schema text, per slot the matcher state after the committed tokens, a round's states.
   const Tokenizer* tokenizer_;
@@ -165,7 +167,7 @@ class Sampler {
     std::unique_ptr<grammar::JsonMatcher> matcher;
     std::unique_ptr<grammar::MatchState> state;
   };
-  std::vector<SlotGrammar> slot_grammar_;  // [max_seqs]
+  std::vector<SlotGrammar> slot_grammar_;  // [slots]
   std::vector<grammar::MatchState> round_states_;  // [S]
   std::unique_ptr<grammar::MatchState> scratch_state_, spare_state_;
   std::vector<uint64_t> mask_;  // [ceil(V / 64)]

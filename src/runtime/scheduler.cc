@@ -15,7 +15,7 @@ struct Scheduler::Req {
   int32_t seq = -1;
   std::vector<int32_t> drafts;  // drafts for positions tokens.size() .. (MTP: one; DSpark: γ)
   int32_t owner = 0;
-  bool cp = false;
+  std::vector<int32_t> cp_slots;  // context-parallel prompt: its slot on each TP rank of the owner's group
   int32_t generated = 0;
   int64_t last_served = -1;     // step of the last rows
   bool ended = false;           // replicated: leaves at the end of this plan/update
@@ -45,8 +45,10 @@ const char* finish_reason_name(FinishReason r) {
 }
 
 Scheduler::Scheduler(const SchedulerOptions& opt, PageBudget& pages) : opt_(opt), pages_(pages) {
-  seq_used_.assign(opt.limits.max_seqs, 0);
-  prefix_by_rank_.resize(static_cast<size_t>(std::max(opt.world, 1)));
+  opt_.world = std::max(opt.world, 1);
+  seq_used_.assign(static_cast<size_t>(opt.limits.max_seqs) * opt_.world, 0);
+  need_.resize(static_cast<size_t>(opt_.world));
+  prefix_by_rank_.resize(static_cast<size_t>(opt_.world));
   plan_.reserve(opt.limits.max_batch);
   planned_.reserve(opt.limits.max_batch);
   updates_.reserve(2 * static_cast<size_t>(opt.limits.max_batch));  // a step's updates: mostly the batch's
@@ -99,6 +101,7 @@ RequestUpdate& Scheduler::update_of(Req& r) {
 
 void Scheduler::end_slot(Req& r) {
   if (r.seq < 0) return;
+  end_cp_slots(r);
   pages_.register_prefix(r.seq, r.tokens, r.prompt_len);
   pages_.end(r.seq);
   seq_used_[r.seq] = 0;
@@ -150,42 +153,99 @@ std::vector<std::pair<int64_t, FinishReason>> Scheduler::take_local_finishes() {
   return v;
 }
 
+int32_t Scheduler::running_on(int32_t rank) const {
+  int32_t n = 0;
+  for (const auto& o : running_) n += o->owner == rank;
+  return n;
+}
+
+bool Scheduler::holds_pages_on(const Req& r, int32_t rank) const {
+  if (r.owner == rank) return true;
+  for (int32_t seq : r.cp_slots)
+    if (seq / opt_.limits.max_seqs == rank) return true;
+  return false;
+}
+
+int64_t Scheduler::growth_on(int32_t rank) const {
+  int64_t growth = 0;
+  for (const auto& q : running_)
+    if (q->owner == rank)
+      growth += pages_.pages_short(q->seq, static_cast<int64_t>(q->tokens.size()) +
+                                               std::max(1, opt_.limits.max_decode_rows - 1));
+  return growth;
+}
+
 int32_t Scheduler::pick_owner(const Req& r, bool allow_prefix) const {
-  int32_t hit_rank = 0, idle_rank = 0;
-  int64_t best_hit = -1, hit_load = INT64_MAX, idle_load = INT64_MAX;
+  int32_t hit_rank = -1, roomy_rank = -1;
+  int64_t best_hit = -1, hit_load = INT64_MAX, min_load = INT64_MAX, roomy_free = -1, roomy_load = INT64_MAX;
   for (int32_t q = 0; q < opt_.world; ++q) {
+    if (free_seq(q) < 0) continue;
     const int64_t hit = allow_prefix ? pages_.cached_prefix(q, r.tokens, r.prompt_len) : 0;
-    int64_t n = 0;
-    for (const auto& o : running_) n += o->owner == q;
+    const int64_t n = running_on(q), free = pages_.free_pages(q) - growth_on(q);
     if (hit > best_hit || (hit == best_hit && n < hit_load)) {
       hit_rank = q;
       best_hit = hit;
       hit_load = n;
     }
-    if (n < idle_load) {
-      idle_rank = q;
-      idle_load = n;
+    min_load = std::min(min_load, n);
+    if (free > roomy_free || (free == roomy_free && n < roomy_load)) {
+      roomy_rank = q;
+      roomy_free = free;
+      roomy_load = n;
     }
   }
-  return best_hit > 0 && hit_load <= idle_load + kMaxHitImbalance ? hit_rank : idle_rank;
+  return best_hit > 0 && hit_load <= min_load + kMaxHitImbalance ? hit_rank : roomy_rank;
+}
+
+bool Scheduler::start_cp_slots(Req& r) {
+  const int32_t tp = opt_.tp, base = r.owner / tp * tp;
+  const int64_t len = r.prompt_len;  // the split rows: the prompt's
+  r.cp_slots.assign(static_cast<size_t>(tp), -1);
+  bool ok = true;
+  for (int32_t j = 0; j < tp && ok; ++j) {
+    const int32_t rank = base + j;
+    if (rank == r.owner) {
+      r.cp_slots[j] = r.seq;
+      continue;
+    }
+    const int32_t seq = free_seq(rank);
+    ok = seq >= 0 && pages_.pages_short(-1, len) + growth_on(rank) <= pages_.free_pages(rank) &&
+         pages_.start(seq, r.tokens, r.prompt_len, /*allow_prefix=*/false).ok();
+    if (!ok) break;
+    seq_used_[seq] = 1;
+    r.cp_slots[j] = seq;
+    ok = pages_.reserve(seq, len).ok();
+  }
+  if (!ok) end_cp_slots(r);
+  return ok;
+}
+
+void Scheduler::end_cp_slots(Req& r) {
+  for (int32_t seq : r.cp_slots)
+    if (seq >= 0 && seq != r.seq) {
+      pages_.end(seq);
+      seq_used_[seq] = 0;
+    }
+  r.cp_slots.clear();
 }
 
 void Scheduler::preempt(Req& r) {
+  end_cp_slots(r);
   pages_.end(r.seq);
   seq_used_[r.seq] = 0;
   r.seq = -1;
   r.n_cached = 0;
   if (!r.prompt_lp_sent) r.prompt_lp.clear();  // the recompute scores the prompt again from position 1
   r.drafts.clear();
-  r.cp = false;
   ++counters_.preempted;
   auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == &r; });
   waiting_.push_front(std::move(*it));
   running_.erase(it);
 }
 
-int32_t Scheduler::free_seq() const {
-  for (int32_t s = 0; s < opt_.limits.max_seqs; ++s)
+int32_t Scheduler::free_seq(int32_t rank) const {
+  const int32_t first = rank * opt_.limits.max_seqs;
+  for (int32_t s = first; s < first + opt_.limits.max_seqs; ++s)
     if (!seq_used_[s]) return s;
   return -1;
 }
@@ -209,8 +269,8 @@ void Scheduler::fork_choices() {
       c->tokens = parent.tokens;
       if (opt_.tokenizer) c->text = std::make_unique<OutputText>(*opt_.tokenizer, c->g.stop_strings);
       c->prompt_hits = parent.prompt_hits;
-      const int32_t seq = free_seq();
-      if (seq < 0 || pages > pages_.free_pages() || !pages_.fork(parent.seq, seq, end).ok()) {
+      const int32_t seq = free_seq(parent.owner);
+      if (seq < 0 || pages > pages_.free_pages(parent.owner) || !pages_.fork(parent.seq, seq, end).ok()) {
         lone.push_back(std::move(c));
         continue;
       }
@@ -227,25 +287,17 @@ void Scheduler::fork_choices() {
   for (auto it = lone.rbegin(); it != lone.rend(); ++it) waiting_.push_front(std::move(*it));
 }
 
-// Pages the running requests take in their next decode rows (anchor and draft): admission
-// leaves them free, so a new request does not push a running one out at once.
 void Scheduler::admit() {
   while (!waiting_.empty()) {
     Req& r = *waiting_.front();
     const int64_t len = static_cast<int64_t>(r.tokens.size());
-    int64_t growth = 0;
-    for (const auto& q : running_)
-      growth += pages_.pages_short(q->seq, static_cast<int64_t>(q->tokens.size()) +
-                                               std::max(1, opt_.limits.max_decode_rows - 1));
-    if (pages_.pages_short(-1, len) + growth > pages_.free_pages()) break;
-    int32_t seq = -1;
-    for (int32_t s = 0; s < opt_.limits.max_seqs && seq < 0; ++s)
-      if (!seq_used_[s]) seq = s;
-    if (seq < 0) break;
     // Prompt logprobs need every prompt row computed: no prefix-cache hit for them.
     const bool allow_prefix = !r.g.prompt_logprobs;
     const int32_t owner = pick_owner(r, allow_prefix);
-    Result<int64_t> start = pages_.start(seq, r.tokens, r.prompt_len, allow_prefix, owner);
+    if (owner < 0) break;  // no free slot on any rank
+    if (pages_.pages_short(-1, len) + growth_on(owner) > pages_.free_pages(owner)) break;
+    const int32_t seq = free_seq(owner);
+    Result<int64_t> start = pages_.start(seq, r.tokens, r.prompt_len, allow_prefix);
     if (!start.ok()) {
       std::unique_ptr<Req> gone = std::move(waiting_.front());
       waiting_.pop_front();
@@ -261,8 +313,9 @@ void Scheduler::admit() {
     r.n_cached = *start;
     r.owner = owner;
     // Context-parallel prefill from position 0 only: a prefix hit's rows live on the owner alone.
-    r.cp = opt_.tp > 1 && opt_.cp_prefill_tokens > 0 && !r.g.prompt_logprobs && r.n_cached == 0 &&
-           r.prompt_len >= opt_.cp_prefill_tokens;
+    if (opt_.tp > 1 && opt_.cp_prefill_tokens > 0 && !r.g.prompt_logprobs && r.n_cached == 0 &&
+        r.prompt_len >= opt_.cp_prefill_tokens)
+      start_cp_slots(r);
     counters_.prefix_hit_tokens += *start;
     if (r.prompt_hits < 0) {  // not a preempted one's re-admission
       r.prompt_hits = std::min(*start, r.prompt_len);
@@ -287,6 +340,8 @@ const std::vector<PlannedRows>& Scheduler::plan() {
   auto ended = [](const auto& r) { return r->ended; };
   running_.erase(std::remove_if(running_.begin(), running_.end(), ended), running_.end());
   waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), ended), waiting_.end());
+  for (auto& r : running_)  // split prompts in the caches: their slots on the TP group go
+    if (r->n_cached >= r->prompt_len) end_cp_slots(*r);
   fork_choices();
   admit();
   fork_choices();  // a parent admitted at its fork position (a one-token prompt)
@@ -301,7 +356,8 @@ const std::vector<PlannedRows>& Scheduler::plan() {
       return a->last_served != b->last_served ? a->last_served < b->last_served : a->id < b->id;
     });
     plan_.clear();
-    int64_t T = 0, need = 0;
+    std::fill(need_.begin(), need_.end(), 0);
+    int64_t T = 0;
     size_t kept = 0;
     for (Req* rp : order) {
       Req& r = *rp;
@@ -316,7 +372,8 @@ const std::vector<PlannedRows>& Scheduler::plan() {
       p.owner = r.owner;
       p.request = &r.g;
       if (len - r.n_cached > 1) {  // fill: a chunk of the tokens, not across the split prompt's end
-        p.split = r.cp && r.n_cached < r.prompt_len;
+        p.split = !r.cp_slots.empty() && r.n_cached < r.prompt_len;
+        if (p.split) p.cp_slots = r.cp_slots.data();
         const int64_t end = r.forks > 0 ? r.fork_at() : p.split ? r.prompt_len : len;
         p.n = static_cast<int32_t>(std::min<int64_t>({end - r.n_cached, L.max_chunk, L.max_rows - T}));
         p.tokens = r.tokens.data() + r.n_cached;
@@ -333,23 +390,35 @@ const std::vector<PlannedRows>& Scheduler::plan() {
       }
       if (p.n <= 0) continue;
       p.sampler = p.split ? r.owner / opt_.tp * opt_.tp + opt_.tp - 1 : r.owner;
-      need += pages_.pages_short(r.seq, p.p0 + p.n);
+      need_[static_cast<size_t>(r.owner)] += pages_.pages_short(r.seq, p.p0 + p.n);  // split: reserved
       plan_.push_back(p);
       order[kept++] = rp;
       T += p.n;
     }
     order.resize(kept);
-    if (need <= pages_.free_pages()) break;
-    // The step's growth does not fit: the newest running request waits (or, alone, fails).
-    Req* newest = running_.front().get();
+    int32_t over = -1;
+    for (int32_t q = 0; q < opt_.world && over < 0; ++q)
+      if (need_[static_cast<size_t>(q)] > pages_.free_pages(q)) over = q;
+    if (over < 0) break;
+    // The step's growth does not fit on rank `over`: the newest request holding pages there
+    // (its own, or a context-parallel prompt's) waits, or, alone there, fails.
+    Req* newest = nullptr;
+    int32_t holders = 0;
     for (auto& r : running_)
-      if (r->id > newest->id) newest = r.get();
-    if (running_.size() == 1) {
+      if (holds_pages_on(*r, over)) {
+        ++holders;
+        if (!newest || r->id > newest->id) newest = r.get();
+      }
+    DSV4_CHECK(newest != nullptr, "rank {} needs pages but no request holds any", over);
+    if (holders == 1) {
       finish(*newest, FinishReason::kError,
              fmt::format("the compressed cache cannot hold this request: {} positions need more than the "
-                         "{} free of cache_blocks = {} pages of {} positions",
-                         newest->tokens.size() + 1, pages_.free_pages(), pages_.total_pages(), L.page_tokens));
-      running_.clear();
+                         "{} free of cache_blocks = {} pages of {} positions{}",
+                         newest->tokens.size() + 1, pages_.free_pages(over), pages_.total_pages(), L.page_tokens,
+                         opt_.world > 1 ? fmt::format(" on rank {}", over) : std::string()));
+      auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == newest; });
+      graveyard_.push_back(std::move(*it));
+      running_.erase(it);
     } else {
       preempt(*newest);
     }

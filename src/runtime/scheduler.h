@@ -17,6 +17,15 @@
 // (sampling depends on seed and position only). A request alone that still does not fit fails
 // alone. Fairness: the requests served longest ago go first when B_MAX or T_MAX binds.
 //
+// Ranks (SchedulerOptions::world > 1): slots and pages are per rank (rank r holds slots
+// [r·max_seqs, (r+1)·max_seqs) and its own pages); admission, growth and preemption are
+// counted on the owner's. The owner of a new request is the rank holding the longest cached
+// prefix of its prompt (pick_owner), else the rank with the most free pages, then the fewest
+// running requests. A prompt prefilled context-parallel also holds a slot and its prompt's
+// pages on every other rank of the owner's TP group (its cp_slots: those ranks write its
+// caches while its rows are split) until its prompt is in the caches; when they have no room
+// it is prefilled by its owner alone.
+//
 // Several choices (GenerationRequest::n, ids id .. id + n − 1). The request is admitted as
 // choice 0 (the parent); it fills positions [0, L − 1) of its prompt of L tokens, once, and
 // is not planned further until the next plan() forks choices 1 .. n − 1 (before admission):
@@ -59,13 +68,13 @@ class PageBudget {
   virtual ~PageBudget() = default;
   // Pages a sequence needs in addition to hold positions [0, end) (seq -1: a new one).
   virtual int64_t pages_short(int32_t seq, int64_t end) const = 0;
-  virtual int64_t free_pages() const = 0;
-  virtual int64_t total_pages() const = 0;
-  // Starts slot seq, owned by rank `owner`, for tokens with prompt_len; returns the first
-  // position to compute (a prefix-cache hit on the owner's blocks skips the positions before
+  virtual int64_t free_pages(int32_t rank) const = 0;
+  virtual int64_t total_pages() const = 0;  // of one rank
+  // Starts slot seq (on rank seq / max_seqs) for tokens with prompt_len; returns the first
+  // position to compute (a prefix-cache hit on that rank's blocks skips the positions before
   // it; allow_prefix false: 0).
   virtual Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len,
-                                bool allow_prefix, int32_t owner) = 0;
+                                bool allow_prefix) = 0;
   // Prompt positions the prefix cache holds on `owner`'s blocks (what start would skip, before
   // the recomputed last positions; 0: none or no prefix cache).
   virtual int64_t cached_prefix(int32_t /*owner*/, const std::vector<int32_t>& /*tokens*/,
@@ -87,7 +96,7 @@ class PageBudget {
 struct SchedulerOptions {
   Limits limits;
   bool mtp = false;                  // decode steps carry the MTP draft as a second row
-  int32_t world = 1, tp = 1;         // ranks (owners: the rank with the fewest running requests)
+  int32_t world = 1, tp = 1;         // ranks (each with limits.max_seqs slots and its own pages)
   int64_t cp_prefill_tokens = 0;     // context-parallel prefill from this many positions (tp > 1)
   int32_t eos_token_id = 1;
   const Tokenizer* tokenizer = nullptr;  // text and stop strings (nullptr: tokens only)
@@ -103,6 +112,7 @@ struct PlannedRows {
   const int32_t* tokens = nullptr;  // the rows' tokens (valid until update())
   int32_t owner = 0;               // rank computing the rows
   bool split = false;              // context-parallel prefill chunk over the owner's TP group
+  const int32_t* cp_slots = nullptr;  // split: its slot on each TP rank of the group (StepRequest::cp_slots)
   int32_t sampler = 0;             // rank holding the last row (samples it)
   bool samples = false;            // the last (non-draft) row predicts a new token
   int32_t n_drafts = 0;            // decode: rows 1 .. n_drafts are drafts (MTP: 1; DSpark: up to γ)
@@ -177,11 +187,22 @@ class Scheduler {
   void send_prompt_logprobs(Req& r);
   RequestUpdate& update_of(Req& r);
   void end_slot(Req& r);
-  int32_t free_seq() const;  // -1: none
-  // The owner of a new request: the rank holding the longest cached prefix of its prompt
-  // (ties: the fewest running requests, then the lowest rank), unless it runs more than
-  // kMaxHitImbalance requests beyond the least loaded rank, which takes misses and the rest
-  // (so a prefix every prompt shares, a system prompt, does not pin all work on one rank).
+  int32_t free_seq(int32_t rank) const;  // -1: none
+  // Pages the rank's running requests take in their next decode rows (anchor and draft):
+  // admission leaves them free, so a new request does not push a running one out at once.
+  int64_t growth_on(int32_t rank) const;
+  int32_t running_on(int32_t rank) const;
+  bool holds_pages_on(const Req& r, int32_t rank) const;  // its slot or one of its cp_slots
+  // A context-parallel prompt's slots on the other ranks of its owner's TP group (false: one
+  // has no room; nothing taken), and their end.
+  bool start_cp_slots(Req& r);
+  void end_cp_slots(Req& r);
+  // The owner of a new request, among the ranks with a free slot (-1: none): the rank holding
+  // the longest cached prefix of its prompt (ties: the fewest running requests, then the lowest
+  // rank), unless it runs more than kMaxHitImbalance requests beyond the least loaded rank;
+  // misses and the rest go to the rank with the most free pages, then the fewest running
+  // requests (so a prefix every prompt shares, a system prompt, does not pin all work on one
+  // rank).
   static constexpr int64_t kMaxHitImbalance = 1;
   int32_t pick_owner(const Req& r, bool allow_prefix) const;
 
@@ -190,7 +211,8 @@ class Scheduler {
   std::deque<std::unique_ptr<Req>> waiting_;   // arrival order; preempted ones at the front
   std::vector<std::unique_ptr<Req>> running_;  // admission order
   std::vector<std::unique_ptr<Req>> graveyard_;  // ended in the last update()
-  std::vector<uint8_t> seq_used_;
+  std::vector<uint8_t> seq_used_;          // [world · max_seqs]
+  std::vector<int64_t> need_;              // [world] pages a plan's rows take on each rank
   std::vector<std::pair<int64_t, std::pair<FinishReason, std::string>>> cancels_;
   std::vector<std::pair<int64_t, FinishReason>> local_finishes_;
   std::vector<PlannedRows> plan_;

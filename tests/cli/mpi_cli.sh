@@ -64,21 +64,27 @@ logits_ranks() {  # logits_ranks <preset> <quant>
 
 # DSpark on ranks (models/kjv-9m-dspark, trained drafter): the owner of each request drafts
 # through the seams; the same tokens and the same drafts accepted per round and position,
-# with context-parallel prefill, data-parallel groups, greedy and sampled.
+# with context-parallel prefill, data-parallel groups, greedy and sampled. Rounds follow the
+# schedule, and --batch-size is per rank: N ranks of 3 sequences are checked against one rank
+# of 3 N (every request runs at once on both, context-parallel prompts' slots included).
 ds_model="$(cd "$(dirname "$0")/../.." && pwd)/models/kjv-9m-dspark"
 dspark_ranks() {
 for mode in "" "--temperature 0.8 --seed 3" "--temperature 0.8 --seed 3 --verify rejection" \
             "--temperature 0.8 --seed 3 --verify rejection --top-k 40 --min-p 0.02 --top-p 0.95 --presence-penalty 0.5 --repetition-penalty 1.1"; do
   ds_run=(generate --model "$ds_model" --prompt "And God said" --prompt "In the beginning God created"
-          --prompt "Blessed are the" --max-tokens 24 --batch-size 2 --max-chunk 4 --quiet-steps --spec dspark $mode)
-  timeout 300 "$dsv4" "${ds_run[@]}" >"$work/one_full.txt" || fail "generate --spec dspark $mode (1 rank)"
-  grep -E '^request|acceptance' "$work/one_full.txt" | sed 's/^[0-9]* tokens in.*DSpark/DSpark/' >"$work/one.txt"
-  grep -q 'drafts accepted per round' "$work/one.txt" || fail "--spec dspark printed no acceptance"
+          --prompt "Blessed are the" --max-tokens 24 --max-chunk 4 --quiet-steps --spec dspark $mode)
+  for np in 2 4; do
+    timeout 300 "$dsv4" "${ds_run[@]}" --batch-size $((3 * np)) >"$work/one_full.txt" ||
+      fail "generate --spec dspark $mode (1 rank)"
+    grep -E '^request|acceptance' "$work/one_full.txt" | sed 's/^[0-9]* tokens in.*DSpark/DSpark/' >"$work/one_$np.txt"
+    grep -q 'drafts accepted per round' "$work/one_$np.txt" || fail "--spec dspark printed no acceptance"
+  done
   for layout in "2 --tp 2 --cp-prefill 3" "4 --tp 2 --dp 2" "4 --tp 1 --ep 4"; do
     set -- $layout
     np=$1
     shift
-    timeout 300 "${mpirun[@]}" -np "$np" "$dsv4" "${ds_run[@]}" "$@" |
+    cp "$work/one_$np.txt" "$work/one.txt"
+    timeout 300 "${mpirun[@]}" -np "$np" "$dsv4" "${ds_run[@]}" --batch-size 3 "$@" |
       grep -E '^request|acceptance' | sed 's/^[0-9]* tokens in.*DSpark/DSpark/' >"$work/many.txt" ||
       fail "generate --spec dspark $mode on $layout"
     cmp -s "$work/one.txt" "$work/many.txt" || { fail "--spec dspark $mode: $layout differs"; diff "$work/one.txt" "$work/many.txt"; }

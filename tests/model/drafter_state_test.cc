@@ -19,11 +19,12 @@ namespace {
 
 constexpr int64_t kVocab = 5;
 constexpr int64_t kDh = 72;
+constexpr int32_t kMaxSeqs = 3;  // slots per rank
 
 Limits test_limits() {
   Limits l;
   l.max_batch = 2;
-  l.max_seqs = 3;
+  l.max_seqs = kMaxSeqs;
   l.max_chunk = 8;
   l.max_rows = 8;
   l.max_context = 64;
@@ -140,8 +141,10 @@ TEST(DrafterState, RoundsAreCheckedAndNeedTheirContext) {
   EXPECT_NE(error(DsparkRound{0, 1, 1, 0}).find("position 0"), std::string::npos);  // overwritten by 4
   const DsparkRound three[3] = {ok, ok, ok};
   EXPECT_NE(d.check_rounds(three, 3, 0, 0, *f.seqs).message().find("max_batch = 2"), std::string::npos);
-  // Another rank's round is checked but not this rank's: its context need not be here.
-  const DsparkRound theirs[2] = {{1, 9, 2, 1}, ok};
+  // Another rank's round is checked but not this rank's: its context need not be here. Its
+  // slot is its owner's (rank 1's slot 1: job slot max_seqs + 1).
+  EXPECT_NE(error(DsparkRound{1, 9, 2, 1}, 3, 2).find("outside its owner's slots"), std::string::npos);
+  const DsparkRound theirs[2] = {{kMaxSeqs + 1, 9, 2, 1}, ok};
   n = d.check_rounds(theirs, 2, 0, 2, *f.seqs);
   ASSERT_TRUE(n.ok()) << n.message();
   EXPECT_EQ(*n, 1);

@@ -42,8 +42,10 @@ std::vector<Layout> layouts(int world) {
   return l;
 }
 
-// One step: (sequence slot, rows) pairs; a slot's owner is fixed by owner_of. Slots in
-// `split` are prefilled context-parallel (StepRequest::cp) in this step.
+// One step: (sequence, rows) pairs; a sequence's owner is fixed by owner_of. Sequences in
+// `split` are prefilled context-parallel (StepRequest::cp) in this step. Sequence s is slot s
+// of the one-rank runner; with ranks it is local slot s of its owner (job slot
+// owner · max_seqs + s), and a split chunk's slot on each TP rank is local slot s there.
 struct Step {
   std::vector<std::pair<int32_t, int32_t>> rows;
   std::vector<int32_t> start, end;  // slots started before / ended after the step
@@ -169,10 +171,12 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay, boo
     SCOPED_TRACE("step " + std::to_string(step_no++));
     for (int32_t s : st.start) {
       ASSERT_TRUE((*one)->start_sequence(s).ok());
-      ASSERT_TRUE((*many)->start_sequence(s).ok());
+      for (int r = 0; r < world.size(); ++r) ASSERT_TRUE((*many)->start_sequence(r * lim.max_seqs + s).ok());
       length[s] = 0;
     }
-    std::vector<StepRequest> reqs;
+    std::vector<StepRequest> reqs, reqs_many;
+    std::vector<std::vector<int32_t>> cp_slots;
+    cp_slots.reserve(st.rows.size());
     int64_t T = 0;
     for (auto [seq, n] : st.rows) {
       for (int32_t i = 0; i < n; ++i) {
@@ -180,8 +184,14 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay, boo
         next[T + i] = static_cast<int32_t>(rng() % V);
       }
       const bool split = std::find(st.split.begin(), st.split.end(), seq) != st.split.end();
-      reqs.push_back(
-          StepRequest{seq, length[seq], n, /*prompt_len=*/1, tokens.data() + T, owner_of(seq, world.size()), split});
+      const int32_t owner = owner_of(seq, world.size());
+      reqs.push_back(StepRequest{seq, length[seq], n, /*prompt_len=*/1, tokens.data() + T, owner, split});
+      std::vector<int32_t>& slots = cp_slots.emplace_back();
+      for (int j = 0; j < topo->tp; ++j) slots.push_back((owner / topo->tp * topo->tp + j) * lim.max_seqs + seq);
+      StepRequest q = reqs.back();
+      q.seq = owner * lim.max_seqs + seq;
+      q.cp_slots = split ? slots.data() : nullptr;
+      reqs_many.push_back(q);
       T += n;
     }
     std::fill(got.begin(), got.end(), sentinel);
@@ -190,19 +200,19 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay, boo
     Status s1 = (*one)->forward(reqs, ref.data(), xref.data(), DecisionIO{nullptr, &routes});
     ASSERT_TRUE(s1.ok()) << s1.message();
     (*many)->reset_seam_bytes();
-    Status s2 = (*many)->forward(reqs, got.data(), xgot.data());
+    Status s2 = (*many)->forward(reqs_many, got.data(), xgot.data());
     ASSERT_TRUE(s2.ok()) << s2.message();
     expect_plan_bytes(m.cfg, *topo, reqs, routes, (*many)->seam_bytes());
     // MTP over the same rows, next tokens t_{p+1}.
-    std::vector<StepRequest> mreqs = reqs;
+    std::vector<StepRequest> mreqs = reqs, mreqs_many = reqs_many;
     int64_t row = 0;
-    for (auto& r : mreqs) {
-      r.tokens = next.data() + row;
-      row += r.n;
+    for (size_t i = 0; i < mreqs.size(); ++i) {
+      mreqs[i].tokens = mreqs_many[i].tokens = next.data() + row;
+      row += mreqs[i].n;
     }
     s1 = (*one)->forward_mtp(mreqs, xref.data(), mref.data());
     ASSERT_TRUE(s1.ok()) << s1.message();
-    s2 = (*many)->forward_mtp(mreqs, xgot.data(), mgot.data());
+    s2 = (*many)->forward_mtp(mreqs_many, xgot.data(), mgot.data());
     ASSERT_TRUE(s2.ok()) << s2.message();
     row = 0;
     for (const StepRequest& r : reqs) {
@@ -225,7 +235,7 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay, boo
     for (const StepRequest& r : reqs) length[r.seq] = r.p0 + r.n;
     for (int32_t s : st.end) {
       (*one)->end_sequence(s);
-      (*many)->end_sequence(s);
+      for (int r = 0; r < world.size(); ++r) (*many)->end_sequence(r * lim.max_seqs + s);
     }
   }
 }

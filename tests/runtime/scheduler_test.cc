@@ -22,13 +22,13 @@ class FakePages final : public PageBudget {
     const int64_t have = seq >= 0 && held_.count(seq) ? held_.at(seq) : 0;
     return std::max<int64_t>(0, need - have);
   }
-  int64_t free_pages() const override {
+  int64_t free_pages(int32_t = 0) const override {
     int64_t used = 0;
     for (const auto& [s, n] : held_) used += n;
     return total_ - used;
   }
   int64_t total_pages() const override { return total_; }
-  Result<int64_t> start(int32_t seq, const std::vector<int32_t>&, int64_t, bool, int32_t) override {
+  Result<int64_t> start(int32_t seq, const std::vector<int32_t>&, int64_t, bool) override {
     EXPECT_EQ(held_.count(seq), 0u) << "slot " << seq << " started twice";
     held_[seq] = 0;
     return int64_t{0};
