@@ -277,6 +277,24 @@ TEST(EngineRanks, CapacityGrowsWithRanks) {
     for (const auto& [id, why] : got.report.reason) EXPECT_EQ(why, FinishReason::kLength) << "request " << id;
     EXPECT_EQ(got.report.tokens.size(), reqs.size());
   }
+  // Context-parallel prompts (8 positions, cp_prefill_tokens 6) on full ranks: each takes a
+  // slot and a block on every rank of the TP group while it prefills, or, when one has no
+  // room, is prefilled by its owner alone; the tokens stay one rank's.
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].prompt = test::random_tokens(8, 600 + static_cast<int>(i), m.cfg.vocab_size);
+    reqs[i].max_tokens = 54;
+  }
+  auto one_cp = Engine::create(m.cfg, *m.w, per_rank, EngineOptions{});
+  ASSERT_TRUE(one_cp.ok()) << one_cp.message();
+  const CapacityRun want_cp = run_to_capacity(**one_cp, reqs);
+  RankedEngine many;
+  make_ranked_engine(world, m.cfg, m.dir, n, step, EngineOptions{}, many);
+  ASSERT_TRUE(many.engine);
+  const CapacityRun got_cp = run_to_capacity(*many.engine, reqs);
+  if (world.rank() != 0) return;
+  EXPECT_EQ(got_cp.report.tokens, want_cp.report.tokens);
+  EXPECT_EQ(got_cp.report.tokens.size(), reqs.size());
+  for (const auto& [id, why] : got_cp.report.reason) EXPECT_EQ(why, FinishReason::kLength) << "request " << id;
 }
 
 // Several choices (GenerationRequest::n) on ranks: each choice forks on its parent's owner,
