@@ -211,8 +211,9 @@ int run_serve(const ServeArgs& a) {
     service->shutdown(0);
     return fail(port.status());
   }
-  std::printf("dsv4 serve: model %s (%s), context %lld, batch %d%s%s\n", card.id.c_str(), dir->c_str(),
+  std::printf("dsv4 serve: model %s (%s), context %lld, batch %d%s%s%s\n", card.id.c_str(), dir->c_str(),
               static_cast<long long>(card.max_context), ef.batch_size,
+              rs.world_size() > 1 ? fmt::format(" per rank on {} ranks", rs.world_size()).c_str() : "",
               spec_label(*eo).empty() ? "" : (", " + spec_label(*eo) + " drafts").c_str(),
               lim->prefix_blocks > 0 ? fmt::format(", prefix cache {} blocks", lim->prefix_blocks).c_str() : "");
   if (!server::is_loopback_address(a.host) && key->empty())

@@ -13,18 +13,20 @@
 namespace dsv4 {
 namespace {
 
-// Pages of `page` positions, `total` in all; a sequence holds ceil(end / page) of them.
+// Pages of `page` positions, `total` in all (per rank when slots_per_rank > 0: slot s is rank
+// s / slots_per_rank's); a sequence holds ceil(end / page) of them.
 class FakePages final : public PageBudget {
  public:
-  FakePages(int64_t page, int64_t total) : page_(page), total_(total) {}
+  FakePages(int64_t page, int64_t total, int32_t slots_per_rank = 0)
+      : page_(page), total_(total), slots_per_rank_(slots_per_rank) {}
   int64_t pages_short(int32_t seq, int64_t end) const override {
     const int64_t need = (end + page_ - 1) / page_;
     const int64_t have = seq >= 0 && held_.count(seq) ? held_.at(seq) : 0;
     return std::max<int64_t>(0, need - have);
   }
-  int64_t free_pages(int32_t = 0) const override {
+  int64_t free_pages(int32_t rank = 0) const override {
     int64_t used = 0;
-    for (const auto& [s, n] : held_) used += n;
+    for (const auto& [s, n] : held_) used += slots_per_rank_ == 0 || s / slots_per_rank_ == rank ? n : 0;
     return total_ - used;
   }
   int64_t total_pages() const override { return total_; }
@@ -35,7 +37,7 @@ class FakePages final : public PageBudget {
   }
   Status reserve(int32_t seq, int64_t end) override {
     const int64_t more = pages_short(seq, end);
-    if (more > free_pages()) return Status::error("no pages");
+    if (more > free_pages(slots_per_rank_ > 0 ? seq / slots_per_rank_ : 0)) return Status::error("no pages");
     held_[seq] += more;
     return Status();
   }
@@ -45,6 +47,7 @@ class FakePages final : public PageBudget {
 
  private:
   int64_t page_, total_;
+  int32_t slots_per_rank_;
   std::map<int32_t, int64_t> held_;
 };
 
@@ -66,6 +69,12 @@ void step(Scheduler& s, FakePages& pages, Log& log, int S = 2) {
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedRows& p = plan[i];
     ASSERT_TRUE(pages.reserve(p.seq, p.p0 + p.n).ok()) << "the plan does not fit the pages";
+    if (p.split && p.cp_slots) {  // a split chunk's caches on its TP group (tp 2)
+      EXPECT_EQ(p.cp_slots[p.owner % 2], p.seq);
+      EXPECT_NE(p.cp_slots[1 - p.owner % 2], -1) << "no slot on the group's other rank";
+      for (int j = 0; j < 2; ++j)
+        ASSERT_TRUE(pages.reserve(p.cp_slots[j], p.p0 + p.n).ok()) << "the split chunk does not fit its group";
+    }
     if (!p.samples) continue;
     const int32_t real = p.n - p.n_drafts;
     tok[S * i] = fake_token(p.id, p.p0 + real);
@@ -213,6 +222,47 @@ TEST(Scheduler, CancelWaitingAndRunning) {
   step(s, pages, log);
   EXPECT_TRUE(s.idle());
   EXPECT_EQ(pages.in_use(), 0);
+}
+
+// Ranks: each holds max_seqs slots and its own pages. Two ranks of 2 slots run 4 requests at
+// once; a context-parallel prompt (tp 2) also holds a slot and its prompt's pages on the
+// other rank while it prefills. When that rank's own request then needs a page, the newest
+// request holding pages there waits (here the split prompt) instead of the grower failing
+// alone; every request gets the tokens it gets alone.
+TEST(Scheduler, RanksHoldTheirOwnSlotsAndPages) {
+  {
+    SchedulerOptions o = options(4, 16, 4, 2);
+    o.world = 2;
+    FakePages pages(16, 3, 2);
+    Scheduler s(o, pages);
+    for (int i = 0; i < 4; ++i) s.add(i, request(4, 8));
+    Log log;
+    step(s, pages, log);
+    ASSERT_EQ(log.plans[0].size(), 4u) << "two slots on each rank";
+    for (const PlannedRows& p : log.plans[0]) EXPECT_EQ(p.seq / 2, p.owner) << "request " << p.id;
+    run_to_idle(s, pages, log);
+    for (int64_t id = 0; id < 4; ++id) EXPECT_EQ(log.out[id], alone(request(4, 8), id));
+  }
+  SchedulerOptions o = options(4, 8, 2, 2);
+  o.world = 2;
+  o.tp = 2;
+  o.cp_prefill_tokens = 8;
+  FakePages pages(16, 6, 2);
+  Scheduler s(o, pages);
+  const GenerationRequest grower = request(4, 60), split = request(64, 10, 30);
+  s.add(0, grower);  // rank 0: 1 page, then 4
+  s.add(1, split);   // rank 1, and 4 pages of rank 0 while its prompt is split (2 rows a step)
+  Log log;
+  run_to_idle(s, pages, log);
+  bool split_seen = false;  // (step() checks each split chunk's slots while they are valid)
+  for (const auto& plan : log.plans)
+    for (const PlannedRows& p : plan) split_seen |= p.split;
+  EXPECT_TRUE(split_seen);
+  for (const auto& [id, u] : log.finals) EXPECT_EQ(u.reason, FinishReason::kLength) << "request " << id << ": " << u.error;
+  EXPECT_EQ(log.out[0], alone(grower, 0));
+  EXPECT_EQ(log.out[1], alone(split, 1));
+  EXPECT_EQ(pages.free_pages(0), 6);
+  EXPECT_EQ(pages.free_pages(1), 6);
 }
 
 TEST(Scheduler, StopRules) {
