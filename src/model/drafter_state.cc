@@ -58,7 +58,7 @@ Result<int64_t> DrafterState::gather_commits(std::span<const DsparkCommit> commi
     const DsparkCommit& q = commits[r];
     if (q.owner != me) continue;  // another rank's rings
     const int32_t s = local(q.seq);
-    if (q.seq < 0 || q.seq / limits_.max_seqs != me || !seqs.active(s))
+    if (q.seq < 0 || limits_.slot_rank(q.seq) != me || !seqs.active(s))
       return Status::errorf("dspark commit {}: sequence slot {} is not active on rank {}", r, q.seq, me);
     if (q.n < 0 || q.p0 < seqs.floor(s))
       return Status::errorf("dspark commit {}: positions {} .. {} of slot {} (its start is {})", r, q.p0,
@@ -95,13 +95,13 @@ Result<int64_t> DrafterState::check_rounds(std::span<const DsparkRound> rounds, 
   if (B > limits_.max_batch || B * G > limits_.max_rows)
     return Status::errorf("dspark propose: {} rounds of {} rows exceed max_batch = {} or max_rows = {}", B, G,
                           limits_.max_batch, limits_.max_rows);
+  const int64_t slots = static_cast<int64_t>(limits_.max_seqs) * std::max(world, 1);
   int64_t n_own = 0;
   for (int64_t r = 0; r < B; ++r) {
     const DsparkRound& q = rounds[r];
     if (world > 0 && (q.owner < 0 || q.owner >= world))
       return Status::errorf("dspark propose {}: owner rank {} outside [0, {})", r, q.owner, world);
-    const int64_t slots = static_cast<int64_t>(limits_.max_seqs) * std::max(world, 1);
-    if (q.seq < 0 || q.seq >= slots || q.seq / limits_.max_seqs != (world > 0 ? q.owner : 0))
+    if (q.seq < 0 || q.seq >= slots || limits_.slot_rank(q.seq) != (world > 0 ? q.owner : 0))
       return Status::errorf("dspark propose {}: sequence slot {} outside its owner's slots", r, q.seq);
     if (q.x0 < 0 || q.x0 >= V) return Status::errorf("dspark propose {}: anchor token {} outside [0, {})", r, q.x0, V);
     if (q.anchor < 0) return Status::errorf("dspark propose {}: anchor {} is negative", r, q.anchor);

@@ -101,9 +101,8 @@ class DrafterState {
   std::vector<int64_t> pos;
 
  private:
-  // A job slot of this rank (ModelRunner: rank r holds slots [r·max_seqs, (r+1)·max_seqs)) as
-  // its index in the rings.
-  int32_t local(int32_t seq) const { return seq % limits_.max_seqs; }
+  // A job slot of this rank as its index in the rings (Limits::local_slot).
+  int32_t local(int32_t seq) const { return limits_.local_slot(seq); }
   size_t ring_index(int32_t seq, int64_t p) const { return static_cast<size_t>(seq * dims_.window + p % dims_.window); }
   uint8_t* ring_row(int32_t seq, int stage, int64_t slot) {
     return rings_.data() + ((static_cast<int64_t>(seq) * dims_.n_stages + stage) * dims_.window + slot) * row_bytes_;

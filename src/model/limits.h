@@ -29,6 +29,12 @@ struct Limits {
 
   // R_MAX: most rows one request contributes to a step (runtime.md §2.1).
   int32_t r_max() const { return std::max(max_decode_rows, max_chunk); }
+
+  // Sequence slots are the job's: rank r holds slots [r·max_seqs, (r+1)·max_seqs), slot s at
+  // index local_slot(s) of its rank's storage (one rank: s itself).
+  int32_t slot_rank(int32_t seq) const { return seq / max_seqs; }
+  int32_t local_slot(int32_t seq) const { return seq % max_seqs; }
+  int32_t job_slot(int32_t rank, int32_t local) const { return rank * max_seqs + local; }
 };
 
 // world: the ranks sharing each step (a step's requests take slots on every rank).

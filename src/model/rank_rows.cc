@@ -15,7 +15,7 @@ Result<std::unique_ptr<RankRows>> RankRows::create(const ModelConfig& c, const W
                                                    RankGroups* g, const StepCapacity& cap) {
   const Topology& t = g->topo;
   DSV4_RETURN_IF_ERROR(validate_topology(c, t));
-  std::unique_ptr<RankRows> R(new RankRows(cap, limits.max_seqs));
+  std::unique_ptr<RankRows> R(new RankRows(cap, limits));
   R->g = g;
   const int64_t T = limits.max_rows;
   const k::OutProjParams op{c.num_attention_heads, static_cast<int>(c.head_dim), static_cast<int>(c.qk_rope_head_dim),
@@ -125,7 +125,7 @@ int32_t RankRows::plan_unsplit(std::span<const StepRequest> reqs) {
       if (mine) tp_rows[q.owner % t.tp] += q.n;
       if (q.owner == t.rank) {
         StepRequest here = q;
-        here.local = q.seq % max_seqs_;
+        here.local = limits_.local_slot(q.seq);
         own_.push_back(here);
         cache_.push_back(here);
         for (int32_t i = 0; i < q.n; ++i) own_row[local++] = row + i;
@@ -145,7 +145,7 @@ void RankRows::plan_split(std::span<const StepRequest> reqs, int32_t local) {
   for (const StepRequest& q : reqs) {
     if (q.cp && q.owner / t.tp == t.dp_group()) {
       StepRequest here = q;  // in this rank's slot
-      here.local = (q.cp_slots ? q.cp_slots[t.tp_rank()] : q.seq) % max_seqs_;
+      here.local = limits_.local_slot(q.cp_slots ? q.cp_slots[t.tp_rank()] : q.seq);
       for (int j = 0; j < t.tp; ++j) {
         const Share sh = share_of(q.n, j, t.tp);
         tp_rows[j] += sh.size();

@@ -65,7 +65,7 @@ class RankRows {
   std::vector<bf16> a_kv;                // [T_MAX, D] normed inputs of the cache rows
 
  private:
-  RankRows(const StepCapacity& cap, int32_t max_seqs) : md_kv(cap), max_seqs_(max_seqs) {}
+  RankRows(const StepCapacity& cap, const Limits& limits) : md_kv(cap), limits_(limits) {}
   // Own requests not split, then this rank's shares of the group's split chunks.
   int32_t plan_unsplit(std::span<const StepRequest> reqs);
   void plan_split(std::span<const StepRequest> reqs, int32_t local);
@@ -83,7 +83,7 @@ class RankRows {
   // Head rows: logits row of each step row (−1: not listed), then of each own row.
   std::vector<int32_t> head_of_step_, head_out_row_;  // [T_MAX]
   int64_t cp_gather_bytes_ = 0;
-  int32_t max_seqs_;  // slots per rank: own_ and cache_ hold this rank's local slots
+  Limits limits_;  // own_ and cache_ hold this rank's local slots (Limits::local_slot)
 };
 
 }  // namespace dsv4

@@ -201,7 +201,7 @@ Status ModelRunner::check_slot(int32_t seq) const {
 Status ModelRunner::start_sequence(int32_t seq) {
   DSV4_RETURN_IF_ERROR(check_slot(seq));
   const int32_t s = local_slot(seq);
-  DSV4_RETURN_IF_ERROR(ledger(seq).start(s, seq / limits_.max_seqs));
+  DSV4_RETURN_IF_ERROR(ledger(seq).start(s, limits_.slot_rank(seq)));
   if (!own_slot(seq)) return Status();
   for (auto& lc : layers_)
     for (CompressorSlot* c : {&lc->main_cmp, &lc->idx_cmp})
@@ -213,7 +213,7 @@ Status ModelRunner::start_sequence(int32_t seq) {
 Status ModelRunner::fork_sequence(int32_t parent, int32_t child, int64_t end) {
   DSV4_RETURN_IF_ERROR(check_slot(parent));
   DSV4_RETURN_IF_ERROR(check_slot(child));
-  if (parent / limits_.max_seqs != child / limits_.max_seqs)
+  if (limits_.slot_rank(parent) != limits_.slot_rank(child))
     return Status::errorf("fork of slot {} into slot {}: the slots are on different ranks", parent, child);
   const int32_t lp = local_slot(parent), lc_slot = local_slot(child);
   Result<std::pair<int32_t, int32_t>> partial = ledger(parent).fork(lp, lc_slot, end);
@@ -310,9 +310,9 @@ Status ModelRunner::route_to_ledgers(std::span<const StepRequest> reqs) {
   for (auto& l : ledger_reqs_) l.clear();
   for (size_t i = 0; i < reqs.size(); ++i) {
     const StepRequest& q = reqs[i];
-    if (q.seq / limits_.max_seqs != q.owner)
+    if (limits_.slot_rank(q.seq) != q.owner)
       return Status::errorf("request {}: sequence slot {} is rank {}'s, not its owner {}'s", i, q.seq,
-                            q.seq / limits_.max_seqs, q.owner);
+                            limits_.slot_rank(q.seq), q.owner);
     const bool split = q.cp && tp > 1;
     if (split && q.cp_slots == nullptr)
       return Status::errorf("request {}: a context-parallel chunk without slots on its TP group", i);
@@ -321,7 +321,7 @@ Status ModelRunner::route_to_ledgers(std::span<const StepRequest> reqs) {
       const int rank = split ? q.owner / tp * tp + j : q.owner;
       if (split && rank == q.owner && slot != q.seq)
         return Status::errorf("request {}: its owner's context-parallel slot {} is not its slot {}", i, slot, q.seq);
-      if (slot / limits_.max_seqs != rank || !check_slot(slot).ok())
+      if (limits_.slot_rank(slot) != rank || !check_slot(slot).ok())
         return Status::errorf("request {}: slot {} of TP rank {} is not rank {}'s", i, slot, j, rank);
       StepRequest local = q;
       local.seq = local_slot(slot);

@@ -84,7 +84,7 @@ class ModelRunner {
   // window rings; end frees every page of the slot. A started slot's first rows
   // are at p0 = 0; later steps continue at p0 in [L − (S_MAX − 1), L], L the
   // positions already cached (a p0 < L rolls back rejected draft rows).
-  // The slot's rank (seq / max_seqs) holds its caches; its prefix chains are that rank's.
+  // The slot's rank (Limits::slot_rank) holds its caches; its prefix chains are that rank's.
   Status start_sequence(int32_t seq);
   void end_sequence(int32_t seq);
   bool active(int32_t seq) const;
@@ -214,9 +214,9 @@ class ModelRunner {
   Status init_ranks(RankGroups* ranks);
   Status prepare_step(std::span<const StepRequest> reqs, bool mtp);
   // A job slot's ledger and its slot there.
-  SequenceState& ledger(int32_t seq) const { return *ledgers_[static_cast<size_t>(seq / limits_.max_seqs)]; }
-  int32_t local_slot(int32_t seq) const { return seq % limits_.max_seqs; }
-  bool own_slot(int32_t seq) const { return seq / limits_.max_seqs == rank_; }
+  SequenceState& ledger(int32_t seq) const { return *ledgers_[static_cast<size_t>(limits_.slot_rank(seq))]; }
+  int32_t local_slot(int32_t seq) const { return limits_.local_slot(seq); }
+  bool own_slot(int32_t seq) const { return limits_.slot_rank(seq) == rank_; }
   Status check_slot(int32_t seq) const;  // inside [0, job_slots())
   // The step's requests per ledger, in its local slots (a split chunk once per TP rank).
   Status route_to_ledgers(std::span<const StepRequest> reqs);

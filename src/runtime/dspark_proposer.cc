@@ -42,7 +42,7 @@ class DsparkProposer final : public Proposer {
 
  private:
   // Its owner's index of a job slot (λ is kept on the owner, for its rank's slots).
-  int32_t local_slot(int32_t seq) const { return seq % ctx_.limits.max_seqs; }
+  int32_t local_slot(int32_t seq) const { return ctx_.limits.local_slot(seq); }
   void plan_rounds(const std::vector<PlannedRows>& plan);
   Status draft_rounds();
   void hand_drafts(const std::vector<PlannedRows>& plan);
@@ -114,7 +114,8 @@ Status DsparkProposer::draft_rounds() {
       if (q.owner != ctx_.rank) continue;
       std::copy_n(round_drafts_.data() + r * G, G, drafts_.data() + round_of_[r0 + r] * G);
       if (q.sample.temperature > 0.0f)  // λ_0 .. λ_{γ−1} until the verify step (mode rejection)
-        std::copy_n(lambda_.data() + r * G * V, G * V, kept_lambda_.data() + static_cast<int64_t>(local_slot(q.seq)) * G * V);
+        std::copy_n(lambda_.data() + r * G * V, G * V,
+                    kept_lambda_.data() + static_cast<int64_t>(local_slot(q.seq)) * G * V);
     }
   }
   return Status();

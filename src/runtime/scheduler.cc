@@ -162,7 +162,7 @@ int32_t Scheduler::running_on(int32_t rank) const {
 bool Scheduler::holds_pages_on(const Req& r, int32_t rank) const {
   if (r.owner == rank) return true;
   for (int32_t seq : r.cp_slots)
-    if (seq / opt_.limits.max_seqs == rank) return true;
+    if (opt_.limits.slot_rank(seq) == rank) return true;
   return false;
 }
 
@@ -244,7 +244,7 @@ void Scheduler::preempt(Req& r) {
 }
 
 int32_t Scheduler::free_seq(int32_t rank) const {
-  const int32_t first = rank * opt_.limits.max_seqs;
+  const int32_t first = opt_.limits.job_slot(rank, 0);
   for (int32_t s = first; s < first + opt_.limits.max_seqs; ++s)
     if (!seq_used_[s]) return s;
   return -1;
@@ -398,7 +398,7 @@ const std::vector<PlannedRows>& Scheduler::plan() {
     order.resize(kept);
     int32_t over = -1;
     for (int32_t q = 0; q < opt_.world && over < 0; ++q)
-      if (need_[static_cast<size_t>(q)] > pages_.free_pages(q)) over = q;
+      if (need_[static_cast<size_t>(q)] > 0 && need_[static_cast<size_t>(q)] > pages_.free_pages(q)) over = q;
     if (over < 0) break;
     // The step's growth does not fit on rank `over`: the newest request holding pages there
     // (its own, or a context-parallel prompt's) waits, or, alone there, fails.

@@ -70,7 +70,7 @@ class PageBudget {
   virtual int64_t pages_short(int32_t seq, int64_t end) const = 0;
   virtual int64_t free_pages(int32_t rank) const = 0;
   virtual int64_t total_pages() const = 0;  // of one rank
-  // Starts slot seq (on rank seq / max_seqs) for tokens with prompt_len; returns the first
+  // Starts slot seq (on rank Limits::slot_rank(seq)) for tokens with prompt_len; returns the first
   // position to compute (a prefix-cache hit on that rank's blocks skips the positions before
   // it; allow_prefix false: 0).
   virtual Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len,

@@ -464,6 +464,13 @@ TEST(Runner, EmptyStepAndCapacityErrors) {
   bad.max_decode_rows = 65;
   EXPECT_NE(ModelRunner::create(m.cfg, *m.w, bad).message().find("max_decode_rows = 65 exceeds max_rows = 64"),
             std::string::npos);
+  // A step takes slots on every rank: B_MAX up to max_seqs per rank times the ranks.
+  Limits wide = limits(8);
+  wide.max_batch = 2 * wide.max_seqs;
+  EXPECT_NE(validate_limits(wide).message().find("exceeds max_seqs = " + std::to_string(wide.max_seqs) +
+                                                 " slots on each of 1 ranks"),
+            std::string::npos);
+  EXPECT_TRUE(validate_limits(wide, 2).ok());
   // Rows must continue the slot's sequence: 9 positions cached, S_MAX = 2.
   q = StepRequest{0, 0, 8, 9, toks.data()};
   ASSERT_TRUE(R.forward({&q, 1}, nullptr, nullptr).ok());

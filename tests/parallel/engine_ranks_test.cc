@@ -33,6 +33,7 @@ struct Report {
   int64_t drafts = 0, accepted = 0, rounds = 0;
   std::vector<int64_t> accepted_at = std::vector<int64_t>(StepReport::kMaxAcceptedAt, 0);
   int64_t preempted = 0;
+  int32_t most_running = 0, most_queued = 0;  // after any step
 };
 
 void record(Report& r, const StepReport& rep, std::vector<RequestUpdate>& updates) {
@@ -96,24 +97,34 @@ void follow(Engine& e) {
   }
 }
 
-// Steps until idle; cancels request 1 before step 4. Rank 0 records the updates.
-Report run(Engine& e, const std::vector<GenerationRequest>& reqs) {
+// Steps wave after wave (rank 0 adds a wave once the engine is idle, so that later waves can
+// hit the prefixes earlier ones cached); cancel_step >= 0 cancels request 1 before that step.
+// Rank 0 records the updates and the most requests running and queued; the other ranks follow.
+Report run_waves(Engine& e, const std::vector<std::vector<GenerationRequest>>& waves, int cancel_step = -1) {
   Report r;
   if (e.rank() != 0) {
     follow(e);
     return r;
   }
-  for (const auto& g : reqs) EXPECT_TRUE(e.add_request(g).ok());
-  for (int step = 0; !e.idle(); ++step) {
-    if (step == 4) e.cancel(1);
-    auto rep = e.step();
-    EXPECT_TRUE(rep.ok()) << rep.message();
-    if (!rep.ok()) break;
-    record(r, *rep, e.updates());
+  int step = 0;
+  for (const auto& wave : waves) {
+    for (const auto& g : wave) EXPECT_TRUE(e.add_request(g).ok());
+    for (; !e.idle(); ++step) {
+      if (step == cancel_step) e.cancel(1);
+      auto rep = e.step();
+      EXPECT_TRUE(rep.ok()) << rep.message();
+      if (!rep.ok()) break;
+      record(r, *rep, e.updates());
+      r.most_running = std::max(r.most_running, e.running());
+      r.most_queued = std::max(r.most_queued, e.queued());
+    }
   }
   EXPECT_TRUE(e.stop().ok());
   return r;
 }
+
+// Steps until idle; cancels request 1 before step 4.
+Report run(Engine& e, const std::vector<GenerationRequest>& reqs) { return run_waves(e, {reqs}, 4); }
 
 void expect_same(const std::vector<TokenLogprob>& a, const std::vector<TokenLogprob>& b, const char* what) {
   ASSERT_EQ(a.size(), b.size()) << what;
@@ -208,30 +219,6 @@ TEST(EngineRanks, RankZeroReportsWhatOneRankDoes) {
 // N times its sequences and its cached context at once, in the same cache memory per rank,
 // and every request completes with one rank's tokens. Each request fills half a rank: 62
 // positions in 4 of its 8 blocks of 16, so the ranks run full without preempting.
-struct CapacityRun {
-  Report report;
-  int32_t most_running = 0, most_queued = 0;
-};
-
-CapacityRun run_to_capacity(Engine& e, const std::vector<GenerationRequest>& reqs) {
-  CapacityRun c;
-  if (e.rank() != 0) {
-    follow(e);
-    return c;
-  }
-  for (const auto& g : reqs) EXPECT_TRUE(e.add_request(g).ok());
-  while (!e.idle()) {
-    auto rep = e.step();
-    EXPECT_TRUE(rep.ok()) << rep.message();
-    if (!rep.ok()) break;
-    record(c.report, *rep, e.updates());
-    c.most_running = std::max(c.most_running, e.running());
-    c.most_queued = std::max(c.most_queued, e.queued());
-  }
-  EXPECT_TRUE(e.stop().ok());
-  return c;
-}
-
 TEST(EngineRanks, CapacityGrowsWithRanks) {
   Communicator& world = comm();
   const int n = world.size();
@@ -256,7 +243,7 @@ TEST(EngineRanks, CapacityGrowsWithRanks) {
   }
   auto one = Engine::create(m.cfg, *m.w, per_rank, EngineOptions{});
   ASSERT_TRUE(one.ok()) << one.message();
-  const CapacityRun want = run_to_capacity(**one, reqs);
+  const Report want = run_waves(**one, {reqs});
   Limits step = per_rank;
   step.max_batch *= n;
   step.max_rows *= n;
@@ -265,17 +252,17 @@ TEST(EngineRanks, CapacityGrowsWithRanks) {
     RankedEngine many;
     make_ranked_engine(world, m.cfg, m.dir, tp, step, EngineOptions{}, many);
     ASSERT_TRUE(many.engine);
-    const CapacityRun got = run_to_capacity(*many.engine, reqs);
+    const Report got = run_waves(*many.engine, {reqs});
     if (world.rank() != 0) continue;
     EXPECT_EQ(want.most_running, per_rank.max_seqs);
     if (n > 1) {
       EXPECT_GT(want.most_queued, 0);
     }
     EXPECT_EQ(got.most_running, per_rank.max_seqs * n) << "every rank full at once";
-    EXPECT_EQ(got.report.preempted, 0) << "each rank holds its sequences' cached context";
-    EXPECT_EQ(got.report.tokens, want.report.tokens);
-    for (const auto& [id, why] : got.report.reason) EXPECT_EQ(why, FinishReason::kLength) << "request " << id;
-    EXPECT_EQ(got.report.tokens.size(), reqs.size());
+    EXPECT_EQ(got.preempted, 0) << "each rank holds its sequences' cached context";
+    EXPECT_EQ(got.tokens, want.tokens);
+    for (const auto& [id, why] : got.reason) EXPECT_EQ(why, FinishReason::kLength) << "request " << id;
+    EXPECT_EQ(got.tokens.size(), reqs.size());
   }
   // Context-parallel prompts (8 positions, cp_prefill_tokens 6) on full ranks: each takes a
   // slot and a block on every rank of the TP group while it prefills, or, when one has no
@@ -286,15 +273,15 @@ TEST(EngineRanks, CapacityGrowsWithRanks) {
   }
   auto one_cp = Engine::create(m.cfg, *m.w, per_rank, EngineOptions{});
   ASSERT_TRUE(one_cp.ok()) << one_cp.message();
-  const CapacityRun want_cp = run_to_capacity(**one_cp, reqs);
+  const Report want_cp = run_waves(**one_cp, {reqs});
   RankedEngine many;
   make_ranked_engine(world, m.cfg, m.dir, n, step, EngineOptions{}, many);
   ASSERT_TRUE(many.engine);
-  const CapacityRun got_cp = run_to_capacity(*many.engine, reqs);
+  const Report got_cp = run_waves(*many.engine, {reqs});
   if (world.rank() != 0) return;
-  EXPECT_EQ(got_cp.report.tokens, want_cp.report.tokens);
-  EXPECT_EQ(got_cp.report.tokens.size(), reqs.size());
-  for (const auto& [id, why] : got_cp.report.reason) EXPECT_EQ(why, FinishReason::kLength) << "request " << id;
+  EXPECT_EQ(got_cp.tokens, want_cp.tokens);
+  EXPECT_EQ(got_cp.tokens.size(), reqs.size());
+  for (const auto& [id, why] : got_cp.reason) EXPECT_EQ(why, FinishReason::kLength) << "request " << id;
 }
 
 // Several choices (GenerationRequest::n) on ranks: each choice forks on its parent's owner,
@@ -332,27 +319,6 @@ TEST(EngineRanks, ChoicesAsOneRankDoes) {
     EXPECT_EQ(got.reason, want.reason);
     for (const auto& [id, lp] : want.logprobs) expect_same(got.logprobs.at(id), lp, "logprobs");
   }
-}
-
-// Steps wave after wave (rank 0 adds a wave once the engine is idle), so that later waves can
-// hit the prefixes earlier ones cached. Rank 0 records the updates.
-Report run_waves(Engine& e, const std::vector<std::vector<GenerationRequest>>& waves) {
-  Report r;
-  if (e.rank() != 0) {
-    follow(e);
-    return r;
-  }
-  for (const auto& wave : waves) {
-    for (const auto& g : wave) EXPECT_TRUE(e.add_request(g).ok());
-    while (!e.idle()) {
-      auto rep = e.step();
-      EXPECT_TRUE(rep.ok()) << rep.message();
-      if (!rep.ok()) break;
-      record(r, *rep, e.updates());
-    }
-  }
-  EXPECT_TRUE(e.stop().ok());
-  return r;
 }
 
 // Prefix caching on ranks: a request goes to the rank holding its cached prefix, and every

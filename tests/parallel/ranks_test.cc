@@ -137,27 +137,52 @@ void expect_plan_bytes(const ModelConfig& cfg, const Topology& t, const std::vec
   EXPECT_EQ(got.copied, want.moe_dispatch + want.moe_combine);
 }
 
+// A runner sharing each step over the world in a layout, with its rank groups and this rank's
+// weights kept beside it. The ranks read the data of their share only (wo_a: their output
+// groups' rows).
+struct RankedRunner {
+  std::unique_ptr<Topology> topo;
+  std::unique_ptr<RankGroups> groups;
+  std::unique_ptr<SafetensorsSet> files;
+  std::unique_ptr<Weights> w;
+  std::unique_ptr<ModelRunner> runner;
+};
+
+void make_ranked_runner(const test::TinyModel& m, const Layout& lay, bool overlap, const Limits& lim,
+                        RankedRunner& out) {
+  Communicator& world = comm();
+  Result<Topology> topo = make_topology(world.size(), world.rank(), lay.tp, lay.dp, lay.ep);
+  ASSERT_TRUE(topo.ok()) << topo.message();
+  out.topo = std::make_unique<Topology>(*topo);
+  Result<std::unique_ptr<RankGroups>> groups = make_rank_groups(world, *topo);
+  ASSERT_TRUE(groups.ok()) << groups.message();
+  out.groups = std::move(*groups);
+  out.groups->overlap = overlap;
+  Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
+  ASSERT_TRUE(files.ok()) << files.message();
+  out.files = std::make_unique<SafetensorsSet>(std::move(*files));
+  LoadOptions share;
+  share.reads = [&](const std::string& name) { return rank_reads(name, m.cfg, *out.topo); };
+  Result<Weights> shared = load_weights(*out.files, m.cfg, nullptr, share);
+  ASSERT_TRUE(shared.ok()) << shared.message();
+  out.w = std::make_unique<Weights>(std::move(*shared));
+  auto many = ModelRunner::create(m.cfg, *out.w, lim, out.groups.get());
+  ASSERT_TRUE(many.ok()) << many.message();
+  out.runner = std::move(*many);
+}
+
 void run_case(const std::string& preset, TinyQuant quant, const Layout& lay, bool overlap) {
   Communicator& world = comm();
   const test::TinyModel& m = test::tiny_model(preset, quant);
   ASSERT_TRUE(m.w);
-  Result<Topology> topo = make_topology(world.size(), world.rank(), lay.tp, lay.dp, lay.ep);
-  ASSERT_TRUE(topo.ok()) << topo.message();
-  Result<std::unique_ptr<RankGroups>> groups = make_rank_groups(world, *topo);
-  ASSERT_TRUE(groups.ok()) << groups.message();
-  (*groups)->overlap = overlap;
   const Limits lim = test_limits();
   auto one = ModelRunner::create(m.cfg, *m.w, lim);
   ASSERT_TRUE(one.ok()) << one.message();
-  // The ranks read the data of their share only (wo_a: their output groups' rows).
-  Result<SafetensorsSet> files = SafetensorsSet::open_dir(m.dir);
-  ASSERT_TRUE(files.ok()) << files.message();
-  LoadOptions share;
-  share.reads = [&](const std::string& name) { return rank_reads(name, m.cfg, *topo); };
-  Result<Weights> shared = load_weights(*files, m.cfg, nullptr, share);
-  ASSERT_TRUE(shared.ok()) << shared.message();
-  auto many = ModelRunner::create(m.cfg, *shared, lim, groups->get());
-  ASSERT_TRUE(many.ok()) << many.message();
+  RankedRunner ranked;
+  make_ranked_runner(m, lay, overlap, lim, ranked);
+  ASSERT_TRUE(ranked.runner);
+  std::unique_ptr<ModelRunner>* many = &ranked.runner;
+  const Topology* topo = ranked.topo.get();
 
   const int64_t V = m.cfg.vocab_size, ND = m.cfg.hc_mult * m.cfg.hidden_size;
   const float sentinel = std::numeric_limits<float>::quiet_NaN();
@@ -171,7 +196,7 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay, boo
     SCOPED_TRACE("step " + std::to_string(step_no++));
     for (int32_t s : st.start) {
       ASSERT_TRUE((*one)->start_sequence(s).ok());
-      for (int r = 0; r < world.size(); ++r) ASSERT_TRUE((*many)->start_sequence(r * lim.max_seqs + s).ok());
+      for (int r = 0; r < world.size(); ++r) ASSERT_TRUE((*many)->start_sequence(lim.job_slot(r, s)).ok());
       length[s] = 0;
     }
     std::vector<StepRequest> reqs, reqs_many;
@@ -187,9 +212,9 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay, boo
       const int32_t owner = owner_of(seq, world.size());
       reqs.push_back(StepRequest{seq, length[seq], n, /*prompt_len=*/1, tokens.data() + T, owner, split});
       std::vector<int32_t>& slots = cp_slots.emplace_back();
-      for (int j = 0; j < topo->tp; ++j) slots.push_back((owner / topo->tp * topo->tp + j) * lim.max_seqs + seq);
+      for (int j = 0; j < topo->tp; ++j) slots.push_back(lim.job_slot(owner / topo->tp * topo->tp + j, seq));
       StepRequest q = reqs.back();
-      q.seq = owner * lim.max_seqs + seq;
+      q.seq = lim.job_slot(owner, seq);
       q.cp_slots = split ? slots.data() : nullptr;
       reqs_many.push_back(q);
       T += n;
@@ -235,9 +260,45 @@ void run_case(const std::string& preset, TinyQuant quant, const Layout& lay, boo
     for (const StepRequest& r : reqs) length[r.seq] = r.p0 + r.n;
     for (int32_t s : st.end) {
       (*one)->end_sequence(s);
-      for (int r = 0; r < world.size(); ++r) (*many)->end_sequence(r * lim.max_seqs + s);
+      for (int r = 0; r < world.size(); ++r) (*many)->end_sequence(lim.job_slot(r, s));
     }
   }
+}
+
+// Slots are the job's (Limits::job_slot): a request, a fork or a split chunk whose slots do not
+// belong where its owner says is refused before any collective, on every rank alike, with an
+// error naming the request and the slot.
+TEST(Ranks, SlotsOutsideTheirRankAreErrors) {
+  Communicator& world = comm();
+  if (world.size() < 2) GTEST_SKIP() << "needs 2 ranks or more";
+  const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8);
+  const Limits lim = test_limits();
+  RankedRunner ranked;
+  make_ranked_runner(m, Layout{world.size(), 1, world.size()}, true, lim, ranked);
+  ASSERT_TRUE(ranked.runner);
+  ModelRunner& r = *ranked.runner;
+  const int32_t job_slots = lim.max_seqs * world.size();
+  EXPECT_NE(r.start_sequence(job_slots).message().find("outside [0, " + std::to_string(job_slots) + ")"),
+            std::string::npos);
+  const int32_t mine = 0, theirs = lim.job_slot(1, 0);  // rank 0's slot 0, rank 1's slot 0
+  ASSERT_TRUE(r.start_sequence(mine).ok());
+  ASSERT_TRUE(r.start_sequence(theirs).ok());
+  EXPECT_NE(r.fork_sequence(mine, lim.job_slot(1, 1), 0).message().find("on different ranks"), std::string::npos);
+  std::vector<int32_t> tokens(4, 3);
+  std::vector<float> logits(static_cast<size_t>(lim.max_rows * m.cfg.vocab_size));
+  auto forward_error = [&](StepRequest q) { return r.forward({&q, 1}, logits.data(), nullptr).message(); };
+  EXPECT_NE(forward_error(StepRequest{theirs, 0, 4, 4, tokens.data(), 0, false}).find("is rank 1's, not its owner 0's"),
+            std::string::npos);
+  EXPECT_NE(forward_error(StepRequest{mine, 0, 4, 4, tokens.data(), 0, true}).find("without slots on its TP group"),
+            std::string::npos);
+  std::vector<int32_t> wrong(static_cast<size_t>(world.size()), mine);  // every TP rank's slot on rank 0
+  EXPECT_NE(forward_error(StepRequest{mine, 0, 4, 4, tokens.data(), 0, true, wrong.data()}).find("is not rank 1's"),
+            std::string::npos);
+  std::vector<int32_t> other(static_cast<size_t>(world.size()));
+  for (int j = 0; j < world.size(); ++j) other[j] = lim.job_slot(j, 1);  // the owner's entry is not its slot
+  EXPECT_NE(forward_error(StepRequest{mine, 0, 4, 4, tokens.data(), 0, true, other.data()})
+                .find("context-parallel slot " + std::to_string(other[0]) + " is not its slot 0"),
+            std::string::npos);
 }
 
 class RanksTest : public ::testing::TestWithParam<std::tuple<std::string, TinyQuant>> {};

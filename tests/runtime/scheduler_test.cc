@@ -199,6 +199,17 @@ TEST(Scheduler, RequestThatNeverFitsFailsAlone) {
   EXPECT_EQ(log.finals[0].reason, FinishReason::kError);
   EXPECT_NE(log.finals[0].error.find("cache_blocks = 2"), std::string::npos) << log.finals[0].error;
   EXPECT_EQ(pages.in_use(), 0);
+  // On ranks a request has its owner's pages only, and the error names the rank.
+  SchedulerOptions o = options(4, 64, 16, 4);
+  o.world = 2;
+  FakePages per_rank(16, 2, 4);
+  Scheduler r(o, per_rank);
+  r.add(0, request(10, 40));
+  Log ranks_log;
+  run_to_idle(r, per_rank, ranks_log);
+  EXPECT_EQ(ranks_log.finals[0].reason, FinishReason::kError);
+  EXPECT_NE(ranks_log.finals[0].error.find("cache_blocks = 2 pages of 16 positions on rank 0"), std::string::npos)
+      << ranks_log.finals[0].error;
 }
 
 TEST(Scheduler, CancelWaitingAndRunning) {
@@ -258,7 +269,8 @@ TEST(Scheduler, RanksHoldTheirOwnSlotsAndPages) {
   for (const auto& plan : log.plans)
     for (const PlannedRows& p : plan) split_seen |= p.split;
   EXPECT_TRUE(split_seen);
-  for (const auto& [id, u] : log.finals) EXPECT_EQ(u.reason, FinishReason::kLength) << "request " << id << ": " << u.error;
+  for (const auto& [id, u] : log.finals)
+    EXPECT_EQ(u.reason, FinishReason::kLength) << "request " << id << ": " << u.error;
   EXPECT_EQ(log.out[0], alone(grower, 0));
   EXPECT_EQ(log.out[1], alone(split, 1));
   EXPECT_EQ(pages.free_pages(0), 6);
