@@ -82,14 +82,11 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
     const int64_t sb = scale_bytes(s.form, s.out, s.in);
     // FP4 and FP8 in the layouts the loader gives the selected variant (LinearWeight::fp4_dot,
     // fp8_dot).
-    const bool dot = kernels::linear_reads_dot_layouts();
-    const bool fp4_dot = dot && s.form == StorageForm::kFP4;
-    const bool fp8_dot = dot && s.form == StorageForm::kFP8 && dot_tiles_fit(s.out, s.in);
-    if (fp4_dot || fp8_dot) {  // all copies as one matrix of n·out rows
-      const std::vector<uint8_t> stored = wc.data;
-      pack_tiles(LinearWeight{fp4_dot ? WeightFormat::kFP4 : WeightFormat::kFP8, wc.n * s.out, s.in, stored.data()},
-                 wc.data.data());
-    }
+    const bool fp4_dot = s.form == StorageForm::kFP4 && dot_tiles_fit(s.out, s.in);  // packed on every variant
+    const bool fp8_dot = kernels::linear_reads_dot_layouts() && s.form == StorageForm::kFP8 && dot_tiles_fit(s.out, s.in);
+    if (fp4_dot || fp8_dot)  // all copies as one matrix of n·out rows (copy c's scales stay at c·sb)
+      pack_tiles_in_place(LinearWeight{fp4_dot ? WeightFormat::kFP4 : WeightFormat::kFP8, wc.n * s.out, s.in,
+                                       wc.data.data(), sb > 0 ? wc.scale.data() : nullptr});
     for (int T : sets.rows) {
       std::vector<bf16> x(static_cast<size_t>(T * s.in)), y(static_cast<size_t>(T * s.out));
       Rng rng{static_cast<uint64_t>(T)};

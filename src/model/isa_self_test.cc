@@ -92,12 +92,7 @@ OwnedWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t 
   }
   o.w.data = o.data.data();
   o.w.scale = o.scale.empty() ? nullptr : o.scale.data();
-  if (dot) {
-    const std::vector<uint8_t> stored = o.data;
-    LinearWeight s = o.w;
-    s.data = stored.data();
-    o.w = pack_tiles(s, o.data.data());
-  }
+  if (dot) o.w = pack_tiles_in_place(o.w);
   return o;
 }
 

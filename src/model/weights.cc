@@ -381,32 +381,44 @@ class Loader {
   // Whether matrix `name` is rewritten into a tile layout at load (LinearWeight::fp4_dot,
   // fp8_dot): FP4 and FP8 of whole 16 x 128 tiles; only those this process reads, and
   // only when the selected kernel variant reads the layouts.
+  // FP4 on every variant (each reads the layout; the FP4 tiles read only it), FP8 when the
+  // selected variant reads its layout fast.
   bool packs(const std::string& name, const FoundMatrix& m) const {
-    if (!options_.dot_layouts || !kernels::linear_reads_dot_layouts() || !reads(name)) return false;
+    if (!options_.dot_layouts || !reads(name)) return false;
     if (m.form == StorageForm::kFP4) return dot_tiles_fit(m.weight->shape[0], 2 * m.weight->shape[1]);
-    return m.form == StorageForm::kFP8 && dot_tiles_fit(m.weight->shape[0], m.weight->shape[1]);
+    return m.form == StorageForm::kFP8 && kernels::linear_reads_dot_layouts() &&
+           dot_tiles_fit(m.weight->shape[0], m.weight->shape[1]);
+  }
+  // Bytes of matrix m in its tile layout (FP4: codes and scales).
+  static size_t tile_bytes(const FoundMatrix& m) {
+    const int64_t out = m.weight->shape[0];
+    return m.form == StorageForm::kFP4 ? static_cast<size_t>(fp4_packed_bytes(out, 2 * m.weight->shape[1]))
+                                       : m.weight->n_bytes;
   }
   // Bytes of the matrices packs() takes, each 64-byte aligned.
   size_t packed_bytes() const {
     size_t n = 0;
     for (const auto& [name, m] : matrices_)
-      if (packs(name, m)) n += ceil_div<size_t>(m.weight->n_bytes, 64) * 64;
+      if (packs(name, m)) n += ceil_div<size_t>(tile_bytes(m), 64) * 64;
     return n;
   }
 
   // Copies a matrix into the arena in its dot layout, points the view there and lets the
   // kernel reclaim the file's pages of it.
+  // n_bytes: the stored codes' bytes (released after the copy).
   void pack(Weights& w, const std::string& name, LinearWeight& lw, size_t n_bytes) {
     if (auto it = packed_.find(name); it != packed_.end()) {  // taken before: the same copy
       lw = it->second;
       return;
     }
-    DSV4_CHECK(packed_used_ + n_bytes <= w.packed.size(), "packed-weight arena of {} bytes overrun", w.packed.size());
+    const size_t size = static_cast<size_t>(dsv4::packed_bytes(lw));
+    DSV4_CHECK(packed_used_ + size <= w.packed.size(), "packed-weight arena of {} bytes overrun", w.packed.size());
     uint8_t* dst = w.packed.data() + packed_used_;
-    packed_used_ += ceil_div<size_t>(n_bytes, 64) * 64;
+    packed_used_ += ceil_div<size_t>(size, 64) * 64;
     pack_jobs_.push_back(PackJob{lw, dst, n_bytes});
     (lw.format == WeightFormat::kFP4 ? lw.fp4_dot : lw.fp8_dot) = true;
     lw.data = dst;
+    if (lw.format == WeightFormat::kFP4) lw.scale = dst + lw.out * lw.in / 2;
     packed_[name] = lw;
   }
 

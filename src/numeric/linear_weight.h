@@ -5,14 +5,16 @@
 //   kFP8 : data = e4m3 codes [out, in], scale = ue8m0 [ceil(out/128), ceil(in/128)]
 //   kFP4 : data = packed e2m1 [out, in/2] (low nibble = even element),
 //          scale = ue8m0 [out, in/32]
-//          With fp4_dot (needs out % 16 == 0 and in % 128 == 0), the codes are instead
-//          laid out for the VDPBF16PS kernel (kernels/linear/linear_avx512_gemm.cc) in
+//          With fp4_dot (needs out % 16 == 0 and in % 128 == 0), codes and scales are
+//          instead laid out for the FP4 kernels (kernels/linear/linear_fp4.h): codes in
 //          tiles of 16 rows x 128 columns (1024 bytes) along K, then the next 16 rows
-//          (rows [16g, 16g + 16) start at byte 16g·in/2 as before), so the kernel reads
-//          one sequential run per 16 rows. Inside a tile, row j's block is the 64 bytes at
-//          64j: 32 little-endian 16-bit words, nibble m of word v holding column
-//          32m + fp4_dot_col(v), so a chunk's 32 lookup indices take one shift. Same
-//          bytes, same scales (as stored): only the order of the nibbles changes.
+//          (rows [16g, 16g + 16) start at byte 16g·in/2 as before). Inside a tile, the
+//          64-byte chunk q holds columns [8q, 8q + 8) of the 16 rows as 32 little-endian
+//          16-bit words: word 2j + s (row j, s = 0 even, 1 odd column) holds in nibble m
+//          the code of column 8q + 2m + s, so one shift and one 16-entry lookup give the
+//          16 rows' weights of a column pair. `scale` then points to the scales in the same
+//          tiles: 64 bytes per tile, group g < 4 (columns [32g, 32g + 32)) at 16g + j.
+//          Same codes, same scales: only their order changes (fp4_packed_bytes in all).
 //          With fp8_dot (needs out % 16 == 0 and in % 128 == 0), the codes are instead
 //          stored tile by tile for the same kernel: tiles of 16 rows x 128 columns (one
 //          scale, 2048 bytes) follow each other along K, then the next 16 rows (so rows
@@ -25,6 +27,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace dsv4 {
 
@@ -36,7 +40,7 @@ struct LinearWeight {
   int64_t in = 0;
   const void* data = nullptr;
   const uint8_t* scale = nullptr;
-  bool fp4_dot = false;  // kFP4 only: codes in 16 x 128 tiles (above)
+  bool fp4_dot = false;  // kFP4 only: codes and scales in 16 x 128 tiles (above)
   bool fp8_dot = false;  // kFP8 only: codes in 16 x 128 tiles (above)
 
   bool quantized() const { return format == WeightFormat::kFP8 || format == WeightFormat::kFP4; }
@@ -50,32 +54,36 @@ constexpr int kFp4TileBytes = kDotTileRows * kDotTileCols / 2;
 // Whether a [out, in] FP8 or FP4 weight can take the tile layout.
 constexpr bool dot_tiles_fit(int64_t out, int64_t in) { return out % kDotTileRows == 0 && in % kDotTileCols == 0; }
 
-// Column (within its 32-column chunk) held by word v of the dot layout: VDPBF16PS adds
-// a lane's odd word first, and lane l sums columns l, l + 16 (linear.h K order).
-constexpr int fp4_dot_col(int v) { return v % 2 == 1 ? (v - 1) / 2 : 16 + v / 2; }
-// Byte offset in its row's 64-byte block and nibble (0 low, 1 high) of column c < 128
-// in the tile layout.
-constexpr int fp4_dot_byte(int c) {
-  const int r = c % 32, v = r < 16 ? 2 * r + 1 : 2 * (r - 16);
-  return 2 * v + (c / 32) / 2;
+// Byte offset of column c < 128 of row j < 16 in its FP4 tile (above), and its nibble (0..3
+// of the little-endian word, i.e. nibble c % 8 / 2 % 2 of that byte).
+constexpr int fp4_tile_byte(int j, int c) { return 64 * (c / 8) + 2 * (2 * j + c % 2) + (c % 8) / 4; }
+constexpr int fp4_tile_nibble(int c) { return (c % 8) / 2 % 2; }
+// Byte offset of row o's tile at column block blk in an FP4 weight of `in` columns (tile layout).
+constexpr int64_t fp4_tile_offset(int64_t in, int64_t o, int64_t blk) {
+  return (o / kDotTileRows) * kDotTileRows * (in / 2) + blk * kFp4TileBytes;
 }
-constexpr int fp4_dot_nibble(int c) { return (c / 32) % 2; }
-
-// Byte offset of row o's 64-byte block blk in an FP4 weight of `in` columns in the tile layout.
-constexpr int64_t fp4_block_offset(int64_t in, int64_t o, int64_t blk) {
-  return (o / kDotTileRows) * kDotTileRows * (in / 2) + blk * kFp4TileBytes + (o % kDotTileRows) * (kDotTileCols / 2);
+// Offset of the scale byte of W[o, i] (group i / 32) in the tile layout's scales.
+constexpr int64_t fp4_tile_scale_offset(int64_t in, int64_t o, int64_t i) {
+  return (o / kDotTileRows) * kDotTileRows * (in / 32) + (i / kDotTileCols) * 64 + 16 * (i % 128 / 32) +
+         o % kDotTileRows;
 }
+// Bytes of an FP4 weight in the tile layout: codes, then scales (64-byte aligned).
+constexpr int64_t fp4_packed_bytes(int64_t out, int64_t in) { return out * in / 2 + out * in / 32; }
 
 // The e2m1 code of W[o, i] of an FP4 weight, in either layout.
 inline uint8_t fp4_code(const LinearWeight& w, int64_t o, int64_t i) {
   const uint8_t* data = static_cast<const uint8_t*>(w.data);
   if (w.fp4_dot) {
     const int c = static_cast<int>(i % 128);
-    const uint8_t b = data[fp4_block_offset(w.in, o, i / kDotTileCols) + fp4_dot_byte(c)];
-    return static_cast<uint8_t>(fp4_dot_nibble(c) ? b >> 4 : b & 0xF);
+    const uint8_t b = data[fp4_tile_offset(w.in, o, i / kDotTileCols) + fp4_tile_byte(static_cast<int>(o % 16), c)];
+    return static_cast<uint8_t>(fp4_tile_nibble(c) ? b >> 4 : b & 0xF);
   }
   const uint8_t b = data[o * (w.in / 2) + i / 2];
   return static_cast<uint8_t>(i % 2 ? b >> 4 : b & 0xF);
+}
+// The ue8m0 scale byte of W[o, i] (of its 32-column group), in either layout.
+inline uint8_t fp4_scale(const LinearWeight& w, int64_t o, int64_t i) {
+  return w.scale[w.fp4_dot ? fp4_tile_scale_offset(w.in, o, i) : o * (w.in / 32) + i / 32];
 }
 
 // Byte offset inside its tile of row j < 16, column c < 128. The transposed dot vector of
@@ -120,38 +128,59 @@ inline void fp8_pack_dot(const uint8_t* src, int64_t rows, int64_t in, uint8_t* 
       }
 }
 
-// Writes the codes of a [rows, in] FP4 matrix (stored order at src) as tiles at dst
-// (rows·in/2 bytes, not overlapping src); dot_tiles_fit(rows, in).
-inline void fp4_pack_dot(const uint8_t* src, int64_t rows, int64_t in, uint8_t* dst) {
+// Writes the codes and scales of a [rows, in] FP4 matrix (stored order at src, scales sc) as
+// tiles at dst: fp4_packed_bytes(rows, in) bytes, codes then scales, not overlapping src.
+inline void fp4_pack_dot(const uint8_t* src, const uint8_t* sc, int64_t rows, int64_t in, uint8_t* dst) {
+  uint8_t* dsc = dst + rows * in / 2;
   for (int64_t o = 0; o < rows; ++o)
-    for (int64_t blk = 0; blk < in / 128; ++blk) {
+    for (int64_t blk = 0; blk < in / kDotTileCols; ++blk) {
       const uint8_t* p = src + o * (in / 2) + blk * 64;
-      uint8_t* q = dst + fp4_block_offset(in, o, blk);
-      for (int v = 0; v < 32; ++v) {
-        const int r = fp4_dot_col(v);  // column 32m + r: stored byte 16m + r/2, nibble r % 2
-        const int sh = 4 * (r % 2);
-        uint32_t word = 0;
-        for (int m = 0; m < 4; ++m) word |= ((p[16 * m + r / 2] >> sh) & 0xFu) << (4 * m);
-        q[2 * v] = static_cast<uint8_t>(word);
-        q[2 * v + 1] = static_cast<uint8_t>(word >> 8);
+      uint8_t* q = dst + fp4_tile_offset(in, o, blk);
+      const int j = static_cast<int>(o % kDotTileRows);
+      for (int c = 0; c < 16; ++c)  // row j's words in the 16 chunks, then its nibbles ORed in
+        for (int b = 0; b < 4; ++b) q[64 * c + 4 * j + b] = 0;
+      for (int c = 0; c < 128; ++c) {
+        const uint8_t code = static_cast<uint8_t>((p[c / 2] >> (4 * (c % 2))) & 0xF);
+        q[fp4_tile_byte(j, c)] = static_cast<uint8_t>(q[fp4_tile_byte(j, c)] | code << (4 * fp4_tile_nibble(c)));
       }
+      for (int g = 0; g < 4; ++g) dsc[fp4_tile_scale_offset(in, o, blk * 128 + 32 * g)] = sc[o * (in / 32) + blk * 4 + g];
     }
 }
 
-// w (FP4 or FP8 as stored, dot_tiles_fit) written in its tile layout at dst (as many bytes
-// as w's codes, not overlapping them): the view of the copy, fp4_dot / fp8_dot set.
+// w (FP4 or FP8 as stored, dot_tiles_fit) written in its tile layout at dst (packed_bytes(w)
+// bytes, not overlapping w): the view of the copy, fp4_dot / fp8_dot set.
+// Bytes of w's copy in its tile layout (FP4: codes and scales; FP8: codes).
+constexpr int64_t packed_bytes(const LinearWeight& w) {
+  return w.format == WeightFormat::kFP4 ? fp4_packed_bytes(w.out, w.in) : w.out * w.in;
+}
 inline LinearWeight pack_tiles(const LinearWeight& w, uint8_t* dst) {
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
   LinearWeight t = w;
   t.data = dst;
   if (w.format == WeightFormat::kFP4) {
-    fp4_pack_dot(src, w.out, w.in, dst);
+    fp4_pack_dot(src, w.scale, w.out, w.in, dst);
+    t.scale = dst + w.out * w.in / 2;
     t.fp4_dot = true;
   } else {
     fp8_pack_dot(src, w.out, w.in, dst);
     t.fp8_dot = true;
   }
   return t;
+}
+
+// w (stored, dot_tiles_fit) rewritten in its tile layout in place: its codes at w.data (and,
+// FP4, its scales at w.scale) replaced by the tile layout's; the view with fp4_dot / fp8_dot set.
+inline LinearWeight pack_tiles_in_place(const LinearWeight& w) {
+  std::vector<uint8_t> tiles(static_cast<size_t>(packed_bytes(w)));
+  const LinearWeight t = pack_tiles(w, tiles.data());
+  const int64_t codes = w.format == WeightFormat::kFP4 ? w.out * w.in / 2 : w.out * w.in;
+  LinearWeight r = t;
+  r.data = w.data;
+  r.scale = w.scale;
+  std::memcpy(const_cast<void*>(w.data), tiles.data(), static_cast<size_t>(codes));
+  if (w.format == WeightFormat::kFP4)
+    std::memcpy(const_cast<uint8_t*>(w.scale), tiles.data() + codes, static_cast<size_t>(w.out * w.in / 32));
+  return r;
 }
 
 }  // namespace dsv4

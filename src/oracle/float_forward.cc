@@ -96,10 +96,9 @@ void dequant_row(const LinearWeight& w, int64_t o, float* out) {
       }
       return;
     }
-    case WeightFormat::kFP4: {  // packed [out, in/2], scale [out, in/32]
-      const uint8_t* s = w.scale + o * (in / 32);
+    case WeightFormat::kFP4: {  // codes and scales in either layout (numeric/linear_weight.h)
       for (int64_t i0 = 0; i0 < in; i0 += 32) {
-        const float scale = ue8m0_decode(s[i0 / 32]);
+        const float scale = ue8m0_decode(fp4_scale(w, o, i0));
         for (int64_t i = i0; i < i0 + 32; ++i) out[i] = e2m1_decode(fp4_code(w, o, i)) * scale;
       }
       return;

@@ -63,9 +63,15 @@ Result<LinearWeight> column_shard_copy(const LinearWeight& w, int64_t k0, int64_
       std::memcpy(storage.data() + o * data_row, src + o * row_bytes(w.format, w.in) + row_bytes(w.format, k0),
                   static_cast<size_t>(data_row));
   }
-  for (int64_t r = 0; r < scale_rows; ++r)
-    std::memcpy(storage.data() + data_bytes + r * scale_cols, w.scale + r * scale_in + scale_k0,
-                static_cast<size_t>(scale_cols));
+  if (w.fp4_dot) {  // scales in the same tiles: 16 rows' scales of a block are 64 bytes
+    for (int64_t o = 0; o < w.out; o += kDotTileRows)
+      std::memcpy(storage.data() + data_bytes + o * scale_cols, w.scale + o * scale_in + scale_k0 * kDotTileRows,
+                  static_cast<size_t>(scale_cols * kDotTileRows));
+  } else {
+    for (int64_t r = 0; r < scale_rows; ++r)
+      std::memcpy(storage.data() + data_bytes + r * scale_cols, w.scale + r * scale_in + scale_k0,
+                  static_cast<size_t>(scale_cols));
+  }
   LinearWeight s = w;
   s.in = n;
   s.data = storage.data();

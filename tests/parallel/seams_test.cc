@@ -70,10 +70,7 @@ TEST(Seams, AttnOutputEqualsOneRank) {
         test::quantize_weight(fb, p.hidden, p.u_width(), test::random_f32(rng, p.hidden * p.u_width(), 0.05f));
     auto view = [tiles](test::OwnedWeight& ow) {
       if (!tiles) return ow.view();
-      const std::vector<uint8_t> stored = ow.data;
-      LinearWeight s = ow.view();
-      s.data = stored.data();
-      return pack_tiles(s, ow.data.data());
+      return pack_tiles_in_place(ow.view());
     };
     const LinearWeight wa = view(wo_a), wb = view(wo_b);
     Result<OutProjShard> shard = make_out_proj_shard(p, wa, wb, G, me);

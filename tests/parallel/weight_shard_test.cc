@@ -17,7 +17,7 @@ uint8_t code(const LinearWeight& w, int64_t o, int64_t i) {
   return w.format == WeightFormat::kFP4 ? fp4_code(w, o, i) : fp8_code(w, o, i);
 }
 uint8_t scale_byte(const LinearWeight& w, int64_t o, int64_t i) {
-  if (w.format == WeightFormat::kFP4) return w.scale[o * (w.in / 32) + i / 32];
+  if (w.format == WeightFormat::kFP4) return fp4_scale(w, o, i);
   return w.scale[(o / 128) * ((w.in + 127) / 128) + i / 128];
 }
 
@@ -34,7 +34,7 @@ TEST(WeightShard, ShardsHoldTheFullWeightsCodesInEveryLayout) {
   for (WeightFormat f : {WeightFormat::kFP8, WeightFormat::kFP4})
     for (bool tiles : {false, true}) {
       const test::OwnedWeight ow = test::random_weight(f, 256, 384, 5);
-      std::vector<uint8_t> packed(ow.data.size());
+      std::vector<uint8_t> packed(static_cast<size_t>(packed_bytes(ow.view())));
       const LinearWeight w = tiles ? pack_tiles(ow.view(), packed.data()) : ow.view();
       const char* what = tiles ? "tiles" : "stored";
       Result<LinearWeight> rows = row_shard(w, 128, 256);

@@ -2,7 +2,8 @@
 // threads, tiles of outputs x rows computed by the selected ISA variant
 // (linear_tile.h). The scalar variant here is the portable engine: weights
 // dequantized one 128-wide K block at a time into a stack buffer, reused across
-// the tile's rows.
+// the tile's rows. FP4 weights take their own tiles (run_fp4: the variant's
+// Kernels::fp4 of linear_fp4.h, or tile_fp4_scalar here).
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -14,6 +15,7 @@
 #include "base/check.h"
 #include "base/math.h"
 #include "kernels/linear/linear.h"
+#include "kernels/linear/linear_fp4.h"
 #include "kernels/linear/linear_tile.h"
 #include "numeric/e4m3.h"
 #include "numeric/quant.h"
@@ -71,23 +73,7 @@ void decode_block(const LinearWeight& w, int64_t o, int64_t k, int n, float* wb)
       for (int j = 0; j < n; ++j) wb[j] = e4m3_decode(p[j]) * s;
       return;
     }
-    case WeightFormat::kFP4: {
-      if (w.fp4_dot) {  // the tile layout: code by code
-        for (int j = 0; j < n; ++j) wb[j] = kE2M1Signed[fp4_code(w, o, k + j)] * scale_value(w.scale[o * (w.in / 32) + (k + j) / 32]);
-        return;
-      }
-      const uint8_t* p = static_cast<const uint8_t*>(w.data) + o * (w.in / 2) + k / 2;
-      const uint8_t* sc = w.scale + o * (w.in / 32) + k / 32;
-      for (int c = 0; c < n / 32; ++c) {
-        const float s = scale_value(sc[c]);
-        for (int j = 0; j < 16; ++j) {
-          const uint8_t b = p[c * 16 + j];
-          wb[c * 32 + 2 * j] = kE2M1Signed[b & 0xF] * s;
-          wb[c * 32 + 2 * j + 1] = kE2M1Signed[b >> 4] * s;
-        }
-      }
-      return;
-    }
+    case WeightFormat::kFP4: break;  // never here: run_fp4 (linear_fp4.h)
   }
 }
 
@@ -171,6 +157,67 @@ void tile_scalar(const linear_tile::Tile& tl) {
     for (int j = 0; j < no; ++j) tl.y[i * linear_tile::kMaxOutTile + j] = total[i][j];
 }
 
+// beta of one FP4 block of n columns (n % 32 == 0) in the FP4 K order (linear_fp4.h): code
+// the e2m1 values, scale the groups' 2^(s-127).
+inline float fp4_block_dot(const float* x, const float* code, const float* scale, int n) {
+  float beta = 0.0f;
+  for (int g = 0; g < n; g += 32) {
+    float p = 0.0f;
+    for (int j = g; j < g + 32; ++j) {  // j ^ 1: the odd column of a pair first (linear_ref.cc)
+      const int i = j ^ 1;
+      p += code[i] * x[i];
+    }
+    const float ps = p * scale[g / 32];
+    beta = g == 0 ? ps : beta + ps;
+  }
+  return beta;
+}
+
+// Scalar FP4 tile on either layout and x type: up to kMaxRowTile rows x kMaxOutTile outputs.
+template <class XT>
+void tile_fp4_scalar(const linear_tile::Tile& tl) {
+  const LinearWeight& w = *tl.w;
+  const XT* x = static_cast<const XT*>(tl.x);
+  const int64_t n_blk = ceil_div<int64_t>(tl.k1 - tl.k0, kBlock);
+  alignas(64) float xb[linear_tile::kMaxRowTile][kBlock];
+  alignas(64) float code[kBlock];
+  float scale[kBlock / 32];
+  float part[linear_tile::kMaxRowTile][linear_tile::kMaxOutTile];
+  float* total = tl.y;  // (i, j) at i·kMaxOutTile + j
+  for (int64_t b = 0; b < n_blk; ++b) {
+    const int64_t k = tl.k0 + b * kBlock;
+    const int n = static_cast<int>(std::min<int64_t>(kBlock, tl.k1 - k));
+    for (int i = 0; i < tl.nt; ++i) load_block(x + i * tl.x_stride + k, n, xb[i]);
+    const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
+    for (int j = 0; j < tl.no; ++j) {
+      for (int c = 0; c < n; ++c) code[c] = kE2M1Signed[fp4_code(w, tl.o + j, k + c)];
+      for (int g = 0; g < n / 32; ++g) scale[g] = scale_value(fp4_scale(w, tl.o + j, k + 32 * g));
+      for (int i = 0; i < tl.nt; ++i)
+        chain_beta(chain, fp4_block_dot(xb[i], code, scale, n), part[i][j], total[i * linear_tile::kMaxOutTile + j],
+                   std::plus<float>());
+    }
+  }
+}
+
+// Whether FP4 row x[0, n) may take the bf16 dot (linear_fp4.h): every value zero or normal
+// with biased exponent in [kDotExpLo, kDotExpHi].
+bool fp4_dot_row(const bf16* x, int64_t n) {
+  const uint16_t* b = reinterpret_cast<const uint16_t*>(x);
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) {
+    const int m = b[i] & 0x7FFF, e = m >> 7;
+    ok &= (m == 0) | ((e >= linear_tile::fp4::kDotExpLo) & (e <= linear_tile::fp4::kDotExpHi));
+  }
+  return ok;
+}
+inline uint64_t fp4_dot_rows(const bf16* x, int64_t x_stride, int64_t k0, int64_t k1, int nt) {
+  uint64_t m = 0;
+  for (int i = 0; i < nt; ++i)
+    if (fp4_dot_row(x + i * x_stride + k0, k1 - k0)) m |= uint64_t{1} << i;
+  return m;
+}
+inline uint64_t fp4_dot_rows(const float*, int64_t, int64_t, int64_t, int) { return 0; }
+
 // The variant's tile kernels; detect_isa() until set_linear_isa.
 std::atomic<int> g_isa{-1};
 
@@ -193,6 +240,50 @@ const linear_tile::Kernels& kernels(Isa isa) {
 inline linear_tile::TileFn tile_fn(const linear_tile::Kernels& k, const bf16*) { return k.x_bf16; }
 inline linear_tile::TileFn tile_fn(const linear_tile::Kernels& k, const float*) { return k.x_f32; }
 
+// FP4 (the slice checked by run_slice): tiles of kMaxOutTile outputs x kMaxRowTile rows
+// through the variant's FP4 tile (the tile layout, bf16 x, o0 on a tile) or the scalar one.
+template <class XT, class YT>
+void run_fp4(const LinearWeight& w, const LinearSlice& s, const XT* x, int64_t T, YT* y, int tid, int nthreads) {
+  const linear_tile::Kernels& kern = kernels(current_isa());
+  const bool tiles = w.fp4_dot && std::is_same_v<XT, bf16> && s.o0 % kDotTileRows == 0 && kern.fp4 != nullptr;
+  const linear_tile::TileFn fn = tiles ? kern.fp4 : tile_fp4_scalar<XT>;
+  const bool dot = tiles && current_isa() == Isa::kAvx512Bf16;  // Tile::dot_rows read
+  const int64_t unit = w.fp4_dot ? kDotTileRows : 1;  // threads split the outputs in whole tiles
+  Range r = split_range(ceil_div<int64_t>(s.o1 - s.o0, unit), tid, nthreads);
+  r.begin *= unit;
+  r.end = std::min(r.end * unit, s.o1 - s.o0);
+  if (r.size() == 0 || T <= 0) return;
+  constexpr int kRows = linear_tile::kMaxRowTile, kOut = linear_tile::kMaxOutTile;
+  // The rows' dot marks, once per call (up to kMaskTiles row tiles; beyond, per tile).
+  constexpr int64_t kMaskTiles = 64;
+  uint64_t masks[kMaskTiles];
+  const int64_t n_row_tiles = ceil_div<int64_t>(T, kRows);
+  auto rows_of = [&](int64_t t0) { return static_cast<int>(std::min<int64_t>(kRows, T - t0)); };
+  auto mask_of = [&](int64_t t0) { return fp4_dot_rows(x + t0 * s.x_stride, s.x_stride, s.k0, s.k1, rows_of(t0)); };
+  if (dot)
+    for (int64_t i = 0; i < std::min(n_row_tiles, kMaskTiles); ++i) masks[i] = mask_of(i * kRows);
+  linear_tile::Tile tl{};
+  tl.w = &w;
+  tl.k0 = s.k0;
+  tl.k1 = s.k1;
+  tl.g_blk = s.k_group > 0 ? s.k_group / kBlock : ceil_div<int64_t>(s.k1 - s.k0, kBlock);
+  tl.x_stride = s.x_stride;
+  alignas(64) float res[kRows * kOut];
+  tl.y = res;
+  for (int64_t oa = s.o0 + r.begin; oa < s.o0 + r.end; oa += kOut) {
+    tl.o = oa;
+    tl.no = static_cast<int>(std::min<int64_t>(kOut, s.o0 + r.end - oa));
+    for (int64_t t0 = 0; t0 < T; t0 += kRows) {
+      tl.nt = rows_of(t0);
+      tl.x = x + t0 * s.x_stride;
+      tl.dot_rows = !dot ? 0 : t0 / kRows < kMaskTiles ? masks[t0 / kRows] : mask_of(t0);
+      fn(tl);
+      for (int i = 0; i < tl.nt; ++i)
+        for (int j = 0; j < tl.no; ++j) store(y + (t0 + i) * s.y_stride + (oa + j - s.o0), res[i * kOut + j]);
+    }
+  }
+}
+
 // Output columns [o0, o1) split over threads; per thread, tiles of out_tile
 // outputs x row_tile rows (rows inner, so a tile's weights stay in cache).
 template <class XT, class YT>
@@ -211,8 +302,9 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
              "k_group {} for K width {}", s.k_group, s.k1 - s.k0);
   DSV4_CHECK(w.format != WeightFormat::kFP4 || w.in % 32 == 0, "FP4 in {} % 32", w.in);
   DSV4_CHECK(s.x_stride >= s.k1 && s.y_stride >= s.o1 - s.o0, "strides");
-  // FP4 / FP8 in the tile layouts (both packed only so, LinearWeight::fp4_dot, fp8_dot).
-  const bool packed = (w.format == WeightFormat::kFP4 && w.fp4_dot) || (w.format == WeightFormat::kFP8 && w.fp8_dot);
+  if (w.format == WeightFormat::kFP4) return run_fp4(w, s, x, T, y, tid, nthreads);
+  // FP8 in the tile layout (packed only so, LinearWeight::fp8_dot).
+  const bool packed = w.format == WeightFormat::kFP8 && w.fp8_dot;
   // Tiles are 16 rows: threads split the outputs in whole tiles.
   const int64_t unit = packed ? kDotTileRows : 1;
   Range r = split_range(ceil_div<int64_t>(s.o1 - s.o0, unit), tid, nthreads);
@@ -253,7 +345,7 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
 }  // namespace
 
 namespace linear_tile {
-Kernels scalar_kernels() { return Kernels{kOutTile, kRowTile, tile_scalar<bf16>, tile_scalar<float>, true}; }
+Kernels scalar_kernels() { return Kernels{kOutTile, kRowTile, tile_scalar<bf16>, tile_scalar<float>, true, nullptr}; }
 }  // namespace linear_tile
 
 void set_linear_isa(Isa isa) {

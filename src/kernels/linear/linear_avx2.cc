@@ -1,9 +1,11 @@
 // AVX2 + FMA tile of the linear engine (linear_tile.h), 32 outputs per tile in
-// sub-tiles of 8. FP8/FP4 weights with bf16 x: 1-4 rows, the small-row tiles
-// (small_tile: SmallFp4, SmallFp8); 5 rows or more, the GEMM tile at the end of
-// this file. Otherwise (BF16/F32 weights, fp32 x, partial K blocks) the span tile: same scheme as linear_avx512.cc with a block's 16 lanes in two 8-lane vectors
-// (lanes 0..7 and 8..15): K runs in spans of up to 8 / nt blocks of 128; per
-// span and output pair, each block's weights are decoded 16 at a time and every
+// sub-tiles of 8. FP8 weights with bf16 x: 1-4 rows, the small-row tile
+// (small_tile: SmallFp8); 5 rows or more, the GEMM tile at the end of
+// this file. FP4 weights never come here: run_fp4 (linear.cc) takes them to the FP4
+// tiles of linear_fp4.h (linear_fp4_avx2.cc). Otherwise (BF16/F32 weights, fp32 x,
+// partial K blocks) the span tile: same scheme as linear_avx512.cc with a block's 16
+// lanes in two 8-lane vectors (lanes 0..7 and 8..15): K runs in spans of up to 8 / nt
+// blocks of 128; per span and output pair, each block's weights are decoded 16 at a time and every
 // row's lane vectors (lane l sums the products k ≡ l mod 16 in ascending k,
 // separate vmulps / vaddps — no FMA, see linear_tile.h) are kept; then per block
 // the 8 outputs' lane vectors are folded together by the tree of linear.h,
@@ -16,15 +18,10 @@
 //         2^(s-7) (one rounding of value·2^(s-127), as the scalar's) for scale
 //         byte s <= 134, else times 2^120 (exact) and the scale; NaN codes
 //         0x7F/0xFF give the scalar's 0x7FC00000.
-//   FP4 : nibble -> 2·value as a signed byte (vpshufb table {0, 1, 2, 3, 4, 6, 8,
-//         12, 0, -1, ...}) -> fp32, times 2^(s-128): one rounding of value·2^(s-127),
-//         the scalar's product (a zero weight's sign cannot change a lane sum:
-//         lane sums start at +0 and x + ±0 = x for x != -0).
-// Only intrinsics and linear_tile.h here (see linear_tile.h).
-#include <immintrin.h>
-
+// Only intrinsics (isa_intrinsics.h) and linear_tile.h here (see linear_tile.h).
 #include <cstdint>
 
+#include "kernels/linear/isa_intrinsics.h"
 #include "kernels/linear/linear_tile.h"
 
 namespace dsv4::kernels::linear_tile {
@@ -45,23 +42,17 @@ struct V2 {
 inline V2 zero2() { return V2{_mm256_setzero_ps(), _mm256_setzero_ps()}; }
 inline __m256 add_ps(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
 
-// ue8m0 byte -> 2^(b-127) (the scalar's scale_value: 255 NaN, 0 2^-127) and
-// -> 2^(b-128) (half: 0 2^-128, 1 2^-127, 255 NaN).
+// ue8m0 byte -> 2^(b-127) (the scalar's scale_value: 255 NaN, 0 2^-127).
 struct ScaleTable {
   float v[256];
 };
-constexpr ScaleTable make_scale_table(bool half) {
+constexpr ScaleTable make_scale_table() {
   ScaleTable t{};
-  for (uint32_t b = 0; b < 256; ++b) {
-    uint32_t u = b << 23;
-    if (half) u = b == 0 ? 0x00200000u : b == 1 ? 0x00400000u : (b - 1) << 23;
-    else if (b == 0) u = 0x00400000u;
-    t.v[b] = __builtin_bit_cast(float, b == 255 ? 0x7fc00000u : u);
-  }
+  for (uint32_t b = 0; b < 256; ++b)
+    t.v[b] = __builtin_bit_cast(float, b == 255 ? 0x7fc00000u : b == 0 ? 0x00400000u : b << 23);
   return t;
 }
-constexpr ScaleTable kScale = make_scale_table(false);
-constexpr ScaleTable kHalfScale = make_scale_table(true);
+constexpr ScaleTable kScale = make_scale_table();
 
 // Lanes [n, 8) of v set to zero (0 <= n <= 8).
 inline __m256 keep_below(__m256 v, int n) {
@@ -243,49 +234,6 @@ struct DecodeFp8 {
   }
 };
 
-struct DecodeFp4 {  // in % 32 == 0, so n % 32 == 0
-  const uint8_t* data;
-  const uint8_t* scale;
-  int64_t in;
-  explicit DecodeFp4(const LinearWeight& w) : data(static_cast<const uint8_t*>(w.data)), scale(w.scale), in(w.in) {}
-  void prefetch(int64_t o, int64_t k) const {
-    prefetch_lines(data + o * (in / 2) + k / 2, kBlock / 2);
-    _mm_prefetch(reinterpret_cast<const char*>(scale + o * (in / 32) + k / 32), _MM_HINT_T0);
-  }
-  struct Prep {
-    const uint8_t* p;
-    const uint8_t* sc;
-  };
-  bool prep(int64_t o, int64_t k, Prep* pr) const {
-    pr->p = data + o * (in / 2) + k / 2;
-    pr->sc = scale + o * (in / 32) + k / 32;
-    return true;
-  }
-  // 16 weights from 8 bytes (low nibble = even k) with scale byte sb.
-  static V2 decode16(const uint8_t* p, uint8_t sb) {
-    const __m128i twice = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-    const __m128i nib = _mm_set1_epi8(0x0F);
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    const __m128i lo = _mm_shuffle_epi8(twice, _mm_and_si128(b, nib));
-    const __m128i hi = _mm_shuffle_epi8(twice, _mm_and_si128(_mm_srli_epi16(b, 4), nib));
-    const __m128i v = _mm_unpacklo_epi8(lo, hi);  // 2·value of k = 0..15, signed bytes
-    const __m256 hs = _mm256_set1_ps(kHalfScale.v[sb]);
-    return V2{_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), hs),
-              _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))), hs)};
-  }
-  static V2 chunk(const Prep& pr, int c) { return decode16(pr.p + 8 * c, pr.sc[c / 2]); }
-  void full(int64_t o, int64_t k, V2* out) const {
-    Prep pr;
-    prep(o, k, &pr);
-    for (int c = 0; c < kChunks; ++c) out[c] = chunk(pr, c);
-  }
-  void part(int64_t o, int64_t k, int n, V2* out) const {
-    Prep pr;
-    prep(o, k, &pr);
-    for (int c = 0; c < kChunks; ++c) out[c] = 16 * c < n ? chunk(pr, c) : zero2();
-  }
-};
-
 // beta of 8 outputs: acc[j] is output j's 16 lanes; the fold tree of linear.h on
 // all of them at once (lane l + lane l+h per level), then back to output order.
 // [a.lo + a.hi | b.lo + b.hi]: insert and extract, not vperm2f128 (microcoded on Zen 1).
@@ -430,11 +378,11 @@ void tile_any(const Tile& tl) {
     case WeightFormat::kBF16: return tile<DecodeBf16, XT>(tl);
     case WeightFormat::kF32: return tile<DecodeF32, XT>(tl);
     case WeightFormat::kFP8: return tile<DecodeFp8, XT>(tl);
-    case WeightFormat::kFP4: return tile<DecodeFp4, XT>(tl);
+    case WeightFormat::kFP4: break;  // never here: run_fp4 (linear_fp4.h)
   }
 }
 
-// --- GEMM tile: FP8 / FP4 weights, bf16 x, up to kMaxRowTile rows ---
+// --- GEMM tile: FP8 / BF16 weights, bf16 x, up to kMaxRowTile rows ---
 // Each block of 8 outputs is decoded once (exactly, fp32, 4 KiB) for all rows.
 // Where the range check of linear_avx512.cc passes for (row block, weight block)
 // (every product of bf16 x and the bf16-exact weight is exact in fp32: normal or
@@ -466,15 +414,6 @@ inline void bf16_range(const uint16_t* p, int* lo, int* hi) {
 inline XWindow fma_window(const DecodeFp8& d, int64_t o, int64_t k) {
   if (DecodeFp8::has_nan_code(d.data + o * d.in + k)) return kNoWindow;
   return fp8_window(d.scale[(o / kBlock) * d.nbk + k / kBlock]);
-}
-inline XWindow fma_window(const DecodeFp4& d, int64_t o, int64_t k) {
-  const uint8_t* sc = d.scale + o * (d.in / 32) + k / 32;
-  int mn = sc[0], mx = sc[0];
-  for (int g = 1; g < kBlock / 32; ++g) {
-    mn = sc[g] < mn ? sc[g] : mn;
-    mx = sc[g] > mx ? sc[g] : mx;
-  }
-  return fp4_window(mn, mx);
 }
 inline XWindow fma_window(const DecodeBf16& d, int64_t o, int64_t k) {
   int wl = 0, wh = 0;
@@ -565,148 +504,6 @@ void tile_rows(const Tile& tl) {
   }
 }
 
-// --- Small-row FP4 tile: 1 or 2 rows of bf16 x, FP4 weights in the stored layout ---
-// The same K order (linear.h), computed with the lanes of a chunk (16 weights k = 16c..16c+15
-// of a block) held as even and odd vectors: ev[i] is lane 2i (k = 16c + 2i), od[i] lane 2i+1,
-// which is what the nibble split gives without a byte interleave. x is copied once per span
-// in the same order (a bf16 pair per dword: even = dword << 16, odd = dword & 0xFFFF0000).
-// 32 weight bytes (64 weights) decode in one lookup per nibble half, then 8-byte pieces
-// widened to fp32 and scaled; each weight feeds its rows by FMA where the range check of
-// the block passes (else a separate multiply and add). Per block, four (row, output) lane
-// sets fold together by the tree of linear.h on the even/odd lanes; blocks chain as
-// everywhere.
-
-// bf16 x[0, 128·nb) -> xs in chunk order (per chunk: 8 even k, then 8 odd k), as fp32.
-inline void load_x_even_odd(const uint16_t* x, int nb, float* xs) {
-  const __m256i hi_half = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  for (int c = 0; c < nb * kChunks; ++c) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 * c));
-    _mm256_store_ps(xs + 16 * c, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
-    _mm256_store_ps(xs + 16 * c + 8, _mm256_castsi256_ps(_mm256_and_si256(v, hi_half)));
-  }
-}
-
-// Four lane sets (ev[j], od[j]: 16 lanes of (row, output) pair j) folded by the tree of
-// linear.h; lane j of the result is pair j's beta (lanes 4..7: copies).
-inline __m256 fold4_even_odd(const __m256 (&ev)[4], const __m256 (&od)[4]) {
-  // l += l+8: lanes 2i+8 are ev[i+4] / od[i+4], so each vector's halves add.
-  const __m256 e01 = add_halves(ev[0], ev[1]);
-  const __m256 e23 = add_halves(ev[2], ev[3]);
-  const __m256 o01 = add_halves(od[0], od[1]);
-  const __m256 o23 = add_halves(od[2], od[3]);
-  // l += l+4: element i + element i+2 of each half.
-  const __m256 e = _mm256_add_ps(_mm256_shuffle_ps(e01, e23, 0x44), _mm256_shuffle_ps(e01, e23, 0xEE));
-  const __m256 o = _mm256_add_ps(_mm256_shuffle_ps(o01, o23, 0x44), _mm256_shuffle_ps(o01, o23, 0xEE));
-  // l += l+2: element 0 + element 1 of each pair.
-  const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(e, o, 0x88), _mm256_shuffle_ps(e, o, 0xDD));
-  // l += l+1: even + odd; lanes 0, 4, 1, 5 hold pairs 0, 1, 2, 3.
-  const __m256 f = _mm256_add_ps(w, _mm256_shuffle_ps(w, w, 0x4E));
-  return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
-}
-
-// Lane sets j = (block b < BS, row, output) of R rows x NO outputs x BS blocks (R·NO·BS == 4):
-// wp[q] output q's 64 code bytes of the first block (the second follows, or, when !second,
-// the first is computed twice), sp[q] its scale bytes, xs[r] row r's first block in chunk
-// order. Returns the betas of the sets, lane j = (b·R + r)·NO + q.
-template <int R, int NO, int BS, bool kFma>
-inline __m256 fp4_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t* const (&sp)[NO],
-                               const float* const (&xs)[R], bool second) {
-  const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2, 3, 4, 6, 8,
-                                       12, 0, -1, -2, -3, -4, -6, -8, -12);
-  const __m256i nib = _mm256_set1_epi8(0x0F);
-  __m256 ev[4], od[4];
-  for (int j = 0; j < 4; ++j) ev[j] = od[j] = _mm256_setzero_ps();
-  // Every set's chains interleaved (blocks and outputs inside the chunk loop): 8 FMA chains.
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-#pragma GCC unroll 2
-    for (int b = 0; b < BS; ++b) {
-      const int bo = second ? b : 0;  // a lone block computes twice; the copy is not chained
-#pragma GCC unroll 2
-      for (int q = 0; q < NO; ++q) {
-        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[q] + 64 * bo + 32 * h));
-        const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(bytes, nib));
-        const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nib));
-#pragma GCC unroll 4
-        for (int cc = 0; cc < 4; ++cc) {
-          const int c = 4 * h + cc;  // chunk of the block; its scale is sub-block c / 2
-          const __m128i l4 = cc < 2 ? _mm256_castsi256_si128(lo) : _mm256_extracti128_si256(lo, 1);
-          const __m128i h4 = cc < 2 ? _mm256_castsi256_si128(hi) : _mm256_extracti128_si256(hi, 1);
-          const __m128i le = cc % 2 == 0 ? l4 : _mm_unpackhi_epi64(l4, l4);
-          const __m128i he = cc % 2 == 0 ? h4 : _mm_unpackhi_epi64(h4, h4);
-          const __m256 s = _mm256_broadcast_ss(&kHalfScale.v[sp[q][4 * bo + c / 2]]);
-          const __m256 we = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(le)), s);
-          const __m256 wo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(he)), s);
-#pragma GCC unroll 4
-          for (int r = 0; r < R; ++r) {
-            const int j = (b * R + r) * NO + q;
-            const float* xc = xs[r] + bo * kBlock + 16 * c;
-            if constexpr (kFma) {
-              ev[j] = _mm256_fmadd_ps(_mm256_load_ps(xc), we, ev[j]);
-              od[j] = _mm256_fmadd_ps(_mm256_load_ps(xc + 8), wo, od[j]);
-            } else {
-              ev[j] = _mm256_add_ps(ev[j], _mm256_mul_ps(_mm256_load_ps(xc), we));
-              od[j] = _mm256_add_ps(od[j], _mm256_mul_ps(_mm256_load_ps(xc + 8), wo));
-            }
-          }
-        }
-      }
-    }
-  }
-  return fold4_even_odd(ev, od);
-}
-
-// True when every scale byte of NO outputs' block pair (8 bytes each from sp[q], or 4 when
-// !second) lies in [lo, hi]: the range check of linear_tile.h with the rows' window folded
-// into the bounds (fp4_window: 136 - smin <= x exponents, 374 - smax >= them).
-template <int NO>
-inline bool fp4_scales_in(const uint8_t* const (&sp)[NO], bool second, int lo, int hi) {
-  if (lo > hi) return false;
-  uint64_t out = 0;
-  for (int q = 0; q < NO; ++q) {
-    uint64_t v = 0;
-    if (second) {
-      __builtin_memcpy(&v, sp[q], 8);
-    } else {
-      uint32_t v4 = 0;
-      __builtin_memcpy(&v4, sp[q], 4);
-      v = v4 | uint64_t{v4} << 32;
-    }
-    const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(v));
-    const __m128i below = _mm_sub_epi8(_mm_max_epu8(b, _mm_set1_epi8(static_cast<char>(lo))), b);  // > 0 where b < lo
-    const __m128i above = _mm_sub_epi8(b, _mm_min_epu8(b, _mm_set1_epi8(static_cast<char>(hi))));  // > 0 where b > hi
-    out |= static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_or_si128(below, above)));
-  }
-  return out == 0;
-}
-
-// The FP4 side of small_tile: one row x 2 outputs x 2 blocks per fold, else R rows x 1 output.
-struct SmallFp4 {
-  static constexpr int outputs(int rows) { return rows == 1 ? 2 : 1; }
-  static constexpr int kScaleLo = 2, kScaleHi = 252;         // fp4_window's scale range
-  static constexpr int kLoBase = 136, kHiBase = 374;          // x exponents in [136 - s, 374 - s]
-  static constexpr int kBlockBytes = kBlock / 2, kAhead = 4;  // bytes per block row; prefetch distance
-  const DecodeFp4 dec;
-  explicit SmallFp4(const LinearWeight& w) : dec(w) {}
-  static void load_x(const uint16_t* x, int nb, float* xs) { load_x_even_odd(x, nb, xs); }
-  const uint8_t* codes(int64_t o, int64_t k) const { return dec.data + o * (dec.in / 2) + k / 2; }
-  const uint8_t* scales(int64_t o, int64_t k) const { return dec.scale + o * (dec.in / 32) + k / 32; }
-  static void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
-  // Betas of the sets over blocks bb (and bb + 1 when second); [lo, hi]: the rows' scale bounds.
-  template <int R, int NO, int BS>
-  static __m256 blocks(const uint8_t* const (&wp)[NO], const uint8_t* const (&sp)[NO], int bb,
-                       const float* const (&xr)[R], bool second, int lo, int hi) {
-    const uint8_t* wb[NO];
-    const uint8_t* sb[NO];
-    for (int q = 0; q < NO; ++q) {
-      wb[q] = wp[q] + bb * kBlockBytes;
-      sb[q] = sp[q] + bb * (kBlock / 32);
-    }
-    return fp4_scales_in(sb, second, lo, hi) ? fp4_small_blocks<R, NO, BS, true>(wb, sb, xr, second)
-                                             : fp4_small_blocks<R, NO, BS, false>(wb, sb, xr, second);
-  }
-};
-
 // --- Small-row FP8 tile: 1, 2 or 4 rows of bf16 x, FP8 weights in the stored layout ---
 // The K order of linear.h in its natural lanes (a chunk's 16 bytes widen to lanes 0..7 and
 // 8..15). Per block and output, the fast decode (fp32 bits sign | (b & 0x7F) << 20, times
@@ -726,11 +523,13 @@ inline __m256 fold4_natural(const V2 (&a)[4]) {
   return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 2, 6, 0, 4, 2, 6));
 }
 
-// Lane sets j = (block b < BS, row, output) as fp4_small_blocks, FP8: wp[q] output q's first
-// block's 128 code bytes (the second follows at +128 when `second`), sb[q][b] its scale bytes,
-// xs[r] row r's first block as fp32 (the second at +128). kExact: exact8 decode, multiply and
-// add (any code and scale); else the fast decode, FMA when kFma, and *nan set when a code is
-// a NaN (the result is then to be discarded).
+// Lane sets j = (block b < BS, row r, output q) of R rows x NO outputs x BS blocks (R·NO·BS <=
+// 4), the betas in lanes j = (b·R + r)·NO + q of the result: wp[q] output q's first
+// block's 128 code bytes (the second follows at +128 when `second`; else the first is
+// computed twice), sb[q][b] its scale bytes, xs[r] row r's first block as fp32 (the second
+// at +128). kExact: exact8 decode, multiply and add (any code and scale); else the fast
+// decode, FMA when kFma, and *nan set when a code is a NaN (the result is then to be
+// discarded).
 template <int R, int NO, int BS, bool kFma, bool kExact>
 inline __m256 fp8_small_blocks(const uint8_t* const (&wp)[NO], const uint8_t (&sb)[NO][2],
                                const float* const (&xs)[R], bool second, bool* nan) {
@@ -795,8 +594,9 @@ struct SmallFp8 {
   const uint8_t* codes(int64_t o, int64_t k) const { return dec.data + o * dec.in + k; }
   const uint8_t* scales(int64_t o, int64_t k) const { return dec.scale + (o / kBlock) * dec.nbk + k / kBlock; }
   static void prefetch(const uint8_t* p) { prefetch_lines(p, kBlockBytes); }
-  // As SmallFp4::blocks; FMA where the range check passes, the fast decode while every scale
-  // byte is <= 134, and the exact decode when a NaN code turns up (or a scale byte is larger).
+  // Betas of the sets over blocks bb (and bb + 1 when second); [lo, hi]: the rows' scale
+  // bounds. FMA where the range check passes, the fast decode while every scale byte is
+  // <= 134, and the exact decode when a NaN code turns up (or a scale byte is larger).
   template <int R, int NO, int BS>
   static __m256 blocks(const uint8_t* const (&wp)[NO], const uint8_t* const (&sp)[NO], int bb,
                        const float* const (&xr)[R], bool second, int lo, int hi) {
@@ -820,7 +620,7 @@ struct SmallFp8 {
   }
 };
 
-// The small-row tile of a format (SmallFp4, SmallFp8): R rows (1, 2 or 4; rows from nt on
+// The small-row tile of a format (SmallFp8): R rows (1, 2 or 4; rows from nt on
 // repeat the last and are not stored), NO = F::outputs(R) outputs and BS blocks per fold
 // (R·NO·BS <= 4 lane sets); K a whole number of blocks. Per span of blocks, x is converted
 // once and each block gets the scale-byte bounds [lo, hi] for which every row's products
@@ -895,23 +695,21 @@ void small_rows(const Tile& tl) {
   return tl.nt == 1 ? small_tile<F, 1>(tl) : tl.nt == 2 ? small_tile<F, 2>(tl) : small_tile<F, 4>(tl);
 }
 
-// FP4 / FP8 up to kSmallRows rows: the small-row tiles; FP8 / FP4 / BF16 with kGemmMinRows rows
-// or more: the GEMM tile; else span tiles.
+// FP8 up to kSmallRows rows: the small-row tile; FP8 / BF16 with kGemmMinRows rows or more:
+// the GEMM tile; else span tiles (FP4 never comes here: linear_fp4.h).
 constexpr int kGemmMinRows = 3;
-constexpr int kSmallRows = 4;  // FP4 / FP8 up to this many rows: the small-row tiles
+constexpr int kSmallRows = 4;  // FP8 up to this many rows: the small-row tile
 void tile_bf16(const Tile& tl) {
   const int nt = tl.nt;
   const bool whole_blocks = (tl.k1 - tl.k0) % kBlock == 0;
-  if (nt <= kSmallRows && whole_blocks && tl.w->format == WeightFormat::kFP4) return small_rows<SmallFp4>(tl);
   if (nt <= kSmallRows && whole_blocks && tl.w->format == WeightFormat::kFP8) return small_rows<SmallFp8>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP8) return gemm_tile<DecodeFp8>(tl);
-  if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kFP4) return gemm_tile<DecodeFp4>(tl);
   if (nt >= kGemmMinRows && tl.w->format == WeightFormat::kBF16) return gemm_tile<DecodeBf16>(tl);
   tile_rows<uint16_t>(tl);
 }
 
 }  // namespace
 
-Kernels avx2_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16, tile_rows<float>, false}; }
+Kernels avx2_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16, tile_rows<float>, false, avx2_fp4_tile}; }
 
 }  // namespace dsv4::kernels::linear_tile

@@ -1,13 +1,14 @@
 // Shared by the AVX-512 tiles of the linear engine (linear_avx512.cc,
-// linear_avx512_gemm.cc): the exact decoders of every weight format (see the
-// header of linear_avx512.cc for the decoding and the VDPBF16PS range check), the
-// bf16 exponent-range scan and the fold tree of 16 outputs. Everything is in an
-// unnamed namespace: each ISA translation unit keeps its own copy (linear_tile.h).
-// Include after <immintrin.h>, inside no namespace.
+// linear_avx512_gemm.cc): the exact decoders of BF16, F32 and FP8 weights (see the
+// header of linear_avx512.cc for the decoding and the VDPBF16PS range check; FP4
+// weights take the tiles of linear_fp4.h), the bf16 exponent-range scan and the
+// fold tree of 16 outputs. Everything is in an unnamed namespace: each ISA
+// translation unit keeps its own copy (linear_tile.h).
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/linear/isa_intrinsics.h"
 #include "kernels/linear/linear_tile.h"
 
 namespace dsv4::kernels::linear_tile {
@@ -127,7 +128,6 @@ struct DecodeBf16 {
   }
   static constexpr bool kDot = true;
   static constexpr int kDotMinRows = 2;  // one row: the range scan costs what the dot saves
-  static constexpr bool kDecodeFirst = false;
   static XWindow dot_window(const Prep& pr) {
     int wl = 0, wh = 0;
     bf16_range(pr.p, &wl, &wh);
@@ -155,7 +155,6 @@ struct DecodeBf16 {
 struct DecodeF32 {
   static constexpr bool kDot = false;  // fp32 weights are not bf16-exact
   static constexpr int kDotMinRows = 0;
-  static constexpr bool kDecodeFirst = false;
   const float* data;
   int64_t in;
   explicit DecodeF32(const LinearWeight& w) : data(static_cast<const float*>(w.data)), in(w.in) {}
@@ -238,7 +237,6 @@ struct DecodeFp8 {
   }
   static constexpr bool kDot = true;
   static constexpr int kDotMinRows = 1;
-  static constexpr bool kDecodeFirst = false;
   static XWindow dot_window(const Prep& pr) { return fp8_window(pr.sb); }
   static __m512i dot_chunk2(const Prep& pr, int g) {
     __m512 w[2];
@@ -265,84 +263,6 @@ struct DecodeFp8 {
     // Lanes from n on: zero (scaled zeros can be NaN).
     if (n % 16 != 0) out[nc - 1] = _mm512_maskz_mov_ps(lanes_below(n % 16), out[nc - 1]);
     for (int c = nc; c < kChunks; ++c) out[c] = _mm512_setzero_ps();
-  }
-};
-
-struct DecodeFp4 {  // in % 32 == 0, so n % 32 == 0
-  const uint8_t* data;
-  const uint8_t* scale;
-  int64_t in;
-  explicit DecodeFp4(const LinearWeight& w) : data(static_cast<const uint8_t*>(w.data)), scale(w.scale), in(w.in) {}
-  void prefetch(int64_t o, int64_t k) const {
-    prefetch_lines(data + o * (in / 2) + k / 2, kBlock / 2);
-    _mm_prefetch(reinterpret_cast<const char*>(scale + o * (in / 32) + k / 32), _MM_HINT_T0);
-  }
-  // 32 weights of one scale group: nibble -> (kE2M1Signed·scale)[nibble].
-  static void group(const uint8_t* p, uint8_t sb, __m512* out) {
-    const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
-                                        -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
-    // Even k (low nibble) and odd k (high nibble) values interleaved.
-    const __m512i even = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const __m512i odd = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-    const __m512 ts = _mm512_mul_ps(table, _mm512_set1_ps(kScale.v[sb]));
-    const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m512 lo = _mm512_permutexvar_ps(d, ts);  // vpermps reads index bits 0..3
-    const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), ts);
-    out[0] = _mm512_permutex2var_ps(lo, even, hi);
-    out[1] = _mm512_permutex2var_ps(lo, odd, hi);
-  }
-  struct Prep {
-    const uint8_t* p;
-    const uint8_t* sc;
-  };
-  bool prep(int64_t o, int64_t k, Prep* pr) const {
-    pr->p = data + o * (in / 2) + k / 2;
-    pr->sc = scale + o * (in / 32) + k / 32;
-    return true;
-  }
-  static void chunk2(const Prep& pr, int g, __m512* out) { group(pr.p + 16 * g, pr.sc[g], out); }
-  static constexpr bool kDot = true;
-  static constexpr int kDotMinRows = 1;
-  static constexpr bool kDecodeFirst = true;
-  // The window of the block's 4 group scale bytes (also fma_window's).
-  static XWindow window(const uint8_t* sc) {
-    int mn = sc[0], mx = sc[0];
-    for (int g = 1; g < kBlock / 32; ++g) {
-      mn = sc[g] < mn ? sc[g] : mn;
-      mx = sc[g] > mx ? sc[g] : mx;
-    }
-    return fp4_window(mn, mx);
-  }
-  static XWindow dot_window(const Prep& pr) { return window(pr.sc); }
-  // Values of the even-k (low nibble) and odd-k (high nibble) codes, then the
-  // upper halves in dot layout: k = 2j from lo[j], k = 2j + 1 from hi[j].
-  static __m512i dot_chunk2(const Prep& pr, int g) {
-    const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
-                                        -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
-    const __m512i order = _mm512_set_epi16(47, 63, 15, 31, 45, 61, 13, 29, 43, 59, 11, 27, 41, 57, 9, 25, 39, 55, 7, 23,
-                                           37, 53, 5, 21, 35, 51, 3, 19, 33, 49, 1, 17);
-    const __m512 ts = _mm512_mul_ps(table, _mm512_set1_ps(kScale.v[pr.sc[g]]));
-    const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pr.p + 16 * g)));
-    const __m512 lo = _mm512_permutexvar_ps(d, ts);
-    const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), ts);
-    return _mm512_permutex2var_epi16(_mm512_castps_si512(lo), order, _mm512_castps_si512(hi));
-  }
-  void full(int64_t o, int64_t k, __m512* out) const {
-    const uint8_t* p = data + o * (in / 2) + k / 2;
-    const uint8_t* sc = scale + o * (in / 32) + k / 32;
-    for (int g = 0; g < kBlock / 32; ++g) group(p + 16 * g, sc[g], out + 2 * g);
-  }
-  void part(int64_t o, int64_t k, int n, __m512* out) const {
-    const uint8_t* p = data + o * (in / 2) + k / 2;
-    const uint8_t* sc = scale + o * (in / 32) + k / 32;
-    for (int g = 0; g < kBlock / 32; ++g) {
-      if (32 * g < n) {
-        group(p + 16 * g, sc[g], out + 2 * g);
-      } else {
-        out[2 * g] = _mm512_setzero_ps();
-        out[2 * g + 1] = _mm512_setzero_ps();
-      }
-    }
   }
 };
 

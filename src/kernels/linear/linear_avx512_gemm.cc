@@ -1,5 +1,5 @@
 // GEMM tile of the linear engine (linear_tile.h) for kAvx512Bf16 on CPUs with
-// AVX512_VBMI: FP8 / FP4 weights with bf16 x (actq'd, or not: wo_a) and BF16
+// AVX512_VBMI: FP8 weights with bf16 x (actq'd, or not: wo_a) and BF16
 // weights, up to kMaxRowTile rows and 64 outputs per call. Each 128-wide K block of 16 outputs is decoded ONCE per call
 // into bf16 words in dot layout (4 KiB, L1), then every row of the call runs
 // against it. Below kTransposeMinRows rows (row_dot): per row, 16 output lane
@@ -22,26 +22,12 @@
 //        at load) the codes are already in the order of the transposed block: the
 //        lookups and vpunpck{l,h}bw give its vectors directly (fp8_tile_pair), with no
 //        vpermb and no transpose, and one 16-row tile is one scale, one sequential read.
-//   FP4: vpermb puts each weight's byte into its word, vpsrlvw its nibble into bits
-//        0..3, vpermw looks up bf16(e2m1 value · 2^(s-127)) in the 32-word table of
-//        the group's scale byte s (kFp4Tables, 2 <= s <= 252; the table repeats at
-//        16, so the other nibble's bit 4 is ignored). In the tile layout
-//        (LinearWeight::fp4_dot, packed at load) nibble m of each 16-bit word is chunk
-//        m's index already (one shift and the lookup per chunk), and the 16 rows of an
-//        output sub-tile read one 1 KiB run per block instead of 16 rows' 64 bytes.
-// Only intrinsics and linear_tile.h here (see linear_tile.h).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#include <immintrin.h>
-#endif
-
+// FP4 weights never come here: run_fp4 (linear.cc) takes them to the FP4 tiles of
+// linear_fp4.h (linear_fp4_avx512.cc).
+// Only intrinsics (isa_intrinsics.h) and linear_tile.h here (see linear_tile.h).
 #include <cstdint>
 
+#include "kernels/linear/isa_intrinsics.h"
 #include "kernels/linear/linear_avx512_decode.h"
 #include "kernels/linear/linear_tile.h"
 
@@ -60,9 +46,6 @@ struct Bytes64 {
 };
 struct Words {
   uint16_t w[128];
-};
-struct Words32 {
-  uint16_t w[32];
 };
 
 // FP8: codes of 64 k (dot chunks 2h, 2h+1) permuted so that vpunpcklbw takes
@@ -98,48 +81,10 @@ constexpr Bytes64 make_byte_pick(int hi) {
   for (int i = 0; i < 64; ++i) p.b[i] = static_cast<uint8_t>(2 * i + hi);
   return p;
 }
-// FP4: byte 2w of chunk m's index = the byte holding weight dot_k(w) (low byte of word w).
-struct Fp4Perm {
-  Bytes64 m[kDotChunks];
-};
-constexpr Fp4Perm make_fp4_perm() {
-  Fp4Perm p{};
-  for (int m = 0; m < kDotChunks; ++m)
-    for (int w = 0; w < 32; ++w) p.m[m].b[2 * w] = static_cast<uint8_t>(16 * m + dot_k(w) / 2);
-  return p;
-}
-// Shift of word w: 4 for the high nibble (odd k).
-constexpr Words make_fp4_shift() {
-  Words t{};
-  for (int w = 0; w < 32; ++w) t.w[w] = static_cast<uint16_t>((dot_k(w) & 1) * 4);
-  return t;
-}
-// bf16 words of kE2M1Signed, twice.
-constexpr Words make_fp4_words() {
-  constexpr uint16_t v[8] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0};
-  Words t{};
-  for (int i = 0; i < 32; ++i) t.w[i] = static_cast<uint16_t>(v[i & 7] | ((i & 8) != 0 ? 0x8000 : 0));
-  return t;
-}
-// The same times 2^(s-127) for every scale byte s in [2, 252] (others unused).
-struct Fp4Tables {
-  Words32 s[256];
-};
-constexpr Fp4Tables make_fp4_tables() {
-  const Words base = make_fp4_words();
-  Fp4Tables t{};
-  for (int s = 2; s <= 252; ++s)
-    for (int i = 0; i < 32; ++i)
-      t.s[s].w[i] = static_cast<uint16_t>((i & 7) == 0 ? base.w[i] : base.w[i] + (s - 127) * 128);
-  return t;
-}
 constexpr Bytes64 kFp8Perm = make_fp8_perm();
 constexpr Words kFp8Words = make_fp8_words();
 constexpr Bytes64 kHiBytes = make_byte_pick(1);
 constexpr Bytes64 kLoBytes = make_byte_pick(0);
-constexpr Fp4Perm kFp4Perm = make_fp4_perm();
-constexpr Words kFp4Shift = make_fp4_shift();
-alignas(64) constexpr Fp4Tables kFp4Tables = make_fp4_tables();
 
 inline __m512i load(const void* p) { return _mm512_loadu_si512(p); }
 
@@ -255,86 +200,6 @@ struct GemmBf16 {
   void dot_block(int64_t o, int64_t k, __m512i* out) const {
     const uint16_t* p = data + o * in + k;
     for (int m = 0; m < kDotChunks; ++m) out[m] = _mm512_permutexvar_epi16(dot_order(), load(p + 32 * m));
-  }
-};
-
-// Row o's 64 code bytes of block k in an FP4 weight: as stored, or in the tile layout
-// (LinearWeight::fp4_dot; numeric/linear_weight.h fp4_block_offset, written out here: this
-// translation unit calls no dsv4 inline function at run time, linear_tile.h).
-inline const uint8_t* fp4_block(const uint8_t* data, int64_t in, bool tiles, int64_t o, int64_t k) {
-  if (!tiles) return data + o * (in / 2) + k / 2;
-  return data + (o / kOutTile) * kOutTile * (in / 2) + (k / kBlock) * (kOutTile * kBlock / 2) + (o % kOutTile) * (kBlock / 2);
-}
-
-// The exact fp32 decode of an FP4 weight in either layout (LinearWeight::fp4_dot): a
-// block in the tile layout is first put back in the stored nibble order.
-struct GeneralFp4 : DecodeFp4 {
-  bool dot;
-  explicit GeneralFp4(const LinearWeight& w) : DecodeFp4(w), dot(w.fp4_dot) {}
-  void full(int64_t o, int64_t k, __m512* out) const {
-    if (!dot) return DecodeFp4::full(o, k, out);
-    const uint8_t* p = fp4_block(data, in, true, o, k);
-    uint8_t stored[kBlock / 2] = {};
-    for (int v = 0; v < 32; ++v)
-      for (int j = 0; j < kDotChunks; ++j) {
-        const int c = 32 * j + dot_k(v);  // word v, nibble j: column c of the block
-        const uint8_t code = static_cast<uint8_t>((p[2 * v + j / 2] >> (4 * (j % 2))) & 0xF);
-        stored[c / 2] = static_cast<uint8_t>(stored[c / 2] | code << (4 * (c % 2)));
-      }
-    const uint8_t* sc = scale + o * (in / 32) + k / 32;
-    for (int g = 0; g < kBlock / 32; ++g) group(stored + 16 * g, sc[g], out + 2 * g);
-  }
-};
-
-struct GemmFp4 {
-  using General = GeneralFp4;
-  const uint8_t* data;
-  const uint8_t* scale;
-  int64_t in;
-  bool dot;  // the tile layout (LinearWeight::fp4_dot)
-  __m512i scale_rows;  // byte offsets q·in/32 of outputs q = 0..15 in the scale array
-  explicit GemmFp4(const LinearWeight& w)
-      : data(static_cast<const uint8_t*>(w.data)),
-        scale(w.scale),
-        in(w.in),
-        dot(w.fp4_dot),
-        scale_rows(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                      _mm512_set1_epi32(static_cast<int>(w.in / 32)))) {}
-  void prefetch(int64_t o, int64_t k) const {
-    prefetch_lines(fp4_block(data, in, dot, o, k), kBlock / 2);
-    _mm_prefetch(reinterpret_cast<const char*>(scale + o * (in / 32) + k / 32), _MM_HINT_T0);
-  }
-  // The window of outputs [o, o + ns) at block k together (the intersection of
-  // theirs): from the smallest and largest of their 4·ns group scale bytes.
-  XWindow window(int64_t o, int ns, int64_t k) const {
-    const __m512i v = _mm512_mask_i32gather_epi32(_mm512_set1_epi8(120), lanes_below(ns), scale_rows,
-                                                  scale + o * (in / 32) + k / 32, 1);
-    __m256i mn8 = _mm256_min_epu8(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-    __m256i mx8 = _mm256_max_epu8(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-    __m128i mn = _mm_min_epu8(_mm256_castsi256_si128(mn8), _mm256_extracti128_si256(mn8, 1));
-    __m128i mx = _mm_max_epu8(_mm256_castsi256_si128(mx8), _mm256_extracti128_si256(mx8, 1));
-    mn = _mm_min_epu8(mn, _mm_srli_epi16(mn, 8));  // bytes -> u16 lanes, then minpos
-    mx = _mm_max_epu8(mx, _mm_srli_epi16(mx, 8));
-    const __m128i low = _mm_set1_epi16(0xFF);
-    const int smin = _mm_cvtsi128_si32(_mm_minpos_epu16(_mm_and_si128(mn, low))) & 0xFF;
-    const int smax = 0xFF - (_mm_cvtsi128_si32(_mm_minpos_epu16(_mm_andnot_si128(mx, low))) & 0xFF);
-    return fp4_window(smin, smax);
-  }
-  void dot_block(int64_t o, int64_t k, __m512i* out) const {
-    const uint8_t* sc = scale + o * (in / 32) + k / 32;
-    const __m512i bytes = load(fp4_block(data, in, dot, o, k));
-    if (dot) {  // nibble m of each word is chunk m's index (vpermw reads bits 0..4; the table repeats at 16)
-      out[0] = _mm512_permutexvar_epi16(bytes, load(kFp4Tables.s[sc[0]].w));
-      out[1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(bytes, 4), load(kFp4Tables.s[sc[1]].w));
-      out[2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(bytes, 8), load(kFp4Tables.s[sc[2]].w));
-      out[3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(bytes, 12), load(kFp4Tables.s[sc[3]].w));
-      return;
-    }
-    const __m512i shift = load(kFp4Shift.w);
-    for (int m = 0; m < kDotChunks; ++m) {
-      const __m512i b = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, load(kFp4Perm.m[m].b), bytes);
-      out[m] = _mm512_permutexvar_epi16(_mm512_srlv_epi16(b, shift), load(kFp4Tables.s[sc[m]].w));
-    }
   }
 };
 
@@ -731,7 +596,7 @@ void fp8_tiles_gemm(const Tile& tl) {
 void avx512_bf16_gemm_tile(const Tile& tl) {
   switch (tl.w->format) {
     case WeightFormat::kFP8: return tl.w->fp8_dot ? fp8_tiles_gemm(tl) : gemm_tile<GemmFp8>(tl);
-    case WeightFormat::kFP4: return gemm_tile<GemmFp4>(tl);
+    case WeightFormat::kFP4: break;  // never here: run_fp4 (linear_fp4.h)
     case WeightFormat::kBF16: return gemm_tile<GemmBf16>(tl);
     case WeightFormat::kF32: break;
   }

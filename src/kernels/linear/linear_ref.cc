@@ -1,6 +1,7 @@
 // Oracle for linear.h: per output, the fp32 sum over K of the dequantized weight times the
 // (actq-dequantized) input, written as plain loops in the engine's fixed K order (16 lanes
-// per 128-wide block, lanes folded, blocks chained; linear.h). Level A leaves the order free
+// per 128-wide block, lanes folded, blocks chained; FP4: pair chains per 32-column group,
+// scaled and summed per block; linear.h). Level A leaves the order free
 // (model.md §0.3); pinning it here makes engine and reference agree bit for bit, which the
 // whole-model reference (oracle/reference_model.h) relies on.
 #include <algorithm>
@@ -28,7 +29,7 @@ float weight_at(const LinearWeight& w, int64_t o, int64_t i) {
       return e4m3_decode(fp8_code(w, o, i)) * ue8m0_decode(w.scale[(o / 128) * nbk + i / 128]);
     }
     case WeightFormat::kFP4: {
-      return e2m1_decode(fp4_code(w, o, i)) * ue8m0_decode(w.scale[o * (w.in / 32) + i / 32]);
+      return e2m1_decode(fp4_code(w, o, i)) * ue8m0_decode(fp4_scale(w, o, i));
     }
   }
   DSV4_CHECK(false, "unknown weight format");
@@ -37,38 +38,87 @@ float weight_at(const LinearWeight& w, int64_t o, int64_t i) {
 
 namespace {
 
-// Σ₃₂ wrow[i]·x[i], i < n, in the engine K order (see linear_dot_ref).
-float dot_in_order(const float* wrow, const float* x, int64_t n, int64_t k_group) {
-  constexpr int64_t kBlock = 128, kLanes = 16;
+// Chains the betas of the 128-wide K blocks of n columns in the engine K order: the plain
+// block chain (k_group 0) or the grouped tree (linear.h). beta(k0, width) is block k0's.
+template <class Beta>
+float chain_blocks(int64_t n, int64_t k_group, Beta beta) {
+  constexpr int64_t kBlock = 128;
   float total = 0.0f, group = 0.0f;
   for (int64_t k0 = 0; k0 < n; k0 += kBlock) {
-    float lane[kLanes] = {};
-    for (int64_t i = k0; i < std::min(n, k0 + kBlock); ++i) lane[(i - k0) % kLanes] += wrow[i] * x[i];
-    for (int64_t h = kLanes / 2; h >= 1; h /= 2)
-      for (int64_t l = 0; l < h; ++l) lane[l] += lane[l + h];
+    const float b = beta(k0, std::min(kBlock, n - k0));
     if (k_group == 0) {  // blocks chained
-      total = k0 == 0 ? lane[0] : total + lane[0];
+      total = k0 == 0 ? b : total + b;
       continue;
     }
-    group = k0 % k_group == 0 ? lane[0] : group + lane[0];  // blocks chained inside a group,
+    group = k0 % k_group == 0 ? b : group + b;  // blocks chained inside a group,
     if ((k0 + kBlock) % k_group == 0 || k0 + kBlock >= n)  // then the groups chained
       total = k0 < k_group ? group : total + group;
   }
   return total;
 }
 
+// Σ₃₂ wrow[i]·x[i], i < n, in the engine K order (see linear_dot_ref): per block, 16 lanes
+// (lane l sums k ≡ l mod 16 ascending), folded.
+float dot_in_order(const float* wrow, const float* x, int64_t n, int64_t k_group) {
+  constexpr int64_t kLanes = 16;
+  return chain_blocks(n, k_group, [&](int64_t k0, int64_t width) {
+    float lane[kLanes] = {};
+    for (int64_t i = k0; i < k0 + width; ++i) lane[(i - k0) % kLanes] += wrow[i] * x[i];
+    for (int64_t h = kLanes / 2; h >= 1; h /= 2)
+      for (int64_t l = 0; l < h; ++l) lane[l] += lane[l + h];
+    return lane[0];
+  });
+}
+
+// The FP4 K order (linear.h): per 32-column group g, P_g chains the column pairs ascending,
+// the odd column first; beta = P_0·S_0 + P_1·S_1 + ... ascending; code[i] the e2m1 values
+// (unscaled), scale[i / 32] the groups' 2^(s-127).
+float fp4_dot_in_order(const float* code, const float* scale, const float* x, int64_t n, int64_t k_group) {
+  return chain_blocks(n, k_group, [&](int64_t k0, int64_t width) {
+    float beta = 0.0f;
+    for (int64_t g = k0; g < k0 + width; g += 32) {
+      float p = 0.0f;
+      for (int64_t j = g; j < g + 32; ++j) {  // j ^ 1: the odd column of a pair first (written
+        const int64_t i = j ^ 1;              // so: GCC 12.2 -O2 miscompiles a pair-step loop)
+        p += code[i] * x[i];
+      }
+      const float ps = p * scale[g / 32];
+      beta = g == k0 ? ps : beta + ps;
+    }
+    return beta;
+  });
+}
+
+// Row o of an FP4 weight as e2m1 values and group scales (exact fp32).
+void fp4_row(const LinearWeight& w, int64_t o, float* code, float* scale) {
+  for (int64_t i = 0; i < w.in; ++i) code[i] = e2m1_decode(fp4_code(w, o, i));
+  for (int64_t g = 0; g < w.in / 32; ++g) scale[g] = ue8m0_decode(fp4_scale(w, o, 32 * g));
+}
+
 void weight_row(const LinearWeight& w, int64_t o, float* wrow) {
   for (int64_t i = 0; i < w.in; ++i) wrow[i] = weight_at(w, o, i);
+}
+
+// Row o of w decoded for its K order: wrow the fp32 weights, or for FP4 the e2m1 values
+// and scale the group scales; scratch of w.in floats each.
+void decode_row(const LinearWeight& w, int64_t o, float* wrow, float* scale) {
+  if (w.format == WeightFormat::kFP4) fp4_row(w, o, wrow, scale);
+  else weight_row(w, o, wrow);
+}
+// Σ₃₂ W[o, i]·x[i] in the engine K order of w's format, on decode_row's row.
+float row_dot(const LinearWeight& w, const float* wrow, const float* scale, const float* x, int64_t k_group) {
+  if (w.format == WeightFormat::kFP4) return fp4_dot_in_order(wrow, scale, x, w.in, k_group);
+  return dot_in_order(wrow, x, w.in, k_group);
 }
 
 // y[t·out + o] = dot of row o with x row t, for fp32 input rows x [T, in].
 template <class Y>
 void rows_times_weight(const LinearWeight& w, const float* x, int64_t T, Y* y, int64_t k_group = 0) {
-  std::vector<float> wrow(w.in);
+  std::vector<float> wrow(w.in), scale(w.in);
   for (int64_t o = 0; o < w.out; ++o) {
-    weight_row(w, o, wrow.data());
+    decode_row(w, o, wrow.data(), scale.data());
     for (int64_t t = 0; t < T; ++t) {
-      const float v = dot_in_order(wrow.data(), x + t * w.in, w.in, k_group);
+      const float v = row_dot(w, wrow.data(), scale.data(), x + t * w.in, k_group);
       if constexpr (std::is_same_v<Y, bf16>) y[t * w.out + o] = bf16::from_float(v);
       else y[t * w.out + o] = v;
     }
@@ -84,9 +134,9 @@ std::vector<float> to_f32(const bf16* x, int64_t n) {
 }  // namespace
 
 float linear_dot_ref(const LinearWeight& w, int64_t o, const float* x, int64_t k_group) {
-  std::vector<float> wrow(w.in);
-  weight_row(w, o, wrow.data());
-  return dot_in_order(wrow.data(), x, w.in, k_group);
+  std::vector<float> wrow(w.in), scale(w.in);
+  decode_row(w, o, wrow.data(), scale.data());
+  return row_dot(w, wrow.data(), scale.data(), x, k_group);
 }
 
 void linear_ref(const LinearWeight& w, const bf16* x, int64_t T, bf16* y, bool apply_actq, int64_t k_group) {

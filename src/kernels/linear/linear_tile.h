@@ -7,18 +7,20 @@
 // each in the order of the scalar variant (or, for VDPBF16PS and explicit FMAs
 // inside the range check that makes every product exact, provably equal to them).
 //   linear.cc        scalar (the portable engine; x86-64-v2)
-//   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile; FP8/FP4 with bf16 x:
-//                    1-4 rows the small-row tiles (each decoded chunk feeds every
+//   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile; FP8 with bf16 x:
+//                    1-4 rows the small-row tile (each decoded chunk feeds every
 //                    row by FMA under the range check), 5+ rows the GEMM tile
 //                    (decode once for up to 64 rows)
 //   linear_avx512.cc AVX-512 F/BW/VL(/BF16) flags, 64 outputs per tile; with
 //                    VDPBF16PS lane sums where a range check allows (kAvx512Bf16);
-//                    FP8/FP4 with bf16 x from 3 rows: the FMA GEMM tile (kAvx512,
+//                    FP8 with bf16 x from 3 rows: the FMA GEMM tile (kAvx512,
 //                    and kAvx512Bf16 without VBMI)
-//   linear_avx512_gemm.cc  kAvx512Bf16 with VBMI, FP8/FP4 weights (and BF16 from
+//   linear_avx512_gemm.cc  kAvx512Bf16 with VBMI, FP8 weights (and BF16 from
 //                    2 rows), bf16 x: each weight block decoded once for up to 64 rows;
-//                    the only variant reading FP4 / FP8 in the dot layouts fast
-//                    (LinearWeight::fp4_dot, fp8_dot)
+//                    the only variant reading FP8 in the dot layout fast
+//                    (LinearWeight::fp8_dot)
+//   linear_fp4_avx2.cc, linear_fp4_avx512.cc  every FP4 weight (Kernels::fp4,
+//                    linear_fp4.h); FP4 never reaches x_bf16 / x_f32
 // The ISA translation units use intrinsics and this header only: an inline
 // function with external linkage (std:: or dsv4 headers) compiled there could be
 // the copy the linker keeps for the whole program and run on a CPU without the ISA.
@@ -46,6 +48,7 @@ struct Tile {
   const void* x;     // row i at x + i*x_stride elements (bf16 or float), indexed by k
   int64_t x_stride;
   float* y;          // result (i, j) at y[i*kMaxOutTile + j]
+  uint64_t dot_rows; // FP4 tiles: bit i set when row i may take the bf16 dot (fp4_dot_row)
 };
 
 using TileFn = void (*)(const Tile&);
@@ -87,10 +90,6 @@ constexpr XWindow intersect(XWindow a, XWindow b) {
 constexpr XWindow fp8_window(int sb) {
   return sb < 10 || sb > 134 ? kNoWindow : XWindow{at_least_1(144 - sb), 368 - sb};
 }
-// FP4 block of group scale bytes in [smin, smax]: ŵ a multiple of 2^(s-128), |ŵ| < 2^(s-124).
-constexpr XWindow fp4_window(int smin, int smax) {
-  return smin < 2 || smax > 252 ? kNoWindow : XWindow{at_least_1(136 - smin), 374 - smax};
-}
 // BF16 block of exponent range [wl, wh] (bf16_range; wl = 0: subnormal, Inf or NaN).
 constexpr XWindow bf16_window(int wl, int wh) {
   return wl < 1 ? kNoWindow : XWindow{at_least_1(142 - wl), 376 - wh};
@@ -103,8 +102,10 @@ struct Kernels {
   int row_tile;   // rows per tile, <= kMaxRowTile
   TileFn x_bf16;  // x is bf16
   TileFn x_f32;   // x is fp32
-  bool dot_layouts;  // x_bf16 reads LinearWeight::fp4_dot and fp8_dot weights fast (others:
-                     // the scalar variant reads them)
+  bool dot_layouts;  // x_bf16 reads LinearWeight::fp8_dot weights fast (others: the scalar
+                     // variant reads them)
+  TileFn fp4;        // FP4 in the tile layout (LinearWeight::fp4_dot), bf16 x, kMaxOutTile
+                     // outputs x kMaxRowTile rows (linear_fp4.h); nullptr: the scalar tile
 };
 
 Kernels scalar_kernels();
@@ -112,8 +113,13 @@ Kernels avx2_kernels();
 Kernels avx512_kernels();
 // vbmi: the CPU has AVX512_VBMI (the GEMM tile of linear_avx512_gemm.cc).
 Kernels avx512_bf16_kernels(bool vbmi);
-// FP8 / FP4 / BF16 weights, bf16 x, any nt <= kMaxRowTile (linear_avx512_gemm.cc).
+// FP8 / BF16 weights, bf16 x, any nt <= kMaxRowTile (linear_avx512_gemm.cc).
 void avx512_bf16_gemm_tile(const Tile& tl);
+// FP4 tiles (linear_fp4.h): the exact multiply-add path (AVX2; AVX-512 F/BW) and the
+// VDPBF16PS path for the rows of Tile::dot_rows (AVX-512 BF16), the others exact.
+void avx2_fp4_tile(const Tile& tl);
+void avx512_fp4_tile(const Tile& tl);
+void avx512_bf16_fp4_tile(const Tile& tl);
 // xq = actq_dequant_row(x) (numeric/quant.h) for one row of n bf16 bits (n % 128 == 0)
 // with AVX-512 F/BW (linear_avx512.cc), the same bits; amax_floor is kActqAmaxFloor.
 // False, before writing anything, when the row holds a NaN or Inf: the caller runs the

@@ -227,8 +227,8 @@ void expect_packed_same_bits(Isa isa, const LinearWeight& w, const LinearWeight&
     }
 }
 
-// The tile layouts' offsets (numeric/linear_weight.h fp8_dot_offset; fp4_block_offset,
-// fp4_dot_byte and fp4_dot_nibble) place the 2048 codes of a tile at 2048 distinct bytes
+// The tile layouts' offsets (numeric/linear_weight.h fp8_dot_offset; fp4_tile_offset,
+// fp4_tile_byte and fp4_tile_nibble) place the 2048 codes of a tile at 2048 distinct bytes
 // (FP8) or nibbles (FP4) of the tile, and the tiles of a matrix at distinct places.
 TEST(LinearTiles, OffsetsArePermutation) {
   std::vector<int> seen(kFp8TileBytes, 0);
@@ -244,8 +244,11 @@ TEST(LinearTiles, OffsetsArePermutation) {
   for (int64_t o = 0; o < out; ++o)
     for (int64_t i = 0; i < in; ++i) {
       const int c = static_cast<int>(i % kDotTileCols);
-      const int64_t at = 2 * (fp4_block_offset(in, o, i / kDotTileCols) + fp4_dot_byte(c)) + fp4_dot_nibble(c);
+      const int j = static_cast<int>(o % kDotTileRows);
+      const int64_t at = 2 * (fp4_tile_offset(in, o, i / kDotTileCols) + fp4_tile_byte(j, c)) + fp4_tile_nibble(c);
       ASSERT_TRUE(at >= 0 && at < out * in) << o << ", " << i;
+      const int64_t sat = fp4_tile_scale_offset(in, o, i);  // the scales: a permutation of the groups too
+      ASSERT_EQ(sat / 64, (o / kDotTileRows) * (in / kDotTileCols) + i / kDotTileCols) << o << ", " << i;
       ASSERT_EQ(at / (2 * kFp4TileBytes), (o / kDotTileRows) * (in / kDotTileCols) + i / kDotTileCols) << o << ", " << i;
       ++nibbles[at];
     }
@@ -273,7 +276,7 @@ TEST_P(LinearIsa, TileLayoutsSameBitsAsStored) {
       const bool wild_w = kind == 1, wild_x = kind >= 1;
       const auto ow = wild_w ? wild_weight(sh.format, sh.out, sh.in, 93) : test::random_weight(sh.format, sh.out, sh.in, 93);
       const LinearWeight w = ow.view();
-      std::vector<uint8_t> packed(ow.data.size());
+      std::vector<uint8_t> packed(static_cast<size_t>(packed_bytes(ow.view())));
       const LinearWeight wp = pack_tiles(w, packed.data());
       const std::string what = sh.name + std::string(kind == 0 ? "" : kind == 1 ? " wild" : " wild x");
       ASSERT_NE(packed, ow.data) << what;  // the layout differs

@@ -1,0 +1,122 @@
+// FP4 tiles for AVX2 (linear_fp4.h): the exact multiply-add path, 8 outputs per vector
+// (a tile's 16 outputs in two halves). Register blocks of up to kRows rows x one tile; each
+// 64-byte code chunk is decoded in registers once for the block's rows.
+// Only intrinsics and linear_tile.h / linear_fp4.h here (see linear_tile.h).
+#include <cstdint>
+#include <utility>
+
+#include "kernels/linear/isa_intrinsics.h"
+#include "kernels/linear/linear_fp4.h"
+#include "kernels/linear/linear_tile.h"
+
+namespace dsv4::kernels::linear_tile {
+namespace {
+
+using fp4::kChunks;
+using fp4::kGroups;
+using fp4::kTileOut;
+constexpr int kRows = 4;
+constexpr int kPrefetchBlocks = 4;
+
+struct V2 {  // 16 lanes as two halves
+  __m256 h[2];
+};
+inline __m256 add_ps(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+
+// 8 scale bytes -> 2^(s-127) as the scalar variant's scale_value (255: NaN; 0: 2^-127).
+inline __m256 scale_vec(const uint8_t* p) {
+  const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  __m256i f = _mm256_slli_epi32(b, 23);
+  f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(b, _mm256_setzero_si256()));
+  f = _mm256_blendv_epi8(f, _mm256_set1_epi32(0x7FC00000), _mm256_cmpeq_epi32(b, _mm256_set1_epi32(255)));
+  return _mm256_castsi256_ps(f);
+}
+
+// The weights of nibble field s (bits s..s+3 of each dword) as fp32: magnitude by lookup,
+// the code's bit 3 moved to the sign.
+template <int S>
+inline __m256 weights(__m256i d, __m256 mag_lut) {
+  const __m256 mag = _mm256_permutevar8x32_ps(mag_lut, _mm256_srli_epi32(d, S));
+  const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(d, 28 - S), _mm256_set1_epi32(INT32_MIN));
+  return _mm256_or_ps(mag, _mm256_castsi256_ps(sign));
+}
+
+inline __m256 bcast_bf16(uint16_t v) {
+  return _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int32_t>(uint32_t{v} << 16)));
+}
+
+// R rows x one tile of 16 outputs from o; xr[r] from the slice's first column, yr[r] its 16
+// results.
+template <int R>
+void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* const* xr, float* const* yr) {
+  const int64_t n_blk = (tl.k1 - tl.k0) / kBlock, blk0 = tl.k0 / kBlock;
+  const __m256 lut = _mm256_loadu_ps(fp4::kE2m1F32);
+  V2 part[R], total[R];
+  for (int64_t b = 0; b < n_blk; ++b) {
+    const uint8_t* ct = W.code_tile(o, blk0 + b);
+    const uint8_t* st = W.scale_tile(o, blk0 + b);
+    const bool pf = b + kPrefetchBlocks < n_blk;
+    V2 beta[R];
+    for (int g = 0; g < kGroups; ++g) {
+      V2 p[R];
+      for (int r = 0; r < R; ++r) p[r].h[0] = p[r].h[1] = _mm256_setzero_ps();
+      for (int c = 0; c < kChunks; ++c) {
+        const int q = kChunks * g + c;
+        const int64_t col = b * kBlock + 8 * q;
+        if (pf) _mm_prefetch(reinterpret_cast<const char*>(ct + kPrefetchBlocks * fp4::kTileBytes + 64 * q), _MM_HINT_T0);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ct + 64 * q + 32 * h));
+          const __m256 w[8] = {weights<0>(d, lut),  weights<16>(d, lut), weights<4>(d, lut),  weights<20>(d, lut),
+                               weights<8>(d, lut),  weights<24>(d, lut), weights<12>(d, lut), weights<28>(d, lut)};
+          for (int m = 0; m < 4; ++m)
+            for (int r = 0; r < R; ++r) {
+              p[r].h[h] = _mm256_add_ps(p[r].h[h], _mm256_mul_ps(w[2 * m + 1], bcast_bf16(xr[r][col + 2 * m + 1])));
+              p[r].h[h] = _mm256_add_ps(p[r].h[h], _mm256_mul_ps(w[2 * m], bcast_bf16(xr[r][col + 2 * m])));
+            }
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m256 s = scale_vec(st + 16 * g + 8 * h);
+        for (int r = 0; r < R; ++r) {
+          const __m256 ps = _mm256_mul_ps(p[r].h[h], s);
+          beta[r].h[h] = g == 0 ? ps : _mm256_add_ps(beta[r].h[h], ps);
+        }
+      }
+    }
+    const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < 2; ++h) chain_beta(chain, beta[r].h[h], part[r].h[h], total[r].h[h], add_ps);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < 2; ++h) _mm256_storeu_ps(yr[r] + 8 * h, total[r].h[h]);
+}
+
+using BlockFn = void (*)(const Tile&, const fp4::Tiles&, int64_t, const uint16_t* const*, float* const*);
+template <int... I>
+constexpr auto make_blocks(std::integer_sequence<int, I...>) {
+  struct Table {
+    BlockFn fn[sizeof...(I)];
+  } t{{run_block<I + 1>...}};
+  return t;
+}
+constexpr auto kBlocks = make_blocks(std::make_integer_sequence<int, kRows>{});
+
+}  // namespace
+
+void avx2_fp4_tile(const Tile& tl) {
+  const fp4::Tiles W{static_cast<const uint8_t*>(tl.w->data), tl.w->scale, tl.w->in};
+  const uint16_t* x = static_cast<const uint16_t*>(tl.x);
+  const uint16_t* xr[kRows];
+  float* yr[kRows];
+  for (int t = 0; t * kTileOut < tl.no; ++t)
+    for (int i = 0; i < tl.nt; i += kRows) {
+      const int nr = tl.nt - i < kRows ? tl.nt - i : kRows;
+      for (int r = 0; r < nr; ++r) {
+        xr[r] = x + (i + r) * tl.x_stride + tl.k0;
+        yr[r] = tl.y + (i + r) * kMaxOutTile + kTileOut * t;
+      }
+      kBlocks.fn[nr - 1](tl, W, tl.o + kTileOut * t, xr, yr);
+    }
+}
+
+}  // namespace dsv4::kernels::linear_tile

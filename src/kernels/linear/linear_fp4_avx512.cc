@@ -1,0 +1,181 @@
+// FP4 tiles for AVX-512 (linear_fp4.h): the exact multiply-add path on AVX-512 F/BW
+// (avx512_fp4_tile) and, on AVX-512 BF16, VDPBF16PS for the rows of Tile::dot_rows
+// (avx512_bf16_fp4_tile). A tile call is up to 4 tiles of 16 outputs x 64 rows; rows go
+// in register blocks of R rows x NT tiles, each block streaming its tiles' codes along K
+// once, decoding each 64-byte chunk in registers for all R rows.
+// Only intrinsics and linear_tile.h / linear_fp4.h here (see linear_tile.h).
+#include <cstdint>
+#include <utility>
+
+#include "kernels/linear/isa_intrinsics.h"
+#include "kernels/linear/linear_fp4.h"
+#include "kernels/linear/linear_tile.h"
+
+namespace dsv4::kernels::linear_tile {
+namespace {
+
+using fp4::kChunks;
+using fp4::kGroups;
+using fp4::kTileOut;
+constexpr int kMaxTiles = kMaxOutTile / kTileOut;
+constexpr int kPrefetchBlocks = 4;  // code tiles prefetched this many blocks ahead
+
+inline __m512 add_ps(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+// A bf16 value as fp32 in every lane.
+inline __m512 bcast_bf16(uint16_t v) {
+  return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(uint32_t{v} << 16)));
+}
+
+// 16 scale bytes -> 2^(s-127) as the scalar variant's scale_value (255: NaN; 0: 2^-127).
+inline __m512 scale_vec(const uint8_t* p) {
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  __m512i f = _mm512_slli_epi32(b, 23);
+  f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(b, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
+  f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(b, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
+  return _mm512_castsi512_ps(f);
+}
+
+// One register block: R rows x NT tiles of 16 outputs from o, over the slice's blocks.
+// Dot: per column pair one VDPBF16PS of the decoded bf16 weights with the broadcast x pair.
+// Exact: the same pair step as a multiply and an add per product on the fp32 decode.
+// xr[r]: row r's bf16 x from the slice's first column; yr[r]: its 16·NT results. Only the
+// R·NT group sums P live in registers (R·NT independent chains hide the dot's latency); the
+// betas and chain partials go through `sums` (2·R·NT vectors), once per group and block.
+template <int R, int NT, bool kDot>
+void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* const* xr, float* const* yr,
+               float* sums) {
+  const int64_t n_blk = (tl.k1 - tl.k0) / kBlock, blk0 = tl.k0 / kBlock;
+  float* beta = sums;                         // (r, t) at 16·(r·NT + t)
+  float* part = sums + kTileOut * R * NT;     // likewise
+  for (int64_t b = 0; b < n_blk; ++b) {
+    const uint8_t* ct[NT];
+    const uint8_t* st[NT];
+    for (int t = 0; t < NT; ++t) {
+      ct[t] = W.code_tile(o + kTileOut * t, blk0 + b);
+      st[t] = W.scale_tile(o + kTileOut * t, blk0 + b);
+    }
+    const bool pf = b + kPrefetchBlocks < n_blk;
+    for (int g = 0; g < kGroups; ++g) {
+      __m512 p[R][NT];
+      for (int r = 0; r < R; ++r)
+        for (int t = 0; t < NT; ++t) p[r][t] = _mm512_setzero_ps();
+      for (int c = 0; c < kChunks; ++c) {
+        const int q = kChunks * g + c;  // chunk: columns 8q .. 8q + 7 of the block
+        const int64_t col = b * kBlock + 8 * q;
+        for (int t = 0; t < NT; ++t) {
+          if (pf) _mm_prefetch(reinterpret_cast<const char*>(ct[t] + kPrefetchBlocks * fp4::kTileBytes + 64 * q),
+                               _MM_HINT_T0);
+          const __m512i v = _mm512_loadu_si512(ct[t] + 64 * q);
+          if constexpr (kDot) {
+            const __m512i lut = _mm512_load_si512(fp4::kE2m1Bf16);
+            const __m512i w[4] = {_mm512_permutexvar_epi16(v, lut),
+                                  _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 4), lut),
+                                  _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 8), lut),
+                                  _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 12), lut)};
+            for (int m = 0; m < 4; ++m)
+              for (int r = 0; r < R; ++r) {
+                int32_t pair;
+                __builtin_memcpy(&pair, xr[r] + col + 2 * m, 4);
+                p[r][t] = _mm512_dpbf16_ps(p[r][t], (__m512bh)w[m], (__m512bh)_mm512_set1_epi32(pair));
+              }
+          } else {
+            const __m512 lut = _mm512_load_ps(fp4::kE2m1F32);
+            for (int m = 0; m < 4; ++m) {
+              const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * m), lut);
+              const __m512 wo = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 16 + 4 * m), lut);
+              for (int r = 0; r < R; ++r) {
+                const __m512 xo = bcast_bf16(xr[r][col + 2 * m + 1]), xe = bcast_bf16(xr[r][col + 2 * m]);
+                p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(wo, xo));
+                p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(we, xe));
+              }
+            }
+          }
+        }
+      }
+      for (int t = 0; t < NT; ++t) {
+        const __m512 s = scale_vec(st[t] + 16 * g);
+        for (int r = 0; r < R; ++r) {
+          float* bp = beta + kTileOut * (r * NT + t);
+          const __m512 ps = _mm512_mul_ps(p[r][t], s);
+          _mm512_store_ps(bp, g == 0 ? ps : _mm512_add_ps(_mm512_load_ps(bp), ps));
+        }
+      }
+    }
+    const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < NT; ++t) {
+        const int i = kTileOut * (r * NT + t);
+        __m512 pa = _mm512_load_ps(part + i), total = _mm512_loadu_ps(yr[r] + kTileOut * t);
+        chain_beta(chain, _mm512_load_ps(beta + i), pa, total, add_ps);
+        _mm512_store_ps(part + i, pa);
+        if (chain.last) _mm512_storeu_ps(yr[r] + kTileOut * t, total);
+      }
+  }
+}
+
+using BlockFn = void (*)(const Tile&, const fp4::Tiles&, int64_t, const uint16_t* const*, float* const*, float*);
+
+// Register blocks of R rows x NT tiles with R·NT <= kBlockRegs: rows in blocks of up to
+// kBlockRegs, each with as many tiles as fit.
+constexpr int kBlockRegs = 16;
+template <bool kDot>
+struct Blocks {
+  BlockFn fn[kBlockRegs][kMaxTiles];  // [R - 1][NT - 1]; nullptr where R·NT > kBlockRegs
+};
+template <bool kDot, int... I>
+constexpr Blocks<kDot> make_blocks(std::integer_sequence<int, I...>) {
+  Blocks<kDot> b{};
+  constexpr auto fn_of = []<int R, int NT>() -> BlockFn {
+    if constexpr (R * NT <= kBlockRegs) return run_block<R, NT, kDot>;
+    else return nullptr;
+  };
+  ((b.fn[I / kMaxTiles][I % kMaxTiles] = fn_of.template operator()<I / kMaxTiles + 1, I % kMaxTiles + 1>()), ...);
+  return b;
+}
+template <bool kDot>
+constexpr Blocks<kDot> kBlocks = make_blocks<kDot>(std::make_integer_sequence<int, kBlockRegs * kMaxTiles>{});
+
+// Rows rows[0..n) of the call, all through the dot or all exact.
+template <bool kDot>
+void run_rows(const Tile& tl, const fp4::Tiles& W, const int* rows, int n) {
+  const int nt = (tl.no + kTileOut - 1) / kTileOut;
+  const uint16_t* x = static_cast<const uint16_t*>(tl.x);
+  const uint16_t* xr[kBlockRegs];
+  float* yr[kBlockRegs];
+  alignas(64) float sums[2 * kBlockRegs * kTileOut];
+  for (int i = 0; i < n; i += kBlockRegs) {
+    const int nr = n - i < kBlockRegs ? n - i : kBlockRegs;
+    const int per = kBlockRegs / nr < kMaxTiles ? kBlockRegs / nr : kMaxTiles;  // tiles per block
+    for (int r = 0; r < nr; ++r) xr[r] = x + rows[i + r] * tl.x_stride + tl.k0;
+    for (int t = 0; t < nt; t += per) {
+      const int nb = nt - t < per ? nt - t : per;
+      for (int r = 0; r < nr; ++r) yr[r] = tl.y + rows[i + r] * kMaxOutTile + kTileOut * t;
+      kBlocks<kDot>.fn[nr - 1][nb - 1](tl, W, tl.o + kTileOut * t, xr, yr, sums);
+    }
+  }
+}
+
+fp4::Tiles tiles_of(const Tile& tl) {
+  return fp4::Tiles{static_cast<const uint8_t*>(tl.w->data), tl.w->scale, tl.w->in};
+}
+
+}  // namespace
+
+void avx512_fp4_tile(const Tile& tl) {
+  int rows[kMaxRowTile];
+  for (int i = 0; i < tl.nt; ++i) rows[i] = i;
+  run_rows<false>(tl, tiles_of(tl), rows, tl.nt);
+}
+
+void avx512_bf16_fp4_tile(const Tile& tl) {
+  int dot[kMaxRowTile], exact[kMaxRowTile], nd = 0, ne = 0;
+  for (int i = 0; i < tl.nt; ++i) {
+    if ((tl.dot_rows >> i) & 1) dot[nd++] = i;
+    else exact[ne++] = i;
+  }
+  const fp4::Tiles W = tiles_of(tl);
+  if (nd > 0) run_rows<true>(tl, W, dot, nd);
+  if (ne > 0) run_rows<false>(tl, W, exact, ne);
+}
+
+}  // namespace dsv4::kernels::linear_tile
