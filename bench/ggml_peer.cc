@@ -72,7 +72,10 @@ Result<std::vector<PeerRow>> parse_peer_csv(const std::string& text) {
   int n = 0;
   while (std::getline(in, line)) {
     ++n;
-    if (line.empty() || line[0] == '#' || line.rfind("mode,", 0) == 0) continue;
+    // ggml's own log lines (e.g. "repack: repack tensor ... with mxfp4_8x8" under --repack)
+    // have no comma; the rows are comma-separated.
+    if (line.empty() || line[0] == '#' || line.rfind("mode,", 0) == 0 || line.find(',') == std::string::npos)
+      continue;
     std::vector<std::string> f;
     std::stringstream ls(line);
     for (std::string cell; std::getline(ls, cell, ',');) f.push_back(cell);

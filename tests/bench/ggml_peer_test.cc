@@ -6,9 +6,10 @@
 namespace dsv4::bench {
 namespace {
 
-TEST(GgmlPeer, ParsesRowsSkippingCommentsAndHeader) {
+TEST(GgmlPeer, ParsesRowsSkippingCommentsHeaderAndLogLines) {
   const std::string csv =
       "# ggml repack=0 repack_buft=yes\n"
+      "repack: repack tensor  with mxfp4_8x8\n"  // ggml's own log line under --repack
       "mode,case,type,rows,K,T,n_copies,weight_bytes,median_us,GBps,min_us,max_us,buft,relerr\n"
       "ggml,mxfp4_2048x4096,mxfp4,2048,4096,1,23,4456448,575.11,7.75,538.58,659.44,CPU,5.28e-03\n"
       "ggml,mxfp4_2048x4096,mxfp4,2048,4096,64,23,4456448,34115.69,0.13,32361.15,37750.53,CPU,5.28e-03\n";

@@ -55,20 +55,24 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
   for (int64_t b = 0; b < n_blk; ++b) {
     const uint8_t* ct = W.code_tile(o, blk0 + b);
     const uint8_t* st = W.scale_tile(o, blk0 + b);
-    const bool pf = b + kPrefetchBlocks < n_blk;
+    const int64_t ahead = b + kPrefetchBlocks < n_blk ? kPrefetchBlocks * fp4::kTileBytes : 0;  // branch-free
     V2 beta[R];
     for (int g = 0; g < kGroups; ++g) {
       V2 p[R];
       for (int r = 0; r < R; ++r) p[r].h[0] = p[r].h[1] = _mm256_setzero_ps();
+      DSV4_UNROLL(4)
       for (int c = 0; c < kChunks; ++c) {
         const int q = kChunks * g + c;
         const int64_t col = b * kBlock + 8 * q;
-        if (pf) _mm_prefetch(reinterpret_cast<const char*>(ct + kPrefetchBlocks * fp4::kTileBytes + 64 * q), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ct + ahead + 64 * q), _MM_HINT_T0);
+        DSV4_UNROLL(2)
         for (int h = 0; h < 2; ++h) {
           const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ct + 64 * q + 32 * h));
           const __m256 w[8] = {weights<0>(d, lut),  weights<16>(d, lut), weights<4>(d, lut),  weights<20>(d, lut),
                                weights<8>(d, lut),  weights<24>(d, lut), weights<12>(d, lut), weights<28>(d, lut)};
+          DSV4_UNROLL(4)
           for (int m = 0; m < 4; ++m)
+            DSV4_UNROLL(4)
             for (int r = 0; r < R; ++r) {
               p[r].h[h] = _mm256_add_ps(p[r].h[h], _mm256_mul_ps(w[2 * m + 1], bcast_bf16(xr[r][col + 2 * m + 1])));
               p[r].h[h] = _mm256_add_ps(p[r].h[h], _mm256_mul_ps(w[2 * m], bcast_bf16(xr[r][col + 2 * m])));

@@ -54,40 +54,55 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
       ct[t] = W.code_tile(o + kTileOut * t, blk0 + b);
       st[t] = W.scale_tile(o + kTileOut * t, blk0 + b);
     }
-    const bool pf = b + kPrefetchBlocks < n_blk;
+    // Prefetch distance: kPrefetchBlocks ahead, none (the current block) near the end:
+    // branch-free, so the hot loop stays one straight run (scripts/isa_budget.py).
+    const int64_t ahead = b + kPrefetchBlocks < n_blk ? kPrefetchBlocks * fp4::kTileBytes : 0;
     for (int g = 0; g < kGroups; ++g) {
       __m512 p[R][NT];
       for (int r = 0; r < R; ++r)
         for (int t = 0; t < NT; ++t) p[r][t] = _mm512_setzero_ps();
+      DSV4_UNROLL(4)
       for (int c = 0; c < kChunks; ++c) {
         const int q = kChunks * g + c;  // chunk: columns 8q .. 8q + 7 of the block
         const int64_t col = b * kBlock + 8 * q;
+        if constexpr (kDot) {  // the NT tiles' weights decoded, then each x pair broadcast once
+          const __m512i lut = _mm512_load_si512(fp4::kE2m1Bf16);
+          __m512i w[NT][4];
+          DSV4_UNROLL(4)
+          for (int t = 0; t < NT; ++t) {
+            _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * q), _MM_HINT_T0);
+            const __m512i v = _mm512_loadu_si512(ct[t] + 64 * q);
+            w[t][0] = _mm512_permutexvar_epi16(v, lut);
+            w[t][1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 4), lut);
+            w[t][2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 8), lut);
+            w[t][3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 12), lut);
+          }
+          DSV4_UNROLL(4)
+          for (int m = 0; m < 4; ++m)
+            DSV4_UNROLL(16)
+            for (int r = 0; r < R; ++r) {
+              int32_t pair;
+              __builtin_memcpy(&pair, xr[r] + col + 2 * m, 4);
+              const __m512bh xp = (__m512bh)_mm512_set1_epi32(pair);
+              DSV4_UNROLL(4)
+              for (int t = 0; t < NT; ++t) p[r][t] = _mm512_dpbf16_ps(p[r][t], (__m512bh)w[t][m], xp);
+            }
+          continue;
+        }
+        DSV4_UNROLL(4)
         for (int t = 0; t < NT; ++t) {
-          if (pf) _mm_prefetch(reinterpret_cast<const char*>(ct[t] + kPrefetchBlocks * fp4::kTileBytes + 64 * q),
-                               _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * q), _MM_HINT_T0);
           const __m512i v = _mm512_loadu_si512(ct[t] + 64 * q);
-          if constexpr (kDot) {
-            const __m512i lut = _mm512_load_si512(fp4::kE2m1Bf16);
-            const __m512i w[4] = {_mm512_permutexvar_epi16(v, lut),
-                                  _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 4), lut),
-                                  _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 8), lut),
-                                  _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 12), lut)};
-            for (int m = 0; m < 4; ++m)
-              for (int r = 0; r < R; ++r) {
-                int32_t pair;
-                __builtin_memcpy(&pair, xr[r] + col + 2 * m, 4);
-                p[r][t] = _mm512_dpbf16_ps(p[r][t], (__m512bh)w[m], (__m512bh)_mm512_set1_epi32(pair));
-              }
-          } else {
-            const __m512 lut = _mm512_load_ps(fp4::kE2m1F32);
-            for (int m = 0; m < 4; ++m) {
-              const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * m), lut);
-              const __m512 wo = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 16 + 4 * m), lut);
-              for (int r = 0; r < R; ++r) {
-                const __m512 xo = bcast_bf16(xr[r][col + 2 * m + 1]), xe = bcast_bf16(xr[r][col + 2 * m]);
-                p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(wo, xo));
-                p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(we, xe));
-              }
+          const __m512 lut = _mm512_load_ps(fp4::kE2m1F32);
+          DSV4_UNROLL(4)
+          for (int m = 0; m < 4; ++m) {
+            const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * m), lut);
+            const __m512 wo = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 16 + 4 * m), lut);
+            DSV4_UNROLL(16)
+            for (int r = 0; r < R; ++r) {
+              const __m512 xo = bcast_bf16(xr[r][col + 2 * m + 1]), xe = bcast_bf16(xr[r][col + 2 * m]);
+              p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(wo, xo));
+              p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(we, xe));
             }
           }
         }
@@ -115,12 +130,15 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
 
 using BlockFn = void (*)(const Tile&, const fp4::Tiles&, int64_t, const uint16_t* const*, float* const*, float*);
 
-// Register blocks of R rows x NT tiles with R·NT <= kBlockRegs: rows in blocks of up to
-// kBlockRegs, each with as many tiles as fit.
-constexpr int kBlockRegs = 16;
+// Register blocks of R <= kBlockRows rows x NT <= 4 tiles with R·NT <= kBlockRegs group
+// sums, as many tiles as fit: each broadcast x pair feeds NT dots and each decoded chunk R
+// (measured on Zen 5, one thread: R·NT = 12 in 6 x 2 reads 76 % of the VDPBF16PS peak at
+// T = 64; 12 x 1 and 16 x 1 spill and read 40-65 %).
+constexpr int kBlockRegs = 12;
+constexpr int kBlockRows = 6;
 template <bool kDot>
 struct Blocks {
-  BlockFn fn[kBlockRegs][kMaxTiles];  // [R - 1][NT - 1]; nullptr where R·NT > kBlockRegs
+  BlockFn fn[kBlockRows][kMaxTiles];  // [R - 1][NT - 1]; nullptr where R·NT > kBlockRegs
 };
 template <bool kDot, int... I>
 constexpr Blocks<kDot> make_blocks(std::integer_sequence<int, I...>) {
@@ -133,18 +151,18 @@ constexpr Blocks<kDot> make_blocks(std::integer_sequence<int, I...>) {
   return b;
 }
 template <bool kDot>
-constexpr Blocks<kDot> kBlocks = make_blocks<kDot>(std::make_integer_sequence<int, kBlockRegs * kMaxTiles>{});
+constexpr Blocks<kDot> kBlocks = make_blocks<kDot>(std::make_integer_sequence<int, kBlockRows * kMaxTiles>{});
 
 // Rows rows[0..n) of the call, all through the dot or all exact.
 template <bool kDot>
 void run_rows(const Tile& tl, const fp4::Tiles& W, const int* rows, int n) {
   const int nt = (tl.no + kTileOut - 1) / kTileOut;
   const uint16_t* x = static_cast<const uint16_t*>(tl.x);
-  const uint16_t* xr[kBlockRegs];
-  float* yr[kBlockRegs];
+  const uint16_t* xr[kBlockRows];
+  float* yr[kBlockRows];
   alignas(64) float sums[2 * kBlockRegs * kTileOut];
-  for (int i = 0; i < n; i += kBlockRegs) {
-    const int nr = n - i < kBlockRegs ? n - i : kBlockRegs;
+  for (int i = 0; i < n; i += kBlockRows) {
+    const int nr = n - i < kBlockRows ? n - i : kBlockRows;
     const int per = kBlockRegs / nr < kMaxTiles ? kBlockRegs / nr : kMaxTiles;  // tiles per block
     for (int r = 0; r < nr; ++r) xr[r] = x + rows[i + r] * tl.x_stride + tl.k0;
     for (int t = 0; t < nt; t += per) {

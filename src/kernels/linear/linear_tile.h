@@ -30,6 +30,16 @@
 
 #include "numeric/linear_weight.h"
 
+// Full unrolling of a kernel's inner loops (register blocks): `DSV4_UNROLL(4) for (...)`.
+// Off in the emulated test build (isa_intrinsics.h), whose portable vectors would make the
+// unrolled code take tens of minutes to compile; the bits do not depend on it.
+#define DSV4_PRAGMA(x) _Pragma(#x)
+#if defined(DSV4_ISA_EMULATED)
+#define DSV4_UNROLL(n)
+#else
+#define DSV4_UNROLL(n) DSV4_PRAGMA(GCC unroll n)
+#endif
+
 namespace dsv4::kernels::linear_tile {
 
 constexpr int kBlock = 128;      // K block of the chain (= the actq / FP8 scale block)
