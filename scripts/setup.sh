@@ -10,7 +10,8 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config ccache clang libclang-rt-14-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libfmt-dev libcli11-dev
       libopenmpi-dev openmpi-bin libboost-dev libpcre2-dev python3-numpy curl jq wamerican
-      libdnnl-dev gnuplot-nox)  # dsv4 bench: oneDNN comparison rows (bench only), throughput PNG
+      libdnnl-dev gnuplot-nox  # dsv4 bench: oneDNN comparison rows (bench only), throughput PNG
+      libsimde-dev)  # the emulated linear ISA tests (tests/CMakeLists.txt dsv4_linear_emulated)
 for flag in "$@"; do
   case "$flag" in
     --browser) pkgs+=(chromium) ;;
