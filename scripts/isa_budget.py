@@ -12,15 +12,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-# path, ISA, object, function (demangled prefix), T, rows per register block, marker
-# instruction of the weight decode and how many of it one 64-byte code chunk takes.
+# path, ISA, object, T, the register blocks a tile of T rows runs (linear_fp4_avx512.cc
+# run_rows: blocks of up to 6 rows x 12 / rows tiles; linear_fp4_avx2.cc: 4 rows x 1 tile),
+# and the marker instruction of the weight decode with how many of it one 64-byte code
+# chunk takes per block.
+DOT16 = ["run_block<6, 2, true>", "run_block<6, 2, true>", "run_block<4, 3, true>"]
+EXACT16 = ["run_block<6, 2, false>", "run_block<6, 2, false>", "run_block<4, 3, false>"]
 PATHS = [
-    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", "run_block<1, 4, true>", 1, 1, "vpermw", 4),
-    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", "run_block<16, 1, true>", 16, 16, "vpermw", 4),
-    ("FP4 exact", "avx512", "linear_fp4_avx512", "run_block<1, 4, false>", 1, 1, "vpermps", 8),
-    ("FP4 exact", "avx512", "linear_fp4_avx512", "run_block<16, 1, false>", 16, 16, "vpermps", 8),
-    ("FP4 exact", "avx2", "linear_fp4_avx2", "run_block<1>", 1, 1, "vpermps", 16),
-    ("FP4 exact", "avx2", "linear_fp4_avx2", "run_block<4>", 16, 4, "vpermps", 16),
+    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 1, ["run_block<1, 4, true>"], "vpermw", 4),
+    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 16, DOT16, "vpermw", 4),
+    ("FP4 exact", "avx512", "linear_fp4_avx512", 1, ["run_block<1, 4, false>"], "vpermps", 8),
+    ("FP4 exact", "avx512", "linear_fp4_avx512", 16, EXACT16, "vpermps", 8),
+    ("FP4 exact", "avx2", "linear_fp4_avx2", 1, ["run_block<1>"], "vpermps", 16),
+    ("FP4 exact", "avx2", "linear_fp4_avx2", 16, ["run_block<4>"] * 4, "vpermps", 16),
 ]
 
 INSN = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
@@ -64,21 +68,18 @@ def main():
     build = Path(sys.argv[1] if len(sys.argv) > 1 else "build/release")
     objdir = build / "src/kernels/linear/CMakeFiles/dsv4_kernel_linear.dir"
     cache = {}
-    print(f"{'path':<10} {'isa':<11} {'T':>3} {'loop insns':>10} {'64 B chunks':>11} {'insns / 64 B':>12}")
-    for label, isa, obj, fn, T, rows, marker, per_chunk in PATHS:
+    print(f"{'path':<10} {'isa':<11} {'T':>3} {'blocks':>6} {'insns / 64 B':>12}")
+    for label, isa, obj, T, blocks, marker, per_chunk in PATHS:
         if obj not in cache:
             cache[obj] = functions(objdir / f"{obj}.cc.o")
-        matches = [v for k, v in cache[obj].items() if f"::{fn}(" in k]
-        if not matches:
-            print(f"{label:<10} {isa:<11} {T:>3}  (function {fn} not found)")
-            continue
-        body = hot_loop(matches[0], marker)
-        if body is None:
-            print(f"{label:<10} {isa:<11} {T:>3}  (no loop with {marker})")
-            continue
-        chunks = sum(1 for i in body if i[1] == marker) / per_chunk
-        passes = -(-T // rows)  # register blocks of `rows` rows: the weights are decoded per block
-        print(f"{label:<10} {isa:<11} {T:>3} {len(body):>10} {chunks:>11.0f} {len(body) * passes / chunks:>12.1f}")
+        total = 0.0
+        for fn in blocks:  # every block of rows decodes and reads the same 64 bytes
+            matches = [v for k, v in cache[obj].items() if f"::{fn}(" in k]
+            body = hot_loop(matches[0], marker) if matches else None
+            if body is None:
+                sys.exit(f"{label} {isa} T={T}: no hot loop found in {fn}")
+            total += len(body) / (sum(1 for i in body if i[1] == marker) / per_chunk)
+        print(f"{label:<10} {isa:<11} {T:>3} {len(blocks):>6} {total:>12.1f}")
 
 
 if __name__ == "__main__":
