@@ -15,16 +15,24 @@ from pathlib import Path
 # path, ISA, object, T, the register blocks a tile of T rows runs (linear_fp4_avx512.cc
 # run_rows: blocks of up to 6 rows x 12 / rows tiles; linear_fp4_avx2.cc: 4 rows x 1 tile),
 # and the marker instruction of the weight decode with how many of it one 64-byte code
-# chunk takes per block.
-DOT16 = ["run_block<6, 2, true>", "run_block<6, 2, true>", "run_block<4, 3, true>"]
-EXACT16 = ["run_block<6, 2, false>", "run_block<6, 2, false>", "run_block<4, 3, false>"]
+# chunk takes per block. The exact rows (x outside the dot's range, linear_fp4.h) are rare.
+STEP = "(dsv4::kernels::linear_tile::(anonymous namespace)::Step)"  # 0 dot, 1 FMA, 2 exact
+
+
+def avx512(rows_tiles, step):
+    return [f"run_block<{r}, {t}, {STEP}{step}>" for r, t in rows_tiles]
+
+
+T16 = [(6, 2), (6, 2), (4, 3)]
 PATHS = [
-    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 1, ["run_block<1, 4, true>"], "vpermw", 4),
-    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 16, DOT16, "vpermw", 4),
-    ("FP4 exact", "avx512", "linear_fp4_avx512", 1, ["run_block<1, 4, false>"], "vpermps", 8),
-    ("FP4 exact", "avx512", "linear_fp4_avx512", 16, EXACT16, "vpermps", 8),
-    ("FP4 exact", "avx2", "linear_fp4_avx2", 1, ["run_block<1>"], "vpermps", 16),
-    ("FP4 exact", "avx2", "linear_fp4_avx2", 16, ["run_block<4>"] * 4, "vpermps", 16),
+    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 1, avx512([(1, 4)], 0), "vpermw", 4),
+    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 16, avx512(T16, 0), "vpermw", 4),
+    ("FP4 FMA", "avx512", "linear_fp4_avx512", 1, avx512([(1, 4)], 1), "vpermps", 8),
+    ("FP4 FMA", "avx512", "linear_fp4_avx512", 16, avx512(T16, 1), "vpermps", 8),
+    ("FP4 FMA", "avx2", "linear_fp4_avx2", 1, ["run_block<1, true>"], "vpermps", 16),
+    ("FP4 FMA", "avx2", "linear_fp4_avx2", 16, ["run_block<4, true>"] * 4, "vpermps", 16),
+    ("FP4 exact", "avx512", "linear_fp4_avx512", 1, avx512([(1, 4)], 2), "vpermps", 8),
+    ("FP4 exact", "avx2", "linear_fp4_avx2", 1, ["run_block<1, false>"], "vpermps", 16),
 ]
 
 INSN = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")

@@ -257,7 +257,7 @@ void run_fp4(const LinearWeight& w, const LinearSlice& s, const XT* x, int64_t T
   const linear_tile::Kernels& kern = kernels(current_isa());
   const bool tiles = w.fp4_dot && std::is_same_v<XT, bf16> && s.o0 % kDotTileRows == 0 && kern.fp4 != nullptr;
   const linear_tile::TileFn fn = tiles ? kern.fp4 : tile_fp4_scalar<XT>;
-  const bool dot = tiles && current_isa() == Isa::kAvx512Bf16;  // Tile::dot_rows read
+  const bool dot = tiles;  // Tile::dot_rows: read by every FP4 tile
   const int64_t unit = w.fp4_dot ? kDotTileRows : 1;  // threads split the outputs in whole tiles
   Range r = split_range(ceil_div<int64_t>(s.o1 - s.o0, unit), tid, nthreads);
   r.begin *= unit;

@@ -16,12 +16,15 @@
 // scales multiply P once per 32 columns. The integer route (VPDPBUSD on e4m3 limbs) would
 // need 3 to 4 dots per useful one; measured choice on an AVX-512 BF16 host, see
 // docs/benchmarks.md. On hosts without a bf16 dot the same order is a multiply and an add
-// per product (AVX2: 8 outputs per vector; AVX-512 F: 16).
+// per product (AVX2: 8 outputs per vector; AVX-512 F: 16), or one FMA where the product
+// is an exact normal number (the rows below), which rounds the same.
 //
 // The dot equals the multiply-add chain only where VDPBF16PS's flushing of subnormals
 // cannot act: every x of the row's slice zero or normal with biased exponent in [9, 245]
 // (products and partial sums of P are then multiples of 2^-126 and below 2^127). The
 // caller marks such rows (Tile::dot_rows, fp4_dot_row); the others take the exact path.
+// The same rows let AVX2 and AVX-512 F fuse each product into its add: w·x is then an exact
+// normal fp32 number, so FMA(w, x, P) = round(P + w·x) = the multiply-then-add.
 // The scale product and the block sums are plain fp32 multiplies and adds on every path.
 #pragma once
 

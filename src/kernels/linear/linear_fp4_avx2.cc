@@ -1,5 +1,6 @@
-// FP4 tiles for AVX2 (linear_fp4.h): the exact multiply-add path, 8 outputs per vector
-// (a tile's 16 outputs in two halves). Register blocks of up to kRows rows x one tile; each
+// FP4 tiles for AVX2 (linear_fp4.h): 8 outputs per vector (a tile's 16 outputs in two
+// halves); one FMA per product on the rows of Tile::dot_rows, a multiply and an add on the
+// others. Register blocks of up to kRows rows x one tile; each
 // 64-byte code chunk is decoded in registers once for the block's rows.
 // Only intrinsics and linear_tile.h / linear_fp4.h here (see linear_tile.h).
 #include <cstdint>
@@ -46,8 +47,9 @@ inline __m256 bcast_bf16(uint16_t v) {
 }
 
 // R rows x one tile of 16 outputs from o; xr[r] from the slice's first column, yr[r] its 16
-// results.
-template <int R>
+// results. kFma: rows of Tile::dot_rows, whose products are exact normal fp32 numbers
+// (linear_fp4.h), so one FMA per product gives the multiply-then-add bits.
+template <int R, bool kFma>
 void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* const* xr, float* const* yr) {
   const int64_t n_blk = (tl.k1 - tl.k0) / kBlock, blk0 = tl.k0 / kBlock;
   const __m256 lut = _mm256_loadu_ps(fp4::kE2m1F32);
@@ -74,8 +76,14 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
           for (int m = 0; m < 4; ++m)
             DSV4_UNROLL(4)
             for (int r = 0; r < R; ++r) {
-              p[r].h[h] = _mm256_add_ps(p[r].h[h], _mm256_mul_ps(w[2 * m + 1], bcast_bf16(xr[r][col + 2 * m + 1])));
-              p[r].h[h] = _mm256_add_ps(p[r].h[h], _mm256_mul_ps(w[2 * m], bcast_bf16(xr[r][col + 2 * m])));
+              const __m256 xo = bcast_bf16(xr[r][col + 2 * m + 1]), xe = bcast_bf16(xr[r][col + 2 * m]);
+              if constexpr (kFma) {
+                p[r].h[h] = _mm256_fmadd_ps(w[2 * m + 1], xo, p[r].h[h]);
+                p[r].h[h] = _mm256_fmadd_ps(w[2 * m], xe, p[r].h[h]);
+              } else {
+                p[r].h[h] = _mm256_add_ps(p[r].h[h], _mm256_mul_ps(w[2 * m + 1], xo));
+                p[r].h[h] = _mm256_add_ps(p[r].h[h], _mm256_mul_ps(w[2 * m], xe));
+              }
             }
         }
       }
@@ -96,31 +104,44 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
 }
 
 using BlockFn = void (*)(const Tile&, const fp4::Tiles&, int64_t, const uint16_t* const*, float* const*);
-template <int... I>
+template <bool kFma, int... I>
 constexpr auto make_blocks(std::integer_sequence<int, I...>) {
   struct Table {
     BlockFn fn[sizeof...(I)];
-  } t{{run_block<I + 1>...}};
+  } t{{run_block<I + 1, kFma>...}};
   return t;
 }
-constexpr auto kBlocks = make_blocks(std::make_integer_sequence<int, kRows>{});
+template <bool kFma>
+constexpr auto kBlocks = make_blocks<kFma>(std::make_integer_sequence<int, kRows>{});
 
-}  // namespace
-
-void avx2_fp4_tile(const Tile& tl) {
-  const fp4::Tiles W{static_cast<const uint8_t*>(tl.w->data), tl.w->scale, tl.w->in};
+// Rows rows[0..n) of the call, all by FMA or all exact.
+template <bool kFma>
+void run_rows(const Tile& tl, const fp4::Tiles& W, const int* rows, int n) {
   const uint16_t* x = static_cast<const uint16_t*>(tl.x);
   const uint16_t* xr[kRows];
   float* yr[kRows];
   for (int t = 0; t * kTileOut < tl.no; ++t)
-    for (int i = 0; i < tl.nt; i += kRows) {
-      const int nr = tl.nt - i < kRows ? tl.nt - i : kRows;
+    for (int i = 0; i < n; i += kRows) {
+      const int nr = n - i < kRows ? n - i : kRows;
       for (int r = 0; r < nr; ++r) {
-        xr[r] = x + (i + r) * tl.x_stride + tl.k0;
-        yr[r] = tl.y + (i + r) * kMaxOutTile + kTileOut * t;
+        xr[r] = x + rows[i + r] * tl.x_stride + tl.k0;
+        yr[r] = tl.y + rows[i + r] * kMaxOutTile + kTileOut * t;
       }
-      kBlocks.fn[nr - 1](tl, W, tl.o + kTileOut * t, xr, yr);
+      kBlocks<kFma>.fn[nr - 1](tl, W, tl.o + kTileOut * t, xr, yr);
     }
+}
+
+}  // namespace
+
+void avx2_fp4_tile(const Tile& tl) {
+  int fma[kMaxRowTile], exact[kMaxRowTile], nf = 0, ne = 0;
+  for (int i = 0; i < tl.nt; ++i) {
+    if ((tl.dot_rows >> i) & 1) fma[nf++] = i;
+    else exact[ne++] = i;
+  }
+  const fp4::Tiles W{static_cast<const uint8_t*>(tl.w->data), tl.w->scale, tl.w->in};
+  if (nf > 0) run_rows<true>(tl, W, fma, nf);
+  if (ne > 0) run_rows<false>(tl, W, exact, ne);
 }
 
 }  // namespace dsv4::kernels::linear_tile

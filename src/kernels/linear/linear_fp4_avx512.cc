@@ -1,6 +1,6 @@
-// FP4 tiles for AVX-512 (linear_fp4.h): the exact multiply-add path on AVX-512 F/BW
-// (avx512_fp4_tile) and, on AVX-512 BF16, VDPBF16PS for the rows of Tile::dot_rows
-// (avx512_bf16_fp4_tile). A tile call is up to 4 tiles of 16 outputs x 64 rows; rows go
+// FP4 tiles for AVX-512 (linear_fp4.h): for the rows of Tile::dot_rows one FMA per product
+// (AVX-512 F/BW, avx512_fp4_tile) or VDPBF16PS (AVX-512 BF16, avx512_bf16_fp4_tile); a
+// multiply and an add for the others. A tile call is up to 4 tiles of 16 outputs x 64 rows; rows go
 // in register blocks of R rows x NT tiles, each block streaming its tiles' codes along K
 // once, decoding each 64-byte chunk in registers for all R rows.
 // Only intrinsics and linear_tile.h / linear_fp4.h here (see linear_tile.h).
@@ -41,7 +41,13 @@ inline __m512 scale_vec(const uint8_t* p) {
 // xr[r]: row r's bf16 x from the slice's first column; yr[r]: its 16·NT results. Only the
 // R·NT group sums P live in registers (R·NT independent chains hide the dot's latency); the
 // betas and chain partials go through `sums` (2·R·NT vectors), once per group and block.
-template <int R, int NT, bool kDot>
+// How a block computes the pair step (linear_fp4.h): VDPBF16PS (AVX-512 BF16, rows of
+// Tile::dot_rows), one FMA per product (AVX-512 F, rows of Tile::dot_rows: their products
+// are exact normal numbers, so the FMA gives the multiply-then-add bits), or a multiply
+// and an add (every other row).
+enum class Step { kDot, kFma, kExact };
+
+template <int R, int NT, Step kStep>
 void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* const* xr, float* const* yr,
                float* sums) {
   const int64_t n_blk = (tl.k1 - tl.k0) / kBlock, blk0 = tl.k0 / kBlock;
@@ -65,7 +71,7 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
       for (int c = 0; c < kChunks; ++c) {
         const int q = kChunks * g + c;  // chunk: columns 8q .. 8q + 7 of the block
         const int64_t col = b * kBlock + 8 * q;
-        if constexpr (kDot) {  // the NT tiles' weights decoded, then each x pair broadcast once
+        if constexpr (kStep == Step::kDot) {  // the NT tiles' weights decoded, then each x pair broadcast once
           const __m512i lut = _mm512_load_si512(fp4::kE2m1Bf16);
           __m512i w[NT][4];
           DSV4_UNROLL(4)
@@ -101,8 +107,13 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
             DSV4_UNROLL(16)
             for (int r = 0; r < R; ++r) {
               const __m512 xo = bcast_bf16(xr[r][col + 2 * m + 1]), xe = bcast_bf16(xr[r][col + 2 * m]);
-              p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(wo, xo));
-              p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(we, xe));
+              if constexpr (kStep == Step::kFma) {
+                p[r][t] = _mm512_fmadd_ps(wo, xo, p[r][t]);
+                p[r][t] = _mm512_fmadd_ps(we, xe, p[r][t]);
+              } else {
+                p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(wo, xo));
+                p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(we, xe));
+              }
             }
           }
         }
@@ -136,25 +147,25 @@ using BlockFn = void (*)(const Tile&, const fp4::Tiles&, int64_t, const uint16_t
 // T = 64; 12 x 1 and 16 x 1 spill and read 40-65 %).
 constexpr int kBlockRegs = 12;
 constexpr int kBlockRows = 6;
-template <bool kDot>
+template <Step kStep>
 struct Blocks {
   BlockFn fn[kBlockRows][kMaxTiles];  // [R - 1][NT - 1]; nullptr where R·NT > kBlockRegs
 };
-template <bool kDot, int... I>
-constexpr Blocks<kDot> make_blocks(std::integer_sequence<int, I...>) {
-  Blocks<kDot> b{};
+template <Step kStep, int... I>
+constexpr Blocks<kStep> make_blocks(std::integer_sequence<int, I...>) {
+  Blocks<kStep> b{};
   constexpr auto fn_of = []<int R, int NT>() -> BlockFn {
-    if constexpr (R * NT <= kBlockRegs) return run_block<R, NT, kDot>;
+    if constexpr (R * NT <= kBlockRegs) return run_block<R, NT, kStep>;
     else return nullptr;
   };
   ((b.fn[I / kMaxTiles][I % kMaxTiles] = fn_of.template operator()<I / kMaxTiles + 1, I % kMaxTiles + 1>()), ...);
   return b;
 }
-template <bool kDot>
-constexpr Blocks<kDot> kBlocks = make_blocks<kDot>(std::make_integer_sequence<int, kBlockRows * kMaxTiles>{});
+template <Step kStep>
+constexpr Blocks<kStep> kBlocks = make_blocks<kStep>(std::make_integer_sequence<int, kBlockRows * kMaxTiles>{});
 
-// Rows rows[0..n) of the call, all through the dot or all exact.
-template <bool kDot>
+// Rows rows[0..n) of the call, all with one kind of step.
+template <Step kStep>
 void run_rows(const Tile& tl, const fp4::Tiles& W, const int* rows, int n) {
   const int nt = (tl.no + kTileOut - 1) / kTileOut;
   const uint16_t* x = static_cast<const uint16_t*>(tl.x);
@@ -168,7 +179,7 @@ void run_rows(const Tile& tl, const fp4::Tiles& W, const int* rows, int n) {
     for (int t = 0; t < nt; t += per) {
       const int nb = nt - t < per ? nt - t : per;
       for (int r = 0; r < nr; ++r) yr[r] = tl.y + rows[i + r] * kMaxOutTile + kTileOut * t;
-      kBlocks<kDot>.fn[nr - 1][nb - 1](tl, W, tl.o + kTileOut * t, xr, yr, sums);
+      kBlocks<kStep>.fn[nr - 1][nb - 1](tl, W, tl.o + kTileOut * t, xr, yr, sums);
     }
   }
 }
@@ -179,21 +190,22 @@ fp4::Tiles tiles_of(const Tile& tl) {
 
 }  // namespace
 
-void avx512_fp4_tile(const Tile& tl) {
-  int rows[kMaxRowTile];
-  for (int i = 0; i < tl.nt; ++i) rows[i] = i;
-  run_rows<false>(tl, tiles_of(tl), rows, tl.nt);
-}
-
-void avx512_bf16_fp4_tile(const Tile& tl) {
-  int dot[kMaxRowTile], exact[kMaxRowTile], nd = 0, ne = 0;
+namespace {
+// The call's rows of Tile::dot_rows with `fast`, the others exact.
+template <Step kFast>
+void split_rows(const Tile& tl) {
+  int fast[kMaxRowTile], exact[kMaxRowTile], nf = 0, ne = 0;
   for (int i = 0; i < tl.nt; ++i) {
-    if ((tl.dot_rows >> i) & 1) dot[nd++] = i;
+    if ((tl.dot_rows >> i) & 1) fast[nf++] = i;
     else exact[ne++] = i;
   }
   const fp4::Tiles W = tiles_of(tl);
-  if (nd > 0) run_rows<true>(tl, W, dot, nd);
-  if (ne > 0) run_rows<false>(tl, W, exact, ne);
+  if (nf > 0) run_rows<kFast>(tl, W, fast, nf);
+  if (ne > 0) run_rows<Step::kExact>(tl, W, exact, ne);
 }
+}  // namespace
+
+void avx512_fp4_tile(const Tile& tl) { split_rows<Step::kFma>(tl); }
+void avx512_bf16_fp4_tile(const Tile& tl) { split_rows<Step::kDot>(tl); }
 
 }  // namespace dsv4::kernels::linear_tile

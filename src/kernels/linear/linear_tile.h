@@ -58,7 +58,7 @@ struct Tile {
   const void* x;     // row i at x + i*x_stride elements (bf16 or float), indexed by k
   int64_t x_stride;
   float* y;          // result (i, j) at y[i*kMaxOutTile + j]
-  uint64_t dot_rows; // FP4 tiles: bit i set when row i may take the bf16 dot (fp4_dot_row)
+  uint64_t dot_rows; // FP4 tiles: bit i set when row i may take the bf16 dot or FMA (fp4_dot_row)
 };
 
 using TileFn = void (*)(const Tile&);
@@ -125,8 +125,8 @@ Kernels avx512_kernels();
 Kernels avx512_bf16_kernels(bool vbmi);
 // FP8 / BF16 weights, bf16 x, any nt <= kMaxRowTile (linear_avx512_gemm.cc).
 void avx512_bf16_gemm_tile(const Tile& tl);
-// FP4 tiles (linear_fp4.h): the exact multiply-add path (AVX2; AVX-512 F/BW) and the
-// VDPBF16PS path for the rows of Tile::dot_rows (AVX-512 BF16), the others exact.
+// FP4 tiles (linear_fp4.h): for the rows of Tile::dot_rows one FMA per product (AVX2;
+// AVX-512 F/BW) or VDPBF16PS (AVX-512 BF16); a multiply and an add for the others.
 void avx2_fp4_tile(const Tile& tl);
 void avx512_fp4_tile(const Tile& tl);
 void avx512_bf16_fp4_tile(const Tile& tl);
