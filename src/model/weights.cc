@@ -386,7 +386,7 @@ class Loader {
   bool packs(const std::string& name, const FoundMatrix& m) const {
     if (!options_.dot_layouts || !reads(name)) return false;
     if (m.form == StorageForm::kFP4) return dot_tiles_fit(m.weight->shape[0], 2 * m.weight->shape[1]);
-    return m.form == StorageForm::kFP8 && kernels::linear_reads_dot_layouts() &&
+    return m.form == StorageForm::kFP8 && kernels::linear_reads_fp8_tiles() &&
            dot_tiles_fit(m.weight->shape[0], m.weight->shape[1]);
   }
   // Bytes of matrix m in its tile layout (FP4: codes and scales).

@@ -187,7 +187,7 @@ struct LoadOptions {
   // rank's resident memory holds only its share (model/placement.h rank_reads).
   std::function<bool(const std::string& name)> reads;
   // Rewrite FP4 matrices, and FP8 ones of whole 16 x 128 tiles, into the dot layouts when
-  // kernels::linear_reads_dot_layouts() (same results, faster decode); false keeps every
+  // kernels::linear_reads_fp8_tiles() (same results, faster decode); false keeps every
   // view on the file's bytes.
   bool dot_layouts = true;
 };

@@ -178,7 +178,7 @@ TEST(Weights, LoadsReleasedLayout) {
   const auto* view = w.files.find("layers.2.attn.wq_b.weight");
   ASSERT_NE(view, nullptr);
   const LinearWeight& wq_b = w.layers[2].attn.wq_b.w;
-  EXPECT_EQ(wq_b.fp8_dot, kernels::linear_reads_dot_layouts());
+  EXPECT_EQ(wq_b.fp8_dot, kernels::linear_reads_fp8_tiles());
   if (wq_b.fp8_dot) {
     LinearWeight stored = wq_b;
     stored.data = view->data;

@@ -69,26 +69,18 @@ inline EmuLanes<T, N> emu_maskz_loadu(uint64_t k, const void* p) {
     if ((k >> i) & 1) std::memcpy(&r.v[i], static_cast<const char*>(p) + i * sizeof(T), sizeof(T));
   return r;
 }
-inline __m128i emu_mm_maskz_loadu_epi8(__mmask16 k, const void* p) {
-  __m128i out;
-  emu_store(emu_maskz_loadu<uint8_t, 16>(k, p), &out);
+template <class V, class T, int N>
+inline V emu_maskz_vec(uint64_t k, const void* p) {
+  V out;
+  emu_store(emu_maskz_loadu<T, N>(k, p), &out);
   return out;
 }
+inline __m128i emu_mm_maskz_loadu_epi8(__mmask16 k, const void* p) { return emu_maskz_vec<__m128i, uint8_t, 16>(k, p); }
 inline __m256i emu_mm256_maskz_loadu_epi16(__mmask16 k, const void* p) {
-  __m256i out;
-  emu_store(emu_maskz_loadu<uint16_t, 16>(k, p), &out);
-  return out;
+  return emu_maskz_vec<__m256i, uint16_t, 16>(k, p);
 }
-inline __m512i emu_mm512_maskz_loadu_epi8(__mmask64 k, const void* p) {
-  __m512i out;
-  emu_store(emu_maskz_loadu<uint8_t, 64>(k, p), &out);
-  return out;
-}
-inline __m512 emu_mm512_maskz_loadu_ps(__mmask16 k, const void* p) {
-  __m512 out;
-  emu_store(emu_maskz_loadu<float, 16>(k, p), &out);
-  return out;
-}
+inline __m512i emu_mm512_maskz_loadu_epi8(__mmask64 k, const void* p) { return emu_maskz_vec<__m512i, uint8_t, 64>(k, p); }
+inline __m512 emu_mm512_maskz_loadu_ps(__mmask16 k, const void* p) { return emu_maskz_vec<__m512, float, 16>(k, p); }
 
 // Widening conversions of 16 elements to 16 dwords.
 template <class From>

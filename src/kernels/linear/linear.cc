@@ -250,6 +250,17 @@ const linear_tile::Kernels& kernels(Isa isa) {
 inline linear_tile::TileFn tile_fn(const linear_tile::Kernels& k, const bf16*) { return k.x_bf16; }
 inline linear_tile::TileFn tile_fn(const linear_tile::Kernels& k, const float*) { return k.x_f32; }
 
+// The tile fields a slice fixes (weight, K range and tree, x stride); the caller sets the rest.
+linear_tile::Tile slice_tile(const LinearWeight& w, const LinearSlice& s) {
+  linear_tile::Tile tl{};
+  tl.w = &w;
+  tl.k0 = s.k0;
+  tl.k1 = s.k1;
+  tl.g_blk = s.k_group > 0 ? s.k_group / kBlock : ceil_div<int64_t>(s.k1 - s.k0, kBlock);
+  tl.x_stride = s.x_stride;
+  return tl;
+}
+
 // FP4 (the slice checked by run_slice): tiles of kMaxOutTile outputs x kMaxRowTile rows
 // through the variant's FP4 tile (the tile layout, bf16 x, o0 on a tile) or the scalar one.
 template <class XT, class YT>
@@ -272,12 +283,7 @@ void run_fp4(const LinearWeight& w, const LinearSlice& s, const XT* x, int64_t T
   auto mask_of = [&](int64_t t0) { return fp4_dot_rows(x + t0 * s.x_stride, s.x_stride, s.k0, s.k1, rows_of(t0)); };
   if (dot)
     for (int64_t i = 0; i < std::min(n_row_tiles, kMaskTiles); ++i) masks[i] = mask_of(i * kRows);
-  linear_tile::Tile tl{};
-  tl.w = &w;
-  tl.k0 = s.k0;
-  tl.k1 = s.k1;
-  tl.g_blk = s.k_group > 0 ? s.k_group / kBlock : ceil_div<int64_t>(s.k1 - s.k0, kBlock);
-  tl.x_stride = s.x_stride;
+  linear_tile::Tile tl = slice_tile(w, s);
   alignas(64) float res[kRows * kOut];
   tl.y = res;
   for (int64_t oa = s.o0 + r.begin; oa < s.o0 + r.end; oa += kOut) {
@@ -329,13 +335,7 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
                                   s.o0 % kDotTileRows == 0);
   const linear_tile::Kernels& kern = kernels(dot_ok ? current_isa() : Isa::kScalar);
   const linear_tile::TileFn fn = tile_fn(kern, x);
-  const int64_t n_blk = ceil_div<int64_t>(s.k1 - s.k0, kBlock);
-  linear_tile::Tile tl{};
-  tl.w = &w;
-  tl.k0 = s.k0;
-  tl.k1 = s.k1;
-  tl.g_blk = s.k_group > 0 ? s.k_group / kBlock : n_blk;
-  tl.x_stride = s.x_stride;
+  linear_tile::Tile tl = slice_tile(w, s);
   alignas(64) float res[linear_tile::kMaxRowTile * linear_tile::kMaxOutTile];
   tl.y = res;
   for (int64_t oa = s.o0 + r.begin; oa < s.o0 + r.end; oa += kern.out_tile) {
@@ -363,7 +363,7 @@ void set_linear_isa(Isa isa) {
   g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 Isa linear_isa() { return current_isa(); }
-bool linear_reads_dot_layouts() { return kernels(current_isa()).dot_layouts && current_isa() != Isa::kScalar; }
+bool linear_reads_fp8_tiles() { return kernels(current_isa()).dot_layouts && current_isa() != Isa::kScalar; }
 
 void actq_rows(const bf16* x, int64_t T, int64_t in, bf16* xq, int tid, int nthreads) {
   DSV4_CHECK(in % kActqBlock == 0, "actq row length {} is not a multiple of {}", in, kActqBlock);

@@ -65,7 +65,7 @@ Isa linear_isa();
 // every variant (LinearWeight::fp4_dot): the FP4 tiles read only that layout. Every
 // variant reads every layout with the same bits (the others run such weights on the
 // scalar variant, as does fp32 x, or a slice whose o0 is not a multiple of 16).
-bool linear_reads_dot_layouts();
+bool linear_reads_fp8_tiles();
 
 // --- engine (call inside ThreadPool::run; any nthreads; no allocation) ---
 // xq[t] = actq_dequant(x[t]) for t in [0, T) (rows split over threads).
