@@ -26,6 +26,7 @@
 // linear_fp4.h (linear_fp4_avx512.cc).
 // Only intrinsics (isa_intrinsics.h) and linear_tile.h here (see linear_tile.h).
 #include <cstdint>
+#include <utility>
 
 #include "kernels/linear/isa_intrinsics.h"
 #include "kernels/linear/linear_avx512_decode.h"
@@ -591,11 +592,159 @@ void fp8_tiles_gemm(const Tile& tl) {
     for (int s = 0; s * kOutTile < no; ++s) _mm512_storeu_ps(tl.y + i * kMaxOutTile + s * kOutTile, total[i][s]);
 }
 
+// R rows x NT tiles of one block by VDPBF16PS on the tiles' transposed vectors wt[t]:
+// rows_dot_t's lanes, chains and tree, so the same bits. Per (quad, half) the lo and hi
+// chains of the R·NT (row, tile) pairs live in registers (2·R·NT accumulators), each decoded
+// vector feeds R rows and each broadcast x pair NT tiles; the pair sums go through ps.
+// xd: the rows' dot-layout blocks, kBlock words apart. beta[r·NT + t]: the results.
+using TileVectors = __m512i[kDotChunks][kOutTile];
+template <int R, int NT>
+void rows_tiles_dot(const uint16_t* xd, const TileVectors* wt, __m512* beta) {
+  constexpr int kBase[4] = {0, 2, 1, 3};  // rows_dot_t's quads {a, a+8, a+4, a+12}
+  const int32_t* xw = reinterpret_cast<const int32_t*>(xd);  // row r, chunk m, lane l: xw[64r + 16m + l]
+  alignas(64) float ps[8][R * NT][kOutTile];                  // (quad, half): lo + hi chains
+  for (int qd = 0; qd < 4; ++qd)
+    for (int h = 0; h < 2; ++h) {
+      const int l = kBase[qd] + 4 * h;
+      __m512 lo[R][NT], hi[R][NT];
+      for (int r = 0; r < R; ++r)
+        for (int t = 0; t < NT; ++t) lo[r][t] = hi[r][t] = _mm512_setzero_ps();
+      for (int m = 0; m < kDotChunks; ++m) {
+        __m512i wl[NT], wh[NT];
+        for (int t = 0; t < NT; ++t) {
+          wl[t] = _mm512_load_si512(&wt[t][m][l]);
+          wh[t] = _mm512_load_si512(&wt[t][m][l + 8]);
+        }
+        for (int r = 0; r < R; ++r) {
+          const __m512bh xl = (__m512bh)_mm512_set1_epi32(xw[64 * r + 16 * m + l]);
+          const __m512bh xh = (__m512bh)_mm512_set1_epi32(xw[64 * r + 16 * m + l + 8]);
+          for (int t = 0; t < NT; ++t) {
+            lo[r][t] = _mm512_dpbf16_ps(lo[r][t], (__m512bh)wl[t], xl);
+            hi[r][t] = _mm512_dpbf16_ps(hi[r][t], (__m512bh)wh[t], xh);
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int t = 0; t < NT; ++t) _mm512_store_ps(ps[2 * qd + h][r * NT + t], _mm512_add_ps(lo[r][t], hi[r][t]));
+    }
+  for (int i = 0; i < R * NT; ++i) {
+    __m512 s4[4];
+    for (int qd = 0; qd < 4; ++qd) s4[qd] = _mm512_add_ps(_mm512_load_ps(ps[2 * qd][i]), _mm512_load_ps(ps[2 * qd + 1][i]));
+    beta[i] = _mm512_add_ps(_mm512_add_ps(s4[0], s4[1]), _mm512_add_ps(s4[2], s4[3]));
+  }
+}
+
+// Register blocks of R <= kFp8BlockRows rows x NT tiles with R·NT <= kFp8BlockPairs.
+constexpr int kFp8BlockRows = 6;
+constexpr int kFp8BlockPairs = 12;
+constexpr int kSubTiles = kMaxOutTile / kOutTile;
+using RowsTilesFn = void (*)(const uint16_t*, const TileVectors*, __m512*);
+struct RowsTilesTable {
+  RowsTilesFn fn[kFp8BlockRows][kSubTiles];  // [R - 1][NT - 1]; nullptr where R·NT > kFp8BlockPairs
+};
+template <int... I>
+constexpr RowsTilesTable make_rows_tiles(std::integer_sequence<int, I...>) {
+  RowsTilesTable t{};
+  constexpr auto fn_of = []<int R, int NT>() -> RowsTilesFn {
+    if constexpr (R * NT <= kFp8BlockPairs) return rows_tiles_dot<R, NT>;
+    else return nullptr;
+  };
+  ((t.fn[I / kSubTiles][I % kSubTiles] = fn_of.template operator()<I / kSubTiles + 1, I % kSubTiles + 1>()), ...);
+  return t;
+}
+constexpr RowsTilesTable kRowsTiles = make_rows_tiles(std::make_integer_sequence<int, kFp8BlockRows * kSubTiles>{});
+
+// FP8 tiles from kFusedMaxRows + 1 rows: per block, each of the call's tiles decoded once
+// into transposed vectors (up to 16 KiB, L1), then register blocks of rows x tiles
+// (rows_tiles_dot). A (row, tile) outside the range check takes the multiply-add path, and
+// the other pairs of its register block rows_dot_t<1>: the same betas, chained as in
+// fp8_tiles_gemm.
+void fp8_tiles_gemm_blocked(const Tile& tl) {
+  const LinearWeight& w = *tl.w;
+  const uint8_t* data = static_cast<const uint8_t*>(w.data);
+  const int64_t in = w.in, nbk = in / kBlock;
+  const GeneralFp8Tiles general(w);
+  const uint16_t* x = static_cast<const uint16_t*>(tl.x);
+  const int nt = tl.nt, n_sub = tl.no / kOutTile;
+  const int64_t n_blk = (tl.k1 - tl.k0) / kBlock;
+  alignas(64) uint16_t xd[kMaxRowTile * kBlock];  // row i's block in dot layout
+  int xlo[kMaxRowTile], xhi[kMaxRowTile];
+  alignas(64) TileVectors wt[kSubTiles];
+  alignas(64) __m512 wf[kOutTile][kChunks];  // the exact fp32 decode of tile wf_tile
+  alignas(64) float part[kMaxRowTile][kSubTiles][kOutTile], total[kMaxRowTile][kSubTiles][kOutTile];
+  Fp8Lut lut{};
+  int lut_sb = -1;
+  for (int64_t b = 0; b < n_blk; ++b) {
+    const int64_t k = tl.k0 + b * kBlock;
+    for (int i = 0; i < nt; ++i) x_block_dot(x + i * tl.x_stride + k, xd + i * kBlock, &xlo[i], &xhi[i]);
+    XWindow win[kSubTiles];
+    for (int s = 0; s < n_sub; ++s) {
+      const int64_t o = tl.o + s * kOutTile;
+      const uint8_t* tile = data + o * in + (k / kBlock) * (kOutTile * kBlock);
+      const uint8_t* pf = b + 1 < n_blk ? tile + kOutTile * kBlock : nullptr;  // a block's work hides one fetch
+      const int sb = w.scale[(o / kBlock) * nbk + k / kBlock];
+      win[s] = fp8_window(sb);
+      if (win[s].empty()) {
+        if (pf != nullptr) prefetch_lines(pf, kOutTile * kBlock);
+        continue;
+      }
+      if (sb != lut_sb) {
+        lut = fp8_lut(sb);
+        lut_sb = sb;
+      }
+      fp8_tile_decode(tile, lut, wt[s], pf);
+    }
+    auto ok = [&](int i, int s) { return !win[s].empty() && xlo[i] >= win[s].lo && xhi[i] <= win[s].hi; };
+    const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
+    auto chain_pair = [&](int i, int s, __m512 beta) {
+      __m512 pa = _mm512_load_ps(part[i][s]), to = _mm512_load_ps(total[i][s]);
+      chain_beta(chain, beta, pa, to, add_ps);
+      _mm512_store_ps(part[i][s], pa);
+      _mm512_store_ps(total[i][s], to);
+    };
+    int wf_tile = -1;
+    auto one_pair = [&](int i, int s) {
+      __m512 beta[1];
+      if (ok(i, s)) {
+        rows_dot_t<1>(xd + i * kBlock, wt[s], beta);
+      } else {
+        if (wf_tile != s) decode_exact(general, tl.o + s * kOutTile, kOutTile, k, kBlock, wf);
+        wf_tile = s;
+        beta[0] = row_general(x + i * tl.x_stride + k, kBlock, wf);
+      }
+      chain_pair(i, s, beta[0]);
+    };
+    for (int i0 = 0; i0 < nt; i0 += kFp8BlockRows) {
+      const int nr = nt - i0 < kFp8BlockRows ? nt - i0 : kFp8BlockRows;
+      const int per = kFp8BlockPairs / nr < kSubTiles ? kFp8BlockPairs / nr : kSubTiles;
+      for (int s0 = 0; s0 < n_sub; s0 += per) {
+        const int ns = n_sub - s0 < per ? n_sub - s0 : per;
+        bool all_ok = true;
+        for (int i = i0; i < i0 + nr; ++i)
+          for (int s = s0; s < s0 + ns; ++s) all_ok = all_ok && ok(i, s);
+        if (!all_ok) {
+          for (int i = i0; i < i0 + nr; ++i)
+            for (int s = s0; s < s0 + ns; ++s) one_pair(i, s);
+          continue;
+        }
+        __m512 beta[kFp8BlockPairs];
+        kRowsTiles.fn[nr - 1][ns - 1](xd + i0 * kBlock, wt + s0, beta);
+        for (int r = 0; r < nr; ++r)
+          for (int t = 0; t < ns; ++t) chain_pair(i0 + r, s0 + t, beta[r * ns + t]);
+      }
+    }
+  }
+  for (int i = 0; i < nt; ++i)
+    for (int s = 0; s < n_sub; ++s) _mm512_storeu_ps(tl.y + i * kMaxOutTile + s * kOutTile, _mm512_load_ps(total[i][s]));
+}
+
 }  // namespace
 
 void avx512_bf16_gemm_tile(const Tile& tl) {
   switch (tl.w->format) {
-    case WeightFormat::kFP8: return tl.w->fp8_dot ? fp8_tiles_gemm(tl) : gemm_tile<GemmFp8>(tl);
+    case WeightFormat::kFP8:
+      if (!tl.w->fp8_dot) return gemm_tile<GemmFp8>(tl);
+      return tl.nt > kFusedMaxRows ? fp8_tiles_gemm_blocked(tl) : fp8_tiles_gemm(tl);
     case WeightFormat::kFP4: break;  // never here: run_fp4 (linear_fp4.h)
     case WeightFormat::kBF16: return gemm_tile<GemmBf16>(tl);
     case WeightFormat::kF32: break;
