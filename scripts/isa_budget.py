@@ -12,27 +12,39 @@ import subprocess
 import sys
 from pathlib import Path
 
-# path, ISA, object, T, the register blocks a tile of T rows runs (linear_fp4_avx512.cc
-# run_rows: blocks of up to 6 rows x 12 / rows tiles; linear_fp4_avx2.cc: 4 rows x 1 tile),
-# and the marker instruction of the weight decode with how many of it one 64-byte code
-# chunk takes per block. The exact rows (x outside the dot's range, linear_fp4.h) are rare.
+# path, ISA, object, T, and the parts a tile of T rows runs over the same 64 code bytes
+# (linear_fp4_avx512.cc run_rows: blocks of up to 6 rows x 12 / rows tiles; linear_fp4_avx2.cc:
+# see avx2()), each with the marker instruction of its hot loop and how many of it one 64-byte
+# code chunk takes there. The exact rows (x outside the dot's range, linear_fp4.h) are rare.
 STEP = "(dsv4::kernels::linear_tile::(anonymous namespace)::Step)"  # 0 dot, 1 FMA, 2 exact
 
 
 def avx512(rows_tiles, step):
-    return [f"run_block<{r}, {t}, {STEP}{step}>" for r, t in rows_tiles]
+    marker, per_chunk = ("vpermw", 4) if step == 0 else ("vpermps", 8)
+    return [(f"run_block<{r}, {t}, {STEP}{step}>", marker, per_chunk) for r, t in rows_tiles]
+
+
+def avx2(rows, fma):
+    """Up to 4 rows: run_block decodes in registers per block of rows. From 5 rows: the tile's
+    block is decoded once (decode_block, inlined in run_rows_decoded) and each block of 4 rows reads the fp32 vectors
+    (rows_on_decoded: 4 FMAs or multiply-adds per row and column pair)."""
+    f = "true" if fma else "false"
+    if rows <= 4:
+        return [(f"run_block<{rows}, {f}>", "vpermps", 16)]
+    mark = "vfmadd" if fma else "vmulps"
+    return [(f"run_rows_decoded<{f}>", "vpermps", 16)] + [(f"rows_on_decoded<4, {f}>", mark, 16 * 4)] * (rows // 4)
 
 
 T16 = [(6, 2), (6, 2), (4, 3)]
 PATHS = [
-    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 1, avx512([(1, 4)], 0), "vpermw", 4),
-    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 16, avx512(T16, 0), "vpermw", 4),
-    ("FP4 FMA", "avx512", "linear_fp4_avx512", 1, avx512([(1, 4)], 1), "vpermps", 8),
-    ("FP4 FMA", "avx512", "linear_fp4_avx512", 16, avx512(T16, 1), "vpermps", 8),
-    ("FP4 FMA", "avx2", "linear_fp4_avx2", 1, ["run_block<1, true>"], "vpermps", 16),
-    ("FP4 FMA", "avx2", "linear_fp4_avx2", 16, ["run_block<4, true>"] * 4, "vpermps", 16),
-    ("FP4 exact", "avx512", "linear_fp4_avx512", 1, avx512([(1, 4)], 2), "vpermps", 8),
-    ("FP4 exact", "avx2", "linear_fp4_avx2", 1, ["run_block<1, false>"], "vpermps", 16),
+    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 1, avx512([(1, 4)], 0)),
+    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 16, avx512(T16, 0)),
+    ("FP4 FMA", "avx512", "linear_fp4_avx512", 1, avx512([(1, 4)], 1)),
+    ("FP4 FMA", "avx512", "linear_fp4_avx512", 16, avx512(T16, 1)),
+    ("FP4 FMA", "avx2", "linear_fp4_avx2", 1, avx2(1, True)),
+    ("FP4 FMA", "avx2", "linear_fp4_avx2", 16, avx2(16, True)),
+    ("FP4 exact", "avx512", "linear_fp4_avx512", 1, avx512([(1, 4)], 2)),
+    ("FP4 exact", "avx2", "linear_fp4_avx2", 1, avx2(1, False)),
 ]
 
 INSN = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
@@ -57,7 +69,7 @@ def functions(obj: Path):
 
 
 def hot_loop(insns, marker):
-    """The innermost backward-jump loop holding the marker: its instructions."""
+    """The innermost backward-jump loop holding the marker (a mnemonic prefix): its instructions."""
     best = None
     for addr, mnem, ops in insns:
         if not mnem.startswith("j"):
@@ -67,7 +79,7 @@ def hot_loop(insns, marker):
             continue
         lo = int(t.group(1), 16)
         body = [i for i in insns if lo <= i[0] <= addr]
-        if any(i[1] == marker for i in body) and (best is None or len(body) < len(best)):
+        if any(i[1].startswith(marker) for i in body) and (best is None or len(body) < len(best)):
             best = body
     return best
 
@@ -76,19 +88,18 @@ def main():
     build = Path(sys.argv[1] if len(sys.argv) > 1 else "build/release")
     objdir = build / "src/kernels/linear/CMakeFiles/dsv4_kernel_linear.dir"
     cache = {}
-    print(f"{'path':<10} {'isa':<11} {'T':>3} {'blocks':>6} {'insns / 64 B':>12}")
-    for label, isa, obj, T, blocks, marker, per_chunk in PATHS:
+    print(f"{'path':<10} {'isa':<11} {'T':>3} {'parts':>6} {'insns / 64 B':>12}")
+    for label, isa, obj, T, parts in PATHS:
         if obj not in cache:
             cache[obj] = functions(objdir / f"{obj}.cc.o")
         total = 0.0
-        for fn in blocks:  # every block of rows decodes and reads the same 64 bytes
+        for fn, marker, per_chunk in parts:  # every part decodes or reads the same 64 bytes
             matches = [v for k, v in cache[obj].items() if f"::{fn}(" in k]
             body = hot_loop(matches[0], marker) if matches else None
             if body is None:
                 sys.exit(f"{label} {isa} T={T}: no hot loop found in {fn}")
-            total += len(body) / (sum(1 for i in body if i[1] == marker) / per_chunk)
-        print(f"{label:<10} {isa:<11} {T:>3} {len(blocks):>6} {total:>12.1f}")
-
+            total += len(body) / (sum(1 for i in body if i[1].startswith(marker)) / per_chunk)
+        print(f"{label:<10} {isa:<11} {T:>3} {len(parts):>6} {total:>12.1f}")
 
 if __name__ == "__main__":
     main()
