@@ -125,6 +125,9 @@ void print_machine(const Machine& m) {
   for (const auto& [t, gbps] : m.read_gbps)
     std::printf("  %d thread%s: read bandwidth %.1f GB/s (best of the sizes), dot peak %.1f GFLOP/s\n", t,
                 t > 1 ? "s" : " ", gbps, m.peak(t));
+  std::printf("FP4 paths of this build: instructions per 64 weight bytes in the hot loop at T = 1 and 16 (not a\n"
+              "judgement: with a core's issue width, a bound on the GB/s of a host with that ISA; scripts/isa_budget.py)\n%s",
+              kIsaBudgetTable);
   std::fflush(stdout);
 }
 
