@@ -91,10 +91,7 @@ int64_t TokenMasker::walk(const VocabTrie& trie, const JsonMatcher& m, const Mat
   int64_t count = 0;
   // states_[d]: after the d bytes of the path to walk_[d].node (states_[0] = st).
   states_[0].n = st.n;
-  for (int32_t k = 0; k < st.n; ++k) {
-    states_[0].s[k].n = st.s[k].n;
-    std::memcpy(states_[0].s[k].f, st.s[k].f, sizeof(Frame) * static_cast<size_t>(st.s[k].n));
-  }
+  for (int32_t k = 0; k < st.n; ++k) copy_stack(states_[0].s[k], st.s[k]);
   int32_t depth = 0;
   walk_[0] = {0, 0};
   while (depth >= 0) {
