@@ -1,11 +1,13 @@
 #include "grammar/json_schema.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <set>
 
 #include "grammar/grammar_analysis.h"
 #include "grammar/schema_literals.h"
+#include "grammar/schema_merge.h"
 #include "grammar/schema_ref.h"
 
 namespace dsv4::grammar {
@@ -20,9 +22,16 @@ const std::set<std::string> kKeywords = {"type",      "properties", "required", 
                                          "enum",      "const",      "anyOf",     "oneOf",
                                          "$defs",     "definitions", "$ref",     "minLength",
                                          "maxLength", "minimum",    "maximum",   "exclusiveMinimum",
-                                         "exclusiveMaximum"};
+                                         "exclusiveMaximum", "allOf"};
 // Keywords that constrain nothing where they stand (annotations, and schemas kept for $ref).
 bool inert(const std::string& key) { return kAnnotations.count(key) || key == "$defs" || key == "definitions"; }
+// The keywords of s that constrain, but `key`.
+Json constraints_beside(const Json& s, const std::string& key) {
+  Json out = Json::object();
+  for (auto it = s.begin(); it != s.end(); ++it)
+    if (it.key() != key && !inert(it.key())) out[it.key()] = it.value();
+  return out;
+}
 // The keywords that make a schema without `type` constrain one type (bug: they were dropped).
 const std::set<std::string> kTypeKeywords[] = {
     {"properties", "required", "additionalProperties"},
@@ -62,7 +71,7 @@ class DepthGuard {
 
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(&root) {}
+  explicit Compiler(const Json& root) : root_(&root), merger_(root) {}
 
   // Depth and node count are checked on the way down, before the work (issue 40 row 1).
   Result<int32_t> compile(const Json& s, const std::string& path);
@@ -100,9 +109,15 @@ class Compiler {
   Result<int32_t> object(const Json& s, const std::string& path);
   Result<std::vector<Property>> properties(const Json& s, const std::string& path, bool dsml);
   Result<int32_t> ref(const std::string& target, const std::string& path);
+  // A schema a merge made, compiled once per content (a recursive $ref beside keywords merges
+  // to the same schema again: it then points back, as a $ref does).
+  Result<int32_t> compile_merged(Json merged, const std::string& path);
 
   const Json* root_;
+  SchemaMerger merger_;
+  std::deque<Json> merged_;  // the schemas merges made (kept: nodes are compiled from them)
   std::map<const Json*, int32_t> refs_;  // by target: each is compiled once
+  std::map<std::string, int32_t> merged_nodes_;  // by the merged schema's text
   int32_t any_ = -1;
   int depth_ = 0, visits_ = 0;
   struct OneOf {
@@ -161,6 +176,20 @@ Result<int32_t> Compiler::ref(const std::string& target, const std::string& path
   return id;
 }
 
+Result<int32_t> Compiler::compile_merged(Json merged, const std::string& path) {
+  std::string text = merged.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (auto it = merged_nodes_.find(text); it != merged_nodes_.end()) return it->second;
+  Node hop;
+  hop.kind = Kind::kAnyOf;
+  const int32_t id = add(hop);
+  merged_nodes_.emplace(std::move(text), id);
+  merged_.push_back(std::move(merged));
+  Result<int32_t> t = compile(merged_.back(), path);
+  if (!t.ok()) return t.status();
+  grammar.nodes[id].alternatives = {*t};
+  return id;
+}
+
 Result<int32_t> Compiler::compile(const Json& s, const std::string& path) {
   if (depth_ >= kMaxSchemaDepth)
     return fail(path, fmt::format("schemas nest more than {} levels deep ($ref hops included)", kMaxSchemaDepth));
@@ -179,17 +208,20 @@ Result<int32_t> Compiler::schema_object(const Json& s, const std::string& path) 
   for (auto it = s.begin(); it != s.end(); ++it)
     if (!kKeywords.count(it.key()) && !kAnnotations.count(it.key()))
       return fail(path, fmt::format("keyword '{}' is not supported", it.key()));
+  // allOf, and $ref beside other keywords (both apply, 2019-09 on): one merged schema.
+  if (s.contains("allOf") || (s.contains("$ref") && !constraints_beside(s, "$ref").empty())) {
+    Result<Json> merged = merger_.flatten(s, path);
+    if (!merged.ok()) return merged.status();
+    return compile_merged(std::move(*merged), path);
+  }
   if (auto r = s.find("$ref"); r != s.end()) {
     if (!r->is_string()) return fail(path, "$ref must be a string");
-    for (auto it = s.begin(); it != s.end(); ++it)
-      if (it.key() != "$ref" && !inert(it.key()))
-        return fail(path, fmt::format("keyword '{}' beside $ref is not supported", it.key()));
     return ref(r->get<std::string>(), path);
   }
-  if (s.contains("enum") || s.contains("const")) return literals(s, path);
   if (s.contains("anyOf") && s.contains("oneOf")) return fail(path, "keyword 'oneOf' beside anyOf is not supported");
   for (const char* key : {"anyOf", "oneOf"})
     if (s.contains(key)) return alternatives(s, key, path);
+  if (s.contains("enum") || s.contains("const")) return literals(s, path);
   const auto type = s.find("type");
   if (type == s.end()) return untyped(s, path);
   if (type->is_string()) return typed(s, type->get<std::string>(), path);
@@ -234,22 +266,29 @@ Result<int32_t> Compiler::literals(const Json& s, const std::string& path) {
   return literal(std::move(texts));
 }
 
-// anyOf / oneOf with nothing beside them but annotations and $defs. oneOf is generated as
-// anyOf once its branches are proven disjoint (check_one_of).
+// anyOf / oneOf; the keywords beside them are merged into each branch (schema_merge.h). oneOf
+// is generated as anyOf once its (merged) branches are proven disjoint (check_one_of).
 Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std::string& path) {
   const Json& list = *s.find(key);
   if (!list.is_array() || list.empty()) return fail(path, fmt::format("{} must be a non-empty array", key));
   if (list.size() > static_cast<size_t>(kMaxAlternatives))
     return fail(path, fmt::format("{} has {} branches, at most {}", key, list.size(), kMaxAlternatives));
-  for (auto it = s.begin(); it != s.end(); ++it)
-    if (it.key() != key && !inert(it.key()))
-      return fail(path, fmt::format("keyword '{}' beside {} is not supported", it.key(), key));
+  const Json beside = constraints_beside(s, key);
   Node n;
   n.kind = Kind::kAnyOf;
   OneOf one_of{path + "/" + key, {}};
   for (size_t i = 0; i < list.size(); ++i) {
-    if (list[i].is_boolean() && !list[i].get<bool>()) continue;  // matches nothing: no branch
-    Result<int32_t> alt = compile(list[i], fmt::format("{}/{}/{}", path, key, i));
+    const std::string branch_path = fmt::format("{}/{}/{}", path, key, i);
+    Result<int32_t> alt = 0;
+    if (beside.empty()) {
+      if (list[i] == Json(false)) continue;  // matches nothing: no branch
+      alt = compile(list[i], branch_path);
+    } else {
+      Result<Json> merged = merger_.merge(beside, list[i], branch_path);
+      if (!merged.ok()) return merged.status();
+      if (*merged == Json(false)) continue;
+      alt = compile_merged(std::move(*merged), branch_path);
+    }
     if (!alt.ok()) return alt.status();
     n.alternatives.push_back(*alt);
     one_of.branches.push_back(static_cast<int32_t>(i));
@@ -362,40 +401,45 @@ Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
   return add(std::move(n));
 }
 
-// The listed properties in document order; a property whose schema is false is never
-// generated (refused when required).
+// The listed properties in document order, then required names not among them (their value:
+// additionalProperties, else anything); a property whose schema is false is never generated
+// (refused when required).
 Result<std::vector<Property>> Compiler::properties(const Json& s, const std::string& path, bool dsml) {
-  std::vector<Property> out;
-  const auto props = s.find("properties");
-  if (props == s.end()) {
-    const Json& required = s.contains("required") ? s["required"] : Json::array();
-    if (!required.is_array() || (!required.empty() && !required[0].is_string()))
-      return fail(path, "required must be an array of strings");
-    if (!required.empty())
-      return fail(path, fmt::format("required '{}' is not among properties", required[0].get<std::string>()));
-    return out;
+  static const Json kAnything = true;
+  std::vector<std::pair<std::string, const Json*>> listed;
+  if (const auto props = s.find("properties"); props != s.end()) {
+    if (!props->is_object()) return fail(path, "properties must be an object");
+    for (auto it = props->begin(); it != props->end(); ++it) listed.emplace_back(it.key(), &it.value());
   }
-  if (!props->is_object()) return fail(path, "properties must be an object");
-  if (props->size() > static_cast<size_t>(kMaxProperties))
-    return fail(path, fmt::format("{} properties, at most {}", props->size(), kMaxProperties));
+  const auto additional = s.find("additionalProperties");
   std::set<std::string> required;
   if (const auto it = s.find("required"); it != s.end()) {
     if (!it->is_array()) return fail(path, "required must be an array of strings");
     for (const Json& r : *it) {
       if (!r.is_string()) return fail(path, "required must be an array of strings");
-      const auto p = props->find(r.get<std::string>());
-      if (p == props->end()) return fail(path, fmt::format("required '{}' is not among properties", r.get<std::string>()));
-      if (p->is_boolean() && !p->get<bool>())
-        return fail(path, fmt::format("unsatisfiable: required '{}' has the schema false", r.get<std::string>()));
-      required.insert(r.get<std::string>());
+      const std::string& name = r.get<std::string>();
+      auto p = std::find_if(listed.begin(), listed.end(), [&](const auto& kv) { return kv.first == name; });
+      if (p == listed.end()) {
+        if (additional != s.end() && *additional == Json(false))
+          return fail(path, fmt::format("unsatisfiable: required '{}' is not among properties and additionalProperties "
+                                        "is false", name));
+        listed.emplace_back(name, additional != s.end() && additional->is_object() ? &*additional : &kAnything);
+        p = listed.end() - 1;
+      }
+      if (*p->second == Json(false))
+        return fail(path, fmt::format("unsatisfiable: required '{}' has the schema false", name));
+      required.insert(name);
     }
   }
-  for (auto it = props->begin(); it != props->end(); ++it) {
-    if (it->is_boolean() && !it->get<bool>()) continue;
-    Result<int32_t> value = compile(it.value(), path + "/properties/" + pointer_token(it.key()));
+  if (listed.size() > static_cast<size_t>(kMaxProperties))
+    return fail(path, fmt::format("{} properties, at most {}", listed.size(), kMaxProperties));
+  std::vector<Property> out;
+  for (const auto& [name, schema] : listed) {
+    if (*schema == Json(false)) continue;
+    Result<int32_t> value = compile(*schema, path + "/properties/" + pointer_token(name));
     if (!value.ok()) return value.status();
     int32_t node = *value;
-    std::string key = escaped_key(it.key());
+    std::string key = escaped_key(name);
     if (dsml) {  // string="true": a string parameter's raw text (text.md §3.8)
       const Node& v = grammar.nodes[node];
       const bool raw = v.kind == Kind::kString;
@@ -406,9 +450,9 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
         r.max_length = v.max_length;
         node = add(std::move(r));
       }
-      key = "<｜DSML｜parameter name=\"" + it.key() + "\" string=\"" + (raw ? "true" : "false") + "\">";
+      key = "<｜DSML｜parameter name=\"" + name + "\" string=\"" + (raw ? "true" : "false") + "\">";
     }
-    out.push_back(Property{std::move(key), node, required.count(it.key()) > 0});
+    out.push_back(Property{std::move(key), node, required.count(name) > 0});
   }
   return out;
 }
@@ -421,7 +465,8 @@ Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
     return fail(path, "additionalProperties must be a boolean or a schema");
   const bool closed = additional != s.end() && additional->is_boolean() && !additional->get<bool>();
   const auto props = s.find("properties");
-  if ((props == s.end() || (props->is_object() && props->empty())) && !closed && !s.contains("required")) {
+  const bool requires_keys = s.contains("required") && !(s["required"].is_array() && s["required"].empty());
+  if ((props == s.end() || (props->is_object() && props->empty())) && !closed && !requires_keys) {
     n.open = true;
     if (additional != s.end() && additional->is_object()) {
       Result<int32_t> values = compile(*additional, path + "/additionalProperties");

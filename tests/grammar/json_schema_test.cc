@@ -196,18 +196,59 @@ TEST(OneOf, GeneratedOnlyWhereBranchesAreProvablyDisjoint) {
                   "oneOf"));
 }
 
-// Bug 3: keywords beside anyOf/oneOf/$ref were dropped; they are refused (not merged yet).
-TEST(Siblings, KeywordsBesideAnyOfAndRefAreNotDropped) {
-  for (const char* schema : {R"({"anyOf": [{"type": "object"}, {"type": "null"}], "required": ["a"]})",
-                             R"({"anyOf": [{"type": "object"}], "additionalProperties": false})",
-                             R"({"anyOf": [{"type": "array"}], "minItems": 2})",
-                             R"({"anyOf": [{"type": "string"}], "maxLength": 3})",
-                             R"({"oneOf": [{"type": "integer"}], "minimum": 3})",
-                             R"({"$defs": {"a": {"type": "string"}}, "$ref": "#/$defs/a", "maxLength": 2})"}) {
-    const std::string got = refusal(schema);
-    EXPECT_TRUE(has(got, "beside")) << schema << ": " << got;
-  }
-  EXPECT_EQ(refusal(R"({"anyOf": [{"type": "string"}], "title": "t", "$defs": {}})"), "ok");
+// Bug 3: keywords beside anyOf/oneOf/$ref were dropped. They are merged into each branch
+// (schema_merge.h), as allOf is; what the merge cannot combine is refused by name.
+TEST(Siblings, KeywordsBesideAnyOfAndRefAreMerged) {
+  const Grammar required = compile_ok(R"({"anyOf": [{"type": "object"}, {"type": "null"}], "required": ["a"]})");
+  EXPECT_EQ(match_at(required, "null"), -1);
+  EXPECT_EQ(match_at(required, "{}"), 1);
+  EXPECT_EQ(match_at(required, R"({"a": [1]})"), -1);
+  const Grammar closed = compile_ok(R"({"anyOf": [{"type": "object"}], "additionalProperties": false})");
+  EXPECT_EQ(match_at(closed, "{}"), -1);
+  EXPECT_EQ(match_at(closed, R"({"a": 1})"), 1);
+  EXPECT_EQ(match_at(compile_ok(R"({"anyOf": [{"type": "array"}], "minItems": 2})"), "[1]"), 2);
+  EXPECT_EQ(match_at(compile_ok(R"({"anyOf": [{"type": "string"}], "maxLength": 3})"), R"("abcd")"), 4);
+  EXPECT_TRUE(has(refusal(R"({"oneOf": [{"type": "integer"}], "minimum": 3})"), "'minimum'"));
+  const Grammar ref = compile_ok(R"({"$defs": {"a": {"type": "string"}}, "$ref": "#/$defs/a", "maxLength": 2})");
+  EXPECT_EQ(match_at(ref, R"("ab")"), -1);
+  EXPECT_EQ(match_at(ref, R"("abc")"), 3);
+  const Grammar literals = compile_ok(R"({"enum": ["a", "bb", 1], "anyOf": [{"type": "string", "maxLength": 1},
+      {"type": "integer"}]})");
+  EXPECT_EQ(match_at(literals, R"("a")"), -1);
+  EXPECT_EQ(match_at(literals, "1"), -1);
+  EXPECT_EQ(match_at(literals, R"("bb")"), 1);
+  // oneOf branches disjoint once the keywords beside them are merged in.
+  EXPECT_EQ(refusal(R"({"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"],
+      "oneOf": [{"properties": {"kind": {"const": "a"}}}, {"properties": {"kind": {"const": "b"}}}]})"), "ok");
+}
+
+TEST(AllOf, MergedWhereTheMergeIsExact) {
+  const Grammar g = compile_ok(R"({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}},
+      "required": ["a"]}, {"properties": {"b": {"type": "string", "maxLength": 2}}, "required": ["b"]}]})");
+  EXPECT_EQ(match_at(g, R"({"a": 1, "b": "xy"})"), -1);
+  EXPECT_EQ(match_at(g, R"({"a": 1})"), 7);
+  EXPECT_EQ(match_at(g, R"({"a": 1, "b": "xyz"})"), 17);
+  EXPECT_TRUE(has(refusal(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})"), "unsatisfiable"));
+  const Grammar narrow = compile_ok(R"({"allOf": [{"type": "number"}, {"type": ["integer", "string"]}]})");
+  EXPECT_EQ(match_at(narrow, "1.5"), 1);
+  EXPECT_EQ(match_at(narrow, R"("s")"), 0);
+  // additionalProperties: false in one schema removes the other's extra properties.
+  const Grammar closed = compile_ok(R"({"allOf": [{"properties": {"a": true}, "additionalProperties": false},
+      {"properties": {"b": true}}]})");
+  EXPECT_EQ(match_at(closed, R"({"a": 1})"), -1);
+  EXPECT_EQ(match_at(closed, R"({"b": 1})"), 2);
+  const Grammar bounds = compile_ok(R"({"allOf": [{"minLength": 2, "maxLength": 5}, {"maxLength": 3}], "type": "string"})");
+  EXPECT_EQ(match_at(bounds, R"("abcd")"), 4);
+  EXPECT_EQ(match_at(bounds, R"("a")"), 2);
+  EXPECT_TRUE(has(refusal(R"({"allOf": [{"enum": [1, 2]}, {"enum": [3]}]})"), "unsatisfiable"));
+  EXPECT_EQ(match_at(compile_ok(R"({"allOf": [{"enum": [1, 2, "x"]}, {"enum": [2.0, "x"]}]})"), "1"), 0);
+  // A recursive $ref beside keywords, and a merge that would not end, stay bounded.
+  const Grammar rec = compile_ok(R"({"type": "object", "properties": {"next": {"$ref": "#", "required": ["v"]},
+      "v": {"type": "integer"}}})");
+  EXPECT_EQ(match_at(rec, R"({"next": {"next": {"v": 2}, "v": 1}})"), -1);
+  EXPECT_EQ(match_at(rec, R"({"next": {}})"), 10);
+  const std::string loop = refusal(R"({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"})");
+  EXPECT_TRUE(has(loop, "levels") || has(loop, "merges")) << loop;
 }
 
 // Bug 4: keywords without `type` constrain their own type and leave the others free.
