@@ -247,10 +247,9 @@ Result<int32_t> Compiler::literals(const Json& s, const std::string& path) {
       return fail(path, fmt::format("enum has {} values, at most {}", e->size(), kMaxLiterals));
     for (const Json& v : *e) values.push_back(&v);
   }
-  // Equality by JSON value (1 == 1.0, members in any order).
-  auto same = [](const Json& a, const Json& b) { return nlohmann::json::parse(a.dump()) == nlohmann::json::parse(b.dump()); };
   if (c != s.end()) {
-    const bool in_enum = e == s.end() || std::any_of(values.begin(), values.end(), [&](const Json* v) { return same(*v, *c); });
+    const bool in_enum = e == s.end() || std::any_of(values.begin(), values.end(),
+                                                     [&](const Json* v) { return same_json_value(*v, *c); });
     values.clear();
     if (in_enum) values.push_back(&*c);
   }
@@ -390,7 +389,8 @@ Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
     if (u->get<bool>() && (n.max_items < 0 || n.max_items > 1))
       return fail(path, "keyword 'uniqueItems' is not supported (only false, or with maxItems at most 1)");
   }
-  if (items != s.end() && items->is_array()) return fail(path + "/items", "items as an array (tuples) is not supported");
+  if (items != s.end() && items->is_array())
+    return fail(path + "/items", "items as an array (tuples) is not supported");
   if (items == s.end() || n.max_items == 0) {
     n.items = any();
   } else {

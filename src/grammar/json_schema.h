@@ -13,8 +13,9 @@
 // minimum/maximum/exclusive* on integers where they bound nothing generated (at or beyond
 // ±(10^15 − 1): zod's int()). Without `type` every type is allowed and each keyword constrains
 // its own type. Annotations ($schema, $id, $comment, title, description, default, examples,
-// deprecated, readOnly, writeOnly) are ignored; any other keyword, and any keyword beside $ref,
-// anyOf or oneOf, is an error naming it and its place.
+// deprecated, readOnly, writeOnly) are ignored; any other keyword is an error naming it and its
+// place. allOf, a $ref beside keywords and keywords beside anyOf/oneOf are exact merges
+// (schema_merge.h).
 //
 // What is generated: no whitespace inside the value other than between tokens of the JSON
 // grammar, at most kMaxWhitespace characters per gap; object properties in the schema's order
@@ -23,7 +24,8 @@
 // repeat a key.
 //
 // Limits, checked on the way down before the work (the walk's stack depth is bounded by
-// kMaxSchemaDepth, whatever the input): schema levels ($ref hops included), schema nodes.
+// kMaxSchemaDepth, whatever the input): schema levels ($ref hops included), schema nodes,
+// merges (schema_merge.h).
 #pragma once
 
 #include <cstdint>

@@ -52,6 +52,13 @@ bool bound(const Json& k, double& out) {
 
 }  // namespace
 
+bool same_json_value(const Json& a, const Json& b) {
+  auto plain = [](const Json& v) {
+    return nlohmann::json::parse(v.dump(-1, ' ', false, Json::error_handler_t::replace));
+  };
+  return plain(a) == plain(b);
+}
+
 bool keyword_applies(const std::string& keyword, const Json& value) {
   if (kNoConstraint.count(keyword)) return false;
   if (kObjectKeywords.count(keyword)) return value.is_object();

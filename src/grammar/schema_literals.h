@@ -16,6 +16,9 @@ namespace dsv4::grammar {
 Result<bool> literal_satisfies(const nlohmann::ordered_json& value, const nlohmann::ordered_json& schema,
                                const std::string& path);
 
+// Equality of JSON values as JSON Schema compares them (1 == 1.0, object members in any order).
+bool same_json_value(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b);
+
 // Whether the keyword constrains values of this JSON type (as JSON Schema applies keywords by
 // type: maxLength says nothing about a number). Unknown keywords apply to every type.
 bool keyword_applies(const std::string& keyword, const nlohmann::ordered_json& value);

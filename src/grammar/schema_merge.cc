@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "grammar/json_schema.h"
+#include "grammar/schema_literals.h"
 #include "grammar/schema_ref.h"
 
 namespace dsv4::grammar {
@@ -17,10 +18,6 @@ const std::set<std::string> kUpperBounds = {"maxLength", "maxItems", "maximum", 
 // Keywords a conjunction leaves as they are (annotations; $defs are reached by absolute $refs).
 const std::set<std::string> kPassive = {"$schema", "$id",      "$comment",   "title",    "description", "default",
                                         "examples", "deprecated", "readOnly", "writeOnly", "$defs",    "definitions"};
-
-bool same_value(const Json& a, const Json& b) {
-  return nlohmann::json::parse(a.dump()) == nlohmann::json::parse(b.dump());  // 1 == 1.0, members in any order
-}
 
 std::vector<std::string> type_list(const Json& t) {
   std::vector<std::string> out;
@@ -148,11 +145,15 @@ Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb
   Json& va = *it;
   if (kLowerBounds.count(k) || kUpperBounds.count(k)) {
     if (!va.is_number() || !vb.is_number()) return fail(fmt::format("{} must be a number", k));
-    const bool take_b = kLowerBounds.count(k) ? vb.get<double>() > va.get<double>() : vb.get<double>() < va.get<double>();
+    const double x = va.get<double>(), y = vb.get<double>();
+    const bool take_b = kLowerBounds.count(k) ? y > x : y < x;
     if (take_b) va = vb;
   } else if (k == "type") {
     Json t = type_intersection(va, vb);
-    if (t.empty()) return fail(fmt::format("unsatisfiable: the merged schemas share no type ({} and {})", va.dump(), vb.dump()));
+    if (t.empty())
+      return fail(fmt::format("unsatisfiable: the merged schemas share no type ({} and {})",
+                              va.dump(-1, ' ', false, Json::error_handler_t::replace),
+                              vb.dump(-1, ' ', false, Json::error_handler_t::replace)));
     va = std::move(t);
   } else if (k == "required") {
     if (!va.is_array() || !vb.is_array()) return fail("required must be an array of strings");
@@ -162,11 +163,11 @@ Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb
     if (!va.is_array() || !vb.is_array()) return fail("enum must be a non-empty array");
     Json common = Json::array();
     for (const Json& x : va)
-      if (std::any_of(vb.begin(), vb.end(), [&](const Json& y) { return same_value(x, y); })) common.push_back(x);
+      if (std::any_of(vb.begin(), vb.end(), [&](const Json& y) { return same_json_value(x, y); })) common.push_back(x);
     if (common.empty()) return fail("unsatisfiable: the merged enums share no value");
     va = std::move(common);
   } else if (k == "const") {
-    if (!same_value(va, vb)) return fail("unsatisfiable: the merged schemas have different const values");
+    if (!same_json_value(va, vb)) return fail("unsatisfiable: the merged schemas have different const values");
   } else if (k == "uniqueItems") {
     if (!va.is_boolean() || !vb.is_boolean()) return fail("uniqueItems must be a boolean");
     va = va.get<bool>() || vb.get<bool>();
@@ -176,13 +177,15 @@ Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb
   } else if (k == "anyOf") {  // (a1 | a2) & (b1 | b2) = a1&b1 | a1&b2 | ...
     if (!va.is_array() || !vb.is_array()) return fail("anyOf must be a non-empty array");
     if (va.size() * vb.size() > static_cast<size_t>(kMaxAlternatives))
-      return fail(fmt::format("merging two anyOf gives {} branches, at most {}", va.size() * vb.size(), kMaxAlternatives));
+      return fail(
+          fmt::format("merging two anyOf gives {} branches, at most {}", va.size() * vb.size(), kMaxAlternatives));
     Json product = Json::array();
     for (const Json& x : va)
       for (const Json& y : vb) product.push_back(both(x, y));
     va = std::move(product);
-  } else if (!same_value(va, vb)) {
-    return fail(fmt::format("keyword '{}' in both schemas of a merge (allOf, $ref beside keywords) is not supported", k));
+  } else if (!same_json_value(va, vb)) {
+    return fail(
+        fmt::format("keyword '{}' in both schemas of a merge (allOf, $ref beside keywords) is not supported", k));
   }
   return Status();
 }

@@ -184,7 +184,8 @@ TEST(OneOf, GeneratedOnlyWhereBranchesAreProvablyDisjoint) {
   EXPECT_EQ(refusal(R"({"oneOf": [{"type": "string", "maxLength": 2}, {"type": "string", "minLength": 3}]})"), "ok");
   const char* tagged = R"({"oneOf": [
       {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "string"}}, "required": ["kind"]},
-      {"type": "object", "properties": {"kind": {"enum": ["b", "c"]}, "x": {"type": "integer"}}, "required": ["kind", "x"]}]})";
+      {"type": "object", "properties": {"kind": {"enum": ["b", "c"]}, "x": {"type": "integer"}},
+       "required": ["kind", "x"]}]})";
   EXPECT_EQ(refusal(tagged), "ok");
   const Grammar g = compile_ok(tagged);
   EXPECT_EQ(match_at(g, R"({"kind": "b", "x": 1})"), -1);
@@ -237,7 +238,8 @@ TEST(AllOf, MergedWhereTheMergeIsExact) {
       {"properties": {"b": true}}]})");
   EXPECT_EQ(match_at(closed, R"({"a": 1})"), -1);
   EXPECT_EQ(match_at(closed, R"({"b": 1})"), 2);
-  const Grammar bounds = compile_ok(R"({"allOf": [{"minLength": 2, "maxLength": 5}, {"maxLength": 3}], "type": "string"})");
+  const Grammar bounds =
+      compile_ok(R"({"allOf": [{"minLength": 2, "maxLength": 5}, {"maxLength": 3}], "type": "string"})");
   EXPECT_EQ(match_at(bounds, R"("abcd")"), 4);
   EXPECT_EQ(match_at(bounds, R"("a")"), 2);
   EXPECT_TRUE(has(refusal(R"({"allOf": [{"enum": [1, 2]}, {"enum": [3]}]})"), "unsatisfiable"));
@@ -273,7 +275,8 @@ TEST(Literals, FilteredByTheirSiblings) {
   const Grammar mixed = compile_ok(R"({"type": "string", "enum": ["a", 1]})");
   EXPECT_EQ(match_at(mixed, "1"), 0);
   EXPECT_EQ(match_at(mixed, R"("a")"), -1);
-  const Grammar len = compile_ok(R"({"enum": ["ab", "abc", 7, 2.0], "maxLength": 2, "maximum": 5, "type": ["string", "integer"]})");
+  const Grammar len = compile_ok(R"({"enum": ["ab", "abc", 7, 2.0], "maxLength": 2, "maximum": 5,
+      "type": ["string", "integer"]})");
   EXPECT_EQ(match_at(len, R"("ab")"), -1);
   EXPECT_EQ(match_at(len, R"("abc")"), 3);
   EXPECT_EQ(match_at(len, "7"), 0);
