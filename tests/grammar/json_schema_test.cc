@@ -5,13 +5,16 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 
+#include <cstdlib>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "grammar/json_matcher.h"
 #include "grammar/json_schema.h"
+#include "support/json_schema_check.h"
 
 namespace dsv4::grammar {
 namespace {
@@ -340,6 +343,112 @@ TEST(ValidSchemas, AreAccepted) {
   EXPECT_EQ(refusal(R"({"type": "array", "uniqueItems": true, "maxItems": 1})"), "ok");
   EXPECT_TRUE(has(refusal(R"({"type": "array", "uniqueItems": true})"), "'uniqueItems'"));
   EXPECT_EQ(refusal(R"({"anyOf": [false, {"type": "null"}]})"), "ok");
+}
+
+// Random schemas of the keywords this issue added (merges, oneOf with discriminators, keywords
+// without type, enum beside keywords, $ref beside keywords) around the base random schemas.
+Json rich_schema(std::mt19937& rng, int depth) {
+  auto sub = [&] { return depth > 2 ? test::random_schema(rng, 3) : rich_schema(rng, depth + 1); };
+  switch (rng() % (depth > 2 ? 1 : 7)) {
+    case 0: return test::random_schema(rng, depth + 1);
+    case 1: {
+      const Json options[] = {{{"maxLength", rng() % 3}}, {{"minLength", 1}, {"maxItems", 1}},
+                              {{"items", {{"type", "integer"}}}, {"maxItems", 2}}};
+      return options[rng() % 3];
+    }
+    case 2: {
+      const Json types[] = {"string", Json::array({"string", "integer"}), "number"};
+      return {{"enum", Json::array({"a", "bb", "ccc", 1, 2.5, nullptr, true})}, {"type", types[rng() % 3]},
+              {"maxLength", 2}};
+    }
+    case 3: {
+      Json a = {{"type", "object"}, {"properties", {{"a", sub()}, {"b", sub()}}}};
+      Json b = {{"properties", {{"a", sub()}, {"c", sub()}}}};
+      if (rng() % 2) a["required"] = Json::array({"a"});
+      if (rng() % 2) b["required"] = Json::array({"c"});
+      if (rng() % 2) b["additionalProperties"] = false;
+      return {{"allOf", Json::array({a, b})}};
+    }
+    case 4:
+      return {{"type", "object"},
+              {"required", Json::array({"kind"})},
+              {"properties", {{"kind", {{"type", "string"}}}}},
+              {"oneOf", Json::array({Json{{"properties", {{"kind", {{"const", "x"}}}, {"v", sub()}}}},
+                                     Json{{"properties", {{"kind", {{"enum", {"y", "z"}}}}, {"w", sub()}}},
+                                          {"required", Json::array({"w"})}}})}};
+    case 5:
+      return {{"anyOf", Json::array({Json{{"type", "string"}}, Json{{"type", "array"}, {"items", sub()}}})},
+              {"maxLength", 3},
+              {"minItems", 1}};
+    default:
+      return {{"oneOf", Json::array({Json{{"type", "string"}, {"maxLength", 2}}, Json{{"type", "integer"}},
+                                     Json{{"const", nullptr}}, Json{{"type", "array"}, {"items", sub()}}})}};
+  }
+}
+
+// Whether a JSON text repeats a key in one object (I-JSON; nlohmann keeps the last silently).
+bool repeats_a_key(const std::string& text) {
+  std::vector<std::set<std::string>> open;
+  bool repeated = false;
+  const nlohmann::json::parser_callback_t check = [&](int, nlohmann::json::parse_event_t e, nlohmann::json& v) {
+    using E = nlohmann::json::parse_event_t;
+    if (e == E::object_start) open.emplace_back();
+    if (e == E::object_end) open.pop_back();
+    if (e == E::key) repeated |= !open.back().insert(v.get<std::string>()).second;
+    return true;
+  };
+  const nlohmann::json parsed = nlohmann::json::parse(text, check, false);
+  return repeated || parsed.is_discarded();
+}
+
+// Random walks over the allowed bytes end in values that validate (independent validator) and
+// are I-JSON (parse: no lone surrogate; no repeated key); no walk meets a dead end.
+TEST(RichSchemas, RandomWalksGiveValidIJsonValues) {
+  std::mt19937 rng(17);
+  int done = 0, refused = 0;
+  const int trials = std::getenv("DSV4_GRAMMAR_TRIALS") ? std::atoi(std::getenv("DSV4_GRAMMAR_TRIALS")) : 400;
+  auto st = std::make_unique<MatchState>(), next = std::make_unique<MatchState>();
+  for (int trial = 0; trial < trials; ++trial) {
+    const Json schema = trial % 5 == 4 ? Json{{"type", "object"}, {"additionalProperties", rich_schema(rng, 2)}}
+                                       : rich_schema(rng, 0);
+    Result<Grammar> g = compile_json_schema(schema);
+    if (!g.ok()) {
+      ++refused;
+      if (std::getenv("DSV4_SHOW_REFUSALS")) std::printf("%s\n  %s\n", schema.dump().c_str(), g.message().c_str());
+      const std::string& why = g.message();
+      EXPECT_TRUE(has(why, "unsatisfiable") || has(why, "oneOf") || has(why, "not supported"))
+          << schema.dump() << ": " << why;
+      continue;
+    }
+    JsonMatcher m(*g);
+    m.start(*st);
+    std::string text;
+    for (int step = 0; step < 2000; ++step) {
+      if (m.accepting(*st) && (rng() % 4 == 0 || text.size() > 300)) break;
+      std::vector<uint8_t> allowed;
+      for (int c = 0; c < 256; ++c) {
+        m.advance(*st, static_cast<uint8_t>(c), *next);
+        if (next->n > 0) allowed.push_back(static_cast<uint8_t>(c));
+      }
+      if (allowed.empty() && m.accepting(*st)) break;
+      ASSERT_FALSE(allowed.empty()) << "dead end after " << text << " for " << schema.dump();
+      uint8_t c = allowed[rng() % allowed.size()];
+      if (text.size() > 300)
+        for (uint8_t b : allowed)
+          if (b == '}' || b == ']' || b == '"') c = b;
+      m.advance(*st, c, *next);
+      std::swap(st, next);
+      text.push_back(static_cast<char>(c));
+    }
+    if (!m.accepting(*st)) continue;
+    ++done;
+    const Json v = Json::parse(text, nullptr, false);
+    ASSERT_FALSE(v.is_discarded()) << text << " for " << schema.dump();
+    EXPECT_TRUE(test::schema_valid(v, schema)) << text << " for " << schema.dump();
+    EXPECT_FALSE(repeats_a_key(text)) << text;
+  }
+  EXPECT_GT(done, (trials - refused) * 3 / 4);
+  EXPECT_LT(refused, trials / 3) << "refusals: unsatisfiable merges, oneOf branches that may overlap";
 }
 
 }  // namespace
