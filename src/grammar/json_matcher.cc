@@ -421,6 +421,21 @@ bool JsonMatcher::in_string_text(const MatchState& st, int64_t room) const {
   return true;
 }
 
+bool JsonMatcher::in_key_text(const MatchState& st) const {
+  if (st.n == 0) return false;
+  for (int32_t k = 0; k < st.n; ++k) {
+    const Frame& f = st.s[k].f[st.s[k].n - 1];
+    if (f.node != kKeyNode || !string_may_close(f)) return false;
+  }
+  return true;
+}
+
+bool JsonMatcher::key_text(const char* bytes, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (bytes[i] == '\\') return false;
+  return string_text(bytes, n);
+}
+
 bool JsonMatcher::in_raw_text(const MatchState& st, int64_t room) const {
   if (st.n == 0) return false;
   for (int32_t k = 0; k < st.n; ++k) {

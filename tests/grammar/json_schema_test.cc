@@ -14,6 +14,7 @@
 
 #include "grammar/json_matcher.h"
 #include "grammar/json_schema.h"
+#include "grammar/token_mask.h"
 #include "support/json_schema_check.h"
 
 namespace dsv4::grammar {
@@ -449,6 +450,41 @@ TEST(RichSchemas, RandomWalksGiveValidIJsonValues) {
   }
   EXPECT_GT(done, (trials - refused) * 3 / 4);
   EXPECT_LT(refused, trials / 3) << "refusals: unsatisfiable merges, oneOf branches that may overlap";
+}
+
+// Inside an open object's key the mask is the key-text set (no '\\') plus the quote trie; it
+// equals feeding each token's bytes, repeated keys and escapes refused.
+TEST(TokenMask, OpenObjectKeysEqualBruteForce) {
+  const std::vector<std::string> vocab = {"{", "}", "\"", "\":", "{\"", "a", "ab", "b\"", "\\", "\\u0061", ":", "1",
+                                          ",", ", \"", "\":1", "\xc3", "\xa9", "é", "\"a\"", "[", "]", "null"};
+  const Grammar g = any_object_grammar();
+  const MaskVocab prepared(static_cast<int32_t>(vocab.size()), [&](int32_t id) { return std::string_view(vocab[id]); },
+                           [](int32_t) { return false; });
+  TokenMasker masker(prepared);
+  JsonMatcher m(g);
+  std::mt19937 rng(9);
+  auto st = std::make_unique<MatchState>(), out = std::make_unique<MatchState>(), tmp = std::make_unique<MatchState>();
+  std::vector<uint64_t> mask(1);
+  int in_key = 0;
+  for (int walk = 0; walk < 60; ++walk) {
+    m.start(*st);
+    for (int step = 0; step < 24; ++step) {
+      const int64_t n = masker.fill(m, *st, mask.data());
+      in_key += m.in_key_text(*st);
+      std::vector<int32_t> want, got;
+      for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
+        if (m.feed(*st, vocab[id].data(), static_cast<int64_t>(vocab[id].size()), *out, *tmp)) want.push_back(id);
+        if (mask[0] >> id & 1) got.push_back(id);
+      }
+      ASSERT_EQ(got, want) << "walk " << walk << " step " << step;
+      EXPECT_EQ(n, static_cast<int64_t>(want.size()));
+      if (want.empty()) break;
+      const int32_t id = want[rng() % want.size()];
+      ASSERT_TRUE(m.feed(*st, vocab[id].data(), static_cast<int64_t>(vocab[id].size()), *out, *tmp));
+      std::swap(st, out);
+    }
+  }
+  EXPECT_GT(in_key, 20) << "the fast path inside open keys was taken";
 }
 
 }  // namespace
