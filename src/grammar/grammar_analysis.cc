@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -78,53 +79,71 @@ bool literal_may_match(const nlohmann::json& v, const Node& n) {
   }
 }
 
-bool disjoint(const Grammar& g, int32_t a, int32_t b, int depth);
+// One disjointness proof: the literal values parsed once per node, and the work it may spend.
+struct Proof {
+  const Grammar& g;
+  int64_t& budget;
+  std::map<int32_t, std::vector<nlohmann::json>> values;
 
-bool disjoint_objects(const Grammar& g, const Node& x, const Node& y, int depth) {
+  const std::vector<nlohmann::json>& literals(int32_t node) {
+    auto it = values.find(node);
+    if (it != values.end()) return it->second;
+    std::vector<nlohmann::json>& v = values[node];
+    for (const std::string& t : g.nodes[node].literals) v.push_back(nlohmann::json::parse(t));
+    budget -= static_cast<int64_t>(v.size());
+    return v;
+  }
+  bool disjoint(int32_t a, int32_t b, int depth);
+  bool disjoint_objects(const Node& x, const Node& y, int depth);
+  bool disjoint_concrete(int32_t a, int32_t b, int depth);
+};
+
+bool Proof::disjoint_objects(const Node& x, const Node& y, int depth) {
   if (x.open || y.open || depth >= kMaxDisjointDepth) return false;
   for (const Property& p : x.properties) {
     if (!p.required) continue;
     for (const Property& q : y.properties)
-      if (q.required && q.key == p.key && disjoint(g, p.node, q.node, depth + 1)) return true;
+      if (q.required && q.key == p.key && disjoint(p.node, q.node, depth + 1)) return true;
   }
   return false;
 }
 
-bool disjoint_concrete(const Grammar& g, int32_t a, int32_t b, int depth) {
+bool Proof::disjoint_concrete(int32_t a, int32_t b, int depth) {
   const Node &x = g.nodes[a], &y = g.nodes[b];
-  auto values = [](const Node& n) {
-    std::vector<nlohmann::json> v;
-    for (const std::string& t : n.literals) v.push_back(nlohmann::json::parse(t));
-    return v;
-  };
   if (x.kind == Kind::kLiteral && y.kind == Kind::kLiteral) {
-    for (const nlohmann::json& u : values(x))
-      for (const nlohmann::json& v : values(y))
-        if (u == v) return false;
+    const std::vector<nlohmann::json>& u = literals(a);
+    const std::vector<nlohmann::json>& v = literals(b);
+    budget -= static_cast<int64_t>(u.size() * v.size());
+    if (budget < 0) return false;
+    for (const nlohmann::json& p : u)
+      for (const nlohmann::json& q : v)
+        if (p == q) return false;
     return true;
   }
   if (x.kind == Kind::kLiteral || y.kind == Kind::kLiteral) {
-    const Node& lit = x.kind == Kind::kLiteral ? x : y;
+    const int32_t lit = x.kind == Kind::kLiteral ? a : b;
     const Node& other = x.kind == Kind::kLiteral ? y : x;
-    for (const nlohmann::json& v : values(lit))
+    for (const nlohmann::json& v : literals(lit))
       if (literal_may_match(v, other)) return false;
-    return true;
+    return budget >= 0;
   }
   auto numeric = [](Kind k) { return k == Kind::kNumber || k == Kind::kInteger; };
   if (numeric(x.kind) && numeric(y.kind)) return false;
   if (x.kind != y.kind) return true;
   if (x.kind == Kind::kString)
     return (x.max_length >= 0 && x.max_length < y.min_length) || (y.max_length >= 0 && y.max_length < x.min_length);
-  if (x.kind == Kind::kObject) return disjoint_objects(g, x, y, depth);
+  if (x.kind == Kind::kObject) return disjoint_objects(x, y, depth);
   return false;
 }
 
-bool disjoint(const Grammar& g, int32_t a, int32_t b, int depth) {
+bool Proof::disjoint(int32_t a, int32_t b, int depth) {
   std::vector<int32_t> xs, ys;
   if (!concrete(g, a, xs) || !concrete(g, b, ys)) return false;
+  budget -= static_cast<int64_t>(xs.size() * ys.size());
+  if (budget < 0) return false;
   for (int32_t x : xs)
     for (int32_t y : ys)
-      if (!disjoint_concrete(g, x, y, depth)) return false;
+      if (!disjoint_concrete(x, y, depth)) return false;
   return true;
 }
 
@@ -147,6 +166,9 @@ Result<std::vector<int32_t>> min_depth(const Grammar& g) {
   return d;
 }
 
-bool provably_disjoint(const Grammar& g, int32_t a, int32_t b) { return disjoint(g, a, b, 0); }
+bool provably_disjoint(const Grammar& g, int32_t a, int32_t b, int64_t& budget) {
+  Proof proof{g, budget, {}};
+  return proof.disjoint(a, b, 0);
+}
 
 }  // namespace dsv4::grammar

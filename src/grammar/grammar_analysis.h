@@ -18,6 +18,9 @@ Result<std::vector<int32_t>> min_depth(const Grammar& g);
 // Whether no JSON value matches both nodes, proven from: distinct types, string lengths that
 // cannot meet, distinct const/enum values, or a property required by two objects whose values
 // are disjoint themselves (to a few levels). false: not proven (they may overlap).
-bool provably_disjoint(const Grammar& g, int32_t a, int32_t b);
+// budget: the value comparisons and node pairs the proof may still spend (shared by every check
+// of a compile); when it runs out the proof fails.
+bool provably_disjoint(const Grammar& g, int32_t a, int32_t b, int64_t& budget);
+constexpr int64_t kDisjointBudget = int64_t{1} << 20;
 
 }  // namespace dsv4::grammar

@@ -302,15 +302,17 @@ Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std
 
 // branches: the kept branch indices, then their nodes.
 Status Compiler::check_one_of() const {
+  int64_t budget = kDisjointBudget;
   for (const OneOf& o : one_of_) {
     const size_t n = o.branches.size() / 2;
     for (size_t i = 0; i < n; ++i)
       for (size_t j = i + 1; j < n; ++j)
-        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j]))
+        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget))
           return fail(o.path, fmt::format("branches {} and {} may match the same value (oneOf is generated only where "
                                           "its branches are provably disjoint: distinct types, const/enum values or a "
-                                          "required property with distinct constants)",
-                                          o.branches[i], o.branches[j]));
+                                          "required property with distinct constants){}",
+                                          o.branches[i], o.branches[j],
+                                          budget < 0 ? "; the proof ran out of its budget" : ""));
   }
   return Status();
 }

@@ -196,6 +196,18 @@ TEST(OneOf, GeneratedOnlyWhereBranchesAreProvablyDisjoint) {
   const std::string untagged = refusal(R"({"oneOf": [{"type": "object", "properties": {"kind": {"const": "a"}}},
       {"type": "object", "properties": {"kind": {"const": "b"}}}]})");  // {} matches both
   EXPECT_TRUE(has(untagged, "oneOf")) << untagged;
+  // The proof's work is bounded: 16 branches of 16 enums of 64 values each run out of its budget.
+  Json branches = Json::array();
+  for (int b = 0; b < 16; ++b) {
+    Json enums = Json::array();
+    for (int e = 0; e < 16; ++e) {
+      Json values = Json::array();
+      for (int k = 0; k < 64; ++k) values.push_back(b * 100000 + e * 100 + k);
+      enums.push_back(Json{{"enum", values}});
+    }
+    branches.push_back(Json{{"anyOf", enums}});
+  }
+  EXPECT_TRUE(has(refusal_of(Json{{"oneOf", branches}}), "budget"));
   // A $ref branch is checked once the reference is compiled.
   EXPECT_TRUE(has(refusal(R"({"$defs": {"s": {"type": "string"}}, "oneOf": [{"$ref": "#/$defs/s"}, {"const": "x"}]})"),
                   "oneOf"));
