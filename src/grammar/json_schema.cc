@@ -226,6 +226,7 @@ Result<int32_t> Compiler::schema_object(const Json& s, const std::string& path) 
   if (type == s.end()) return untyped(s, path);
   if (type->is_string()) return typed(s, type->get<std::string>(), path);
   if (!type->is_array() || type->empty()) return fail(path, "type must be a string or a non-empty array of strings");
+  if (type->size() > 7) return fail(path, "type lists more than the 7 JSON types");
   Node n;
   n.kind = Kind::kAnyOf;
   for (const Json& t : *type) {
@@ -411,6 +412,8 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
   std::vector<std::pair<std::string, const Json*>> listed;
   if (const auto props = s.find("properties"); props != s.end()) {
     if (!props->is_object()) return fail(path, "properties must be an object");
+    if (props->size() > static_cast<size_t>(kMaxProperties))
+      return fail(path, fmt::format("{} properties, at most {}", props->size(), kMaxProperties));
     for (auto it = props->begin(); it != props->end(); ++it) listed.emplace_back(it.key(), &it.value());
   }
   const auto additional = s.find("additionalProperties");
@@ -427,6 +430,8 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
                                         "is false", name));
         listed.emplace_back(name, additional != s.end() && additional->is_object() ? &*additional : &kAnything);
         p = listed.end() - 1;
+        if (listed.size() > static_cast<size_t>(kMaxProperties))  // checked as it grows: the search stays short
+          return fail(path, fmt::format("more than {} properties (required ones included)", kMaxProperties));
       }
       if (*p->second == Json(false))
         return fail(path, fmt::format("unsatisfiable: required '{}' has the schema false", name));

@@ -43,6 +43,8 @@ Json type_intersection(const Json& a, const Json& b) {
   return out;
 }
 
+constexpr size_t kMaxTypes = 7;  // JSON Schema's types
+
 // a and b, merged when compiled (lazily: only what is generated is merged).
 Json both(const Json& a, const Json& b) {
   if (a == Json(false) || b == Json(false)) return false;
@@ -149,6 +151,8 @@ Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb
     const bool take_b = kLowerBounds.count(k) ? y > x : y < x;
     if (take_b) va = vb;
   } else if (k == "type") {
+    if (va.size() > kMaxTypes || vb.size() > kMaxTypes)
+      return fail(fmt::format("type lists more than {} types", kMaxTypes));
     Json t = type_intersection(va, vb);
     if (t.empty())
       return fail(fmt::format("unsatisfiable: the merged schemas share no type ({} and {})",
@@ -157,10 +161,14 @@ Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb
     va = std::move(t);
   } else if (k == "required") {
     if (!va.is_array() || !vb.is_array()) return fail("required must be an array of strings");
+    if (va.size() + vb.size() > 2 * static_cast<size_t>(kMaxProperties))
+      return fail(fmt::format("required lists more than {} names", 2 * kMaxProperties));
     for (const Json& name : vb)
       if (std::find(va.begin(), va.end(), name) == va.end()) va.push_back(name);
   } else if (k == "enum") {
     if (!va.is_array() || !vb.is_array()) return fail("enum must be a non-empty array");
+    if (va.size() > static_cast<size_t>(kMaxLiterals) || vb.size() > static_cast<size_t>(kMaxLiterals))
+      return fail(fmt::format("enum has more than {} values", kMaxLiterals));
     Json common = Json::array();
     for (const Json& x : va)
       if (std::any_of(vb.begin(), vb.end(), [&](const Json& y) { return same_json_value(x, y); })) common.push_back(x);

@@ -99,6 +99,21 @@ TEST(SchemaLimits, DeepPlainNestingIsRefused) {
   EXPECT_TRUE(has(refusal_of(Json{{"type", "object"}, {"properties", outer}}), std::to_string(kMaxNodes)));
 }
 
+// Wide input is refused before work proportional to its product: a type list, required names
+// beyond the properties, enums merged by allOf.
+TEST(SchemaLimits, WideInputsAreRefusedBeforeTheWork) {
+  Json types = Json::array(), names = Json::array(), values = Json::array();
+  for (int i = 0; i < 100000; ++i) {
+    types.push_back("string");
+    names.push_back("k" + std::to_string(i));
+    values.push_back(i);
+  }
+  EXPECT_TRUE(has(refusal_of(Json{{"type", types}}), "7 JSON types"));
+  EXPECT_TRUE(has(refusal_of(Json{{"type", "object"}, {"required", names}}), "more than 64 properties"));
+  EXPECT_TRUE(has(refusal_of(Json{{"allOf", Json::array({Json{{"enum", values}}, Json{{"enum", values}}})}}),
+                  "more than 64 values"));
+}
+
 // Bug 1: after 31 nested objects the key "a" was still allowed, though no value could open.
 // Every prefix the matcher takes must leave a byte to go on with, or be a whole value.
 bool dead_end(const JsonMatcher& m, const MatchState& st) {
