@@ -5,6 +5,13 @@
 //
 // The state is plain data of fixed size (no allocation): copy it to roll back (a rejected draft)
 // or to explore (token_mask.h walks the vocabulary with one state per trie depth).
+//
+// Dead ends are impossible by construction: a value, a listed key or an open object's key is
+// begun only where the value can still open and close within kMaxDepth frames (min_depth).
+// Open objects never repeat a key (I-JSON): each stack keeps a 32-bit hash of every key of the
+// open objects on it (at most kMaxOpenKeys; beyond, the object may only close), a key whose
+// hash is among its object's is refused at its closing quote (a collision only refuses more),
+// and such keys are generated without escapes (their bytes are then the key).
 #pragma once
 
 #include <cstdint>
@@ -14,24 +21,32 @@
 namespace dsv4::grammar {
 
 constexpr int kMaxStacks = 8;
+constexpr int kMaxOpenKeys = 64;  // keys of the open objects on one stack
 
 struct Frame {
   int32_t node = -1;   // the grammar node; −1: an object key of an open object
   int32_t i = 0;       // string: code points; number: digits of the part; literal: position;
-                       // object: next property floor; array: items done
+                       // object: next property floor (open: its first key in MatchStack::keys);
+                       // array: items done
   int32_t j = 0;       // object: position in the key being matched
   uint8_t phase = 0;
   uint8_t ws = 0;      // whitespace run in this gap
   uint8_t more = 0;    // string: \u hex digits or UTF-8 continuation bytes still to come
   uint8_t lo = 0, hi = 0;  // string: the next UTF-8 continuation byte's range
-  uint8_t pad[3] = {};
-  uint64_t bits = 0;   // object: key candidates; literal: candidates
+  uint8_t esc = 0;     // string: a surrogate pair's state (json_scalar.cc)
+  uint8_t pad[2] = {};
+  uint64_t bits = 0;   // object: key candidates; literal: candidates; open key: its hash
 };
 
 struct MatchStack {
   int32_t n = 0;
+  int32_t n_keys = 0;
   Frame f[kMaxDepth + 1];  // f[0]: the root's frame (before the value, in it, done)
+  uint32_t keys[kMaxOpenKeys];  // hashes of the open objects' keys, outermost object first
 };
+
+// dst = src (the live frames and keys only).
+void copy_stack(MatchStack& dst, const MatchStack& src);
 
 struct MatchState {
   int32_t n = 0;  // live stacks; 0: dead (no byte was ever possible after the last one)
@@ -55,6 +70,10 @@ class JsonMatcher {
   bool in_string_text(const MatchState& st, int64_t room) const;
   // Whether bytes without '"' are string text from a fresh point in a string.
   static bool string_text(const char* bytes, int64_t n);
+  // The same for the keys of open objects (no escapes): every reading inside such a key's text;
+  // then a token without '"' is allowed exactly when key_text() accepts it.
+  bool in_key_text(const MatchState& st) const;
+  static bool key_text(const char* bytes, int64_t n);
   // The same for DSML raw strings: every reading in raw text (no closing tag or UTF-8 sequence
   // begun) with room for `room` code points; then a token without '<' is allowed exactly when
   // raw_text() accepts it.
@@ -65,7 +84,23 @@ class JsonMatcher {
 
  private:
   void consume(const MatchStack& in, uint8_t c, MatchState& out) const;
+  // One byte c on top of s (a copy the function may change) by the top frame's kind.
+  void key_byte(MatchStack& s, uint8_t c, MatchState& out) const;
+  void string_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  void array_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  void object_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  void listed_key_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  void object_key_start(MatchStack& s, const Node& n, MatchState& out) const;
+  void raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  void params_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void open_value(const MatchStack& s, int32_t node, uint8_t c, MatchState& out) const;
+  // Whether a value of `node` begun on top of n_frames frames can close within the bound.
+  bool fits(int32_t n_frames, int32_t node) const { return n_frames + g_.min_depth[node] <= kMaxDepth; }
+  // Keys a listed object (or DSML params) may name next from floor f: f .. the first required
+  // one, without the optional ones whose value could not close within the bound.
+  uint64_t allowed_keys(const Node& n, int32_t f, int32_t n_frames) const;
+  // Whether an open object on top of s may begin another key.
+  bool open_key_room(const MatchStack& s, const Node& n) const;
   bool completable(const Frame& f) const;
   void pop(MatchStack& s) const;
   void emit(const MatchStack& s, MatchState& out) const;

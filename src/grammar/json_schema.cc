@@ -1,9 +1,14 @@
 #include "grammar/json_schema.h"
 
 #include <algorithm>
-#include <climits>
+#include <deque>
 #include <map>
 #include <set>
+
+#include "grammar/grammar_analysis.h"
+#include "grammar/schema_literals.h"
+#include "grammar/schema_merge.h"
+#include "grammar/schema_ref.h"
 
 namespace dsv4::grammar {
 namespace {
@@ -12,11 +17,29 @@ using Json = nlohmann::ordered_json;
 
 const std::set<std::string> kAnnotations = {"$schema", "$id",     "$comment",   "title",    "description",
                                             "default", "examples", "deprecated", "readOnly", "writeOnly"};
-const std::set<std::string> kKeywords = {"type",     "properties", "required", "additionalProperties",
-                                         "items",    "minItems",   "maxItems", "enum",
-                                         "const",    "anyOf",      "oneOf",    "$defs",
-                                         "definitions", "$ref",    "minLength", "maxLength",
-                                         "minimum",  "maximum"};
+const std::set<std::string> kKeywords = {"type",      "properties", "required",  "additionalProperties",
+                                         "items",     "minItems",   "maxItems",  "uniqueItems",
+                                         "enum",      "const",      "anyOf",     "oneOf",
+                                         "$defs",     "definitions", "$ref",     "minLength",
+                                         "maxLength", "minimum",    "maximum",   "exclusiveMinimum",
+                                         "exclusiveMaximum", "allOf"};
+// Keywords that constrain nothing where they stand (annotations, and schemas kept for $ref).
+bool inert(const std::string& key) { return kAnnotations.count(key) || key == "$defs" || key == "definitions"; }
+// The keywords of s that constrain, but `key`.
+Json constraints_beside(const Json& s, const std::string& key) {
+  Json out = Json::object();
+  for (auto it = s.begin(); it != s.end(); ++it)
+    if (it.key() != key && !inert(it.key())) out[it.key()] = it.value();
+  return out;
+}
+// The keywords that make a schema without `type` constrain one type (bug: they were dropped).
+const std::set<std::string> kTypeKeywords[] = {
+    {"properties", "required", "additionalProperties"},
+    {"items", "minItems", "maxItems", "uniqueItems"},
+    {"minLength", "maxLength"},
+    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
+};
+const char* const kTypeOfKeywords[] = {"object", "array", "string", "number"};
 // Integers are generated with at most kMaxDigits digits: a minimum/maximum at or beyond
 // ±(10^kMaxDigits − 1) (zod's int(): the safe integers) constrains nothing.
 constexpr double kIntegerReach = 999999999999999.0;
@@ -27,13 +50,35 @@ std::string escaped_key(const std::string& key) {
   return quoted.substr(1, quoted.size() - 2);
 }
 
+// A JSON Pointer token for error paths ("a/b" -> "a~1b").
+std::string pointer_token(const std::string& key) {
+  std::string out;
+  for (char c : key) out += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+  return out;
+}
+
+// Counts the schema levels being compiled (the walk's native stack depth) for as long as it lives.
+class DepthGuard {
+ public:
+  explicit DepthGuard(int& depth) : depth_(depth) { ++depth_; }
+  ~DepthGuard() { --depth_; }
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+
+ private:
+  int& depth_;
+};
+
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(&root) {}
+  explicit Compiler(const Json& root) : root_(&root), merger_(root) {}
 
+  // Depth and node count are checked on the way down, before the work (issue 40 row 1).
   Result<int32_t> compile(const Json& s, const std::string& path);
   // A DSML invoke's parameters from the tool's parameters schema (its $refs resolve in it).
   Result<int32_t> dsml_params(const Json& schema, const std::string& path);
+  // The oneOf branches recorded while compiling, checked once every $ref is filled.
+  Status check_one_of() const;
   int32_t text(const std::string& bytes) { return literal({bytes}); }
   int32_t add(Node n) {
     grammar.nodes.push_back(std::move(n));
@@ -52,13 +97,34 @@ class Compiler {
     return add(std::move(n));
   }
   int32_t any();
+  Result<int32_t> schema_object(const Json& s, const std::string& path);
   Result<int64_t> count(const Json& s, const char* key, const std::string& path, int64_t fallback) const;
+  Result<int32_t> literals(const Json& s, const std::string& path);
+  Result<int32_t> alternatives(const Json& s, const char* key, const std::string& path);
+  Result<int32_t> untyped(const Json& s, const std::string& path);
   Result<int32_t> typed(const Json& s, const std::string& type, const std::string& path);
+  Result<int32_t> number(const Json& s, Kind kind, const std::string& path);
+  Result<int32_t> string(const Json& s, const std::string& path);
+  Result<int32_t> array(const Json& s, const std::string& path);
+  Result<int32_t> object(const Json& s, const std::string& path);
+  Result<std::vector<Property>> properties(const Json& s, const std::string& path, bool dsml);
   Result<int32_t> ref(const std::string& target, const std::string& path);
+  // A schema a merge made, compiled once per content (a recursive $ref beside keywords merges
+  // to the same schema again: it then points back, as a $ref does).
+  Result<int32_t> compile_merged(Json merged, const std::string& path);
 
   const Json* root_;
-  std::map<std::string, int32_t> refs_;
+  SchemaMerger merger_;
+  std::deque<Json> merged_;  // the schemas merges made (kept: nodes are compiled from them)
+  std::map<const Json*, int32_t> refs_;  // by target: each is compiled once
+  std::map<std::string, int32_t> merged_nodes_;  // by the merged schema's text
   int32_t any_ = -1;
+  int depth_ = 0, visits_ = 0;
+  struct OneOf {
+    std::string path;
+    std::vector<int32_t> branches;
+  };
+  std::vector<OneOf> one_of_;
 };
 
 // Any JSON value: an open object or array of any values, a string, a number, true/false/null.
@@ -82,98 +148,85 @@ int32_t Compiler::any() {
   return any_;
 }
 
+// A count keyword: a non-negative integer (2.0 too: JSON Schema's integers are by value).
 Result<int64_t> Compiler::count(const Json& s, const char* key, const std::string& path, int64_t fallback) const {
   const auto it = s.find(key);
   if (it == s.end()) return fallback;
-  if (!it->is_number_integer() || it->get<int64_t>() < 0)
-    return fail(path, fmt::format("{} must be a non-negative integer", key));
-  return it->get<int64_t>();
+  if (it->is_number_unsigned() || it->is_number_integer()) {
+    if (it->get<int64_t>() >= 0) return it->get<int64_t>();
+  } else if (it->is_number_float()) {
+    const double v = it->get<double>();
+    if (v >= 0 && v <= 9007199254740992.0 && static_cast<double>(static_cast<int64_t>(v)) == v)
+      return static_cast<int64_t>(v);
+  }
+  return fail(path, fmt::format("{} must be a non-negative integer", key));
 }
 
 Result<int32_t> Compiler::ref(const std::string& target, const std::string& path) {
-  if (auto it = refs_.find(target); it != refs_.end()) return it->second;
-  const Json* s = nullptr;
-  if (target == "#") {
-    s = root_;
-  } else {
-    for (const char* defs : {"#/$defs/", "#/definitions/"}) {
-      const std::string prefix = defs;
-      if (target.rfind(prefix, 0) != 0) continue;
-      const std::string name = target.substr(prefix.size());
-      const auto table = root_->find(prefix.substr(2, prefix.size() - 3));
-      if (table == root_->end() || !table->is_object()) continue;
-      if (const auto it = table->find(name); it != table->end()) s = &*it;
-    }
-  }
-  if (!s) return fail(path, fmt::format("$ref '{}' does not name #, #/$defs/NAME or #/definitions/NAME of this schema",
-                                        target));
+  Result<const Json*> s = resolve_local_ref(*root_, target);
+  if (!s.ok()) return fail(path, s.message());
+  if (auto it = refs_.find(*s); it != refs_.end()) return it->second;
   Node hop;  // an alternative of one, filled after the target: a $ref may reach itself
   hop.kind = Kind::kAnyOf;
   const int32_t id = add(hop);
-  refs_[target] = id;
-  Result<int32_t> t = compile(*s, target.substr(1));
+  refs_[*s] = id;
+  Result<int32_t> t = compile(**s, target.substr(1));
+  if (!t.ok()) return t.status();
+  grammar.nodes[id].alternatives = {*t};
+  return id;
+}
+
+Result<int32_t> Compiler::compile_merged(Json merged, const std::string& path) {
+  std::string text = merged.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (auto it = merged_nodes_.find(text); it != merged_nodes_.end()) return it->second;
+  Node hop;
+  hop.kind = Kind::kAnyOf;
+  const int32_t id = add(hop);
+  merged_nodes_.emplace(std::move(text), id);
+  merged_.push_back(std::move(merged));
+  Result<int32_t> t = compile(merged_.back(), path);
   if (!t.ok()) return t.status();
   grammar.nodes[id].alternatives = {*t};
   return id;
 }
 
 Result<int32_t> Compiler::compile(const Json& s, const std::string& path) {
-  if (grammar.nodes.size() > static_cast<size_t>(kMaxNodes))
+  if (depth_ >= kMaxSchemaDepth)
+    return fail(path, fmt::format("schemas nest more than {} levels deep ($ref hops included)", kMaxSchemaDepth));
+  if (++visits_ > kMaxNodes || grammar.nodes.size() >= static_cast<size_t>(kMaxNodes))
     return fail(path, fmt::format("more than {} schema nodes", kMaxNodes));
+  const DepthGuard guard(depth_);
   if (s.is_boolean()) {
     if (s.get<bool>()) return any();
-    return fail(path, "the schema false matches nothing");
+    return fail(path, "unsatisfiable: the schema false matches nothing");
   }
   if (!s.is_object()) return fail(path, "a schema must be an object or a boolean");
+  return schema_object(s, path);
+}
+
+Result<int32_t> Compiler::schema_object(const Json& s, const std::string& path) {
   for (auto it = s.begin(); it != s.end(); ++it)
     if (!kKeywords.count(it.key()) && !kAnnotations.count(it.key()))
       return fail(path, fmt::format("keyword '{}' is not supported", it.key()));
+  // allOf, and $ref beside other keywords (both apply, 2019-09 on): one merged schema.
+  if (s.contains("allOf") || (s.contains("$ref") && !constraints_beside(s, "$ref").empty())) {
+    Result<Json> merged = merger_.flatten(s, path);
+    if (!merged.ok()) return merged.status();
+    return compile_merged(std::move(*merged), path);
+  }
   if (auto r = s.find("$ref"); r != s.end()) {
     if (!r->is_string()) return fail(path, "$ref must be a string");
-    for (auto it = s.begin(); it != s.end(); ++it)
-      if (kKeywords.count(it.key()) && it.key() != "$ref" && it.key() != "$defs" && it.key() != "definitions")
-        return fail(path, fmt::format("keyword '{}' beside $ref is not supported", it.key()));
     return ref(r->get<std::string>(), path);
   }
-  for (const char* key : {"enum", "const"}) {
-    const auto it = s.find(key);
-    if (it == s.end()) continue;
-    std::vector<std::string> texts;
-    const Json values = std::string(key) == "const" ? Json::array({*it}) : *it;
-    if (!values.is_array() || values.empty()) return fail(path, "enum must be a non-empty array");
-    if (values.size() > static_cast<size_t>(kMaxLiterals))
-      return fail(path, fmt::format("enum has {} values, at most {}", values.size(), kMaxLiterals));
-    for (const Json& v : values) texts.push_back(v.dump(-1, ' ', false, Json::error_handler_t::replace));
-    std::sort(texts.begin(), texts.end());
-    texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
-    return literal(std::move(texts));
-  }
-  for (const char* key : {"anyOf", "oneOf"}) {
-    const auto it = s.find(key);
-    if (it == s.end()) continue;
-    if (!it->is_array() || it->empty()) return fail(path, fmt::format("{} must be a non-empty array", key));
-    if (it->size() > static_cast<size_t>(kMaxAlternatives))
-      return fail(path, fmt::format("{} has {} branches, at most {}", key, it->size(), kMaxAlternatives));
-    if (s.contains("type") || s.contains("properties") || s.contains("items"))
-      return fail(path, fmt::format("type, properties or items beside {} is not supported", key));
-    Node n;
-    n.kind = Kind::kAnyOf;
-    for (size_t i = 0; i < it->size(); ++i) {
-      Result<int32_t> alt = compile((*it)[i], fmt::format("{}/{}/{}", path, key, i));
-      if (!alt.ok()) return alt.status();
-      n.alternatives.push_back(*alt);
-    }
-    return add(std::move(n));
-  }
+  if (s.contains("anyOf") && s.contains("oneOf")) return fail(path, "keyword 'oneOf' beside anyOf is not supported");
+  for (const char* key : {"anyOf", "oneOf"})
+    if (s.contains(key)) return alternatives(s, key, path);
+  if (s.contains("enum") || s.contains("const")) return literals(s, path);
   const auto type = s.find("type");
-  if (type == s.end()) {
-    if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties"))
-      return typed(s, "object", path);
-    if (s.contains("items")) return typed(s, "array", path);
-    return any();
-  }
+  if (type == s.end()) return untyped(s, path);
   if (type->is_string()) return typed(s, type->get<std::string>(), path);
   if (!type->is_array() || type->empty()) return fail(path, "type must be a string or a non-empty array of strings");
+  if (type->size() > 7) return fail(path, "type lists more than the 7 JSON types");
   Node n;
   n.kind = Kind::kAnyOf;
   for (const Json& t : *type) {
@@ -185,75 +238,245 @@ Result<int32_t> Compiler::compile(const Json& s, const std::string& path) {
   return add(std::move(n));
 }
 
-Result<int32_t> Compiler::typed(const Json& s, const std::string& type, const std::string& path) {
+// enum and/or const: the values that satisfy every sibling keyword (schema_literals.h).
+Result<int32_t> Compiler::literals(const Json& s, const std::string& path) {
+  std::vector<const Json*> values;
+  const auto e = s.find("enum"), c = s.find("const");
+  if (e != s.end()) {
+    if (!e->is_array() || e->empty()) return fail(path, "enum must be a non-empty array");
+    if (e->size() > static_cast<size_t>(kMaxLiterals))
+      return fail(path, fmt::format("enum has {} values, at most {}", e->size(), kMaxLiterals));
+    for (const Json& v : *e) values.push_back(&v);
+  }
+  if (c != s.end()) {
+    const bool in_enum = e == s.end() || std::any_of(values.begin(), values.end(),
+                                                     [&](const Json* v) { return same_json_value(*v, *c); });
+    values.clear();
+    if (in_enum) values.push_back(&*c);
+  }
+  std::vector<std::string> texts;
+  for (const Json* v : values) {
+    Result<bool> ok = literal_satisfies(*v, s, path);
+    if (!ok.ok()) return ok.status();
+    if (*ok) texts.push_back(v->dump(-1, ' ', false, Json::error_handler_t::replace));
+  }
+  if (texts.empty()) return fail(path, "unsatisfiable: no enum/const value satisfies the keywords beside it");
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  return literal(std::move(texts));
+}
+
+// anyOf / oneOf; the keywords beside them are merged into each branch (schema_merge.h). oneOf
+// is generated as anyOf once its (merged) branches are proven disjoint (check_one_of).
+Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std::string& path) {
+  const Json& list = *s.find(key);
+  if (!list.is_array() || list.empty()) return fail(path, fmt::format("{} must be a non-empty array", key));
+  if (list.size() > static_cast<size_t>(kMaxAlternatives))
+    return fail(path, fmt::format("{} has {} branches, at most {}", key, list.size(), kMaxAlternatives));
+  const Json beside = constraints_beside(s, key);
   Node n;
+  n.kind = Kind::kAnyOf;
+  OneOf one_of{path + "/" + key, {}};
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string branch_path = fmt::format("{}/{}/{}", path, key, i);
+    Result<int32_t> alt = 0;
+    if (beside.empty()) {
+      if (list[i] == Json(false)) continue;  // matches nothing: no branch
+      alt = compile(list[i], branch_path);
+    } else {
+      Result<Json> merged = merger_.merge(beside, list[i], branch_path);
+      if (!merged.ok()) return merged.status();
+      if (*merged == Json(false)) continue;
+      alt = compile_merged(std::move(*merged), branch_path);
+    }
+    if (!alt.ok()) return alt.status();
+    n.alternatives.push_back(*alt);
+    one_of.branches.push_back(static_cast<int32_t>(i));
+  }
+  if (n.alternatives.empty()) return fail(path, fmt::format("unsatisfiable: every branch of {} is false", key));
+  if (std::string(key) == "oneOf") {
+    one_of.branches.insert(one_of.branches.end(), n.alternatives.begin(), n.alternatives.end());
+    one_of_.push_back(std::move(one_of));
+  }
+  return add(std::move(n));
+}
+
+// branches: the kept branch indices, then their nodes.
+Status Compiler::check_one_of() const {
+  int64_t budget = kDisjointBudget;
+  for (const OneOf& o : one_of_) {
+    const size_t n = o.branches.size() / 2;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = i + 1; j < n; ++j)
+        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget))
+          return fail(o.path, fmt::format("branches {} and {} may match the same value (oneOf is generated only where "
+                                          "its branches are provably disjoint: distinct types, const/enum values or a "
+                                          "required property with distinct constants){}",
+                                          o.branches[i], o.branches[j],
+                                          budget < 0 ? "; the proof ran out of its budget" : ""));
+  }
+  return Status();
+}
+
+// No `type`: every type is allowed, and keywords constrain values of their own type only
+// ({"maxLength": 1} allows any number, but strings of at most one code point).
+Result<int32_t> Compiler::untyped(const Json& s, const std::string& path) {
+  bool constrained = false;
+  for (auto it = s.begin(); it != s.end(); ++it)
+    for (const auto& keys : kTypeKeywords) constrained |= keys.count(it.key()) > 0;
+  if (!constrained) return any();
+  Node n;
+  n.kind = Kind::kAnyOf;
+  for (const char* type : kTypeOfKeywords) {
+    Result<int32_t> alt = typed(s, type, path);
+    if (!alt.ok()) return alt.status();
+    n.alternatives.push_back(*alt);
+  }
+  n.alternatives.push_back(literal({"false", "null", "true"}));
+  return add(std::move(n));
+}
+
+Result<int32_t> Compiler::typed(const Json& s, const std::string& type, const std::string& path) {
   if (type == "boolean") return literal({"false", "true"});
   if (type == "null") return literal({"null"});
-  if (type == "number" || type == "integer") {
-    n.kind = type == "number" ? Kind::kNumber : Kind::kInteger;
-    for (const char* key : {"minimum", "maximum"}) {
-      const auto it = s.find(key);
-      if (it == s.end()) continue;
-      const bool wide = it->is_number() && n.kind == Kind::kInteger &&
-                        (std::string(key) == "minimum" ? it->get<double>() <= -kIntegerReach
-                                                       : it->get<double>() >= kIntegerReach);
-      if (!wide)
-        return fail(path, fmt::format("keyword '{}' is not supported (only on integers, at or beyond ±{:.0f})", key,
-                                      kIntegerReach));
-    }
-    return add(std::move(n));
+  if (type == "number") return number(s, Kind::kNumber, path);
+  if (type == "integer") return number(s, Kind::kInteger, path);
+  if (type == "string") return string(s, path);
+  if (type == "array") return array(s, path);
+  if (type == "object") return object(s, path);
+  return fail(path, fmt::format("type '{}' is not a JSON Schema type", type));
+}
+
+Result<int32_t> Compiler::number(const Json& s, Kind kind, const std::string& path) {
+  Node n;
+  n.kind = kind;
+  for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+    const auto it = s.find(key);
+    if (it == s.end()) continue;
+    const bool lower = std::string(key).find("inimum") != std::string::npos;
+    const bool wide = it->is_number() && kind == Kind::kInteger &&
+                      (lower ? it->get<double>() <= -kIntegerReach : it->get<double>() >= kIntegerReach);
+    if (!wide)
+      return fail(path, fmt::format("keyword '{}' is not supported (only on integers, at or beyond ±{:.0f})", key,
+                                    kIntegerReach));
   }
-  if (type == "string") {
-    n.kind = Kind::kString;
-    Result<int64_t> lo = count(s, "minLength", path, 0), hi = count(s, "maxLength", path, -1);
-    if (!lo.ok()) return lo.status();
-    if (!hi.ok()) return hi.status();
-    if (*hi >= 0 && *hi < *lo) return fail(path, "maxLength is below minLength");
-    n.min_length = *lo;
-    n.max_length = *hi;
-    return add(std::move(n));
+  return add(std::move(n));
+}
+
+Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
+  Node n;
+  n.kind = Kind::kString;
+  Result<int64_t> lo = count(s, "minLength", path, 0), hi = count(s, "maxLength", path, -1);
+  if (!lo.ok()) return lo.status();
+  if (!hi.ok()) return hi.status();
+  if (*hi >= 0 && *hi < *lo) return fail(path, "unsatisfiable: maxLength is below minLength");
+  n.min_length = *lo;
+  n.max_length = *hi;
+  return add(std::move(n));
+}
+
+Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
+  Node n;
+  n.kind = Kind::kArray;
+  Result<int64_t> lo = count(s, "minItems", path, 0), hi = count(s, "maxItems", path, -1);
+  if (!lo.ok()) return lo.status();
+  if (!hi.ok()) return hi.status();
+  n.min_items = *lo;
+  n.max_items = *hi;
+  const auto items = s.find("items");
+  if (items != s.end() && items->is_boolean() && !items->get<bool>()) n.max_items = 0;  // no item can be present
+  if (n.max_items >= 0 && n.max_items < n.min_items)
+    return fail(path, "unsatisfiable: maxItems (or items: false) is below minItems");
+  if (const auto u = s.find("uniqueItems"); u != s.end()) {
+    if (!u->is_boolean()) return fail(path, "uniqueItems must be a boolean");
+    if (u->get<bool>() && (n.max_items < 0 || n.max_items > 1))
+      return fail(path, "keyword 'uniqueItems' is not supported (only false, or with maxItems at most 1)");
   }
-  if (type == "array") {
-    n.kind = Kind::kArray;
-    Result<int64_t> lo = count(s, "minItems", path, 0), hi = count(s, "maxItems", path, -1);
-    if (!lo.ok()) return lo.status();
-    if (!hi.ok()) return hi.status();
-    if (*hi >= 0 && *hi < *lo) return fail(path, "maxItems is below minItems");
-    n.min_items = *lo;
-    n.max_items = *hi;
-    if (const auto it = s.find("items"); it != s.end()) {
-      if (it->is_array()) return fail(path + "/items", "items as an array (tuples) is not supported");
-      Result<int32_t> items = compile(*it, path + "/items");
-      if (!items.ok()) return items.status();
-      n.items = *items;
-    } else {
-      n.items = any();
-    }
-    return add(std::move(n));
+  if (items != s.end() && items->is_array())
+    return fail(path + "/items", "items as an array (tuples) is not supported");
+  if (items == s.end() || n.max_items == 0) {
+    n.items = any();
+  } else {
+    Result<int32_t> item = compile(*items, path + "/items");
+    if (!item.ok()) return item.status();
+    n.items = *item;
   }
-  if (type != "object") return fail(path, fmt::format("type '{}' is not a JSON Schema type", type));
-  n.kind = Kind::kObject;
-  const Json props = s.value("properties", Json::object());
-  if (!props.is_object()) return fail(path, "properties must be an object");
-  if (props.size() > static_cast<size_t>(kMaxProperties))
-    return fail(path, fmt::format("{} properties, at most {}", props.size(), kMaxProperties));
+  return add(std::move(n));
+}
+
+// The listed properties in document order, then required names not among them (their value:
+// additionalProperties, else anything); a property whose schema is false is never generated
+// (refused when required).
+Result<std::vector<Property>> Compiler::properties(const Json& s, const std::string& path, bool dsml) {
+  static const Json kAnything = true;
+  std::vector<std::pair<std::string, const Json*>> listed;
+  if (const auto props = s.find("properties"); props != s.end()) {
+    if (!props->is_object()) return fail(path, "properties must be an object");
+    if (props->size() > static_cast<size_t>(kMaxProperties))
+      return fail(path, fmt::format("{} properties, at most {}", props->size(), kMaxProperties));
+    for (auto it = props->begin(); it != props->end(); ++it) listed.emplace_back(it.key(), &it.value());
+  }
+  const auto additional = s.find("additionalProperties");
   std::set<std::string> required;
   if (const auto it = s.find("required"); it != s.end()) {
     if (!it->is_array()) return fail(path, "required must be an array of strings");
     for (const Json& r : *it) {
       if (!r.is_string()) return fail(path, "required must be an array of strings");
-      if (!props.contains(r.get<std::string>()))
-        return fail(path, fmt::format("required '{}' is not among properties", r.get<std::string>()));
-      required.insert(r.get<std::string>());
+      const std::string& name = r.get<std::string>();
+      auto p = std::find_if(listed.begin(), listed.end(), [&](const auto& kv) { return kv.first == name; });
+      if (p == listed.end()) {
+        if (additional != s.end() && *additional == Json(false))
+          return fail(path, fmt::format("unsatisfiable: required '{}' is not among properties and additionalProperties "
+                                        "is false", name));
+        listed.emplace_back(name, additional != s.end() && additional->is_object() ? &*additional : &kAnything);
+        p = listed.end() - 1;
+        if (listed.size() > static_cast<size_t>(kMaxProperties))  // checked as it grows: the search stays short
+          return fail(path, fmt::format("more than {} properties (required ones included)", kMaxProperties));
+      }
+      if (*p->second == Json(false))
+        return fail(path, fmt::format("unsatisfiable: required '{}' has the schema false", name));
+      required.insert(name);
     }
   }
-  const Json additional = s.value("additionalProperties", Json(true));
-  if (!additional.is_boolean() && !additional.is_object())
+  if (listed.size() > static_cast<size_t>(kMaxProperties))
+    return fail(path, fmt::format("{} properties, at most {}", listed.size(), kMaxProperties));
+  std::vector<Property> out;
+  for (const auto& [name, schema] : listed) {
+    if (*schema == Json(false)) continue;
+    Result<int32_t> value = compile(*schema, path + "/properties/" + pointer_token(name));
+    if (!value.ok()) return value.status();
+    int32_t node = *value;
+    std::string key = escaped_key(name);
+    if (dsml) {  // string="true": a string parameter's raw text (text.md §3.8)
+      const Node& v = grammar.nodes[node];
+      const bool raw = v.kind == Kind::kString;
+      if (raw) {
+        Node r;
+        r.kind = Kind::kRawString;
+        r.min_length = v.min_length;
+        r.max_length = v.max_length;
+        node = add(std::move(r));
+      }
+      key = "<｜DSML｜parameter name=\"" + name + "\" string=\"" + (raw ? "true" : "false") + "\">";
+    }
+    out.push_back(Property{std::move(key), node, required.count(name) > 0});
+  }
+  return out;
+}
+
+Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
+  Node n;
+  n.kind = Kind::kObject;
+  const auto additional = s.find("additionalProperties");
+  if (additional != s.end() && !additional->is_boolean() && !additional->is_object())
     return fail(path, "additionalProperties must be a boolean or a schema");
-  if (props.empty() && !(additional.is_boolean() && !additional.get<bool>())) {
+  const bool closed = additional != s.end() && additional->is_boolean() && !additional->get<bool>();
+  const auto props = s.find("properties");
+  const bool requires_keys = s.contains("required") && !(s["required"].is_array() && s["required"].empty());
+  if ((props == s.end() || (props->is_object() && props->empty())) && !closed && !requires_keys) {
     n.open = true;
-    if (additional.is_object()) {
-      Result<int32_t> values = compile(additional, path + "/additionalProperties");
+    if (additional != s.end() && additional->is_object()) {
+      Result<int32_t> values = compile(*additional, path + "/additionalProperties");
       if (!values.ok()) return values.status();
       n.values = *values;
     } else {
@@ -261,11 +484,9 @@ Result<int32_t> Compiler::typed(const Json& s, const std::string& type, const st
     }
     return add(std::move(n));
   }
-  for (auto it = props.begin(); it != props.end(); ++it) {
-    Result<int32_t> value = compile(it.value(), path + "/properties/" + it.key());
-    if (!value.ok()) return value.status();
-    n.properties.push_back(Property{escaped_key(it.key()), *value, required.count(it.key()) > 0});
-  }
+  Result<std::vector<Property>> listed = properties(s, path, false);
+  if (!listed.ok()) return listed.status();
+  n.properties = std::move(*listed);
   return add(std::move(n));
 }
 
@@ -276,85 +497,26 @@ Result<int32_t> Compiler::dsml_params(const Json& schema, const std::string& pat
   if (!schema.is_object()) return fail(path, "parameters must be an object schema");
   for (auto it = schema.begin(); it != schema.end(); ++it) {
     const std::string& k = it.key();
-    const bool ok = kAnnotations.count(k) || k == "type" || k == "properties" || k == "required" ||
-                    k == "additionalProperties" || k == "$defs" || k == "definitions";
+    const bool ok = inert(k) || k == "type" || k == "properties" || k == "required" || k == "additionalProperties";
     if (!ok) return fail(path, fmt::format("keyword '{}' is not supported in a tool's parameters", k));
   }
   if (const auto t = schema.find("type"); t != schema.end() && *t != "object")
     return fail(path, "a tool's parameters must be of type object");
-  const Json props = schema.value("properties", Json::object());
-  if (!props.is_object()) return fail(path, "properties must be an object");
-  if (props.size() > static_cast<size_t>(kMaxProperties))
-    return fail(path, fmt::format("{} properties, at most {}", props.size(), kMaxProperties));
-  std::set<std::string> required;
-  for (const Json& r : schema.value("required", Json::array())) {
-    if (!r.is_string() || !props.contains(r.get<std::string>()))
-      return fail(path, fmt::format("required {} is not among properties", r.dump()));
-    required.insert(r.get<std::string>());
-  }
-  for (auto it = props.begin(); it != props.end(); ++it) {
-    Result<int32_t> value = compile(it.value(), path + "/properties/" + it.key());
-    if (!value.ok()) return value.status();
-    const Node& v = grammar.nodes[*value];
-    const bool raw = v.kind == Kind::kString;  // string="true": the raw text (text.md §3.8)
-    int32_t node = *value;
-    if (raw) {
-      Node r;
-      r.kind = Kind::kRawString;
-      r.min_length = v.min_length;
-      r.max_length = v.max_length;
-      node = add(std::move(r));
-    }
-    const std::string tag = "<｜DSML｜parameter name=\"" + it.key() + "\" string=\"" + (raw ? "true" : "false") + "\">";
-    n.properties.push_back(Property{tag, node, required.count(it.key()) > 0});
-  }
+  Result<std::vector<Property>> listed = properties(schema, path, true);
+  if (!listed.ok()) return listed.status();
+  n.properties = std::move(*listed);
   return add(std::move(n));
 }
 
-// Containers nested in the shortest instance of each node, to a fixed point (a $ref cycle with
-// no way out stays infinite).
-Result<std::vector<int32_t>> min_depth(const Grammar& g) {
-  constexpr int32_t kInf = INT32_MAX / 2;
-  std::vector<int32_t> d(g.nodes.size(), kInf);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const Node& n = g.nodes[i];
-      int32_t v = kInf;
-      switch (n.kind) {
-        case Kind::kString:
-        case Kind::kNumber:
-        case Kind::kInteger:
-        case Kind::kLiteral: v = 0; break;
-        case Kind::kArray: v = 1 + (n.min_items > 0 ? d[n.items] : 0); break;
-        case Kind::kObject:
-          v = 1;
-          for (const Property& p : n.properties)
-            if (p.required) v = std::max(v, 1 + d[p.node]);
-          break;
-        case Kind::kAnyOf:
-          for (int32_t a : n.alternatives) v = std::min(v, d[a]);
-          break;
-        case Kind::kRawString: v = 0; break;
-        case Kind::kSequence:
-          v = 1;
-          for (int32_t item : n.sequence) v = std::max(v, 1 + d[item]);
-          break;
-        case Kind::kDsmlParams:
-          v = 1;
-          for (const Property& p : n.properties)
-            if (p.required) v = std::max(v, 1 + d[p.node]);
-          break;
-      }
-      v = std::min(v, kInf);
-      if (v < d[i]) {
-        d[i] = v;
-        changed = true;
-      }
-    }
-  }
-  if (d[g.root] >= kInf) return Status::error("schema /: no finite JSON value satisfies it (a $ref cycle)");
-  return d;
+// The grammar's depth facts; errors name `what` (the schema or the tools).
+Status finish(Grammar& g, const std::string& what) {
+  Result<std::vector<int32_t>> depth = min_depth(g);
+  if (!depth.ok()) return depth.status();
+  g.min_depth = std::move(*depth);
+  if (g.min_depth[g.root] >= kMaxDepth)
+    return Status::errorf("{}: its values nest {} containers deep, at most {}", what, g.min_depth[g.root],
+                          kMaxDepth - 1);
+  return Status();
 }
 
 }  // namespace
@@ -364,12 +526,8 @@ Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema) {
   Result<int32_t> root = c.compile(schema, "");
   if (!root.ok()) return root.status();
   c.grammar.root = *root;
-  Result<std::vector<int32_t>> depth = min_depth(c.grammar);
-  if (!depth.ok()) return depth.status();
-  c.grammar.min_depth = std::move(*depth);
-  if (c.grammar.min_depth[*root] >= kMaxDepth)
-    return Status::errorf("schema /: its values nest {} containers deep, at most {}", c.grammar.min_depth[*root],
-                          kMaxDepth - 1);
+  DSV4_RETURN_IF_ERROR(c.check_one_of());
+  DSV4_RETURN_IF_ERROR(finish(c.grammar, "schema /"));
   return std::move(c.grammar);
 }
 
@@ -384,20 +542,16 @@ Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools) {
     tool.grammar = std::move(c.grammar);
     Result<int32_t> params = tool.dsml_params(t.parameters, "tools " + t.name + " parameters");
     if (!params.ok()) return params.status();
+    DSV4_RETURN_IF_ERROR(tool.check_one_of());
     Node seq;
     seq.kind = Kind::kSequence;
     seq.sequence = {tool.text("\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"" + t.name + "\">\n"), *params,
-                 tool.text("\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>")};
+                    tool.text("\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>")};
     root.alternatives.push_back(tool.add(std::move(seq)));
     c.grammar = std::move(tool.grammar);
   }
   c.grammar.root = c.add(std::move(root));
-  Result<std::vector<int32_t>> depth = min_depth(c.grammar);
-  if (!depth.ok()) return depth.status();
-  c.grammar.min_depth = std::move(*depth);
-  if (c.grammar.min_depth[c.grammar.root] >= kMaxDepth)
-    return Status::errorf("tool_choice: the parameters nest {} containers deep, at most {}",
-                          c.grammar.min_depth[c.grammar.root], kMaxDepth - 1);
+  DSV4_RETURN_IF_ERROR(finish(c.grammar, "tool_choice: the parameters"));
   return std::move(c.grammar);
 }
 

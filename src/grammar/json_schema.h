@@ -1,20 +1,31 @@
-// JSON Schema -> Grammar: the value shapes a constrained decoder may emit (issue 29;
+// JSON Schema -> Grammar: the value shapes a constrained decoder may emit (issues 29, 39;
 // docs/serving.md "Structured output"). A Grammar is a graph of nodes (a $ref may point back:
-// recursion is bounded by the matcher's depth, json_matcher.h).
+// recursion is bounded by the matcher's depth, json_matcher.h). Every value the grammar allows
+// validates against the schema; what cannot be guaranteed is refused.
 //
 // Supported: type (object, array, string, number, integer, boolean, null, and lists of them),
-// properties, required, additionalProperties (false, or absent/true: the listed properties
-// only are generated, which still validates), items, minItems/maxItems, enum, const, anyOf,
-// oneOf (as anyOf: alternatives of disjoint shapes validate), $defs/definitions with $ref
-// ("#/$defs/NAME", "#/definitions/NAME", "#"), minLength/maxLength, and minimum/maximum on
-// integers where they bound nothing generated (at or beyond ±(10^15 − 1): zod's int()). Annotations ($schema, $id,
-// $comment, title, description, default, examples, deprecated, readOnly, writeOnly) are ignored;
-// any other keyword is an error naming it and its place.
+// properties (a property schema false: never generated), required, additionalProperties (false,
+// or absent/true: the listed properties only are generated, which still validates), items
+// (false: empty arrays), minItems/maxItems, uniqueItems (false, or with maxItems <= 1), enum
+// and const (the values that satisfy their siblings, schema_literals.h), anyOf, oneOf (where its
+// branches are provably disjoint, grammar_analysis.h), $ref to any local JSON Pointer
+// (schema_ref.h) with $defs/definitions anywhere, minLength/maxLength (integral floats too), and
+// minimum/maximum/exclusive* on integers where they bound nothing generated (at or beyond
+// ±(10^15 − 1): zod's int()). Without `type` every type is allowed and each keyword constrains
+// its own type. Annotations ($schema, $id, $comment, title, description, default, examples,
+// deprecated, readOnly, writeOnly) are ignored; any other keyword is an error naming it and its
+// place. allOf, a $ref beside keywords and keywords beside anyOf/oneOf are exact merges
+// (schema_merge.h).
 //
 // What is generated: no whitespace inside the value other than between tokens of the JSON
 // grammar, at most kMaxWhitespace characters per gap; object properties in the schema's order
 // (required ones present, optional ones may be skipped); numbers of at most kMaxDigits digits in
-// the integer and fraction parts and 2 in the exponent (a finite double).
+// the integer and fraction parts and 2 in the exponent (a finite double); open objects never
+// repeat a key.
+//
+// Limits, checked on the way down before the work (the walk's stack depth is bounded by
+// kMaxSchemaDepth, whatever the input): schema levels ($ref hops included), schema nodes,
+// merges (schema_merge.h).
 #pragma once
 
 #include <cstdint>
@@ -33,7 +44,8 @@ constexpr int kMaxDigits = 15;       // digits of a number's integer and fractio
 constexpr int kMaxProperties = 64;   // properties of one object schema
 constexpr int kMaxLiterals = 64;     // enum values
 constexpr int kMaxAlternatives = 16; // anyOf / type-list branches of one node
-constexpr int kMaxNodes = 4096;      // nodes of one grammar
+constexpr int kMaxNodes = 4096;      // nodes of one grammar, and schemas compiled into it
+constexpr int kMaxSchemaDepth = 128; // schema levels on one compile path, $ref hops included
 constexpr int kMaxDepth = 32;        // frames of the matcher: nested containers + the scalar in them
 
 enum class Kind : uint8_t {

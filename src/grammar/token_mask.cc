@@ -54,12 +54,14 @@ MaskVocab::MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32
       quoted(n_vocab, bytes, [&](int32_t id) { return skip(id) || bytes(id).find('"') == std::string_view::npos; }),
       angled(n_vocab, bytes, [&](int32_t id) { return skip(id) || bytes(id).find('<') == std::string_view::npos; }),
       string_text(static_cast<size_t>((n_vocab + 63) / 64), 0),
+      key_text(string_text.size(), 0),
       raw_text(string_text.size(), 0) {
   for (int32_t id = 0; id < n_vocab; ++id) {
     const std::string_view b = bytes(id);
     if (skip(id) || b.empty()) continue;
     if (JsonMatcher::string_text(b.data(), static_cast<int64_t>(b.size())))
       string_text[id >> 6] |= uint64_t{1} << (id & 63);
+    if (JsonMatcher::key_text(b.data(), static_cast<int64_t>(b.size()))) key_text[id >> 6] |= uint64_t{1} << (id & 63);
     if (JsonMatcher::raw_text(b.data(), static_cast<int64_t>(b.size()))) raw_text[id >> 6] |= uint64_t{1} << (id & 63);
   }
 }
@@ -72,13 +74,22 @@ TokenMasker::TokenMasker(const MaskVocab& vocab) : vocab_(vocab) {
 int64_t TokenMasker::fill(const JsonMatcher& m, const MatchState& st, uint64_t* allowed) {
   const size_t words = static_cast<size_t>((vocab_.all.n_vocab() + 63) / 64);
   visited_ = 0;
-  const bool string = m.in_string_text(st, vocab_.all.max_length());
-  if (!string && !m.in_raw_text(st, vocab_.all.max_length())) {
+  const std::vector<uint64_t>* text = nullptr;
+  const VocabTrie* ends = &vocab_.quoted;
+  if (m.in_string_text(st, vocab_.all.max_length())) {
+    text = &vocab_.string_text;
+  } else if (m.in_key_text(st)) {
+    text = &vocab_.key_text;
+  } else if (m.in_raw_text(st, vocab_.all.max_length())) {
+    text = &vocab_.raw_text;
+    ends = &vocab_.angled;
+  }
+  if (!text) {
     std::memset(allowed, 0, sizeof(uint64_t) * words);
     return walk(vocab_.all, m, st, allowed);
   }
-  std::memcpy(allowed, (string ? vocab_.string_text : vocab_.raw_text).data(), sizeof(uint64_t) * words);
-  walk(string ? vocab_.quoted : vocab_.angled, m, st, allowed);
+  std::memcpy(allowed, text->data(), sizeof(uint64_t) * words);
+  walk(*ends, m, st, allowed);
   int64_t count = 0;
   for (size_t w = 0; w < words; ++w) count += __builtin_popcountll(allowed[w]);
   return count;
@@ -91,10 +102,7 @@ int64_t TokenMasker::walk(const VocabTrie& trie, const JsonMatcher& m, const Mat
   int64_t count = 0;
   // states_[d]: after the d bytes of the path to walk_[d].node (states_[0] = st).
   states_[0].n = st.n;
-  for (int32_t k = 0; k < st.n; ++k) {
-    states_[0].s[k].n = st.s[k].n;
-    std::memcpy(states_[0].s[k].f, st.s[k].f, sizeof(Frame) * static_cast<size_t>(st.s[k].n));
-  }
+  for (int32_t k = 0; k < st.n; ++k) copy_stack(states_[0].s[k], st.s[k]);
   int32_t depth = 0;
   walk_[0] = {0, 0};
   while (depth >= 0) {

@@ -39,13 +39,15 @@ class VocabTrie {
 // A vocabulary prepared for masks: the trie of every token, the trie of the tokens holding a
 // '"' and the tokens that are plain string text (JsonMatcher::string_text). Inside a string's
 // text (most of a JSON value's tokens) a mask is then the plain-text set plus a walk of the
-// quote trie, which alone can end the string and go on after it. The same for DSML's raw
-// strings, with '<' (their closing tag's first byte).
+// quote trie, which alone can end the string and go on after it. The same for the keys of open
+// objects (text without escapes) and for DSML's raw strings, with '<' (their closing tag's
+// first byte).
 struct MaskVocab {
   MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32_t)>& bytes,
             const std::function<bool(int32_t)>& skip);
   VocabTrie all, quoted, angled;        // angled: the tokens holding a '<' (DSML raw strings)
   std::vector<uint64_t> string_text;    // [ceil(V / 64)]
+  std::vector<uint64_t> key_text;       // [ceil(V / 64)] string text without '\\' (open objects' keys)
   std::vector<uint64_t> raw_text;       // [ceil(V / 64)]
 };
 

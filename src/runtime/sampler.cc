@@ -24,8 +24,14 @@ Result<grammar::Grammar> compile_constraint(const OutputConstraint& c) {
     if (!g.ok()) return g.status().with_context("tool_choice");
     return g;
   }
-  const auto schema = nlohmann::ordered_json::parse(c.json_schema, nullptr, false);
-  if (schema.is_discarded()) return Status::error("response_format: the JSON schema is not JSON");
+  nlohmann::ordered_json schema;
+  try {
+    schema = nlohmann::ordered_json::parse(c.json_schema);
+  } catch (const nlohmann::json::exception& e) {  // valid JSON whose number no double holds, or not JSON
+    if (std::string(e.what()).find("number overflow") != std::string::npos)
+      return Status::errorf("response_format: the JSON schema holds a number out of a double's range ({})", e.what());
+    return Status::error("response_format: the JSON schema is not JSON");
+  }
   Result<grammar::Grammar> g = grammar::compile_json_schema(schema);
   if (!g.ok()) return g.status().with_context("response_format");
   return g;
@@ -61,6 +67,7 @@ Sampler::Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool,
   if (slots <= 0) slots = limits.max_seqs;
   slot_counts_.resize(static_cast<size_t>(slots));
   slot_grammar_.resize(static_cast<size_t>(slots));
+  dead_row_.resize(B);
   if (rejection) {
     rejection_tasks_.resize(B);
     rejection_scratch_.resize(static_cast<size_t>(kernels::rejection_scratch_bytes(vocab_) / 8 + 1) * pool.size());
@@ -115,6 +122,7 @@ bool Sampler::queue_rows(const std::vector<PlannedRows>& plan, const int64_t* ro
     std::fill_n(tok, S_, -1);
     std::fill_n(draft_tokens_.data() + S_ * i, S_, -1);
     prompt_logprobs_[i].clear();
+    dead_row_[i] = -1;
     if (p.sampler != rank_ || !sched.live(i)) continue;
     const int64_t first = row_begin[i];
     if (g.prompt_logprobs) {  // row j predicts the prompt token at p0 + j + 1
@@ -127,7 +135,11 @@ bool Sampler::queue_rows(const std::vector<PlannedRows>& plan, const int64_t* ro
     if (!p.samples) continue;
     const int32_t real = p.n - p.n_drafts;
     const int64_t q = p.p0 + real;  // the position the last real row predicts
-    if (g.adjust.any() || g.constraint.active()) adjust_rows(p, first + real - 1, sched.tokens(i));
+    if (g.adjust.any() || g.constraint.active()) dead_row_[i] = adjust_rows(p, first + real - 1, sched.tokens(i));
+    if (dead_row_[i] == 0) {  // nothing may follow: the request fails (scheduler.h), no token is sampled
+      tok[0] = kGrammarDeadEnd;
+      continue;
+    }
     if (const float* lambda = proposer ? proposer->verify(p).draft_lambda : nullptr) {
       for (int32_t k = 0; k <= p.n_drafts; ++k) rows[k] = row(first + real - 1 + k);
       queue_rejection(i, p, rows, lambda);  // the whole round in one task
@@ -143,7 +155,7 @@ bool Sampler::queue_rows(const std::vector<PlannedRows>& plan, const int64_t* ro
 // The rows p samples, first_sampled and its drafts', take the request's logit adjustments in
 // place: row k's history is the committed tokens and drafts 1..k (the token it predicts is kept
 // only when those drafts are), counted for the row and rolled back after it.
-void Sampler::adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history) {
+int32_t Sampler::adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history) {
   const LogitAdjustments& a = p.request->adjust;
   kernels::TokenCounts* counts = counts_for(p, history);
   SlotGrammar* gr = grammar_for(p, history);
@@ -151,6 +163,7 @@ void Sampler::adjust_rows(const PlannedRows& p, int64_t first_sampled, const std
   // is on at row k).
   const grammar::MatchState* state = gr ? gr->state.get() : nullptr;
   bool started = gr && gr->started;
+  int32_t dead = -1;
   for (int32_t k = 0; k <= p.n_drafts; ++k) {
     if (k > 0 && counts) counts->add_output(p.tokens[k]);
     if (k > 0 && gr) {
@@ -167,9 +180,10 @@ void Sampler::adjust_rows(const PlannedRows& p, int64_t first_sampled, const std
     }
     float* row = logits_.data() + head_at_[first_sampled + k] * vocab_;
     if (a.any()) kernels::logit_adjust(row, a, counts);
-    if (started) mask_row(row, *gr->matcher, *state);
+    if (started && !mask_row(row, *gr->matcher, *state) && dead < 0) dead = k;
   }
   for (int32_t k = p.n_drafts; k > 0 && counts; --k) counts->remove_output(p.tokens[k]);
+  return dead;
 }
 
 void Sampler::adjust_row(const PlannedRows& p, const std::vector<int32_t>& history, float* row) {
@@ -224,15 +238,18 @@ Sampler::SlotGrammar* Sampler::grammar_for(const PlannedRows& p, const std::vect
 }
 
 // −inf for every id the state does not allow; EOS keeps its logit where the value is whole (or
-// no reading is left, which the mask never lets happen: then EOS alone).
-void Sampler::mask_row(float* row, const grammar::JsonMatcher& m, const grammar::MatchState& state) {
+// no reading is left: a draft row after a draft the grammar refused, whose token is never kept).
+// A live state that allows nothing is a grammar dead end: false (the caller fails the request).
+bool Sampler::mask_row(float* row, const grammar::JsonMatcher& m, const grammar::MatchState& state) {
   const float eos_logit = row[eos_];
   const int64_t n_text = mask_vocab_->all.n_vocab();
-  if (state.n > 0) masker_->fill(m, state, mask_.data());
-  else std::fill(mask_.begin(), mask_.end(), 0);
+  const int64_t allowed = state.n > 0 ? masker_->fill(m, state, mask_.data()) : 0;
+  if (state.n == 0) std::fill(mask_.begin(), mask_.end(), 0);
   for (int64_t v = 0; v < vocab_; ++v)
     if (v >= n_text || !(mask_[v >> 6] >> (v & 63) & 1)) row[v] = -INFINITY;
-  if (state.n == 0 || m.accepting(state)) row[eos_] = eos_logit;
+  const bool eos = state.n == 0 || m.accepting(state);
+  if (eos) row[eos_] = eos_logit;
+  return allowed > 0 || eos;
 }
 
 kernels::TokenCounts* Sampler::counts_for(const PlannedRows& p, const std::vector<int32_t>& history) {
@@ -275,6 +292,11 @@ void Sampler::verify_and_score(const std::vector<PlannedRows>& plan, const int64
     const bool rejection = proposer && proposer->verify(p).draft_lambda;
     if (!rejection)
       for (int32_t k = 1; k <= p.n_drafts && p.tokens[k] == tok[k - 1]; ++k) tok[k] = draft_tokens_[S_ * i + k];
+    if (dead_row_[i] > 0 && tok[dead_row_[i]] >= 0) {  // the drafts reached a dead end: fail, keep nothing
+      std::fill_n(tok, S_, -1);
+      tok[0] = kGrammarDeadEnd;
+      continue;
+    }
     const int32_t top = p.request->logprobs;
     if (top < 0) continue;
     for (int32_t k = 0; k < S_ && tok[k] >= 0; ++k)

@@ -93,14 +93,17 @@ class Sampler {
   void queue_rejection(size_t i, const PlannedRows& p, const float* const* rows, const float* draft_lambda);
   void verify_and_score(const std::vector<PlannedRows>& plan, const int64_t* row_begin, const Proposer* proposer);
   void run_rejection_tasks();
-  void adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history);
+  // Returns the first row (0: the last real row, k: draft row k) whose mask allowed nothing
+  // with its grammar state live (a dead end), −1: none.
+  int32_t adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history);
   // The slot's counts synced to history (nullptr when p's request does not penalize).
   kernels::TokenCounts* counts_for(const PlannedRows& p, const std::vector<int32_t>& history);
   // Structured output: the slot's matcher synced to history (nullptr when p's request has no
   // constraint); rows[k] = −inf where the state after `state` forbids the id.
   struct SlotGrammar;
   SlotGrammar* grammar_for(const PlannedRows& p, const std::vector<int32_t>& history);
-  void mask_row(float* row, const grammar::JsonMatcher& m, const grammar::MatchState& state);
+  // false: the state is live and no id (EOS included) is allowed.
+  bool mask_row(float* row, const grammar::JsonMatcher& m, const grammar::MatchState& state);
   const float* row(int64_t step_row) const { return logits_.data() + head_at_[step_row] * vocab_; }
 
   int64_t vocab_;
@@ -171,6 +174,7 @@ class Sampler {
   std::vector<grammar::MatchState> round_states_;  // [S]
   std::unique_ptr<grammar::MatchState> scratch_state_, spare_state_;
   std::vector<uint64_t> mask_;  // [ceil(V / 64)]
+  std::vector<int32_t> dead_row_;  // [B_MAX] per planned request: adjust_rows' dead-end row
 };
 
 }  // namespace dsv4

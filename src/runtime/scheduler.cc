@@ -473,6 +473,11 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
     send_prompt_logprobs(r);
     const int64_t S = opt_.limits.max_decode_rows;
     const int32_t* t = tokens + S * i;
+    if (t[0] == kGrammarDeadEnd) {
+      const char* what = r.g.constraint.tool_calls.empty() ? "response_format (json_schema)" : "tool_choice";
+      finish(r, FinishReason::kError, fmt::format("{}: the grammar allows no next token (empty mask)", what));
+      continue;
+    }
     DSV4_CHECK(t[0] >= 0);
     TokenLogprob* lp = logprobs ? logprobs + S * i : nullptr;
     // Row 0's token, then one more per accepted draft (t[k] >= 0 iff drafts 1..k matched).

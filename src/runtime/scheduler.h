@@ -119,6 +119,11 @@ struct PlannedRows {
   const GenerationRequest* request = nullptr;
 };
 
+// tokens[S i] of update(): the sampler's structured-output mask allowed no id at the row (a
+// grammar dead end). The request then ends with an error naming its constraint; nothing is
+// sampled or committed.
+constexpr int32_t kGrammarDeadEnd = -2;
+
 class Scheduler {
  public:
   Scheduler(const SchedulerOptions& opt, PageBudget& pages);

@@ -97,7 +97,8 @@ TEST(JsonSchema, ErrorsNameTheKeywordAndPlace) {
   EXPECT_NE(message(R"({"$ref": "#/$defs/missing"})").find("$ref"), std::string::npos);
   EXPECT_NE(message(R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})").find("no finite"),
             std::string::npos);
-  EXPECT_NE(message(R"({"type": "object", "required": ["x"]})").find("'x'"), std::string::npos);
+  EXPECT_NE(message(R"({"type": "object", "required": ["x"], "additionalProperties": false})").find("'x'"),
+            std::string::npos);
   EXPECT_NE(message(R"({"type": "string", "minLength": 3, "maxLength": 2})").find("maxLength"), std::string::npos);
   std::string deep = R"({"type": "string"})";
   for (int i = 0; i < kMaxDepth; ++i) deep = R"({"type": "array", "minItems": 1, "items": )" + deep + "}";

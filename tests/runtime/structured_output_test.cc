@@ -184,6 +184,50 @@ TEST(StructuredOutput, StartsAfterTheMarker) {
   ASSERT_TRUE(v.is_object() && v.contains("a") && v["a"].is_number_integer()) << text;
 }
 
+// A row whose mask allows nothing ends the request with an error naming the grammar, never a
+// sampled token (it was id 0, with finish reason stop). Here the vocabulary cannot spell the
+// value: '~' is made a special token, which no mask allows.
+TEST(StructuredOutput, EmptyMaskEndsWithAnErrorNamingTheGrammar) {
+  static const Tokenizer no_tilde = [] {
+    auto files = make_tiny_tokenizer();
+    auto j = nlohmann::json::parse(files->tokenizer_json);
+    const int64_t id = j["model"]["vocab"]["~"];
+    j["added_tokens"].push_back({{"id", id}, {"content", "~"}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", true}});
+    auto t = Tokenizer::from_json(j.dump(), "tiny without ~");
+    return std::move(*t);
+  }();
+  const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8, 2);
+  for (const bool mtp : {false, true}) {
+    EngineOptions opt;
+    opt.tokenizer = &no_tilde;
+    opt.mtp = mtp;
+    auto e = Engine::create(m.cfg, *m.w, structured_limits(1), opt);
+    ASSERT_TRUE(e.ok()) << e.message();
+    GenerationRequest g;
+    g.prompt = {5, 6, 7};
+    g.max_tokens = 8;
+    g.constraint.json_schema = R"({"const": "~"})";
+    ASSERT_TRUE((*e)->add_request(g).ok());
+    std::vector<int32_t> tokens;
+    RequestUpdate last;
+    while (!(*e)->idle()) {
+      auto rep = (*e)->step();
+      ASSERT_TRUE(rep.ok()) << rep.message();
+      for (RequestUpdate& u : (*e)->updates()) {
+        tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
+        if (u.finished) last = u;
+      }
+    }
+    EXPECT_EQ(last.reason, FinishReason::kError);
+    EXPECT_NE(last.error.find("response_format"), std::string::npos) << last.error;
+    EXPECT_NE(last.error.find("no next token"), std::string::npos) << last.error;
+    std::string text;
+    for (int32_t id : tokens) text += no_tilde.token_bytes(id);
+    EXPECT_EQ(text, "\"") << "only what the grammar allowed was committed (mtp " << mtp << ")";
+  }
+}
+
 TEST(StructuredOutput, BadSchemasAreRefusedNamingTheField) {
   const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8, 2);
   EngineOptions opt;
@@ -193,7 +237,9 @@ TEST(StructuredOutput, BadSchemasAreRefusedNamingTheField) {
   GenerationRequest g;
   g.prompt = {5};
   for (const auto& [schema, want] : std::vector<std::pair<std::string, std::string>>{
-           {"{not json", "not JSON"}, {R"({"type": "string", "pattern": "x"})", "'pattern'"}}) {
+           {"{not json", "not JSON"},
+           {R"({"type": "string", "pattern": "x"})", "'pattern'"},
+           {R"({"enum": [1e400]})", "out of a double's range"}}) {
     g.constraint.json_schema = schema;
     Status st = (*e)->validate(g);
     EXPECT_NE(st.message().find("response_format"), std::string::npos) << st.message();

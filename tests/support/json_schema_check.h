@@ -2,6 +2,7 @@
 // the JSON Schema keywords grammar/json_schema.h supports, and random schemas of them.
 #pragma once
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -11,38 +12,45 @@ namespace dsv4::test {
 
 using Json = nlohmann::ordered_json;
 
-// An independent check of a parsed value against the supported keywords.
-inline bool schema_valid(const Json& v, const Json& s, const Json& root) {
-  if (s.is_boolean()) return s.get<bool>();
-  if (s.contains("$ref")) {
-    const std::string r = s["$ref"];
-    if (r == "#") return schema_valid(v, root, root);
-    const std::string table = r.rfind("#/$defs/", 0) == 0 ? "$defs" : "definitions";
-    return schema_valid(v, root[table][r.substr(table.size() + 3)], root);
-  }
-  if (s.contains("const")) return v == s["const"];
-  if (s.contains("enum")) {
-    for (const Json& e : s["enum"])
-      if (v == e) return true;
-    return false;
-  }
-  for (const char* key : {"anyOf", "oneOf"})
-    if (s.contains(key)) {
-      for (const Json& a : s[key])
-        if (schema_valid(v, a, root)) return true;
-      return false;
+// The value a local $ref names: "#" and a JSON Pointer (~1 -> '/', ~0 -> '~'; no percent escapes).
+inline const Json& ref_target(const Json& root, const std::string& ref) {
+  const Json* at = &root;
+  std::string token;
+  for (size_t i = 2; i <= ref.size() && ref.size() > 1; ++i) {
+    if (i == ref.size() || ref[i] == '/') {
+      at = at->is_array() ? &(*at)[std::stoul(token)] : &(*at)[token];
+      token.clear();
+    } else if (ref[i] == '~') {
+      token += ref[++i] == '1' ? '/' : '~';
+    } else {
+      token += ref[i];
     }
-  if (s.contains("type")) {
-    const Json types = s["type"].is_array() ? s["type"] : Json::array({s["type"]});
-    bool any = false;
-    for (const Json& t : types) {
-      const std::string ts = t;
-      any |= (ts == "object" && v.is_object()) || (ts == "array" && v.is_array()) || (ts == "string" && v.is_string()) ||
-             (ts == "number" && v.is_number()) || (ts == "integer" && v.is_number_integer()) ||
-             (ts == "boolean" && v.is_boolean()) || (ts == "null" && v.is_null());
-    }
-    if (!any) return false;
   }
+  return *at;
+}
+
+inline bool schema_valid(const Json& v, const Json& s, const Json& root);
+
+inline size_t code_points(const std::string& s) {
+  size_t cps = 0;
+  for (unsigned char c : s) cps += (c & 0xC0) != 0x80;
+  return cps;
+}
+
+inline bool type_valid(const Json& v, const Json& type) {
+  const Json types = type.is_array() ? type : Json::array({type});
+  bool any = false;
+  for (const Json& t : types) {
+    const std::string ts = t;
+    any |= (ts == "object" && v.is_object()) || (ts == "array" && v.is_array()) || (ts == "string" && v.is_string()) ||
+           (ts == "number" && v.is_number()) || (ts == "integer" && v.is_number_integer()) ||
+           (ts == "boolean" && v.is_boolean()) || (ts == "null" && v.is_null());
+  }
+  return any;
+}
+
+// The keywords that apply to objects, arrays and strings.
+inline bool shape_valid(const Json& v, const Json& s, const Json& root) {
   if (v.is_object()) {
     const Json props = s.value("properties", Json::object());
     for (const Json& r : s.value("required", Json::array()))
@@ -62,11 +70,33 @@ inline bool schema_valid(const Json& v, const Json& s, const Json& root) {
         if (!schema_valid(x, s["items"], root)) return false;
   }
   if (v.is_string()) {
-    size_t cps = 0;
-    for (unsigned char c : v.get<std::string>()) cps += (c & 0xC0) != 0x80;
+    const size_t cps = code_points(v.get<std::string>());
     if (cps < s.value("minLength", 0u) || cps > s.value("maxLength", 1u << 30)) return false;
   }
   return true;
+}
+
+// An independent check of a parsed value against the supported keywords: every keyword of a
+// schema applies (a $ref and its siblings too), oneOf holds for exactly one branch.
+inline bool schema_valid(const Json& v, const Json& s, const Json& root) {
+  if (s.is_boolean()) return s.get<bool>();
+  if (s.contains("$ref") && !schema_valid(v, ref_target(root, s["$ref"]), root)) return false;
+  if (s.contains("const") && v != s["const"]) return false;
+  if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end()) return false;
+  for (const Json& a : s.value("allOf", Json::array()))
+    if (!schema_valid(v, a, root)) return false;
+  if (s.contains("anyOf")) {
+    bool any = false;
+    for (const Json& a : s["anyOf"]) any = any || schema_valid(v, a, root);
+    if (!any) return false;
+  }
+  if (s.contains("oneOf")) {
+    int matched = 0;
+    for (const Json& a : s["oneOf"]) matched += schema_valid(v, a, root);
+    if (matched != 1) return false;
+  }
+  if (s.contains("type") && !type_valid(v, s["type"])) return false;
+  return shape_valid(v, s, root);
 }
 
 // A random schema of the supported keywords (objects, arrays, anyOf nested up to depth 3).

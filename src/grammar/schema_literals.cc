@@ -1,0 +1,104 @@
+#include "grammar/schema_literals.h"
+
+#include <cmath>
+#include <set>
+
+namespace dsv4::grammar {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties", "minProperties",
+                                               "maxProperties", "patternProperties", "propertyNames",
+                                               "dependentRequired", "dependencies"};
+const std::set<std::string> kArrayKeywords = {"items", "minItems", "maxItems", "uniqueItems", "prefixItems",
+                                              "contains", "additionalItems"};
+const std::set<std::string> kStringKeywords = {"minLength", "maxLength", "pattern", "format"};
+const std::set<std::string> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                               "multipleOf"};
+// Keywords that say nothing about the value itself here (enum/const are the literals).
+const std::set<std::string> kNoConstraint = {"enum", "const", "$defs", "definitions", "$schema", "$id", "$comment",
+                                             "title", "description", "default", "examples", "deprecated",
+                                             "readOnly", "writeOnly"};
+
+bool is_integral(const Json& v) {
+  return v.is_number_integer() || v.is_number_unsigned() ||
+         (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+}
+
+bool type_matches(const std::string& type, const Json& v) {
+  if (type == "object") return v.is_object();
+  if (type == "array") return v.is_array();
+  if (type == "string") return v.is_string();
+  if (type == "number") return v.is_number();
+  if (type == "integer") return v.is_number() && is_integral(v);
+  if (type == "boolean") return v.is_boolean();
+  if (type == "null") return v.is_null();
+  return false;
+}
+
+int64_t code_points(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// A count keyword's bound (a non-negative integer, integral floats too); false when malformed.
+bool bound(const Json& k, double& out) {
+  if (!k.is_number() || !is_integral(k) || k.get<double>() < 0) return false;
+  out = k.get<double>();
+  return true;
+}
+
+}  // namespace
+
+bool same_json_value(const Json& a, const Json& b) {
+  auto plain = [](const Json& v) {
+    return nlohmann::json::parse(v.dump(-1, ' ', false, Json::error_handler_t::replace));
+  };
+  return plain(a) == plain(b);
+}
+
+bool keyword_applies(const std::string& keyword, const Json& value) {
+  if (kNoConstraint.count(keyword)) return false;
+  if (kObjectKeywords.count(keyword)) return value.is_object();
+  if (kArrayKeywords.count(keyword)) return value.is_array();
+  if (kStringKeywords.count(keyword)) return value.is_string();
+  if (kNumberKeywords.count(keyword)) return value.is_number();
+  return keyword.rfind("x-", 0) != 0;  // type, anyOf, $ref, ...: every value
+}
+
+Result<bool> literal_satisfies(const Json& value, const Json& schema, const std::string& path) {
+  auto fail = [&](const std::string& what) { return Status::errorf("schema {}: {}", path.empty() ? "/" : path, what); };
+  for (auto it = schema.begin(); it != schema.end(); ++it) {
+    const std::string& k = it.key();
+    const Json& arg = it.value();
+    if (!keyword_applies(k, value) || (k == "uniqueItems" && arg == Json(false))) continue;
+    double limit = 0;
+    if (k == "type") {
+      const Json types = arg.is_array() ? arg : Json::array({arg});
+      bool any = false;
+      for (const Json& t : types) any |= t.is_string() && type_matches(t.get<std::string>(), value);
+      if (!any) return false;
+    } else if (k == "minLength" || k == "maxLength" || k == "minItems" || k == "maxItems") {
+      if (!bound(arg, limit)) return fail(fmt::format("{} must be a non-negative integer", k));
+      const double n = value.is_string() ? static_cast<double>(code_points(value.get<std::string>()))
+                                         : static_cast<double>(value.size());
+      if (k.rfind("min", 0) == 0 ? n < limit : n > limit) return false;
+    } else if (k == "required") {
+      if (!arg.is_array()) return fail("required must be an array of strings");
+      for (const Json& r : arg)
+        if (!r.is_string() || !value.contains(r.get<std::string>())) return false;
+    } else if (k == "minimum" || k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum") {
+      if (!arg.is_number()) return fail(fmt::format("{} must be a number", k));
+      const double v = value.get<double>(), b = arg.get<double>();
+      const bool ok = k == "minimum" ? v >= b : k == "maximum" ? v <= b : k == "exclusiveMinimum" ? v > b : v < b;
+      if (!ok) return false;
+    } else {
+      return fail(fmt::format("keyword '{}' beside enum/const is not supported", k));
+    }
+  }
+  return true;
+}
+
+}  // namespace dsv4::grammar

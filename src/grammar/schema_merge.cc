@@ -1,0 +1,230 @@
+#include "grammar/schema_merge.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "grammar/json_schema.h"
+#include "grammar/schema_literals.h"
+#include "grammar/schema_ref.h"
+
+namespace dsv4::grammar {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const std::set<std::string> kLowerBounds = {"minLength", "minItems", "minimum", "exclusiveMinimum", "minProperties"};
+const std::set<std::string> kUpperBounds = {"maxLength", "maxItems", "maximum", "exclusiveMaximum", "maxProperties"};
+// Keywords a conjunction leaves as they are (annotations; $defs are reached by absolute $refs).
+const std::set<std::string> kPassive = {"$schema", "$id",      "$comment",   "title",    "description", "default",
+                                        "examples", "deprecated", "readOnly", "writeOnly", "$defs",    "definitions"};
+
+std::vector<std::string> type_list(const Json& t) {
+  std::vector<std::string> out;
+  if (t.is_string()) out.push_back(t.get<std::string>());
+  if (t.is_array())
+    for (const Json& x : t)
+      if (x.is_string()) out.push_back(x.get<std::string>());
+  return out;
+}
+
+// The types both lists allow (integer is within number).
+Json type_intersection(const Json& a, const Json& b) {
+  const std::vector<std::string> ta = type_list(a), tb = type_list(b);
+  auto allows = [](const std::vector<std::string>& ts, const std::string& t) {
+    return std::find(ts.begin(), ts.end(), t) != ts.end() ||
+           (t == "integer" && std::find(ts.begin(), ts.end(), "number") != ts.end());
+  };
+  Json out = Json::array();
+  for (const std::string& t : ta)
+    if (allows(tb, t)) out.push_back(t);
+  for (const std::string& t : tb)
+    if (t == "integer" && allows(ta, t) && std::find(out.begin(), out.end(), Json(t)) == out.end()) out.push_back(t);
+  return out;
+}
+
+constexpr size_t kMaxTypes = 7;  // JSON Schema's types
+
+// a and b, merged when compiled (lazily: only what is generated is merged).
+Json both(const Json& a, const Json& b) {
+  if (a == Json(false) || b == Json(false)) return false;
+  if (a == Json(true)) return b;
+  if (b == Json(true)) return a;
+  return Json{{"allOf", Json::array({a, b})}};
+}
+
+}  // namespace
+
+Status SchemaMerger::charge(const Json& v, const std::string& path) {
+  std::vector<const Json*> pending = {&v};
+  while (!pending.empty()) {
+    const Json* x = pending.back();
+    pending.pop_back();
+    if (++copied_ > kMaxMergeValues)
+      return Status::errorf("schema {}: merging (allOf, $ref beside keywords) copies more than {} JSON values",
+                            path.empty() ? "/" : path, kMaxMergeValues);
+    if (x->is_structured())
+      for (const Json& c : *x) pending.push_back(&c);
+  }
+  return Status();
+}
+
+Result<Json> SchemaMerger::merge(const Json& a, const Json& b, const std::string& path) {
+  return merge_at(a, b, path, 0);
+}
+
+Result<Json> SchemaMerger::flatten(const Json& s, const std::string& path) { return expand(s, path, 0); }
+
+// s with the allOf and $ref at its top merged in.
+Result<Json> SchemaMerger::expand(const Json& s, const std::string& path, int depth) {
+  if (!s.is_object() || (!s.contains("allOf") && !s.contains("$ref"))) return s;
+  DSV4_RETURN_IF_ERROR(charge(s, path));
+  Json r = s;
+  if (const auto all = r.find("allOf"); all != r.end()) {
+    if (!all->is_array() || all->empty()) return Status::errorf("schema {}: allOf must be a non-empty array", path);
+    if (all->size() > static_cast<size_t>(kMaxAlternatives))
+      return Status::errorf("schema {}: allOf has {} schemas, at most {}", path, all->size(), kMaxAlternatives);
+    const Json list = std::move(*all);
+    r.erase("allOf");
+    for (size_t i = 0; i < list.size(); ++i) {
+      Result<Json> m = merge_at(r, list[i], path + "/allOf/" + std::to_string(i), depth + 1);
+      if (!m.ok()) return m.status();
+      r = std::move(*m);
+    }
+  }
+  if (r.is_object() && r.contains("$ref")) {
+    if (!r["$ref"].is_string()) return Status::errorf("schema {}: $ref must be a string", path);
+    Result<const Json*> target = resolve_local_ref(root_, r["$ref"].get<std::string>());
+    if (!target.ok()) return Status::errorf("schema {}: {}", path, target.message());
+    r.erase("$ref");
+    return merge_at(r, **target, path, depth + 1);
+  }
+  return r;
+}
+
+Result<Json> SchemaMerger::merge_at(const Json& a, const Json& b, const std::string& path, int depth) {
+  if (depth > kMaxMergeDepth)
+    return Status::errorf("schema {}: merges (allOf, $ref beside keywords) nest more than {} levels", path,
+                          kMaxMergeDepth);
+  if (++merges_ > kMaxNodes) return Status::errorf("schema {}: more than {} schema merges", path, kMaxNodes);
+  if (a.is_boolean() || b.is_boolean()) {
+    const Json& other = a.is_boolean() ? b : a;
+    const bool flag = a.is_boolean() ? a.get<bool>() : b.get<bool>();
+    if (!flag) return Json(false);
+    DSV4_RETURN_IF_ERROR(charge(other, path));
+    return other;
+  }
+  if (!a.is_object() || !b.is_object())
+    return Status::errorf("schema {}: a schema must be an object or a boolean", path.empty() ? "/" : path);
+  Result<Json> ea = expand(a, path, depth + 1);
+  if (!ea.ok()) return ea.status();
+  Result<Json> eb = expand(b, path, depth + 1);
+  if (!eb.ok()) return eb.status();
+  if (ea->is_boolean() || eb->is_boolean()) return merge_at(*ea, *eb, path, depth + 1);
+  Json r = std::move(*ea);
+  DSV4_RETURN_IF_ERROR(charge(r, path));
+  for (auto it = eb->begin(); it != eb->end(); ++it) {
+    const std::string& k = it.key();
+    if (kPassive.count(k) || k == "properties" || k == "additionalProperties") continue;
+    DSV4_RETURN_IF_ERROR(merge_keyword(r, k, it.value(), path));
+  }
+  if (r.contains("properties") || r.contains("additionalProperties") || eb->contains("properties") ||
+      eb->contains("additionalProperties")) {
+    const Json ra = r;
+    DSV4_RETURN_IF_ERROR(merge_properties(r, ra, *eb, path));
+  }
+  return r;
+}
+
+Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb, const std::string& path) {
+  auto fail = [&](const std::string& what) { return Status::errorf("schema {}: {}", path.empty() ? "/" : path, what); };
+  DSV4_RETURN_IF_ERROR(charge(vb, path));
+  const auto it = r.find(k);
+  if (it == r.end()) {
+    r[k] = vb;
+    return Status();
+  }
+  Json& va = *it;
+  if (kLowerBounds.count(k) || kUpperBounds.count(k)) {
+    if (!va.is_number() || !vb.is_number()) return fail(fmt::format("{} must be a number", k));
+    const double x = va.get<double>(), y = vb.get<double>();
+    const bool take_b = kLowerBounds.count(k) ? y > x : y < x;
+    if (take_b) va = vb;
+  } else if (k == "type") {
+    if (va.size() > kMaxTypes || vb.size() > kMaxTypes)
+      return fail(fmt::format("type lists more than {} types", kMaxTypes));
+    Json t = type_intersection(va, vb);
+    if (t.empty())
+      return fail(fmt::format("unsatisfiable: the merged schemas share no type ({} and {})",
+                              va.dump(-1, ' ', false, Json::error_handler_t::replace),
+                              vb.dump(-1, ' ', false, Json::error_handler_t::replace)));
+    va = std::move(t);
+  } else if (k == "required") {
+    if (!va.is_array() || !vb.is_array()) return fail("required must be an array of strings");
+    if (va.size() + vb.size() > 2 * static_cast<size_t>(kMaxProperties))
+      return fail(fmt::format("required lists more than {} names", 2 * kMaxProperties));
+    for (const Json& name : vb)
+      if (std::find(va.begin(), va.end(), name) == va.end()) va.push_back(name);
+  } else if (k == "enum") {
+    if (!va.is_array() || !vb.is_array()) return fail("enum must be a non-empty array");
+    if (va.size() > static_cast<size_t>(kMaxLiterals) || vb.size() > static_cast<size_t>(kMaxLiterals))
+      return fail(fmt::format("enum has more than {} values", kMaxLiterals));
+    Json common = Json::array();
+    for (const Json& x : va)
+      if (std::any_of(vb.begin(), vb.end(), [&](const Json& y) { return same_json_value(x, y); })) common.push_back(x);
+    if (common.empty()) return fail("unsatisfiable: the merged enums share no value");
+    va = std::move(common);
+  } else if (k == "const") {
+    if (!same_json_value(va, vb)) return fail("unsatisfiable: the merged schemas have different const values");
+  } else if (k == "uniqueItems") {
+    if (!va.is_boolean() || !vb.is_boolean()) return fail("uniqueItems must be a boolean");
+    va = va.get<bool>() || vb.get<bool>();
+  } else if (k == "items") {
+    if (va.is_array() || vb.is_array()) return fail("keyword 'items' as an array (tuples) in a merge is not supported");
+    va = both(va, vb);
+  } else if (k == "anyOf") {  // (a1 | a2) & (b1 | b2) = a1&b1 | a1&b2 | ...
+    if (!va.is_array() || !vb.is_array()) return fail("anyOf must be a non-empty array");
+    if (va.size() * vb.size() > static_cast<size_t>(kMaxAlternatives))
+      return fail(
+          fmt::format("merging two anyOf gives {} branches, at most {}", va.size() * vb.size(), kMaxAlternatives));
+    Json product = Json::array();
+    for (const Json& x : va)
+      for (const Json& y : vb) product.push_back(both(x, y));
+    va = std::move(product);
+  } else if (!same_json_value(va, vb)) {
+    return fail(
+        fmt::format("keyword '{}' in both schemas of a merge (allOf, $ref beside keywords) is not supported", k));
+  }
+  return Status();
+}
+
+// Per key: (A's property, else A's additionalProperties) and (B's, else B's); the
+// additionalProperties of both.
+Status SchemaMerger::merge_properties(Json& r, const Json& a, const Json& b, const std::string& path) {
+  const Json none = Json::object();
+  const Json& pa = a.contains("properties") ? a["properties"] : none;
+  const Json& pb = b.contains("properties") ? b["properties"] : none;
+  if (!pa.is_object() || !pb.is_object())
+    return Status::errorf("schema {}: properties must be an object", path.empty() ? "/" : path);
+  const auto xa = a.find("additionalProperties"), xb = b.find("additionalProperties");
+  Json props = Json::object();
+  auto side = [](const Json& p, const std::string& key, const Json* extra) -> const Json* {
+    if (const auto it = p.find(key); it != p.end()) return &*it;
+    return extra;  // nullptr: anything
+  };
+  std::vector<std::string> keys;
+  for (auto it = pa.begin(); it != pa.end(); ++it) keys.push_back(it.key());
+  for (auto it = pb.begin(); it != pb.end(); ++it)
+    if (!pa.contains(it.key())) keys.push_back(it.key());
+  for (const std::string& key : keys) {
+    const Json* sa = side(pa, key, xa == a.end() ? nullptr : &*xa);
+    const Json* sb = side(pb, key, xb == b.end() ? nullptr : &*xb);
+    props[key] = sa && sb ? both(*sa, *sb) : sa ? *sa : *sb;
+  }
+  if (!keys.empty()) r["properties"] = std::move(props);
+  if (xa != a.end() && xb != b.end()) r["additionalProperties"] = both(*xa, *xb);
+  else if (xb != b.end()) r["additionalProperties"] = *xb;
+  return Status();
+}
+
+}  // namespace dsv4::grammar

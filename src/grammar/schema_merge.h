@@ -1,0 +1,54 @@
+// Exact conjunction of two JSON schemas: the schema whose instances are exactly those of both.
+// It gives allOf, a $ref beside other keywords (2019-09 on: both apply), and keywords beside
+// anyOf/oneOf (pushed into each branch). Merged where the merge is exact; a keyword the merge
+// cannot combine is refused by name and path.
+//
+//   type: the intersection (integer within number); required: the union; enum/const: the
+//   common values; min*: the larger, max*: the smaller; uniqueItems: either; items: merged;
+//   properties/additionalProperties: per key, (A's property or A's additionalProperties) and
+//   (B's or B's), and the additionalProperties of both; anyOf in both: the branch products (at
+//   most kMaxAlternatives); a keyword in one only is kept.
+//
+// Bounds, checked before the work: merges nest at most kMaxMergeDepth levels, a compile makes
+// at most kMaxNodes merges and copies at most kMaxMergeValues JSON values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace dsv4::grammar {
+
+constexpr int kMaxMergeDepth = 32;
+constexpr int64_t kMaxMergeValues = int64_t{1} << 20;
+
+class SchemaMerger {
+ public:
+  explicit SchemaMerger(const nlohmann::ordered_json& root) : root_(root) {}
+  // a and b together; $ref and allOf at the top of either are resolved first.
+  Result<nlohmann::ordered_json> merge(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b,
+                                       const std::string& path);
+  // s without allOf and without a $ref beside other keywords: both merged in.
+  Result<nlohmann::ordered_json> flatten(const nlohmann::ordered_json& s, const std::string& path);
+
+ private:
+  Result<nlohmann::ordered_json> merge_at(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b,
+                                          const std::string& path, int depth);
+  Result<nlohmann::ordered_json> expand(const nlohmann::ordered_json& s, const std::string& path, int depth);
+  // Nested schemas are joined as {"allOf": [x, y]}: merged when (and if) they are compiled.
+  Status merge_keyword(nlohmann::ordered_json& r, const std::string& key, const nlohmann::ordered_json& b,
+                       const std::string& path);
+  Status merge_properties(nlohmann::ordered_json& r, const nlohmann::ordered_json& a,
+                          const nlohmann::ordered_json& b, const std::string& path);
+  // Counts the values of v against the copy budget.
+  Status charge(const nlohmann::ordered_json& v, const std::string& path);
+
+  const nlohmann::ordered_json& root_;
+  int merges_ = 0;
+  int64_t copied_ = 0;
+};
+
+}  // namespace dsv4::grammar

@@ -1,0 +1,17 @@
+// Local $ref targets: "#" followed by a JSON Pointer (RFC 6901) in a URI fragment (RFC 3986:
+// percent-decoded first, then ~1 -> '/' and ~0 -> '~' per reference token). Any place of the
+// document may be named: #/$defs/a, #/definitions/a~1b, #/properties/x/items, $defs at any depth.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace dsv4::grammar {
+
+// The value `ref` points to in `root`; errors name the $ref and what is wrong with it.
+Result<const nlohmann::ordered_json*> resolve_local_ref(const nlohmann::ordered_json& root, const std::string& ref);
+
+}  // namespace dsv4::grammar
