@@ -26,6 +26,7 @@ constexpr float kLogprobFloor = -9999.0f;    // JSON has no -inf
 constexpr size_t kMaxMetadataKeys = 16;      // OpenAI: metadata bounds
 constexpr size_t kMaxMetadataKey = 64;
 constexpr size_t kMaxMetadataValue = 512;
+constexpr size_t kMaxCacheSaltBytes = 256;
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -34,7 +35,7 @@ const std::set<std::string, std::less<>> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "stream", "stream_options",
     "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias", "user", "logprobs", "ignore_eos",
     // Sent by the SDKs; they do not change generation (check_passive validates their types).
-    "store", "metadata", "service_tier"};
+    "store", "metadata", "service_tier", "cache_salt"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of", "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {
     "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
@@ -267,7 +268,23 @@ struct Common {
   std::optional<int64_t> max_tokens;
 };
 
+// cache_salt as vLLM takes it: a non-empty string; requests with different salts share no
+// prefix-cache blocks (GenerationRequest::cache_salt).
+std::optional<ApiError> parse_cache_salt(const Json& obj, GenerationRequest& g) {
+  const Json* v = json_optional(obj, "cache_salt");
+  if (!v) return std::nullopt;
+  if (!v->is_string()) return wrong_type("cache_salt", "a string", *v);
+  const std::string& salt = v->get_ref<const std::string&>();
+  if (salt.empty()) return bad_request("cache_salt", "cache_salt: must be a non-empty string when given");
+  if (salt.size() > kMaxCacheSaltBytes)
+    return bad_request("cache_salt", fmt::format("cache_salt: {} bytes, the limit is {}", salt.size(),
+                                                 kMaxCacheSaltBytes));
+  g.cache_salt = salt;
+  return std::nullopt;
+}
+
 ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t default_seed, ApiRequest& out) {
+  if (auto e = parse_cache_salt(obj, out.gen)) return *e;
   Common c;
   kernels::SamplingParams& s = out.gen.sampling;
   s.temperature = model.temperature;

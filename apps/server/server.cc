@@ -119,7 +119,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     };
     std::shared_ptr<Connection> conn = conn_.lock();
     if (!conn) return cancel();
-    if (conn->request_id().empty()) conn->set_request_id(id);
+    conn->set_request_id(id);
     conn->on_gone(cancel);
     if (!stream_) return;
     HttpResponse head = headers_;
@@ -213,6 +213,7 @@ std::string access_log_line(const AccessRecord& r) {
   auto ms = [](double v) { return std::round(v * 1000) / 1000; };
   Json j;
   j["id"] = r.id;
+  j["client_id"] = r.client_id.empty() ? Json() : Json(r.client_id);
   j["route"] = route_label(r.target);
   j["status"] = r.status;
   j["prompt_tokens"] = count(r.prompt_tokens);
@@ -228,6 +229,7 @@ struct HttpServer::Impl {
       : service(s), model(m), options(o), table(o.max_connections, o.max_connections_per_client),
         seed_base(std::random_device{}()), acceptor(net::make_strand(ioc)), accept_retry(acceptor.get_executor()) {
     options.access.loopback_bind = is_loopback_address(options.host);
+    options.access.bound_host = options.host;
     routes.check = [this](Connection& c, const HttpRequest& r) { return check(c, r); };
     routes.handle = [this](const std::shared_ptr<Connection>& c, HttpRequest&& r) { handle(c, std::move(r)); };
     routes.count = [this](const std::string& target, int status) { metrics.count(route_label(target), status); };
@@ -374,16 +376,20 @@ std::optional<HttpResponse> HttpServer::Impl::check(Connection& conn, const Http
     return res;
   }
   const bool tokenizer_path = path == "/tokenize" || path == "/detokenize";
-  if (!options.access.api_key.empty() && (path.rfind("/v1/", 0) == 0 || tokenizer_path)) {
+  const bool guarded = path.rfind("/v1/", 0) == 0 || tokenizer_path ||
+                       (options.access.metrics_auth && path == "/metrics");
+  if (!options.access.api_keys.empty() && guarded) {
     const std::string auth = field(req, http::field::authorization);
-    const std::string prefix = "Bearer ";
-    if (auth.rfind(prefix, 0) != 0 || !same_secret(std::string_view(auth).substr(prefix.size()), options.access.api_key)) {
+    const std::optional<std::string_view> token = bearer_token(auth);
+    const int tenant = token ? find_key(options.access.api_keys, *token) : -1;
+    if (tenant < 0) {
       HttpResponse res = json_error(401, auth.empty() ? "missing API key: send the header \"Authorization: Bearer <key>\""
                                                       : "incorrect API key provided",
                                     "invalid_api_key");
       res.set(http::field::www_authenticate, "Bearer");
       return res;
     }
+    conn.set_tenant(tenant);
   }
   if (req.method() == http::verb::post) {
     if (path != "/v1/completions" && path != "/v1/chat/completions" && !tokenizer_path)
@@ -459,6 +465,8 @@ void HttpServer::Impl::submit(const std::shared_ptr<Connection>& conn, ApiResult
   if (!parsed.ok()) return reply(api_error_response(parsed.error()));
   ApiRequest& api = *parsed;
   api.gen.timeout_seconds = options.request_timeout;
+  if (options.prefix_cache_per_key && conn->tenant() >= 0)
+    api.gen.cache_salt = tenant_cache_salt(conn->tenant(), api.gen.cache_salt);
 
   auto exchange = std::make_shared<Exchange>(service, conn, api.stream, options.keepalive_seconds, active,
                                              headers);

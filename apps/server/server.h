@@ -40,11 +40,15 @@ struct ServerOptions {
   int retry_after_seconds = 1;       // Retry-After of a 429 (queue full)
   double keepalive_seconds = 2;      // a stream with no update this long gets an SSE comment line
   bool access_log = true;            // one JSON line per request on stderr (--access-log)
+  // --prefix-cache-scope key: each API key's requests get their own prefix-cache namespace
+  // (tenant_cache_salt); global: only their cache_salt separates them.
+  bool prefix_cache_per_key = false;
 };
 
-// The access-log line of one request (JSON, no newline): {"id", "route", "status",
-// "prompt_tokens", "completion_tokens", "cached_tokens", "ttft_ms", "total_ms"}; token counts
-// and ttft_ms are null where the request generated nothing.
+// The access-log line of one request (JSON, no newline): {"id", "client_id", "route", "status",
+// "prompt_tokens", "completion_tokens", "cached_tokens", "ttft_ms", "total_ms"}: id the server's,
+// client_id the client's X-Request-Id (null: none); token counts and ttft_ms are null where
+// the request generated nothing.
 std::string access_log_line(const AccessRecord& r);
 
 class HttpServer {

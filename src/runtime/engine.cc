@@ -26,16 +26,17 @@ class Engine::RunnerPages final : public PageBudget {
   int64_t pages_short(int32_t seq, int64_t end) const override { return r_.blocks_short(seq, end); }
   int64_t free_pages(int32_t rank) const override { return r_.free_blocks(rank); }
   int64_t total_pages() const override { return r_.total_blocks(); }
-  Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len,
-                        bool allow_prefix) override {
+  Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len, bool allow_prefix,
+                        const std::string& salt) override {
     if (!allow_prefix) {
-      DSV4_RETURN_IF_ERROR(r_.start_sequence(seq));
+      DSV4_RETURN_IF_ERROR(r_.start_sequence(seq, salt));  // its blocks still register under its salt
       return int64_t{0};
     }
-    return r_.start_sequence_cached(seq, tokens.data(), prompt_len, mtp_);
+    return r_.start_sequence_cached(seq, tokens.data(), prompt_len, mtp_, salt);
   }
-  int64_t cached_prefix(int32_t owner, const std::vector<int32_t>& tokens, int64_t prompt_len) const override {
-    return r_.cached_prefix_blocks(owner, tokens.data(), prompt_len, mtp_) * r_.limits().page_tokens;
+  int64_t cached_prefix(int32_t owner, const std::vector<int32_t>& tokens, int64_t prompt_len,
+                        const std::string& salt) const override {
+    return r_.cached_prefix_blocks(owner, tokens.data(), prompt_len, mtp_, salt) * r_.limits().page_tokens;
   }
   Status reserve(int32_t seq, int64_t end) override { return r_.reserve_blocks(seq, end); }
   void register_prefix(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len) override {

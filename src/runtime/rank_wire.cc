@@ -77,7 +77,7 @@ class Reader {
 // added to GenerationRequest or SamplingParams stops this from compiling until it is on the wire.
 void put_request(Writer& w, const GenerationRequest& g) {
   const auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
-               prompt_logprobs, timeout_seconds, n, constraint] = g;
+               prompt_logprobs, timeout_seconds, n, constraint, cache_salt] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
   const auto& [json_schema, tool_calls, start_after] = constraint;
@@ -107,11 +107,12 @@ void put_request(Writer& w, const GenerationRequest& g) {
   w.put_string(json_schema);
   w.put_string(tool_calls);
   w.put(start_after);
+  w.put_string(cache_salt);
 }
 
 void take_request(Reader& r, GenerationRequest& g) {
   auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs,
-         timeout_seconds, n, constraint] = g;
+         timeout_seconds, n, constraint, cache_salt] = g;
   auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   auto& [presence, frequency, repetition, logit_bias] = adjust;
   auto& [json_schema, tool_calls, start_after] = constraint;
@@ -141,6 +142,7 @@ void take_request(Reader& r, GenerationRequest& g) {
   r.take_string(json_schema);
   r.take_string(tool_calls);
   start_after = r.take<int32_t>();
+  r.take_string(cache_salt);
 }
 
 }  // namespace

@@ -58,6 +58,9 @@ struct GenerationRequest {
   // the prompt is computed once (runtime/scheduler.h: forks). Prompt logprobs: choice 0's.
   int32_t n = 1;
   OutputConstraint constraint;          // structured output; inactive by default
+  // The prefix cache's namespace: requests with different salts never share cached blocks
+  // ("": the shared one). The server sets it from the request's cache_salt and its tenant.
+  std::string cache_salt;
 };
 
 // Why a request ended. kStop: EOS, a stop id or a stop string.

@@ -70,15 +70,16 @@ class PageBudget {
   virtual int64_t pages_short(int32_t seq, int64_t end) const = 0;
   virtual int64_t free_pages(int32_t rank) const = 0;
   virtual int64_t total_pages() const = 0;  // of one rank
-  // Starts slot seq (on rank Limits::slot_rank(seq)) for tokens with prompt_len; returns the first
-  // position to compute (a prefix-cache hit on that rank's blocks skips the positions before
+  // Starts slot seq (on rank Limits::slot_rank(seq)) for tokens with prompt_len in the prefix
+  // cache's namespace `salt` (GenerationRequest::cache_salt); returns the first position to
+  // compute (a prefix-cache hit on that rank's blocks of that salt skips the positions before
   // it; allow_prefix false: 0).
   virtual Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len,
-                                bool allow_prefix) = 0;
-  // Prompt positions the prefix cache holds on `owner`'s blocks (what start would skip, before
-  // the recomputed last positions; 0: none or no prefix cache).
-  virtual int64_t cached_prefix(int32_t /*owner*/, const std::vector<int32_t>& /*tokens*/,
-                                int64_t /*prompt_len*/) const {
+                                bool allow_prefix, const std::string& salt) = 0;
+  // Prompt positions the prefix cache holds on `owner`'s blocks of that salt (what start would
+  // skip, before the recomputed last positions; 0: none or no prefix cache).
+  virtual int64_t cached_prefix(int32_t /*owner*/, const std::vector<int32_t>& /*tokens*/, int64_t /*prompt_len*/,
+                                const std::string& /*salt*/) const {
     return 0;
   }
   // Takes the pages for positions [0, end) now (fails when they are not free).

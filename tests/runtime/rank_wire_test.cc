@@ -20,13 +20,13 @@ namespace {
 // the codec and this test take it too).
 auto fields(const GenerationRequest& g) {
   const auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
-               prompt_logprobs, timeout_seconds, n, constraint] = g;
+               prompt_logprobs, timeout_seconds, n, constraint, cache_salt] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
   const auto& [json_schema, tool_calls, start_after] = constraint;
   return std::tie(prompt, temperature, top_p, seed, top_k, min_p, presence, frequency, repetition, logit_bias,
                   max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs, timeout_seconds, n,
-                  json_schema, tool_calls, start_after);
+                  json_schema, tool_calls, start_after, cache_salt);
 }
 
 template <class Tuple, size_t... I>
@@ -51,6 +51,7 @@ GenerationRequest filled(int k) {
   g.n = 3 + k;
   g.constraint = {R"({"type": "object", "properties": {"k": {"const": )" + std::to_string(k) + "}}}",
                   R"([{"name": "f)" + std::to_string(k) + R"(", "parameters": {}}])", 500 + k};
+  g.cache_salt = "tenant " + std::to_string(k);
   return g;
 }
 

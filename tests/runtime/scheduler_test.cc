@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "runtime/scheduler.h"
 #include "text/tiny_tokenizer.h"
@@ -30,10 +32,15 @@ class FakePages final : public PageBudget {
     return total_ - used;
   }
   int64_t total_pages() const override { return total_; }
-  Result<int64_t> start(int32_t seq, const std::vector<int32_t>&, int64_t, bool) override {
+  Result<int64_t> start(int32_t seq, const std::vector<int32_t>&, int64_t, bool, const std::string& salt) override {
     EXPECT_EQ(held_.count(seq), 0u) << "slot " << seq << " started twice";
     held_[seq] = 0;
+    started_salt[seq] = salt;
     return int64_t{0};
+  }
+  int64_t cached_prefix(int32_t owner, const std::vector<int32_t>&, int64_t, const std::string& salt) const override {
+    const auto it = cached.find({owner, salt});
+    return it == cached.end() ? 0 : it->second;
   }
   Status reserve(int32_t seq, int64_t end) override {
     const int64_t more = pages_short(seq, end);
@@ -44,6 +51,9 @@ class FakePages final : public PageBudget {
   void register_prefix(int32_t, const std::vector<int32_t>&, int64_t) override {}
   void end(int32_t seq) override { held_.erase(seq); }
   int64_t in_use() const { return total_ - free_pages(); }
+
+  std::map<std::pair<int32_t, std::string>, int64_t> cached;  // (rank, salt) -> cached prompt positions
+  std::map<int32_t, std::string> started_salt;                 // slot -> the salt it started with
 
  private:
   int64_t page_, total_;
@@ -275,6 +285,32 @@ TEST(Scheduler, RanksHoldTheirOwnSlotsAndPages) {
   EXPECT_EQ(log.out[1], alone(split, 1));
   EXPECT_EQ(pages.free_pages(0), 6);
   EXPECT_EQ(pages.free_pages(1), 6);
+}
+
+// A request goes to the rank holding its prefix in its own salt's namespace only, and its slot
+// starts in that namespace (so its blocks register there).
+TEST(Scheduler, RoutingFollowsThePrefixOfTheRequestsSalt) {
+  SchedulerOptions o = options(4, 64, 16, 2);
+  o.world = 2;
+  FakePages pages(16, 8, 2);
+  pages.cached[{1, "tenant a"}] = 32;
+  Scheduler s(o, pages);
+  GenerationRequest a = request(40, 2), b = request(40, 2), none = request(40, 2);
+  a.cache_salt = "tenant a";
+  b.cache_salt = "tenant b";
+  s.add(0, b);
+  s.add(1, a);
+  s.add(2, none);
+  Log log;
+  step(s, pages, log);
+  ASSERT_EQ(log.plans[0].size(), 3u);
+  std::map<int64_t, int32_t> owner;
+  for (const PlannedRows& p : log.plans[0]) {
+    owner[p.id] = p.owner;
+    EXPECT_EQ(pages.started_salt[p.seq], p.request->cache_salt) << "request " << p.id;
+  }
+  EXPECT_EQ(owner[1], 1) << "tenant a's prefix is on rank 1";
+  EXPECT_EQ(owner[0], 0) << "tenant b has no prefix anywhere: the roomiest rank";
 }
 
 TEST(Scheduler, StopRules) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Attacks on `dsv4 serve` over loopback (issue 27 item 7), Python 3 standard library only.
 
-Usage: attacks.py DSV4_BINARY WORKDIR [CASE ...]   (CASE: 1..9; default all)
+Usage: attacks.py DSV4_BINARY WORKDIR [CASE ...]   (CASE: 1..10; default all)
 
 Makes tiny models in WORKDIR, starts `dsv4 serve --port 0` per group of cases, runs the cases,
 prints one row per check (expected status, got, server RSS growth, /health latency) and exits 1
@@ -43,10 +43,16 @@ Cases
   9  Chunked framing the body limit does not count: a: a chunk-size line whose extension never
      ends (`1;aaaa...`, up to 1 GB); b: a last chunk followed by endless trailer fields. 413
      (431 for b is fine too), RSS growth < 64 MiB each.
+ 10  Ambiguous framing (RFC 9112), each on one connection that must get exactly one response,
+     400, and then the close: a: `GET /health` with `Transfer-Encoding: gzip` and a body
+     holding `GET /metrics ...` (smuggled: never answered); b: `Transfer-Encoding: chunked,
+     identity`; c: two `Transfer-Encoding: chunked` lines; d: two `Host` fields; e: a chunk
+     size that is not hex (`zz`).
 """
 import errno
 import json
 import os
+import re
 import resource
 import selectors
 import socket
@@ -726,6 +732,65 @@ def case_origin_host(server):
     return rows
 
 
+def raw_exchange(server, data, timeout=5.0):
+    """Sends data on one connection from an attacking address and reads until the server closes
+    (or the deadline); returns [(status, reason)] of every response in what came back, or a
+    failure text."""
+    deadline = time.monotonic() + timeout
+
+    def run():
+        sock = connect(server.port, attack_source(0), deadline)
+        try:
+            sock.sendall(data)
+            r = Reader(sock, deadline)
+            try:
+                while r.fill():
+                    pass
+            except HttpFailure as e:
+                if str(e) != "reset" or not r.buf:
+                    raise
+            return bytes(r.buf)
+        finally:
+            sock.close()
+
+    got = outcome(run)
+    if isinstance(got, str):
+        return got
+    # A response may follow the previous body's last byte directly: status lines anywhere.
+    return [(int(m.group(1)), m.group(0)) for m in re.finditer(rb"HTTP/1\.[01] (\d{3}) ", got)]
+
+
+def one_400(responses):
+    return not isinstance(responses, str) and [s for s, _ in responses] == [400]
+
+
+def shown(responses):
+    return responses if isinstance(responses, str) else " + ".join(str(s) for s, _ in responses) or "no response"
+
+
+def case_framing(server):
+    host = "Host: 127.0.0.1:%d\r\n" % server.port
+    smuggled = ("GET /metrics HTTP/1.1\r\n" + host + "Connection: close\r\n\r\n").encode()
+    body = b'{"prompt": "hi", "max_tokens": 1}'
+    post = "POST /v1/completions HTTP/1.1\r\n" + host + "Content-Type: application/json\r\n"
+    chunked_body = b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+    tries = [
+        ("TE gzip, smuggled GET /metrics", ("GET /health HTTP/1.1\r\n" + host +
+                                            "Transfer-Encoding: gzip\r\n\r\n").encode() + smuggled),
+        ("TE chunked, identity", (post + "Transfer-Encoding: chunked, identity\r\n\r\n").encode() + chunked_body),
+        ("TE chunked on two lines", (post + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n")
+         .encode() + chunked_body),
+        ("two Host fields", ("GET /health HTTP/1.1\r\n" + host + "Host: evil.example\r\n"
+                             "Connection: close\r\n\r\n").encode()),
+        ("chunk size zz", (post + "Transfer-Encoding: chunked\r\n\r\n").encode() + b"zz\r\n" + body + b"\r\n0\r\n\r\n"),
+    ]
+    rows = []
+    for check, data in tries:
+        got = raw_exchange(server, data)
+        rows += one(check, "one 400, closed", shown(got), one_400(got))
+    return rows
+
+
 def case_huge_messages(server):
     n = (8 * MiB - 32) // 3
     body = b'{"messages": [' + b"{}," * (n - 1) + b"{}]}"
@@ -766,6 +831,7 @@ CASES = [  # in run order, grouped by server
     Case(2, "main", case_endless_body, rss_bound_mib=64),
     Case(9, "main", case_chunk_extension, rss_bound_mib=64),
     Case(9, "main", case_endless_trailer, rss_bound_mib=64),
+    Case(10, "main", case_framing),
     Case(8, "big", case_huge_messages, rss_bound_mib=64),
     Case(8, "big", case_huge_prompt, rss_bound_mib=64),
     Case(4, "conn", case_slowloris, health_bound_s=1.0),
