@@ -7,9 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
+
 namespace dsv4::test {
 
-using Json = nlohmann::ordered_json;
+using Json = dsv4::OrderedJson;
 
 // An independent check of a parsed value against the supported keywords.
 inline bool schema_valid(const Json& v, const Json& s, const Json& root) {
