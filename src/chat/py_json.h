@@ -25,7 +25,7 @@ void py_json_escape_append(std::string& out, std::string_view s);
 // 1e-4 <= |x| < 1e16 (`100.0`), else `1e-05` / `1e+16`; `NaN`, `Infinity`.
 std::string py_float_repr(double x);
 
-// json.dumps of an already parsed value (an ordered_json keeps key order).
+// json.dumps of an already parsed value (an OrderedJson keeps key order).
 std::string py_json(const OrderedJson& value);
 
 // Nesting depth of a value (scalars 0); iterative, safe on any input.
