@@ -1,9 +1,9 @@
 // The admission budget (--max-pending-bytes): the bytes that the requests being parsed, queued
 // and running may hold together. A request is charged when its body arrives, before any parsing
 // (kChargePerBodyByte), then, parsed, what it holds (request_footprint) until its response ends
-// (the Ticket goes). Above the budget the request
-// is refused with 503 + Retry-After, so that many large bodies queued at once cannot exhaust
-// memory (256 queued bodies of 8 MiB were allowed before; docs/serving.md "Limits").
+// (the Ticket goes). Above the budget the request is refused with 503 + Retry-After, so that
+// many large bodies at once cannot exhaust memory (256 queued bodies of 8 MiB were allowed
+// before; docs/serving.md "Limits").
 #pragma once
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 namespace dsv4::server {
 
 // While its body is parsed, a request is charged this many bytes per body byte: the body and its
-// parsed JSON (tests/server/request_memory_test.cc measures the parse).
+// parsed JSON (its values bounded by ModelCard::max_json_values).
 constexpr int64_t kChargePerBodyByte = 4;
 // The smallest charge: a small body still takes a request's fixed state.
 constexpr int64_t kMinRequestCharge = 64 << 10;
