@@ -74,7 +74,7 @@ Status run_grammar_cases(const std::string& tokenizer_path, int repeats, const s
       {2, "{\"value\": "}, {2, "{\"value\": 1, \"children\": [{\"value\": \"dee"},
   };
   for (int s = 0; s < static_cast<int>(std::size(kSchemas)); ++s) {
-    const auto schema = nlohmann::ordered_json::parse(kSchemas[s][1]);
+    const auto schema = dsv4::OrderedJson::parse(kSchemas[s][1]);
     double compile_us = 1e30;
     Result<grammar::Grammar> g = grammar::compile_json_schema(schema);
     for (int r = 0; r < repeats; ++r) {

@@ -329,6 +329,11 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--max-header-bytes", h.limits.max_header_bytes, "Largest request header (larger: 431)")
       ->capture_default_str()
       ->check(CLI::Range(1024u, 1u << 20));
+  sub->add_option("--max-pending-bytes", h.max_pending_bytes,
+                  "Bytes the requests being parsed, queued and running may hold together, 4 per body byte "
+                  "(beyond: 503 + Retry-After; 0: an eighth of the memory, 256 MiB to 8 GiB)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--max-headers", h.limits.max_headers, "Most header fields in a request (more: 431)")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));

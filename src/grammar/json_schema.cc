@@ -13,7 +13,7 @@
 namespace dsv4::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 const std::set<std::string> kAnnotations = {"$schema", "$id",     "$comment",   "title",    "description",
                                             "default", "examples", "deprecated", "readOnly", "writeOnly"};
@@ -521,7 +521,7 @@ Status finish(Grammar& g, const std::string& what) {
 
 }  // namespace
 
-Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema) {
+Result<Grammar> compile_json_schema(const OrderedJson& schema) {
   Compiler c(schema);
   Result<int32_t> root = c.compile(schema, "");
   if (!root.ok()) return root.status();

@@ -35,6 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "base/status.h"
 
 namespace dsv4::grammar {
@@ -99,7 +100,7 @@ struct Grammar {
 // Errors name the keyword and its JSON pointer: "schema /properties/a: keyword 'pattern' is not
 // supported".
 // The schema as parsed in document order (properties are generated in that order).
-Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema);
+Result<Grammar> compile_json_schema(const OrderedJson& schema);
 // {"type": "json_object"}: any JSON object.
 Grammar any_object_grammar();
 
@@ -113,7 +114,7 @@ Grammar any_object_grammar();
 // JSON Schema (an object schema, or empty: no parameters); errors name the tool.
 struct ToolSpec {
   std::string name;
-  nlohmann::ordered_json parameters;
+  OrderedJson parameters;
 };
 Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools);
 inline constexpr std::string_view kDsmlParamClose = "</｜DSML｜parameter>";

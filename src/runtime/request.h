@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,10 @@
 #include "base/sampling_params.h"
 
 namespace dsv4 {
+
+namespace grammar {
+struct Grammar;
+}
 
 constexpr int kMaxTopLogprobs = 20;  // OpenAI's limit for top_logprobs
 constexpr int kMaxChoices = 128;     // GenerationRequest::n
@@ -36,6 +41,9 @@ struct OutputConstraint {
   std::string tool_calls;
   int32_t start_after = -1;  // a generated token id that starts the constraint (thinking mode's
                              // </think>); −1: the first generated token
+  // The grammar of the text above, compiled once (Engine::prepare, off the engine thread) and
+  // shared by the request's choices; the step never parses schema text.
+  std::shared_ptr<const grammar::Grammar> compiled;
   bool active() const { return !json_schema.empty() || !tool_calls.empty(); }
 };
 

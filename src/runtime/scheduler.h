@@ -117,7 +117,11 @@ struct PlannedRows {
   int32_t sampler = 0;             // rank holding the last row (samples it)
   bool samples = false;            // the last (non-draft) row predicts a new token
   int32_t n_drafts = 0;            // decode: rows 1 .. n_drafts are drafts (MTP: 1; DSpark: up to γ)
+  // The request, shared by its choices; this choice's sampling (its seed: choice_seed) and
+  // whether it reports prompt logprobs (choice 0 only) are its own.
   const GenerationRequest* request = nullptr;
+  const SamplingParams* sampling = nullptr;
+  bool prompt_logprobs = false;
 };
 
 // tokens[S i] of update(): the sampler's structured-output mask allowed no id at the row (a
@@ -184,6 +188,12 @@ class Scheduler {
  private:
   struct Req;
   Req* find(int64_t id);
+  // plan()'s stages.
+  void start_step();
+  void plan_rows();
+  PlannedRows rows_of(Req& r, int64_t room);
+  int32_t rank_short_of_pages() const;
+  void make_room(int32_t over);
   void admit();
   void fork_choices();  // parents at their fork position: their choices join (or wait)
   void preempt(Req& r);

@@ -19,7 +19,7 @@
 namespace dsv4::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = dsv4::OrderedJson;
 
 const std::string kOpen = "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"";
 const std::string kClose = "\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";

@@ -16,7 +16,7 @@
 namespace dsv4::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = dsv4::OrderedJson;
 
 Grammar compile(const std::string& schema) {
   Result<Grammar> g = compile_json_schema(Json::parse(schema));

@@ -23,7 +23,7 @@ auto fields(const GenerationRequest& g) {
                prompt_logprobs, timeout_seconds, n, constraint, cache_salt] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
-  const auto& [json_schema, tool_calls, start_after] = constraint;
+  const auto& [json_schema, tool_calls, start_after, compiled] = constraint;  // compiled: each rank's own
   return std::tie(prompt, temperature, top_p, seed, top_k, min_p, presence, frequency, repetition, logit_bias,
                   max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs, timeout_seconds, n,
                   json_schema, tool_calls, start_after, cache_salt);
@@ -50,7 +50,7 @@ GenerationRequest filled(int k) {
   g.timeout_seconds = 12.5 + k;
   g.n = 3 + k;
   g.constraint = {R"({"type": "object", "properties": {"k": {"const": )" + std::to_string(k) + "}}}",
-                  R"([{"name": "f)" + std::to_string(k) + R"(", "parameters": {}}])", 500 + k};
+                  R"([{"name": "f)" + std::to_string(k) + R"(", "parameters": {}}])", 500 + k, nullptr};
   g.cache_salt = "tenant " + std::to_string(k);
   return g;
 }
@@ -200,6 +200,8 @@ TEST(RankWire, StepDeltasComeFromEachRequestsSource) {
     plan[i].sampler = sampler[i];
     plan[i].owner = owner[i];
     plan[i].request = &reqs[static_cast<size_t>(i)];
+    plan[i].sampling = &reqs[static_cast<size_t>(i)].sampling;
+    plan[i].prompt_logprobs = reqs[static_cast<size_t>(i)].prompt_logprobs;
   }
   constexpr int S = 2;
   auto value = [](int i, int j) { return 100 * i + j; };

@@ -2,6 +2,7 @@
 // page limits, chunked prefill interleaved with decode, preemption and recompute, cancellation,
 // stop rules, starvation-freedom; OutputText's stop strings across token boundaries.
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <map>
@@ -128,6 +129,33 @@ std::vector<int32_t> alone(const GenerationRequest& g, int64_t id) {
   std::vector<int32_t> t;
   for (int k = 0; k < g.max_tokens; ++k) t.push_back(fake_token(id, static_cast<int64_t>(g.prompt.size()) + k));
   return t;
+}
+
+// The choices of a request share it: n = 8 choices of a request holding a 1 MiB schema and four
+// 4 KiB stop strings hold one copy of them, not eight (mallinfo2: bytes allocated and in use).
+TEST(Scheduler, ChoicesShareTheirRequest) {
+  FakePages pages(16, 1000);
+  Scheduler s(options(8, 64, 32, 8), pages);
+  GenerationRequest g = request(20, 4);
+  g.n = 8;
+  g.constraint.json_schema = std::string(1 << 20, ' ');  // text only: the scheduler compiles nothing
+  for (int i = 0; i < 4; ++i) g.stop_strings.push_back(std::string(4096, static_cast<char>('a' + i)));
+  auto bytes_in_use = [] {  // the arenas' and the chunks malloc maps on their own
+    const struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+  };
+  const size_t before = bytes_in_use();
+  s.add(0, std::move(g));
+  Log log;
+  std::set<int64_t> planned;
+  for (int i = 0; i < 12 && planned.size() < 8; ++i) {
+    step(s, pages, log);
+    for (const PlannedRows& p : log.plans.back()) planned.insert(p.id);
+  }
+  const auto held = static_cast<int64_t>(bytes_in_use() - before);
+  EXPECT_EQ(planned.size(), 8u) << "every choice runs";
+  EXPECT_LT(held, 256 << 10) << "the choices copied their request";
+  run_to_idle(s, pages, log);
 }
 
 TEST(Scheduler, AdmissionWaitsForPages) {

@@ -859,7 +859,7 @@ TEST(Protocol, ForcedToolCalls) {
   const std::string msgs = R"("messages": [{"role": "user", "content": "weather?"}], "tools": )" + kToolsJson;
   auto required = parse_chat_request("{" + msgs + R"(, "tool_choice": "required"})", m, 0);
   ASSERT_TRUE(required.ok()) << required.error().message;
-  const auto tools = nlohmann::ordered_json::parse(required->gen.constraint.tool_calls);
+  const auto tools = dsv4::OrderedJson::parse(required->gen.constraint.tool_calls);
   ASSERT_TRUE(tools.is_array() && !tools.empty());
   EXPECT_EQ(tools[0]["name"], "get_weather");
   EXPECT_TRUE(tools[0]["parameters"]["properties"].contains("city"));
@@ -867,7 +867,7 @@ TEST(Protocol, ForcedToolCalls) {
   auto named = parse_chat_request("{" + msgs + R"(, "tool_choice": {"type": "function", "function": {"name":
       "get_weather"}}})", m, 0);
   ASSERT_TRUE(named.ok()) << named.error().message;
-  EXPECT_EQ(nlohmann::ordered_json::parse(named->gen.constraint.tool_calls).size(), 1u);
+  EXPECT_EQ(dsv4::OrderedJson::parse(named->gen.constraint.tool_calls).size(), 1u);
   expect_error(parse_chat_request("{" + msgs + R"(, "tool_choice": {"type": "function", "function": {"name": "x"}}})",
                                   m, 0), {400, "tool_choice"}, "unknown tool");
   expect_error(parse_chat_request("{" + msgs + R"(, "tool_choice": "required", "response_format": {"type":

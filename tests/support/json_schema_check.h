@@ -8,9 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
+
 namespace dsv4::test {
 
-using Json = nlohmann::ordered_json;
+using Json = dsv4::OrderedJson;
 
 // The value a local $ref names: "#" and a JSON Pointer (~1 -> '/', ~0 -> '~'; no percent escapes).
 inline const Json& ref_target(const Json& root, const std::string& ref) {

@@ -48,6 +48,14 @@ Cases
      holding `GET /metrics ...` (smuggled: never answered); b: `Transfer-Encoding: chunked,
      identity`; c: two `Transfer-Encoding: chunked` lines; d: two `Host` fields; e: a chunk
      size that is not hex (`zz`).
+ 11  Work a body can make (issue 40), server --max-body-bytes 16777216: a: a chat whose assistant
+     tool call's `arguments` hold 60,000 keys (0.96 MB), twice, to /v1/chat/completions and to
+     /tokenize: 400 (the prompt exceeds the context) within 10 s, /health < 1 s; b: a body of
+     50,000 keys (0.8 MB): 400 within 5 s, /health < 1 s; c: 8 concurrent completions with
+     n 8 and four 2 MB stop strings: 400 field_too_large each, RSS growth < 160 MiB (two bytes
+     per body byte in flight; 1.5 GB before); d: server --max-pending-bytes 262144 (four
+     requests' smallest charge), 8 concurrent completions that run >= 3.2 s: at least 4 get 503
+     server_overloaded with Retry-After, the rest 200.
 """
 import errno
 import json
@@ -808,6 +816,68 @@ def case_huge_prompt(server):
                "%.1f MiB" % (len(body) / MiB))
 
 
+def many_keys_arguments(n):
+    return "{" + ", ".join('"k%07d": 0' % i for i in range(n)) + "}"
+
+
+def case_many_key_arguments(server):
+    args = many_keys_arguments(60000)
+    chat = {"messages": [{"role": "user", "content": "q"},
+                         {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": args}}]},
+                         {"role": "tool", "content": "r"}], "max_tokens": 1}
+    rows = []
+    for path, want in (("/v1/chat/completions", 400), ("/tokenize", 200)):  # /tokenize has no context bound
+        body = dict(chat)
+        if path == "/tokenize":
+            del body["max_tokens"]
+        t0 = time.monotonic()
+        r = outcome(lambda: post_json(server.port, path, body, src=attack_source(0), timeout=20.0))
+        took = time.monotonic() - t0
+        rows += one("60,000-key arguments to " + path, "%d in < 10 s" % want, "%s in %.1f s" % (status_text(r), took),
+                    not isinstance(r, str) and r.status == want and took < 10, "%.2f MB" % (len(args) / 1e6))
+    return rows
+
+
+def case_many_keys_body(server):
+    body = ("{" + ", ".join('"k%07d": 0' % i for i in range(50000)) + "}").encode()
+    t0 = time.monotonic()
+    r = outcome(lambda: request(server.port, "POST", "/v1/completions", body, src=attack_source(0), timeout=20.0))
+    took = time.monotonic() - t0
+    return one("a body of 50,000 keys", "400 in < 5 s", "%s in %.1f s" % (status_text(r), took),
+               not isinstance(r, str) and r.status == 400 and took < 5, "%.2f MB" % (len(body) / 1e6))
+
+
+def case_pending_budget(server, n=8):
+    """Requests that run 3.2 s each hold their charge (>= 64 KiB) against --max-pending-bytes 256 KiB."""
+    body = json.dumps({"prompt": "Once", "max_tokens": 64, "ignore_eos": True}).encode()
+
+    def client(i):
+        return outcome(lambda: request(server.port, "POST", "/v1/completions", body, src=attack_source(i), timeout=30.0))
+
+    results = run_concurrently([lambda i=i: client(i) for i in range(n)], 40.0)
+    got = [status_text(r) if r is not None else "hung" for r in results]
+    n503 = [r for r in results if r is not None and not isinstance(r, str) and r.status == 503
+            and r.error_code() == "server_overloaded" and "retry-after" in r.headers]
+    n200 = [r for r in results if r is not None and not isinstance(r, str) and r.status == 200]
+    ok = len(n503) + len(n200) == n and len(n503) >= n // 2 and len(n200) >= 1
+    return one("8 requests, budget of 4 charges", ">=4 503 server_overloaded + 200s",
+               "%d x 503, %d x 200" % (len(n503), len(n200)), ok, ", ".join(sorted(set(got))))
+
+
+def case_long_stops(server, n=8):
+    body = json.dumps({"prompt": "hi", "max_tokens": 1, "n": 8,
+                       "stop": [chr(ord("a") + i) * (2 * 1000 * 1000) for i in range(4)]}).encode()
+    def client(i):
+        return outcome(lambda: request(server.port, "POST", "/v1/completions", body, src=attack_source(i), timeout=30.0))
+
+    results = run_concurrently([lambda i=i: client(i) for i in range(n)], timeout=60)
+    codes = [r.error_code() if not isinstance(r, (str, type(None))) and r.status == 400 else status_text(r) if r else "-"
+             for r in results]
+    ok = all(c == "field_too_large" for c in codes)
+    return one("8 x n 8 with four 2 MB stops", "400 field_too_large", ",".join(sorted(set(codes))), ok,
+               "%.1f MB each" % (len(body) / 1e6))
+
+
 class Case:
     def __init__(self, number, server, fn, rss_bound_mib=None, health_bound_s=None):
         self.number, self.server, self.fn = number, server, fn
@@ -821,6 +891,8 @@ SERVERS = {  # name: (model, serve flags)
                       "--read-timeout", str(SLOW_READ_TIMEOUT), "--idle-timeout", "60"]),
     "queue": ("tiny", ["--max-context", "256", "--max-queue", "4", "--batch-size", "2",
                        "--test-min-step-seconds", "0.05"]),
+    "budget": ("tiny", ["--max-context", "256", "--batch-size", "2", "--test-min-step-seconds", "0.05",
+                        "--max-pending-bytes", "262144"]),
     "cancel": ("tiny4k", ["--max-context", "4096", "--batch-size", "8", "--test-min-step-seconds", "0.01"]),
 }
 
@@ -834,6 +906,10 @@ CASES = [  # in run order, grouped by server
     Case(10, "main", case_framing),
     Case(8, "big", case_huge_messages, rss_bound_mib=64),
     Case(8, "big", case_huge_prompt, rss_bound_mib=64),
+    Case(11, "big", case_many_key_arguments, health_bound_s=1.0),
+    Case(11, "big", case_many_keys_body, health_bound_s=1.0),
+    Case(11, "big", case_long_stops, rss_bound_mib=160),
+    Case(11, "budget", case_pending_budget),
     Case(4, "conn", case_slowloris, health_bound_s=1.0),
     Case(5, "queue", case_queue_flood),
     Case(6, "cancel", case_cancel),
