@@ -6,7 +6,7 @@
 namespace dsv4::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties", "minProperties",
                                                "maxProperties", "patternProperties", "propertyNames",

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "base/status.h"
 
 namespace dsv4::grammar {
@@ -27,26 +28,26 @@ constexpr int64_t kMaxMergeValues = int64_t{1} << 20;
 
 class SchemaMerger {
  public:
-  explicit SchemaMerger(const nlohmann::ordered_json& root) : root_(root) {}
+  explicit SchemaMerger(const OrderedJson& root) : root_(root) {}
   // a and b together; $ref and allOf at the top of either are resolved first.
-  Result<nlohmann::ordered_json> merge(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b,
+  Result<OrderedJson> merge(const OrderedJson& a, const OrderedJson& b,
                                        const std::string& path);
   // s without allOf and without a $ref beside other keywords: both merged in.
-  Result<nlohmann::ordered_json> flatten(const nlohmann::ordered_json& s, const std::string& path);
+  Result<OrderedJson> flatten(const OrderedJson& s, const std::string& path);
 
  private:
-  Result<nlohmann::ordered_json> merge_at(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b,
+  Result<OrderedJson> merge_at(const OrderedJson& a, const OrderedJson& b,
                                           const std::string& path, int depth);
-  Result<nlohmann::ordered_json> expand(const nlohmann::ordered_json& s, const std::string& path, int depth);
+  Result<OrderedJson> expand(const OrderedJson& s, const std::string& path, int depth);
   // Nested schemas are joined as {"allOf": [x, y]}: merged when (and if) they are compiled.
-  Status merge_keyword(nlohmann::ordered_json& r, const std::string& key, const nlohmann::ordered_json& b,
+  Status merge_keyword(OrderedJson& r, const std::string& key, const OrderedJson& b,
                        const std::string& path);
-  Status merge_properties(nlohmann::ordered_json& r, const nlohmann::ordered_json& a,
-                          const nlohmann::ordered_json& b, const std::string& path);
+  Status merge_properties(OrderedJson& r, const OrderedJson& a,
+                          const OrderedJson& b, const std::string& path);
   // Counts the values of v against the copy budget.
-  Status charge(const nlohmann::ordered_json& v, const std::string& path);
+  Status charge(const OrderedJson& v, const std::string& path);
 
-  const nlohmann::ordered_json& root_;
+  const OrderedJson& root_;
   int merges_ = 0;
   int64_t copied_ = 0;
 };

@@ -7,11 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "base/status.h"
 
 namespace dsv4::grammar {
 
 // The value `ref` points to in `root`; errors name the $ref and what is wrong with it.
-Result<const nlohmann::ordered_json*> resolve_local_ref(const nlohmann::ordered_json& root, const std::string& ref);
+Result<const OrderedJson*> resolve_local_ref(const OrderedJson& root, const std::string& ref);
 
 }  // namespace dsv4::grammar

@@ -184,7 +184,7 @@ int32_t Scheduler::pick_owner(const Req& r, bool allow_prefix) const {
   int64_t best_hit = -1, hit_load = INT64_MAX, min_load = INT64_MAX, roomy_free = -1, roomy_load = INT64_MAX;
   for (int32_t q = 0; q < opt_.world; ++q) {
     if (free_seq(q) < 0) continue;
-    const int64_t hit = allow_prefix ? pages_.cached_prefix(q, r.tokens, r.prompt_len, r.g.cache_salt) : 0;
+    const int64_t hit = allow_prefix ? pages_.cached_prefix(q, r.tokens, r.prompt_len, r.g->cache_salt) : 0;
     const int64_t n = running_on(q), free = pages_.free_pages(q) - growth_on(q);
     if (hit > best_hit || (hit == best_hit && n < hit_load)) {
       hit_rank = q;
@@ -214,7 +214,7 @@ bool Scheduler::start_cp_slots(Req& r) {
     }
     const int32_t seq = free_seq(rank);
     ok = seq >= 0 && pages_.pages_short(-1, len) + growth_on(rank) <= pages_.free_pages(rank) &&
-         pages_.start(seq, r.tokens, r.prompt_len, /*allow_prefix=*/false, r.g.cache_salt).ok();
+         pages_.start(seq, r.tokens, r.prompt_len, /*allow_prefix=*/false, r.g->cache_salt).ok();
     if (!ok) break;
     seq_used_[seq] = 1;
     r.cp_slots[j] = seq;
@@ -301,7 +301,7 @@ void Scheduler::admit() {
     if (owner < 0) break;  // no free slot on any rank
     if (pages_.pages_short(-1, len) + growth_on(owner) > pages_.free_pages(owner)) break;
     const int32_t seq = free_seq(owner);
-    Result<int64_t> start = pages_.start(seq, r.tokens, r.prompt_len, allow_prefix, r.g.cache_salt);
+    Result<int64_t> start = pages_.start(seq, r.tokens, r.prompt_len, allow_prefix, r.g->cache_salt);
     if (!start.ok()) {
       std::unique_ptr<Req> gone = std::move(waiting_.front());
       waiting_.pop_front();
@@ -506,7 +506,7 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
     const int64_t S = opt_.limits.max_decode_rows;
     const int32_t* t = tokens + S * i;
     if (t[0] == kGrammarDeadEnd) {
-      const char* what = r.g.constraint.tool_calls.empty() ? "response_format (json_schema)" : "tool_choice";
+      const char* what = r.g->constraint.tool_calls.empty() ? "response_format (json_schema)" : "tool_choice";
       finish(r, FinishReason::kError, fmt::format("{}: the grammar allows no next token (empty mask)", what));
       continue;
     }

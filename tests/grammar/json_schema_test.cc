@@ -20,7 +20,7 @@
 namespace dsv4::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 std::string refusal_of(const Json& schema) {
   Result<Grammar> g = compile_json_schema(schema);
