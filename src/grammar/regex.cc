@@ -244,6 +244,7 @@ class SubsetBuilder {
   Dfa dfa_;
   std::unordered_map<std::vector<int32_t>, int32_t, KeyHash> ids_;
   std::vector<std::vector<int32_t>> keys_;
+  int64_t key_entries_ = 0;
 };
 
 // The states reachable from seeds by epsilon edges (and ^ edges at position 0), keeping the
@@ -290,6 +291,8 @@ int32_t SubsetBuilder::state_of(std::vector<int32_t> key) {
   auto it = ids_.find(key);
   if (it != ids_.end()) return it->second;
   if (dfa_.n_states() >= kMaxRegexBuildStates) return -2;
+  key_entries_ += static_cast<int64_t>(key.size());
+  if (key_entries_ > kMaxRegexBuildWork) return -3;
   const int32_t id = dfa_.n_states();
   dfa_.accepting.push_back(reaches_final(key, false) ? 1 : 0);
   dfa_.next.resize(dfa_.next.size() + dfa_.n_classes, -1);
@@ -313,6 +316,10 @@ Status SubsetBuilder::add_transitions(int32_t state, const std::vector<int32_t>&
     if (it->second == -2) {
       return Status::errorf("pattern: needs more than {} automaton states during construction (the limit)",
                             kMaxRegexBuildStates);
+    }
+    if (it->second == -3) {
+      return Status::errorf("pattern: automaton construction above its work limit ({} NFA states over all DFA states)",
+                            kMaxRegexBuildWork);
     }
     dfa_.next[static_cast<size_t>(state) * dfa_.n_classes + c] = it->second;
   }

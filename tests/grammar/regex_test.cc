@@ -155,6 +155,10 @@ TEST(Regex, SizeLimitsAreErrors) {
   ASSERT_FALSE(build.ok());
   EXPECT_NE(build.message().find("more than 32768 automaton states during construction"), std::string::npos)
       << build.message();
+  // Big subsets on many states: bounded work (tenths of a second), not minutes.
+  Result<Regex> work = compile_regex("^[ab]*a[ab]{14}(?:a?){1000}");
+  ASSERT_FALSE(work.ok());
+  EXPECT_NE(work.message().find("automaton construction above its work limit"), std::string::npos) << work.message();
   const Regex fits = compile("^[ab]*a[ab]{10}$");
   EXPECT_EQ(fits.n_states(), 2048);
   EXPECT_EQ(compile("^\\d{1000}$").n_states(), 1001);
