@@ -629,6 +629,17 @@ bool Regex::loops_on(int32_t state, const CodeSet& text) const {
   return true;
 }
 
+bool Regex::steps_within(int32_t state, uint32_t lo, uint32_t hi) const {
+  hi = std::min(hi, kMaxCodePoint);
+  if (lo > hi) return false;
+  auto i = static_cast<size_t>(std::upper_bound(interval_start_.begin(), interval_start_.end(), lo) -
+                               interval_start_.begin()) - 1;
+  for (; i < interval_start_.size() && interval_start_[i] <= hi; ++i) {
+    if (next_[static_cast<size_t>(state) * n_classes_ + interval_class_[i]] >= 0) return true;
+  }
+  return false;
+}
+
 // The first set bit of state's length row in [from, to), or -1.
 int64_t Regex::find_length_bit(int32_t state, int64_t from, int64_t to) const {
   const uint64_t* row = &length_bits_[static_cast<size_t>(state) * length_words_];

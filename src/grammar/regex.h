@@ -67,6 +67,10 @@ class Regex {
   }
   int64_t shortest_accepting_length(int32_t state) const { return accepting_length_at_least(state, 0); }
 
+  // Whether some code point in [lo, hi] leads from state to a live state: a UTF-8 walk may prune
+  // at a sequence's first byte, given the range of code points that byte (and those after it) allow.
+  bool steps_within(int32_t state, uint32_t lo, uint32_t hi) const;
+
   // Whether every code point of `text` leads from state back to state (then a run of such code
   // points never changes the state: a mask fast path may skip stepping through it).
   bool loops_on(int32_t state, const CodeSet& text) const;

@@ -231,8 +231,14 @@ int32_t Parser::parse_group(int depth) {
       return fail(k2 == '=' ? "lookbehind (?<=" : "negative lookbehind (?<!", at);
     } else if (k == '<') {  // named group: the name is irrelevant to the language
       pos_ += 2;
-      while (!at_end() && peek() != '>') ++pos_;
-      if (at_end() || pos_ == 0) return fail("unterminated group name", at);
+      auto name_char = [](uint32_t c, bool first) {
+        return c == '_' || c == '$' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9');
+      };
+      size_t length = 0;
+      for (; !at_end() && peek() != '>'; ++length, ++pos_) {
+        if (!name_char(peek(), length == 0)) return fail("group name other than ASCII letters, digits, '_' and '$'", offset());
+      }
+      if (at_end() || length == 0) return fail("unterminated or empty group name", at);
       ++pos_;
     } else {
       return fail("group modifier '(?'", at);

@@ -99,6 +99,18 @@ TEST(Regex, StepsByCodePoint) {
   EXPECT_EQ(dead.step(dead.start(), 'b'), -1);  // no continuation can match: dead at once
 }
 
+TEST(Regex, StepsWithinRanges) {
+  const Regex re = compile("^[a\\u00e9\\u{1F600}]$");
+  EXPECT_TRUE(re.steps_within(re.start(), 0x80, 0x7FF));       // é: a 2-byte sequence
+  EXPECT_FALSE(re.steps_within(re.start(), 0x800, 0xFFFF));    // no 3-byte one
+  EXPECT_TRUE(re.steps_within(re.start(), 0x1F000, 0x1FFFF));  // 😀
+  EXPECT_FALSE(re.steps_within(re.start(), 0x1F601, 0x10FFFF));
+  EXPECT_TRUE(re.steps_within(re.start(), 'a', 'a'));
+  EXPECT_FALSE(re.steps_within(re.start(), 'b', 0x7F));
+  const int32_t done = re.step(re.start(), 'a');
+  EXPECT_FALSE(re.steps_within(done, 0, kMaxCodePoint));  // accepted, nothing may follow
+}
+
 TEST(Regex, RefusalsNameTheConstructAndOffset) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"a(?=b)", "lookahead (?= at offset 1"},
@@ -112,6 +124,8 @@ TEST(Regex, RefusalsNameTheConstructAndOffset) {
       {"\\p{L}", "Unicode property escape \\p at offset 0"},
       {"[\\P{L}]", "Unicode property escape \\P at offset 1"},
       {"(?i)a", "group modifier '(?' at offset 0"},
+      {"(?<1a>x)", "group name other than ASCII letters, digits, '_' and '$' at offset 3"},
+      {"(?<>x)", "unterminated or empty group name at offset 0"},
       {"*a", "nothing to repeat before quantifier at offset 0"},
       {"a**", "nothing to repeat before quantifier at offset 2"},
       {"^*", "quantifier after an assertion at offset 1"},
