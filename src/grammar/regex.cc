@@ -244,7 +244,7 @@ class SubsetBuilder {
   Dfa dfa_;
   std::unordered_map<std::vector<int32_t>, int32_t, KeyHash> ids_;
   std::vector<std::vector<int32_t>> keys_;
-  int64_t key_entries_ = 0;
+  int64_t work_ = 0;  // NFA states visited by closures or hashed as keys
 };
 
 // The states reachable from seeds by epsilon edges (and ^ edges at position 0), keeping the
@@ -258,6 +258,7 @@ std::vector<int32_t> SubsetBuilder::closure(std::vector<int32_t> seeds, bool at_
     stack.pop_back();
     if (s < 0 || mark_[s] == generation_) continue;
     mark_[s] = generation_;
+    ++work_;
     const NfaState& st = nfa_.states[s];
     if (st.kind == EdgeKind::kSet || st.kind == EdgeKind::kLineEnd || s == nfa_.final) out.push_back(s);
     if (st.kind == EdgeKind::kEpsilon || (st.kind == EdgeKind::kLineStart && at_start)) {
@@ -278,6 +279,7 @@ bool SubsetBuilder::reaches_final(const std::vector<int32_t>& key, bool at_start
     stack.pop_back();
     if (s < 0 || mark_[s] == generation_) continue;
     mark_[s] = generation_;
+    ++work_;
     if (s == nfa_.final) return true;
     const NfaState& st = nfa_.states[s];
     if (st.kind == EdgeKind::kSet || (st.kind == EdgeKind::kLineStart && !at_start)) continue;
@@ -288,11 +290,11 @@ bool SubsetBuilder::reaches_final(const std::vector<int32_t>& key, bool at_start
 }
 
 int32_t SubsetBuilder::state_of(std::vector<int32_t> key) {
+  work_ += static_cast<int64_t>(key.size());
   auto it = ids_.find(key);
   if (it != ids_.end()) return it->second;
   if (dfa_.n_states() >= kMaxRegexBuildStates) return -2;
-  key_entries_ += static_cast<int64_t>(key.size());
-  if (key_entries_ > kMaxRegexBuildWork) return -3;
+  if (work_ > kMaxRegexBuildWork) return -3;
   const int32_t id = dfa_.n_states();
   dfa_.accepting.push_back(reaches_final(key, false) ? 1 : 0);
   dfa_.next.resize(dfa_.next.size() + dfa_.n_classes, -1);
@@ -307,6 +309,7 @@ Status SubsetBuilder::add_transitions(int32_t state, const std::vector<int32_t>&
     const NfaState& st = nfa_.states[s];
     if (st.kind != EdgeKind::kSet) continue;
     for (int32_t c : classes_.set_classes[st.set]) targets[c].push_back(st.out);
+    work_ += static_cast<int64_t>(classes_.set_classes[st.set].size());
   }
   std::map<std::vector<int32_t>, int32_t> seen;  // same targets, same state
   for (int32_t c = 0; c < dfa_.n_classes; ++c) {
@@ -318,7 +321,7 @@ Status SubsetBuilder::add_transitions(int32_t state, const std::vector<int32_t>&
                             kMaxRegexBuildStates);
     }
     if (it->second == -3) {
-      return Status::errorf("pattern: automaton construction above its work limit ({} NFA states over all DFA states)",
+      return Status::errorf("pattern: automaton construction above its work limit ({} steps)",
                             kMaxRegexBuildWork);
     }
     dfa_.next[static_cast<size_t>(state) * dfa_.n_classes + c] = it->second;

@@ -34,7 +34,7 @@ namespace dsv4::grammar {
 constexpr int32_t kMaxRegexStates = 4096;         // DFA states after minimisation
 constexpr int32_t kMaxRegexBuildStates = 32768;   // DFA states during subset construction
 constexpr int32_t kMaxRegexNfaStates = 1 << 17;   // NFA states after repetitions are expanded
-constexpr int64_t kMaxRegexBuildWork = 1 << 22;   // NFA states summed over the DFA states built
+constexpr int64_t kMaxRegexBuildWork = 1 << 25;   // NFA states visited or hashed by subset construction
 constexpr int64_t kMaxRegexLengthBits = int64_t{1} << 24;  // states x (threshold + period)
 
 class Regex {
