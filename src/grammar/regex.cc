@@ -379,33 +379,99 @@ std::vector<uint8_t> prune_dead(Dfa& dfa) {
   return live;
 }
 
-// Moore's refinement over the live states: blocks split by (block, successor blocks) until
-// stable. Returns each live state's block (-1 for dead states) and the number of blocks.
-std::pair<std::vector<int32_t>, int32_t> moore_blocks(const Dfa& dfa, const std::vector<uint8_t>& live) {
-  const int32_t n = dfa.n_states(), c = dfa.n_classes;
-  std::vector<int32_t> block(n, -1);
-  for (int32_t s = 0; s < n; ++s) {
-    if (live[s]) block[s] = dfa.accepting[s];
+// A partition of 0..n-1 that splits blocks by marked members: members of block b are
+// elems[first[b] .. end[b]), its marked ones elems[first[b] .. mid[b]).
+class RefinablePartition {
+ public:
+  explicit RefinablePartition(int32_t n) : elems_(n), loc_(n), block_(n, 0), first_{0}, end_{n}, mid_{0} {
+    for (int32_t s = 0; s < n; ++s) elems_[s] = loc_[s] = s;
   }
-  int32_t n_blocks = -1;
-  for (;;) {
-    std::map<std::vector<int32_t>, int32_t> ids;
-    std::vector<int32_t> refined(n, -1);
-    std::vector<int32_t> signature(static_cast<size_t>(c) + 1);
-    for (int32_t s = 0; s < n; ++s) {
-      if (!live[s]) continue;
-      signature[0] = block[s];
-      for (int32_t k = 0; k < c; ++k) {
-        const int32_t t = dfa.next[static_cast<size_t>(s) * c + k];
-        signature[k + 1] = t < 0 ? -1 : block[t];
-      }
-      refined[s] = ids.try_emplace(signature, static_cast<int32_t>(ids.size())).first->second;
+  int32_t block_of(int32_t s) const { return block_[s]; }
+  int32_t n_blocks() const { return static_cast<int32_t>(first_.size()); }
+  std::vector<int32_t> members(int32_t b) const { return {elems_.begin() + first_[b], elems_.begin() + end_[b]}; }
+
+  void mark(int32_t s) {
+    const int32_t b = block_[s], pos = loc_[s];
+    if (pos < mid_[b]) return;  // already marked
+    if (mid_[b] == first_[b]) touched_.push_back(b);
+    const int32_t other = elems_[mid_[b]];
+    std::swap(elems_[pos], elems_[mid_[b]]);
+    loc_[other] = pos;
+    loc_[s] = mid_[b]++;
+  }
+  // Splits every touched block with marked and unmarked members; the smaller part becomes a
+  // new block, passed to on_new. Marks are cleared.
+  template <class OnNew>
+  void split_marked(OnNew on_new) {
+    for (int32_t b : touched_) {
+      const int32_t mid = mid_[b];
+      mid_[b] = first_[b];
+      if (mid == end_[b]) continue;  // all marked: no split
+      const auto nb = static_cast<int32_t>(first_.size());
+      const bool marked_smaller = mid - first_[b] <= end_[b] - mid;
+      first_.push_back(marked_smaller ? first_[b] : mid);
+      end_.push_back(marked_smaller ? mid : end_[b]);
+      mid_.push_back(first_.back());
+      (marked_smaller ? first_[b] : end_[b]) = mid;
+      mid_[b] = first_[b];
+      for (int32_t i = first_[nb]; i < end_[nb]; ++i) block_[elems_[i]] = nb;
+      on_new(nb);
     }
-    const auto count = static_cast<int32_t>(ids.size());
-    block = std::move(refined);
-    if (count == n_blocks) return {block, count};
-    n_blocks = count;
+    touched_.clear();
   }
+
+ private:
+  std::vector<int32_t> elems_, loc_, block_, first_, end_, mid_, touched_;
+};
+
+// Hopcroft's refinement, O(n k log n): the states plus a sink standing for every missing
+// transition, split first by acceptance, then by the predecessors of each splitter block per
+// class. Returns each live state's block (-1 for dead states, which fall in the sink's block)
+// and the number of blocks.
+std::pair<std::vector<int32_t>, int32_t> minimal_blocks(const Dfa& dfa, const std::vector<uint8_t>& live) {
+  const int32_t n = dfa.n_states(), k = dfa.n_classes, sink = n;
+  // Inverse transitions, by target: (class, source).
+  std::vector<int32_t> offset(static_cast<size_t>(n) + 2, 0);
+  auto target = [&](int32_t s, int32_t c) {
+    const int32_t t = s == sink ? -1 : dfa.next[static_cast<size_t>(s) * k + c];
+    return t < 0 ? sink : t;
+  };
+  for (int32_t s = 0; s <= n; ++s) for (int32_t c = 0; c < k; ++c) ++offset[target(s, c) + 1];
+  for (int32_t t = 0; t <= n; ++t) offset[t + 1] += offset[t];
+  std::vector<std::pair<int32_t, int32_t>> inverse(offset.back());
+  std::vector<int32_t> fill(offset.begin(), offset.end() - 1);
+  for (int32_t s = 0; s <= n; ++s) for (int32_t c = 0; c < k; ++c) inverse[fill[target(s, c)]++] = {c, s};
+
+  RefinablePartition partition(n + 1);
+  std::vector<int32_t> work = {0};
+  for (int32_t s = 0; s < n; ++s) {
+    if (dfa.accepting[s]) partition.mark(s);
+  }
+  partition.split_marked([&](int32_t nb) { work.push_back(nb); });
+  std::vector<std::pair<int32_t, int32_t>> pre;
+  while (!work.empty()) {
+    const int32_t splitter = work.back();
+    work.pop_back();
+    pre.clear();
+    for (int32_t t : partition.members(splitter)) pre.insert(pre.end(), inverse.begin() + offset[t], inverse.begin() + offset[t + 1]);
+    std::sort(pre.begin(), pre.end());
+    for (size_t i = 0; i < pre.size();) {
+      size_t j = i;
+      for (; j < pre.size() && pre[j].first == pre[i].first; ++j) partition.mark(pre[j].second);
+      partition.split_marked([&](int32_t nb) { work.push_back(nb); });
+      i = j;
+    }
+  }
+  // Renumber the blocks of live states from 0.
+  std::vector<int32_t> number(partition.n_blocks(), -1), block(n, -1);
+  int32_t n_blocks = 0;
+  for (int32_t s = 0; s < n; ++s) {
+    if (!live[s]) continue;
+    int32_t& id = number[partition.block_of(s)];
+    if (id < 0) id = n_blocks++;
+    block[s] = id;
+  }
+  return {block, n_blocks};
 }
 
 // The minimal DFA, states numbered in breadth-first order from the start (start = 0).
@@ -414,7 +480,7 @@ Dfa minimise(Dfa dfa) {
   Dfa out;
   out.n_classes = dfa.n_classes;
   if (!live[dfa.start]) return out;
-  const auto [block, n_blocks] = moore_blocks(dfa, live);
+  const auto [block, n_blocks] = minimal_blocks(dfa, live);
   std::vector<int32_t> representative(n_blocks, -1), order(n_blocks, -1);
   for (int32_t s = dfa.n_states() - 1; s >= 0; --s) {
     if (block[s] >= 0) representative[block[s]] = s;

@@ -13,7 +13,7 @@
 //  3. code point classes: the Unicode range cut at every set's bounds, and the pieces with the
 //     same membership in every set merged into one class (a class is what the DFA reads);
 //  4. subset construction over classes (at most kMaxRegexBuildStates states);
-//  5. states that cannot reach acceptance are dropped (step() gives -1: dead), then Moore
+//  5. states that cannot reach acceptance are dropped (step() gives -1: dead), then Hopcroft
 //     minimisation (at most kMaxRegexStates states remain);
 //  6. the lengths of the accepting continuations from each state (eventually periodic, computed
 //     exactly; see accepting_length_at_least()).

@@ -301,6 +301,39 @@ TEST(Regex, LengthQueriesMatchBruteForce) {
   }
 }
 
+// Minimality against Moore's refinement (the slow oracle): no two states of the compiled
+// automaton accept the same continuations.
+int32_t moore_block_count(const Regex& re, const std::vector<uint32_t>& alphabet) {
+  std::vector<int32_t> block(static_cast<size_t>(re.n_states()));
+  for (int32_t s = 0; s < re.n_states(); ++s) block[static_cast<size_t>(s)] = re.accepting(s) ? 1 : 0;
+  for (size_t n_blocks = 0;;) {
+    std::map<std::vector<int32_t>, int32_t> ids;
+    std::vector<int32_t> refined(block.size());
+    for (int32_t s = 0; s < re.n_states(); ++s) {
+      std::vector<int32_t> signature = {block[static_cast<size_t>(s)]};
+      for (uint32_t cp : alphabet) {
+        const int32_t t = re.step(s, cp);
+        signature.push_back(t < 0 ? -1 : block[static_cast<size_t>(t)]);
+      }
+      refined[static_cast<size_t>(s)] = ids.try_emplace(signature, static_cast<int32_t>(ids.size())).first->second;
+    }
+    block = std::move(refined);
+    if (ids.size() == n_blocks) return static_cast<int32_t>(n_blocks);
+    n_blocks = ids.size();
+  }
+}
+
+TEST(Regex, MinimalAgainstMoore) {
+  const std::vector<uint32_t> alphabet = {'a', 'b', 'c', 'x', '_', '\n', 0x2028, 0x4E2D};
+  std::mt19937 rng(11);
+  for (int i = 0; i < 200; ++i) {
+    const std::string pattern = random_pattern(rng, 2);
+    Result<Regex> re = compile_regex(pattern);
+    if (!re.ok()) continue;
+    ASSERT_EQ(moore_block_count(*re, alphabet), re->n_states()) << pattern;
+  }
+}
+
 TEST(Regex, LengthQueriesFarOut) {
   const Regex re = compile("^(?:a{3})*(?:b{5})?$");  // lengths 3i and 3i + 5
   const int32_t s = re.start();
