@@ -632,6 +632,83 @@ bool decode_utf8(std::string_view text, std::u32string& out) {
 
 class RegexBuilder {
  public:
+  // Minimisation, the state limit, lookup tables and the length table.
+  static Result<Regex> finish(std::string pattern, const Partition& classes, Dfa dfa) {
+    const Dfa minimal = minimise(std::move(dfa));
+    if (minimal.n_states() > kMaxRegexStates) {
+      return Status::errorf("pattern: needs {} automaton states, above the limit {}", minimal.n_states(), kMaxRegexStates);
+    }
+    Regex re;
+    re.pattern_ = std::move(pattern);
+    tables(re, classes, minimal);
+    if (re.n_states_ > 0) {
+      Result<LengthTable> lengths = length_table(minimal);
+      if (!lengths) return lengths.status();
+      re.length_threshold_ = lengths->threshold;
+      re.length_period_ = lengths->period;
+      re.length_words_ = lengths->words;
+      re.length_bits_ = std::move(lengths->bits);
+    }
+    return re;
+  }
+
+  // The product automaton over the common refinement of both class partitions.
+  static Result<Regex> intersect(const Regex& a, const Regex& b) {
+    Partition classes;
+    std::vector<std::pair<int32_t, int32_t>> class_pairs;
+    std::map<std::pair<int32_t, int32_t>, int32_t> class_ids;
+    std::vector<uint32_t> starts = a.interval_start_;
+    starts.insert(starts.end(), b.interval_start_.begin(), b.interval_start_.end());
+    std::sort(starts.begin(), starts.end());
+    starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+    for (uint32_t x : starts) {
+      const std::pair<int32_t, int32_t> pair = {a.class_of(x), b.class_of(x)};
+      auto [it, fresh] = class_ids.try_emplace(pair, static_cast<int32_t>(class_pairs.size()));
+      if (fresh) class_pairs.push_back(pair);
+      if (classes.interval_class.empty() || classes.interval_class.back() != it->second) {
+        classes.interval_start.push_back(x);
+        classes.interval_class.push_back(it->second);
+      }
+    }
+    classes.n_classes = static_cast<int32_t>(class_pairs.size());
+    Result<Dfa> dfa = product(a, b, class_pairs);
+    if (!dfa) return dfa.status();
+    return finish(a.pattern_ + " & " + b.pattern_, classes, std::move(*dfa));
+  }
+
+ private:
+  static Result<Dfa> product(const Regex& a, const Regex& b, const std::vector<std::pair<int32_t, int32_t>>& class_pairs) {
+    Dfa dfa;
+    dfa.n_classes = static_cast<int32_t>(class_pairs.size());
+    std::map<std::pair<int32_t, int32_t>, int32_t> ids;
+    std::vector<std::pair<int32_t, int32_t>> states;
+    auto state_of = [&](int32_t sa, int32_t sb) {
+      auto [it, fresh] = ids.try_emplace({sa, sb}, static_cast<int32_t>(states.size()));
+      if (fresh) {
+        states.emplace_back(sa, sb);
+        dfa.accepting.push_back(sa >= 0 && sb >= 0 && a.accepting(sa) && b.accepting(sb) ? 1 : 0);
+        dfa.next.resize(dfa.next.size() + class_pairs.size(), -1);
+      }
+      return it->second;
+    };
+    state_of(a.start_, b.start_);  // (-1, -1) when either is empty: one dead state
+    for (size_t i = 0; i < states.size(); ++i) {
+      const auto [sa, sb] = states[i];
+      if (sa < 0 || sb < 0) continue;
+      for (int32_t k = 0; k < dfa.n_classes; ++k) {
+        const int32_t ta = a.next_[static_cast<size_t>(sa) * a.n_classes_ + class_pairs[k].first];
+        const int32_t tb = b.next_[static_cast<size_t>(sb) * b.n_classes_ + class_pairs[k].second];
+        if (ta < 0 || tb < 0) continue;
+        if (states.size() >= static_cast<size_t>(kMaxRegexBuildStates) && !ids.count({ta, tb})) {
+          return Status::errorf("pattern: the intersection needs more than {} automaton states during construction "
+                                "(the limit)", kMaxRegexBuildStates);
+        }
+        dfa.next[i * class_pairs.size() + k] = state_of(ta, tb);
+      }
+    }
+    return dfa;
+  }
+
   static void tables(Regex& re, const Partition& classes, const Dfa& dfa) {
     DSV4_CHECK(classes.n_classes < 32768);
     re.n_classes_ = classes.n_classes;
@@ -645,12 +722,6 @@ class RegexBuilder {
     const CodeSet json_text = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0xD7FF}, {0xE000, kMaxCodePoint}};
     re.loops_on_json_text_.resize(re.n_states_);
     for (int32_t s = 0; s < re.n_states_; ++s) re.loops_on_json_text_[s] = re.loops_on(s, json_text) ? 1 : 0;
-  }
-  static void lengths(Regex& re, LengthTable&& table) {
-    re.length_threshold_ = table.threshold;
-    re.length_period_ = table.period;
-    re.length_words_ = table.words;
-    re.length_bits_ = std::move(table.bits);
   }
 };
 
@@ -667,20 +738,10 @@ Result<Regex> compile_regex(std::string_view pattern, bool ascii_ignore_case) {
   const Partition classes = partition_classes(syntax->sets);
   Result<Dfa> dfa = SubsetBuilder(*nfa, classes).build();
   if (!dfa) return dfa.status();
-  const Dfa minimal = minimise(std::move(*dfa));
-  if (minimal.n_states() > kMaxRegexStates) {
-    return Status::errorf("pattern: needs {} automaton states, above the limit {}", minimal.n_states(), kMaxRegexStates);
-  }
-  Regex re;
-  re.pattern_ = std::string(pattern);
-  RegexBuilder::tables(re, classes, minimal);
-  if (re.n_states_ > 0) {
-    Result<LengthTable> lengths = length_table(minimal);
-    if (!lengths) return lengths.status();
-    RegexBuilder::lengths(re, std::move(*lengths));
-  }
-  return re;
+  return RegexBuilder::finish(std::string(pattern), classes, std::move(*dfa));
 }
+
+Result<Regex> intersect_regex(const Regex& a, const Regex& b) { return RegexBuilder::intersect(a, b); }
 
 int32_t Regex::class_above_ascii(uint32_t cp) const {
   const auto it = std::upper_bound(interval_start_.begin(), interval_start_.end(), cp);

@@ -81,7 +81,6 @@ class Regex {
   bool loops_on_json_text(int32_t state) const { return loops_on_json_text_[state] != 0; }
 
  private:
-  friend Result<Regex> compile_regex(std::string_view pattern, bool ascii_ignore_case);
   friend class RegexBuilder;
   int32_t class_above_ascii(uint32_t cp) const;
   int64_t find_length_bit(int32_t state, int64_t from, int64_t to) const;
@@ -105,6 +104,10 @@ class Regex {
 // ascii_ignore_case: ASCII letters match either case, as the i flag without u does for a
 // pattern of ASCII letters (ajv-formats' patterns, formats.h); JSON Schema patterns take no flag.
 Result<Regex> compile_regex(std::string_view pattern, bool ascii_ignore_case = false);
+
+// The strings both match (a schema's pattern with its format, allOf's patterns), with the same
+// limits; its pattern() is both joined by " & ".
+Result<Regex> intersect_regex(const Regex& a, const Regex& b);
 
 // Whole-string match (tests and tools): the string is in the pattern's language.
 bool matches(const Regex& re, std::u32string_view text);

@@ -215,17 +215,21 @@ std::string random_pattern(std::mt19937& rng, int depth, bool* unbounded = nullp
   return out;
 }
 
-TEST(Regex, AgreesWithStdRegexOnAscii) {
+// Every string over {a, b, c} up to max_len letters, and a few with a line feed.
+std::vector<std::string> ascii_texts(int max_len) {
   std::vector<std::string> texts = {"", "\n", "a\nb", "ab\n", "\nab", "abc\nabc"};
-  for (int len = 1, count = 3; len <= 5; ++len, count *= 3) {
+  for (int len = 1, count = 3; len <= max_len; ++len, count *= 3) {
     for (int code = 0; code < count; ++code) {
       std::string s;
       for (int i = 0, rest = code; i < len; ++i, rest /= 3) s += static_cast<char>('a' + rest % 3);
       texts.push_back(s);
     }
   }
-  std::sort(texts.begin(), texts.end());
-  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  return texts;
+}
+
+TEST(Regex, AgreesWithStdRegexOnAscii) {
+  const std::vector<std::string> texts = ascii_texts(5);
   std::mt19937 rng(20260);
 #ifdef DSV4_SANITIZE
   const int n_patterns = 60;
@@ -332,6 +336,33 @@ TEST(Regex, MinimalAgainstMoore) {
     if (!re.ok()) continue;
     ASSERT_EQ(moore_block_count(*re, alphabet), re->n_states()) << pattern;
   }
+}
+
+TEST(Regex, IntersectionMatchesBoth) {
+  std::mt19937 rng(5);
+  const std::vector<std::string> texts = ascii_texts(4);
+  for (int i = 0; i < 100; ++i) {
+    const std::string pa = random_pattern(rng, 1), pb = random_pattern(rng, 1);
+    Result<Regex> a = compile_regex(pa), b = compile_regex(pb);
+    if (!a.ok() || !b.ok()) continue;
+    Result<Regex> both = intersect_regex(*a, *b);
+    ASSERT_TRUE(both.ok()) << pa << " & " << pb << ": " << both.message();
+    EXPECT_EQ(both->pattern(), pa + " & " + pb);
+    for (const std::string& s : texts) {
+      ASSERT_EQ(matches_utf8(*both, s), matches_utf8(*a, s) && matches_utf8(*b, s)) << pa << " & " << pb << " on " << s;
+    }
+  }
+  const Regex even = compile("^(?:aa)*$"), three = compile("^(?:aaa)*$");
+  Result<Regex> six = intersect_regex(even, three);
+  ASSERT_TRUE(six.ok());
+  EXPECT_EQ(six->n_states(), 6);
+  EXPECT_EQ(six->accepting_length_at_least(six->start(), 1), 6);
+  Result<Regex> none = intersect_regex(compile("^a+$"), compile("^b+$"));
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->start(), -1);
+  Result<Regex> big = intersect_regex(compile("^(?:.{67})*$"), compile("^(?:.{71})*$"));  // a cycle of 4757
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.message().find("automaton states, above the limit 4096"), std::string::npos) << big.message();
 }
 
 TEST(Regex, LengthQueriesFarOut) {
