@@ -15,7 +15,8 @@ namespace {
 std::string date_pattern() {
   const std::string leap_year = R"((?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00))";
   return R"((?:\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30))"
-         R"(|02-(?:0[1-9]|1\d|2[0-8]))|)" + leap_year + "-02-29)";
+         R"(|02-(?:0[1-9]|1\d|2[0-8]))|)" +
+         leap_year + "-02-29)";
 }
 
 // RFC 3339 full-time with its offset required (ajv-formats' date-time and time are strict
@@ -26,8 +27,7 @@ std::string date_pattern() {
 // these satisfy both).
 std::string time_pattern() {
   const std::string offset = R"((?:[zZ]|[+-](?:[01]\d|2[0-3]):[0-5]\d))";
-  return R"((?:(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?)" + offset +
-         R"(|23:59:60(?:\.\d+)?(?:[zZ]|[+-]00:00)))";
+  return R"((?:(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?)" + offset + R"(|23:59:60(?:\.\d+)?(?:[zZ]|[+-]00:00)))";
 }
 
 // RFC 3339 appendix A (ISO 8601 durations), exact: year, month, day in order with no gaps
@@ -71,7 +71,8 @@ std::string ipv4_pattern() {
 // ajv-formats' full ipv6 pattern, as is (case-insensitive): eight groups, '::' compression,
 // an embedded IPv4 tail; no zone id.
 std::string ipv6_pattern() {
-  const std::string h = "[0-9a-f]{1,4}", v4 = R"((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3})";
+  const std::string h = "[0-9a-f]{1,4}",
+                    v4 = R"((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3})";
   std::string p = "(?:(?:" + h + ":){7}(?:" + h + "|:)";
   p += "|(?:" + h + ":){6}(?::" + h + "|" + v4 + "|:)";
   p += "|(?:" + h + ":){5}(?:(?::" + h + "){1,2}|:" + v4 + "|:)";
@@ -98,10 +99,10 @@ std::string uri_pattern() {
   const std::string octet = R"((?:25[0-5]|2[0-4]\d|[01]?\d\d?))";
   const std::string host = "(?:(?:" + octet + "\\.){3}" + octet + "|(?:[a-z0-9\\-._~!$&'()*+,;=]|" + pct + ")*)";
   const std::string abempty = "(?:/" + pchar + "*)*";
-  const std::string hier = "(?://" + userinfo + host + "(?::\\d*)?" + abempty + "|/(?:" + pchar + "+" + abempty + ")?|" +
-                           pchar + "+" + abempty + ")";
-  const std::string tail = "(?:\\?(?:[a-z0-9\\-._~!$&'()*+,;=:@/?]|" + pct + ")*)?(?:#(?:[a-z0-9\\-._~!$&'()*+,;=:@/?]|" +
-                           pct + ")*)?";
+  const std::string hier = "(?://" + userinfo + host + "(?::\\d*)?" + abempty + "|/(?:" + pchar + "+" + abempty +
+                           ")?|" + pchar + "+" + abempty + ")";
+  const std::string tail =
+      "(?:\\?(?:[a-z0-9\\-._~!$&'()*+,;=:@/?]|" + pct + ")*)?(?:#(?:[a-z0-9\\-._~!$&'()*+,;=:@/?]|" + pct + ")*)?";
   return "[a-z][a-z0-9+\\-.]*:" + hier + tail;
 }
 

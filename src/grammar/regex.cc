@@ -166,7 +166,7 @@ Result<Nfa> NfaBuilder::build(int32_t any_set) {
 // --- Code point classes -----------------------------------------------------------------------
 
 struct Partition {
-  std::vector<uint32_t> interval_start;     // merged intervals, sorted
+  std::vector<uint32_t> interval_start;  // merged intervals, sorted
   std::vector<int32_t> interval_class;
   int32_t n_classes = 0;
   std::vector<std::vector<int32_t>> set_classes;  // per set: the classes it contains
@@ -184,7 +184,9 @@ Partition partition_classes(const std::vector<CodeSet>& sets) {
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   const size_t n_pieces = cuts.size() - 1;
   std::vector<std::vector<int32_t>> members(n_pieces);
-  auto piece_of = [&](uint32_t cp) { return static_cast<size_t>(std::lower_bound(cuts.begin(), cuts.end(), cp) - cuts.begin()); };
+  auto piece_of = [&](uint32_t cp) {
+    return static_cast<size_t>(std::lower_bound(cuts.begin(), cuts.end(), cp) - cuts.begin());
+  };
   for (size_t s = 0; s < sets.size(); ++s) {
     for (const CodeRange& r : sets[s]) {
       for (size_t i = piece_of(r.lo); i < piece_of(r.hi + 1); ++i) members[i].push_back(static_cast<int32_t>(s));
@@ -321,8 +323,7 @@ Status SubsetBuilder::add_transitions(int32_t state, const std::vector<int32_t>&
                             kMaxRegexBuildStates);
     }
     if (it->second == -3) {
-      return Status::errorf("pattern: automaton construction above its work limit ({} steps)",
-                            kMaxRegexBuildWork);
+      return Status::errorf("pattern: automaton construction above its work limit ({} steps)", kMaxRegexBuildWork);
     }
     dfa_.next[static_cast<size_t>(state) * dfa_.n_classes + c] = it->second;
   }
@@ -436,11 +437,13 @@ std::pair<std::vector<int32_t>, int32_t> minimal_blocks(const Dfa& dfa, const st
     const int32_t t = s == sink ? -1 : dfa.next[static_cast<size_t>(s) * k + c];
     return t < 0 ? sink : t;
   };
-  for (int32_t s = 0; s <= n; ++s) for (int32_t c = 0; c < k; ++c) ++offset[target(s, c) + 1];
+  for (int32_t s = 0; s <= n; ++s)
+    for (int32_t c = 0; c < k; ++c) ++offset[target(s, c) + 1];
   for (int32_t t = 0; t <= n; ++t) offset[t + 1] += offset[t];
   std::vector<std::pair<int32_t, int32_t>> inverse(offset.back());
   std::vector<int32_t> fill(offset.begin(), offset.end() - 1);
-  for (int32_t s = 0; s <= n; ++s) for (int32_t c = 0; c < k; ++c) inverse[fill[target(s, c)]++] = {c, s};
+  for (int32_t s = 0; s <= n; ++s)
+    for (int32_t c = 0; c < k; ++c) inverse[fill[target(s, c)]++] = {c, s};
 
   RefinablePartition partition(n + 1);
   std::vector<int32_t> work = {0};
@@ -453,7 +456,8 @@ std::pair<std::vector<int32_t>, int32_t> minimal_blocks(const Dfa& dfa, const st
     const int32_t splitter = work.back();
     work.pop_back();
     pre.clear();
-    for (int32_t t : partition.members(splitter)) pre.insert(pre.end(), inverse.begin() + offset[t], inverse.begin() + offset[t + 1]);
+    for (int32_t t : partition.members(splitter))
+      pre.insert(pre.end(), inverse.begin() + offset[t], inverse.begin() + offset[t + 1]);
     std::sort(pre.begin(), pre.end());
     for (size_t i = 0; i < pre.size();) {
       size_t j = i;
@@ -565,8 +569,10 @@ Result<LengthTable> length_table(const Dfa& dfa) {
   std::unordered_multimap<uint64_t, int64_t> seen = {{hash_words(rows.data(), row_words), 0}};
   for (int64_t k = 1;; ++k) {
     if ((k + 1) * static_cast<int64_t>(n) > kMaxRegexLengthBits) {
-      return Status::errorf("pattern: the lengths of its matches repeat with a period above the limit ({} bits of "
-                            "length table)", kMaxRegexLengthBits);
+      return Status::errorf(
+          "pattern: the lengths of its matches repeat with a period above the limit ({} bits of "
+          "length table)",
+          kMaxRegexLengthBits);
     }
     rows.resize(static_cast<size_t>(k + 1) * row_words, 0);
     const uint64_t* prev = &rows[static_cast<size_t>(k - 1) * row_words];
@@ -636,7 +642,8 @@ class RegexBuilder {
   static Result<Regex> finish(std::string pattern, const Partition& classes, Dfa dfa) {
     const Dfa minimal = minimise(std::move(dfa));
     if (minimal.n_states() > kMaxRegexStates) {
-      return Status::errorf("pattern: needs {} automaton states, above the limit {}", minimal.n_states(), kMaxRegexStates);
+      return Status::errorf("pattern: needs {} automaton states, above the limit {}", minimal.n_states(),
+                            kMaxRegexStates);
     }
     Regex re;
     re.pattern_ = std::move(pattern);
@@ -677,7 +684,8 @@ class RegexBuilder {
   }
 
  private:
-  static Result<Dfa> product(const Regex& a, const Regex& b, const std::vector<std::pair<int32_t, int32_t>>& class_pairs) {
+  static Result<Dfa> product(const Regex& a, const Regex& b,
+                             const std::vector<std::pair<int32_t, int32_t>>& class_pairs) {
     Dfa dfa;
     dfa.n_classes = static_cast<int32_t>(class_pairs.size());
     std::map<std::pair<int32_t, int32_t>, int32_t> ids;
@@ -700,8 +708,10 @@ class RegexBuilder {
         const int32_t tb = b.next_[static_cast<size_t>(sb) * b.n_classes_ + class_pairs[k].second];
         if (ta < 0 || tb < 0) continue;
         if (states.size() >= static_cast<size_t>(kMaxRegexBuildStates) && !ids.count({ta, tb})) {
-          return Status::errorf("pattern: the intersection needs more than {} automaton states during construction "
-                                "(the limit)", kMaxRegexBuildStates);
+          return Status::errorf(
+              "pattern: the intersection needs more than {} automaton states during construction "
+              "(the limit)",
+              kMaxRegexBuildStates);
         }
         dfa.next[i * class_pairs.size() + k] = state_of(ta, tb);
       }
@@ -751,7 +761,8 @@ int32_t Regex::class_above_ascii(uint32_t cp) const {
 bool Regex::loops_on(int32_t state, const CodeSet& text) const {
   for (const CodeRange& r : text) {
     auto i = static_cast<size_t>(std::upper_bound(interval_start_.begin(), interval_start_.end(), r.lo) -
-                                 interval_start_.begin()) - 1;
+                                 interval_start_.begin()) -
+             1;
     for (; i < interval_start_.size() && interval_start_[i] <= r.hi; ++i) {
       if (next_[static_cast<size_t>(state) * n_classes_ + interval_class_[i]] != state) return false;
     }
@@ -763,7 +774,8 @@ bool Regex::steps_within(int32_t state, uint32_t lo, uint32_t hi) const {
   hi = std::min(hi, kMaxCodePoint);
   if (lo > hi) return false;
   auto i = static_cast<size_t>(std::upper_bound(interval_start_.begin(), interval_start_.end(), lo) -
-                               interval_start_.begin()) - 1;
+                               interval_start_.begin()) -
+           1;
   for (; i < interval_start_.size() && interval_start_[i] <= hi; ++i) {
     if (next_[static_cast<size_t>(state) * n_classes_ + interval_class_[i]] >= 0) return true;
   }

@@ -31,10 +31,10 @@
 
 namespace dsv4::grammar {
 
-constexpr int32_t kMaxRegexStates = 4096;         // DFA states after minimisation
-constexpr int32_t kMaxRegexBuildStates = 32768;   // DFA states during subset construction
-constexpr int32_t kMaxRegexNfaStates = 1 << 17;   // NFA states after repetitions are expanded
-constexpr int64_t kMaxRegexBuildWork = 1 << 25;   // NFA states visited or hashed by subset construction
+constexpr int32_t kMaxRegexStates = 4096;                  // DFA states after minimisation
+constexpr int32_t kMaxRegexBuildStates = 32768;            // DFA states during subset construction
+constexpr int32_t kMaxRegexNfaStates = 1 << 17;            // NFA states after repetitions are expanded
+constexpr int64_t kMaxRegexBuildWork = 1 << 25;            // NFA states visited or hashed by subset construction
 constexpr int64_t kMaxRegexLengthBits = int64_t{1} << 24;  // states x (threshold + period)
 
 class Regex {
@@ -90,14 +90,14 @@ class Regex {
   std::array<int16_t, 128> ascii_class_{};
   std::vector<uint32_t> interval_start_;  // sorted; interval i = [start[i], start[i + 1])
   std::vector<int16_t> interval_class_;
-  std::vector<int32_t> next_;            // [n_states, n_classes], -1: dead
-  std::vector<uint8_t> accepting_;       // [n_states]
+  std::vector<int32_t> next_;                // [n_states, n_classes], -1: dead
+  std::vector<uint8_t> accepting_;           // [n_states]
   std::vector<uint8_t> loops_on_json_text_;  // [n_states]
   // Length sets: bit k of state s's row is set when an accepting continuation of exactly k code
   // points exists, for k < length_threshold_ + length_period_; beyond, bit k equals bit
   // k - length_period_ (the sequence of length sets over all states repeats from the threshold).
   int64_t length_threshold_ = 0, length_period_ = 1, length_words_ = 0;
-  std::vector<uint64_t> length_bits_;    // [n_states, length_words_]
+  std::vector<uint64_t> length_bits_;  // [n_states, length_words_]
 };
 
 // Compiles a pattern; errors name the construct or the limit and the pattern's byte offset.

@@ -45,9 +45,8 @@ const CodeSet& word_set() {
 // WhiteSpace and LineTerminator: tab, LF, VT, FF, CR, space, NBSP, the Zs characters,
 // U+2028/2029 and the BOM.
 const CodeSet& space_set() {
-  static const CodeSet s = {{0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0xA0}, {0x1680, 0x1680},
-                            {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F},
-                            {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+  static const CodeSet s = {{0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+                            {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
   return s;
 }
 // '.': every code point but the line terminators LF, CR, U+2028 and U+2029.
@@ -206,12 +205,20 @@ int32_t Parser::parse_term(int depth) {
     case '(': atom = parse_group(depth); break;
     case '[': atom = parse_class(); break;
     case '\\': atom = parse_atom_escape(); break;
-    case '.': ++pos_; atom = add_set(dot_set()); break;
-    case '*': case '+': case '?': return fail("nothing to repeat before quantifier", at);
+    case '.':
+      ++pos_;
+      atom = add_set(dot_set());
+      break;
+    case '*':
+    case '+':
+    case '?': return fail("nothing to repeat before quantifier", at);
     case '{': return fail("lone quantifier bracket '{'", at);
     case '}': return fail("lone quantifier bracket '}'", at);
     case ']': return fail("lone ']'", at);
-    default: ++pos_; atom = add_set({{c, c}}); break;
+    default:
+      ++pos_;
+      atom = add_set({{c, c}});
+      break;
   }
   if (atom < 0) return -1;
   return parse_quantifier(atom);
@@ -232,11 +239,13 @@ int32_t Parser::parse_group(int depth) {
     } else if (k == '<') {  // named group: the name is irrelevant to the language
       pos_ += 2;
       auto name_char = [](uint32_t c, bool first) {
-        return c == '_' || c == '$' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9');
+        return c == '_' || c == '$' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+               (!first && c >= '0' && c <= '9');
       };
       size_t length = 0;
       for (; !at_end() && peek() != '>'; ++length, ++pos_) {
-        if (!name_char(peek(), length == 0)) return fail("group name other than ASCII letters, digits, '_' and '$'", offset());
+        if (!name_char(peek(), length == 0))
+          return fail("group name other than ASCII letters, digits, '_' and '$'", offset());
       }
       if (at_end() || length == 0) return fail("unterminated or empty group name", at);
       ++pos_;
@@ -300,7 +309,8 @@ std::optional<uint32_t> Parser::parse_unicode_escape() {
   if (peek() == '{') {
     ++pos_;
     int n = 0;
-    for (; hex_value(peek()) >= 0 && v <= kMaxCodePoint; ++n, ++pos_) v = v * 16 + static_cast<uint32_t>(hex_value(peek()));
+    for (; hex_value(peek()) >= 0 && v <= kMaxCodePoint; ++n, ++pos_)
+      v = v * 16 + static_cast<uint32_t>(hex_value(peek()));
     if (n == 0 || peek() != '}' || v > kMaxCodePoint) return std::nullopt;
     ++pos_;
     return v;
@@ -422,8 +432,14 @@ int32_t Parser::parse_quantifier(int32_t atom) {
   int32_t min = 0, max = -1;
   switch (peek()) {
     case '*': ++pos_; break;
-    case '+': ++pos_; min = 1; break;
-    case '?': ++pos_; max = 1; break;
+    case '+':
+      ++pos_;
+      min = 1;
+      break;
+    case '?':
+      ++pos_;
+      max = 1;
+      break;
     case '{': {
       ++pos_;
       if (!parse_count(min)) return error_ ? -1 : fail("lone quantifier bracket '{'", at);

@@ -13,8 +13,8 @@
 namespace dsv4::grammar {
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
-constexpr int32_t kMaxRegexRepeat = 1000;       // largest count in {n}, {n,}, {n,m}
-constexpr int32_t kMaxRegexNesting = 64;        // groups open at once
+constexpr int32_t kMaxRegexRepeat = 1000;        // largest count in {n}, {n,}, {n,m}
+constexpr int32_t kMaxRegexNesting = 64;         // groups open at once
 constexpr int32_t kMaxRegexPatternBytes = 8192;  // longest pattern
 
 // Inclusive code point range.

@@ -3,19 +3,18 @@
 // checks over every value in a range (each string the automaton takes passes ajv-formats v2 and
 // v3), the JSON Schema Test Suite's format cases (Debian json-schema-test-suite; skipped when
 // absent), unknown names, and one compilation shared by concurrent callers.
+#include "grammar/formats.h"
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include "grammar/formats.h"
 
 namespace dsv4::grammar {
 namespace {
@@ -34,54 +33,66 @@ struct FormatCase {
 
 TEST(Formats, ValidAndInvalidExamples) {
   const std::vector<FormatCase> cases = {
-      {"date", {"1963-06-19", "2020-01-31", "2020-02-29", "2000-02-29", "2021-02-28", "0000-02-29", "9999-12-31"},
-       {"2021-02-29", "1900-02-29", "2020-04-31", "2020-13-01", "2020-00-10", "2020-01-00", "2020-1-01",
-        "20200101", "1998-01-32", "06/19/1963", "2013-350", "1963-06-1\u09ea", ""}},
-      {"time", {"08:30:06Z", "08:30:06.283185Z", "08:30:06+00:20", "08:30:06-08:00", "08:30:06z", "23:59:60Z",
-                "23:59:60+00:00", "23:59:60.5-00:00", "00:00:00.0001+23:59"},
+      {"date",
+       {"1963-06-19", "2020-01-31", "2020-02-29", "2000-02-29", "2021-02-28", "0000-02-29", "9999-12-31"},
+       {"2021-02-29", "1900-02-29", "2020-04-31", "2020-13-01", "2020-00-10", "2020-01-00", "2020-1-01", "20200101",
+        "1998-01-32", "06/19/1963", "2013-350", "1963-06-1\u09ea", ""}},
+      {"time",
+       {"08:30:06Z", "08:30:06.283185Z", "08:30:06+00:20", "08:30:06-08:00", "08:30:06z", "23:59:60Z", "23:59:60+00:00",
+        "23:59:60.5-00:00", "00:00:00.0001+23:59"},
        {"08:30:06", "24:00:00Z", "08:60:00Z", "08:30:60Z", "22:59:60Z", "23:59:60+01:00", "08:30:06+24:00",
         "08:30:06+00:60", "08:30:06 PST", "01:01:01,1111Z", "8:30:06Z", "08:30:06.Z", "08:30:06+0800", ""}},
-      {"date-time", {"1963-06-19T08:30:06.283185Z", "1963-06-19T08:30:06Z", "1937-01-01T12:00:27.87+00:20",
-                     "1990-12-31T15:59:50.123-08:00", "1963-06-19t08:30:06.283185z", "1998-12-31T23:59:60Z"},
-       {"1990-02-31T15:59:59.123-08:00", "1990-12-31T15:59:59-24:00", "06/19/1963 08:30:06 PST",
-        "2013-350T01:01:01", "1963-06-19", "1963-06-19T08:30:06", "1963-06-19 08:30:06Z", "1963-06-1\u09eaT00:00:00Z"}},
-      {"duration", {"P4DT12H30M5S", "P4Y", "PT0S", "P0D", "P1M", "PT1M", "PT36H", "P1W", "P2Y3M", "P1Y2M3DT4H5M6S",
-                    "PT1H30M", "PT1M5S"},
+      {"date-time",
+       {"1963-06-19T08:30:06.283185Z", "1963-06-19T08:30:06Z", "1937-01-01T12:00:27.87+00:20",
+        "1990-12-31T15:59:50.123-08:00", "1963-06-19t08:30:06.283185z", "1998-12-31T23:59:60Z"},
+       {"1990-02-31T15:59:59.123-08:00", "1990-12-31T15:59:59-24:00", "06/19/1963 08:30:06 PST", "2013-350T01:01:01",
+        "1963-06-19", "1963-06-19T08:30:06", "1963-06-19 08:30:06Z", "1963-06-1\u09eaT00:00:00Z"}},
+      {"duration",
+       {"P4DT12H30M5S", "P4Y", "PT0S", "P0D", "P1M", "PT1M", "PT36H", "P1W", "P2Y3M", "P1Y2M3DT4H5M6S", "PT1H30M",
+        "PT1M5S"},
        {"", "P", "PT", "P1YT", "PT1D", "P4DT", "P1D2H", "P2S", "P1Y2W", "P1Y1D", "PT1H1S", "P0.5Y", "4DT12H30M5S",
         "p1d", "P1\u09eaD"}},
-      {"email", {"joe.bloggs@example.com", "te~st@example.com", "~test@example.com", "test~@example.com",
-                 "Joe.Bloggs@Example.COM", "a+b/c=d?e^f_g`h{i|j}k~l-m@a-b.c0"},
+      {"email",
+       {"joe.bloggs@example.com", "te~st@example.com", "~test@example.com", "test~@example.com",
+        "Joe.Bloggs@Example.COM", "a+b/c=d?e^f_g`h{i|j}k~l-m@a-b.c0"},
        {"2962", "te..st@example.com", ".test@example.com", "test.@example.com", "joe@example", "joe@-ex.com",
         "joe@ex-.com", "\"joe bloggs\"@example.com", "joe.bloggs@[127.0.0.1]", "joe@@example.com", "jo e@example.com"}},
-      {"hostname", {"www.example.com", "a", "example.com.", "1host", "A-B.c", std::string(63, 'a'),
-                    std::string(63, 'a') + "." + std::string(63, 'b')},
+      {"hostname",
+       {"www.example.com", "a", "example.com.", "1host", "A-B.c", std::string(63, 'a'),
+        std::string(63, 'a') + "." + std::string(63, 'b')},
        {"-a-host-name-that-starts-with--", "not_a_valid_host_name", "a-host-name-ending-with-", "", ".", "a..b",
         std::string(64, 'a'), "ex--ample.com", "xn--4gbwdl" /* "--" at 3-4: no A-labels */, "a.-b", "\u09ea"}},
-      {"ipv4", {"192.168.0.1", "0.0.0.0", "255.255.255.255", "1.2.3.4"},
+      {"ipv4",
+       {"192.168.0.1", "0.0.0.0", "255.255.255.255", "1.2.3.4"},
        {"127.0.0.0.1", "256.256.256.256", "127.0", "0x7f000001", "2130706433", "087.10.0.1", "1.2.3.04", "1.2.3.",
         "1\u09e8\u09e7.1.1.1", " 1.2.3.4"}},
-      {"ipv6", {"::1", "::", "::abef", "1:d6::42", "1::d6:192.168.0.1", "1:2::192.168.0.1", "::ffff:192.168.0.1",
-                "1:2:3:4:5:6:7:8", "1000:1000:1000:1000:1000:1000:255.255.255.255", "FE80::1", "fe80::"},
+      {"ipv6",
+       {"::1", "::", "::abef", "1:d6::42", "1::d6:192.168.0.1", "1:2::192.168.0.1", "::ffff:192.168.0.1",
+        "1:2:3:4:5:6:7:8", "1000:1000:1000:1000:1000:1000:255.255.255.255", "FE80::1", "fe80::"},
        {"12345::", "::abcef", "1:1:1:1:1:1:1:1:1:1", "::laptop", ":2:3:4:5:6:7:8", "1:2:3:4:5:6:7:", "1::d6::42",
         "1::2:192.168.256.1", "1::2:192.168.ff.1", "fe80::a%eth1", "100:100:100:100:100:100:255.255.255.255.255",
         "1:2:3:4:5:6:7:8:9", " ::1", "\u09ea::1"}},
-      {"uuid", {"2EB8AA08-AA98-11EA-B4AA-73B441D16380", "2eb8aa08-aa98-11ea-b4aa-73b441d16380",
-                "00000000-0000-0000-0000-000000000000"},
-       {"2eb8aa08-aa98-11ea-b4aa-73b441d1638", "2eb8aa08-aa98-11ea-b4aa-73b441d163800", "2eb8aa08aa9811eab4aa73b441d16380",
-        "2eb8-aa08-aa98-11ea-b4aa73b44-1d16380", "2eb8aa08-aa98-11ea-b4aa-73b441d1638g",
-        "urn:uuid:2eb8aa08-aa98-11ea-b4aa-73b441d16380", "{2eb8aa08-aa98-11ea-b4aa-73b441d16380}"}},
-      {"uri", {"http://foo.bar/?baz=qux#quux", "http://foo.com/blah_(wikipedia)_blah#cite-1",
-               "http://foo.bar/?q=Test%20URL-encoded%20stuff", "http://-.~_!$&'()*+,;=:%40:80%2f::::::@example.com",
-               "http://223.255.255.254", "ftp://ftp.is.co.za/rfc/rfc1808.txt", "mailto:John.Doe@example.com",
-               "news:comp.infosystems.www.servers.unix", "tel:+1-816-555-1212", "urn:oasis:names:specification:docbook:dtd:xml:4.1.2",
-               "HTTP://EXAMPLE.COM/"},
+      {"uuid",
+       {"2EB8AA08-AA98-11EA-B4AA-73B441D16380", "2eb8aa08-aa98-11ea-b4aa-73b441d16380",
+        "00000000-0000-0000-0000-000000000000"},
+       {"2eb8aa08-aa98-11ea-b4aa-73b441d1638", "2eb8aa08-aa98-11ea-b4aa-73b441d163800",
+        "2eb8aa08aa9811eab4aa73b441d16380", "2eb8-aa08-aa98-11ea-b4aa73b44-1d16380",
+        "2eb8aa08-aa98-11ea-b4aa-73b441d1638g", "urn:uuid:2eb8aa08-aa98-11ea-b4aa-73b441d16380",
+        "{2eb8aa08-aa98-11ea-b4aa-73b441d16380}"}},
+      {"uri",
+       {"http://foo.bar/?baz=qux#quux", "http://foo.com/blah_(wikipedia)_blah#cite-1",
+        "http://foo.bar/?q=Test%20URL-encoded%20stuff", "http://-.~_!$&'()*+,;=:%40:80%2f::::::@example.com",
+        "http://223.255.255.254", "ftp://ftp.is.co.za/rfc/rfc1808.txt", "mailto:John.Doe@example.com",
+        "news:comp.infosystems.www.servers.unix", "tel:+1-816-555-1212",
+        "urn:oasis:names:specification:docbook:dtd:xml:4.1.2", "HTTP://EXAMPLE.COM/"},
        {"//foo.bar/?baz=qux#quux", "/abc", "\\\\WINDOWS\\fileshare", "abc", "http:// shouldfail.com", ":// should fail",
         "bar,baz:foo", "http://example.com/%zz", "1http://x", "http://\u00e9.com", "http://[::1]/"}},
   };
   for (const FormatCase& c : cases) {
     const Regex& re = format(c.name);
     for (const std::string& s : c.valid) EXPECT_TRUE(matches_utf8(re, s)) << c.name << " should take \"" << s << "\"";
-    for (const std::string& s : c.invalid) EXPECT_FALSE(matches_utf8(re, s)) << c.name << " should refuse \"" << s << "\"";
+    for (const std::string& s : c.invalid)
+      EXPECT_FALSE(matches_utf8(re, s)) << c.name << " should refuse \"" << s << "\"";
   }
 }
 
@@ -112,7 +123,9 @@ bool ajv_time(const std::string& s, int version) {
   if (!std::regex_match(s, m, kTime) || !m[4].matched) return false;
   const int hr = std::stoi(m[1]), min = std::stoi(m[2]);
   const double sec = std::stod(m[3]);
-  if (version == 2) return (hr <= 23 && min <= 59 && static_cast<int>(sec) <= 59) || (hr == 23 && min == 59 && static_cast<int>(sec) == 60);
+  if (version == 2)
+    return (hr <= 23 && min <= 59 && static_cast<int>(sec) <= 59) ||
+           (hr == 23 && min == 59 && static_cast<int>(sec) == 60);
   const int sign = m[5] == "-" ? -1 : 1;
   const int tz_h = m[6].matched ? std::stoi(m[6]) : 0, tz_m = m[7].matched ? std::stoi(m[7]) : 0;
   if (tz_h > 23 || tz_m > 59) return false;
@@ -123,8 +136,8 @@ bool ajv_time(const std::string& s, int version) {
 
 TEST(Formats, TimeIsWithinAjvV2AndV3) {
   const Regex& re = format("time");
-  const std::vector<std::string> zones = {"Z", "z", "+00:00", "-00:00", "-08:00", "+01:30", "+23:59", "+24:00", "+00:60",
-                                          "+0130", "+01", ""};
+  const std::vector<std::string> zones = {"Z",      "z",      "+00:00", "-00:00", "-08:00", "+01:30",
+                                          "+23:59", "+24:00", "+00:60", "+0130",  "+01",    ""};
   int taken = 0;
   for (int hr = 0; hr <= 25; ++hr) {
     for (int min : {0, 1, 30, 58, 59, 60, 61}) {
@@ -177,7 +190,8 @@ TEST(Formats, CompiledOnceForConcurrentCallers) {
 TEST(Formats, JsonSchemaTestSuite) {
   const std::string dir = "/usr/share/json-schema-test-suite/tests/draft7/optional/format/";
   const std::set<std::string> excluded = {"xn--4gbwdl.xn--wgbh1c", "ldap://[2001:db8::7]/c=GB?objectClass?one"};
-  if (!std::ifstream(dir + "date.json")) GTEST_SKIP() << dir << " not installed (scripts/setup.sh installs json-schema-test-suite)";
+  if (!std::ifstream(dir + "date.json"))
+    GTEST_SKIP() << dir << " not installed (scripts/setup.sh installs json-schema-test-suite)";
   int checked = 0;
   for (std::string_view name : format_names()) {
     std::ifstream in(dir + std::string(name) + ".json");

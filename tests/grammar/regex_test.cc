@@ -2,18 +2,17 @@
 // quantifier bounds, anchored and unanchored search), refusals and limits with their messages,
 // a cross-check against std::regex (ECMAScript, regex_search) on random patterns over ASCII, and
 // the length queries against brute-force enumeration.
+#include "grammar/regex.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-
-#include "grammar/regex.h"
 
 namespace dsv4::grammar {
 namespace {
@@ -77,12 +76,16 @@ TEST(Regex, HandTable) {
       {"^(a*)*$", {"", "aaaa"}, {"ab"}},
       {"a|b|c", {"xxcxx"}, {"xyz"}},
       {"^[a-z]+@[a-z]+\\.com$", {"joe@ex.com"}, {"joe@ex.org", "@ex.com"}},
-      {"^(\\([0-9]{3}\\))?[0-9]{3}-[0-9]{4}$", {"555-1212", "(888)555-1212"}, {"(888)555-1212 ext. 532", "(800)FLOWERS"}},
+      {"^(\\([0-9]{3}\\))?[0-9]{3}-[0-9]{4}$",
+       {"555-1212", "(888)555-1212"},
+       {"(888)555-1212 ext. 532", "(800)FLOWERS"}},
   };
   for (const Case& c : cases) {
     const Regex re = compile(c.pattern);
-    for (const std::string& s : c.yes) EXPECT_TRUE(matches_utf8(re, s)) << "/" << c.pattern << "/ should match \"" << s << "\"";
-    for (const std::string& s : c.no) EXPECT_FALSE(matches_utf8(re, s)) << "/" << c.pattern << "/ should not match \"" << s << "\"";
+    for (const std::string& s : c.yes)
+      EXPECT_TRUE(matches_utf8(re, s)) << "/" << c.pattern << "/ should match \"" << s << "\"";
+    for (const std::string& s : c.no)
+      EXPECT_FALSE(matches_utf8(re, s)) << "/" << c.pattern << "/ should not match \"" << s << "\"";
   }
 }
 
@@ -91,7 +94,7 @@ TEST(Regex, StepsByCodePoint) {
   EXPECT_TRUE(matches(re, U"😀é"));
   EXPECT_FALSE(matches(re, U"😀"));
   EXPECT_EQ(re.step(re.start(), 0x110000), -1);  // beyond Unicode: dead, never a crash
-  EXPECT_FALSE(matches_utf8(re, "\xff\xfe"));     // invalid UTF-8 never matches
+  EXPECT_FALSE(matches_utf8(re, "\xff\xfe"));    // invalid UTF-8 never matches
   const Regex none = compile("[]");
   EXPECT_EQ(none.start(), -1);
   EXPECT_FALSE(matches(none, U""));
@@ -276,8 +279,9 @@ std::vector<std::set<int64_t>> brute_lengths(const Regex& re, const std::vector<
 
 TEST(Regex, LengthQueriesMatchBruteForce) {
   const std::vector<uint32_t> alphabet = {'a', 'b', 'c', 'x', '\n', 0x2028, 0x4E2D};
-  std::vector<std::string> patterns = {"^(aaa)*$", "^(?:a{3}|b{5})+$", "^a{7}(bb)*$", "abc", "^a{2,5}$", "^(ab|c)*x$",
-                                       "^(?:a{4})*(?:b{6})*$", "^.{3,}$", "a$", "^$", "(^a{3}$|b{2}c)"};
+  std::vector<std::string> patterns = {"^(aaa)*$",      "^(?:a{3}|b{5})+$",     "^a{7}(bb)*$", "abc", "^a{2,5}$",
+                                       "^(ab|c)*x$",    "^(?:a{4})*(?:b{6})*$", "^.{3,}$",     "a$",  "^$",
+                                       "(^a{3}$|b{2}c)"};
   std::mt19937 rng(7);
   for (int i = 0; i < 60; ++i) patterns.push_back(random_pattern(rng, 2));
   const int64_t max_k = 40;
@@ -298,7 +302,8 @@ TEST(Regex, LengthQueriesMatchBruteForce) {
         }
         for (int64_t hi = lo; hi <= std::min(lo + 4, max_k); ++hi) {
           const bool expect = it != set.end() && *it <= hi;
-          ASSERT_EQ(re.accepting_length_in(s, lo, hi), expect) << pattern << " state " << s << " [" << lo << ", " << hi << "]";
+          ASSERT_EQ(re.accepting_length_in(s, lo, hi), expect)
+              << pattern << " state " << s << " [" << lo << ", " << hi << "]";
         }
       }
     }
