@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace dsv4::grammar {
@@ -128,6 +129,7 @@ class Parser {
   size_t pos_ = 0;
   RegexSyntax syntax_;
   std::map<CodeSet, int32_t> set_ids_;
+  std::set<std::string> group_names_;
   std::optional<Status> error_;
 };
 
@@ -242,12 +244,14 @@ int32_t Parser::parse_group(int depth) {
         return c == '_' || c == '$' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                (!first && c >= '0' && c <= '9');
       };
-      size_t length = 0;
-      for (; !at_end() && peek() != '>'; ++length, ++pos_) {
-        if (!name_char(peek(), length == 0))
+      std::string name;
+      for (; !at_end() && peek() != '>'; ++pos_) {
+        if (!name_char(peek(), name.empty()))
           return fail("group name other than ASCII letters, digits, '_' and '$'", offset());
+        name += static_cast<char>(peek());
       }
-      if (at_end() || length == 0) return fail("unterminated or empty group name", at);
+      if (at_end() || name.empty()) return fail("unterminated or empty group name", at);
+      if (!group_names_.insert(name).second) return fail("duplicate group name '" + name + "'", at);
       ++pos_;
     } else {
       return fail("group modifier '(?'", at);

@@ -129,6 +129,7 @@ TEST(Regex, RefusalsNameTheConstructAndOffset) {
       {"(?i)a", "group modifier '(?' at offset 0"},
       {"(?<1a>x)", "group name other than ASCII letters, digits, '_' and '$' at offset 3"},
       {"(?<>x)", "unterminated or empty group name at offset 0"},
+      {"(?<a>x)|(?<a>y)", "duplicate group name 'a' at offset 8"},
       {"*a", "nothing to repeat before quantifier at offset 0"},
       {"a**", "nothing to repeat before quantifier at offset 2"},
       {"^*", "quantifier after an assertion at offset 1"},
