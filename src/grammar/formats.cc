@@ -7,7 +7,8 @@
 
 namespace dsv4::grammar {
 
-namespace {
+// Named, not anonymous: the grammar sources build as one unity translation unit.
+namespace format_patterns {
 
 // RFC 3339 full-date, exact: day of month by month, 29 February only in leap years (divisible
 // by 4, and by 400 when divisible by 100: the last two digits, or the first two when the last
@@ -141,33 +142,33 @@ struct CompiledFormat {
   std::optional<Result<Regex>> regex;
 };
 
-}  // namespace
+}  // namespace format_patterns
 
 const std::vector<std::string_view>& format_names() {
   static const std::vector<std::string_view> names = [] {
     std::vector<std::string_view> out;
-    for (const FormatEntry& f : kFormats) out.push_back(f.name);
+    for (const format_patterns::FormatEntry& f : format_patterns::kFormats) out.push_back(f.name);
     return out;
   }();
   return names;
 }
 
 Result<const Regex*> format_regex(std::string_view name) {
-  const FormatEntry* entry = find_format(name);
+  const format_patterns::FormatEntry* entry = format_patterns::find_format(name);
   if (entry == nullptr) {
     std::string known;
     for (std::string_view n : format_names()) known += (known.empty() ? "" : ", ") + std::string(n);
     return Status::errorf("format \"{}\" is not supported (supported: {})", name, known);
   }
-  static std::array<CompiledFormat, kFormats.size()> compiled;
-  CompiledFormat& slot = compiled[static_cast<size_t>(entry - kFormats.data())];
+  static std::array<format_patterns::CompiledFormat, format_patterns::kFormats.size()> compiled;
+  format_patterns::CompiledFormat& slot = compiled[static_cast<size_t>(entry - format_patterns::kFormats.data())];
   std::call_once(slot.once, [&] { slot.regex = compile_regex("^(?:" + entry->pattern() + ")$", entry->ignore_case); });
   if (!slot.regex->ok()) return slot.regex->status().with_context(fmt::format("format \"{}\"", name));
   return &slot.regex->value();
 }
 
 int64_t format_max_length(std::string_view name) {
-  const FormatEntry* entry = find_format(name);
+  const format_patterns::FormatEntry* entry = format_patterns::find_format(name);
   return entry == nullptr ? -1 : entry->max_length;
 }
 

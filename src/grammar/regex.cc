@@ -9,7 +9,8 @@
 
 namespace dsv4::grammar {
 
-namespace {
+// Named, not anonymous: the grammar sources build as one unity translation unit.
+namespace regex_automaton {
 
 // --- Thompson NFA ---------------------------------------------------------------------------
 
@@ -632,8 +633,6 @@ bool decode_utf8(std::string_view text, std::u32string& out) {
   return true;
 }
 
-}  // namespace
-
 // --- Regex ---------------------------------------------------------------------------------------
 
 class RegexBuilder {
@@ -735,23 +734,27 @@ class RegexBuilder {
   }
 };
 
+}  // namespace regex_automaton
+
 Result<Regex> compile_regex(std::string_view pattern, bool ascii_ignore_case) {
   Result<RegexSyntax> syntax = parse_regex(pattern);
   if (!syntax) return syntax.status();
   if (ascii_ignore_case) {
-    for (CodeSet& set : syntax->sets) set = fold_ascii_case(set);
+    for (CodeSet& set : syntax->sets) set = regex_automaton::fold_ascii_case(set);
   }
   const auto any_set = static_cast<int32_t>(syntax->sets.size());
   syntax->sets.push_back({{0, kMaxCodePoint}});
-  Result<Nfa> nfa = NfaBuilder(*syntax).build(any_set);
+  Result<regex_automaton::Nfa> nfa = regex_automaton::NfaBuilder(*syntax).build(any_set);
   if (!nfa) return nfa.status();
-  const Partition classes = partition_classes(syntax->sets);
-  Result<Dfa> dfa = SubsetBuilder(*nfa, classes).build();
+  const regex_automaton::Partition classes = regex_automaton::partition_classes(syntax->sets);
+  Result<regex_automaton::Dfa> dfa = regex_automaton::SubsetBuilder(*nfa, classes).build();
   if (!dfa) return dfa.status();
-  return RegexBuilder::finish(std::string(pattern), classes, std::move(*dfa));
+  return regex_automaton::RegexBuilder::finish(std::string(pattern), classes, std::move(*dfa));
 }
 
-Result<Regex> intersect_regex(const Regex& a, const Regex& b) { return RegexBuilder::intersect(a, b); }
+Result<Regex> intersect_regex(const Regex& a, const Regex& b) {
+  return regex_automaton::RegexBuilder::intersect(a, b);
+}
 
 int32_t Regex::class_above_ascii(uint32_t cp) const {
   const auto it = std::upper_bound(interval_start_.begin(), interval_start_.end(), cp);
@@ -823,7 +826,7 @@ bool matches(const Regex& re, std::u32string_view text) {
 
 bool matches_utf8(const Regex& re, std::string_view text) {
   std::u32string decoded;
-  return decode_utf8(text, decoded) && matches(re, decoded);
+  return regex_automaton::decode_utf8(text, decoded) && matches(re, decoded);
 }
 
 }  // namespace dsv4::grammar

@@ -31,6 +31,10 @@
 
 namespace dsv4::grammar {
 
+namespace regex_automaton {
+class RegexBuilder;
+}
+
 constexpr int32_t kMaxRegexStates = 4096;                  // DFA states after minimisation
 constexpr int32_t kMaxRegexBuildStates = 32768;            // DFA states during subset construction
 constexpr int32_t kMaxRegexNfaStates = 1 << 17;            // NFA states after repetitions are expanded
@@ -81,7 +85,7 @@ class Regex {
   bool loops_on_json_text(int32_t state) const { return loops_on_json_text_[state] != 0; }
 
  private:
-  friend class RegexBuilder;
+  friend class regex_automaton::RegexBuilder;
   int32_t class_above_ascii(uint32_t cp) const;
   int64_t find_length_bit(int32_t state, int64_t from, int64_t to) const;
 

@@ -32,7 +32,8 @@ CodeSet complement(const CodeSet& set) {
   return out;
 }
 
-namespace {
+// Named, not anonymous: the grammar sources build as one unity translation unit.
+namespace regex_syntax {
 
 // The class escapes, ECMA-262 22.2.2.9 with the u flag and no i flag (\w and \d are ASCII).
 const CodeSet& digit_set() {
@@ -471,15 +472,15 @@ int32_t Parser::parse_quantifier(int32_t atom) {
   return add(std::move(node));
 }
 
-}  // namespace
+}  // namespace regex_syntax
 
 Result<RegexSyntax> parse_regex(std::string_view pattern) {
   if (pattern.size() > static_cast<size_t>(kMaxRegexPatternBytes)) {
     return Status::errorf("pattern: {} bytes, above the limit {}", pattern.size(), kMaxRegexPatternBytes);
   }
-  Result<std::vector<PatternChar>> chars = decode_pattern(pattern);
+  Result<std::vector<regex_syntax::PatternChar>> chars = regex_syntax::decode_pattern(pattern);
   if (!chars) return chars.status();
-  Parser parser(std::move(*chars), static_cast<int32_t>(pattern.size()));
+  regex_syntax::Parser parser(std::move(*chars), static_cast<int32_t>(pattern.size()));
   return parser.run();
 }
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 namespace dsv4::grammar {
-namespace {
+namespace formats_test {  // named: the grammar tests build as one unity translation unit
 
 const Regex& format(const std::string& name) {
   Result<const Regex*> re = format_regex(name);
@@ -221,5 +221,5 @@ TEST(Formats, JsonSchemaTestSuite) {
   EXPECT_GT(checked, 100);
 }
 
-}  // namespace
+}  // namespace formats_test
 }  // namespace dsv4::grammar

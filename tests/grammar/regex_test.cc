@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace dsv4::grammar {
-namespace {
+namespace regex_test {  // named: the grammar tests build as one unity translation unit
 
 Regex compile(const std::string& pattern) {
   Result<Regex> re = compile_regex(pattern);
@@ -448,5 +448,5 @@ TEST(Regex, JsonSchemaTestSuitePattern) {
   EXPECT_GT(checked, 0);
 }
 
-}  // namespace
+}  // namespace regex_test
 }  // namespace dsv4::grammar
