@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+
 namespace dsv4::grammar {
 
 // Named, not anonymous: the grammar sources build as one unity translation unit.
@@ -69,36 +71,37 @@ std::string ipv4_pattern() {
   return "(?:" + octet + "\\.){3}" + octet;
 }
 
-// ajv-formats' full ipv6 pattern, as is (case-insensitive): eight groups, '::' compression,
-// an embedded IPv4 tail; no zone id.
+// RFC 4291 section 2.2 text form, as RFC 3986's IPv6address ABNF writes it out (either case):
+// eight groups of 1-4 hex digits, one "::" for a run of zero groups, an embedded dotted quad
+// (dec-octets without leading zeros) in place of the last two; no zone id. Every such string
+// passes ajv-formats' ipv6 pattern.
 std::string ipv6_pattern() {
-  const std::string h = "[0-9a-f]{1,4}",
-                    v4 = R"((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3})";
-  std::string p = "(?:(?:" + h + ":){7}(?:" + h + "|:)";
-  p += "|(?:" + h + ":){6}(?::" + h + "|" + v4 + "|:)";
-  p += "|(?:" + h + ":){5}(?:(?::" + h + "){1,2}|:" + v4 + "|:)";
-  p += "|(?:" + h + ":){4}(?:(?::" + h + "){1,3}|(?::" + h + ")?:" + v4 + "|:)";
-  p += "|(?:" + h + ":){3}(?:(?::" + h + "){1,4}|(?::" + h + "){0,2}:" + v4 + "|:)";
-  p += "|(?:" + h + ":){2}(?:(?::" + h + "){1,5}|(?::" + h + "){0,3}:" + v4 + "|:)";
-  p += "|(?:" + h + ":){1}(?:(?::" + h + "){1,6}|(?::" + h + "){0,4}:" + v4 + "|:)";
-  p += "|:(?:(?::" + h + "){1,7}|(?::" + h + "){0,5}:" + v4 + "|:))";
-  return p;
+  const std::string h16 = "[0-9a-f]{1,4}", octet = R"((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))";
+  const std::string ls32 = fmt::format(R"((?:{0}:{0}|(?:{1}\.){{3}}{1}))", h16, octet);
+  // n groups "h16:"; up to max_groups of them then h16, or nothing.
+  auto groups = [&](int n) { return fmt::format("(?:{}:){{{}}}", h16, n); };
+  auto head = [&](int max_groups) { return fmt::format("(?:(?:{0}:){{0,{1}}}{0})?", h16, max_groups); };
+  std::string p = fmt::format("(?:{0}{1}|::{2}{1}|(?:{3})?::{4}{1}", groups(6), ls32, groups(5), h16, groups(4));
+  for (int k = 1; k <= 3; ++k) p += fmt::format("|{}::{}{}", head(k), groups(4 - k), ls32);
+  return p + fmt::format("|{}::{}|{}::{}|{}::)", head(4), ls32, head(5), h16, head(6));
 }
 
 // RFC 4122 string form, either case; ajv's optional "urn:uuid:" prefix is left out (a URN, not
 // the uuid format of the JSON Schema suite).
 std::string uuid_pattern() { return "[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}"; }
 
+// RFC 3986's IP-literal: "[" IPv6address or IPvFuture "]".
+std::string ip_literal_pattern() { return "\\[(?:" + ipv6_pattern() + "|v[0-9a-f]+\\.[a-z0-9\\-._~!$&'()*+,;=:]+)\\]"; }
+
 // uri, an approximation of RFC 3986's URI (absolute, with scheme): a subset of ajv-formats' full
-// pattern without the bracketed IP literals of its authority (an IPv6 or IPvFuture host such as
-// http://[::1]/ is not generated): scheme ':' then "//" authority path-abempty, or an absolute
-// or rootless path; then an optional query and fragment. ASCII only, as ajv (IRIs are iri).
+// pattern: scheme ':' then "//" authority path-abempty, or an absolute or rootless path; then an
+// optional query and fragment. ASCII only, as ajv (IRIs are iri). Not generated although valid:
+// an empty path after the scheme ("urn:", as ajv).
 std::string uri_pattern() {
   const std::string pct = "%[0-9a-f]{2}";
   const std::string pchar = "(?:[a-z0-9\\-._~!$&'()*+,;=:@]|" + pct + ")";
   const std::string userinfo = "(?:(?:[a-z0-9\\-._~!$&'()*+,;=:]|" + pct + ")*@)?";
-  const std::string octet = R"((?:25[0-5]|2[0-4]\d|[01]?\d\d?))";
-  const std::string host = "(?:(?:" + octet + "\\.){3}" + octet + "|(?:[a-z0-9\\-._~!$&'()*+,;=]|" + pct + ")*)";
+  const std::string host = "(?:" + ip_literal_pattern() + "|(?:[a-z0-9\\-._~!$&'()*+,;=]|" + pct + ")*)";
   const std::string abempty = "(?:/" + pchar + "*)*";
   const std::string hier = "(?://" + userinfo + host + "(?::\\d*)?" + abempty + "|/(?:" + pchar + "+" + abempty +
                            ")?|" + pchar + "+" + abempty + ")";
