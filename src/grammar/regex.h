@@ -17,6 +17,8 @@
 //     minimisation (at most kMaxRegexStates states remain);
 //  6. the lengths of the accepting continuations from each state (eventually periodic, computed
 //     exactly; see accepting_length_at_least()).
+// intersect_regex() builds the product of two automata over their common class refinement, then
+// steps 5 and 6.
 // Lookup of a code point's class: a table for ASCII, binary search over the intervals above.
 #pragma once
 
@@ -51,7 +53,7 @@ class Regex {
     return c < 0 ? -1 : next_[static_cast<size_t>(state) * n_classes_ + c];
   }
   bool accepting(int32_t state) const { return accepting_[state] != 0; }
-  int32_t n_states() const { return n_states_; }
+  int32_t n_states() const { return n_states_; }  // <= kMaxRegexStates: a state fits in 13 bits
   int32_t n_classes() const { return n_classes_; }
   int32_t class_of(uint32_t cp) const {
     return cp < 128 ? ascii_class_[cp] : cp > kMaxCodePoint ? -1 : class_above_ascii(cp);
