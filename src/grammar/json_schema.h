@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "grammar/regex.h"
 
 namespace dsv4::grammar {
 
@@ -69,6 +71,16 @@ struct Property {
   bool required = false;
 };
 
+// A number with bounds or multipleOf is generated as N / 10^fraction_digits for an integer N in
+// [min, max] that step divides: an optional '-', at most kMaxDigits − fraction_digits integer
+// digits, then (fraction_digits > 0) an optional '.' and 1 .. fraction_digits digits; no
+// exponent. |N| <= 10^kMaxDigits − 1, so each value has at most 15 significant digits.
+struct NumberRange {
+  bool bounded = false;
+  int32_t fraction_digits = 0;
+  int64_t min = 0, max = 0, step = 1;  // scaled by 10^fraction_digits
+};
+
 struct Node {
   Kind kind = Kind::kLiteral;
   // kObject
@@ -80,6 +92,9 @@ struct Node {
   int64_t min_items = 0, max_items = -1;  // −1: unbounded
   // kString
   int64_t min_length = 0, max_length = -1;  // Unicode code points; −1: unbounded
+  int32_t regex = -1;  // kString: Grammar::regexes index (pattern, format, both); −1: none
+  // kNumber / kInteger
+  NumberRange range;
   // kLiteral
   std::vector<std::string> literals;
   // kAnyOf
@@ -94,6 +109,7 @@ struct Grammar {
   // Per node: containers nested in its shortest instance (the matcher opens a container only
   // where it can still close within its depth bound).
   std::vector<int32_t> min_depth;
+  std::vector<std::shared_ptr<const Regex>> regexes;  // patterns and formats of string nodes
 };
 
 // Errors name the keyword and its JSON pointer: "schema /properties/a: keyword 'pattern' is not

@@ -22,6 +22,7 @@
 // Lookup of a code point's class: a table for ASCII, binary search over the intervals above.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -76,6 +77,12 @@ class Regex {
   // Whether some code point in [lo, hi] leads from state to a live state: a UTF-8 walk may prune
   // at a sequence's first byte, given the range of code points that byte (and those after it) allow.
   bool steps_within(int32_t state, uint32_t lo, uint32_t hi) const;
+  // The last code point of the run of code points around cp (≤ kMaxCodePoint) that step alike
+  // from every state: a walk over a range of code points needs one step per run.
+  uint32_t run_end(uint32_t cp) const {
+    const auto it = std::upper_bound(interval_start_.begin(), interval_start_.end(), cp);
+    return it == interval_start_.end() ? kMaxCodePoint : *it - 1;
+  }
 
   // Whether every code point of `text` leads from state back to state (then a run of such code
   // points never changes the state: a mask fast path may skip stepping through it).

@@ -67,7 +67,7 @@ TEST(DsmlGrammar, HandCases) {
   const std::string bad_utf8 = weather + param("city", true, "\xc3(") + kClose;
   EXPECT_LT(dsml_match(g, bad_utf8), static_cast<int64_t>(bad_utf8.size()));
 
-  std::vector<ToolSpec> bad = {{"f", Json::parse(R"({"type": "object", "properties": {"a": {"pattern": "x"}}})")}};
+  std::vector<ToolSpec> bad = {{"f", Json::parse(R"({"type": "object", "properties": {"a": {"pattern": "(?=x)y"}}})")}};
   Result<Grammar> e = compile_tool_call(bad);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.message().find("tools f parameters/properties/a"), std::string::npos) << e.message();
