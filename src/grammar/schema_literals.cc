@@ -93,9 +93,15 @@ Result<bool> literal_satisfies(const Json& value, const Json& schema, const std:
       for (const Json& r : arg)
         if (!r.is_string() || !value.contains(r.get<std::string>())) return false;
     } else if (k == "minimum" || k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum") {
+      if (arg.is_boolean() && k[0] == 'e') continue;  // draft-04: read with minimum/maximum
       if (!arg.is_number()) return fail(fmt::format("{} must be a number", k));
       const double v = value.get<double>(), b = arg.get<double>();
-      const bool ok = k == "minimum" ? v >= b : k == "maximum" ? v <= b : k == "exclusiveMinimum" ? v > b : v < b;
+      const auto draft4 = schema.find("exclusiveM" + k.substr(1));  // exclusiveMinimum for minimum
+      const bool strict = (k == "minimum" || k == "maximum") && draft4 != schema.end() && *draft4 == Json(true);
+      const bool ok = k == "minimum"            ? (strict ? v > b : v >= b)
+                      : k == "maximum"          ? (strict ? v < b : v <= b)
+                      : k == "exclusiveMinimum" ? v > b
+                                                : v < b;
       if (!ok) return false;
     } else if (k == "multipleOf") {
       if (!arg.is_number() || arg.get<double>() <= 0) return fail("multipleOf must be a number above 0");

@@ -1,6 +1,7 @@
 #include "grammar/schema_number.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace dsv4::grammar {
@@ -64,7 +65,8 @@ Status fail(const std::string& path, const std::string& what) {
 Status apply_multiple(const Json& s, bool integer, NumberRange& r, const std::string& path) {
   const auto it = s.find("multipleOf");
   if (it == s.end()) return Status();
-  if (!it->is_number() || it->get<double>() <= 0) return fail(path, "multipleOf must be a number above 0");
+  if (!it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
+    return fail(path, "multipleOf must be a finite number above 0");
   const Decimal m = decimal(*it);
   const int64_t k = std::max<int64_t>(0, -m.exponent);
   if (m.digits.size() + static_cast<size_t>(std::max<int64_t>(0, m.exponent)) > 15)
@@ -100,8 +102,9 @@ Result<NumberRange> number_range(const Json& s, bool integer, const std::string&
     r.bounded |= s.contains(key);
   if (!r.bounded) return r;
   for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-    if (const auto it = s.find(key); it != s.end() && !it->is_number() && !(it->is_boolean() && key[0] == 'e'))
-      return fail(path, fmt::format("{} must be a number", key));
+    if (const auto it = s.find(key); it != s.end() && !(it->is_boolean() && key[0] == 'e') &&
+                                     !(it->is_number() && std::isfinite(it->get<double>())))
+      return fail(path, fmt::format("{} must be a finite number", key));
   if (!integer) r.fraction_digits = fraction_digits_for(s);
   DSV4_RETURN_IF_ERROR(apply_multiple(s, integer, r, path));
   const int64_t all = kBeyond - 1;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <string>
@@ -103,6 +104,11 @@ TEST(ScalarKeywords, NumberBounds) {
   const Grammar draft4 = compile(R"({"type": "integer", "minimum": 5, "exclusiveMinimum": true})");
   EXPECT_EQ(match(draft4, "5"), 1);
   EXPECT_EQ(match(draft4, "6"), -1);
+  const Grammar draft4_enum = compile(R"({"enum": [5, 6], "minimum": 5, "exclusiveMinimum": true})");
+  EXPECT_EQ(match(draft4_enum, "5"), 0);
+  EXPECT_EQ(match(draft4_enum, "6"), -1);
+  Result<Grammar> infinite = compile_json_schema(Json{{"type", "number"}, {"minimum", INFINITY}});
+  EXPECT_NE(infinite.message().find("minimum must be a finite number"), std::string::npos) << infinite.message();
   const Grammar untyped = compile(R"({"minimum": 1000})");
   EXPECT_EQ(match(untyped, "3"), 1);
   EXPECT_EQ(match(untyped, R"("x")"), -1);
@@ -111,7 +117,7 @@ TEST(ScalarKeywords, NumberBounds) {
             std::string::npos);
   EXPECT_NE(refusal(R"({"items": {"type": "number", "multipleOf": 0.3333333}})").find("/items: keyword 'multipleOf'"),
             std::string::npos);
-  EXPECT_NE(refusal(R"({"type": "number", "minimum": "1"})").find("minimum must be a number"), std::string::npos);
+  EXPECT_NE(refusal(R"({"type": "number", "minimum": "1"})").find("minimum must be a finite number"), std::string::npos);
   const Grammar lit = compile(R"({"enum": [3, 4, "ab", "b"], "multipleOf": 2, "pattern": "^a"})");
   EXPECT_EQ(match(lit, "4"), -1);
   EXPECT_EQ(match(lit, "3"), 0);
