@@ -9,19 +9,20 @@
 // (false: empty arrays), minItems/maxItems, uniqueItems (false, or with maxItems <= 1), enum
 // and const (the values that satisfy their siblings, schema_literals.h), anyOf, oneOf (where its
 // branches are provably disjoint, grammar_analysis.h), $ref to any local JSON Pointer
-// (schema_ref.h) with $defs/definitions anywhere, minLength/maxLength (integral floats too), and
-// minimum/maximum/exclusive* on integers where they bound nothing generated (at or beyond
-// ±(10^15 − 1): zod's int()). Without `type` every type is allowed and each keyword constrains
-// its own type. Annotations ($schema, $id, $comment, title, description, default, examples,
-// deprecated, readOnly, writeOnly) are ignored; any other keyword is an error naming it and its
-// place. allOf, a $ref beside keywords and keywords beside anyOf/oneOf are exact merges
-// (schema_merge.h).
+// (schema_ref.h) with $defs/definitions anywhere, minLength/maxLength (integral floats too),
+// pattern and format (regex.h, formats.h; both: their intersection), and minimum/maximum/
+// exclusive*/multipleOf on integers and numbers (schema_number.h). Without `type` every type is
+// allowed and each keyword constrains its own type. Annotations ($schema, $id, $comment, title,
+// description, default, examples, deprecated, readOnly, writeOnly) are ignored; any other
+// keyword is an error naming it and its place. allOf, a $ref beside keywords and keywords
+// beside anyOf/oneOf are exact merges (schema_merge.h).
 //
 // What is generated: no whitespace inside the value other than between tokens of the JSON
 // grammar, at most kMaxWhitespace characters per gap; object properties in the schema's order
 // (required ones present, optional ones may be skipped); numbers of at most kMaxDigits digits in
-// the integer and fraction parts and 2 in the exponent (a finite double); open objects never
-// repeat a key.
+// the integer and fraction parts and 2 in the exponent (a finite double), or NumberRange's form
+// where a bound or multipleOf is given; patterned strings escape only control characters, '"'
+// and '\\'; open objects never repeat a key.
 //
 // Limits, checked on the way down before the work (the walk's stack depth is bounded by
 // kMaxSchemaDepth, whatever the input): schema levels ($ref hops included), schema nodes,
