@@ -95,6 +95,7 @@ class JsonMatcher {
   void listed_key_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void object_key_start(MatchStack& s, const Node& n, MatchState& out) const;
   void raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  void pattern_raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void params_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void open_value(const MatchStack& s, int32_t node, uint8_t c, MatchState& out) const;
   // Whether a value of `node` begun on top of n_frames frames can close within the bound.

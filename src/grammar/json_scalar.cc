@@ -242,8 +242,10 @@ bool pattern_string_may_close(const Frame& f, const StringPattern& p) {
   return f.phase == kSBody && p.re->accepting(f.j);
 }
 
-bool pattern_string_byte(Frame& f, uint8_t c, const StringPattern& p) {
-  if (f.phase == kSEsc || f.phase == kSHex) return pattern_escape_byte(f, c, p);
+namespace {
+
+// A UTF-8 continuation byte (phase kSUtf8), or a byte ≥ 0x80 beginning a sequence (counted).
+bool pattern_utf8_byte(Frame& f, uint8_t c, const StringPattern& p) {
   if (f.phase == kSUtf8) {
     if (!utf8_continuation(f, c)) return false;
     f.bits = f.bits << 6 | (c & 0x3F);
@@ -251,6 +253,17 @@ bool pattern_string_byte(Frame& f, uint8_t c, const StringPattern& p) {
     f.phase = kSBody;
     return pattern_code_point(f, static_cast<uint32_t>(f.bits), p);
   }
+  if (!utf8_lead(f, c)) return false;
+  f.phase = kSUtf8;
+  f.bits = c & (0x3F >> f.more);
+  return utf8_viable(f, p);
+}
+
+}  // namespace
+
+bool pattern_string_byte(Frame& f, uint8_t c, const StringPattern& p) {
+  if (f.phase == kSEsc || f.phase == kSHex) return pattern_escape_byte(f, c, p);
+  if (f.phase == kSUtf8) return pattern_utf8_byte(f, c, p);
   if (c < 0x20 || c == '"' || (p.max_length >= 0 && f.i >= p.max_length)) return false;  // '"' ends, not text
   ++f.i;
   if (c == '\\') {
@@ -259,10 +272,15 @@ bool pattern_string_byte(Frame& f, uint8_t c, const StringPattern& p) {
            pattern_viable(p, f.j, '/', '/', f.i) || pattern_viable(p, f.j, '\\', '\\', f.i);
   }
   if (c < 0x80) return pattern_code_point(f, c, p);
-  if (!utf8_lead(f, c)) return false;
-  f.phase = kSUtf8;
-  f.bits = c & (0x3F >> f.more);
-  return utf8_viable(f, p);
+  return pattern_utf8_byte(f, c, p);
+}
+
+bool pattern_raw_byte(Frame& f, uint8_t c, const StringPattern& p) {
+  if (f.phase == kSUtf8) return pattern_utf8_byte(f, c, p);
+  if (p.max_length >= 0 && f.i >= p.max_length) return false;
+  ++f.i;
+  if (c < 0x80) return pattern_code_point(f, c, p);
+  return pattern_utf8_byte(f, c, p);
 }
 
 namespace {

@@ -29,6 +29,9 @@ struct StringPattern {
 // only where some code point it may begin is taken: no dead ends. Escapes: the short ones and
 // \u00XX for control characters (every other code point is written as itself).
 bool pattern_string_byte(Frame& f, uint8_t c, const StringPattern& p);
+// The same for a DSML raw string's text (any valid UTF-8, no escapes; Frame::phase kSUtf8 while
+// a sequence is open).
+bool pattern_raw_byte(Frame& f, uint8_t c, const StringPattern& p);
 // Whether a '"' may end a patterned string here (min_length is the caller's).
 bool pattern_string_may_close(const Frame& f, const StringPattern& p);
 // One byte of a DSML raw string's text: any byte of valid UTF-8 (code points counted).

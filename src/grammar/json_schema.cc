@@ -486,12 +486,13 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
     std::string key = escaped_key(name);
     if (dsml) {  // string="true": a string parameter's raw text (text.md §3.8)
       const Node& v = grammar.nodes[node];
-      const bool raw = v.kind == Kind::kString && v.regex < 0;  // patterned: a JSON string (string="false")
+      const bool raw = v.kind == Kind::kString;
       if (raw) {
         Node r;
         r.kind = Kind::kRawString;
         r.min_length = v.min_length;
         r.max_length = v.max_length;
+        r.regex = v.regex;
         node = add(std::move(r));
       }
       key = "<｜DSML｜parameter name=\"" + name + "\" string=\"" + (raw ? "true" : "false") + "\">";
