@@ -155,7 +155,6 @@ bool number_byte(Frame& f, uint8_t c, bool integer) {
   return false;
 }
 
-
 namespace {
 
 // Whether code point cp steps state to a state with an accepting continuation inside the length
