@@ -74,7 +74,7 @@ done
 reaches src/oracle/ "${serving[@]}"
 
 # 2. The protocol library.
-protocol=(src/runtime/request.h apps/server/protocol.h apps/server/protocol.cc)
+protocol=(src/runtime/request.h apps/server/protocol.h apps/server/parse_request.cc apps/server/build_response.cc apps/server/admission.cc)
 for f in "${protocol[@]}"; do [ -f "$f" ] || fail "$f is missing (the layout changed?)"; done
 reaches src/kernels/ "${protocol[@]}"
 
