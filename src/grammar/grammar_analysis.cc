@@ -21,7 +21,11 @@ int32_t depth_of(const Node& n, const std::vector<int32_t>& d, int32_t inf) {
     case Kind::kInteger:
     case Kind::kLiteral:
     case Kind::kRawString: return 0;
-    case Kind::kArray: return 1 + (n.min_items > 0 ? d[n.items] : 0);
+    case Kind::kArray:  // its first min_items items, each of the tuple's or `items`
+      v = 1;
+      for (int64_t i = 0; i < n.min_items && i <= static_cast<int64_t>(n.prefix.size()); ++i)
+        v = std::max(v, 1 + d[i < static_cast<int64_t>(n.prefix.size()) ? n.prefix[i] : n.items]);
+      return v;
     case Kind::kObject:
     case Kind::kDsmlParams:
       v = 1;

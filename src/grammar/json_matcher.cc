@@ -74,6 +74,17 @@ bool JsonMatcher::open_key_room(const MatchStack& s, const Node& n) const {
   return s.n_keys < kMaxOpenKeys && fits(s.n, n.values);
 }
 
+bool JsonMatcher::gap_space(Frame& f, uint8_t c, const std::string* sep) const {
+  if (g_.layout.whitespace_flexible) {
+    if (f.ws >= kMaxWhitespace) return false;
+  } else if (sep == nullptr || static_cast<size_t>(f.ws) + 1 >= sep->size() ||
+             static_cast<uint8_t>((*sep)[f.ws + 1]) != c) {
+    return false;
+  }
+  ++f.ws;
+  return true;
+}
+
 bool JsonMatcher::completable(const Frame& f) const {
   if (f.node < 0) return false;
   const Node& n = g_.nodes[f.node];
@@ -244,21 +255,22 @@ void JsonMatcher::array_byte(MatchStack& s, const Node& n, uint8_t c, MatchState
     emit(s, out);
     return;
   }
-  if (is_ws(c) && f.ws < kMaxWhitespace && f.phase != kAInItem) {
-    ++f.ws;
-    emit(s, out);
+  const std::string* sep = f.phase == kANext ? &g_.layout.item_separator : nullptr;
+  if (is_ws(c) && f.phase != kAInItem) {
+    if (gap_space(f, c, sep)) emit(s, out);
     return;
   }
+  if (!gap_done(f, sep)) return;
   f.ws = 0;
   if (c == ']' && ((f.phase == kAFirst && n.min_items == 0) || (f.phase == kAAfter && f.i >= n.min_items))) {
     pop(s);
     emit(s, out);
-  } else if (c == ',' && f.phase == kAAfter && (n.max_items < 0 || f.i < n.max_items)) {
+  } else if (c == ',' && f.phase == kAAfter && (n.max_items < 0 || f.i < n.max_items) && fits(s.n, item_at(n, f.i))) {
     f.phase = kANext;
     emit(s, out);
   } else if ((f.phase == kAFirst && n.max_items != 0) || f.phase == kANext) {
     f.phase = kAInItem;
-    open_value(s, n.items, c, out);
+    open_value(s, item_at(n, f.i), c, out);
   }
 }
 
@@ -312,11 +324,14 @@ void JsonMatcher::object_byte(MatchStack& s, const Node& n, uint8_t c, MatchStat
     return;
   }
   if (f.phase == kOKey) return listed_key_byte(s, n, c, out);
-  if (is_ws(c) && f.ws < kMaxWhitespace && f.phase != kOInKey && f.phase != kOInValue) {
-    ++f.ws;
-    emit(s, out);
+  const std::string* sep = f.phase == kONext    ? &g_.layout.item_separator
+                           : f.phase == kOValue ? &g_.layout.key_separator
+                                                : nullptr;
+  if (is_ws(c) && f.phase != kOInKey && f.phase != kOInValue) {
+    if (gap_space(f, c, sep)) emit(s, out);
     return;
   }
+  if (!gap_done(f, sep)) return;
   f.ws = 0;
   if (c == '"' && (f.phase == kOFirst || f.phase == kONext)) {
     object_key_start(s, n, out);

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "grammar/json_schema.h"
 
@@ -102,6 +103,17 @@ class JsonMatcher {
   // Whether an open object on top of s may begin another key.
   bool open_key_room(const MatchStack& s, const Node& n) const;
   bool completable(const Frame& f) const;
+  // Item i of an array node: prefixItems[i], else items.
+  static int32_t item_at(const Node& n, int32_t i) {
+    return i < static_cast<int32_t>(n.prefix.size()) ? n.prefix[i] : n.items;
+  }
+  // A whitespace byte in f's gap (sep: the separator this gap follows, else nullptr): whether
+  // the layout (Grammar::layout) allows it; counted in f.ws.
+  bool gap_space(Frame& f, uint8_t c, const std::string* sep) const;
+  // Whether a token may begin in f's gap: a compact layout's separator is whole.
+  bool gap_done(const Frame& f, const std::string* sep) const {
+    return g_.layout.whitespace_flexible || sep == nullptr || static_cast<size_t>(f.ws) + 1 == sep->size();
+  }
   void pop(MatchStack& s) const;
   void emit(const MatchStack& s, MatchState& out) const;
   const Grammar& g_;

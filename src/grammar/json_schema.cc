@@ -4,8 +4,10 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "grammar/grammar_analysis.h"
+#include "grammar/schema_dialect.h"
 #include "grammar/schema_literals.h"
 #include "grammar/schema_merge.h"
 #include "grammar/schema_ref.h"
@@ -22,7 +24,7 @@ const std::set<std::string> kKeywords = {"type",      "properties", "required", 
                                          "enum",      "const",      "anyOf",     "oneOf",
                                          "$defs",     "definitions", "$ref",     "minLength",
                                          "maxLength", "minimum",    "maximum",   "exclusiveMinimum",
-                                         "exclusiveMaximum", "allOf"};
+                                         "exclusiveMaximum", "allOf",    "prefixItems"};
 // Keywords that constrain nothing where they stand (annotations, and schemas kept for $ref).
 bool inert(const std::string& key) { return kAnnotations.count(key) || key == "$defs" || key == "definitions"; }
 // The keywords of s that constrain, but `key`.
@@ -35,15 +37,20 @@ Json constraints_beside(const Json& s, const std::string& key) {
 // The keywords that make a schema without `type` constrain one type (bug: they were dropped).
 const std::set<std::string> kTypeKeywords[] = {
     {"properties", "required", "additionalProperties"},
-    {"items", "minItems", "maxItems", "uniqueItems"},
+    {"items", "prefixItems", "minItems", "maxItems", "uniqueItems"},
     {"minLength", "maxLength"},
     {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
 };
 const char* const kTypeOfKeywords[] = {"object", "array", "string", "number"};
+constexpr int kMaxJsonDepth = 4 * kMaxSchemaDepth;  // JSON levels of a schema document
+constexpr int64_t kMaxReadValues = int64_t{1} << 22;  // JSON values copied by Compiler::read
+
 // Integers are generated with at most kMaxDigits digits: a minimum/maximum at or beyond
 // ±(10^kMaxDigits − 1) (zod's int(): the safe integers) constrains nothing.
 constexpr double kIntegerReach = 999999999999999.0;
 static_assert(kMaxDigits == 15, "kIntegerReach is 10^kMaxDigits - 1");
+
+bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 std::string escaped_key(const std::string& key) {
   const std::string quoted = Json(key).dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -71,7 +78,13 @@ class DepthGuard {
 
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(&root), merger_(root) {}
+  Compiler(const Json& root, Draft draft, bool strict) : root_(&root), merger_(root), draft_(draft), strict_(strict) {
+    merger_.set_reader([this](const Json& s, const std::string& path) -> Result<Json> {
+      Result<const Json*> r = read(s, path);
+      if (!r.ok()) return r.status();
+      return **r;
+    });
+  }
 
   // Depth and node count are checked on the way down, before the work (issue 40 row 1).
   Result<int32_t> compile(const Json& s, const std::string& path);
@@ -97,6 +110,15 @@ class Compiler {
     return add(std::move(n));
   }
   int32_t any();
+  // s's keywords as the compiler reads them (schema_dialect.h); a keyword it does not implement
+  // is refused (strict) or relaxed, and a $ref it cannot resolve too.
+  // Copies only where a keyword is dropped or rewritten (s itself otherwise; a copy is kept in
+  // reads_ and charged against kMaxReadValues).
+  Result<const Json*> read(const Json& s, const std::string& path);
+  bool needs_reading(const Json& s) const;
+  Status relax_ref(Json& r, const std::string& path);
+  // An unenforceable keyword: an error when strict, else listed in grammar.relaxed.
+  Status unenforced(const std::string& path, const std::string& keyword, const std::string& why = "");
   Result<int32_t> schema_object(const Json& s, const std::string& path);
   Result<int64_t> count(const Json& s, const char* key, const std::string& path, int64_t fallback) const;
   Result<int32_t> literals(const Json& s, const std::string& path);
@@ -115,7 +137,11 @@ class Compiler {
 
   const Json* root_;
   SchemaMerger merger_;
-  std::deque<Json> merged_;  // the schemas merges made (kept: nodes are compiled from them)
+  Draft draft_;
+  bool strict_;
+  std::deque<Json> merged_;
+  std::deque<Json> reads_;  // the schemas read with keywords dropped or rewritten
+  int64_t read_values_ = 0;  // the schemas merges made (kept: nodes are compiled from them)
   std::map<const Json*, int32_t> refs_;  // by target: each is compiled once
   std::map<std::string, int32_t> merged_nodes_;  // by the merged schema's text
   int32_t any_ = -1;
@@ -190,6 +216,64 @@ Result<int32_t> Compiler::compile_merged(Json merged, const std::string& path) {
   return id;
 }
 
+Status Compiler::unenforced(const std::string& path, const std::string& keyword, const std::string& why) {
+  if (strict_) return fail(path, fmt::format("keyword '{}' is not supported{}", keyword, why));
+  std::string entry = fmt::format("{}: {}", path.empty() ? "/" : path, keyword);
+  if (grammar.relaxed.size() < static_cast<size_t>(kMaxRelaxed) &&
+      std::find(grammar.relaxed.begin(), grammar.relaxed.end(), entry) == grammar.relaxed.end())
+    grammar.relaxed.push_back(std::move(entry));
+  return Status();
+}
+
+// A $ref into another document (or an anchor) cannot be followed: relaxed to any value.
+Status Compiler::relax_ref(Json& r, const std::string& path) {
+  const auto it = r.find("$ref");
+  if (it == r.end() || !it->is_string()) return Status();
+  *it = local_ref(*root_, it->get<std::string>());
+  const std::string& ref = it->get_ref<const std::string&>();
+  if (ref.rfind("#/", 0) == 0 || ref == "#") return Status();  // local: resolved (or refused) where used
+  DSV4_RETURN_IF_ERROR(unenforced(path, "$ref", fmt::format(" ('{}' is not local: only JSON Pointers into this schema)", ref)));
+  r.erase("$ref");
+  return Status();
+}
+
+bool Compiler::needs_reading(const Json& s) const {
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    const std::string& k = it.key();
+    if (!kKeywords.count(k) || (k == "items" && it->is_array())) return true;
+    if (k == "$ref" && (!it->is_string() || it->get_ref<const std::string&>().rfind('#', 0) != 0)) return true;
+    if (draft_ <= Draft::k07 && k == "$ref" && s.size() > 1) return true;
+    if (draft_ == Draft::k04 && (k == "exclusiveMinimum" || k == "exclusiveMaximum") && it->is_boolean()) return true;
+  }
+  return false;
+}
+
+Result<const Json*> Compiler::read(const Json& s, const std::string& path) {
+  if (!s.is_object() || !needs_reading(s)) return &s;
+  std::vector<const Json*> pending = {&s};  // the copy's size, counted before it is made
+  while (!pending.empty()) {
+    const Json* x = pending.back();
+    pending.pop_back();
+    if (++read_values_ > kMaxReadValues)
+      return fail(path, fmt::format("reading the schema copies more than {} JSON values", kMaxReadValues));
+    if (x->is_structured())
+      for (const Json& c : *x) pending.push_back(&c);
+  }
+  Result<Json> r = read_in_draft(s, draft_, path);
+  if (!r.ok()) return r.status();
+  DSV4_RETURN_IF_ERROR(relax_ref(*r, path));
+  for (auto it = r->begin(); it != r->end();) {
+    if (kKeywords.count(it.key())) {
+      ++it;
+      continue;
+    }
+    if (it.key() != "then" && it.key() != "else") DSV4_RETURN_IF_ERROR(unenforced(path, it.key()));  // with `if`
+    it = r->erase(it);
+  }
+  reads_.push_back(std::move(*r));
+  return &reads_.back();
+}
+
 Result<int32_t> Compiler::compile(const Json& s, const std::string& path) {
   if (depth_ >= kMaxSchemaDepth)
     return fail(path, fmt::format("schemas nest more than {} levels deep ($ref hops included)", kMaxSchemaDepth));
@@ -201,13 +285,12 @@ Result<int32_t> Compiler::compile(const Json& s, const std::string& path) {
     return fail(path, "unsatisfiable: the schema false matches nothing");
   }
   if (!s.is_object()) return fail(path, "a schema must be an object or a boolean");
-  return schema_object(s, path);
+  Result<const Json*> read_s = read(s, path);
+  if (!read_s.ok()) return read_s.status();
+  return schema_object(**read_s, path);
 }
 
 Result<int32_t> Compiler::schema_object(const Json& s, const std::string& path) {
-  for (auto it = s.begin(); it != s.end(); ++it)
-    if (!kKeywords.count(it.key()) && !kAnnotations.count(it.key()))
-      return fail(path, fmt::format("keyword '{}' is not supported", it.key()));
   // allOf, and $ref beside other keywords (both apply, 2019-09 on): one merged schema.
   if (s.contains("allOf") || (s.contains("$ref") && !constraints_beside(s, "$ref").empty())) {
     Result<Json> merged = merger_.flatten(s, path);
@@ -375,6 +458,7 @@ Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
   return add(std::move(n));
 }
 
+// items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`).
 Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
   Node n;
   n.kind = Kind::kArray;
@@ -383,18 +467,32 @@ Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
   if (!hi.ok()) return hi.status();
   n.min_items = *lo;
   n.max_items = *hi;
+  const auto prefix = s.find("prefixItems");
+  if (prefix != s.end() && (!prefix->is_array() || prefix->empty()))
+    return fail(path, "prefixItems must be a non-empty array of schemas");
+  const int64_t n_prefix = prefix == s.end() ? 0 : static_cast<int64_t>(prefix->size());
+  for (int64_t i = 0; i < n_prefix && (n.max_items < 0 || i < n.max_items); ++i) {
+    const Json& item = (*prefix)[static_cast<size_t>(i)];
+    if (item == Json(false)) {  // no item can stand at i: the array ends before it
+      n.max_items = i;
+      break;
+    }
+    Result<int32_t> node = compile(item, fmt::format("{}/prefixItems/{}", path, i));
+    if (!node.ok()) return node.status();
+    n.prefix.push_back(*node);
+  }
   const auto items = s.find("items");
-  if (items != s.end() && items->is_boolean() && !items->get<bool>()) n.max_items = 0;  // no item can be present
+  const int64_t n_listed = static_cast<int64_t>(n.prefix.size());
+  if (items != s.end() && items->is_boolean() && !items->get<bool>() && (n.max_items < 0 || n.max_items > n_listed))
+    n.max_items = n_listed;  // no item past the tuple can be present
   if (n.max_items >= 0 && n.max_items < n.min_items)
-    return fail(path, "unsatisfiable: maxItems (or items: false) is below minItems");
+    return fail(path, "unsatisfiable: maxItems (or items/prefixItems false) is below minItems");
   if (const auto u = s.find("uniqueItems"); u != s.end()) {
     if (!u->is_boolean()) return fail(path, "uniqueItems must be a boolean");
     if (u->get<bool>() && (n.max_items < 0 || n.max_items > 1))
-      return fail(path, "keyword 'uniqueItems' is not supported (only false, or with maxItems at most 1)");
+      DSV4_RETURN_IF_ERROR(unenforced(path, "uniqueItems", " (only false, or with maxItems at most 1)"));
   }
-  if (items != s.end() && items->is_array())
-    return fail(path + "/items", "items as an array (tuples) is not supported");
-  if (items == s.end() || n.max_items == 0) {
+  if (items == s.end() || (n.max_items >= 0 && n.max_items <= n_listed)) {
     n.items = any();
   } else {
     Result<int32_t> item = compile(*items, path + "/items");
@@ -490,11 +588,14 @@ Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
   return add(std::move(n));
 }
 
-Result<int32_t> Compiler::dsml_params(const Json& schema, const std::string& path) {
+Result<int32_t> Compiler::dsml_params(const Json& raw, const std::string& path) {
   Node n;
   n.kind = Kind::kDsmlParams;
-  if (schema.is_null() || (schema.is_object() && schema.empty())) return add(std::move(n));
-  if (!schema.is_object()) return fail(path, "parameters must be an object schema");
+  if (raw.is_null() || (raw.is_object() && raw.empty())) return add(std::move(n));
+  if (!raw.is_object()) return fail(path, "parameters must be an object schema");
+  Result<const Json*> read_schema = read(raw, path);
+  if (!read_schema.ok()) return read_schema.status();
+  const Json& schema = **read_schema;
   for (auto it = schema.begin(); it != schema.end(); ++it) {
     const std::string& k = it.key();
     const bool ok = inert(k) || k == "type" || k == "properties" || k == "required" || k == "additionalProperties";
@@ -521,8 +622,41 @@ Status finish(Grammar& g, const std::string& what) {
 
 }  // namespace
 
-Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema) {
-  Compiler c(schema);
+Status check_layout(const JsonLayout& layout) {
+  for (const auto& [name, sep, mark] : {std::tuple{"item_separator", &layout.item_separator, ','},
+                                        std::tuple{"key_separator", &layout.key_separator, ':'}}) {
+    bool ok = !sep->empty() && (*sep)[0] == mark && sep->size() <= 1 + static_cast<size_t>(kMaxSeparatorSpace);
+    for (size_t i = 1; ok && i < sep->size(); ++i) ok = is_json_space((*sep)[i]);
+    if (!ok)
+      return Status::errorf("{} must be '{}' followed by at most {} whitespace characters (space, tab, CR, LF)", name,
+                            mark, kMaxSeparatorSpace);
+  }
+  return Status();
+}
+
+// Bounds the native depth of copying a subschema (Compiler::read): JSON nested deeper than
+// kMaxJsonDepth is refused before the work.
+Status check_json_depth(const Json& doc, const std::string& what) {
+  std::vector<std::pair<const Json*, int>> pending = {{&doc, 1}};
+  while (!pending.empty()) {
+    const auto [x, depth] = pending.back();
+    pending.pop_back();
+    if (depth > kMaxJsonDepth)
+      return Status::errorf("{}: the document nests more than {} JSON levels (schemas nest at most {} levels deep)", what,
+                            kMaxJsonDepth, kMaxSchemaDepth);
+    if (x->is_structured())
+      for (const Json& c : *x) pending.emplace_back(&c, depth + 1);
+  }
+  return Status();
+}
+
+Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema, const CompileOptions& options) {
+  DSV4_RETURN_IF_ERROR(check_layout(options.layout));
+  DSV4_RETURN_IF_ERROR(check_json_depth(schema, "schema /"));
+  Result<Draft> draft = draft_of(schema);
+  if (!draft.ok()) return draft.status();
+  Compiler c(schema, *draft, options.strict);
+  c.grammar.layout = options.layout;
   Result<int32_t> root = c.compile(schema, "");
   if (!root.ok()) return root.status();
   c.grammar.root = *root;
@@ -531,14 +665,19 @@ Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema) {
   return std::move(c.grammar);
 }
 
-Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools) {
+Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools, const JsonLayout& layout) {
   if (tools.empty()) return Status::error("tool_choice: no tool to call");
+  DSV4_RETURN_IF_ERROR(check_layout(layout));
   const Json none;
-  Compiler c(none);
+  Compiler c(none, Draft::k2020_12, true);
+  c.grammar.layout = layout;
   Node root;
   root.kind = Kind::kAnyOf;
   for (const ToolSpec& t : tools) {
-    Compiler tool(t.parameters);  // its $refs resolve in its own schema
+    DSV4_RETURN_IF_ERROR(check_json_depth(t.parameters, "tools " + t.name + " parameters"));
+    Result<Draft> draft = draft_of(t.parameters);
+    if (!draft.ok()) return draft.status().with_context("tools " + t.name + " parameters");
+    Compiler tool(t.parameters, *draft, true);  // its $refs resolve in its own schema
     tool.grammar = std::move(c.grammar);
     Result<int32_t> params = tool.dsml_params(t.parameters, "tools " + t.name + " parameters");
     if (!params.ok()) return params.status();
@@ -555,8 +694,10 @@ Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools) {
   return std::move(c.grammar);
 }
 
-Grammar any_object_grammar() {
-  Result<Grammar> g = compile_json_schema(Json{{"type", "object"}});
+Grammar any_object_grammar(const JsonLayout& layout) {
+  CompileOptions options;
+  options.layout = layout;
+  Result<Grammar> g = compile_json_schema(Json{{"type", "object"}}, options);
   return std::move(*g);
 }
 

@@ -47,6 +47,8 @@ constexpr int kMaxAlternatives = 16; // anyOf / type-list branches of one node
 constexpr int kMaxNodes = 4096;      // nodes of one grammar, and schemas compiled into it
 constexpr int kMaxSchemaDepth = 128; // schema levels on one compile path, $ref hops included
 constexpr int kMaxDepth = 32;        // frames of the matcher: nested containers + the scalar in them
+constexpr int kMaxRelaxed = 32;      // relaxed keywords listed (Grammar::relaxed)
+constexpr int kMaxSeparatorSpace = 4;  // whitespace characters after a separator's ',' or ':'
 
 enum class Kind : uint8_t {
   kObject,   // open (any keys, any values) or listed properties
@@ -75,7 +77,8 @@ struct Node {
   bool open = false;                 // any keys, each value `values` (an object without properties)
   int32_t values = -1;
   std::vector<Property> properties;  // in generation order
-  // kArray
+  // kArray: item i takes prefix[i] (prefixItems, tuples), the ones after it `items`
+  std::vector<int32_t> prefix;
   int32_t items = -1;
   int64_t min_items = 0, max_items = -1;  // −1: unbounded
   // kString
@@ -88,9 +91,31 @@ struct Node {
   std::vector<int32_t> sequence;
 };
 
+// Where whitespace may stand in a generated value (issue 39 item 5). Compact by default: exactly
+// the separators, no other whitespace. Flexible: up to kMaxWhitespace whitespace characters in
+// each gap between two tokens of JSON, the separators' own included.
+struct JsonLayout {
+  std::string item_separator = ", ";  // ',' then at most 4 whitespace characters
+  std::string key_separator = ": ";   // ':' then at most 4 whitespace characters
+  bool whitespace_flexible = false;
+};
+// A layout's separators; errors name the field ("item_separator must be ...").
+Status check_layout(const JsonLayout& layout);
+
+struct CompileOptions {
+  // true: a keyword the engine cannot enforce is an error naming it. false (OpenAI's default):
+  // it is relaxed (the value may break it; all else still holds) and listed in Grammar::relaxed.
+  bool strict = true;
+  JsonLayout layout;
+};
+
 struct Grammar {
   std::vector<Node> nodes;
   int32_t root = -1;
+  JsonLayout layout;
+  // CompileOptions::strict false: each keyword relaxed, "PATH: KEYWORD" (at most kMaxRelaxed,
+  // first found first).
+  std::vector<std::string> relaxed;
   // Per node: containers nested in its shortest instance (the matcher opens a container only
   // where it can still close within its depth bound).
   std::vector<int32_t> min_depth;
@@ -99,9 +124,9 @@ struct Grammar {
 // Errors name the keyword and its JSON pointer: "schema /properties/a: keyword 'pattern' is not
 // supported".
 // The schema as parsed in document order (properties are generated in that order).
-Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema);
+Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema, const CompileOptions& options = {});
 // {"type": "json_object"}: any JSON object.
-Grammar any_object_grammar();
+Grammar any_object_grammar(const JsonLayout& layout = {});
 
 // DSML (text.md §3.8): the text after it is the block of exactly one call to one of the tools,
 //   "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"NAME\">\n" PARAMS "\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
@@ -115,7 +140,7 @@ struct ToolSpec {
   std::string name;
   nlohmann::ordered_json parameters;
 };
-Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools);
+Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools, const JsonLayout& layout = {});
 inline constexpr std::string_view kDsmlParamClose = "</｜DSML｜parameter>";
 
 }  // namespace dsv4::grammar

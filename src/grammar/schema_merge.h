@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -27,7 +28,10 @@ constexpr int64_t kMaxMergeValues = int64_t{1} << 20;
 
 class SchemaMerger {
  public:
+  using Reader = std::function<Result<nlohmann::ordered_json>(const nlohmann::ordered_json&, const std::string&)>;
   explicit SchemaMerger(const nlohmann::ordered_json& root) : root_(root) {}
+  // How each merged schema's keywords are read first (its draft, what is relaxed); default: as is.
+  void set_reader(Reader reader) { reader_ = std::move(reader); }
   // a and b together; $ref and allOf at the top of either are resolved first.
   Result<nlohmann::ordered_json> merge(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b,
                                        const std::string& path);
@@ -47,6 +51,7 @@ class SchemaMerger {
   Status charge(const nlohmann::ordered_json& v, const std::string& path);
 
   const nlohmann::ordered_json& root_;
+  Reader reader_;
   int merges_ = 0;
   int64_t copied_ = 0;
 };

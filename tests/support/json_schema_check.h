@@ -65,9 +65,14 @@ inline bool shape_valid(const Json& v, const Json& s, const Json& root) {
   }
   if (v.is_array()) {
     if (v.size() < s.value("minItems", 0u) || v.size() > s.value("maxItems", 1u << 30)) return false;
-    if (s.contains("items"))
-      for (const Json& x : v)
-        if (!schema_valid(x, s["items"], root)) return false;
+    const Json prefix = s.value("prefixItems", Json::array());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i < prefix.size()) {
+        if (!schema_valid(v[i], prefix[i], root)) return false;
+      } else if (s.contains("items") && !schema_valid(v[i], s["items"], root)) {
+        return false;
+      }
+    }
   }
   if (v.is_string()) {
     const size_t cps = code_points(v.get<std::string>());
