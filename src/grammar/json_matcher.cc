@@ -35,13 +35,6 @@ uint64_t narrow_keys(const Node& n, uint64_t bits, int32_t pos, uint8_t c) {
   return narrow(bits, n.properties.size(), pos, c, [&](size_t k) -> const std::string& { return n.properties[k].key; });
 }
 
-bool may_close(const Node& n, int32_t f) {
-  if (n.open) return true;
-  for (int32_t k = f; k < static_cast<int32_t>(n.properties.size()); ++k)
-    if (n.properties[k].required) return false;
-  return true;
-}
-
 }  // namespace
 
 void copy_stack(MatchStack& dst, const MatchStack& src) {
@@ -60,18 +53,39 @@ void JsonMatcher::start(MatchState& st) const {
   st.s[0].f[0].phase = kRBefore;
 }
 
-uint64_t JsonMatcher::allowed_keys(const Node& n, int32_t f, int32_t n_frames) const {
+bool JsonMatcher::may_close(const Node& n, const Frame& f) {
+  if (n.open) return true;
+  for (int32_t k = f.i; k < static_cast<int32_t>(n.properties.size()); ++k)
+    if (n.properties[k].required) return false;
+  return f.n_props >= n.min_properties;
+}
+
+uint64_t JsonMatcher::allowed_keys(const Node& n, int32_t f, int32_t n_frames, int32_t n_props) const {
+  const bool counted = n.min_properties > 0 || n.max_properties >= 0;
+  const int32_t size = static_cast<int32_t>(n.properties.size());
+  int32_t required_after = 0, available_after = 0;  // of the keys after k (counted only when bounded)
+  if (counted)
+    for (int32_t k = f; k < size; ++k) {
+      required_after += n.properties[k].required;
+      available_after += n.properties[k].required || fits(n_frames, n.properties[k].node);
+    }
   uint64_t bits = 0;
-  for (int32_t k = f; k < static_cast<int32_t>(n.properties.size()); ++k) {
+  for (int32_t k = f; k < size; ++k) {
     const Property& p = n.properties[k];
-    if (p.required || fits(n_frames, p.node)) bits |= uint64_t{1} << k;
+    const bool available = p.required || fits(n_frames, p.node);
+    required_after -= p.required;
+    available_after -= available;
+    const bool room = n.max_properties < 0 || n_props + 1 + required_after <= n.max_properties;
+    const bool enough = n_props + 1 + available_after >= n.min_properties;
+    if (available && (!counted || (room && enough))) bits |= uint64_t{1} << k;
     if (p.required) break;
   }
   return bits;
 }
 
 bool JsonMatcher::open_key_room(const MatchStack& s, const Node& n) const {
-  return s.n_keys < kMaxOpenKeys && fits(s.n, n.values);
+  const int32_t present = s.n_keys - s.f[s.n - 1].i;  // the object is on top
+  return s.n_keys < kMaxOpenKeys && fits(s.n, n.values) && (n.max_properties < 0 || present < n.max_properties);
 }
 
 bool JsonMatcher::gap_space(Frame& f, uint8_t c, const std::string* sep) const {
@@ -95,7 +109,7 @@ bool JsonMatcher::completable(const Frame& f) const {
       for (size_t k = 0; k < n.literals.size(); ++k)
         if ((f.bits >> k & 1) && n.literals[k].size() == static_cast<size_t>(f.i)) return true;
       return false;
-    case Kind::kDsmlParams: return (f.phase == kPFirst || f.phase == kPAfter) && may_close(n, f.i);
+    case Kind::kDsmlParams: return (f.phase == kPFirst || f.phase == kPAfter) && may_close(n, f);
     default: return false;
   }
 }
@@ -140,7 +154,8 @@ void JsonMatcher::emit(const MatchStack& s, MatchState& out) const {
 
 // The value of `node` starts with byte c on top of s: one stack per concrete branch.
 void JsonMatcher::open_value(const MatchStack& s, int32_t node, uint8_t c, MatchState& out) const {
-  int32_t pending[kMaxAlternatives * 4], seen[kMaxAlternatives * 4];
+  // Enough: too_many_readings refused more (pending may repeat a node before it is seen).
+  int32_t pending[kMaxExpanded * kMaxAlternatives], seen[kMaxExpanded];
   int32_t n_pending = 0, n_seen = 0;
   pending[n_pending++] = node;
   MatchStack t;
@@ -283,6 +298,7 @@ void JsonMatcher::listed_key_byte(MatchStack& s, const Node& n, uint8_t c, Match
         f.i = static_cast<int32_t>(k) + 1;
         f.j = static_cast<int32_t>(k);
         f.phase = kOColon;
+        ++f.n_props;
         emit(s, out);
         return;
       }
@@ -306,7 +322,7 @@ void JsonMatcher::object_key_start(MatchStack& s, const Node& n, MatchState& out
     key.phase = kSBody;
     key.bits = kFnvBasis;
     emit(s, out);
-  } else if (const uint64_t bits = allowed_keys(n, f.i, s.n); bits != 0) {
+  } else if (const uint64_t bits = allowed_keys(n, f.i, s.n, f.n_props); bits != 0) {
     f.phase = kOKey;
     f.bits = bits;
     f.j = 0;
@@ -338,11 +354,12 @@ void JsonMatcher::object_byte(MatchStack& s, const Node& n, uint8_t c, MatchStat
   } else if (c == ':' && f.phase == kOColon) {
     f.phase = kOValue;
     emit(s, out);
-  } else if (c == '}' && (f.phase == kOFirst || f.phase == kOAfter) && may_close(n, f.i)) {
+  } else if (c == '}' && (f.phase == kOFirst || f.phase == kOAfter) && may_close(n, f)) {
     if (n.open) s.n_keys = f.i;  // its keys leave with it
     pop(s);
     emit(s, out);
-  } else if (c == ',' && f.phase == kOAfter && (n.open ? open_key_room(s, n) : allowed_keys(n, f.i, s.n) != 0)) {
+  } else if (c == ',' && f.phase == kOAfter &&
+             (n.open ? open_key_room(s, n) : allowed_keys(n, f.i, s.n, f.n_props) != 0)) {
     f.phase = kONext;
     emit(s, out);
   } else if (f.phase == kOValue) {

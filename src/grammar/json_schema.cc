@@ -24,7 +24,8 @@ const std::set<std::string> kKeywords = {"type",      "properties", "required", 
                                          "enum",      "const",      "anyOf",     "oneOf",
                                          "$defs",     "definitions", "$ref",     "minLength",
                                          "maxLength", "minimum",    "maximum",   "exclusiveMinimum",
-                                         "exclusiveMaximum", "allOf",    "prefixItems"};
+                                         "exclusiveMaximum", "allOf",    "prefixItems",
+                                         "minProperties", "maxProperties"};
 // Keywords that constrain nothing where they stand (annotations, and schemas kept for $ref).
 bool inert(const std::string& key) { return kAnnotations.count(key) || key == "$defs" || key == "definitions"; }
 // The keywords of s that constrain, but `key`.
@@ -36,7 +37,7 @@ Json constraints_beside(const Json& s, const std::string& key) {
 }
 // The keywords that make a schema without `type` constrain one type (bug: they were dropped).
 const std::set<std::string> kTypeKeywords[] = {
-    {"properties", "required", "additionalProperties"},
+    {"properties", "required", "additionalProperties", "minProperties", "maxProperties"},
     {"items", "prefixItems", "minItems", "maxItems", "uniqueItems"},
     {"minLength", "maxLength"},
     {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
@@ -91,7 +92,8 @@ class Compiler {
   // A DSML invoke's parameters from the tool's parameters schema (its $refs resolve in it).
   Result<int32_t> dsml_params(const Json& schema, const std::string& path);
   // The oneOf branches recorded while compiling, checked once every $ref is filled.
-  Status check_one_of() const;
+  // Not strict: oneOf branches that may overlap are generated as anyOf (relaxed, listed).
+  Status check_one_of();
   int32_t text(const std::string& bytes) { return literal({bytes}); }
   int32_t add(Node n) {
     grammar.nodes.push_back(std::move(n));
@@ -129,6 +131,7 @@ class Compiler {
   Result<int32_t> string(const Json& s, const std::string& path);
   Result<int32_t> array(const Json& s, const std::string& path);
   Result<int32_t> object(const Json& s, const std::string& path);
+  Status property_counts(const Json& s, Node& n, const std::string& path);
   Result<std::vector<Property>> properties(const Json& s, const std::string& path, bool dsml);
   Result<int32_t> ref(const std::string& target, const std::string& path);
   // A schema a merge made, compiled once per content (a recursive $ref beside keywords merges
@@ -385,18 +388,24 @@ Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std
 }
 
 // branches: the kept branch indices, then their nodes.
-Status Compiler::check_one_of() const {
+Status Compiler::check_one_of() {
   int64_t budget = kDisjointBudget;
   for (const OneOf& o : one_of_) {
     const size_t n = o.branches.size() / 2;
     for (size_t i = 0; i < n; ++i)
       for (size_t j = i + 1; j < n; ++j)
-        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget))
+        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget)) {
+          if (!strict_) {
+            DSV4_RETURN_IF_ERROR(unenforced(o.path.substr(0, o.path.size() - 6), "oneOf"));
+            i = j = n;  // this oneOf is relaxed: on to the next
+            break;
+          }
           return fail(o.path, fmt::format("branches {} and {} may match the same value (oneOf is generated only where "
                                           "its branches are provably disjoint: distinct types, const/enum values or a "
                                           "required property with distinct constants){}",
                                           o.branches[i], o.branches[j],
                                           budget < 0 ? "; the proof ran out of its budget" : ""));
+        }
   }
   return Status();
 }
@@ -562,6 +571,31 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
   return out;
 }
 
+// minProperties/maxProperties: on listed objects both (at most 64 properties), on open ones
+// maxProperties (minProperties there is relaxed or refused).
+Status Compiler::property_counts(const Json& s, Node& n, const std::string& path) {
+  Result<int64_t> lo = count(s, "minProperties", path, 0), hi = count(s, "maxProperties", path, -1);
+  if (!lo.ok()) return lo.status();
+  if (!hi.ok()) return hi.status();
+  if (*hi >= 0 && *hi < *lo) return fail(path, "unsatisfiable: maxProperties is below minProperties");
+  n.max_properties = *hi;
+  if (n.open) {
+    if (*lo > 0) DSV4_RETURN_IF_ERROR(unenforced(path, "minProperties", " (only on objects with properties)"));
+    return Status();
+  }
+  int64_t required = 0;
+  for (const Property& p : n.properties) required += p.required;
+  if (*hi >= 0 && required > *hi)
+    return fail(path, fmt::format("unsatisfiable: {} required properties, maxProperties {}", required, *hi));
+  if (*lo > static_cast<int64_t>(n.properties.size())) {
+    DSV4_RETURN_IF_ERROR(unenforced(path, "minProperties", fmt::format(" (above the {} listed properties, the only ones "
+                                                                       "generated)", n.properties.size())));
+    return Status();
+  }
+  n.min_properties = *lo;
+  return Status();
+}
+
 Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
   Node n;
   n.kind = Kind::kObject;
@@ -580,11 +614,13 @@ Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
     } else {
       n.values = any();
     }
+    DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
     return add(std::move(n));
   }
   Result<std::vector<Property>> listed = properties(s, path, false);
   if (!listed.ok()) return listed.status();
   n.properties = std::move(*listed);
+  DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
   return add(std::move(n));
 }
 
@@ -614,6 +650,10 @@ Status finish(Grammar& g, const std::string& what) {
   Result<std::vector<int32_t>> depth = min_depth(g);
   if (!depth.ok()) return depth.status();
   g.min_depth = std::move(*depth);
+  int32_t readings = 0;
+  if (const int32_t node = too_many_readings(g, readings); node >= 0)
+    return Status::errorf("{}: a value may begin {} ways at once (anyOf branches, type lists and the tools of a "
+                          "forced call, $refs followed), the matcher follows at most {}", what, readings, kMaxStacks);
   if (g.min_depth[g.root] >= kMaxDepth)
     return Status::errorf("{}: its values nest {} containers deep, at most {}", what, g.min_depth[g.root],
                           kMaxDepth - 1);
@@ -650,13 +690,35 @@ Status check_json_depth(const Json& doc, const std::string& what) {
   return Status();
 }
 
+// The root's "x-guidance" (llguidance's keys) over the requested layout.
+Result<JsonLayout> layout_of(const Json& root, JsonLayout layout) {
+  const auto g = root.is_object() ? root.find("x-guidance") : root.end();
+  if (!root.is_object() || g == root.end()) return layout;
+  if (!g->is_object()) return Status::error("schema /x-guidance: must be an object");
+  for (auto it = g->begin(); it != g->end(); ++it) {
+    const std::string& k = it.key();
+    if ((k == "item_separator" || k == "key_separator") && it->is_string()) {
+      (k == "item_separator" ? layout.item_separator : layout.key_separator) = it->get<std::string>();
+    } else if (k == "whitespace_flexible" && it->is_boolean()) {
+      layout.whitespace_flexible = it->get<bool>();
+    } else {
+      return Status::errorf("schema /x-guidance: '{}' is not supported (item_separator and key_separator: strings, "
+                            "whitespace_flexible: a boolean)", k);
+    }
+  }
+  DSV4_RETURN_IF_ERROR(check_layout(layout).with_context("schema /x-guidance"));
+  return layout;
+}
+
 Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema, const CompileOptions& options) {
   DSV4_RETURN_IF_ERROR(check_layout(options.layout));
+  Result<JsonLayout> layout = layout_of(schema, options.layout);
+  if (!layout.ok()) return layout.status();
   DSV4_RETURN_IF_ERROR(check_json_depth(schema, "schema /"));
   Result<Draft> draft = draft_of(schema);
   if (!draft.ok()) return draft.status();
   Compiler c(schema, *draft, options.strict);
-  c.grammar.layout = options.layout;
+  c.grammar.layout = *layout;
   Result<int32_t> root = c.compile(schema, "");
   if (!root.ok()) return root.status();
   c.grammar.root = *root;

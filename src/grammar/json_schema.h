@@ -47,6 +47,10 @@ constexpr int kMaxAlternatives = 16; // anyOf / type-list branches of one node
 constexpr int kMaxNodes = 4096;      // nodes of one grammar, and schemas compiled into it
 constexpr int kMaxSchemaDepth = 128; // schema levels on one compile path, $ref hops included
 constexpr int kMaxDepth = 32;        // frames of the matcher: nested containers + the scalar in them
+// Readings the matcher follows at once (json_matcher.h): a grammar where one value may open more
+// is refused (grammar_analysis.h too_many_readings), so that no reading is ever dropped.
+constexpr int kMaxStacks = kMaxAlternatives;
+constexpr int kMaxExpanded = 4 * kMaxAlternatives;  // anyOf nodes and branches one value's start visits
 constexpr int kMaxRelaxed = 32;      // relaxed keywords listed (Grammar::relaxed)
 constexpr int kMaxSeparatorSpace = 4;  // whitespace characters after a separator's ',' or ':'
 
@@ -77,6 +81,7 @@ struct Node {
   bool open = false;                 // any keys, each value `values` (an object without properties)
   int32_t values = -1;
   std::vector<Property> properties;  // in generation order
+  int64_t min_properties = 0, max_properties = -1;  // −1: unbounded (open objects: max only)
   // kArray: item i takes prefix[i] (prefixItems, tuples), the ones after it `items`
   std::vector<int32_t> prefix;
   int32_t items = -1;

@@ -152,6 +152,14 @@ TEST(SchemaDialect, UnenforcedKeywordsRefusedWhenStrictRelaxedWhenNot) {
     EXPECT_EQ(g->relaxed, std::vector<std::string>{c.keyword}) << c.schema;
     EXPECT_EQ(match_at(*g, c.valid), -1) << c.schema;
   }
+  // oneOf whose branches may overlap: refused when strict, generated as anyOf when not.
+  const std::string overlap = R"({"type": "object", "properties": {"p": {"oneOf": [{"type": "string"},
+      {"type": "string", "maxLength": 3}]}}, "required": ["p"]})";
+  EXPECT_TRUE(has(compile_text(overlap).message(), "may match the same value"));
+  Result<Grammar> any_of = compile_text(overlap, false);
+  ASSERT_TRUE(any_of.ok()) << any_of.message();
+  EXPECT_EQ(any_of->relaxed, std::vector<std::string>{"/properties/p: oneOf"});
+  EXPECT_EQ(match_at(*any_of, R"({"p": "ab"})"), -1);
   // What is enforced still holds beside what is relaxed.
   Result<Grammar> g = compile_text(R"({"type": "object", "properties": {"a": {"type": "integer", "not": {}}},
       "required": ["a"], "additionalProperties": false})", false);
@@ -231,6 +239,77 @@ TEST(JsonLayout, CompactByDefaultOthersOnRequest) {
       EXPECT_TRUE(c != '\n' && c != '\t' && c != '\r') << text;
     }
   }
+}
+
+// A 9th object branch (or the 9th tool of a forced call) was silently unreachable when the matcher
+// kept 8 readings: now 16 are followed, and a grammar that may open more is refused by name.
+TEST(Readings, EveryBranchReachableOrRefused) {
+  Json branches = Json::array();
+  for (int i = 0; i < kMaxStacks; ++i)
+    branches.push_back(Json{{"type", "object"}, {"properties", {{"k" + std::to_string(i), {{"const", i}}}}},
+                            {"required", Json::array({"k" + std::to_string(i)})}, {"additionalProperties", false}});
+  Result<Grammar> g = compile_json_schema(Json{{"anyOf", branches}});
+  ASSERT_TRUE(g.ok()) << g.message();
+  for (int i = 0; i < kMaxStacks; ++i) {
+    const std::string text = "{\"k" + std::to_string(i) + "\": " + std::to_string(i) + "}";
+    EXPECT_EQ(match_at(*g, text), -1) << text;
+  }
+  // Nested anyOfs and type lists count their concrete branches: 4 x 5 > 16.
+  Json nested = Json::array();
+  for (int i = 0; i < 4; ++i)
+    nested.push_back(Json{{"anyOf", Json::array({{{"const", i}}, {{"type", "string"}, {"maxLength", i + 1}},
+                                                 {{"type", "array"}, {"maxItems", i}}, {{"type", "integer"}},
+                                                 {{"type", "null"}}})}});
+  const std::string why = compile_json_schema(Json{{"anyOf", nested}}).message();
+  EXPECT_TRUE(has(why, "ways at once") && has(why, "at most 16")) << why;
+  std::vector<ToolSpec> tools;
+  for (int i = 0; i <= kMaxStacks; ++i) tools.push_back({"tool_" + std::to_string(i), Json::object()});
+  EXPECT_TRUE(has(compile_tool_call(tools).message(), "17 ways at once"));
+  tools.pop_back();
+  EXPECT_TRUE(compile_tool_call(tools).ok());
+}
+
+TEST(PropertyCounts, MinAndMaxPropertiesHoldWithoutDeadEnds) {
+  const Json listed = Json::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type":
+      "integer"}, "c": {"type": "integer"}, "d": {"type": "object", "properties": {"e": {"type": "integer"}},
+      "minProperties": 1}}, "required": ["c"], "minProperties": 2, "maxProperties": 2, "additionalProperties": false})");
+  Result<Grammar> g = compile_json_schema(listed);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"({"a": 1, "c": 1})"), -1);
+  EXPECT_EQ(match_at(*g, R"({"c": 1, "d": {"e": 1}})"), -1);
+  EXPECT_EQ(match_at(*g, R"({"c": 1})"), 7);                // one property: too few
+  EXPECT_EQ(match_at(*g, R"({"a": 1, "b": 1, "c": 1})"), 10);  // a and b leave no room for c
+  EXPECT_EQ(match_at(*g, R"({"c": 1, "d": {}})"), 15);
+  walks_validate(*g, listed);
+  const Json open = Json::parse(R"({"type": "object", "maxProperties": 1, "additionalProperties": {"type": "integer"}})");
+  g = compile_json_schema(open);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"({"x": 1})"), -1);
+  EXPECT_EQ(match_at(*g, R"({"x": 1, "y": 2})"), 7);
+  walks_validate(*g, open);
+  EXPECT_TRUE(has(compile_text(R"({"type": "object", "minProperties": 1})").message(), "'minProperties'"));
+  Result<Grammar> relaxed = compile_text(R"({"type": "object", "minProperties": 1})", false);
+  ASSERT_TRUE(relaxed.ok());
+  EXPECT_EQ(relaxed->relaxed, std::vector<std::string>{"/: minProperties"});
+  EXPECT_TRUE(has(compile_text(R"({"properties": {"a": {}, "b": {}}, "required": ["a", "b"], "maxProperties": 1})")
+                      .message(), "unsatisfiable: 2 required properties, maxProperties 1"));
+  EXPECT_TRUE(has(compile_text(R"({"minProperties": 3, "maxProperties": 2})").message(), "unsatisfiable"));
+}
+
+TEST(JsonLayout, XGuidanceOverridesPerSchema) {
+  const Json schema = Json::parse(R"({"x-guidance": {"item_separator": ",", "key_separator": ":"}, "type": "array",
+      "items": {"type": "object"}})");
+  Result<Grammar> g = compile_json_schema(schema);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"([{"a":1},{}])"), -1);
+  EXPECT_EQ(match_at(*g, R"([{"a": 1}])"), 6);
+  g = compile_json_schema(Json::parse(R"({"x-guidance": {"whitespace_flexible": true}})"));
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(match_at(*g, "[ 1 ,\n 2 ]"), -1);
+  EXPECT_TRUE(has(compile_json_schema(Json::parse(R"({"x-guidance": {"lenient": true}})")).message(),
+                  "x-guidance: 'lenient' is not supported"));
+  EXPECT_TRUE(has(compile_json_schema(Json::parse(R"({"x-guidance": {"key_separator": "="}})")).message(),
+                  "key_separator must be ':'"));
 }
 
 }  // namespace

@@ -55,6 +55,7 @@ inline bool shape_valid(const Json& v, const Json& s, const Json& root) {
     const Json props = s.value("properties", Json::object());
     for (const Json& r : s.value("required", Json::array()))
       if (!v.contains(r.get<std::string>())) return false;
+    if (v.size() < s.value("minProperties", 0u) || v.size() > s.value("maxProperties", 1u << 30)) return false;
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (props.contains(it.key())) {
         if (!schema_valid(it.value(), props[it.key()], root)) return false;
