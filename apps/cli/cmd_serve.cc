@@ -55,6 +55,7 @@ struct ServeArgs {
   double grace_seconds = 30;
   int64_t max_tokens_limit = 4096;
   int32_t max_n = 8;
+  std::string json_whitespace = "compact";
   std::string allowed_hosts, cors_origin, trusted_proxies;
   server::ServerOptions http;  // limits and timeouts (their defaults are the flags')
 };
@@ -198,6 +199,7 @@ int run_serve(const ServeArgs& a) {
   std::unique_ptr<Service> service = Service::start(**engine, so);
 
   server::ServerOptions opt = a.http;
+  opt.json_whitespace_flexible = a.json_whitespace == "flexible";
   opt.host = a.host;
   opt.port = a.port;
   opt.access.api_key = *key;
@@ -274,6 +276,11 @@ Command add_serve(CLI::App& app) {
                   "of this and the rest of the context (0 = the context)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--json-whitespace", a->json_whitespace,
+                  "Structured output's whitespace: compact (\", \" and \": \" only) or flexible (up to 16 "
+                  "characters per gap); a schema's root x-guidance overrides it per request")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"compact", "flexible"}));
   sub->add_option("--max-n", a->max_n,
                   "Largest n (choices) and best_of a request may ask (above: 400); the choices share the "
                   "prompt's cache pages")

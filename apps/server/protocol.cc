@@ -142,7 +142,8 @@ std::optional<ApiError> parse_forced_call(const Json& obj, const Json& tc, Outpu
 
 // response_format (chat): {"type": "text"}, {"type": "json_object"} (any object) or
 // {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}} (the
-// engine compiles the schema and names what it does not support; strict is always on).
+// engine compiles the schema and names what it does not support; strict false or absent, as
+// OpenAI's default: what it cannot enforce is relaxed and named in X-Relaxed-Keywords).
 std::optional<ApiError> parse_response_format(const Json& obj, OutputConstraint& out) {
   const Json* v = json_optional(obj, "response_format");
   if (!v) return std::nullopt;
@@ -173,6 +174,8 @@ std::optional<ApiError> parse_response_format(const Json& obj, OutputConstraint&
   if (!name) return bad_request("response_format", "response_format: json_schema.name is required");
   const Json* schema = json_optional(*js, "schema");
   out.json_schema = schema ? schema->dump() : "true";  // no schema: any JSON value
+  const Json* strict = json_optional(*js, "strict");
+  out.strict = strict && strict->is_boolean() && strict->get<bool>();
   return std::nullopt;
 }
 

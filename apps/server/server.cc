@@ -22,6 +22,7 @@
 
 #include "choices.h"
 #include "connection.h"
+#include "runtime/sampler.h"
 
 namespace dsv4::server {
 namespace {
@@ -43,6 +44,21 @@ std::string route_label(std::string_view target) {
     if (path == r) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
+}
+
+// Structured output: the server's default layout; for a schema with strict false, the keywords
+// it relaxes in X-Relaxed-Keywords ("PATH: KEYWORD; ..."; compiled here on the parse pool, the
+// engine compiles it again at admission and reports any error).
+void prepare_constraint(ApiRequest& api, const ServerOptions& options, HttpResponse& headers) {
+  OutputConstraint& c = api.gen.constraint;
+  if (!c.active()) return;
+  c.whitespace_flexible = options.json_whitespace_flexible;
+  if (c.strict || c.json_schema.empty()) return;
+  Result<grammar::Grammar> g = compile_constraint(c);
+  if (!g.ok() || g->relaxed.empty()) return;
+  std::string joined;
+  for (const std::string& r : g->relaxed) joined += (joined.empty() ? "" : "; ") + r;
+  headers.set("X-Relaxed-Keywords", joined);
 }
 
 HttpResponse api_error_response(const ApiError& e) {
@@ -410,7 +426,7 @@ HttpResponse HttpServer::Impl::cors_headers(const HttpRequest& req) const {
   if (is_cors_origin(options.access, origin)) {
     res.set(http::field::access_control_allow_origin, options.access.cors_origin);
     res.set(http::field::vary, "Origin");
-    res.set(http::field::access_control_expose_headers, "X-Request-Id");
+    res.set(http::field::access_control_expose_headers, "X-Request-Id, X-Relaxed-Keywords");
   }
   return res;
 }
@@ -444,6 +460,7 @@ void HttpServer::Impl::generate(const std::shared_ptr<Connection>& conn, HttpReq
                                                               ? parse_chat_request(*body, model, seed)
                                                               : parse_completions_request(*body, model, seed));
     body.reset();
+    if (parsed->ok()) prepare_constraint(**parsed, options, headers);
     net::post(conn->executor(), [this, conn, parsed, headers = std::move(headers)]() mutable {
       if (!conn->closed()) submit(conn, *parsed, std::move(headers));
     });

@@ -40,6 +40,7 @@ struct ServerOptions {
   int retry_after_seconds = 1;       // Retry-After of a 429 (queue full)
   double keepalive_seconds = 2;      // a stream with no update this long gets an SSE comment line
   bool access_log = true;            // one JSON line per request on stderr (--access-log)
+  bool json_whitespace_flexible = false;  // structured output's default layout (--json-whitespace)
 };
 
 // The access-log line of one request (JSON, no newline): {"id", "route", "status",

@@ -6,19 +6,19 @@
 // Supported: type (object, array, string, number, integer, boolean, null, and lists of them),
 // properties (a property schema false: never generated), required, additionalProperties (false,
 // or absent/true: the listed properties only are generated, which still validates), items
-// (false: empty arrays), minItems/maxItems, uniqueItems (false, or with maxItems <= 1), enum
+// (false: empty arrays), prefixItems (tuples), minItems/maxItems, minProperties/maxProperties
+// (listed objects; open ones: max), uniqueItems (false, or with maxItems <= 1), enum
 // and const (the values that satisfy their siblings, schema_literals.h), anyOf, oneOf (where its
 // branches are provably disjoint, grammar_analysis.h), $ref to any local JSON Pointer
 // (schema_ref.h) with $defs/definitions anywhere, minLength/maxLength (integral floats too), and
 // minimum/maximum/exclusive* on integers where they bound nothing generated (at or beyond
 // ±(10^15 − 1): zod's int()). Without `type` every type is allowed and each keyword constrains
-// its own type. Annotations ($schema, $id, $comment, title, description, default, examples,
-// deprecated, readOnly, writeOnly) are ignored; any other keyword is an error naming it and its
-// place. allOf, a $ref beside keywords and keywords beside anyOf/oneOf are exact merges
+// its own type. Keywords are read in the document's draft (schema_dialect.h: annotations and
+// non-standard keywords ignored); any other standard keyword is an error naming it and its place
+// (CompileOptions::strict), or relaxed and listed in Grammar::relaxed. allOf, a $ref beside keywords and keywords beside anyOf/oneOf are exact merges
 // (schema_merge.h).
 //
-// What is generated: no whitespace inside the value other than between tokens of the JSON
-// grammar, at most kMaxWhitespace characters per gap; object properties in the schema's order
+// What is generated: whitespace as JsonLayout says (compact by default); object properties in the schema's order
 // (required ones present, optional ones may be skipped); numbers of at most kMaxDigits digits in
 // the integer and fraction parts and 2 in the exponent (a finite double); open objects never
 // repeat a key.

@@ -80,7 +80,7 @@ void put_request(Writer& w, const GenerationRequest& g) {
                prompt_logprobs, timeout_seconds, n, constraint] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
-  const auto& [json_schema, tool_calls, start_after] = constraint;
+  const auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after] = constraint;
   w.put_ids(prompt);
   w.put(temperature);
   w.put(top_p);
@@ -106,6 +106,8 @@ void put_request(Writer& w, const GenerationRequest& g) {
   w.put(n);
   w.put_string(json_schema);
   w.put_string(tool_calls);
+  w.put_bool(strict);
+  w.put_bool(whitespace_flexible);
   w.put(start_after);
 }
 
@@ -114,7 +116,7 @@ void take_request(Reader& r, GenerationRequest& g) {
          timeout_seconds, n, constraint] = g;
   auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   auto& [presence, frequency, repetition, logit_bias] = adjust;
-  auto& [json_schema, tool_calls, start_after] = constraint;
+  auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after] = constraint;
   r.take_ids(prompt);
   temperature = r.take<float>();
   top_p = r.take<float>();
@@ -140,6 +142,8 @@ void take_request(Reader& r, GenerationRequest& g) {
   n = r.take<int32_t>();
   r.take_string(json_schema);
   r.take_string(tool_calls);
+  strict = r.take_bool();
+  whitespace_flexible = r.take_bool();
   start_after = r.take<int32_t>();
 }
 

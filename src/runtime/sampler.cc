@@ -20,7 +20,9 @@ Result<grammar::Grammar> compile_constraint(const OutputConstraint& c) {
         return Status::error("tool_choice: each tool needs a name");
       specs.push_back({t["name"].get<std::string>(), t.value("parameters", nlohmann::ordered_json())});
     }
-    Result<grammar::Grammar> g = grammar::compile_tool_call(specs);
+    grammar::JsonLayout layout;
+    layout.whitespace_flexible = c.whitespace_flexible;
+    Result<grammar::Grammar> g = grammar::compile_tool_call(specs, layout);
     if (!g.ok()) return g.status().with_context("tool_choice");
     return g;
   }
@@ -32,7 +34,10 @@ Result<grammar::Grammar> compile_constraint(const OutputConstraint& c) {
       return Status::errorf("response_format: the JSON schema holds a number out of a double's range ({})", e.what());
     return Status::error("response_format: the JSON schema is not JSON");
   }
-  Result<grammar::Grammar> g = grammar::compile_json_schema(schema);
+  grammar::CompileOptions options;
+  options.strict = c.strict;
+  options.layout.whitespace_flexible = c.whitespace_flexible;
+  Result<grammar::Grammar> g = grammar::compile_json_schema(schema, options);
   if (!g.ok()) return g.status().with_context("response_format");
   return g;
 }
