@@ -79,9 +79,11 @@ def first_keyword(error):
     m = re.search(r"keyword '([^']+)'", error)
     if m:
         return f"`{m.group(1)}`"
-    for pattern, label in [(r"unsatisfiable", "unsatisfiable"), (r"oneOf|branches \d+ and \d+", "`oneOf` overlap"),
+    for pattern, label in [(r"unsatisfiable", "unsatisfiable"),
+                           (r"branches, at most|schemas, at most|ways at once", "too many branches / readings"),
+                           (r"may match the same value", "`oneOf` overlap"),
                            (r"\$ref", "`$ref`"), (r"properties, at most|more than \d+ properties", "too many properties"),
-                           (r"enum has", "too many enum values"), (r"branches, at most|schemas, at most", "too many branches"),
+                           (r"enum has", "too many enum values"),
                            (r"nest", "depth"), (r"not JSON|out of a double", "not JSON"), (r"merg", "merge")]:
         if re.search(pattern, error):
             return label

@@ -129,6 +129,12 @@ void JsonMatcher::pop(MatchStack& s) const {
     case Kind::kArray:
       p.phase = kAAfter;
       ++p.i;
+      if (n.unique) {  // the literal just read is used (bits: the array's used literals)
+        const Frame& item = s.f[s.n];
+        for (size_t k = 0; k < g_.nodes[item.node].literals.size(); ++k)
+          if ((item.bits >> k & 1) && g_.nodes[item.node].literals[k].size() == static_cast<size_t>(item.i))
+            p.bits |= uint64_t{1} << k;
+      }
       break;
     case Kind::kSequence:  // its last item done: the sequence is too
       if (p.i == static_cast<int32_t>(n.sequence.size())) pop(s);
@@ -176,8 +182,12 @@ void JsonMatcher::open_value(const MatchStack& s, int32_t node, uint8_t c, Match
     Frame& f = t.f[t.n++];
     f = Frame{};
     f.node = k;
-    if (n.kind == Kind::kLiteral)
+    if (n.kind == Kind::kLiteral) {
       f.bits = n.literals.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << n.literals.size()) - 1;
+      const Frame& parent = t.f[t.n - 2];
+      if (parent.node >= 0 && g_.nodes[parent.node].kind == Kind::kArray && g_.nodes[parent.node].unique)
+        f.bits &= ~parent.bits;  // uniqueItems: the values not yet in the array
+    }
     consume(t, c, out);
   }
 }

@@ -132,6 +132,7 @@ class Compiler {
   Result<int32_t> array(const Json& s, const std::string& path);
   Result<int32_t> object(const Json& s, const std::string& path);
   Status property_counts(const Json& s, Node& n, const std::string& path);
+  Status unique_items(Node& n, const std::string& path);
   Result<std::vector<Property>> properties(const Json& s, const std::string& path, bool dsml);
   Result<int32_t> ref(const std::string& target, const std::string& path);
   // A schema a merge made, compiled once per content (a recursive $ref beside keywords merges
@@ -468,6 +469,26 @@ Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
 }
 
 // items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`).
+// uniqueItems true with more than one item: enforced where the items are enum/const strings,
+// booleans or null (whose equal values have equal texts; not numbers or containers) without a
+// tuple; at most as many items as values.
+Status Compiler::unique_items(Node& n, const std::string& path) {
+  const Node& items = grammar.nodes[n.items];
+  bool literal = n.prefix.empty() && items.kind == Kind::kLiteral;
+  for (size_t k = 0; literal && k < items.literals.size(); ++k) {
+    const char c = items.literals[k][0];
+    literal = c == '"' || c == 't' || c == 'f' || c == 'n';  // equal values have equal texts
+  }
+  if (!literal)
+    return unenforced(path, "uniqueItems", " (only over enum/const strings, booleans and null, or with maxItems at most 1)");
+  const int64_t values = static_cast<int64_t>(items.literals.size());
+  if (n.min_items > values)
+    return fail(path, fmt::format("unsatisfiable: minItems {} with uniqueItems over {} values", n.min_items, values));
+  if (n.max_items < 0 || n.max_items > values) n.max_items = values;
+  n.unique = true;
+  return Status();
+}
+
 Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
   Node n;
   n.kind = Kind::kArray;
@@ -496,17 +517,16 @@ Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
     n.max_items = n_listed;  // no item past the tuple can be present
   if (n.max_items >= 0 && n.max_items < n.min_items)
     return fail(path, "unsatisfiable: maxItems (or items/prefixItems false) is below minItems");
-  if (const auto u = s.find("uniqueItems"); u != s.end()) {
-    if (!u->is_boolean()) return fail(path, "uniqueItems must be a boolean");
-    if (u->get<bool>() && (n.max_items < 0 || n.max_items > 1))
-      DSV4_RETURN_IF_ERROR(unenforced(path, "uniqueItems", " (only false, or with maxItems at most 1)"));
-  }
   if (items == s.end() || (n.max_items >= 0 && n.max_items <= n_listed)) {
     n.items = any();
   } else {
     Result<int32_t> item = compile(*items, path + "/items");
     if (!item.ok()) return item.status();
     n.items = *item;
+  }
+  if (const auto u = s.find("uniqueItems"); u != s.end()) {
+    if (!u->is_boolean()) return fail(path, "uniqueItems must be a boolean");
+    if (u->get<bool>() && (n.max_items < 0 || n.max_items > 1)) DSV4_RETURN_IF_ERROR(unique_items(n, path));
   }
   return add(std::move(n));
 }

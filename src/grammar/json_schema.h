@@ -85,6 +85,7 @@ struct Node {
   // kArray: item i takes prefix[i] (prefixItems, tuples), the ones after it `items`
   std::vector<int32_t> prefix;
   int32_t items = -1;
+  bool unique = false;  // uniqueItems: `items` is a kLiteral node (no numbers), each used once
   int64_t min_items = 0, max_items = -1;  // −1: unbounded
   // kString
   int64_t min_length = 0, max_length = -1;  // Unicode code points; −1: unbounded

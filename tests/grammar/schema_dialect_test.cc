@@ -296,6 +296,21 @@ TEST(PropertyCounts, MinAndMaxPropertiesHoldWithoutDeadEnds) {
   EXPECT_TRUE(has(compile_text(R"({"minProperties": 3, "maxProperties": 2})").message(), "unsatisfiable"));
 }
 
+TEST(UniqueItems, EnforcedOverEnumsOfStrings) {
+  const Json schema = Json::parse(R"({"type": "array", "items": {"enum": ["a", "b", "ab", null]}, "uniqueItems": true,
+      "minItems": 1})");
+  Result<Grammar> g = compile_json_schema(schema);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"(["a", "ab", null, "b"])"), -1);
+  EXPECT_EQ(match_at(*g, R"(["a", "a"])"), 8);     // "a" used: only "ab" goes on
+  EXPECT_EQ(match_at(*g, R"([null, null])"), 7);
+  EXPECT_EQ(match_at(*g, R"(["a", "ab", null, "b", )"), 21);  // four values, four items at most
+  walks_validate(*g, schema);
+  EXPECT_TRUE(has(compile_text(R"({"items": {"enum": [1, 2]}, "uniqueItems": true})").message(), "'uniqueItems'"));
+  EXPECT_TRUE(has(compile_text(R"({"items": {"enum": ["x"]}, "uniqueItems": true, "minItems": 2})").message(),
+                  "unsatisfiable: minItems 2 with uniqueItems over 1 values"));
+}
+
 TEST(JsonLayout, XGuidanceOverridesPerSchema) {
   const Json schema = Json::parse(R"({"x-guidance": {"item_separator": ",", "key_separator": ":"}, "type": "array",
       "items": {"type": "object"}})");

@@ -66,6 +66,10 @@ inline bool shape_valid(const Json& v, const Json& s, const Json& root) {
   }
   if (v.is_array()) {
     if (v.size() < s.value("minItems", 0u) || v.size() > s.value("maxItems", 1u << 30)) return false;
+    if (s.value("uniqueItems", false))
+      for (size_t i = 0; i < v.size(); ++i)
+        for (size_t j = i + 1; j < v.size(); ++j)
+          if (v[i] == v[j]) return false;
     const Json prefix = s.value("prefixItems", Json::array());
     for (size_t i = 0; i < v.size(); ++i) {
       if (i < prefix.size()) {
