@@ -16,6 +16,7 @@
 #include "dspark_cases.h"
 #include "gemm_cases.h"
 #include "grammar_cases.h"
+#include "request_cases.h"
 #include "ggml_peer.h"
 #include "layer_cases.h"
 #include "layer_checkpoint.h"
@@ -292,6 +293,7 @@ Status run_bench(const BenchOptions& o) {
     if (o.tokenizer.empty()) return Status::error("--cases grammar needs --tokenizer (a tokenizer.json)");
     DSV4_RETURN_IF_ERROR(run_grammar_cases(o.tokenizer, o.repeats, all));
   }
+  if (selected(o, "request")) DSV4_RETURN_IF_ERROR(run_request_cases(o.tokenizer, o.repeats));
   if (selected(o, "spec-e2e")) {
     if (o.spec_model_dir.empty() || o.spec_dspark_dir.empty()) {
       notes.push_back("spec-e2e skipped: no model directories");

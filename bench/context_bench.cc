@@ -700,12 +700,12 @@ TtftResult run_ttft(const Args& a, const TinyModel& m) {
     for (const int32_t t : random_tokens(kSuffix, r->vocab_size(), rng)) pa.push_back(t);
     for (const int32_t t : random_tokens(kSuffix, r->vocab_size(), rng)) pb.push_back(t);
     auto t0 = Clock::now();
-    const int64_t sa = value_or_die(r->start_sequence_cached(0, pa.data(), n, false));
+    const int64_t sa = value_or_die(r->start_sequence_cached(0, pa.data(), n, false, ""));
     feed_prompt(*r, 0, pa, sa, a.chunk, logits);
     const double cold = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     r->end_sequence(0);
     t0 = Clock::now();
-    const int64_t sb = value_or_die(r->start_sequence_cached(1, pb.data(), n, false));
+    const int64_t sb = value_or_die(r->start_sequence_cached(1, pb.data(), n, false, ""));
     feed_prompt(*r, 1, pb, sb, a.chunk, logits);
     const double hit = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     r->end_sequence(1);

@@ -18,8 +18,9 @@ using grammar::MatchState;
 
 double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
 
-// Schemas of growing size: a flat object, a nested record with arrays and enums, and an
-// anyOf-heavy one with $ref recursion.
+// Schemas of growing size: a flat object, a nested record with arrays and enums, an
+// anyOf-heavy one with $ref recursion, and string/number keywords (a format, a pattern that
+// never loops on text, one that does after its match, numeric bounds).
 const char* kSchemas[][2] = {
     {"flat", R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
         "ok": {"type": "boolean"}}, "required": ["name", "age"], "additionalProperties": false})"},
@@ -31,6 +32,10 @@ const char* kSchemas[][2] = {
     {"recursive", R"({"$defs": {"node": {"type": "object", "properties": {"value": {"anyOf": [{"type": "string"},
         {"type": "number"}, {"type": "boolean"}, {"type": "null"}]}, "children": {"type": "array",
         "items": {"$ref": "#/$defs/node"}}}, "required": ["value"]}}, "$ref": "#/$defs/node"})"},
+    {"scalars", R"({"type": "object", "properties": {"day": {"type": "string", "format": "date"},
+        "code": {"type": "string", "pattern": "^[a-z ]+$", "maxLength": 64}, "tag": {"type": "string",
+        "pattern": "x"}, "score": {"type": "number", "minimum": 0, "maximum": 100, "multipleOf": 0.5}},
+        "required": ["day", "code", "tag", "score"], "additionalProperties": false})"},
 };
 
 // Extrapolated Flash decode step at B = 1 from this run's layer and head cases (0: not run).
@@ -72,9 +77,12 @@ Status run_grammar_cases(const std::string& tokenizer_path, int repeats, const s
       {1, "{\"id\": \"A-1\", \"items\": [{\"sku\": \"x\", \"qty\": 2, \"unit\": \"k"},
       {1, "{\"id\": \"A-1\", \"items\": [{\"sku\": \"x\", \"qty\": 2}, "},
       {2, "{\"value\": "}, {2, "{\"value\": 1, \"children\": [{\"value\": \"dee"},
+      {3, "{\"day\": \"2024-0"}, {3, "{\"day\": \"2024-01-31\", \"code\": \"ab c"},
+      {3, "{\"day\": \"2024-01-31\", \"code\": \"ab\", \"tag\": \"ax y"},
+      {3, "{\"day\": \"2024-01-31\", \"code\": \"ab\", \"tag\": \"x\", \"score\": 4"},
   };
   for (int s = 0; s < static_cast<int>(std::size(kSchemas)); ++s) {
-    const auto schema = nlohmann::ordered_json::parse(kSchemas[s][1]);
+    const auto schema = dsv4::OrderedJson::parse(kSchemas[s][1]);
     double compile_us = 1e30;
     Result<grammar::Grammar> g = grammar::compile_json_schema(schema);
     for (int r = 0; r < repeats; ++r) {

@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   const uint8_t control = data[0];
 
-  auto messages = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto messages = dsv4::OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!messages.is_discarded()) {
     ChatOptions options;
     options.mode = (control & 1) ? ThinkingMode::kThinking : ThinkingMode::kChat;

@@ -1,7 +1,10 @@
-// libFuzzer target: the HTTP request parser (apps/server/protocol.h) on arbitrary bodies, and
-// the response builder on what it accepts. Byte 0 picks the endpoint (bit 0: chat) and how the
-// fake output is cut; the rest is the request body. Invariants: no crash; an error names an
-// HTTP status in 4xx; every response and stream event is valid JSON.
+// libFuzzer target: the whole request path of the server on arbitrary bodies: body -> JSON
+// parse -> chat render -> tokenize (apps/server/protocol.h) -> schema or tool-call grammar
+// compile (grammar/json_schema.h, as Engine::prepare does) -> the response builder on what it
+// accepts. Byte 0 picks the route (bit 0: chat; bit 2: /tokenize instead) and how the fake
+// output is cut; the rest is the request body. Invariants: no crash; an error names an HTTP
+// status in 4xx; every response and stream event is valid JSON. Run with a large -max_len and
+// -timeout / -rss_limit_mb (docs/development.md), so that a quadratic or a blow-up is a finding.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -9,6 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
+#include "grammar/json_schema.h"
+#include "io/json_bounded.h"
 #include "server/protocol.h"
 #include "text/tiny_tokenizer.h"
 #include "text/tokenizer_dir.h"
@@ -41,6 +47,22 @@ void check_events(const std::string& sse) {
   }
 }
 
+// The constraint's grammar, as the engine compiles it: errors are fine, crashes are not.
+void compile_constraint(const OutputConstraint& c) {
+  if (!c.json_schema.empty()) {
+    Result<OrderedJson> schema = parse_json_bounded<OrderedJson>(c.json_schema);
+    if (!schema.ok()) std::abort();  // the server wrote it from parsed JSON
+    (void)grammar::compile_json_schema(*schema);
+  }
+  if (!c.tool_calls.empty()) {
+    Result<OrderedJson> tools = parse_json_bounded<OrderedJson>(c.tool_calls);
+    if (!tools.ok() || !tools->is_array()) std::abort();
+    std::vector<grammar::ToolSpec> specs;
+    for (const OrderedJson& t : *tools) specs.push_back({t["name"].get<std::string>(), t["parameters"]});
+    (void)grammar::compile_tool_call(specs);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -52,6 +74,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   model.max_context = 256;
   model.text = &tiny_text();
   const bool chat = control & 1;
+  if (control & 4) {
+    server::ApiResult<std::string> out = server::tokenize_response(body, model);
+    if (out.ok() ? !nlohmann::json::accept(*out) : out.error().http_status / 100 != 4) std::abort();
+    return 0;
+  }
   server::ApiResult<server::ApiRequest> req =
       chat ? server::parse_chat_request(body, model, 7) : server::parse_completions_request(body, model, 7);
   if (!req.ok()) {
@@ -60,6 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (req->gen.prompt.empty() || static_cast<int64_t>(req->gen.prompt.size()) + req->gen.max_tokens > 256) std::abort();
+  compile_constraint(req->gen.constraint);
   // Fake output: the body's own bytes as text, cut at a control-chosen point, as tokens 3..258.
   server::ResponseBuilder b(*req, model, "fuzz", 0);
   const size_t cut = body.empty() ? 0 : (control * 37u) % (body.size() + 1);

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Configures and builds one preset (release | asan | fuzz). Usage: scripts/build.sh [preset]
+# Configures and builds one preset (release | asan | fuzz): every target, or the targets named.
+# Usage: scripts/build.sh [preset [target...]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-release}
+shift || true
 cmake --preset "$preset" -G Ninja >/dev/null
-cmake --build --preset "$preset" -j "$(nproc)"
+targets=()
+[ $# -gt 0 ] && targets=(--target "$@")
+cmake --build --preset "$preset" -j "$(nproc)" "${targets[@]}"

@@ -11,7 +11,8 @@ pkgs=(build-essential cmake ninja-build pkg-config ccache clang libclang-rt-14-d
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libfmt-dev libcli11-dev
       libopenmpi-dev openmpi-bin libboost-dev libpcre2-dev python3-numpy curl jq wamerican
       libdnnl-dev gnuplot-nox  # dsv4 bench: oneDNN comparison rows (bench only), throughput PNG
-      libsimde-dev)  # the emulated linear ISA tests (tests/CMakeLists.txt dsv4_linear_emulated)
+      libsimde-dev  # the emulated linear ISA tests (tests/CMakeLists.txt dsv4_linear_emulated)
+      json-schema-test-suite)  # JSON Schema keyword and format cases (tests/grammar/*_test.cc)
 for flag in "$@"; do
   case "$flag" in
     --browser) pkgs+=(chromium) ;;

@@ -29,7 +29,7 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--preset", opts->preset, "Layer shapes")->check(CLI::IsMember({"flash", "tiny"}))->capture_default_str();
   sub->add_option("--cases", opts->cases,
                   "Case groups: layer-csa, layer-hca, head, gemm, onednn, tiny-e2e, spec-e2e, dspark, spec-flash, "
-                  "grammar (default: all but dspark, spec-flash and grammar)")
+                  "grammar, request (default: all but dspark, spec-flash, grammar and request)")
       ->delimiter(',');
   sub->add_option("--batches", opts->batches, "Decode requests per step (B)")->delimiter(',')->check(CLI::Range(1, 1024));
   sub->add_option("--spec-rows", opts->spec_rows, "Rows per request in decode (S)")->delimiter(',')->check(CLI::Range(1, 64));
@@ -68,7 +68,8 @@ Command add_bench(CLI::App& app) {
       ->check(CLI::ExistingFile);
   sub->add_option("--cache-dir", opts->cache_dir, "Layer checkpoints (default: <user cache>/dsv4/bench)");
   sub->add_option("--tokenizer", opts->tokenizer,
-                  "grammar: the tokenizer.json whose vocabulary the structured-output masks cover");
+                  "grammar: the tokenizer.json whose vocabulary the structured-output masks cover (request: the "
+                  "tokenizer of its bodies, else the tiny one)");
   sub->add_option("--json", opts->json, "Write one record per case here, and the throughput PNG beside it");
   return {sub, [opts, quick, no_scaling, sub]() {
     bench::BenchOptions o = *opts;

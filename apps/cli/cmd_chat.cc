@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "chat/parse.h"
 #include "chat/render.h"
 #include "commands.h"
@@ -121,7 +122,7 @@ struct ReplyPrinter {
 
 // Generates one reply to `prompt` and prints it as it streams; Ctrl-C cancels it (the reply
 // so far is kept). Returns the assistant message for the history.
-Result<nlohmann::ordered_json> reply(Engine& e, GenerationRequest g, const chat::ChatPrompt& prompt) {
+Result<OrderedJson> reply(Engine& e, GenerationRequest g, const chat::ChatPrompt& prompt) {
   Result<int64_t> id = e.add_request(std::move(g));
   if (!id.ok()) return id.status();
   chat::ChatStreamParser parser(chat::prompt_opens_reasoning(prompt));
@@ -149,7 +150,7 @@ Result<nlohmann::ordered_json> reply(Engine& e, GenerationRequest g, const chat:
   if (reason == FinishReason::kLength) put(" (max tokens)");
   if (reason == FinishReason::kCancelled) put(" [stopped]");
   put("\n");
-  nlohmann::ordered_json message = {{"role", "assistant"}, {"content", out.content}};
+  OrderedJson message = {{"role", "assistant"}, {"content", out.content}};
   if (!out.reasoning.empty()) message["reasoning_content"] = out.reasoning;
   return message;
 }
@@ -183,9 +184,9 @@ int run_chat(const ChatArgs& a) {
 
   chat::ChatOptions opts;
   opts.mode = a.thinking ? chat::ThinkingMode::kThinking : chat::ThinkingMode::kChat;
-  nlohmann::ordered_json history = nlohmann::ordered_json::array();
+  OrderedJson history = OrderedJson::array();
   auto reset = [&] {
-    history = nlohmann::ordered_json::array();
+    history = OrderedJson::array();
     if (!a.system.empty()) history.push_back({{"role", "system"}, {"content", a.system}});
   };
   reset();
@@ -223,7 +224,7 @@ int run_chat(const ChatArgs& a) {
     g.max_tokens = static_cast<int32_t>(std::min<int64_t>(a.max_tokens, room));
     g.sampling = {a.temperature, a.top_p, a.seed + turn++, a.top_k, a.min_p};
     g.adjust = *adjust;
-    Result<nlohmann::ordered_json> message = reply(**engine, std::move(g), *prompt);
+    Result<OrderedJson> message = reply(**engine, std::move(g), *prompt);
     if (!message.ok()) return fail(message.status());
     history.push_back(*message);
   }

@@ -12,7 +12,8 @@
 
 #include "commands.h"
 #include "io/file_util.h"
-#include "runtime/sampler.h"
+#include "base/ordered_json.h"
+#include "runtime/grammar_cache.h"
 
 namespace dsv4::cli {
 namespace {
@@ -25,9 +26,9 @@ struct CheckSchemaArgs {
 
 constexpr uint64_t kMaxSchemaBytes = uint64_t{1} << 20;  // as dsv4 generate --json-schema
 
-nlohmann::ordered_json check_one(const CheckSchemaArgs& a, const std::string& file) {
-  nlohmann::ordered_json line = {{"file", file}, {"ok", false}, {"error", nullptr}, {"relaxed", nlohmann::json::array()},
-                                 {"nodes", 0}};
+OrderedJson check_one(const CheckSchemaArgs& a, const std::string& file) {
+  OrderedJson line = {{"file", file}, {"ok", false}, {"error", nullptr}, {"relaxed", OrderedJson::array()},
+                      {"nodes", 0}};
   Result<std::vector<uint8_t>> bytes = read_file(file, kMaxSchemaBytes);
   if (!bytes.ok()) {
     line["error"] = bytes.message();
@@ -61,7 +62,7 @@ Command add_check_schema(CLI::App& app) {
   return {sub, [a]() {
             bool all = true;
             for (const std::string& f : a->files) {
-              const nlohmann::ordered_json line = check_one(*a, f);
+              const OrderedJson line = check_one(*a, f);
               all = all && line["ok"].get<bool>();
               std::printf("%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
             }

@@ -3,11 +3,15 @@
 //   [--repetition-penalty R] [--logit-bias ID=BIAS]... [--seed S] [--stop STR]... [-n N] [--json | --json-schema FILE] [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
 //   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
 //   [--tp T [--dp D] [--ep E]] [--cp-prefill N]  (under mpirun -np T·D: the ranks share each step)
+//   [--verbose [--quiet-steps]]
 // Decodes several prompts together with continuous batching (runtime/engine.h):
-// the batch changes as requests finish. Prints each step's batch size, each
-// request's tokens, tokens/s and (with --mtp / --spec) the draft acceptance rate (DSpark: drafts
-// accepted per round and acceptance by draft position). -n N: N choices per prompt, the prompt
-// computed once (choice k samples with choice_seed(seed + i, k), runtime/request.h).
+// the batch changes as requests finish. Prints each request's generated text (token ids when
+// the model has no tokenizer), then tokens/s and (with --mtp / --spec) the draft acceptance rate
+// (DSpark: drafts accepted per round and acceptance by draft position). --verbose: also the
+// model line, each step's batch size (unless --quiet-steps) and each request's prompt and
+// output token ids with its text as a JSON string (the lines scripts compare). -n N: N choices
+// per prompt, the prompt computed once (choice k samples with choice_seed(seed + i, k),
+// runtime/request.h).
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -24,7 +28,7 @@
 #include "engine_flags.h"
 #include "ranks.h"
 #include "runtime/engine.h"
-#include "runtime/sampler.h"
+#include "runtime/grammar_cache.h"
 #include "io/file_util.h"
 #include "text/tokenizer_dir.h"
 
@@ -47,7 +51,8 @@ struct GenerateArgs {
   std::string json_schema_file;  // --json-schema: each output is one value of this schema
   bool json_best_effort = false;  // --json-best-effort: relax what cannot be enforced (strict false)
   std::string json_whitespace = "compact";  // --json-whitespace compact|flexible
-  bool quiet_steps = false;
+  bool verbose = false;      // step lines, token ids and JSON-quoted texts
+  bool quiet_steps = false;  // with --verbose: no step lines
   std::vector<std::string> stop;
 };
 
@@ -67,8 +72,13 @@ std::string join(const std::vector<int32_t>& v) {
 // text. Every rank reads them; an error on any rank fails all.
 struct Prompts {
   std::vector<std::vector<int32_t>> ids;
+  std::vector<std::string> shown;  // each prompt as given: its text JSON-quoted, or its ids
   std::optional<TextModel> text;
 };
+
+std::string quoted(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 Result<Prompts> read_prompts(const GenerateArgs& a, const std::string& dir, RankSession& rs) {
   Prompts p;
@@ -80,6 +90,7 @@ Result<Prompts> read_prompts(const GenerateArgs& a, const std::string& dir, Rank
       break;
     }
     p.ids.push_back(*ids);
+    p.shown.push_back("[" + join(*ids) + "]");
   }
   // Text prompts through the model's tokenizer (BOS as tokenizer_config.json says).
   if (parsed.ok()) {
@@ -87,12 +98,19 @@ Result<Prompts> read_prompts(const GenerateArgs& a, const std::string& dir, Rank
     if (tm.ok()) p.text = std::move(*tm);
     else if (!a.prompt_text.empty()) parsed = tm.status().with_context("--prompt needs the model's tokenizer");
   }
+  auto add_text = [&p](const std::string& t) {
+    p.ids.push_back(encode_prompt(*p.text, t, /*allow_special=*/false));
+    p.shown.push_back(quoted(t));
+  };
   if (parsed.ok())
-    for (const std::string& t : a.prompt_text) p.ids.push_back(encode_prompt(*p.text, t, /*allow_special=*/false));
+    for (const std::string& t : a.prompt_text) add_text(t);
   if (Status st = rs.agree(parsed); !st.ok()) return st;
   if (p.ids.empty() && p.text)
-    for (const std::string& t : kDemoTexts) p.ids.push_back(encode_prompt(*p.text, t, /*allow_special=*/false));
-  if (p.ids.empty()) p.ids = kDemoPrompts;
+    for (const std::string& t : kDemoTexts) add_text(t);
+  if (p.ids.empty()) {
+    p.ids = kDemoPrompts;
+    for (const auto& ids : p.ids) p.shown.push_back("[" + join(ids) + "]");
+  }
   return p;
 }
 
@@ -110,10 +128,11 @@ Result<OutputConstraint> output_constraint(const GenerateArgs& a) {
     if (!bytes.ok()) return bytes.status().with_context("--json-schema");
     c.json_schema.assign(bytes->begin(), bytes->end());
   }
-  if (!c.strict && !c.json_schema.empty()) {  // name what is relaxed (the engine compiles it again)
+  if (!c.strict && !c.json_schema.empty()) {  // name what is relaxed (compiled once: the requests share it)
     Result<grammar::Grammar> g = compile_constraint(c);
     if (!g.ok()) return g.status().with_context("--json-schema");
     for (const std::string& r : g->relaxed) std::fprintf(stderr, "dsv4: --json-best-effort relaxes %s\n", r.c_str());
+    c.compiled = std::make_shared<const grammar::Grammar>(std::move(*g));
   }
   return c;
 }
@@ -169,8 +188,8 @@ struct Output {
 };
 
 // Steps until every request finished, collecting each request's output (ids are 0..n-1 in
-// order) and printing one line per step unless --quiet-steps.
-Status run_steps(Engine& engine, RankSession& rs, bool quiet_steps, std::vector<Output>& outs, RunTotals& totals) {
+// order) and printing one line per step when step_lines.
+Status run_steps(Engine& engine, RankSession& rs, bool step_lines, std::vector<Output>& outs, RunTotals& totals) {
   const auto t0 = std::chrono::steady_clock::now();
   while (!engine.idle()) {
     Result<StepReport> rep = engine.step();
@@ -188,7 +207,7 @@ Status run_steps(Engine& engine, RankSession& rs, bool quiet_steps, std::vector<
         o.error = u.error;
       }
     }
-    if (!quiet_steps)
+    if (step_lines)
       std::printf("step %3lld: batch %d, rows %d, tokens %d, %.2f ms\n", static_cast<long long>(totals.steps),
                   rep->batch, rep->rows, rep->committed, rep->seconds * 1e3);
   }
@@ -197,9 +216,11 @@ Status run_steps(Engine& engine, RankSession& rs, bool quiet_steps, std::vector<
   return {};
 }
 
-// One line per request (and its text with a tokenizer), per choice with n > 1 (outs: request
-// i's choice k at i·n + k, its engine id); the first that ended with an error is the run's status.
-Status print_outputs(const std::vector<Output>& outs, const Prompts& prompts, int32_t n) {
+// Per request, per choice with n > 1 (outs: request i's choice k at i·n + k, its engine id):
+// verbose, one line of prompt and output ids and one of the text as a JSON string (with a
+// tokenizer); else a header naming the prompt, then the generated text as it is (its ids
+// without a tokenizer). The first that ended with an error is the run's status.
+Status print_outputs(const std::vector<Output>& outs, const Prompts& prompts, int32_t n, bool verbose) {
   Status failed;
   for (size_t j = 0; j < outs.size(); ++j) {
     const Output& o = outs[j];
@@ -207,11 +228,14 @@ Status print_outputs(const std::vector<Output>& outs, const Prompts& prompts, in
     const std::string name = n > 1 ? fmt::format("request {} choice {}", i, j % static_cast<size_t>(n))
                                    : fmt::format("request {}", i);
     if (failed.ok() && !o.error.empty()) failed = Status::errorf("{}: {}", name, o.error);
+    if (!verbose) {
+      std::printf("%s (%s), prompt %s:\n%s\n\n", name.c_str(), o.finish.c_str(), prompts.shown[i].c_str(),
+                  prompts.text ? o.text.c_str() : ("[" + join(o.tokens) + "]").c_str());
+      continue;
+    }
     std::printf("%s (%s): prompt [%s] -> [%s]\n", name.c_str(), o.finish.c_str(), join(prompts.ids[i]).c_str(),
                 join(o.tokens).c_str());
-    if (prompts.text)
-      std::printf("%s text: %s\n", name.c_str(),
-                  nlohmann::json(o.text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    if (prompts.text) std::printf("%s text: %s\n", name.c_str(), quoted(o.text).c_str());
   }
   return failed;
 }
@@ -280,15 +304,16 @@ int run_generate(const GenerateArgs& a) {
   if (Status st = rs.agree(engine.status()); !st.ok()) return fail(st);
   if (!rs.primary()) return follow_rank0(**engine, rs);
   if (Status st = add_requests(**engine, rs, a, *prompts); !st.ok()) return fail(st);
-  std::printf("model %s: %d layers, vocab %lld; %zu requests, batch size %d%s, temperature %g, top-p %g%s\n",
-              dir.c_str(), cfg.num_hidden_layers, static_cast<long long>(cfg.vocab_size), prompts->ids.size(),
-              ef.batch_size, spec_label(*eo).empty() ? "" : (", " + spec_label(*eo) + " drafts").c_str(), a.temperature,
-              a.top_p,
-              rs.world_size() > 1 ? fmt::format("; {} ranks (tp {})", rs.world_size(), ef.ranks.tp).c_str() : "");
+  if (a.verbose)
+    std::printf("model %s: %d layers, vocab %lld; %zu requests, batch size %d%s, temperature %g, top-p %g%s\n",
+                dir.c_str(), cfg.num_hidden_layers, static_cast<long long>(cfg.vocab_size), prompts->ids.size(),
+                ef.batch_size, spec_label(*eo).empty() ? "" : (", " + spec_label(*eo) + " drafts").c_str(),
+                a.temperature, a.top_p,
+                rs.world_size() > 1 ? fmt::format("; {} ranks (tp {})", rs.world_size(), ef.ranks.tp).c_str() : "");
   std::vector<Output> outs(prompts->ids.size() * static_cast<size_t>(a.n));
   RunTotals totals;
-  if (Status st = run_steps(**engine, rs, a.quiet_steps, outs, totals); !st.ok()) return fail(st);
-  const Status failed = print_outputs(outs, *prompts, a.n);
+  if (Status st = run_steps(**engine, rs, a.verbose && !a.quiet_steps, outs, totals); !st.ok()) return fail(st);
+  const Status failed = print_outputs(outs, *prompts, a.n, a.verbose);
   print_summary(totals, *eo, ef);
   if (rs.world_size() > 1) print_seam_bytes(**engine, totals.steps, rs.groups()->overlap);
   return failed.ok() ? 0 : fail(failed);
@@ -333,7 +358,10 @@ Command add_generate(CLI::App& app) {
                   "16 characters per gap); a schema's root x-guidance overrides it")
       ->capture_default_str()
       ->check(CLI::IsMember({"compact", "flexible"}));
-  sub->add_flag("--quiet-steps", a->quiet_steps, "Do not print one line per step");
+  sub->add_flag("--verbose", a->verbose,
+                "Also print the model line, one line per step, and per request its prompt and output token ids "
+                "and its text as a JSON string");
+  sub->add_flag("--quiet-steps", a->quiet_steps, "With --verbose: no step lines");
   return {sub, [a]() { return run_generate(*a); }};
 }
 

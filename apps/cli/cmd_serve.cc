@@ -1,4 +1,5 @@
 // dsv4 serve [--model DIR] [--host 127.0.0.1] [--port 8000] [--api-key K | --api-key-file F]
+//   [--prefix-cache-scope global|key] [--metrics-auth]
 //   [--served-model-name N] [--max-queue N] [--grace-seconds S] [--request-timeout S]
 //   [--max-tokens-limit N] [--max-n N] [--max-body-bytes N] [--max-header-bytes N] [--max-headers N]
 //   [--max-connections N] [--max-connections-per-client N] [--read-timeout S] [--idle-timeout S]
@@ -7,8 +8,9 @@
 //   [--cache-blocks N] [--prefix-blocks N] [--isa I] [--tp T [--dp D] [--ep E]] [--cp-prefill N]
 // The OpenAI-compatible HTTP server (apps/server) over the engine's Service. Prints
 // "dsv4 serve: listening on http://HOST:PORT" once bound (--port 0 picks a free port).
-// The API key: --api-key, else --api-key-file, else $DSV4_API_KEY (none: /v1/* is open, and a
-// non-loopback bind warns). Every limit and the security model: docs/serving.md.
+// The API keys: --api-key, else --api-key-file (one per line, each a tenant), else
+// $DSV4_API_KEY (none: /v1/* is open, and a non-loopback bind warns). Every limit and the
+// security model: docs/serving.md.
 // SIGTERM / SIGINT: new requests get 503, running ones finish within --grace-seconds, the rest
 // are cancelled, and the process exits 0.
 #include <pthread.h>
@@ -26,6 +28,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -57,23 +61,58 @@ struct ServeArgs {
   int32_t max_n = 8;
   std::string json_whitespace = "compact";
   std::string allowed_hosts, cors_origin, trusted_proxies;
+  std::string prefix_cache_scope;  // "global", "key" or "" (key with several keys, else global)
+  bool metrics_auth = false;
   server::ServerOptions http;  // limits and timeouts (their defaults are the flags')
 };
 
-// The key from --api-key, --api-key-file (first line, trimmed) or $DSV4_API_KEY.
-Result<std::string> api_key(const ServeArgs& a) {
-  if (!a.api_key.empty()) return a.api_key;
+// The keys from --api-key, --api-key-file (one per line: server::parse_api_keys) or
+// $DSV4_API_KEY; none: empty.
+constexpr size_t kMaxApiKeyFileBytes = 16u << 20;
+
+Result<std::vector<std::string>> api_keys(const ServeArgs& a) {
+  if (!a.api_key.empty()) return std::vector<std::string>{a.api_key};
   if (!a.api_key_file.empty()) {
-    Result<std::vector<uint8_t>> bytes = read_file(a.api_key_file, 4096);
+    Result<std::vector<uint8_t>> bytes = read_file(a.api_key_file, kMaxApiKeyFileBytes);
     if (!bytes.ok()) return bytes.status().with_context("--api-key-file");
-    std::string key(bytes->begin(), bytes->end());
-    key = key.substr(0, key.find_first_of("\r\n"));
-    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
-    if (key.empty()) return Status::errorf("--api-key-file {}: the first line is empty", a.api_key_file);
-    return key;
+    Result<std::vector<std::string>> keys = server::parse_api_keys(
+        std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), a.api_key_file);
+    if (!keys.ok()) return keys.status().with_context("--api-key-file");
+    return keys;
   }
   const char* env = std::getenv("DSV4_API_KEY");
-  return std::string(env ? env : "");
+  if (env == nullptr || *env == '\0') return std::vector<std::string>{};
+  return std::vector<std::string>{env};
+}
+
+// --prefix-cache-scope and --metrics-auth against the keys: true when each key gets its own
+// prefix-cache namespace.
+Result<bool> prefix_cache_per_key(const ServeArgs& a, size_t n_keys) {
+  if (a.metrics_auth && n_keys == 0)
+    return Status::error("--metrics-auth needs an API key (--api-key-file, --api-key or DSV4_API_KEY)");
+  if (a.prefix_cache_scope == "key" && n_keys == 0)
+    return Status::error("--prefix-cache-scope key needs API keys (--api-key-file)");
+  if (a.prefix_cache_scope.empty()) return n_keys > 1;
+  return a.prefix_cache_scope == "key";
+}
+
+// The HTTP server's options from the flags: limits, address, keys and access rules.
+Result<server::ServerOptions> server_options(const ServeArgs& a) {
+  Result<std::vector<std::string>> keys = api_keys(a);
+  if (!keys.ok()) return keys.status();
+  Result<bool> per_key = prefix_cache_per_key(a, keys->size());
+  if (!per_key.ok()) return per_key.status();
+  server::ServerOptions opt = a.http;
+  opt.json_whitespace_flexible = a.json_whitespace == "flexible";
+  opt.host = a.host;
+  opt.port = a.port;
+  opt.access.api_keys = std::move(*keys);
+  opt.access.metrics_auth = a.metrics_auth;
+  opt.prefix_cache_per_key = *per_key;
+  opt.access.allowed_hosts = server::split_list(a.allowed_hosts);
+  opt.access.cors_origin = a.cors_origin;
+  opt.access.trusted_proxies = server::split_list(a.trusted_proxies);
+  return opt;
 }
 
 // Each open connection is a descriptor: raise the soft limit to the hard one.
@@ -168,8 +207,8 @@ int run_serve(const ServeArgs& a) {
     return fail(st.with_context("serve needs the model's tokenizer.json"));
   if (a.max_queue < 0) return fail(Status::errorf("--max-queue = {} must not be negative", a.max_queue));
   if (a.http.io_threads < 1) return fail(Status::errorf("--http-threads = {} must be at least 1", a.http.io_threads));
-  Result<std::string> key = api_key(a);
-  if (!key.ok()) return fail(key.status());
+  Result<server::ServerOptions> http_options = server_options(a);
+  if (!http_options.ok()) return fail(http_options.status());
 
   EngineFlags limit_flags = ef;
   if (limit_flags.prefix_blocks < 0) limit_flags.prefix_blocks = auto_prefix_blocks(ef);
@@ -198,14 +237,8 @@ int run_serve(const ServeArgs& a) {
   so.max_queue = a.max_queue;
   std::unique_ptr<Service> service = Service::start(**engine, so);
 
-  server::ServerOptions opt = a.http;
-  opt.json_whitespace_flexible = a.json_whitespace == "flexible";
-  opt.host = a.host;
-  opt.port = a.port;
-  opt.access.api_key = *key;
-  opt.access.allowed_hosts = server::split_list(a.allowed_hosts);
-  opt.access.cors_origin = a.cors_origin;
-  opt.access.trusted_proxies = server::split_list(a.trusted_proxies);
+  const server::ServerOptions& opt = *http_options;
+  const std::vector<std::string>& keys = opt.access.api_keys;
   raise_descriptor_limit();
   server::HttpServer http(*service, card, opt);
   Result<int> port = http.bind();
@@ -218,7 +251,10 @@ int run_serve(const ServeArgs& a) {
               rs.world_size() > 1 ? fmt::format(" per rank on {} ranks", rs.world_size()).c_str() : "",
               spec_label(*eo).empty() ? "" : (", " + spec_label(*eo) + " drafts").c_str(),
               lim->prefix_blocks > 0 ? fmt::format(", prefix cache {} blocks", lim->prefix_blocks).c_str() : "");
-  if (!server::is_loopback_address(a.host) && key->empty())
+  if (keys.size() > 1)
+    std::printf("dsv4 serve: %zu API keys (tenants), prefix cache %s\n", keys.size(),
+                opt.prefix_cache_per_key ? "per key" : "shared (cache_salt separates)");
+  if (!server::is_loopback_address(a.host) && keys.empty())
     std::fprintf(stderr, "dsv4 serve: warning: %s is not a loopback address and no API key is set: anyone who "
                          "reaches it can use /v1/* (--api-key-file, DSV4_API_KEY)\n", a.host.c_str());
   std::printf("dsv4 serve: listening on http://%s:%d\n", a.host.c_str(), *port);
@@ -258,7 +294,14 @@ Command add_serve(CLI::App& app) {
   server::ServerOptions& h = a->http;
   sub->add_option("--api-key", a->api_key, "Require \"Authorization: Bearer KEY\" on /v1/*, /tokenize and /detokenize (visible in the process "
                   "list: prefer --api-key-file or DSV4_API_KEY)");
-  sub->add_option("--api-key-file", a->api_key_file, "Read the API key from the first line of FILE");
+  sub->add_option("--api-key-file", a->api_key_file,
+                  "Read the API keys from FILE: one per line, each a tenant ('#' lines and empty lines skipped)");
+  sub->add_option("--prefix-cache-scope", a->prefix_cache_scope,
+                  "global: one prefix cache for every key (only a request's cache_salt separates); key: each API "
+                  "key gets its own prefix-cache namespace")
+      ->check(CLI::IsMember({"global", "key"}))
+      ->default_str("key with several keys, else global");
+  sub->add_flag("--metrics-auth", a->metrics_auth, "/metrics needs an API key too (401 without)");
   sub->add_option("--served-model-name", a->served_model_name,
                   "Model id of /v1/models and the requests' \"model\" (default: the model directory's name)");
   sub->add_option("--max-queue", a->max_queue, "Requests waiting for admission beyond this get 429 + Retry-After")
@@ -293,6 +336,11 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--max-header-bytes", h.limits.max_header_bytes, "Largest request header (larger: 431)")
       ->capture_default_str()
       ->check(CLI::Range(1024u, 1u << 20));
+  sub->add_option("--max-pending-bytes", h.max_pending_bytes,
+                  "Bytes the requests being parsed, queued and running may hold together, 4 per body byte "
+                  "(beyond: 503 + Retry-After; 0: an eighth of the memory, 256 MiB to 8 GiB)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--max-headers", h.limits.max_headers, "Most header fields in a request (more: 431)")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
@@ -311,14 +359,15 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_option("--allowed-hosts", a->allowed_hosts,
-                  "Host names the Host header may carry besides localhost/127.0.0.1/[::1] (comma-separated; on a "
-                  "non-loopback bind, given: only these)");
+                  "Host names the Host header may carry besides the bound address and, on a loopback bind, "
+                  "localhost/127.0.0.1/[::1] (comma-separated; on a non-loopback bind, given: only these)");
   sub->add_option("--cors-origin", a->cors_origin, "The one cross origin allowed (CORS answered for it only)");
   sub->add_option("--trusted-proxies", a->trusted_proxies,
                   "Reverse-proxy addresses whose X-Forwarded-For names the client (comma-separated)");
   sub->add_option_function<std::string>(
          "--access-log", [a](const std::string& v) { a->http.access_log = v == "on"; },
-         "One JSON line per request on stderr: id, route, status, tokens, time to first token, total time (on|off)")
+         "One JSON line per request on stderr: the server's id, the client's X-Request-Id, route, status, tokens, "
+         "time to first token, total time (on|off)")
       ->check(CLI::IsMember({"on", "off"}))
       ->default_str("on");
   sub->add_option("--http-threads", h.io_threads, "Threads running the connections' I/O (no thread waits for a "

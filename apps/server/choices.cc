@@ -7,20 +7,19 @@ namespace dsv4::server {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 std::string json_text(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 }  // namespace
 
-ChoicesBuilder::ChoicesBuilder(const ApiRequest& request, const ModelCard& model, const std::string& id,
-                               int64_t created, int64_t first_id)
-    : request_(request), first_id_(first_id) {
-  const int32_t n = std::max(request.gen.n, 1);
-  ApiRequest shown = request;
-  shown.gen.logprobs = request.shown_logprobs;  // logprobs raised only to rank best_of
+ChoicesBuilder::ChoicesBuilder(std::shared_ptr<const ApiRequest> request, const ModelCard& model,
+                               const std::string& id, int64_t created, int64_t first_id)
+    : request_(std::move(request)), first_id_(first_id) {
+  const int32_t n = std::max(request_->gen.n, 1);
   for (int32_t k = 0; k < n; ++k) {
-    choices_.push_back(std::make_unique<ResponseBuilder>(shown, model, id, created));
+    // Logprobs raised only to rank best_of are not shown.
+    choices_.push_back(std::make_unique<ResponseBuilder>(request_, request_->shown_logprobs, model, id, created));
     choices_.back()->set_choice(k, n == 1);
   }
   cumulative_.assign(static_cast<size_t>(n), 0.0);
@@ -39,8 +38,8 @@ std::string ChoicesBuilder::add(const RequestUpdate& u) {
   std::string out = b.add(u);
   if (!b.finished()) return out;
   ++n_finished_;
-  if (choices_.size() == 1 || !finished() || !request_.stream) return out;
-  if (request_.include_usage) {
+  if (choices_.size() == 1 || !finished() || !request_->stream) return out;
+  if (request_->include_usage) {
     Json usage = envelope();
     usage["choices"] = Json::array();
     usage["usage"] = usage_json();
@@ -52,7 +51,7 @@ std::string ChoicesBuilder::add(const RequestUpdate& u) {
 Json ChoicesBuilder::envelope() const {
   Json j;
   j["id"] = id_;
-  j["object"] = request_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion";
+  j["object"] = request_->endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion";
   j["created"] = created_;
   j["model"] = model_id_;
   j["system_fingerprint"] = fingerprint_;
@@ -79,7 +78,7 @@ ApiResult<std::string> ChoicesBuilder::response() const {
   // (ties: the lower index).
   std::vector<size_t> order(choices_.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  const size_t n = static_cast<size_t>(std::max(request_.n, 1));
+  const size_t n = static_cast<size_t>(std::max(request_->n, 1));
   if (n < choices_.size()) {
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cumulative_[a] > cumulative_[b]; });
     order.resize(n);

@@ -20,9 +20,12 @@ namespace dsv4::server {
 
 class ChoicesBuilder {
  public:
-  // first_id: the engine id of choice 0.
+  // first_id: the engine id of choice 0. The request is shared by every choice's builder.
+  ChoicesBuilder(std::shared_ptr<const ApiRequest> request, const ModelCard& model, const std::string& id,
+                 int64_t created, int64_t first_id);
   ChoicesBuilder(const ApiRequest& request, const ModelCard& model, const std::string& id, int64_t created,
-                 int64_t first_id);
+                 int64_t first_id)
+      : ChoicesBuilder(std::make_shared<const ApiRequest>(request), model, id, created, first_id) {}
 
   std::string add(const RequestUpdate& update);
   bool finished() const { return n_finished_ == static_cast<int32_t>(choices_.size()); }
@@ -30,10 +33,10 @@ class ChoicesBuilder {
   int32_t n_generated() const { return static_cast<int32_t>(choices_.size()); }
 
  private:
-  nlohmann::ordered_json usage_json() const;
-  nlohmann::ordered_json envelope() const;  // a stream chunk's
+  OrderedJson usage_json() const;
+  OrderedJson envelope() const;  // a stream chunk's
 
-  ApiRequest request_;
+  std::shared_ptr<const ApiRequest> request_;
   std::string id_, model_id_, fingerprint_;
   int64_t created_ = 0;
   int64_t first_id_;

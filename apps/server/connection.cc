@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
@@ -140,7 +141,8 @@ void Connection::on_header(beast::error_code ec) {
   version_ = parser_->get().version() == 10 ? 10 : 11;
   record_ = AccessRecord{};
   record_.target = target_;
-  record_.id = client_request_id(parser_->get()["X-Request-Id"]);
+  record_.client_id = client_request_id(parser_->get()["X-Request-Id"]);
+  tenant_ = -1;
   started_ = std::chrono::steady_clock::now();
   logged_ = false;
   status_ = 0;
@@ -161,6 +163,7 @@ void Connection::on_header(beast::error_code ec) {
   if (const int fields = field_count(req); fields > limits_.max_headers)
     return refuse(json_error(431, fmt::format("the request has {} header fields, the limit is {}", fields,
                                               limits_.max_headers), "headers_too_large"));
+  if (std::optional<HttpResponse> bad = framing_error(req)) return refuse(std::move(*bad));
   // A body needs a length or chunks: an unframed one has no size to check against the limit.
   if (req.method() == http::verb::post && !parser_->chunked() && !parser_->content_length())
     return refuse(json_error(413, fmt::format("a request body needs Content-Length or chunked encoding "
@@ -182,6 +185,25 @@ void Connection::on_header(beast::error_code ec) {
   read_body();
 }
 
+// Header fields that make the request's end or target ambiguous (RFC 9112 §6.1, §3.2): a
+// Transfer-Encoding other than exactly "chunked" (its body's end is unknown: what follows could
+// be read as a second request), and Host given twice.
+std::optional<HttpResponse> Connection::framing_error(const HttpRequest& req) const {
+  std::vector<std::string_view> codings;
+  for (auto [it, end] = req.equal_range(http::field::transfer_encoding); it != end; ++it)
+    codings.emplace_back(it->value().data(), it->value().size());
+  if (!transfer_encoding_ok(codings)) {
+    std::string shown;
+    for (std::string_view c : codings) shown += (shown.empty() ? "" : ", ") + std::string(c.substr(0, 64));
+    return json_error(400, fmt::format("Transfer-Encoding \"{}\" is not supported: a request body is sent with "
+                                       "Content-Length or exactly \"Transfer-Encoding: chunked\"", shown),
+                      "bad_request");
+  }
+  if (req.count(http::field::host) > 1)
+    return json_error(400, "the request has more than one Host header field", "bad_request");
+  return std::nullopt;
+}
+
 void Connection::on_request(beast::error_code ec) {
   if (ec == http::error::buffer_overflow)
     return refuse(json_error(413, fmt::format("a chunk line or trailer exceeds {} bytes", buffer_.max_size()),
@@ -189,7 +211,13 @@ void Connection::on_request(beast::error_code ec) {
   if (ec == http::error::body_limit)
     return refuse(json_error(413, fmt::format("the request body exceeds the server's limit of {} bytes",
                                               limits_.max_body_bytes), "request_too_large"));
-  if (ec) return close();
+  if (ec) {
+    // Past --read-timeout the socket is closed already; a client that left hears nothing.
+    if (ec == beast::error::timeout || ec == http::error::partial_message || ec == http::error::end_of_stream ||
+        ec == net::error::eof || ec == net::error::connection_reset || ec == net::error::operation_aborted)
+      return close();
+    return refuse(json_error(400, fmt::format("malformed HTTP request body: {}", ec.message()), "bad_request"));
+  }
   if (field_count(parser_->get()) > limits_.max_headers)  // trailer fields join the header's
     return refuse(json_error(431, fmt::format("the request has more than {} header and trailer fields",
                                               limits_.max_headers), "headers_too_large"));
@@ -218,10 +246,14 @@ void Connection::reply(HttpResponse res) {
   send_response(std::make_shared<HttpResponse>(std::move(res)));
 }
 
+std::string Connection::response_id() {
+  if (record_.id.empty() && routes_.new_id) record_.id = routes_.new_id();
+  return record_.client_id.empty() ? record_.id : record_.client_id;
+}
+
 void Connection::send_response(std::shared_ptr<HttpResponse> res) {
   status_ = res->result_int();
-  if (record_.id.empty() && routes_.new_id) record_.id = routes_.new_id();
-  res->set("X-Request-Id", record_.id);
+  res->set("X-Request-Id", response_id());
   if (routes_.count) routes_.count(target_, status_);
   stream_.expires_after(seconds(limits_.write_timeout));
   http::async_write(stream_, *res, [res, self = shared_from_this()](beast::error_code ec, size_t) {
@@ -288,8 +320,7 @@ void Connection::start_stream(HttpResponse head) {
   head.chunked(chunked_);
   stream_head_.emplace(std::move(head));
   status_ = stream_head_->result_int();
-  if (record_.id.empty() && routes_.new_id) record_.id = routes_.new_id();
-  stream_head_->set("X-Request-Id", record_.id);
+  stream_head_->set("X-Request-Id", response_id());
   serializer_.emplace(*stream_head_);
   if (routes_.count) routes_.count(target_, status_);
   writing_now_ = true;

@@ -59,7 +59,8 @@ class Connection;
 // One request as the access log shows it (Routes::log), once its response is written or the
 // connection closed under it.
 struct AccessRecord {
-  std::string id;          // X-Request-Id
+  std::string id;          // the server's id of the request (the response's id for a generation)
+  std::string client_id;   // the client's X-Request-Id ("": none or unusable)
   std::string target;
   int status = 0;
   int64_t prompt_tokens = -1, completion_tokens = -1, cached_tokens = -1;  // -1: not a generation
@@ -111,10 +112,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // connection closes; replies after that are dropped).
   void on_gone(std::function<void()> callback) { on_gone_ = std::move(callback); }
   bool closed() const { return closed_; }
-  // The current request's X-Request-Id: the client's, else "" until a handler sets one (a
-  // response without one gets Routes::new_id()). Sent on every response.
+  // The current request's id on the server's side: "" until a handler sets one (a response
+  // without one gets Routes::new_id()). Every response's X-Request-Id is the client's own
+  // (client_request_id) when it sent one, else this id; the access log keeps both.
   const std::string& request_id() const { return record_.id; }
   void set_request_id(std::string id) { record_.id = std::move(id); }
+  // The tenant of the current request: the index of the API key it presented (-1: none).
+  int tenant() const { return tenant_; }
+  void set_tenant(int tenant) { tenant_ = tenant; }
   // For the access log: the generation's token counts, and the moment of its first token.
   void note_usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
   void note_first_token();
@@ -125,6 +130,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_header(boost::beast::error_code ec);
   void on_request(boost::beast::error_code ec);
   void refuse(HttpResponse res);  // an error before the body: reply and close
+  std::optional<HttpResponse> framing_error(const HttpRequest& req) const;
+  std::string response_id();      // X-Request-Id of the response (assigns the server's id)
   void send_response(std::shared_ptr<HttpResponse> res);
   void after_response(boost::beast::error_code ec);
   void linger();
@@ -163,6 +170,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   char discard_[4096];  // lingering input, dropped
   // The current request's access-log record, from its header on.
   AccessRecord record_;
+  int tenant_ = -1;
   std::chrono::steady_clock::time_point started_;
   bool logged_ = true;
 };

@@ -23,6 +23,13 @@ bool listed(const std::vector<std::string>& list, std::string_view item) {
   return std::any_of(list.begin(), list.end(), [&](const std::string& s) { return lower(s) == lower(item); });
 }
 
+// The bound address as a Host name ("::1" matches Host "[::1]"); never a wildcard bind's.
+bool is_bound_address(std::string_view bound_host, std::string_view name) {
+  std::string bound = lower(trim(bound_host));
+  if (bound.size() >= 2 && bound.front() == '[' && bound.back() == ']') bound = bound.substr(1, bound.size() - 2);
+  return !bound.empty() && bound != "0.0.0.0" && bound != "::" && bound == name;
+}
+
 }  // namespace
 
 bool is_loopback_address(std::string_view host) {
@@ -54,6 +61,7 @@ bool host_allowed(const AccessPolicy& policy, std::string_view host_header) {
   const std::string name = host_name(host_header);
   if (name.empty()) return false;
   if (listed(policy.allowed_hosts, name)) return true;
+  if (is_bound_address(policy.bound_host, name)) return true;
   if (policy.loopback_bind) return name == "localhost" || name == "127.0.0.1" || name == "::1";
   return policy.allowed_hosts.empty();
 }
@@ -90,6 +98,58 @@ bool same_secret(std::string_view presented, std::string_view key) {
   for (size_t i = 0; i < presented.size(); ++i)
     diff |= static_cast<unsigned char>(presented[i] ^ key[i % key.size()]);
   return diff == 0;
+}
+
+std::optional<std::string_view> bearer_token(std::string_view authorization) {
+  std::string_view a = trim(authorization);
+  const size_t space = a.find(' ');
+  if (space == std::string_view::npos || lower(a.substr(0, space)) != "bearer") return std::nullopt;
+  const std::string_view token = trim(a.substr(space + 1));
+  if (token.empty()) return std::nullopt;
+  return token;
+}
+
+int find_key(std::span<const std::string> keys, std::string_view token) {
+  int found = -1;
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (same_secret(token, keys[i])) found = static_cast<int>(i);
+  return found;
+}
+
+std::string tenant_cache_salt(int tenant, std::string_view cache_salt) {
+  return "key " + std::to_string(tenant) + "\n" + std::string(cache_salt);
+}
+
+Result<std::vector<std::string>> parse_api_keys(std::string_view text, const std::string& path) {
+  std::vector<std::string> keys;
+  std::vector<int> lines;
+  int line = 0;
+  while (!text.empty()) {
+    ++line;
+    const size_t end = text.find('\n');
+    std::string_view key = text.substr(0, end);
+    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+    if (!key.empty() && key.back() == '\r') key.remove_suffix(1);
+    key = trim(key);
+    if (key.empty() || key.front() == '#') continue;
+    if (key.size() > kMaxApiKeyBytes)
+      return Status::errorf("{}:{}: the key has {} bytes, the limit is {}", path, line, key.size(), kMaxApiKeyBytes);
+    for (char c : key)
+      if (c <= 0x20 || c > 0x7e)
+        return Status::errorf("{}:{}: a key holds printable ASCII without spaces (byte 0x{:02x} found)", path, line,
+                              static_cast<unsigned>(static_cast<unsigned char>(c)));
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] == key) return Status::errorf("{}:{}: the key of line {} again", path, line, lines[i]);
+    keys.emplace_back(key);
+    lines.push_back(line);
+  }
+  if (keys.empty()) return Status::errorf("{}: no key (one per line; '#' starts a comment line)", path);
+  return keys;
+}
+
+bool transfer_encoding_ok(std::span<const std::string_view> values) {
+  if (values.empty()) return true;
+  return values.size() == 1 && lower(trim(values[0])) == "chunked";
 }
 
 std::vector<std::string> split_list(std::string_view list) {

@@ -12,8 +12,10 @@
 // with the name, then fragments of the arguments while the model writes them. One extension, as vLLM has it: "ignore_eos" (generate past EOS).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "base/status.h"
 #include "chat/parse.h"
 #include "chat/render.h"
@@ -88,6 +91,14 @@ struct GenerationDefaults {
 };
 Result<GenerationDefaults> parse_generation_config(std::string_view json_text, const std::string& source);
 
+// Caps on the text fields of a request, beside --max-body-bytes (docs/serving.md "Limits"): a
+// larger one is a 400 naming the field and the limit (code "field_too_large").
+constexpr size_t kMaxStopBytes = 4096;          // each stop sequence (at most 4 of them)
+constexpr size_t kMaxTools = 128;               // entries of tools (OpenAI's limit)
+constexpr size_t kMaxToolsBytes = 1 << 20;      // tools as JSON text, their parameter schemas included
+constexpr size_t kMaxArgumentsBytes = 1 << 20;  // each tool call's arguments in messages
+constexpr size_t kMaxSchemaBytes = 1 << 20;     // response_format's json_schema.schema as JSON text
+
 enum class Endpoint { kCompletions, kChat };
 
 struct ApiRequest {
@@ -109,10 +120,16 @@ struct ApiRequest {
   int32_t shown_logprobs = -1;
 };
 
+// Set by the server once the client has left: parsing stops at its next stage (the body
+// parsed, the chat rendered, the prompt tokenized) with kClientGoneStatus (never sent).
+using ClientGone = std::atomic<bool>;
+constexpr int kClientGoneStatus = 499;
+
 // Sampling seed for a request without "seed" (the caller draws it).
 ApiResult<ApiRequest> parse_completions_request(std::string_view body, const ModelCard& model,
-                                                uint64_t default_seed);
-ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard& model, uint64_t default_seed);
+                                                uint64_t default_seed, const ClientGone* gone = nullptr);
+ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard& model, uint64_t default_seed,
+                                         const ClientGone* gone = nullptr);
 
 // vLLM's POST /tokenize and POST /detokenize (no engine: the tokenizer and the chat encoding).
 //   tokenize   {"model"?, "prompt": string, "add_special_tokens"? (true: BOS as add_bos_token
@@ -122,7 +139,8 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
 //              -> {"count", "max_model_len", "tokens", "token_strs" (null unless asked)}
 //   detokenize {"model"?, "tokens": [ids]} -> {"prompt": text}
 // Unknown fields, wrong types and ids outside the vocabulary are 400s naming the field.
-ApiResult<std::string> tokenize_response(std::string_view body, const ModelCard& model);
+ApiResult<std::string> tokenize_response(std::string_view body, const ModelCard& model,
+                                         const ClientGone* gone = nullptr);
 ApiResult<std::string> detokenize_response(std::string_view body, const ModelCard& model);
 
 // system_fingerprint of every response and chunk: "fp_dsv4_" and 12 hex digits of a hash of
@@ -151,7 +169,14 @@ std::string token_text(const Tokenizer& tokenizer, int32_t id);
 // an error: response() returns it (500); a stream gets an error event before [DONE].
 class ResponseBuilder {
  public:
-  ResponseBuilder(const ApiRequest& request, const ModelCard& model, std::string id, int64_t created);
+  // request: shared with the other choices' builders (never copied per choice); shown_logprobs:
+  // the logprobs shown (ApiRequest::shown_logprobs; gen.logprobs may be raised for best_of).
+  ResponseBuilder(std::shared_ptr<const ApiRequest> request, int32_t shown_logprobs, const ModelCard& model,
+                  std::string id, int64_t created);
+  // One choice: a copy of the request, its gen.logprobs shown.
+  ResponseBuilder(const ApiRequest& request, const ModelCard& model, std::string id, int64_t created)
+      : ResponseBuilder(std::make_shared<const ApiRequest>(request), request.gen.logprobs, model, std::move(id),
+                        created) {}
 
   std::string add(const RequestUpdate& update);
   bool finished() const { return finished_; }
@@ -162,15 +187,15 @@ class ResponseBuilder {
     index_ = index;
     ends_stream_ = ends_stream;
   }
-  nlohmann::ordered_json usage_json() const;
+  OrderedJson usage_json() const;
 
  private:
   // Response envelope: {id, object, created, model}.
-  nlohmann::ordered_json envelope(const char* object) const;
-  nlohmann::ordered_json chunk_envelope() const;  // a stream chunk's
-  nlohmann::ordered_json chat_logprob_entry(const TokenLogprob& lp) const;
+  OrderedJson envelope(const char* object) const;
+  OrderedJson chunk_envelope() const;  // a stream chunk's
+  OrderedJson chat_logprob_entry(const TokenLogprob& lp) const;
   // Appends completions logprobs of tokens (a null entry: no logprob, e.g. the first prompt token).
-  void append_completion_logprobs(nlohmann::ordered_json& out, const std::vector<int32_t>& ids,
+  void append_completion_logprobs(OrderedJson& out, const std::vector<int32_t>& ids,
                                   const std::vector<const TokenLogprob*>& lps);
   std::optional<ApiError> update_error(const RequestUpdate& u) const;
   // Token counts, finish reason and error of an update.
@@ -182,16 +207,17 @@ class ResponseBuilder {
   std::string tool_call_events(const chat::ToolCallPiece& piece);
   // The finishing update stopped at chat::kFirstCallStop, which the request added.
   bool first_call_stop(const RequestUpdate& u) const;
-  nlohmann::ordered_json stop_reason() const;  // of the finished request
-  static nlohmann::ordered_json completion_choice(const std::string& text, nlohmann::ordered_json logprobs,
-                                                  nlohmann::ordered_json finish_reason,
-                                                  nlohmann::ordered_json stop_reason);
-  static nlohmann::ordered_json chat_choice(nlohmann::ordered_json delta, nlohmann::ordered_json logprobs,
-                                            nlohmann::ordered_json finish_reason, nlohmann::ordered_json stop_reason);
-  std::string chunk_event(nlohmann::ordered_json choice) const;
-  std::string end_events(nlohmann::ordered_json last_choice) const;
+  OrderedJson stop_reason() const;  // of the finished request
+  static OrderedJson completion_choice(const std::string& text, OrderedJson logprobs,
+                                                  OrderedJson finish_reason,
+                                                  OrderedJson stop_reason);
+  static OrderedJson chat_choice(OrderedJson delta, OrderedJson logprobs,
+                                            OrderedJson finish_reason, OrderedJson stop_reason);
+  std::string chunk_event(OrderedJson choice) const;
+  std::string end_events(OrderedJson last_choice) const;
 
-  ApiRequest request_;  // the prompt is read for echo
+  std::shared_ptr<const ApiRequest> request_;  // the prompt is read for echo
+  int32_t shown_logprobs_ = -1;
   const ModelCard& model_;
   std::string id_;
   int64_t created_;
@@ -215,7 +241,7 @@ class ResponseBuilder {
   std::string text_;                   // completions: echo + output text
   chat::ParsedMessage message_;        // chat: reasoning and content
   chat::ToolCallJoiner calls_;         // chat: the tool calls
-  nlohmann::ordered_json logprobs_;    // completions: {tokens, ...}; chat: content[]
+  OrderedJson logprobs_;    // completions: {tokens, ...}; chat: content[]
   int64_t text_offset_ = 0;            // completions: text_offset of the next token, in UTF-8 bytes
                                        // of the tokens before it (echoed prompt included)
   int n_tool_calls_ = 0;                // stream form: calls completed

@@ -20,15 +20,16 @@
 #include <boost/asio/thread_pool.hpp>
 #include <fmt/format.h>
 
+#include "admission.h"
 #include "choices.h"
 #include "connection.h"
-#include "runtime/sampler.h"
+#include "grammar/json_schema.h"
 
 namespace dsv4::server {
 namespace {
 
 namespace beast = boost::beast;
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -46,19 +47,13 @@ std::string route_label(std::string_view target) {
   return "other";
 }
 
-// Structured output: the server's default layout; for a schema with strict false, the keywords
-// it relaxes in X-Relaxed-Keywords ("PATH: KEYWORD; ..."; compiled here on the parse pool, the
-// engine compiles it again at admission and reports any error).
-void prepare_constraint(ApiRequest& api, const ServerOptions& options, HttpResponse& headers) {
-  OutputConstraint& c = api.gen.constraint;
-  if (!c.active()) return;
-  c.whitespace_flexible = options.json_whitespace_flexible;
-  if (c.strict || c.json_schema.empty()) return;
-  Result<grammar::Grammar> g = compile_constraint(c);
-  if (!g.ok() || g->relaxed.empty()) return;
+// Structured output with strict false: the keywords its grammar relaxed, for X-Relaxed-Keywords
+// ("PATH: KEYWORD; ..."; the grammar was compiled once, on the parse pool, by Service::prepare).
+std::string relaxed_keywords(const OutputConstraint& c) {
   std::string joined;
-  for (const std::string& r : g->relaxed) joined += (joined.empty() ? "" : "; ") + r;
-  headers.set("X-Relaxed-Keywords", joined);
+  if (c.compiled)
+    for (const std::string& r : c.compiled->relaxed) joined += (joined.empty() ? "" : "; ") + r;
+  return joined;
 }
 
 HttpResponse api_error_response(const ApiError& e) {
@@ -115,8 +110,8 @@ std::string field(const HttpRequest& req, http::field f) {
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
   Exchange(Service& service, const std::shared_ptr<Connection>& conn, bool stream, double keepalive_seconds,
-           std::atomic<int>& active, HttpResponse headers)
-      : service_(service), conn_(conn), executor_(conn->executor()), stream_(stream),
+           std::atomic<int>& active, HttpResponse headers, AdmissionBudget::Ticket ticket)
+      : service_(service), conn_(conn), executor_(conn->executor()), ticket_(std::move(ticket)), stream_(stream),
         keepalive_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
             std::chrono::duration<double>(keepalive_seconds))),
         timer_(conn->executor()), active_(active), headers_(std::move(headers)) {
@@ -125,17 +120,17 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   ~Exchange() { active_.fetch_sub(1); }
 
   // On the connection's strand, once submitted (before any pump: that runs on the strand too).
-  void begin(int64_t rid, const ApiRequest& api, const ModelCard& model) {
+  void begin(int64_t rid, std::shared_ptr<const ApiRequest> api, const ModelCard& model) {
     rid_ = rid;
-    const std::string id = fmt::format("{}-{}", api.endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", rid);
-    builder_.emplace(api, model, id, static_cast<int64_t>(std::time(nullptr)), rid);
+    const std::string id = fmt::format("{}-{}", api->endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", rid);
+    builder_.emplace(std::move(api), model, id, static_cast<int64_t>(std::time(nullptr)), rid);
     // Every choice ends with the connection (choice k has id rid + k).
     auto cancel = [service = &service_, rid, n = builder_->n_generated()] {
       for (int32_t k = 0; k < n; ++k) service->cancel(rid + k);
     };
     std::shared_ptr<Connection> conn = conn_.lock();
     if (!conn) return cancel();
-    if (conn->request_id().empty()) conn->set_request_id(id);
+    conn->set_request_id(id);
     conn->on_gone(cancel);
     if (!stream_) return;
     HttpResponse head = headers_;
@@ -209,6 +204,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   Service& service_;
   std::weak_ptr<Connection> conn_;
   net::any_io_executor executor_;
+  AdmissionBudget::Ticket ticket_;  // the request's charge, given back when the exchange goes
   std::optional<ChoicesBuilder> builder_;
   bool stream_;
   int64_t rid_ = -1;
@@ -229,6 +225,7 @@ std::string access_log_line(const AccessRecord& r) {
   auto ms = [](double v) { return std::round(v * 1000) / 1000; };
   Json j;
   j["id"] = r.id;
+  j["client_id"] = r.client_id.empty() ? Json() : Json(r.client_id);
   j["route"] = route_label(r.target);
   j["status"] = r.status;
   j["prompt_tokens"] = count(r.prompt_tokens);
@@ -242,8 +239,10 @@ std::string access_log_line(const AccessRecord& r) {
 struct HttpServer::Impl {
   Impl(Service& s, const ModelCard& m, const ServerOptions& o)
       : service(s), model(m), options(o), table(o.max_connections, o.max_connections_per_client),
-        seed_base(std::random_device{}()), acceptor(net::make_strand(ioc)), accept_retry(acceptor.get_executor()) {
+        seed_base(std::random_device{}()),
+        budget(o.max_pending_bytes > 0 ? o.max_pending_bytes : default_pending_bytes()), acceptor(net::make_strand(ioc)), accept_retry(acceptor.get_executor()) {
     options.access.loopback_bind = is_loopback_address(options.host);
+    options.access.bound_host = options.host;
     routes.check = [this](Connection& c, const HttpRequest& r) { return check(c, r); };
     routes.handle = [this](const std::shared_ptr<Connection>& c, HttpRequest&& r) { handle(c, std::move(r)); };
     routes.count = [this](const std::string& target, int status) { metrics.count(route_label(target), status); };
@@ -255,10 +254,14 @@ struct HttpServer::Impl {
   void accept();
   std::optional<HttpResponse> check(Connection& conn, const HttpRequest& req);
   void handle(const std::shared_ptr<Connection>& conn, HttpRequest&& req);
-  void generate(const std::shared_ptr<Connection>& conn, HttpRequest&& req, Endpoint endpoint, HttpResponse headers);
-  void submit(const std::shared_ptr<Connection>& conn, ApiResult<ApiRequest>& parsed, HttpResponse headers);
+  template <class Work, class Done>
+  void off_io(const std::shared_ptr<Connection>& conn, Work work, Done done);
+  ApiResult<ApiRequest> parse_and_prepare(const std::string& body, Endpoint endpoint, const ClientGone& gone);
+  void submit(const std::shared_ptr<Connection>& conn, ApiResult<ApiRequest>& parsed, HttpResponse headers,
+              AdmissionBudget::Ticket ticket);
   HttpResponse info(const HttpRequest& req);
   HttpResponse cors_headers(const HttpRequest& req) const;
+  HttpResponse overloaded() const;
   uint64_t next_seed() { return splitmix64(seed_base + seed_counter.fetch_add(1)); }
 
   Service& service;
@@ -272,6 +275,7 @@ struct HttpServer::Impl {
   uint64_t seed_base;
   std::atomic<bool> draining{false};
   std::atomic<int> active{0};  // exchanges not yet released
+  AdmissionBudget budget;      // before the handlers and tasks that hold its tickets
   // Last, so destroyed first: its pending handlers own connections, which use the members above.
   net::io_context ioc;
   tcp::acceptor acceptor;
@@ -390,16 +394,20 @@ std::optional<HttpResponse> HttpServer::Impl::check(Connection& conn, const Http
     return res;
   }
   const bool tokenizer_path = path == "/tokenize" || path == "/detokenize";
-  if (!options.access.api_key.empty() && (path.rfind("/v1/", 0) == 0 || tokenizer_path)) {
+  const bool guarded = path.rfind("/v1/", 0) == 0 || tokenizer_path ||
+                       (options.access.metrics_auth && path == "/metrics");
+  if (!options.access.api_keys.empty() && guarded) {
     const std::string auth = field(req, http::field::authorization);
-    const std::string prefix = "Bearer ";
-    if (auth.rfind(prefix, 0) != 0 || !same_secret(std::string_view(auth).substr(prefix.size()), options.access.api_key)) {
+    const std::optional<std::string_view> token = bearer_token(auth);
+    const int tenant = token ? find_key(options.access.api_keys, *token) : -1;
+    if (tenant < 0) {
       HttpResponse res = json_error(401, auth.empty() ? "missing API key: send the header \"Authorization: Bearer <key>\""
                                                       : "incorrect API key provided",
                                     "invalid_api_key");
       res.set(http::field::www_authenticate, "Bearer");
       return res;
     }
+    conn.set_tenant(tenant);
   }
   if (req.method() == http::verb::post) {
     if (path != "/v1/completions" && path != "/v1/chat/completions" && !tokenizer_path)
@@ -419,6 +427,15 @@ std::optional<HttpResponse> HttpServer::Impl::check(Connection& conn, const Http
   return std::nullopt;
 }
 
+// 503 + Retry-After: the admission budget is spent.
+HttpResponse HttpServer::Impl::overloaded() const {
+  HttpResponse res = json_error(503, fmt::format("the server holds {} bytes of requests and --max-pending-bytes is {}; "
+                                                 "retry later", budget.held(), budget.limit()),
+                                "server_overloaded", "server_error");
+  res.set(http::field::retry_after, std::to_string(options.retry_after_seconds));
+  return res;
+}
+
 // Access-Control-Allow-Origin for the --cors-origin origin (empty otherwise).
 HttpResponse HttpServer::Impl::cors_headers(const HttpRequest& req) const {
   HttpResponse res;
@@ -433,53 +450,86 @@ HttpResponse HttpServer::Impl::cors_headers(const HttpRequest& req) const {
 
 void HttpServer::Impl::handle(const std::shared_ptr<Connection>& conn, HttpRequest&& req) {
   HttpResponse headers = cors_headers(req);
-  const std::string path = path_of(req);
-  if (req.method() == http::verb::post && (path == "/tokenize" || path == "/detokenize")) {
-    ApiResult<std::string> body = path == "/tokenize" ? tokenize_response(req.body(), model)
-                                                      : detokenize_response(req.body(), model);
-    HttpResponse res = body.ok() ? content(std::move(*body), "application/json") : api_error_response(body.error());
+  auto reply = [&conn, &headers](HttpResponse res) {
     for (const auto& f : headers) res.set(f.name_string(), f.value());
-    return conn->reply(std::move(res));
+    conn->reply(std::move(res));
+  };
+  if (req.method() != http::verb::post) return reply(info(req));
+  AdmissionBudget::Ticket ticket = budget.take(AdmissionBudget::charge_for(static_cast<int64_t>(req.body().size())));
+  if (!ticket) return reply(overloaded());
+  const std::string path = path_of(req);
+  auto body = std::make_shared<std::string>(std::move(req.body()));
+  if (path == "/tokenize" || path == "/detokenize") {
+    const bool tokenize = path == "/tokenize";
+    auto work = [this, body, tokenize](const ClientGone& gone) {
+      return tokenize ? tokenize_response(*body, model, &gone) : detokenize_response(*body, model);
+    };
+    auto done = [conn, headers, ticket](ApiResult<std::string>& out) {
+      HttpResponse res = out.ok() ? content(std::move(*out), "application/json") : api_error_response(out.error());
+      for (const auto& f : headers) res.set(f.name_string(), f.value());
+      conn->reply(std::move(res));
+    };
+    return off_io(conn, std::move(work), std::move(done));
   }
-  if (req.method() == http::verb::post)
-    return generate(conn, std::move(req), path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions,
-                    std::move(headers));
-  HttpResponse res = info(req);
-  for (const auto& f : headers) res.set(f.name_string(), f.value());
-  conn->reply(std::move(res));
+  const Endpoint endpoint = path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions;
+  auto work = [this, body, endpoint](const ClientGone& gone) { return parse_and_prepare(*body, endpoint, gone); };
+  auto done = [this, conn, headers, ticket](ApiResult<ApiRequest>& parsed) mutable {
+    submit(conn, parsed, std::move(headers), std::move(ticket));
+  };
+  off_io(conn, std::move(work), std::move(done));
 }
 
 // Parsing and tokenizing a body of up to --max-body-bytes takes a while: that runs on the parse
-// pool, so the I/O threads keep serving; the submission returns to the connection's strand.
-void HttpServer::Impl::generate(const std::shared_ptr<Connection>& conn, HttpRequest&& req, Endpoint endpoint,
-                                HttpResponse headers) {
-  auto body = std::make_shared<std::string>(std::move(req.body()));
-  net::post(parse_pool, [this, conn, body, endpoint, headers = std::move(headers)]() mutable {
-    const uint64_t seed = next_seed();
-    auto parsed = std::make_shared<ApiResult<ApiRequest>>(endpoint == Endpoint::kChat
-                                                              ? parse_chat_request(*body, model, seed)
-                                                              : parse_completions_request(*body, model, seed));
-    body.reset();
-    if (parsed->ok()) prepare_constraint(**parsed, options, headers);
-    net::post(conn->executor(), [this, conn, parsed, headers = std::move(headers)]() mutable {
-      if (!conn->closed()) submit(conn, *parsed, std::move(headers));
+// pool, so the I/O threads keep serving; `done` runs on the connection's strand. Neither runs
+// once the client has left: `gone` is set then, and the work stops at its next stage.
+template <class Work, class Done>
+void HttpServer::Impl::off_io(const std::shared_ptr<Connection>& conn, Work work, Done done) {
+  auto gone = std::make_shared<ClientGone>(false);
+  conn->on_gone([gone] { gone->store(true); });
+  net::post(parse_pool, [conn, gone, work = std::move(work), done = std::move(done)]() mutable {
+    if (gone->load()) return;
+    auto result = std::make_shared<decltype(work(*gone))>(work(*gone));
+    net::post(conn->executor(), [conn, result, done = std::move(done)]() mutable {
+      if (!conn->closed()) done(*result);
     });
   });
 }
 
+// On the parse pool: the request, then its validation and grammar (Service::prepare), so that
+// neither the I/O threads nor the engine thread compile a schema.
+ApiResult<ApiRequest> HttpServer::Impl::parse_and_prepare(const std::string& body, Endpoint endpoint,
+                                                          const ClientGone& gone) {
+  const uint64_t seed = next_seed();
+  ApiResult<ApiRequest> parsed = endpoint == Endpoint::kChat ? parse_chat_request(body, model, seed, &gone)
+                                                             : parse_completions_request(body, model, seed, &gone);
+  if (!parsed.ok() || gone.load()) return parsed;
+  parsed->gen.timeout_seconds = options.request_timeout;
+  // The server's default layout (--json-whitespace; a schema's root x-guidance overrides it),
+  // before the one compile: followers get it on the rank wire and compile the same grammar.
+  if (parsed->gen.constraint.active()) parsed->gen.constraint.whitespace_flexible = options.json_whitespace_flexible;
+  if (Status st = service.prepare(parsed->gen); !st.ok()) return bad_request(message_param(st.message()), st.message());
+  return parsed;
+}
+
+// One request shared by the response builders of its choices; the engine holds its own copy.
 void HttpServer::Impl::submit(const std::shared_ptr<Connection>& conn, ApiResult<ApiRequest>& parsed,
-                              HttpResponse headers) {
+                              HttpResponse headers, AdmissionBudget::Ticket ticket) {
   auto reply = [&](HttpResponse res) {
     for (const auto& f : headers) res.set(f.name_string(), f.value());
     conn->reply(std::move(res));
   };
   if (!parsed.ok()) return reply(api_error_response(parsed.error()));
-  ApiRequest& api = *parsed;
-  api.gen.timeout_seconds = options.request_timeout;
-
-  auto exchange = std::make_shared<Exchange>(service, conn, api.stream, options.keepalive_seconds, active,
-                                             headers);
-  const Service::Submitted sub = service.submit(api.gen, [exchange](const RequestUpdate& u) { exchange->push(u); });
+  if (const std::string relaxed = relaxed_keywords(parsed->gen.constraint); !relaxed.empty())
+    headers.set("X-Relaxed-Keywords", relaxed);
+  if (options.prefix_cache_per_key && conn->tenant() >= 0)
+    parsed->gen.cache_salt = tenant_cache_salt(conn->tenant(), parsed->gen.cache_salt);
+  ticket.reset();  // the parse's charge, for what the request holds from now on
+  ticket = budget.take(request_footprint(*parsed));
+  if (!ticket) return reply(overloaded());
+  auto api = std::make_shared<const ApiRequest>(std::move(*parsed));
+  auto exchange = std::make_shared<Exchange>(service, conn, api->stream, options.keepalive_seconds, active,
+                                             headers, std::move(ticket));
+  const Service::Submitted sub = service.submit(api->gen, [exchange](const RequestUpdate& u) { exchange->push(u); });
   switch (sub.error) {
     case Service::SubmitError::kNone: break;
     case Service::SubmitError::kInvalid:
@@ -492,7 +542,7 @@ void HttpServer::Impl::submit(const std::shared_ptr<Connection>& conn, ApiResult
     case Service::SubmitError::kStopping:
       return reply(json_error(503, "the server is shutting down", "server_shutting_down", "server_error"));
   }
-  exchange->begin(sub.id, api, model);
+  exchange->begin(sub.id, std::move(api), model);
 }
 
 // The served model, health, metrics and the chat page.

@@ -6,7 +6,9 @@
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics, /  (the chat page)
 //
 // Each request: Connection reads it under its deadlines (connection.h) -> access checks on the
-// header (http_policy.h) -> parse (protocol.h) -> Service::submit with a sink that posts the
+// header (http_policy.h) -> its charge on the admission budget (admission.h) -> on the parse
+// pool: parse, render, tokenize and compile its grammar (protocol.h, Service::prepare; every
+// POST route, /tokenize and /detokenize too) -> Service::submit with a sink that posts the
 // updates to the connection's strand -> ResponseBuilder -> one response or SSE chunks. No
 // thread waits for a request: a few I/O threads serve every connection, and the service thread
 // stays the only one that steps. A client that leaves cancels its request, streamed or not.
@@ -41,11 +43,18 @@ struct ServerOptions {
   double keepalive_seconds = 2;      // a stream with no update this long gets an SSE comment line
   bool access_log = true;            // one JSON line per request on stderr (--access-log)
   bool json_whitespace_flexible = false;  // structured output's default layout (--json-whitespace)
+  // --prefix-cache-scope key: each API key's requests get their own prefix-cache namespace
+  // (tenant_cache_salt); global: only their cache_salt separates them.
+  bool prefix_cache_per_key = false;
+  // Bytes that the requests being parsed, queued and running may hold together
+  // (--max-pending-bytes; admission.h); beyond: 503 + Retry-After. 0: default_pending_bytes().
+  int64_t max_pending_bytes = 0;
 };
 
-// The access-log line of one request (JSON, no newline): {"id", "route", "status",
-// "prompt_tokens", "completion_tokens", "cached_tokens", "ttft_ms", "total_ms"}; token counts
-// and ttft_ms are null where the request generated nothing.
+// The access-log line of one request (JSON, no newline): {"id", "client_id", "route", "status",
+// "prompt_tokens", "completion_tokens", "cached_tokens", "ttft_ms", "total_ms"}: id the server's,
+// client_id the client's X-Request-Id (null: none); token counts and ttft_ms are null where
+// the request generated nothing.
 std::string access_log_line(const AccessRecord& r);
 
 class HttpServer {

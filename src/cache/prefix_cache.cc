@@ -17,6 +17,14 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return h ^ (h >> 31);
 }
 
+// The root's seed: its rank and namespace.
+uint64_t root_key(int32_t rank, std::string_view salt) {
+  uint64_t h = mix(0x5ca1ab1eull, static_cast<uint64_t>(rank));
+  h = mix(h, salt.size());
+  for (unsigned char c : salt) h = mix(h, c);
+  return h;
+}
+
 }  // namespace
 
 PrefixCache::PrefixCache(int32_t block_tokens, int32_t capacity) : P_(block_tokens), entries_(capacity) {
@@ -24,39 +32,42 @@ PrefixCache::PrefixCache(int32_t block_tokens, int32_t capacity) : P_(block_toke
   for (int32_t i = capacity - 1; i >= 0; --i) free_.push_back(i);
 }
 
-uint64_t PrefixCache::key_of(int32_t parent, const int32_t* tokens, int32_t wc) const {
-  uint64_t h = mix(parent < 0 ? mix(0x5ca1ab1eull, static_cast<uint64_t>(rank_of_root(parent))) : entries_[parent].key,
-                   static_cast<uint64_t>(wc));
+uint64_t PrefixCache::key_of(int32_t parent, const int32_t* tokens, int32_t wc, std::string_view salt) const {
+  uint64_t h = mix(parent < 0 ? root_key(rank_of_root(parent), salt) : entries_[parent].key, static_cast<uint64_t>(wc));
   for (int32_t i = 0; i < P_; ++i) h = mix(h, static_cast<uint32_t>(tokens[i]));
   return h;
 }
 
-int32_t PrefixCache::find(int32_t parent, const int32_t* tokens, int32_t wc) const {
-  const auto it = by_key_.find(key_of(parent, tokens, wc));
+int32_t PrefixCache::find(int32_t parent, const int32_t* tokens, int32_t wc, std::string_view salt) const {
+  const auto it = by_key_.find(key_of(parent, tokens, wc, salt));
   if (it == by_key_.end()) return -1;
   for (int32_t id : it->second) {
     const Entry& e = entries_[id];
-    if (e.parent == parent && e.wc == wc && std::equal(e.tokens.begin(), e.tokens.end(), tokens)) return id;
+    if (e.parent == parent && e.wc == wc && (parent >= 0 || e.salt == salt) &&
+        std::equal(e.tokens.begin(), e.tokens.end(), tokens))
+      return id;
   }
   return -1;
 }
 
-int64_t PrefixCache::cached_blocks(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp) const {
+int64_t PrefixCache::cached_blocks(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp,
+                                   std::string_view salt) const {
   DSV4_CHECK(root < 0);
   int64_t b = 0;
   for (int32_t parent = root; (b + 1) * P_ <= n; ++b) {
-    const int32_t id = find(parent, tokens + b * P_, wc);
+    const int32_t id = find(parent, tokens + b * P_, wc, salt);
     if (id < 0 || (need_mtp && !entries_[id].mtp)) break;
     parent = id;
   }
   return b;
 }
 
-std::vector<int32_t> PrefixCache::match(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp) {
+std::vector<int32_t> PrefixCache::match(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp,
+                                        std::string_view salt) {
   std::vector<int32_t> chain;
-  const int64_t blocks = cached_blocks(root, tokens, n, wc, need_mtp);
+  const int64_t blocks = cached_blocks(root, tokens, n, wc, need_mtp, salt);
   for (int32_t b = 0, parent = root; b < blocks; ++b) {
-    parent = find(parent, tokens + b * P_, wc);
+    parent = find(parent, tokens + b * P_, wc, salt);
     chain.push_back(parent);
   }
   ++clock_;
@@ -64,12 +75,14 @@ std::vector<int32_t> PrefixCache::match(int32_t root, const int32_t* tokens, int
   return chain;
 }
 
-int32_t PrefixCache::insert(int32_t parent, const int32_t* tokens, int32_t wc, int32_t page, bool mtp) {
+int32_t PrefixCache::insert(int32_t parent, const int32_t* tokens, int32_t wc, int32_t page, bool mtp,
+                            std::string_view salt) {
   DSV4_CHECK(!free_.empty() && (parent < 0 || entries_[parent].live));
   const int32_t id = free_.back();
   free_.pop_back();
   Entry& e = entries_[id];
-  e.key = key_of(parent, tokens, wc);
+  e.key = key_of(parent, tokens, wc, salt);
+  e.salt.assign(parent < 0 ? salt : std::string_view());
   e.parent = parent;
   e.wc = wc;
   e.page = page;
@@ -124,6 +137,7 @@ std::optional<PrefixCache::Entry> PrefixCache::evict(const std::function<bool(in
   if (e.parent >= 0) --entries_[e.parent].children;
   e.live = false;
   e.tokens.clear();
+  e.salt.clear();
   free_.push_back(best);
   --size_;
   return out;

@@ -13,11 +13,18 @@
 // Roots: with ranks a cached block's rows live on the rank that computed it, so every chain
 // starts at its rank's root (root(rank), a negative parent id): a lookup from one rank's root
 // never meets another rank's blocks. One rank: root(0) = -1.
+//
+// Salts (tenant isolation): a chain also starts in a namespace, the request's cache salt
+// ("" the shared one). Block 0's key mixes the salt in and its entry keeps the salt, which a
+// lookup compares like the tokens; every later block chains its parent's entry. So chains of
+// different salts share no entry, and a salt collision of the hash is a miss too.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -36,6 +43,7 @@ class PrefixCache {
     int64_t last_use = 0;
     bool live = false;
     std::vector<int32_t> tokens;  // [P]
+    std::string salt;             // block 0: its chain's namespace ("" for later blocks)
   };
 
   PrefixCache(int32_t block_tokens, int32_t capacity);
@@ -49,15 +57,18 @@ class PrefixCache {
   bool full() const { return free_.empty(); }
   const Entry& entry(int32_t id) const { return entries_[id]; }
 
-  // Entry of the block after `parent` (a root: the first block) with these P tokens and wc, or -1.
-  int32_t find(int32_t parent, const int32_t* tokens, int32_t wc) const;
-  // The longest chain of entries (block 0, 1, …) from `root` whose blocks lie inside tokens
-  // [0, n) under wc, with mtp rows when need_mtp; match marks them used, cached_blocks only
-  // counts them.
-  std::vector<int32_t> match(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp);
-  int64_t cached_blocks(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp) const;
+  // Entry of the block after `parent` (a root: the first block, in namespace `salt`) with these
+  // P tokens and wc, or -1. The salt counts at a root only.
+  int32_t find(int32_t parent, const int32_t* tokens, int32_t wc, std::string_view salt) const;
+  // The longest chain of entries (block 0, 1, …) from `root` in namespace `salt` whose blocks
+  // lie inside tokens [0, n) under wc, with mtp rows when need_mtp; match marks them used,
+  // cached_blocks only counts them.
+  std::vector<int32_t> match(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp,
+                             std::string_view salt);
+  int64_t cached_blocks(int32_t root, const int32_t* tokens, int64_t n, int32_t wc, bool need_mtp,
+                        std::string_view salt) const;
   // A new entry (the caller checked find() == -1 and !full()); returns its id.
-  int32_t insert(int32_t parent, const int32_t* tokens, int32_t wc, int32_t page, bool mtp);
+  int32_t insert(int32_t parent, const int32_t* tokens, int32_t wc, int32_t page, bool mtp, std::string_view salt);
   // A sequence chains its next block onto `id` (hold) or no longer (release); a held entry
   // is never evicted, so a later insert under it always finds it.
   void hold(int32_t id);
@@ -70,7 +81,7 @@ class PrefixCache {
   int32_t evictable_count(const std::function<bool(int32_t page)>& evictable) const;
 
  private:
-  uint64_t key_of(int32_t parent, const int32_t* tokens, int32_t wc) const;
+  uint64_t key_of(int32_t parent, const int32_t* tokens, int32_t wc, std::string_view salt) const;
 
   int32_t P_;
   std::vector<Entry> entries_;

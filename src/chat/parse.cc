@@ -93,8 +93,8 @@ Result<ParsedMessage> parse_completion(std::string_view text, ThinkingMode mode)
   return out;
 }
 
-nlohmann::ordered_json tool_call_json(const ToolCall& call, const std::string& id) {
-  nlohmann::ordered_json j;
+OrderedJson tool_call_json(const ToolCall& call, const std::string& id) {
+  OrderedJson j;
   j["id"] = id;
   j["type"] = "function";
   j["function"]["name"] = call.name;
@@ -119,122 +119,145 @@ ToolCallPiece& CallBlockScanner::piece(std::vector<ToolCallPiece>& out) {
 CallBlockScanner::Step CallBlockScanner::scan(std::string_view text, size_t& pos, std::vector<ToolCallPiece>& out,
                                               std::string& error) {
   while (true) {
+    std::optional<Step> step;
     switch (state_) {
-      case State::kGap: {  // after "<｜DSML｜tool_calls" or an invoke's end tag: ">\n" and a tag
-        const Found next = find_first<2>(text, pos, {kInvokeOpen, kCallsEnd});
-        if (next.which < 0) return Step::kNeedMore;
-        if (text.substr(pos, next.at - pos) != ">\n") {
-          error = "tool calls: expected \">\\n\" before the next DSML tag";
-          return Step::kError;
-        }
-        if (next.which == 1) {
-          pos = next.at + kCallsEnd.size();
-          return Step::kEnd;
-        }
-        pos = next.at + kInvokeOpen.size();
-        state_ = State::kInvokeHeader;
-        break;
-      }
-      case State::kInvokeHeader: {  // ` name="...">\n` up to the first parameter or the end tag
-        const Found tag = find_first<2>(text, pos, {kParamOpen, kInvokeClose});
-        if (tag.which < 0) return Step::kNeedMore;
-        std::optional<std::string> name = invoke_name(text.substr(pos, tag.at - pos));
-        if (!name) {
-          error = "tool calls: invoke tag is not `name=\"...\">` + newline";
-          return Step::kError;
-        }
-        name_ = std::move(*name);
-        keys_.clear();
-        ++n_calls_;
-        ToolCallPiece& p = piece(out);
-        p.opens = true;
-        p.name = name_;
-        p.arguments = "{";
-        pos = tag.at + (tag.which == 0 ? kParamOpen.size() : kInvokeClose.size());
-        if (tag.which == 1) {
-          p.arguments += "}";
-          p.closes = true;
-        }
-        state_ = tag.which == 0 ? State::kParamHeader : State::kGap;
-        break;
-      }
-      case State::kParamHeader: {  // ` name="KEY" string="true|false">` (the first such attribute)
-        const size_t close = text.find(kParamClose, pos);
-        const Found attr = find_first<2>(text, pos + kNameAttr.size(), kStringAttrs);
-        if (attr.which < 0 || close < attr.at) {
-          if (close == std::string_view::npos) return Step::kNeedMore;
-          error = parameter_error(name_);
-          return Step::kError;
-        }
-        if (!text.substr(pos).starts_with(kNameAttr)) {
-          error = parameter_error(name_);
-          return Step::kError;
-        }
-        const size_t key_at = pos + kNameAttr.size();
-        std::string key(text.substr(key_at, attr.at - key_at));
-        for (const std::string& other : keys_) {
-          if (other == key) {
-            error = "tool calls: duplicate parameter \"" + key + "\" in \"" + name_ + "\"";
-            return Step::kError;
-          }
-        }
-        string_value_ = attr.which == 0;
-        std::string& args = piece(out).arguments;
-        if (!keys_.empty()) args += ", ";
-        args += py_json_string(key);
-        args += string_value_ ? ": \"" : ": ";
-        keys_.push_back(std::move(key));
-        pos = attr.at + kStringAttrs[attr.which].size();
-        state_ = State::kParamValue;
-        break;
-      }
-      case State::kParamValue: {  // VALUE + "<" (or "<\n") + "/｜DSML｜parameter"
-        const size_t close = text.find(kParamClose, pos);
-        const bool closed = close != std::string_view::npos;
-        std::string_view value = text.substr(pos, closed ? close - pos : std::string_view::npos);
-        // Open: hold back what may still become the end; closed: the end must be there.
-        if (!closed) value.remove_suffix(stop_prefix_length(value, std::array{kParamClose}));
-        const size_t tail = value.ends_with("<") ? 1 : value.ends_with("<\n") ? 2 : 0;
-        if (closed && tail == 0) {
-          error = parameter_error(name_);
-          return Step::kError;
-        }
-        value.remove_suffix(tail);
-        if (!value.empty() || closed) {
-          std::string& args = piece(out).arguments;
-          if (string_value_) {
-            py_json_escape_append(args, value);
-          } else {
-            args += value;
-          }
-          if (closed && string_value_) args += "\"";
-        }
-        if (!closed) {
-          pos += value.size();
-          return Step::kNeedMore;
-        }
-        pos = close + kParamClose.size();
-        state_ = State::kParamGap;
-        break;
-      }
-      case State::kParamGap: {  // ">\n", then the next parameter or the invoke's end tag
-        const Found tag = find_first<2>(text, pos, {kParamOpen, kInvokeClose});
-        if (tag.which < 0) return Step::kNeedMore;
-        if (text.substr(pos, tag.at - pos) != ">\n") {
-          error = "tool calls: expected \">\\n\" after a parameter of \"" + name_ + "\"";
-          return Step::kError;
-        }
-        pos = tag.at + (tag.which == 0 ? kParamOpen.size() : kInvokeClose.size());
-        if (tag.which == 1) {
-          ToolCallPiece& p = piece(out);
-          p.arguments += "}";
-          p.closes = true;
-        }
-        state_ = tag.which == 0 ? State::kParamHeader : State::kGap;
-        break;
-      }
+      case State::kGap: step = gap(text, pos, error); break;
+      case State::kInvokeHeader: step = invoke_header(text, pos, out, error); break;
+      case State::kParamHeader: step = param_header(text, pos, out, error); break;
+      case State::kParamValue: step = param_value(text, pos, out, error); break;
+      case State::kParamGap: step = param_gap(text, pos, out, error); break;
     }
+    if (step) return *step;
   }
+}
+
+// After "<｜DSML｜tool_calls" or an invoke's end tag: ">\n" and a tag.
+std::optional<CallBlockScanner::Step> CallBlockScanner::gap(std::string_view text, size_t& pos, std::string& error) {
+  const Found next = find_first<2>(text, pos, {kInvokeOpen, kCallsEnd});
+  if (next.which < 0) return Step::kNeedMore;
+  if (text.substr(pos, next.at - pos) != ">\n") {
+    error = "tool calls: expected \">\\n\" before the next DSML tag";
+    return Step::kError;
+  }
+  if (next.which == 1) {
+    pos = next.at + kCallsEnd.size();
+    return Step::kEnd;
+  }
+  pos = next.at + kInvokeOpen.size();
+  state_ = State::kInvokeHeader;
+  return std::nullopt;
+}
+
+// ` name="...">\n` up to the first parameter or the end tag.
+std::optional<CallBlockScanner::Step> CallBlockScanner::invoke_header(std::string_view text, size_t& pos,
+                                                                      std::vector<ToolCallPiece>& out,
+                                                                      std::string& error) {
+  const Found tag = find_first<2>(text, pos, {kParamOpen, kInvokeClose});
+  if (tag.which < 0) return Step::kNeedMore;
+  std::optional<std::string> name = invoke_name(text.substr(pos, tag.at - pos));
+  if (!name) {
+    error = "tool calls: invoke tag is not `name=\"...\">` + newline";
+    return Step::kError;
+  }
+  name_ = std::move(*name);
+  keys_.clear();
+  ++n_calls_;
+  ToolCallPiece& p = piece(out);
+  p.opens = true;
+  p.name = name_;
+  p.arguments = "{";
+  pos = tag.at + (tag.which == 0 ? kParamOpen.size() : kInvokeClose.size());
+  if (tag.which == 1) {
+    p.arguments += "}";
+    p.closes = true;
+  }
+  state_ = tag.which == 0 ? State::kParamHeader : State::kGap;
+  return std::nullopt;
+}
+
+// ` name="KEY" string="true|false">` (the first such attribute).
+std::optional<CallBlockScanner::Step> CallBlockScanner::param_header(std::string_view text, size_t& pos,
+                                                                     std::vector<ToolCallPiece>& out,
+                                                                     std::string& error) {
+  const size_t close = text.find(kParamClose, pos);
+  const Found attr = find_first<2>(text, pos + kNameAttr.size(), kStringAttrs);
+  if (attr.which < 0 || close < attr.at) {
+    if (close == std::string_view::npos) return Step::kNeedMore;
+    error = parameter_error(name_);
+    return Step::kError;
+  }
+  if (!text.substr(pos).starts_with(kNameAttr)) {
+    error = parameter_error(name_);
+    return Step::kError;
+  }
+  const size_t key_at = pos + kNameAttr.size();
+  std::string key(text.substr(key_at, attr.at - key_at));
+  if (keys_.count(key)) {
+    error = "tool calls: duplicate parameter \"" + key + "\" in \"" + name_ + "\"";
+    return Step::kError;
+  }
+  string_value_ = attr.which == 0;
+  std::string& args = piece(out).arguments;
+  if (!keys_.empty()) args += ", ";
+  args += py_json_string(key);
+  args += string_value_ ? ": \"" : ": ";
+  keys_.insert(std::move(key));
+  pos = attr.at + kStringAttrs[attr.which].size();
+  state_ = State::kParamValue;
+  return std::nullopt;
+}
+
+// VALUE + "<" (or "<\n") + "/｜DSML｜parameter".
+std::optional<CallBlockScanner::Step> CallBlockScanner::param_value(std::string_view text, size_t& pos,
+                                                                    std::vector<ToolCallPiece>& out,
+                                                                    std::string& error) {
+  const size_t close = text.find(kParamClose, pos);
+  const bool closed = close != std::string_view::npos;
+  std::string_view value = text.substr(pos, closed ? close - pos : std::string_view::npos);
+  // Open: hold back what may still become the end; closed: the end must be there.
+  if (!closed) value.remove_suffix(stop_prefix_length(value, std::array{kParamClose}));
+  const size_t tail = value.ends_with("<") ? 1 : value.ends_with("<\n") ? 2 : 0;
+  if (closed && tail == 0) {
+    error = parameter_error(name_);
+    return Step::kError;
+  }
+  value.remove_suffix(tail);
+  if (!value.empty() || closed) {
+    std::string& args = piece(out).arguments;
+    if (string_value_) {
+      py_json_escape_append(args, value);
+    } else {
+      args += value;
+    }
+    if (closed && string_value_) args += "\"";
+  }
+  if (!closed) {
+    pos += value.size();
+    return Step::kNeedMore;
+  }
+  pos = close + kParamClose.size();
+  state_ = State::kParamGap;
+  return std::nullopt;
+}
+
+// ">\n", then the next parameter or the invoke's end tag.
+std::optional<CallBlockScanner::Step> CallBlockScanner::param_gap(std::string_view text, size_t& pos,
+                                                                  std::vector<ToolCallPiece>& out,
+                                                                  std::string& error) {
+  const Found tag = find_first<2>(text, pos, {kParamOpen, kInvokeClose});
+  if (tag.which < 0) return Step::kNeedMore;
+  if (text.substr(pos, tag.at - pos) != ">\n") {
+    error = "tool calls: expected \">\\n\" after a parameter of \"" + name_ + "\"";
+    return Step::kError;
+  }
+  pos = tag.at + (tag.which == 0 ? kParamOpen.size() : kInvokeClose.size());
+  if (tag.which == 1) {
+    ToolCallPiece& p = piece(out);
+    p.arguments += "}";
+    p.closes = true;
+  }
+  state_ = tag.which == 0 ? State::kParamHeader : State::kGap;
+  return std::nullopt;
 }
 
 ChatStreamParser::ChatStreamParser(bool in_reasoning)

@@ -8,12 +8,15 @@
 //   CALLS := "\n\n<｜DSML｜tool_calls>\n" INVOKE ("\n" INVOKE)* "\n</｜DSML｜tool_calls>"
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "base/status.h"
 #include "chat/render.h"
 
@@ -36,7 +39,7 @@ struct ParsedMessage {
 Result<ParsedMessage> parse_completion(std::string_view text, ThinkingMode mode);
 
 // OpenAI `tool_calls` entry: {id, type: "function", function: {name, arguments}}.
-nlohmann::ordered_json tool_call_json(const ToolCall& call, const std::string& id);
+OrderedJson tool_call_json(const ToolCall& call, const std::string& id);
 
 // One step of a tool call as it is generated (OpenAI's streamed `tool_calls` entry): the call's
 // first piece opens it and has its name; `arguments` fragments follow in order, and together
@@ -86,11 +89,21 @@ class CallBlockScanner {
   enum class State { kGap, kInvokeHeader, kParamHeader, kParamValue, kParamGap };
   // The open call's piece in `out` (a new one at the start of a feed).
   ToolCallPiece& piece(std::vector<ToolCallPiece>& out);
+  // One state each: a Step ends scan(), nullopt reads on in the next state.
+  std::optional<Step> gap(std::string_view text, size_t& pos, std::string& error);
+  std::optional<Step> invoke_header(std::string_view text, size_t& pos, std::vector<ToolCallPiece>& out,
+                                    std::string& error);
+  std::optional<Step> param_header(std::string_view text, size_t& pos, std::vector<ToolCallPiece>& out,
+                                   std::string& error);
+  std::optional<Step> param_value(std::string_view text, size_t& pos, std::vector<ToolCallPiece>& out,
+                                  std::string& error);
+  std::optional<Step> param_gap(std::string_view text, size_t& pos, std::vector<ToolCallPiece>& out,
+                                std::string& error);
 
   State state_ = State::kGap;
   int n_calls_ = 0;                // calls opened so far
   std::string name_;               // of the open call (error messages)
-  std::vector<std::string> keys_;  // its parameters so far
+  std::unordered_set<std::string> keys_;  // its parameters so far (duplicates: an error)
   bool string_value_ = false;      // the open parameter has string="true"
 };
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "base/key_index.h"
 #include "text/utf8.h"
 
 namespace dsv4::chat {
@@ -46,8 +47,8 @@ void append_escaped(std::string& out, std::string_view s) {
   out += '"';
 }
 
-void dump(const nlohmann::ordered_json& v, std::string& out) {
-  using T = nlohmann::ordered_json::value_t;
+void dump(const OrderedJson& v, std::string& out) {
+  using T = OrderedJson::value_t;
   switch (v.type()) {
     case T::null: out += "null"; break;
     case T::boolean: out += v.get<bool>() ? "true" : "false"; break;
@@ -128,6 +129,7 @@ class Reader {
     skip_ws();
     return pos_ == s_.size();
   }
+  uint64_t key_comparisons() const { return key_comparisons_; }
 
  private:
   static constexpr int kMaxDepth = 500;
@@ -270,11 +272,19 @@ class Reader {
     }
   }
 
+  // Duplicate keys are found through a hash index: linear in the key count.
   bool object(Node& out, int depth) {
     out.kind = PyParsed::Kind::kObject;
     ++pos_;
     skip_ws();
     if (pos_ < s_.size() && s_[pos_] == kObjectClose) { ++pos_; return true; }
+    KeyIndex index;
+    const auto key_at = [&out](size_t i) -> std::string_view { return out.keys[i]; };
+    struct Tally {  // the index's comparisons, added to the reader's however the object ends
+      KeyIndex& index;
+      uint64_t& total;
+      ~Tally() { total += index.comparisons(); }
+    } tally{index, key_comparisons_};
     while (true) {
       skip_ws();
       if (pos_ >= s_.size() || s_[pos_] != '"') return false;
@@ -285,13 +295,13 @@ class Reader {
       skip_ws();
       Node item;
       if (!value(item, depth + 1)) return false;
-      size_t at = 0;
-      while (at < out.keys.size() && out.keys[at] != key) ++at;
-      if (at < out.keys.size()) {
+      const size_t at = index.find(key, out.keys.size(), key_at);
+      if (at != KeyIndex::kNotFound) {
         out.items[at] = std::move(item);  // dict: last value, first position
       } else {
         out.keys.push_back(std::move(key));
         out.items.push_back(std::move(item));
+        index.appended(out.keys.size(), key_at);
       }
       skip_ws();
       if (pos_ >= s_.size()) return false;
@@ -303,6 +313,7 @@ class Reader {
 
   std::string_view s_;
   size_t pos_ = 0;
+  uint64_t key_comparisons_ = 0;  // over every object read
 };
 
 }  // namespace
@@ -362,15 +373,15 @@ std::string py_float_repr(double x) {
   return out;
 }
 
-std::string py_json(const nlohmann::ordered_json& value) {
+std::string py_json(const OrderedJson& value) {
   std::string out;
   dump(value, out);
   return out;
 }
 
-int json_depth(const nlohmann::ordered_json& value) {
+int json_depth(const OrderedJson& value) {
   int deepest = 0;
-  std::vector<std::pair<const nlohmann::ordered_json*, int>> stack{{&value, 0}};
+  std::vector<std::pair<const OrderedJson*, int>> stack{{&value, 0}};
   while (!stack.empty()) {
     auto [v, d] = stack.back();
     stack.pop_back();
@@ -383,9 +394,11 @@ int json_depth(const nlohmann::ordered_json& value) {
 
 std::optional<PyParsed> py_json_reparse(std::string_view text) {
   Node root;
-  if (!Reader(text).document(root)) return std::nullopt;
+  Reader reader(text);
+  if (!reader.document(root)) return std::nullopt;
   PyParsed out;
   out.kind = root.kind;
+  out.key_comparisons = reader.key_comparisons();
   dump(root, out.dumped);
   if (root.kind == PyParsed::Kind::kObject) {
     for (size_t i = 0; i < root.keys.size(); ++i) {

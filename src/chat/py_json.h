@@ -4,11 +4,14 @@
 // Python repr. Used for tool schemas, response formats and tool arguments.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
+
+#include "base/ordered_json.h"
 
 namespace dsv4::chat {
 
@@ -22,11 +25,11 @@ void py_json_escape_append(std::string& out, std::string_view s);
 // 1e-4 <= |x| < 1e16 (`100.0`), else `1e-05` / `1e+16`; `NaN`, `Infinity`.
 std::string py_float_repr(double x);
 
-// json.dumps of an already parsed value (an ordered_json keeps key order).
-std::string py_json(const nlohmann::ordered_json& value);
+// json.dumps of an already parsed value (an OrderedJson keeps key order).
+std::string py_json(const OrderedJson& value);
 
 // Nesting depth of a value (scalars 0); iterative, safe on any input.
-int json_depth(const nlohmann::ordered_json& value);
+int json_depth(const OrderedJson& value);
 
 // Python json.loads + json.dumps of a text, as the reference re-serializes
 // tool arguments: arbitrary-size integers kept digit for digit, NaN/Infinity
@@ -44,6 +47,8 @@ struct PyParsed {
     bool value_is_string;
   };
   std::vector<Member> members;
+  // Key comparisons the duplicate-key checks made: O(keys), whatever the keys (tests count them).
+  uint64_t key_comparisons = 0;
 };
 std::optional<PyParsed> py_json_reparse(std::string_view text);
 

@@ -14,7 +14,7 @@ namespace dsv4::chat {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 constexpr std::string_view kUser = "<｜User｜>";
 constexpr std::string_view kAssistant = "<｜Assistant｜>";

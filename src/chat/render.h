@@ -8,9 +8,9 @@
 // reasoning of earlier turns is dropped in thinking mode (§3.4), tools and
 // tool calls are written as DSML (§3.2, §3.8).
 //
-// Inputs are nlohmann::ordered_json so tool schemas keep their key order
+// Inputs are OrderedJson so tool schemas keep their key order
 // (the prompt must reproduce it byte for byte); parse request bodies with
-// nlohmann::ordered_json::parse.
+// OrderedJson::parse.
 #pragma once
 
 #include <string>
@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "base/status.h"
 #include "text/split_regex.h"
 
@@ -37,10 +38,10 @@ struct ChatOptions {
   // API-level `tools` (OpenAI format) or null: attached to the first message
   // when it is system/developer, else a system message {"content": "", tools}
   // is inserted first (§3.16's server convention).
-  nlohmann::ordered_json tools;
+  OrderedJson tools;
   // Earlier messages already in the KV cache (array or null): not rendered,
   // but they order tool results and decide dropping (§3.12). No BOS then.
-  nlohmann::ordered_json context;
+  OrderedJson context;
 };
 
 // A rendered prompt. Tokenize it with Tokenizer::encode_spans(text, template_spans).
@@ -53,7 +54,7 @@ struct ChatPrompt {
 // (boolean; alias `chat_template_kwargs.thinking`; absent = chat mode),
 // `reasoning_effort` (null, "low", "medium", "high" render alike; "max"),
 // `tools`. A wrong type or value is an error naming the field.
-Result<ChatOptions> chat_options_from_request(const nlohmann::ordered_json& request);
+Result<ChatOptions> chat_options_from_request(const OrderedJson& request);
 
 // The prompt for `messages` (a JSON array of OpenAI chat messages). Ends with
 // the generation prompt `<｜Assistant｜><think>` / `<｜Assistant｜></think>` when
@@ -69,7 +70,7 @@ Result<ChatOptions> chat_options_from_request(const nlohmann::ordered_json& requ
 // wherever it appears; a developer message needs non-empty content; a tool
 // name (`tools[i].function.name`, `tool_calls[j].function.name`) must match
 // OpenAI's ^[a-zA-Z0-9_-]{1,64}$.
-Result<ChatPrompt> render_chat(const nlohmann::ordered_json& messages, const ChatOptions& options);
+Result<ChatPrompt> render_chat(const OrderedJson& messages, const ChatOptions& options);
 
 // Whether generation after this prompt starts inside the reasoning block
 // (the template ended it with `<think>`): the initial state of the output parser.

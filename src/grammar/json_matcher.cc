@@ -104,7 +104,7 @@ bool JsonMatcher::completable(const Frame& f) const {
   const Node& n = g_.nodes[f.node];
   switch (n.kind) {
     case Kind::kNumber:
-    case Kind::kInteger: return number_complete(f);
+    case Kind::kInteger: return n.range.bounded ? ranged_number_complete(f, n.range) : number_complete(f);
     case Kind::kLiteral:
       for (size_t k = 0; k < n.literals.size(); ++k)
         if ((f.bits >> k & 1) && n.literals[k].size() == static_cast<size_t>(f.i)) return true;
@@ -215,7 +215,8 @@ void JsonMatcher::consume(const MatchStack& in, uint8_t c, MatchState& out) cons
     case Kind::kString: return string_value_byte(s, n, c, out);
     case Kind::kNumber:
     case Kind::kInteger:
-      if (number_byte(f, c, n.kind == Kind::kInteger)) emit(s, out);
+      if (n.range.bounded ? ranged_number_byte(f, c, n.range) : number_byte(f, c, n.kind == Kind::kInteger))
+        emit(s, out);
       return;
     case Kind::kLiteral: {
       const uint64_t keep = narrow(f.bits, n.literals.size(), f.i, c, [&](size_t k) -> const std::string& {
@@ -260,6 +261,7 @@ void JsonMatcher::key_byte(MatchStack& s, uint8_t c, MatchState& out) const {
 
 void JsonMatcher::string_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const {
   Frame& f = s.f[s.n - 1];
+  if (n.regex >= 0) return pattern_value_byte(s, n, c, out);
   if (f.phase == kSOpen) {
     if (c != '"') return;
     f.phase = kSBody;
@@ -267,6 +269,22 @@ void JsonMatcher::string_value_byte(MatchStack& s, const Node& n, uint8_t c, Mat
     if (f.i < n.min_length) return;
     pop(s);
   } else if (!string_byte(f, c, n.max_length)) {
+    return;
+  }
+  emit(s, out);
+}
+
+void JsonMatcher::pattern_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const {
+  Frame& f = s.f[s.n - 1];
+  const StringPattern p{g_.regexes[n.regex].get(), n.min_length, n.max_length};
+  if (f.phase == kSOpen) {
+    if (c != '"') return;
+    f.phase = kSBody;
+    f.j = p.re->start();
+  } else if (c == '"' && pattern_string_may_close(f, p)) {
+    if (f.i < n.min_length) return;
+    pop(s);
+  } else if (!pattern_string_byte(f, c, p)) {
     return;
   }
   emit(s, out);
@@ -378,8 +396,51 @@ void JsonMatcher::object_byte(MatchStack& s, const Node& n, uint8_t c, MatchStat
   }
 }
 
+// A patterned raw string: Frame::esc is the position in a possible closing tag, j the regex
+// state. A tag byte is taken where the tag may end the text here, or where the tag's bytes so
+// far could still be text (so that a tag abandoned later leaves a live state).
+void JsonMatcher::pattern_raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const {
+  Frame& f = s.f[s.n - 1];
+  const StringPattern p{g_.regexes[n.regex].get(), n.min_length, n.max_length};
+  if (f.phase == kSOpen) {
+    f.phase = kSBody;
+    f.j = p.re->start();
+  }
+  const auto tag_size = static_cast<int32_t>(kDsmlParamClose.size());
+  auto as_text = [&](Frame& t, int32_t n_tag, int c_or_none) {
+    for (int32_t k = 0; k < n_tag; ++k)
+      if (!pattern_raw_byte(t, static_cast<uint8_t>(kDsmlParamClose[k]), p)) return false;
+    return c_or_none < 0 || pattern_raw_byte(t, static_cast<uint8_t>(c_or_none), p);
+  };
+  const bool may_end = f.phase == kSBody && f.i >= n.min_length && p.re->accepting(f.j);
+  if (f.esc > 0 && c == static_cast<uint8_t>(kDsmlParamClose[f.esc])) {
+    Frame t = f;
+    if (!may_end && !as_text(t, f.esc, c)) return;
+    if (++f.esc == tag_size) {
+      if (!may_end) return;
+      pop(s);
+    }
+    emit(s, out);
+    return;
+  }
+  if (f.esc > 0) {  // not the tag: its bytes so far were text
+    const int32_t k = f.esc;
+    f.esc = 0;
+    if (!as_text(f, k, -1)) return;
+  }
+  if (c == '<' && f.phase == kSBody) {
+    Frame t = f;
+    if (!may_end && !as_text(t, 0, '<')) return;
+    f.esc = 1;
+  } else if (!pattern_raw_byte(f, c, p)) {
+    return;
+  }
+  emit(s, out);
+}
+
 void JsonMatcher::raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const {
   Frame& f = s.f[s.n - 1];
+  if (n.regex >= 0) return pattern_raw_string_byte(s, n, c, out);
   if (f.j > 0) {  // inside a possible closing tag
     if (c == static_cast<uint8_t>(kDsmlParamClose[f.j])) {
       if (++f.j == static_cast<int32_t>(kDsmlParamClose.size())) {
@@ -451,14 +512,23 @@ bool JsonMatcher::accepting(const MatchState& st) const {
   return false;
 }
 
-bool JsonMatcher::in_string_text(const MatchState& st, int64_t room) const {
+bool JsonMatcher::in_string_text(const MatchState& st, int64_t room, bool* patterned) const {
   if (st.n == 0) return false;
+  if (patterned) *patterned = false;
   for (int32_t k = 0; k < st.n; ++k) {
     const Frame& f = st.s[k].f[st.s[k].n - 1];
     if (f.node == kRootNode || !string_may_close(f)) return false;
     if (f.node == kKeyNode) return false;  // open keys: no escapes, hashed
     const Node& n = g_.nodes[f.node];
-    if (n.kind != Kind::kString || (n.max_length >= 0 && n.max_length - f.i < room)) return false;
+    if (n.kind != Kind::kString) return false;
+    int64_t left = n.max_length - f.i;
+    if (n.regex >= 0) {  // text must leave the state as it is, and its shortest match must fit
+      const Regex& re = *g_.regexes[n.regex];
+      if (!patterned || f.phase != kSBody || !re.loops_on_json_text(f.j)) return false;
+      *patterned = true;
+      left -= re.shortest_accepting_length(f.j);
+    }
+    if (n.max_length >= 0 && left < room) return false;
   }
   return true;
 }
@@ -484,7 +554,8 @@ bool JsonMatcher::in_raw_text(const MatchState& st, int64_t room) const {
     const Frame& f = st.s[k].f[st.s[k].n - 1];
     if (f.node < 0) return false;
     const Node& n = g_.nodes[f.node];
-    if (n.kind != Kind::kRawString || f.j != 0 || f.more != 0 || (n.max_length >= 0 && n.max_length - f.i < room))
+    if (n.kind != Kind::kRawString || n.regex >= 0 || f.j != 0 || f.more != 0 ||
+        (n.max_length >= 0 && n.max_length - f.i < room))
       return false;
   }
   return true;

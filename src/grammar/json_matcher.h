@@ -66,8 +66,10 @@ class JsonMatcher {
   bool accepting(const MatchState& st) const;
   // Whether every reading of st is inside a string's text (no escape or UTF-8 sequence open)
   // with room for at least `room` more code points: then a token without '"' is allowed exactly
-  // when string_text() accepts it (token_mask.h's fast path).
-  bool in_string_text(const MatchState& st, int64_t room) const;
+  // when string_text() accepts it (token_mask.h's fast path). A patterned string counts only
+  // where its regex state loops on all JSON text (patterned given; *patterned set): then a
+  // token without '"' and '\\' is allowed exactly when key_text() accepts it.
+  bool in_string_text(const MatchState& st, int64_t room, bool* patterned = nullptr) const;
   // Whether bytes without '"' are string text from a fresh point in a string.
   static bool string_text(const char* bytes, int64_t n);
   // The same for the keys of open objects (no escapes): every reading inside such a key's text;
@@ -87,11 +89,13 @@ class JsonMatcher {
   // One byte c on top of s (a copy the function may change) by the top frame's kind.
   void key_byte(MatchStack& s, uint8_t c, MatchState& out) const;
   void string_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  void pattern_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void array_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void object_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void listed_key_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void object_key_start(MatchStack& s, const Node& n, MatchState& out) const;
   void raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  void pattern_raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void params_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void open_value(const MatchStack& s, int32_t node, uint8_t c, MatchState& out) const;
   // Whether a value of `node` begun on top of n_frames frames can close within the bound.

@@ -6,16 +6,18 @@
 #include <set>
 #include <tuple>
 
+#include "grammar/formats.h"
 #include "grammar/grammar_analysis.h"
 #include "grammar/schema_dialect.h"
 #include "grammar/schema_literals.h"
 #include "grammar/schema_merge.h"
+#include "grammar/schema_number.h"
 #include "grammar/schema_ref.h"
 
 namespace dsv4::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 const std::set<std::string> kAnnotations = {"$schema", "$id",     "$comment",   "title",    "description",
                                             "default", "examples", "deprecated", "readOnly", "writeOnly"};
@@ -25,7 +27,8 @@ const std::set<std::string> kKeywords = {"type",      "properties", "required", 
                                          "$defs",     "definitions", "$ref",     "minLength",
                                          "maxLength", "minimum",    "maximum",   "exclusiveMinimum",
                                          "exclusiveMaximum", "allOf",    "prefixItems",
-                                         "minProperties", "maxProperties"};
+                                         "minProperties", "maxProperties", "pattern", "format",
+                                         "multipleOf"};
 // Keywords that constrain nothing where they stand (annotations, and schemas kept for $ref).
 bool inert(const std::string& key) { return kAnnotations.count(key) || key == "$defs" || key == "definitions"; }
 // The keywords of s that constrain, but `key`.
@@ -39,17 +42,12 @@ Json constraints_beside(const Json& s, const std::string& key) {
 const std::set<std::string> kTypeKeywords[] = {
     {"properties", "required", "additionalProperties", "minProperties", "maxProperties"},
     {"items", "prefixItems", "minItems", "maxItems", "uniqueItems"},
-    {"minLength", "maxLength"},
-    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"},
+    {"minLength", "maxLength", "pattern", "format"},
+    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
 };
 const char* const kTypeOfKeywords[] = {"object", "array", "string", "number"};
 constexpr int kMaxJsonDepth = 4 * kMaxSchemaDepth;  // JSON levels of a schema document
 constexpr int64_t kMaxReadValues = int64_t{1} << 22;  // JSON values copied by Compiler::read
-
-// Integers are generated with at most kMaxDigits digits: a minimum/maximum at or beyond
-// ±(10^kMaxDigits − 1) (zod's int(): the safe integers) constrains nothing.
-constexpr double kIntegerReach = 999999999999999.0;
-static_assert(kMaxDigits == 15, "kIntegerReach is 10^kMaxDigits - 1");
 
 bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -129,6 +127,9 @@ class Compiler {
   Result<int32_t> typed(const Json& s, const std::string& type, const std::string& path);
   Result<int32_t> number(const Json& s, Kind kind, const std::string& path);
   Result<int32_t> string(const Json& s, const std::string& path);
+  // The regex of s's pattern and format (Grammar::regexes index, −1: neither), compiled once per
+  // pair; max_length takes the format's bound.
+  Result<int32_t> string_regex(const Json& s, const std::string& path, int64_t& max_length);
   Result<int32_t> array(const Json& s, const std::string& path);
   Result<int32_t> object(const Json& s, const std::string& path);
   Status property_counts(const Json& s, Node& n, const std::string& path);
@@ -148,6 +149,7 @@ class Compiler {
   int64_t read_values_ = 0;  // the schemas merges made (kept: nodes are compiled from them)
   std::map<const Json*, int32_t> refs_;  // by target: each is compiled once
   std::map<std::string, int32_t> merged_nodes_;  // by the merged schema's text
+  std::map<std::pair<std::string, std::string>, int32_t> regex_ids_;  // by (pattern, format)
   int32_t any_ = -1;
   int depth_ = 0, visits_ = 0;
   struct OneOf {
@@ -443,17 +445,41 @@ Result<int32_t> Compiler::typed(const Json& s, const std::string& type, const st
 Result<int32_t> Compiler::number(const Json& s, Kind kind, const std::string& path) {
   Node n;
   n.kind = kind;
-  for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
-    const auto it = s.find(key);
-    if (it == s.end()) continue;
-    const bool lower = std::string(key).find("inimum") != std::string::npos;
-    const bool wide = it->is_number() && kind == Kind::kInteger &&
-                      (lower ? it->get<double>() <= -kIntegerReach : it->get<double>() >= kIntegerReach);
-    if (!wide)
-      return fail(path, fmt::format("keyword '{}' is not supported (only on integers, at or beyond ±{:.0f})", key,
-                                    kIntegerReach));
-  }
+  Result<NumberRange> range = number_range(s, kind == Kind::kInteger, path);
+  if (!range.ok()) return range.status();
+  n.range = *range;
   return add(std::move(n));
+}
+
+Result<int32_t> Compiler::string_regex(const Json& s, const std::string& path, int64_t& max_length) {
+  const auto p = s.find("pattern"), f = s.find("format");
+  if (p == s.end() && f == s.end()) return -1;
+  if (p != s.end() && !p->is_string()) return fail(path, "pattern must be a string");
+  if (f != s.end() && !f->is_string()) return fail(path, "format must be a string");
+  const std::string pattern = p == s.end() ? "" : p->get<std::string>();
+  const std::string format = f == s.end() ? "" : f->get<std::string>();
+  if (f != s.end()) {
+    const int64_t bound = format_max_length(format);
+    if (bound >= 0 && (max_length < 0 || bound < max_length)) max_length = bound;
+  }
+  if (auto it = regex_ids_.find({pattern, format}); it != regex_ids_.end()) return it->second;
+  std::shared_ptr<const Regex> re;
+  if (f != s.end()) {
+    Result<const Regex*> fr = format_regex(format);
+    if (!fr.ok()) return fail(path, fmt::format("keyword 'format': {}", fr.message()));
+    re = std::shared_ptr<const Regex>(*fr, [](const Regex*) {});  // kept for the process
+  }
+  if (p != s.end()) {
+    Result<Regex> pr = compile_regex(pattern);
+    if (!pr.ok()) return fail(path, fmt::format("keyword 'pattern': {}", pr.message()));
+    if (re) pr = intersect_regex(*pr, *re);
+    if (!pr.ok()) return fail(path, fmt::format("keywords 'pattern' and 'format' together: {}", pr.message()));
+    re = std::make_shared<const Regex>(std::move(*pr));
+  }
+  grammar.regexes.push_back(std::move(re));
+  const auto id = static_cast<int32_t>(grammar.regexes.size() - 1);
+  regex_ids_[{pattern, format}] = id;
+  return id;
 }
 
 Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
@@ -462,9 +488,19 @@ Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
   Result<int64_t> lo = count(s, "minLength", path, 0), hi = count(s, "maxLength", path, -1);
   if (!lo.ok()) return lo.status();
   if (!hi.ok()) return hi.status();
-  if (*hi >= 0 && *hi < *lo) return fail(path, "unsatisfiable: maxLength is below minLength");
   n.min_length = *lo;
   n.max_length = *hi;
+  Result<int32_t> re = string_regex(s, path, n.max_length);
+  if (!re.ok()) return re.status();
+  n.regex = *re;
+  if (n.max_length >= 0 && n.max_length < n.min_length)
+    return fail(path, "unsatisfiable: maxLength (or the format's bound) is below minLength");
+  if (n.regex >= 0) {
+    const Regex& r = *grammar.regexes[n.regex];
+    if (r.start() < 0 || !r.accepting_length_in(r.start(), n.min_length, n.max_length))
+      return fail(path, fmt::format("unsatisfiable: no string of {} to {} code points matches '{}'", n.min_length,
+                                    n.max_length < 0 ? std::string("any") : std::to_string(n.max_length), r.pattern()));
+  }
   return add(std::move(n));
 }
 
@@ -582,6 +618,7 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
         r.kind = Kind::kRawString;
         r.min_length = v.min_length;
         r.max_length = v.max_length;
+        r.regex = v.regex;
         node = add(std::move(r));
       }
       key = "<｜DSML｜parameter name=\"" + name + "\" string=\"" + (raw ? "true" : "false") + "\">";
@@ -730,7 +767,7 @@ Result<JsonLayout> layout_of(const Json& root, JsonLayout layout) {
   return layout;
 }
 
-Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema, const CompileOptions& options) {
+Result<Grammar> compile_json_schema(const OrderedJson& schema, const CompileOptions& options) {
   DSV4_RETURN_IF_ERROR(check_layout(options.layout));
   Result<JsonLayout> layout = layout_of(schema, options.layout);
   if (!layout.ok()) return layout.status();

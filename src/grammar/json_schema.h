@@ -10,18 +10,20 @@
 // (listed objects; open ones: max), uniqueItems (false, or with maxItems <= 1), enum
 // and const (the values that satisfy their siblings, schema_literals.h), anyOf, oneOf (where its
 // branches are provably disjoint, grammar_analysis.h), $ref to any local JSON Pointer
-// (schema_ref.h) with $defs/definitions anywhere, minLength/maxLength (integral floats too), and
-// minimum/maximum/exclusive* on integers where they bound nothing generated (at or beyond
-// ±(10^15 − 1): zod's int()). Without `type` every type is allowed and each keyword constrains
-// its own type. Keywords are read in the document's draft (schema_dialect.h: annotations and
-// non-standard keywords ignored); any other standard keyword is an error naming it and its place
-// (CompileOptions::strict), or relaxed and listed in Grammar::relaxed. allOf, a $ref beside keywords and keywords beside anyOf/oneOf are exact merges
-// (schema_merge.h).
+// (schema_ref.h) with $defs/definitions anywhere, minLength/maxLength (integral floats too),
+// pattern and format (regex.h, formats.h; both: their intersection), and minimum/maximum/
+// exclusive*/multipleOf on integers and numbers (schema_number.h). Without `type` every type is
+// allowed and each keyword constrains its own type. Keywords are read in the document's draft
+// (schema_dialect.h: annotations and non-standard keywords ignored); any other standard keyword
+// is an error naming it and its place (CompileOptions::strict), or relaxed and listed in
+// Grammar::relaxed. allOf, a $ref beside keywords and keywords beside anyOf/oneOf are exact
+// merges (schema_merge.h).
 //
 // What is generated: whitespace as JsonLayout says (compact by default); object properties in the schema's order
 // (required ones present, optional ones may be skipped); numbers of at most kMaxDigits digits in
-// the integer and fraction parts and 2 in the exponent (a finite double); open objects never
-// repeat a key.
+// the integer and fraction parts and 2 in the exponent (a finite double), or NumberRange's form
+// where a bound or multipleOf is given; patterned strings escape only control characters, '"'
+// and '\\'; open objects never repeat a key.
 //
 // Limits, checked on the way down before the work (the walk's stack depth is bounded by
 // kMaxSchemaDepth, whatever the input): schema levels ($ref hops included), schema nodes,
@@ -29,13 +31,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "base/status.h"
+#include "grammar/regex.h"
 
 namespace dsv4::grammar {
 
@@ -75,6 +80,16 @@ struct Property {
   bool required = false;
 };
 
+// A number with bounds or multipleOf is generated as N / 10^fraction_digits for an integer N in
+// [min, max] that step divides: an optional '-', at most kMaxDigits − fraction_digits integer
+// digits, then (fraction_digits > 0) an optional '.' and 1 .. fraction_digits digits; no
+// exponent. |N| <= 10^kMaxDigits − 1, so each value has at most 15 significant digits.
+struct NumberRange {
+  bool bounded = false;
+  int32_t fraction_digits = 0;
+  int64_t min = 0, max = 0, step = 1;  // scaled by 10^fraction_digits
+};
+
 struct Node {
   Kind kind = Kind::kLiteral;
   // kObject
@@ -89,6 +104,9 @@ struct Node {
   int64_t min_items = 0, max_items = -1;  // −1: unbounded
   // kString
   int64_t min_length = 0, max_length = -1;  // Unicode code points; −1: unbounded
+  int32_t regex = -1;  // kString: Grammar::regexes index (pattern, format, both); −1: none
+  // kNumber / kInteger
+  NumberRange range;
   // kLiteral
   std::vector<std::string> literals;
   // kAnyOf
@@ -125,12 +143,13 @@ struct Grammar {
   // Per node: containers nested in its shortest instance (the matcher opens a container only
   // where it can still close within its depth bound).
   std::vector<int32_t> min_depth;
+  std::vector<std::shared_ptr<const Regex>> regexes;  // patterns and formats of string nodes
 };
 
 // Errors name the keyword and its JSON pointer: "schema /properties/a: keyword 'pattern' is not
 // supported".
 // The schema as parsed in document order (properties are generated in that order).
-Result<Grammar> compile_json_schema(const nlohmann::ordered_json& schema, const CompileOptions& options = {});
+Result<Grammar> compile_json_schema(const OrderedJson& schema, const CompileOptions& options = {});
 // {"type": "json_object"}: any JSON object.
 Grammar any_object_grammar(const JsonLayout& layout = {});
 
@@ -144,7 +163,7 @@ Grammar any_object_grammar(const JsonLayout& layout = {});
 // JSON Schema (an object schema, or empty: no parameters); errors name the tool.
 struct ToolSpec {
   std::string name;
-  nlohmann::ordered_json parameters;
+  OrderedJson parameters;
 };
 Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools, const JsonLayout& layout = {});
 inline constexpr std::string_view kDsmlParamClose = "</｜DSML｜parameter>";

@@ -5,7 +5,7 @@
 namespace dsv4::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 // The keywords of JSON Schema (draft-04 .. 2020-12) that constrain values. Any other keyword
 // (annotations, core identifiers, vendor extensions, typos) constrains nothing.

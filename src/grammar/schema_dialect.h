@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "base/status.h"
 
 namespace dsv4::grammar {
@@ -26,13 +27,13 @@ namespace dsv4::grammar {
 enum class Draft { k04, k06, k07, k2019_09, k2020_12 };
 
 // The draft a root schema declares; errors name a `$schema` that is not a string.
-Result<Draft> draft_of(const nlohmann::ordered_json& root);
+Result<Draft> draft_of(const OrderedJson& root);
 
 // Whether `key` is a JSON Schema keyword that constrains values (any draft).
 bool standard_assertion(const std::string& key);
 
 // The schema object s as 2020-12 keywords with the ignored ones removed (s itself when it is a
 // boolean). Subschemas are copied as they are (each is read when it is compiled).
-Result<nlohmann::ordered_json> read_in_draft(const nlohmann::ordered_json& s, Draft draft, const std::string& path);
+Result<OrderedJson> read_in_draft(const OrderedJson& s, Draft draft, const std::string& path);
 
 }  // namespace dsv4::grammar

@@ -3,10 +3,13 @@
 #include <cmath>
 #include <set>
 
+#include "grammar/formats.h"
+#include "grammar/regex.h"
+
 namespace dsv4::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties", "minProperties",
                                                "maxProperties", "patternProperties", "propertyNames",
@@ -90,10 +93,36 @@ Result<bool> literal_satisfies(const Json& value, const Json& schema, const std:
       for (const Json& r : arg)
         if (!r.is_string() || !value.contains(r.get<std::string>())) return false;
     } else if (k == "minimum" || k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum") {
+      if (arg.is_boolean() && k[0] == 'e') continue;  // draft-04: read with minimum/maximum
       if (!arg.is_number()) return fail(fmt::format("{} must be a number", k));
       const double v = value.get<double>(), b = arg.get<double>();
-      const bool ok = k == "minimum" ? v >= b : k == "maximum" ? v <= b : k == "exclusiveMinimum" ? v > b : v < b;
+      const auto draft4 = schema.find("exclusiveM" + k.substr(1));  // exclusiveMinimum for minimum
+      const bool strict = (k == "minimum" || k == "maximum") && draft4 != schema.end() && *draft4 == Json(true);
+      const bool ok = k == "minimum"            ? (strict ? v > b : v >= b)
+                      : k == "maximum"          ? (strict ? v < b : v <= b)
+                      : k == "exclusiveMinimum" ? v > b
+                                                : v < b;
       if (!ok) return false;
+    } else if (k == "multipleOf") {
+      if (!arg.is_number() || arg.get<double>() <= 0) return fail("multipleOf must be a number above 0");
+      const double q = value.get<double>() / arg.get<double>();
+      if (!std::isfinite(q) || std::floor(q) != q) return false;  // as ajv computes it
+    } else if (k == "pattern" || k == "format") {
+      if (!arg.is_string()) return fail(fmt::format("{} must be a string", k));
+      Result<Regex> compiled = Regex();
+      const Regex* re = nullptr;
+      if (k == "pattern") {
+        compiled = compile_regex(arg.get<std::string>());
+        if (!compiled.ok()) return fail(fmt::format("keyword 'pattern': {}", compiled.message()));
+        re = &*compiled;
+      } else {
+        Result<const Regex*> f = format_regex(arg.get<std::string>());
+        if (!f.ok()) return fail(fmt::format("keyword 'format': {}", f.message()));
+        re = *f;
+        const int64_t bound = format_max_length(arg.get<std::string>());
+        if (bound >= 0 && code_points(value.get<std::string>()) > bound) return false;
+      }
+      if (!matches_utf8(*re, value.get<std::string>())) return false;
     } else {
       return fail(fmt::format("keyword '{}' beside enum/const is not supported", k));
     }

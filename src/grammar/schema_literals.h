@@ -8,19 +8,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "base/status.h"
 
 namespace dsv4::grammar {
 
 // Whether `value` (one of the enum/const literals) satisfies the other keywords of `schema`.
-Result<bool> literal_satisfies(const nlohmann::ordered_json& value, const nlohmann::ordered_json& schema,
+Result<bool> literal_satisfies(const OrderedJson& value, const OrderedJson& schema,
                                const std::string& path);
 
 // Equality of JSON values as JSON Schema compares them (1 == 1.0, object members in any order).
-bool same_json_value(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b);
+bool same_json_value(const OrderedJson& a, const OrderedJson& b);
 
 // Whether the keyword constrains values of this JSON type (as JSON Schema applies keywords by
 // type: maxLength says nothing about a number). Unknown keywords apply to every type.
-bool keyword_applies(const std::string& keyword, const nlohmann::ordered_json& value);
+bool keyword_applies(const std::string& keyword, const OrderedJson& value);
 
 }  // namespace dsv4::grammar

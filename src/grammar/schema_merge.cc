@@ -11,7 +11,7 @@
 namespace dsv4::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 const std::set<std::string> kLowerBounds = {"minLength", "minItems", "minimum", "exclusiveMinimum", "minProperties"};
 const std::set<std::string> kUpperBounds = {"maxLength", "maxItems", "maximum", "exclusiveMaximum", "maxProperties"};

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "base/status.h"
 
 namespace dsv4::grammar {
@@ -28,29 +29,29 @@ constexpr int64_t kMaxMergeValues = int64_t{1} << 20;
 
 class SchemaMerger {
  public:
-  using Reader = std::function<Result<nlohmann::ordered_json>(const nlohmann::ordered_json&, const std::string&)>;
-  explicit SchemaMerger(const nlohmann::ordered_json& root) : root_(root) {}
+  using Reader = std::function<Result<OrderedJson>(const OrderedJson&, const std::string&)>;
+  explicit SchemaMerger(const OrderedJson& root) : root_(root) {}
   // How each merged schema's keywords are read first (its draft, what is relaxed); default: as is.
   void set_reader(Reader reader) { reader_ = std::move(reader); }
   // a and b together; $ref and allOf at the top of either are resolved first.
-  Result<nlohmann::ordered_json> merge(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b,
+  Result<OrderedJson> merge(const OrderedJson& a, const OrderedJson& b,
                                        const std::string& path);
   // s without allOf and without a $ref beside other keywords: both merged in.
-  Result<nlohmann::ordered_json> flatten(const nlohmann::ordered_json& s, const std::string& path);
+  Result<OrderedJson> flatten(const OrderedJson& s, const std::string& path);
 
  private:
-  Result<nlohmann::ordered_json> merge_at(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b,
+  Result<OrderedJson> merge_at(const OrderedJson& a, const OrderedJson& b,
                                           const std::string& path, int depth);
-  Result<nlohmann::ordered_json> expand(const nlohmann::ordered_json& s, const std::string& path, int depth);
+  Result<OrderedJson> expand(const OrderedJson& s, const std::string& path, int depth);
   // Nested schemas are joined as {"allOf": [x, y]}: merged when (and if) they are compiled.
-  Status merge_keyword(nlohmann::ordered_json& r, const std::string& key, const nlohmann::ordered_json& b,
+  Status merge_keyword(OrderedJson& r, const std::string& key, const OrderedJson& b,
                        const std::string& path);
-  Status merge_properties(nlohmann::ordered_json& r, const nlohmann::ordered_json& a,
-                          const nlohmann::ordered_json& b, const std::string& path);
+  Status merge_properties(OrderedJson& r, const OrderedJson& a,
+                          const OrderedJson& b, const std::string& path);
   // Counts the values of v against the copy budget.
-  Status charge(const nlohmann::ordered_json& v, const std::string& path);
+  Status charge(const OrderedJson& v, const std::string& path);
 
-  const nlohmann::ordered_json& root_;
+  const OrderedJson& root_;
   Reader reader_;
   int merges_ = 0;
   int64_t copied_ = 0;

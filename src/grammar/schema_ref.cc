@@ -5,7 +5,7 @@
 namespace dsv4::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';

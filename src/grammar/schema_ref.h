@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
 #include "base/status.h"
 
 namespace dsv4::grammar {
@@ -14,8 +15,8 @@ namespace dsv4::grammar {
 // ref as a local one where it names the root document by its $id (draft-04: id), as SchemaStore's
 // schemas do ("https://json.schemastore.org/x.json#/definitions/a" -> "#/definitions/a");
 // otherwise ref itself.
-std::string local_ref(const nlohmann::ordered_json& root, const std::string& ref);
+std::string local_ref(const OrderedJson& root, const std::string& ref);
 // The value `ref` points to in `root`; errors name the $ref and what is wrong with it.
-Result<const nlohmann::ordered_json*> resolve_local_ref(const nlohmann::ordered_json& root, const std::string& ref);
+Result<const OrderedJson*> resolve_local_ref(const OrderedJson& root, const std::string& ref);
 
 }  // namespace dsv4::grammar

@@ -53,6 +53,8 @@ MaskVocab::MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32
     : all(n_vocab, bytes, skip),
       quoted(n_vocab, bytes, [&](int32_t id) { return skip(id) || bytes(id).find('"') == std::string_view::npos; }),
       angled(n_vocab, bytes, [&](int32_t id) { return skip(id) || bytes(id).find('<') == std::string_view::npos; }),
+      escaped(n_vocab, bytes,
+              [&](int32_t id) { return skip(id) || bytes(id).find_first_of("\"\\") == std::string_view::npos; }),
       string_text(static_cast<size_t>((n_vocab + 63) / 64), 0),
       key_text(string_text.size(), 0),
       raw_text(string_text.size(), 0) {
@@ -76,8 +78,10 @@ int64_t TokenMasker::fill(const JsonMatcher& m, const MatchState& st, uint64_t* 
   visited_ = 0;
   const std::vector<uint64_t>* text = nullptr;
   const VocabTrie* ends = &vocab_.quoted;
-  if (m.in_string_text(st, vocab_.all.max_length())) {
-    text = &vocab_.string_text;
+  bool patterned = false;
+  if (m.in_string_text(st, vocab_.all.max_length(), &patterned)) {
+    text = patterned ? &vocab_.key_text : &vocab_.string_text;
+    if (patterned) ends = &vocab_.escaped;
   } else if (m.in_key_text(st)) {
     text = &vocab_.key_text;
   } else if (m.in_raw_text(st, vocab_.all.max_length())) {

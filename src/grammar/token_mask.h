@@ -41,11 +41,13 @@ class VocabTrie {
 // text (most of a JSON value's tokens) a mask is then the plain-text set plus a walk of the
 // quote trie, which alone can end the string and go on after it. The same for the keys of open
 // objects (text without escapes) and for DSML's raw strings, with '<' (their closing tag's
-// first byte).
+// first byte). In a patterned string whose regex state loops on all JSON text, the set is the
+// text without escapes (key_text) plus a walk of the tokens holding a '"' or a '\\'.
 struct MaskVocab {
   MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32_t)>& bytes,
             const std::function<bool(int32_t)>& skip);
   VocabTrie all, quoted, angled;        // angled: the tokens holding a '<' (DSML raw strings)
+  VocabTrie escaped;                    // the tokens holding a '"' or a '\\' (patterned strings)
   std::vector<uint64_t> string_text;    // [ceil(V / 64)]
   std::vector<uint64_t> key_text;       // [ceil(V / 64)] string text without '\\' (open objects' keys)
   std::vector<uint64_t> raw_text;       // [ceil(V / 64)]

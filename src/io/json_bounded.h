@@ -1,5 +1,5 @@
-// JSON from outside: parsed with bounded nesting, then read field by field. nlohmann's parser
-// and its destructor are iterative, but dump() (and comparison, copy) recurse: one value
+// JSON from outside: parsed with bounded nesting and values, in time linear in the text, then
+// read field by field. nlohmann's parser and its destructor are iterative, but dump() (and comparison, copy) recurse: one value
 // nested 100k deep overflows the stack as soon as an error message prints it. Readers of
 // untrusted JSON (tokenizer.json, config.json, request bodies) parse through this, so every
 // later use is shallow, and take their fields with the helpers below; each reader words its
@@ -21,35 +21,77 @@ namespace dsv4 {
 // Real tokenizer / config files nest fewer than 10 levels.
 constexpr int kMaxJsonDepth = 64;
 
+namespace detail {
+
+// nlohmann's DOM builder with the bounds counted on the way down (the exceptions end the
+// parse). Not json::parse with a callback: its parser scans the parent container for a
+// discarded value at every object's end, quadratic for [{}, {}, ...] or {"a": {}, "b": {}, ...}.
+template <class Json>
+class BoundedDomParser : public nlohmann::detail::json_sax_dom_parser<Json> {
+  using Base = nlohmann::detail::json_sax_dom_parser<Json>;
+
+ public:
+  struct TooDeep {};
+  struct TooMany {};
+  BoundedDomParser(Json& root, int max_depth, int64_t max_values)
+      : Base(root, /*allow_exceptions=*/true), max_depth_(max_depth), max_values_(max_values) {}
+
+  bool null() { return count() && Base::null(); }
+  bool boolean(bool v) { return count() && Base::boolean(v); }
+  bool number_integer(typename Json::number_integer_t v) { return count() && Base::number_integer(v); }
+  bool number_unsigned(typename Json::number_unsigned_t v) { return count() && Base::number_unsigned(v); }
+  bool number_float(typename Json::number_float_t v, const typename Json::string_t& s) {
+    return count() && Base::number_float(v, s);
+  }
+  bool string(typename Json::string_t& v) { return count() && Base::string(v); }
+  bool binary(typename Json::binary_t& v) { return count() && Base::binary(v); }
+  bool start_object(std::size_t n) { return open() && Base::start_object(n); }
+  bool start_array(std::size_t n) { return open() && Base::start_array(n); }
+  bool end_object() {
+    --open_;
+    return Base::end_object();
+  }
+  bool end_array() {
+    --open_;
+    return Base::end_array();
+  }
+
+ private:
+  bool count() {
+    if (max_values_ > 0 && ++values_ > max_values_) throw TooMany{};
+    return true;
+  }
+  bool open() {
+    count();
+    if (++open_ > max_depth_) throw TooDeep{};
+    return true;
+  }
+  const int max_depth_;
+  const int64_t max_values_;
+  int open_ = 0;
+  int64_t values_ = 0;
+};
+
+}  // namespace detail
+
 // Errors: "not valid JSON" (the whole text must be one value) or "nests deeper
 // than N levels" (N containers open at once is the limit: [[1]] nests 2 levels).
 // parser_message, when given, receives the parser's own account of invalid JSON (where and why).
 // max_values > 0 also bounds the values (containers and scalars) a text may hold: a body of
-// small values ("[{},{},...]") costs far more memory parsed than as text.
+// small values ("[{},{},...]") costs far more memory parsed than as text. Linear in the text:
+// objects of OrderedJson find keys through a hash index (base/ordered_json.h).
 template <class Json = nlohmann::json>
 Result<Json> parse_json_bounded(std::string_view text, int max_depth = kMaxJsonDepth,
                                 std::string* parser_message = nullptr, int64_t max_values = 0) {
-  struct TooDeep {};
-  struct TooMany {};
-  int open = 0;
-  int64_t values = 0;
-  const typename Json::parser_callback_t limit = [&](int, typename Json::parse_event_t event, Json&) {
-    using Event = typename Json::parse_event_t;
-    if (event == Event::object_start || event == Event::array_start || event == Event::value) {
-      if (max_values > 0 && ++values > max_values) throw TooMany{};
-    }
-    if (event == Event::object_start || event == Event::array_start) {
-      if (++open > max_depth) throw TooDeep{};
-    } else if (event == Event::object_end || event == Event::array_end) {
-      --open;
-    }
-    return true;
-  };
+  using Parser = detail::BoundedDomParser<Json>;
+  Json out;
+  Parser parser(out, max_depth, max_values);
   try {
-    return Json::parse(text, limit);
-  } catch (const TooDeep&) {
+    Json::sax_parse(text, &parser);
+    return out;
+  } catch (const typename Parser::TooDeep&) {
     return Status::errorf("nests deeper than {} levels", max_depth);
-  } catch (const TooMany&) {
+  } catch (const typename Parser::TooMany&) {
     return Status::errorf("holds more than {} values", max_values);
   } catch (const typename Json::exception& e) {
     if (parser_message) *parser_message = e.what();

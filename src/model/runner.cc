@@ -198,10 +198,10 @@ Status ModelRunner::check_slot(int32_t seq) const {
   return Status();
 }
 
-Status ModelRunner::start_sequence(int32_t seq) {
+Status ModelRunner::start_sequence(int32_t seq, std::string_view salt) {
   DSV4_RETURN_IF_ERROR(check_slot(seq));
   const int32_t s = local_slot(seq);
-  DSV4_RETURN_IF_ERROR(ledger(seq).start(s, limits_.slot_rank(seq)));
+  DSV4_RETURN_IF_ERROR(ledger(seq).start(s, limits_.slot_rank(seq), salt));
   if (!own_slot(seq)) return Status();
   for (auto& lc : layers_)
     for (CompressorSlot* c : {&lc->main_cmp, &lc->idx_cmp})
@@ -242,15 +242,15 @@ Status ModelRunner::fork_sequence(int32_t parent, int32_t child, int64_t end) {
 }
 
 Result<int64_t> ModelRunner::start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len,
-                                                   bool need_mtp) {
-  DSV4_RETURN_IF_ERROR(start_sequence(seq));
+                                                   bool need_mtp, std::string_view salt) {
+  DSV4_RETURN_IF_ERROR(start_sequence(seq, salt));
   return ledger(seq).reuse_prefix(local_slot(seq), prompt, prompt_len, need_mtp);
 }
 
 int64_t ModelRunner::cached_prefix_blocks(int32_t owner, const int32_t* prompt, int64_t prompt_len,
-                                          bool need_mtp) const {
+                                          bool need_mtp, std::string_view salt) const {
   if (owner < 0 || owner >= world_) return 0;
-  return ledgers_[static_cast<size_t>(owner)]->cached_prefix_blocks(owner, prompt, prompt_len, need_mtp);
+  return ledgers_[static_cast<size_t>(owner)]->cached_prefix_blocks(owner, prompt, prompt_len, need_mtp, salt);
 }
 
 void ModelRunner::register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -84,8 +85,9 @@ class ModelRunner {
   // window rings; end frees every page of the slot. A started slot's first rows
   // are at p0 = 0; later steps continue at p0 in [L − (S_MAX − 1), L], L the
   // positions already cached (a p0 < L rolls back rejected draft rows).
-  // The slot's rank (Limits::slot_rank) holds its caches; its prefix chains are that rank's.
-  Status start_sequence(int32_t seq);
+  // The slot's rank (Limits::slot_rank) holds its caches; its prefix chains are that rank's,
+  // in the namespace `salt` (GenerationRequest::cache_salt; blocks it registers go there too).
+  Status start_sequence(int32_t seq, std::string_view salt = {});
   void end_sequence(int32_t seq);
   bool active(int32_t seq) const;
   // Several choices of one prompt (runtime/scheduler.h): starts slot `child` as a copy of slot
@@ -107,8 +109,11 @@ class ModelRunner {
   // need_mtp: the caller runs the MTP layer, so blocks must carry its window rows. With ranks
   // a cached block's rows live on the owner that computed it: a sequence hits only its owner's
   // blocks (cached_prefix_blocks counts them, for the choice of owner).
-  Result<int64_t> start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
-  int64_t cached_prefix_blocks(int32_t owner, const int32_t* prompt, int64_t prompt_len, bool need_mtp) const;
+  // salt: the prefix cache's namespace (chains of other salts are never hit).
+  Result<int64_t> start_sequence_cached(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp,
+                                        std::string_view salt);
+  int64_t cached_prefix_blocks(int32_t owner, const int32_t* prompt, int64_t prompt_len, bool need_mtp,
+                               std::string_view salt) const;
   // Registers the blocks of the slot's prompt that are complete in the caches (main and,
   // when need_mtp, MTP layer) and not registered yet. Call after each step of a prompt;
   // blocks whose window rows already left the ring are skipped (the chain stops there).

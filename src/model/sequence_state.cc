@@ -52,7 +52,7 @@ SequenceState::SequenceState(const Limits& limits, int32_t window, int min_ratio
 
 void SequenceState::add_window_layer(uint8_t* ring, uint8_t* tail, bool mtp) { layers_.push_back({ring, tail, mtp}); }
 
-Status SequenceState::start(int32_t seq, int32_t owner) {
+Status SequenceState::start(int32_t seq, int32_t owner, std::string_view salt) {
   if (seq < 0 || seq >= limits_.max_seqs)
     return Status::errorf("sequence slot {} outside [0, max_seqs = {})", seq, limits_.max_seqs);
   if (slots_[seq].active) return Status::errorf("sequence slot {} is already in use", seq);
@@ -66,6 +66,7 @@ Status SequenceState::start(int32_t seq, int32_t owner) {
   slots_[seq] = Slot{};
   slots_[seq].active = true;
   slots_[seq].root = slots_[seq].chain = PrefixCache::root(owner);
+  slots_[seq].salt.assign(salt);
   return Status();
 }
 
@@ -134,7 +135,8 @@ Result<int64_t> SequenceState::reuse_prefix(int32_t seq, const int32_t* prompt, 
   if (!prefix_ || prompt_len < 1) return int64_t{0};
   const int32_t wc = static_cast<int32_t>(std::min<int64_t>(prompt_len, window_rows_));
   const int64_t P = limits_.page_tokens;
-  const std::vector<int32_t> chain = prefix_->match(slots_[seq].root, prompt, prompt_len, wc, need_mtp);
+  const std::vector<int32_t> chain = prefix_->match(slots_[seq].root, prompt, prompt_len, wc, need_mtp,
+                                                    slots_[seq].salt);
   if (chain.empty()) return int64_t{0};
   const int64_t cut = static_cast<int64_t>(chain.size()) * P;
   if (min_ratio_ > 0) {
@@ -155,10 +157,10 @@ Result<int64_t> SequenceState::reuse_prefix(int32_t seq, const int32_t* prompt, 
 }
 
 int64_t SequenceState::cached_prefix_blocks(int32_t owner, const int32_t* prompt, int64_t prompt_len,
-                                            bool need_mtp) const {
+                                            bool need_mtp, std::string_view salt) const {
   if (!prefix_ || prompt_len < 1) return 0;
   const int32_t wc = static_cast<int32_t>(std::min<int64_t>(prompt_len, window_rows_));
-  return prefix_->cached_blocks(PrefixCache::root(owner), prompt, prompt_len, wc, need_mtp);
+  return prefix_->cached_blocks(PrefixCache::root(owner), prompt, prompt_len, wc, need_mtp, salt);
 }
 
 void SequenceState::register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp) {
@@ -188,7 +190,7 @@ bool SequenceState::register_block(int32_t seq, int64_t b, const int32_t* prompt
   const int64_t cut = (b + 1) * P;
   const int64_t start = cut - kCsaRatio;
   const int64_t first = std::max<int64_t>(0, start - tail_rows_);
-  const int32_t found = prefix_->find(sl.chain, prompt + b * P, wc);
+  const int32_t found = prefix_->find(sl.chain, prompt + b * P, wc, sl.salt);
   if (found >= 0 && (!need_mtp || prefix_->entry(found).mtp)) {
     prefix_->touch(found);
     set_chain(seq, found);
@@ -199,7 +201,7 @@ bool SequenceState::register_block(int32_t seq, int64_t b, const int32_t* prompt
   if (prefix_->full() && !evict_one()) return false;  // every entry is in use: this block stays uncached
   const int32_t page = min_ratio_ > 0 ? blocks_->table(seq)[b] : -1;
   const bool mtp_rows = need_mtp && first >= sl.mtp_floor;  // its MTP rows were all computed here
-  const int32_t id = prefix_->insert(sl.chain, prompt + b * P, wc, page, mtp_rows);
+  const int32_t id = prefix_->insert(sl.chain, prompt + b * P, wc, page, mtp_rows, sl.salt);
   if (page >= 0) blocks_->retain_page(page);
   copy_window_rows(seq, id, first, start - first, /*to_ring=*/false, need_mtp);
   sl.shared_end = std::max(sl.shared_end, cut);  // the slot never rewrites a cached block

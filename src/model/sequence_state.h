@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,9 +38,9 @@ class SequenceState {
   const CacheGroup& blocks() const { return *blocks_; }  // the compressed families' block tables
 
   // Slots: start admits the ring and an empty block table for a sequence owned by `owner`
-  // (the rank computing its rows: its prefix chains start at that rank's root); end frees
-  // every page.
-  Status start(int32_t seq, int32_t owner = 0);
+  // (the rank computing its rows: its prefix chains start at that rank's root, in the
+  // namespace `salt`: PrefixCache); end frees every page.
+  Status start(int32_t seq, int32_t owner = 0, std::string_view salt = {});
   void end(int32_t seq);
   bool active(int32_t seq) const { return seq >= 0 && seq < limits_.max_seqs && slots_[seq].active; }
   // The first position a slot holds: 0, or a prefix hit's first fed position.
@@ -50,8 +52,9 @@ class SequenceState {
   // started slot, adopts the longest cached chain prefixing the prompt and returns the first
   // position to feed (0 without a hit).
   Result<int64_t> reuse_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
-  // Whole blocks of the prompt cached on `owner`'s chains (no entry marked used).
-  int64_t cached_prefix_blocks(int32_t owner, const int32_t* prompt, int64_t prompt_len, bool need_mtp) const;
+  // Whole blocks of the prompt cached on `owner`'s chains in namespace `salt` (no entry marked used).
+  int64_t cached_prefix_blocks(int32_t owner, const int32_t* prompt, int64_t prompt_len, bool need_mtp,
+                               std::string_view salt) const;
   void register_prefix(int32_t seq, const int32_t* prompt, int64_t prompt_len, bool need_mtp);
   int32_t prefix_entries() const { return prefix_ ? prefix_->size() : 0; }
 
@@ -91,6 +94,7 @@ class SequenceState {
     // stopped (the window rows of its next block left the ring).
     int64_t shared_end = 0, mtp_floor = 0;
     int32_t root = -1;  // PrefixCache::root(owner)
+    std::string salt;   // the prefix cache's namespace of its chains
     int32_t chain = -1, next_block = 0;
     bool chain_closed = false;
   };

@@ -34,7 +34,7 @@ class DsparkProposer final : public Proposer {
 
   Taps taps() override { return Taps{nullptr, features_.data(), features_width_}; }
   Verification verify(const PlannedRows& p) const override {
-    if (!rejection_ || p.n_drafts == 0 || p.request->sampling.temperature <= 0.0f) return {};
+    if (!rejection_ || p.n_drafts == 0 || p.sampling->temperature <= 0.0f) return {};
     return {kept_lambda_.data() + static_cast<int64_t>(local_slot(p.seq)) * gamma_ * ctx_.cfg.vocab_size};
   }
   Status commit(const std::vector<PlannedRows>& plan, const int64_t* row_begin) override;
@@ -95,7 +95,7 @@ void DsparkProposer::plan_rounds(const std::vector<PlannedRows>& plan) {
     if (context_start > 0 && anchor - ctx_.cfg.sliding_window + 1 < context_start) continue;
     round_of_[rounds_.size()] = static_cast<int32_t>(i);
     ModelRunner::DsparkRound round{plan[i].seq, anchor, s.tokens(i)[len - 1], plan[i].owner};
-    if (rejection_) round.sample = plan[i].request->sampling;  // drafts drawn at T > 0
+    if (rejection_) round.sample = *plan[i].sampling;  // drafts drawn at T > 0
     rounds_.push_back(round);
   }
 }

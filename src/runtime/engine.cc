@@ -26,16 +26,17 @@ class Engine::RunnerPages final : public PageBudget {
   int64_t pages_short(int32_t seq, int64_t end) const override { return r_.blocks_short(seq, end); }
   int64_t free_pages(int32_t rank) const override { return r_.free_blocks(rank); }
   int64_t total_pages() const override { return r_.total_blocks(); }
-  Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len,
-                        bool allow_prefix) override {
+  Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len, bool allow_prefix,
+                        const std::string& salt) override {
     if (!allow_prefix) {
-      DSV4_RETURN_IF_ERROR(r_.start_sequence(seq));
+      DSV4_RETURN_IF_ERROR(r_.start_sequence(seq, salt));  // its blocks still register under its salt
       return int64_t{0};
     }
-    return r_.start_sequence_cached(seq, tokens.data(), prompt_len, mtp_);
+    return r_.start_sequence_cached(seq, tokens.data(), prompt_len, mtp_, salt);
   }
-  int64_t cached_prefix(int32_t owner, const std::vector<int32_t>& tokens, int64_t prompt_len) const override {
-    return r_.cached_prefix_blocks(owner, tokens.data(), prompt_len, mtp_) * r_.limits().page_tokens;
+  int64_t cached_prefix(int32_t owner, const std::vector<int32_t>& tokens, int64_t prompt_len,
+                        const std::string& salt) const override {
+    return r_.cached_prefix_blocks(owner, tokens.data(), prompt_len, mtp_, salt) * r_.limits().page_tokens;
   }
   Status reserve(int32_t seq, int64_t end) override { return r_.reserve_blocks(seq, end); }
   void register_prefix(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len) override {
@@ -187,7 +188,17 @@ Status Engine::validate(const GenerationRequest& req) const {
     if (!opt_.tokenizer)
       return Status::errorf("{}: constrained decoding needs the model's tokenizer (tokenizer.json)", field);
     if (!req.stop_at_eos) return Status::errorf("{}: constrained output ends at EOS, so it cannot ignore EOS", field);
-    if (Result<grammar::Grammar> g = compile_constraint(req.constraint); !g.ok()) return g.status();
+    if (!req.constraint.compiled) DSV4_RETURN_IF_ERROR(grammars_.get(req.constraint).status());
+  }
+  return Status();
+}
+
+Status Engine::prepare(GenerationRequest& req) const {
+  DSV4_RETURN_IF_ERROR(validate(req));
+  if (req.constraint.active() && !req.constraint.compiled) {
+    Result<std::shared_ptr<const grammar::Grammar>> g = grammars_.get(req.constraint);  // found: validate compiled it
+    if (!g.ok()) return g.status();
+    req.constraint.compiled = std::move(*g);
   }
   return Status();
 }
@@ -195,7 +206,7 @@ Status Engine::validate(const GenerationRequest& req) const {
 Result<int64_t> Engine::add_request(GenerationRequest req) {
   if (rank() != 0) return Status::errorf("requests enter on rank 0 (this is rank {})", rank());
   if (stopped_) return Status::error("the engine was stopped");
-  DSV4_RETURN_IF_ERROR(validate(req));
+  DSV4_RETURN_IF_ERROR(prepare(req));
   const int64_t id = next_id_;
   next_id_ += req.n;  // choice k has id + k
   if (req.timeout_seconds > 0)
@@ -234,6 +245,12 @@ Status Engine::sync_ranks(bool stop) {
     return Status();
   }
   for (GenerationRequest& g : received_.requests) {
+    // Rank 0 validated and compiled it; a follower compiles the text once, as it arrives.
+    if (g.constraint.active()) {
+      Result<std::shared_ptr<const grammar::Grammar>> compiled = grammars_.get(g.constraint);
+      DSV4_CHECK(compiled.ok(), "rank {}: a constraint rank 0 accepted: {}", rank(), compiled.message());
+      g.constraint.compiled = std::move(*compiled);
+    }
     const int32_t n = g.n;
     sched_->add(next_id_, std::move(g));
     next_id_ += n;
@@ -331,7 +348,7 @@ Status Engine::sample_and_update(const std::vector<PlannedRows>& plan) {
   DSV4_RETURN_IF_ERROR(wire_->exchange(plan, RankWire::Source::kSampler, sampler_->tokens(), S));
   if (opt_.ranks) {
     DSV4_RETURN_IF_ERROR(wire_->exchange_logprobs(plan, S, sampler_->logprobs(), sampler_->prompt_logprobs()));
-    for (const PlannedRows& p : plan) any_prompt_lp |= p.request->prompt_logprobs;
+    for (const PlannedRows& p : plan) any_prompt_lp |= p.prompt_logprobs;
   }
   sched_->update(sampler_->tokens(), sampler_->logprobs(), any_prompt_lp ? sampler_->prompt_logprobs() : nullptr);
   return Status();

@@ -32,6 +32,7 @@
 #include "kernels/sample/sample.h"
 #include "model/runner.h"
 #include "parallel/rank_groups.h"
+#include "runtime/grammar_cache.h"
 #include "runtime/rank_wire.h"
 #include "runtime/request.h"
 #include "runtime/scheduler.h"
@@ -98,6 +99,10 @@ class Engine {
   // The checks add_request makes, naming the field and the limit (thread-safe: reads
   // nothing that steps change).
   Status validate(const GenerationRequest& req) const;
+  // validate, then the constraint's grammar into req.constraint.compiled (once: a compiled one
+  // is kept; GrammarCache shares equal ones). Thread-safe as validate: a server calls it on its
+  // parse threads, so the engine thread never compiles for rank 0's requests.
+  Status prepare(GenerationRequest& req) const;
   // The largest max_tokens validate accepts for a prompt of n_prompt tokens against the empty
   // cache and max_context (0: none; thread-safe as validate). Servers default max_tokens to it.
   int64_t max_tokens_that_fit(int64_t n_prompt) const;
@@ -164,6 +169,7 @@ class Engine {
   int64_t next_id_ = 0;
   std::vector<Cancel> cancels_;                        // rank 0: for the next step
   std::unordered_map<int64_t, double> deadlines_;      // rank 0: steady seconds
+  mutable GrammarCache grammars_;                      // compiled constraints, bounded in bytes
   std::vector<GenerationRequest> unsent_;              // rank 0 with ranks: added since the last sync
   RankSync received_;                                  // other ranks: the last sync
   // Step buffers, sized once: the main forward's rows per request, each one's first row.

@@ -77,10 +77,12 @@ class Reader {
 // added to GenerationRequest or SamplingParams stops this from compiling until it is on the wire.
 void put_request(Writer& w, const GenerationRequest& g) {
   const auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
-               prompt_logprobs, timeout_seconds, n, constraint] = g;
+               prompt_logprobs, timeout_seconds, n, constraint, cache_salt] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
-  const auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after] = constraint;
+  // compiled: not on the wire; each follower compiles the text once (Engine::sync_ranks) with the
+  // same strict and whitespace_flexible as rank 0, so its grammar is rank 0's.
+  const auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after, compiled] = constraint;
   w.put_ids(prompt);
   w.put(temperature);
   w.put(top_p);
@@ -109,14 +111,16 @@ void put_request(Writer& w, const GenerationRequest& g) {
   w.put_bool(strict);
   w.put_bool(whitespace_flexible);
   w.put(start_after);
+  w.put_string(cache_salt);
 }
 
 void take_request(Reader& r, GenerationRequest& g) {
   auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs,
-         timeout_seconds, n, constraint] = g;
+         timeout_seconds, n, constraint, cache_salt] = g;
   auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   auto& [presence, frequency, repetition, logit_bias] = adjust;
-  auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after] = constraint;
+  auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after, compiled] = constraint;
+  compiled.reset();
   r.take_ids(prompt);
   temperature = r.take<float>();
   top_p = r.take<float>();
@@ -145,6 +149,7 @@ void take_request(Reader& r, GenerationRequest& g) {
   strict = r.take_bool();
   whitespace_flexible = r.take_bool();
   start_after = r.take<int32_t>();
+  r.take_string(cache_salt);
 }
 
 }  // namespace
@@ -264,7 +269,7 @@ Status RankWire::exchange_logprobs(const std::vector<PlannedRows>& plan, int32_t
                                    std::vector<TokenLogprob>* prompt_logprobs) {
   if (!world_) return Status();
   auto records = [S](const PlannedRows& p) -> int64_t {
-    return (p.request->logprobs >= 0 ? S : 0) + (p.request->prompt_logprobs ? p.n : 0);
+    return (p.request->logprobs >= 0 ? S : 0) + (p.prompt_logprobs ? p.n : 0);
   };
   int64_t total = 0;
   for (const PlannedRows& p : plan) total += records(p);
@@ -277,7 +282,7 @@ Status RankWire::exchange_logprobs(const std::vector<PlannedRows>& plan, int32_t
     if (p.sampler != rank_) continue;
     if (p.request->logprobs >= 0)
       for (int32_t j = 0; j < S; ++j) own_records_[mine++] = encode_logprob(logprobs[S * i + j]);
-    if (p.request->prompt_logprobs)
+    if (p.prompt_logprobs)
       for (int32_t j = 0; j < p.n; ++j) {
         const std::vector<TokenLogprob>& lps = prompt_logprobs[i];
         own_records_[mine++] = j < static_cast<int32_t>(lps.size()) ? encode_logprob(lps[j]) : LogprobRecord{};
@@ -291,7 +296,7 @@ Status RankWire::exchange_logprobs(const std::vector<PlannedRows>& plan, int32_t
     int64_t at = layout_.next(p.sampler, records(p));
     if (p.request->logprobs >= 0)
       for (int32_t j = 0; j < S; ++j) decode_logprob(gathered_records_[at++], logprobs[S * i + j]);
-    if (!p.request->prompt_logprobs) continue;
+    if (!p.prompt_logprobs) continue;
     prompt_logprobs[i].clear();
     for (int32_t j = 0; j < p.n; ++j, ++at)
       if (gathered_records_[at].token >= 0) decode_logprob(gathered_records_[at], prompt_logprobs[i].emplace_back());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,10 @@
 #include "base/sampling_params.h"
 
 namespace dsv4 {
+
+namespace grammar {
+struct Grammar;
+}
 
 constexpr int kMaxTopLogprobs = 20;  // OpenAI's limit for top_logprobs
 constexpr int kMaxChoices = 128;     // GenerationRequest::n
@@ -42,6 +47,9 @@ struct OutputConstraint {
   bool whitespace_flexible = false;
   int32_t start_after = -1;  // a generated token id that starts the constraint (thinking mode's
                              // </think>); −1: the first generated token
+  // The grammar of the text above, compiled once (Engine::prepare, off the engine thread) and
+  // shared by the request's choices; the step never parses schema text.
+  std::shared_ptr<const grammar::Grammar> compiled;
   bool active() const { return !json_schema.empty() || !tool_calls.empty(); }
 };
 
@@ -64,6 +72,9 @@ struct GenerationRequest {
   // the prompt is computed once (runtime/scheduler.h: forks). Prompt logprobs: choice 0's.
   int32_t n = 1;
   OutputConstraint constraint;          // structured output; inactive by default
+  // The prefix cache's namespace: requests with different salts never share cached blocks
+  // ("": the shared one). The server sets it from the request's cache_salt and its tenant.
+  std::string cache_salt;
 };
 
 // Why a request ended. kStop: EOS, a stop id or a stop string.

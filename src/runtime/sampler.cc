@@ -3,44 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/check.h"
 #include "base/math.h"
 #include "base/thread_pool.h"
 #include "runtime/proposer.h"
 #include "text/tokenizer.h"
 
 namespace dsv4 {
-
-Result<grammar::Grammar> compile_constraint(const OutputConstraint& c) {
-  if (!c.tool_calls.empty()) {
-    const auto tools = nlohmann::ordered_json::parse(c.tool_calls, nullptr, false);
-    if (!tools.is_array()) return Status::error("tool_choice: the tools are not a JSON array");
-    std::vector<grammar::ToolSpec> specs;
-    for (const auto& t : tools) {
-      if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
-        return Status::error("tool_choice: each tool needs a name");
-      specs.push_back({t["name"].get<std::string>(), t.value("parameters", nlohmann::ordered_json())});
-    }
-    grammar::JsonLayout layout;
-    layout.whitespace_flexible = c.whitespace_flexible;
-    Result<grammar::Grammar> g = grammar::compile_tool_call(specs, layout);
-    if (!g.ok()) return g.status().with_context("tool_choice");
-    return g;
-  }
-  nlohmann::ordered_json schema;
-  try {
-    schema = nlohmann::ordered_json::parse(c.json_schema);
-  } catch (const nlohmann::json::exception& e) {  // valid JSON whose number no double holds, or not JSON
-    if (std::string(e.what()).find("number overflow") != std::string::npos)
-      return Status::errorf("response_format: the JSON schema holds a number out of a double's range ({})", e.what());
-    return Status::error("response_format: the JSON schema is not JSON");
-  }
-  grammar::CompileOptions options;
-  options.strict = c.strict;
-  options.layout.whitespace_flexible = c.whitespace_flexible;
-  Result<grammar::Grammar> g = grammar::compile_json_schema(schema, options);
-  if (!g.ok()) return g.status().with_context("response_format");
-  return g;
-}
 
 Sampler::Sampler(const ModelConfig& cfg, const Limits& limits, ThreadPool& pool, int rank, bool rejection,
                  const Tokenizer* tokenizer, int32_t slots)
@@ -88,7 +57,7 @@ void Sampler::plan_head_rows(const std::vector<PlannedRows>& plan, const int64_t
     if (p.sampler == rank_ && sched.live(i)) {
       const int32_t real = p.n - p.n_drafts;
       for (int32_t j = 0; j < p.n; ++j) {
-        const bool prompt_lp = p.request->prompt_logprobs && p.p0 + j + 1 < p.prompt_len;
+        const bool prompt_lp = p.prompt_logprobs && p.p0 + j + 1 < p.prompt_len;
         const bool sampled = p.samples && j >= real - 1;
         if (!prompt_lp && !sampled) continue;
         head_at_[row_begin[i] + j] = static_cast<int32_t>(n_head_);
@@ -130,7 +99,7 @@ bool Sampler::queue_rows(const std::vector<PlannedRows>& plan, const int64_t* ro
     dead_row_[i] = -1;
     if (p.sampler != rank_ || !sched.live(i)) continue;
     const int64_t first = row_begin[i];
-    if (g.prompt_logprobs) {  // row j predicts the prompt token at p0 + j + 1
+    if (p.prompt_logprobs) {  // row j predicts the prompt token at p0 + j + 1
       any_prompt_lp = true;
       const int64_t n_lp = std::max<int64_t>(0, std::min<int64_t>(p.n, p.prompt_len - p.p0 - 1));
       prompt_logprobs_[i].resize(static_cast<size_t>(n_lp));
@@ -150,9 +119,9 @@ bool Sampler::queue_rows(const std::vector<PlannedRows>& plan, const int64_t* ro
       queue_rejection(i, p, rows, lambda);  // the whole round in one task
       continue;
     }
-    add_sample(row(first + real - 1), g.sampling, q, 0, &tok[0]);
+    add_sample(row(first + real - 1), *p.sampling, q, 0, &tok[0]);
     for (int32_t k = 1; k <= p.n_drafts; ++k)  // kept if drafts 1..k are accepted
-      add_sample(row(first + real - 1 + k), g.sampling, q + k, 0, &draft_tokens_[S_ * i + k]);
+      add_sample(row(first + real - 1 + k), *p.sampling, q + k, 0, &draft_tokens_[S_ * i + k]);
   }
   return any_prompt_lp;
 }
@@ -212,14 +181,10 @@ Sampler::SlotGrammar* Sampler::grammar_for(const PlannedRows& p, const std::vect
       spare_state_ = std::make_unique<grammar::MatchState>();
       mask_.resize(static_cast<size_t>((t.n_vocab() + 63) / 64));
     }
-    const std::string key = c.tool_calls.empty() ? "schema " + c.json_schema : "tools " + c.tool_calls;
-    if (grammars_.size() >= kMaxCachedGrammars && !grammars_.count(key))
-      std::erase_if(grammars_, [](const auto& kv) { return kv.second.use_count() == 1; });  // none in a slot
-    std::shared_ptr<const grammar::Grammar>& g = grammars_[key];
-    if (!g) g = std::make_shared<const grammar::Grammar>(std::move(*compile_constraint(c)));  // validated
+    DSV4_CHECK(c.compiled, "request {}: its constraint was not compiled (Engine::prepare)", p.id);
     slot.id = p.id;
-    slot.grammar = g;
-    slot.matcher = std::make_unique<grammar::JsonMatcher>(*g);
+    slot.grammar = c.compiled;
+    slot.matcher = std::make_unique<grammar::JsonMatcher>(*c.compiled);
     if (!slot.state) slot.state = std::make_unique<grammar::MatchState>();
     slot.started = c.start_after < 0;
     if (slot.started) slot.matcher->start(*slot.state);
@@ -281,7 +246,7 @@ void Sampler::queue_rejection(size_t i, const PlannedRows& p, const float* const
   for (int32_t k = 0; k <= p.n_drafts; ++k) task.target[k] = rows[k];
   for (int32_t k = 0; k < p.n_drafts; ++k) task.draft[k] = draft_lambda + k * vocab_;
   const int64_t q = p.p0 + (p.n - p.n_drafts);
-  task.round = kernels::RejectionRound{task.target, task.draft, p.tokens + 1, p.n_drafts, p.request->sampling, q};
+  task.round = kernels::RejectionRound{task.target, task.draft, p.tokens + 1, p.n_drafts, *p.sampling, q};
 }
 
 // Exact match (runtime.md §3.2): draft k is accepted when it equals the target's token at its

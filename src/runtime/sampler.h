@@ -41,9 +41,6 @@ class Proposer;
 class ThreadPool;
 class Tokenizer;
 
-// The grammar of a request's constraint (json_schema or tool_calls); errors name
-// response_format or tool_choice.
-Result<grammar::Grammar> compile_constraint(const OutputConstraint& c);
 
 class Sampler {
  public:
@@ -154,14 +151,13 @@ class Sampler {
     kernels::TokenCounts counts;
   };
   std::vector<SlotCounts> slot_counts_;  // [slots]
-  // Structured output: the vocabulary prepared at the first constrained request, grammars by
-  // schema text, per slot the matcher state after the committed tokens, a round's states.
+  // Structured output: the vocabulary prepared at the first constrained request (each request
+  // brings its compiled grammar: OutputConstraint::compiled), per slot the matcher state after
+  // the committed tokens, a round's states.
   const Tokenizer* tokenizer_;
   int32_t eos_;
   std::unique_ptr<grammar::MaskVocab> mask_vocab_;
   std::unique_ptr<grammar::TokenMasker> masker_;
-  static constexpr size_t kMaxCachedGrammars = 64;  // beyond: the ones no slot holds are dropped
-  std::map<std::string, std::shared_ptr<const grammar::Grammar>> grammars_;
   struct SlotGrammar {
     int64_t id = -1;
     size_t synced = 0;

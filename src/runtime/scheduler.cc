@@ -8,7 +8,10 @@ namespace dsv4 {
 
 struct Scheduler::Req {
   int64_t id = 0;
-  GenerationRequest g;
+  // One per request, shared by its choices (prompt, stops, constraint: never copied per choice).
+  std::shared_ptr<const GenerationRequest> g;
+  SamplingParams sampling;       // this choice's: the request's with choice_seed(seed, k)
+  bool prompt_logprobs = false;  // choice 0 only
   std::vector<int32_t> tokens;  // prompt, then committed outputs (identical on every rank)
   int64_t prompt_len = 0;
   int64_t n_cached = 0;         // positions in the caches (main and MTP)
@@ -67,8 +70,9 @@ void Scheduler::add(int64_t id, GenerationRequest req) {
   r->tokens = req.prompt;
   if (opt_.tokenizer) r->text = std::make_unique<OutputText>(*opt_.tokenizer, req.stop_strings);
   r->forks = std::max(req.n, 1) - 1;
-  r->g = std::move(req);
-  r->g.n = 1;
+  r->sampling = req.sampling;
+  r->prompt_logprobs = req.prompt_logprobs;
+  r->g = std::make_shared<const GenerationRequest>(std::move(req));
   waiting_.push_back(std::move(r));
 }
 
@@ -94,7 +98,7 @@ RequestUpdate& Scheduler::update_of(Req& r) {
     updates_.back().id = r.id;
     const auto S = static_cast<size_t>(opt_.limits.max_decode_rows);
     updates_.back().tokens.reserve(S);                          // one allocation,
-    if (r.g.logprobs >= 0) updates_.back().logprobs.reserve(S);  // and one for logprobs
+    if (r.g->logprobs >= 0) updates_.back().logprobs.reserve(S);  // and one for logprobs
   }
   return updates_[r.update_at];
 }
@@ -110,7 +114,7 @@ void Scheduler::end_slot(Req& r) {
 
 // The prompt logprobs go out once, with the first update after the prompt (or the last one).
 void Scheduler::send_prompt_logprobs(Req& r) {
-  if (!r.g.prompt_logprobs || r.prompt_lp_sent || r.reported) return;
+  if (!r.prompt_logprobs || r.prompt_lp_sent || r.reported) return;
   update_of(r).prompt_logprobs = std::move(r.prompt_lp);
   r.prompt_lp_sent = true;
 }
@@ -180,7 +184,7 @@ int32_t Scheduler::pick_owner(const Req& r, bool allow_prefix) const {
   int64_t best_hit = -1, hit_load = INT64_MAX, min_load = INT64_MAX, roomy_free = -1, roomy_load = INT64_MAX;
   for (int32_t q = 0; q < opt_.world; ++q) {
     if (free_seq(q) < 0) continue;
-    const int64_t hit = allow_prefix ? pages_.cached_prefix(q, r.tokens, r.prompt_len) : 0;
+    const int64_t hit = allow_prefix ? pages_.cached_prefix(q, r.tokens, r.prompt_len, r.g->cache_salt) : 0;
     const int64_t n = running_on(q), free = pages_.free_pages(q) - growth_on(q);
     if (hit > best_hit || (hit == best_hit && n < hit_load)) {
       hit_rank = q;
@@ -210,7 +214,7 @@ bool Scheduler::start_cp_slots(Req& r) {
     }
     const int32_t seq = free_seq(rank);
     ok = seq >= 0 && pages_.pages_short(-1, len) + growth_on(rank) <= pages_.free_pages(rank) &&
-         pages_.start(seq, r.tokens, r.prompt_len, /*allow_prefix=*/false).ok();
+         pages_.start(seq, r.tokens, r.prompt_len, /*allow_prefix=*/false, r.g->cache_salt).ok();
     if (!ok) break;
     seq_used_[seq] = 1;
     r.cp_slots[j] = seq;
@@ -262,12 +266,12 @@ void Scheduler::fork_choices() {
       auto c = std::make_unique<Req>();
       c->id = parent.id + k;
       c->g = parent.g;
-      c->g.sampling.seed = choice_seed(parent.g.sampling.seed, k);
-      c->g.prompt_logprobs = false;
+      c->sampling = parent.sampling;
+      c->sampling.seed = choice_seed(parent.sampling.seed, k);
       c->prompt_len = parent.prompt_len;
       c->tokens.reserve(parent.tokens.capacity());
       c->tokens = parent.tokens;
-      if (opt_.tokenizer) c->text = std::make_unique<OutputText>(*opt_.tokenizer, c->g.stop_strings);
+      if (opt_.tokenizer) c->text = std::make_unique<OutputText>(*opt_.tokenizer, c->g->stop_strings);
       c->prompt_hits = parent.prompt_hits;
       const int32_t seq = free_seq(parent.owner);
       if (seq < 0 || pages > pages_.free_pages(parent.owner) || !pages_.fork(parent.seq, seq, end).ok()) {
@@ -292,12 +296,12 @@ void Scheduler::admit() {
     Req& r = *waiting_.front();
     const int64_t len = static_cast<int64_t>(r.tokens.size());
     // Prompt logprobs need every prompt row computed: no prefix-cache hit for them.
-    const bool allow_prefix = !r.g.prompt_logprobs;
+    const bool allow_prefix = !r.prompt_logprobs;
     const int32_t owner = pick_owner(r, allow_prefix);
     if (owner < 0) break;  // no free slot on any rank
     if (pages_.pages_short(-1, len) + growth_on(owner) > pages_.free_pages(owner)) break;
     const int32_t seq = free_seq(owner);
-    Result<int64_t> start = pages_.start(seq, r.tokens, r.prompt_len, allow_prefix);
+    Result<int64_t> start = pages_.start(seq, r.tokens, r.prompt_len, allow_prefix, r.g->cache_salt);
     if (!start.ok()) {
       std::unique_ptr<Req> gone = std::move(waiting_.front());
       waiting_.pop_front();
@@ -313,7 +317,7 @@ void Scheduler::admit() {
     r.n_cached = *start;
     r.owner = owner;
     // Context-parallel prefill from position 0 only: a prefix hit's rows live on the owner alone.
-    if (opt_.tp > 1 && opt_.cp_prefill_tokens > 0 && !r.g.prompt_logprobs && r.n_cached == 0 &&
+    if (opt_.tp > 1 && opt_.cp_prefill_tokens > 0 && !r.prompt_logprobs && r.n_cached == 0 &&
         r.prompt_len >= opt_.cp_prefill_tokens)
       start_cp_slots(r);
     counters_.prefix_hit_tokens += *start;
@@ -328,6 +332,22 @@ void Scheduler::admit() {
 }
 
 const std::vector<PlannedRows>& Scheduler::plan() {
+  start_step();
+  for (;;) {
+    plan_rows();
+    const int32_t over = rank_short_of_pages();
+    if (over < 0) break;
+    make_room(over);
+  }
+  for (Req* r : planned_) {
+    r->last_served = step_;
+    r->cached_before = r->n_cached;
+  }
+  return plan_;
+}
+
+// Cancels, ended requests out, then forks and admission.
+void Scheduler::start_step() {
   ++step_;
   plan_.clear();
   planned_.clear();
@@ -345,89 +365,101 @@ const std::vector<PlannedRows>& Scheduler::plan() {
   fork_choices();
   admit();
   fork_choices();  // a parent admitted at its fork position (a one-token prompt)
+}
 
+// The rows of every running request that fits the batch, served longest ago first, then in
+// arrival order; planned_ holds the planned requests, need_ their pages per owner rank.
+void Scheduler::plan_rows() {
   const Limits& L = opt_.limits;
-  for (;;) {
-    // Served longest ago first, then arrival order.
-    std::vector<Req*>& order = planned_;
-    order.clear();
-    for (auto& r : running_) order.push_back(r.get());
-    std::sort(order.begin(), order.end(), [](const Req* a, const Req* b) {
-      return a->last_served != b->last_served ? a->last_served < b->last_served : a->id < b->id;
-    });
-    plan_.clear();
-    std::fill(need_.begin(), need_.end(), 0);
-    int64_t T = 0;
-    size_t kept = 0;
-    for (Req* rp : order) {
-      Req& r = *rp;
-      if (static_cast<int32_t>(plan_.size()) >= L.max_batch) break;
-      if (r.forks > 0 && r.n_cached == r.fork_at()) continue;  // forks at the next plan()
-      const int64_t len = static_cast<int64_t>(r.tokens.size());
-      PlannedRows p;
-      p.id = r.id;
-      p.seq = r.seq;
-      p.p0 = r.n_cached;
-      p.prompt_len = r.prompt_len;
-      p.owner = r.owner;
-      p.request = &r.g;
-      if (len - r.n_cached > 1) {  // fill: a chunk of the tokens, not across the split prompt's end
-        p.split = !r.cp_slots.empty() && r.n_cached < r.prompt_len;
-        if (p.split) p.cp_slots = r.cp_slots.data();
-        const int64_t end = r.forks > 0 ? r.fork_at() : p.split ? r.prompt_len : len;
-        p.n = static_cast<int32_t>(std::min<int64_t>({end - r.n_cached, L.max_chunk, L.max_rows - T}));
-        p.tokens = r.tokens.data() + r.n_cached;
-        p.samples = r.n_cached + p.n == len;
-      } else {  // decode: the last token, and the drafts
-        p.n_drafts = static_cast<int32_t>(r.drafts.size());
-        p.n = 1 + p.n_drafts;
-        if (T + p.n > L.max_rows) continue;
-        int32_t* rows = draft_rows_.data() + static_cast<size_t>(L.max_decode_rows) * plan_.size();
-        rows[0] = r.tokens.back();
-        std::copy(r.drafts.begin(), r.drafts.end(), rows + 1);
-        p.tokens = rows;
-        p.samples = true;
-      }
-      if (p.n <= 0) continue;
-      p.sampler = p.split ? r.owner / opt_.tp * opt_.tp + opt_.tp - 1 : r.owner;
-      need_[static_cast<size_t>(r.owner)] += pages_.pages_short(r.seq, p.p0 + p.n);  // split: reserved
-      plan_.push_back(p);
-      order[kept++] = rp;
-      T += p.n;
-    }
-    order.resize(kept);
-    int32_t over = -1;
-    for (int32_t q = 0; q < opt_.world && over < 0; ++q)
-      if (need_[static_cast<size_t>(q)] > 0 && need_[static_cast<size_t>(q)] > pages_.free_pages(q)) over = q;
-    if (over < 0) break;
-    // The step's growth does not fit on rank `over`: the newest request holding pages there
-    // (its own, or a context-parallel prompt's) waits, or, alone there, fails.
-    Req* newest = nullptr;
-    int32_t holders = 0;
-    for (auto& r : running_)
-      if (holds_pages_on(*r, over)) {
-        ++holders;
-        if (!newest || r->id > newest->id) newest = r.get();
-      }
-    DSV4_CHECK(newest != nullptr, "rank {} needs pages but no request holds any", over);
-    if (holders == 1) {
-      finish(*newest, FinishReason::kError,
-             fmt::format("the compressed cache cannot hold this request: {} positions need more than the "
-                         "{} free of cache_blocks = {} pages of {} positions{}",
-                         newest->tokens.size() + 1, pages_.free_pages(over), pages_.total_pages(), L.page_tokens,
-                         opt_.world > 1 ? fmt::format(" on rank {}", over) : std::string()));
-      auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == newest; });
-      graveyard_.push_back(std::move(*it));
-      running_.erase(it);
-    } else {
-      preempt(*newest);
-    }
+  std::vector<Req*>& order = planned_;
+  order.clear();
+  for (auto& r : running_) order.push_back(r.get());
+  std::sort(order.begin(), order.end(), [](const Req* a, const Req* b) {
+    return a->last_served != b->last_served ? a->last_served < b->last_served : a->id < b->id;
+  });
+  plan_.clear();
+  std::fill(need_.begin(), need_.end(), 0);
+  int64_t T = 0;
+  size_t kept = 0;
+  for (Req* rp : order) {
+    Req& r = *rp;
+    if (static_cast<int32_t>(plan_.size()) >= L.max_batch) break;
+    if (r.forks > 0 && r.n_cached == r.fork_at()) continue;  // forks at the next plan()
+    PlannedRows p = rows_of(r, L.max_rows - T);
+    if (p.n <= 0) continue;
+    need_[static_cast<size_t>(r.owner)] += pages_.pages_short(r.seq, p.p0 + p.n);  // split: reserved
+    plan_.push_back(p);
+    order[kept++] = rp;
+    T += p.n;
   }
-  for (Req* r : planned_) {
-    r->last_served = step_;
-    r->cached_before = r->n_cached;
+  order.resize(kept);
+}
+
+// One request's rows within `room` rows (n 0: none this step).
+PlannedRows Scheduler::rows_of(Req& r, int64_t room) {
+  const Limits& L = opt_.limits;
+  const int64_t len = static_cast<int64_t>(r.tokens.size());
+  PlannedRows p;
+  p.id = r.id;
+  p.seq = r.seq;
+  p.p0 = r.n_cached;
+  p.prompt_len = r.prompt_len;
+  p.owner = r.owner;
+  p.request = r.g.get();
+  p.sampling = &r.sampling;
+  p.prompt_logprobs = r.prompt_logprobs;
+  if (len - r.n_cached > 1) {  // fill: a chunk of the tokens, not across the split prompt's end
+    p.split = !r.cp_slots.empty() && r.n_cached < r.prompt_len;
+    if (p.split) p.cp_slots = r.cp_slots.data();
+    const int64_t end = r.forks > 0 ? r.fork_at() : p.split ? r.prompt_len : len;
+    p.n = static_cast<int32_t>(std::min<int64_t>({end - r.n_cached, L.max_chunk, room}));
+    p.tokens = r.tokens.data() + r.n_cached;
+    p.samples = r.n_cached + p.n == len;
+  } else {  // decode: the last token, and the drafts
+    p.n_drafts = static_cast<int32_t>(r.drafts.size());
+    p.n = 1 + p.n_drafts;
+    if (p.n > room) {
+      p.n = 0;
+      return p;
+    }
+    int32_t* rows = draft_rows_.data() + static_cast<size_t>(L.max_decode_rows) * plan_.size();
+    rows[0] = r.tokens.back();
+    std::copy(r.drafts.begin(), r.drafts.end(), rows + 1);
+    p.tokens = rows;
+    p.samples = true;
   }
-  return plan_;
+  p.sampler = p.split ? r.owner / opt_.tp * opt_.tp + opt_.tp - 1 : r.owner;
+  return p;
+}
+
+// The first rank whose planned growth does not fit its free pages, or -1.
+int32_t Scheduler::rank_short_of_pages() const {
+  for (int32_t q = 0; q < opt_.world; ++q)
+    if (need_[static_cast<size_t>(q)] > 0 && need_[static_cast<size_t>(q)] > pages_.free_pages(q)) return q;
+  return -1;
+}
+
+// The step's growth does not fit on rank `over`: the newest request holding pages there (its
+// own, or a context-parallel prompt's) waits, or, alone there, fails.
+void Scheduler::make_room(int32_t over) {
+  Req* newest = nullptr;
+  int32_t holders = 0;
+  for (auto& r : running_)
+    if (holds_pages_on(*r, over)) {
+      ++holders;
+      if (!newest || r->id > newest->id) newest = r.get();
+    }
+  DSV4_CHECK(newest != nullptr, "rank {} needs pages but no request holds any", over);
+  if (holders > 1) return preempt(*newest);
+  const Limits& L = opt_.limits;
+  finish(*newest, FinishReason::kError,
+         fmt::format("the compressed cache cannot hold this request: {} positions need more than the "
+                     "{} free of cache_blocks = {} pages of {} positions{}",
+                     newest->tokens.size() + 1, pages_.free_pages(over), pages_.total_pages(), L.page_tokens,
+                     opt_.world > 1 ? fmt::format(" on rank {}", over) : std::string()));
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == newest; });
+  graveyard_.push_back(std::move(*it));
+  running_.erase(it);
 }
 
 void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
@@ -436,24 +468,24 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
     Req& r = *planned_[i];
     if (r.ended) continue;  // failed in the executor
     const PlannedRows& p = plan_[i];
-    if (prompt_logprobs && r.g.prompt_logprobs && !r.prompt_lp_sent)
+    if (prompt_logprobs && r.prompt_logprobs && !r.prompt_lp_sent)
       for (TokenLogprob& lp : prompt_logprobs[i]) r.prompt_lp.push_back(std::move(lp));
     auto commit = [&](int32_t t, TokenLogprob* lp) {
       if (r.ended) return;
       r.tokens.push_back(t);
       ++r.generated;
       ++counters_.committed;
-      const bool eos = r.g.stop_at_eos && t == opt_.eos_token_id;
-      const bool stop_id = eos || std::find(r.g.stop_ids.begin(), r.g.stop_ids.end(), t) != r.g.stop_ids.end();
+      const bool eos = r.g->stop_at_eos && t == opt_.eos_token_id;
+      const bool stop_id = eos || std::find(r.g->stop_ids.begin(), r.g->stop_ids.end(), t) != r.g->stop_ids.end();
       bool text_stop = false;
       if (!r.reported) {
         RequestUpdate& u = update_of(r);
         u.tokens.push_back(t);
-        if (lp && r.g.logprobs >= 0) u.logprobs.push_back(*lp);  // a copy: the executor keeps its buffer
+        if (lp && r.g->logprobs >= 0) u.logprobs.push_back(*lp);  // a copy: the executor keeps its buffer
         if (r.text && !stop_id) text_stop = r.text->push(t, u.text);
       }
       if (stop_id) finish(r, FinishReason::kStop, {}, eos ? -1 : t);
-      else if (r.generated >= r.g.max_tokens) finish(r, FinishReason::kLength, {});
+      else if (r.generated >= r.g->max_tokens) finish(r, FinishReason::kLength, {});
       else if (static_cast<int64_t>(r.tokens.size()) + 1 >= opt_.limits.max_context)
         finish(r, FinishReason::kContext, {});
       else if (text_stop) {  // reported now; every rank ends it at the next plan (cancel)
@@ -465,7 +497,7 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
       r.n_cached += p.n;
       continue;
     }
-    if (r.g.max_tokens == 0) {  // scoring a prompt only
+    if (r.g->max_tokens == 0) {  // scoring a prompt only
       r.n_cached += p.n;
       finish(r, FinishReason::kLength, {});
       continue;
@@ -474,7 +506,7 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
     const int64_t S = opt_.limits.max_decode_rows;
     const int32_t* t = tokens + S * i;
     if (t[0] == kGrammarDeadEnd) {
-      const char* what = r.g.constraint.tool_calls.empty() ? "response_format (json_schema)" : "tool_choice";
+      const char* what = r.g->constraint.tool_calls.empty() ? "response_format (json_schema)" : "tool_choice";
       finish(r, FinishReason::kError, fmt::format("{}: the grammar allows no next token (empty mask)", what));
       continue;
     }

@@ -70,15 +70,16 @@ class PageBudget {
   virtual int64_t pages_short(int32_t seq, int64_t end) const = 0;
   virtual int64_t free_pages(int32_t rank) const = 0;
   virtual int64_t total_pages() const = 0;  // of one rank
-  // Starts slot seq (on rank Limits::slot_rank(seq)) for tokens with prompt_len; returns the first
-  // position to compute (a prefix-cache hit on that rank's blocks skips the positions before
+  // Starts slot seq (on rank Limits::slot_rank(seq)) for tokens with prompt_len in the prefix
+  // cache's namespace `salt` (GenerationRequest::cache_salt); returns the first position to
+  // compute (a prefix-cache hit on that rank's blocks of that salt skips the positions before
   // it; allow_prefix false: 0).
   virtual Result<int64_t> start(int32_t seq, const std::vector<int32_t>& tokens, int64_t prompt_len,
-                                bool allow_prefix) = 0;
-  // Prompt positions the prefix cache holds on `owner`'s blocks (what start would skip, before
-  // the recomputed last positions; 0: none or no prefix cache).
-  virtual int64_t cached_prefix(int32_t /*owner*/, const std::vector<int32_t>& /*tokens*/,
-                                int64_t /*prompt_len*/) const {
+                                bool allow_prefix, const std::string& salt) = 0;
+  // Prompt positions the prefix cache holds on `owner`'s blocks of that salt (what start would
+  // skip, before the recomputed last positions; 0: none or no prefix cache).
+  virtual int64_t cached_prefix(int32_t /*owner*/, const std::vector<int32_t>& /*tokens*/, int64_t /*prompt_len*/,
+                                const std::string& /*salt*/) const {
     return 0;
   }
   // Takes the pages for positions [0, end) now (fails when they are not free).
@@ -116,7 +117,11 @@ struct PlannedRows {
   int32_t sampler = 0;             // rank holding the last row (samples it)
   bool samples = false;            // the last (non-draft) row predicts a new token
   int32_t n_drafts = 0;            // decode: rows 1 .. n_drafts are drafts (MTP: 1; DSpark: up to γ)
+  // The request, shared by its choices; this choice's sampling (its seed: choice_seed) and
+  // whether it reports prompt logprobs (choice 0 only) are its own.
   const GenerationRequest* request = nullptr;
+  const SamplingParams* sampling = nullptr;
+  bool prompt_logprobs = false;
 };
 
 // tokens[S i] of update(): the sampler's structured-output mask allowed no id at the row (a
@@ -183,6 +188,12 @@ class Scheduler {
  private:
   struct Req;
   Req* find(int64_t id);
+  // plan()'s stages.
+  void start_step();
+  void plan_rows();
+  PlannedRows rows_of(Req& r, int64_t room);
+  int32_t rank_short_of_pages() const;
+  void make_room(int32_t over);
   void admit();
   void fork_choices();  // parents at their fork position: their choices join (or wait)
   void preempt(Req& r);

@@ -37,7 +37,7 @@ Service::~Service() { shutdown(0); }
 Service::Submitted Service::submit(GenerationRequest req, Sink sink) {
   Submitted out;
   // Validation reads only the model and the limits: safe beside the running loop.
-  if (Status st = engine_.validate(req); !st.ok()) {
+  if (Status st = engine_.prepare(req); !st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     ++metrics_.rejected;
     out.error = SubmitError::kInvalid;

@@ -69,6 +69,9 @@ class Service {
   static std::unique_ptr<Service> start(Engine& engine, const ServiceOptions& opt);
   ~Service();  // shutdown(0)
 
+  // Engine::prepare (thread-safe): validates the request and compiles its constraint, on the
+  // caller's thread. submit() prepares too, but a prepared request's grammar is not compiled again.
+  Status prepare(GenerationRequest& req) const { return engine_.prepare(req); }
   // Submitted::id: the request's id; with n choices, choice k's updates carry id + k.
   Submitted submit(GenerationRequest req, Sink sink);
   // The request ends with reason kCancelled at the next step (no-op once finished; one choice:

@@ -9,7 +9,7 @@
 namespace dsv4::chat {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = dsv4::OrderedJson;
 
 TEST(PyJson, FloatRepr) {
   EXPECT_EQ(py_float_repr(2.5), "2.5");
@@ -49,6 +49,28 @@ TEST(PyJson, DumpKeepsOrderAndSpacing) {
 TEST(PyJson, Depth) {
   EXPECT_EQ(json_depth(Json(1)), 0);
   EXPECT_EQ(json_depth(Json::parse("[[1], {\"a\": [[]]}]")), 4);
+}
+
+// The duplicate-key check scanned every earlier key (80,000 keys in a tool call's arguments:
+// 28 s). Counted, not timed: at most 2 comparisons per key (hash collisions), so 8x the keys
+// cost well under the 64x of a quadratic.
+TEST(PyJson, ReparseDuplicateCheckIsLinearInKeys) {
+  auto comparisons = [](int n) {
+    std::string text = "{";
+    for (int i = 0; i < n; ++i) text += (i ? ", \"k" : "\"k") + std::to_string(i) + "\": 0";
+    text += ", \"k0\": 1}";
+    auto r = py_json_reparse(text);
+    EXPECT_TRUE(r);
+    if (!r) return uint64_t{0};
+    EXPECT_EQ(r->members.size(), static_cast<size_t>(n));
+    EXPECT_EQ(r->members.front().value, "1");  // last value, first position
+    return r->key_comparisons;
+  };
+  const uint64_t small = comparisons(4000);
+  const uint64_t large = comparisons(32000);
+  EXPECT_LE(small, 2u * 4000) << small;
+  EXPECT_LE(large, 2u * 32000) << large;
+  EXPECT_LE(large, 16 * small) << small << " -> " << large;
 }
 
 TEST(PyJson, Reparse) {

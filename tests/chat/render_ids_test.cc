@@ -16,7 +16,7 @@
 namespace dsv4::chat {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = dsv4::OrderedJson;
 using Ids = std::vector<int32_t>;
 
 const Tokenizer& tiny() {

@@ -9,7 +9,7 @@
 namespace dsv4::chat {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = dsv4::OrderedJson;
 
 using examples::kBos;
 using examples::kEos;

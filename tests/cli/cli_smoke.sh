@@ -67,17 +67,17 @@ bad "decision file not JSON" "not valid JSON" "$dsv4" logits --model "$work/t2" 
 bad "missing decision file" "nothing_here.json" "$dsv4" logits --model "$work/t2" --tokens 1,2 --out "$work/e.npy" \
   --decisions-in "$work/nothing_here.json"
 ok "logits mtp float" "$dsv4" logits --model "$work/t2" --tokens 1,2,3,4,5 --out "$work/m.npy" --mtp --numerics float
-ok "generate" "$dsv4" generate --model "$work/t2" --max-tokens 4 --batch-size 2 --mtp --quiet-steps \
+ok "generate" "$dsv4" generate --model "$work/t2" --max-tokens 4 --batch-size 2 --mtp --verbose --quiet-steps \
   --prompt-ids 1,2,3 --prompt-ids 4
 grep -q "tokens/s" "$work/out.txt" || { echo "FAIL: generate printed no rate"; fails=$((fails + 1)); }
 
 # Prefix cache: two prompts sharing 300 tokens, one at a time, give the tokens of a run without it.
 python3 -c "print(' '.join(str((i * 37) % 500) for i in range(300)))" >"$work/system.txt"
 sys_ids=$(tr ' ' ',' <"$work/system.txt")
-ok "generate without prefix cache" "$dsv4" generate --model "$work/t2" --max-tokens 4 --quiet-steps --batch-size 1 \
+ok "generate without prefix cache" "$dsv4" generate --model "$work/t2" --max-tokens 4 --verbose --quiet-steps --batch-size 1 \
   --prompt-ids "$sys_ids,1,2" --prompt-ids "$sys_ids,3,4,5"
 grep '^request' "$work/out.txt" >"$work/gen_cold.txt"
-ok "generate with prefix cache" "$dsv4" generate --model "$work/t2" --max-tokens 4 --quiet-steps --batch-size 1 \
+ok "generate with prefix cache" "$dsv4" generate --model "$work/t2" --max-tokens 4 --verbose --quiet-steps --batch-size 1 \
   --prompt-ids "$sys_ids,1,2" --prompt-ids "$sys_ids,3,4,5" --prefix-blocks 8 --page-tokens 128
 grep '^request' "$work/out.txt" >"$work/gen_hit.txt"
 grep -q "prefix cache: 252 prompt positions reused" "$work/out.txt" ||
@@ -102,9 +102,9 @@ printf '1, 2\n3\t4 \n  5,\n' >"$work/ids.txt"
 ok "logits --tokens @FILE" "$dsv4" logits --model "$work/t2" --tokens "@$work/ids.txt" --out "$work/a.npy"
 cmp -s "$work/l.npy" "$work/a.npy" || { echo "FAIL: --tokens @FILE logits differ from inline"; fails=$((fails + 1)); }
 printf '1\n2\n3\n' >"$work/prompt.txt"
-ok "generate inline" "$dsv4" generate --model "$work/t2" --max-tokens 4 --quiet-steps --prompt-ids 1,2,3 --prompt-ids 4
+ok "generate inline" "$dsv4" generate --model "$work/t2" --max-tokens 4 --verbose --quiet-steps --prompt-ids 1,2,3 --prompt-ids 4
 grep '^request' "$work/out.txt" >"$work/gen_inline.txt"
-ok "generate --prompt-ids @FILE" "$dsv4" generate --model "$work/t2" --max-tokens 4 --quiet-steps \
+ok "generate --prompt-ids @FILE" "$dsv4" generate --model "$work/t2" --max-tokens 4 --verbose --quiet-steps \
   --prompt-ids "@$work/prompt.txt" --prompt-ids 4
 grep '^request' "$work/out.txt" >"$work/gen_file.txt"
 [ -s "$work/gen_inline.txt" ] && cmp -s "$work/gen_inline.txt" "$work/gen_file.txt" ||
@@ -171,8 +171,15 @@ truncate -s 1000 "$work/broken/model.safetensors"
 bad "truncated checkpoint" "model.safetensors" "$dsv4" generate --model "$work/broken" --max-tokens 2
 
 # generate --prompt: text through the checkpoint's tokenizer, the output printed as text too.
-ok "generate --prompt" "$dsv4" generate --model "$work/t2" --prompt 'Hello, world' --max-tokens 3 --quiet-steps
+ok "generate --prompt" "$dsv4" generate --model "$work/t2" --prompt 'Hello, world' --max-tokens 3 --verbose --quiet-steps
 grep -q '^request 0 text: "' "$work/out.txt" || { echo "FAIL: generate --prompt printed no text"; fails=$((fails + 1)); }
+# By default generate prints the text alone: a header per request, no step lines, no ids.
+ok "generate --prompt, text only" "$dsv4" generate --model "$work/t2" --prompt 'Hello, world' --max-tokens 3
+grep -qx 'request 0 ([a-z]*), prompt "Hello, world":' "$work/out.txt" && ! grep -q '^step \|-> \[\|^model ' "$work/out.txt" ||
+  { echo "FAIL: generate's default output:"; cat "$work/out.txt"; fails=$((fails + 1)); }
+grep -q "tokens/s" "$work/out.txt" || { echo "FAIL: generate printed no rate by default"; fails=$((fails + 1)); }
+ok "generate --verbose" "$dsv4" generate --model "$work/t2" --prompt 'Hello, world' --max-tokens 3 --verbose
+grep -q '^step ' "$work/out.txt" || { echo "FAIL: generate --verbose printed no step lines"; fails=$((fails + 1)); }
 "$dsv4" tokenize --model "$work/t2" --text 'Hello, world' >"$work/ids.txt" 2>&1
 grep -qF "prompt [$(cat "$work/ids.txt")]" "$work/out.txt" ||
   { echo "FAIL: generate --prompt ids differ from tokenize's"; cat "$work/out.txt" "$work/ids.txt"; fails=$((fails + 1)); }

@@ -20,7 +20,7 @@ words)
   dict=/usr/share/dict/words
   [ -r "$dict" ] || { echo "FAIL: $dict missing (Debian wamerican: scripts/setup.sh installs it)"; exit 1; }
   "$dsv4" generate --prompt "In the beginning God created" --prompt "And the LORD said unto Moses," \
-    --max-tokens 40 --temperature 0 --quiet-steps >"$work/out.txt" 2>&1 || { cat "$work/out.txt"; exit 1; }
+    --max-tokens 40 --temperature 0 --verbose --quiet-steps >"$work/out.txt" 2>&1 || { cat "$work/out.txt"; exit 1; }
   cat "$work/out.txt"
   python3 - "$work/out.txt" "$dict" <<'PY' || fails=$((fails + 1))
 import json, re, sys
@@ -50,7 +50,7 @@ mtp)
     for m in plain mtp; do
       extra=(); [ "$m" = mtp ] && extra=(--mtp)
       # shellcheck disable=SC2086
-      "$dsv4" generate "${prompts[@]}" --max-tokens 40 --batch-size 2 --quiet-steps $sampling "${extra[@]}" \
+      "$dsv4" generate "${prompts[@]}" --max-tokens 40 --batch-size 2 --verbose --quiet-steps $sampling "${extra[@]}" \
         >"$work/$m.txt" 2>&1 || fail "generate $sampling ${extra[*]}: $(cat "$work/$m.txt")"
       grep '^request' "$work/$m.txt" >"$work/$m.req"
     done
@@ -71,7 +71,7 @@ dspark)
       extra=(); [ "$m" = dspark ] && extra=(--spec dspark)
       run=$sampling; [ "$m" = plain ] && run=${sampling/ --gamma 2/}
       # shellcheck disable=SC2086
-      "$dsv4" generate "${model[@]}" "${prompts[@]}" --max-tokens 40 --batch-size 2 --quiet-steps $run "${extra[@]}" \
+      "$dsv4" generate "${model[@]}" "${prompts[@]}" --max-tokens 40 --batch-size 2 --verbose --quiet-steps $run "${extra[@]}" \
         >"$work/$m.txt" 2>&1 || fail "generate $run ${extra[*]}: $(cat "$work/$m.txt")"
       grep '^request' "$work/$m.txt" >"$work/$m.req"
     done

@@ -34,7 +34,7 @@ generate_matrix() {  # generate_matrix <preset> <quant>
   checkpoint "$1" "$2"
   for mode in "" "--mtp" "--mtp --temperature 0.9 --top-p 0.8" \
               "--mtp --temperature 0.9 --top-k 20 --min-p 0.05 --top-p 0.9 --frequency-penalty 0.5 --repetition-penalty 1.2 --logit-bias 7=3"; do
-    common=(generate --model "$dir" "${prompts[@]}" --max-tokens 10 --batch-size 2 --max-chunk 4 --quiet-steps $mode)
+    common=(generate --model "$dir" "${prompts[@]}" --max-tokens 10 --batch-size 2 --max-chunk 4 --verbose --quiet-steps $mode)
     timeout 300 "$dsv4" "${common[@]}" | grep '^request' >"$work/one.txt" || fail "generate $ck $mode (1 rank)"
     for layout in "2 --tp 2" "4 --tp 4" "4 --tp 2 --ep 4" "4 --tp 1 --ep 2" "2 --tp 2 --cp-prefill 3" \
                   "4 --tp 4 --cp-prefill 6" "4 --tp 2 --dp 2 --cp-prefill 1"; do
@@ -72,7 +72,7 @@ dspark_ranks() {
 for mode in "" "--temperature 0.8 --seed 3" "--temperature 0.8 --seed 3 --verify rejection" \
             "--temperature 0.8 --seed 3 --verify rejection --top-k 40 --min-p 0.02 --top-p 0.95 --presence-penalty 0.5 --repetition-penalty 1.1"; do
   ds_run=(generate --model "$ds_model" --prompt "And God said" --prompt "In the beginning God created"
-          --prompt "Blessed are the" --max-tokens 24 --max-chunk 4 --quiet-steps --spec dspark $mode)
+          --prompt "Blessed are the" --max-tokens 24 --max-chunk 4 --verbose --quiet-steps --spec dspark $mode)
   for np in 2 4; do
     timeout 300 "$dsv4" "${ds_run[@]}" --batch-size $((3 * np)) >"$work/one_full.txt" ||
       fail "generate --spec dspark $mode (1 rank)"
@@ -123,7 +123,7 @@ rest() {
 checkpoint tiny fp8
 checkpoint tiny none
 text_run=(generate --model "$work/tiny-fp8" --prompt "Once upon a time" --prompt "The quick brown fox"
-          --prompt "In the beginning" --max-tokens 40 --temperature 0.8 --batch-size 3 --quiet-steps
+          --prompt "In the beginning" --max-tokens 40 --temperature 0.8 --batch-size 3 --verbose --quiet-steps
           --page-tokens 16 --cache-blocks 5 --stop ee --stop th)
 timeout 300 "$dsv4" "${text_run[@]}" >"$work/one_full.txt" || fail "generate with stop strings (1 rank)"
 grep -q '(stop)' "$work/one_full.txt" || fail "no request ended at a stop string"
@@ -143,7 +143,7 @@ done
 printf '%s' '{"type":"object","properties":{"name":{"type":"string","maxLength":8},"n":{"type":"integer"},
 "tags":{"type":"array","items":{"enum":["a","b",1]},"maxItems":3}},"required":["name","n"]}' >"$work/schema.json"
 json_run=(generate --model "$work/tiny-fp8" --prompt "Once upon a time" --prompt "The quick brown fox"
-          --prompt "In the beginning" --max-tokens 60 --temperature 0.8 --batch-size 3 --quiet-steps --mtp
+          --prompt "In the beginning" --max-tokens 60 --temperature 0.8 --batch-size 3 --verbose --quiet-steps --mtp
           --json-schema "$work/schema.json")
 timeout 300 "$dsv4" "${json_run[@]}" | grep '^request' >"$work/json_one.txt" || fail "generate --json-schema (1 rank)"
 for layout in "2 --tp 2" "4 --tp 2 --dp 2"; do
@@ -190,7 +190,7 @@ grep -q '"index": 2' "$work/serve_one.txt" || fail "serve n = 3 answered no thir
 # Choices (n > 1): each forks on its parent's owner (every rank forks alike): the tokens of one
 # process, with context-parallel prefill too.
 choices=(generate --model "$work/tiny-fp8" "${prompts[@]}" --max-tokens 8 --temperature 0.9 -n 3 --batch-size 4
-         --quiet-steps)
+         --verbose --quiet-steps)
 timeout 300 "$dsv4" "${choices[@]}" | grep '^request' >"$work/choices_one.txt" || fail "generate -n 3 (1 rank)"
 grep -q 'choice 2' "$work/choices_one.txt" || fail "generate -n 3 printed no third choice"
 for layout in "2 --tp 2 --cp-prefill 3" "4 --tp 4"; do

@@ -19,7 +19,7 @@
 namespace dsv4::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = dsv4::OrderedJson;
 
 const std::string kOpen = "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"";
 const std::string kClose = "\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
@@ -67,7 +67,21 @@ TEST(DsmlGrammar, HandCases) {
   const std::string bad_utf8 = weather + param("city", true, "\xc3(") + kClose;
   EXPECT_LT(dsml_match(g, bad_utf8), static_cast<int64_t>(bad_utf8.size()));
 
-  std::vector<ToolSpec> bad = {{"f", Json::parse(R"({"type": "object", "properties": {"a": {"pattern": "x"}}})")}};
+  // A raw string with a pattern: '<' is text where the pattern takes it, the closing tag ends
+  // the text only where it matches.
+  const Grammar code = tools({{"f", R"({"type": "object", "properties": {"c": {"type": "string",
+      "pattern": "^[0-9]{3}(<[a-z]>)?$"}}, "required": ["c"]})"}});
+  const std::string f = kOpen + "f\">\n";
+  EXPECT_EQ(dsml_match(code, f + param("c", true, "123") + kClose), -1);
+  EXPECT_EQ(dsml_match(code, f + param("c", true, "123<b>") + kClose), -1);
+  const std::string short_code = f + param("c", true, "12");
+  EXPECT_EQ(dsml_match(code, short_code), static_cast<int64_t>(f.size() + param("c", true, "12").find("</")));  // "12<" is no text
+  const std::string long_code = f + param("c", true, "1234");
+  EXPECT_EQ(dsml_match(code, long_code), static_cast<int64_t>(f.size() + param("c", true, "123").find("</")));
+  const std::string bad_tag = f + param("c", true, "123<bb");
+  EXPECT_LT(dsml_match(code, bad_tag), static_cast<int64_t>(bad_tag.size()));
+
+  std::vector<ToolSpec> bad = {{"f", Json::parse(R"({"type": "object", "properties": {"a": {"pattern": "(?=x)y"}}})")}};
   Result<Grammar> e = compile_tool_call(bad);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.message().find("tools f parameters/properties/a"), std::string::npos) << e.message();
@@ -131,13 +145,16 @@ TEST(DsmlGrammar, RandomWalksParseToValidCalls) {
 TEST(DsmlGrammar, MaskEqualsBruteForce) {
   std::vector<std::string> vocab;
   for (int b = 1; b < 256; ++b) vocab.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* piece : {"\n\n<｜DSML｜tool_calls>\n", "<｜DSML｜invoke name=\"", "get_weather\">\n", "｜DSML｜",
+  for (const char* piece : {"\n\n<｜DSML｜tool_calls>\n", "<｜DSML｜invoke name=\"", "get_weather\">\n", "code\">\n",
+                            "c\" string=\"true\">", "｜DSML｜",
                             "<｜DSML｜parameter name=\"", "city\" string=\"true\">", "days\" string=\"false\">",
                             "</｜DSML｜parameter>", "</", "<<", "a<b", "Paris", "é", " x", "12", "\n</｜DSML｜invoke>",
                             "\n</｜DSML｜tool_calls>", "\"q\""})
     vocab.push_back(piece);
   const Grammar g = tools({{"get_weather", R"({"type": "object", "properties": {"city": {"type": "string"},
-      "days": {"type": "integer"}}, "required": ["city"]})"}});
+      "days": {"type": "integer"}}, "required": ["city"]})"},
+                           {"code", R"({"type": "object", "properties": {"c": {"type": "string",
+      "pattern": "a<b|^1", "maxLength": 9}}, "required": ["c"]})"}});
   const MaskVocab prepared(static_cast<int32_t>(vocab.size()), [&](int32_t id) { return std::string_view(vocab[id]); },
                            [](int32_t) { return false; });
   TokenMasker masker(prepared);

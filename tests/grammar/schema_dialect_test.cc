@@ -16,7 +16,7 @@
 namespace dsv4::grammar::dialect_test {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/ordered_json.h"
+
 namespace dsv4 {
 namespace {
 
@@ -27,6 +29,70 @@ TEST(JsonBoundedTest, InvalidAndOrdered) {
   Result<nlohmann::ordered_json> o = parse_json_bounded<nlohmann::ordered_json>(R"({"z": 1, "a": 2})");
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->dump(), R"({"z":1,"a":2})");
+}
+
+// {"k0": 0, "k1": 1, ...}: n distinct keys, and the key "k0" repeated `repeats` times at the end.
+std::string object_of_keys(int n, int repeats = 0) {
+  std::string text = "{";
+  for (int i = 0; i < n + repeats; ++i) text += (i ? ", \"k" : "\"k") + std::to_string(i < n ? i : 0) + "\": " + std::to_string(i);
+  return text + "}";
+}
+
+uint64_t key_comparisons_parsing(const std::string& text) {
+  Result<OrderedJson> parsed = parse_json_bounded<OrderedJson>(text);
+  EXPECT_TRUE(parsed.ok());
+  return parsed->get_ref<const OrderedJson::object_t&>().key_comparisons();
+}
+
+// nlohmann::ordered_json compared each new key with every earlier one: n^2/2 comparisons
+// (80,000 keys: 3.2e9, seconds of an I/O thread). Counted, not timed: at most 2 comparisons per
+// key at any size (the hash table's collisions; its load differs between sizes), so 8x the keys
+// cost well under the 64x of a quadratic.
+TEST(JsonBoundedTest, ObjectKeysParseInLinearComparisons) {
+  const uint64_t small = key_comparisons_parsing(object_of_keys(4000));
+  const uint64_t large = key_comparisons_parsing(object_of_keys(32000));
+  EXPECT_LE(small, 2u * 4000) << small;
+  EXPECT_LE(large, 2u * 32000) << large;
+  EXPECT_LE(large, 16 * small) << small << " -> " << large;
+  EXPECT_LE(key_comparisons_parsing(object_of_keys(32000, 32000)), 4u * 32000);  // duplicates too
+}
+
+// json::parse with a callback (the bounds were counted in one) scanned the parent container at
+// every object's end: [{}, {}, ...] of n objects cost n^2/2 steps. 400,000 objects parse here
+// in a fraction of a second; quadratic (8e10 steps), no machine finishes within the test's time.
+TEST(JsonBoundedTest, ManySmallObjectsParseInLinearTime) {
+  constexpr int n = 400000;
+  std::string array = "[";
+  for (int i = 0; i < n; ++i) array += i ? ",{}" : "{}";
+  array += "]";
+  Result<OrderedJson> a = parse_json_bounded<OrderedJson>(array, kMaxJsonDepth, nullptr, n + 1);
+  ASSERT_TRUE(a.ok()) << a.message();
+  EXPECT_EQ(a->size(), static_cast<size_t>(n));
+  EXPECT_EQ(parse_json_bounded<OrderedJson>(array, kMaxJsonDepth, nullptr, n).message(),
+            "holds more than 400000 values");
+  std::string object = "{";
+  for (int i = 0; i < n / 4; ++i) object += (i ? ", \"k" : "\"k") + std::to_string(i) + "\": {}";
+  object += "}";
+  Result<OrderedJson> o = parse_json_bounded<OrderedJson>(object);
+  ASSERT_TRUE(o.ok()) << o.message();
+  EXPECT_EQ(o->size(), static_cast<size_t>(n / 4));
+}
+
+TEST(JsonBoundedTest, OrderedJsonKeepsFirstPositionLastValue) {
+  for (int n : {3, 40}) {  // below and above the size where the hash index starts
+    Result<OrderedJson> o = parse_json_bounded<OrderedJson>(object_of_keys(n, 1));
+    ASSERT_TRUE(o.ok());
+    ASSERT_EQ(o->size(), static_cast<size_t>(n));
+    EXPECT_EQ(o->begin().key(), "k0");
+    EXPECT_EQ((*o)["k0"], n);  // the repeat's value
+    EXPECT_EQ(std::prev(o->end()).key(), "k" + std::to_string(n - 1));
+    for (int i = 0; i < n; ++i) EXPECT_TRUE(o->contains("k" + std::to_string(i)));
+    EXPECT_FALSE(o->contains("k" + std::to_string(n)));
+    o->erase("k1");  // erase re-indexes the keys after it
+    EXPECT_FALSE(o->contains("k1"));
+    EXPECT_EQ((*o)["k" + std::to_string(n - 1)], n - 1);
+    EXPECT_EQ(o->size(), static_cast<size_t>(n - 1));
+  }
 }
 
 TEST(JsonBoundedTest, ParserMessageOnRequest) {

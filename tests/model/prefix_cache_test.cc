@@ -75,7 +75,7 @@ void check_hit(const char* preset, int P, int64_t shared, int64_t len_b, int64_t
   ASSERT_TRUE((*r)->start_sequence(0).ok());
   feed(**r, 0, a, 0);
   EXPECT_EQ((*r)->prefix_entries(), 300 / P);
-  auto start = (*r)->start_sequence_cached(1, b.data(), len_b, false);
+  auto start = (*r)->start_sequence_cached(1, b.data(), len_b, false, "");
   ASSERT_TRUE(start.ok()) << start.message();
   EXPECT_EQ(*start, want_start) << preset << " shared " << shared;
   const auto hit = feed(**r, 1, b, *start);
@@ -97,6 +97,29 @@ TEST(PrefixCache, HitEqualsColdAtAndAroundBlockBoundaries) {
   }
 }
 
+// A slot registers its blocks in its salt's namespace: another salt (or none) misses them, the
+// same salt hits, on the runner and in the owner's count the scheduler routes by.
+TEST(PrefixCache, SaltedBlocksHitOnlyTheirSalt) {
+  const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8);
+  auto a = test::random_tokens(100, 5, m.cfg.vocab_size);
+  auto r = ModelRunner::create(m.cfg, *m.w, limits_for(32, 16));
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_TRUE((*r)->start_sequence(0, "tenant 1").ok());
+  feed(**r, 0, a, 0);
+  EXPECT_EQ((*r)->prefix_entries(), 3);
+  EXPECT_EQ((*r)->cached_prefix_blocks(0, a.data(), 100, false, "tenant 1"), 3);
+  for (const char* other : {"", "tenant 2"}) {
+    EXPECT_EQ((*r)->cached_prefix_blocks(0, a.data(), 100, false, other), 0) << other;
+    auto miss = (*r)->start_sequence_cached(1, a.data(), 100, false, other);
+    ASSERT_TRUE(miss.ok()) << miss.message();
+    EXPECT_EQ(*miss, 0) << other;
+    (*r)->end_sequence(1);
+  }
+  auto hit = (*r)->start_sequence_cached(1, a.data(), 100, false, "tenant 1");
+  ASSERT_TRUE(hit.ok()) << hit.message();
+  EXPECT_EQ(*hit, 3 * 32 - 4);
+}
+
 // Two requests hit the same cached blocks in the same steps, each equal to its cold run;
 // a prompt shorter than one block never hits.
 TEST(PrefixCache, ConcurrentRequestsShareBlocks) {
@@ -116,7 +139,7 @@ TEST(PrefixCache, ConcurrentRequestsShareBlocks) {
   std::copy_n(a.begin(), 130, b[1].begin());
   std::vector<int64_t> start(2), pos(2);
   for (int i = 0; i < 2; ++i) {
-    auto s = (*r)->start_sequence_cached(i + 1, b[i].data(), static_cast<int64_t>(b[i].size()), false);
+    auto s = (*r)->start_sequence_cached(i + 1, b[i].data(), static_cast<int64_t>(b[i].size()), false, "");
     ASSERT_TRUE(s.ok());
     start[i] = pos[i] = *s;
   }
@@ -142,7 +165,7 @@ TEST(PrefixCache, ConcurrentRequestsShareBlocks) {
   }
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(rows_equal_from(got[i], cold(m, P, b[i]), start[i], V)) << "request " << i;
   std::vector<int32_t> short_prompt(a.begin(), a.begin() + 31);
-  auto s = (*r)->start_sequence_cached(3, short_prompt.data(), 31, false);
+  auto s = (*r)->start_sequence_cached(3, short_prompt.data(), 31, false, "");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(*s, 0);
 }
@@ -166,7 +189,7 @@ TEST(PrefixCache, EvictionUnderPressureKeepsBlocksInUse) {
   // X hits 3 blocks of A and keeps them while it runs.
   auto x = test::random_tokens(140, 11, V);
   std::copy_n(a.begin(), 100, x.begin());
-  auto sx = R.start_sequence_cached(1, x.data(), 140, false);
+  auto sx = R.start_sequence_cached(1, x.data(), 140, false, "");
   ASSERT_TRUE(sx.ok());
   EXPECT_EQ(*sx, 92);
   // Y (a different prompt of 7 blocks) needs more than the 6 free blocks: the cache gives
@@ -220,7 +243,7 @@ TEST(PrefixCache, ChainedEntryIsHeldWhileASequenceBuildsOnIt) {
   EXPECT_EQ(R.prefix_entries(), 1);
   auto b = test::random_tokens(80, 42, V);
   std::copy_n(a.begin(), 50, b.begin());
-  auto sb = R.start_sequence_cached(2, b.data(), 80, false);
+  auto sb = R.start_sequence_cached(2, b.data(), 80, false, "");
   ASSERT_TRUE(sb.ok());
   EXPECT_EQ(*sb, 28);
   const StepRequest early{2, 27, 1, 80, b.data() + 27};
@@ -232,20 +255,20 @@ TEST(PrefixCache, ChainedEntryIsHeldWhileASequenceBuildsOnIt) {
 TEST(PrefixCacheIndex, MatchInsertEvict) {
   PrefixCache c(4, 3);
   const int32_t t[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-  const int32_t b0 = c.insert(-1, t, 8, 100, false);
-  const int32_t b1 = c.insert(b0, t + 4, 8, 101, false);
-  EXPECT_EQ(c.find(-1, t, 8), b0);
-  EXPECT_EQ(c.find(-1, t, 7), -1);       // another Wc: a different block
-  EXPECT_EQ(c.find(b1, t + 4, 8), -1);   // another parent
+  const int32_t b0 = c.insert(-1, t, 8, 100, false, "");
+  const int32_t b1 = c.insert(b0, t + 4, 8, 101, false, "");
+  EXPECT_EQ(c.find(-1, t, 8, ""), b0);
+  EXPECT_EQ(c.find(-1, t, 7, ""), -1);       // another Wc: a different block
+  EXPECT_EQ(c.find(b1, t + 4, 8, ""), -1);   // another parent
   const int32_t r0 = PrefixCache::root(0);
   EXPECT_EQ(r0, -1);
-  EXPECT_EQ(c.match(r0, t, 12, 8, false), (std::vector<int32_t>{b0, b1}));
-  EXPECT_EQ(c.cached_blocks(r0, t, 12, 8, false), 2);
-  EXPECT_EQ(c.match(r0, t, 7, 8, false), (std::vector<int32_t>{b0}));  // block 1 is not complete
-  EXPECT_TRUE(c.match(r0, t, 12, 8, true).empty());                   // no MTP rows
+  EXPECT_EQ(c.match(r0, t, 12, 8, false, ""), (std::vector<int32_t>{b0, b1}));
+  EXPECT_EQ(c.cached_blocks(r0, t, 12, 8, false, ""), 2);
+  EXPECT_EQ(c.match(r0, t, 7, 8, false, ""), (std::vector<int32_t>{b0}));  // block 1 is not complete
+  EXPECT_TRUE(c.match(r0, t, 12, 8, true, "").empty());                   // no MTP rows
   // Another rank's root sees none of rank 0's blocks, and keeps its own.
-  EXPECT_EQ(c.cached_blocks(PrefixCache::root(1), t, 12, 8, false), 0);
-  EXPECT_EQ(c.find(PrefixCache::root(1), t, 8), -1);
+  EXPECT_EQ(c.cached_blocks(PrefixCache::root(1), t, 12, 8, false, ""), 0);
+  EXPECT_EQ(c.find(PrefixCache::root(1), t, 8, ""), -1);
   // Leaves go first: b0 has a child.
   auto ev = c.evict([](int32_t) { return true; });
   ASSERT_TRUE(ev.has_value());
@@ -253,8 +276,8 @@ TEST(PrefixCacheIndex, MatchInsertEvict) {
   EXPECT_FALSE(c.evict([](int32_t page) { return page != 100; }).has_value());
   EXPECT_EQ(c.size(), 1);
   // A held entry stays; evictable_count sees through chains.
-  const int32_t c1 = c.insert(b0, t + 4, 8, 102, false);
-  const int32_t c2 = c.insert(c1, t + 8, 8, 103, false);
+  const int32_t c1 = c.insert(b0, t + 4, 8, 102, false, "");
+  const int32_t c2 = c.insert(c1, t + 8, 8, 103, false, "");
   EXPECT_EQ(c.evictable_count([](int32_t) { return true; }), 3);
   c.hold(c1);
   EXPECT_EQ(c.evictable_count([](int32_t) { return true; }), 1);  // c2 only: c1 and its parent b0 stay
@@ -264,10 +287,43 @@ TEST(PrefixCacheIndex, MatchInsertEvict) {
   EXPECT_EQ(c.evictable_count([](int32_t) { return true; }), 2);
   (void)c2;
   ASSERT_TRUE(c.evict([](int32_t) { return true; }).has_value());  // c1
-  const int32_t on1 = c.insert(PrefixCache::root(1), t, 8, 104, false);
-  EXPECT_EQ(c.find(PrefixCache::root(1), t, 8), on1);
-  EXPECT_EQ(c.find(r0, t, 8), b0);
-  EXPECT_EQ(c.match(PrefixCache::root(1), t, 12, 8, false), (std::vector<int32_t>{on1}));
+  const int32_t on1 = c.insert(PrefixCache::root(1), t, 8, 104, false, "");
+  EXPECT_EQ(c.find(PrefixCache::root(1), t, 8, ""), on1);
+  EXPECT_EQ(c.find(r0, t, 8, ""), b0);
+  EXPECT_EQ(c.match(PrefixCache::root(1), t, 12, 8, false, ""), (std::vector<int32_t>{on1}));
+}
+
+// Tenant isolation: chains of different salts share no entry; the same salt shares its chain.
+TEST(PrefixCacheIndex, SaltsNeverShareBlocks) {
+  PrefixCache c(4, 8);
+  const int32_t t[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const int32_t r0 = PrefixCache::root(0);
+  const int32_t a0 = c.insert(r0, t, 8, 100, false, "tenant a");
+  const int32_t a1 = c.insert(a0, t + 4, 8, 101, false, "tenant a");
+  EXPECT_EQ(c.match(r0, t, 8, 8, false, "tenant a"), (std::vector<int32_t>{a0, a1}));  // the same salt hits
+  EXPECT_EQ(c.cached_blocks(r0, t, 8, 8, false, "tenant a"), 2);
+  for (const char* other : {"", "tenant b", "tenant a ", "tenant", "Tenant a"}) {
+    EXPECT_EQ(c.cached_blocks(r0, t, 8, 8, false, other), 0) << other;
+    EXPECT_TRUE(c.match(r0, t, 8, 8, false, other).empty()) << other;
+    EXPECT_EQ(c.find(r0, t, 8, other), -1) << other;
+  }
+  // The same tokens under another salt get their own entries; each salt finds its own.
+  const int32_t b0 = c.insert(r0, t, 8, 102, false, "tenant b");
+  const int32_t s0 = c.insert(r0, t, 8, 103, false, "");
+  EXPECT_NE(b0, a0);
+  EXPECT_EQ(c.find(r0, t, 8, "tenant b"), b0);
+  EXPECT_EQ(c.find(r0, t, 8, ""), s0);
+  EXPECT_EQ(c.find(r0, t, 8, "tenant a"), a0);
+  EXPECT_EQ(c.match(r0, t, 8, 8, false, "tenant b"), (std::vector<int32_t>{b0}));
+  // Another rank's root with the same salt is still another chain.
+  EXPECT_EQ(c.cached_blocks(PrefixCache::root(1), t, 8, 8, false, "tenant a"), 0);
+  // An evicted salted entry leaves no salt behind: its slot is reused for another namespace.
+  c.hold(a0);
+  c.hold(s0);
+  ASSERT_TRUE(c.evict([](int32_t page) { return page == 102; }).has_value());
+  const int32_t b0_again = c.insert(r0, t, 8, 104, false, "tenant c");
+  EXPECT_EQ(c.find(r0, t, 8, "tenant b"), -1);
+  EXPECT_EQ(c.find(r0, t, 8, "tenant c"), b0_again);
 }
 
 }  // namespace

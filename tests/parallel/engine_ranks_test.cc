@@ -19,6 +19,7 @@
 #include "parallel/rank_groups.h"
 #include "runtime/engine.h"
 #include "support/tiny_model.h"
+#include "text/tiny_tokenizer.h"
 
 namespace dsv4 {
 
@@ -318,6 +319,46 @@ TEST(EngineRanks, ChoicesAsOneRankDoes) {
     EXPECT_EQ(got.tokens, want.tokens);
     EXPECT_EQ(got.reason, want.reason);
     for (const auto& [id, lp] : want.logprobs) expect_same(got.logprobs.at(id), lp, "logprobs");
+  }
+}
+
+// Structured output on ranks: rank 0 compiles each schema before the request enters (prepare);
+// the other ranks get the text on the wire and compile it once as it arrives (sync_ranks), so
+// the rank that samples a row, whichever it is, holds the grammar and the constrained tokens
+// equal one rank's (a follower without it stopped at a CHECK).
+TEST(EngineRanks, StructuredOutputAsOneRankDoes) {
+  Communicator& world = comm();
+  const test::TinyModel& m = test::tiny_model("tiny", TinyQuant::kFp8);
+  Result<TinyTokenizerFiles> files = make_tiny_tokenizer();
+  ASSERT_TRUE(files.ok());
+  Result<Tokenizer> tok = Tokenizer::from_json(files->tokenizer_json, "tiny");
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  EngineOptions opt;
+  opt.tokenizer = &*tok;
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 3; ++i) {
+    GenerationRequest g;
+    g.prompt = test::random_tokens(3 + 7 * i, 700 + i, m.cfg.vocab_size);
+    g.max_tokens = 20;
+    g.sampling = {0.9f, 0.95f, static_cast<uint64_t>(31 + i)};
+    g.constraint.json_schema = i == 2 ? R"({"type": "array", "items": {"type": "integer"}})"
+                                      : R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})";
+    reqs.push_back(g);
+  }
+  Limits l = engine_limits();
+  l.cache_blocks = 0;  // as many as needed
+  auto one = Engine::create(m.cfg, *m.w, l, opt);
+  ASSERT_TRUE(one.ok()) << one.message();
+  const Report want = run_waves(**one, {reqs});
+  for (int tp : {world.size(), 1}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    RankedEngine many;
+    make_ranked_engine(world, m.cfg, m.dir, tp, l, opt, many);
+    ASSERT_TRUE(many.engine);
+    const Report got = run_waves(*many.engine, {reqs});
+    if (world.rank() != 0) continue;
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.reason, want.reason);
   }
 }
 

@@ -713,6 +713,42 @@ TEST(Engine, PrefixCacheHitsGiveTheSameTokens) {
 namespace dsv4 {
 namespace {
 
+// Tenant isolation through the engine: a request hits only the blocks of its own cache_salt,
+// also when the blocks were registered by a request that could not hit (prompt logprobs).
+TEST(Engine, PrefixCacheHitsStayWithinTheirSalt) {
+  const Loaded& m = model("tiny", TinyQuant::kFp8);
+  const GenerationRequest base = shared_prefix_requests(m.cfg.vocab_size, 2)[0];
+  struct Case {
+    std::string salt;
+    bool prompt_logprobs;
+    int64_t cached;  // usage.cached_tokens expected
+  };
+  const std::vector<Case> cases = {
+      {"a", false, 0}, {"b", false, 0}, {"", false, 0}, {"a", false, 92}, {"b", false, 92},
+      {"c", true, 0},  {"", false, 92}, {"d", false, 0}, {"c", false, 92}};
+  Limits l = limits(1);  // one at a time: each request finds the previous ones' blocks
+  l.page_tokens = 32;
+  l.prefix_blocks = 16;  // every salt's 3 blocks stay: no eviction
+  l.cache_blocks = 64;
+  auto e = Engine::create(m.cfg, *m.w, l, EngineOptions{});
+  ASSERT_TRUE(e.ok()) << e.message();
+  for (const Case& c : cases) {
+    GenerationRequest g = base;
+    g.cache_salt = c.salt;
+    g.prompt_logprobs = c.prompt_logprobs;
+    ASSERT_TRUE((*e)->add_request(g).ok());
+  }
+  std::map<int64_t, int64_t> cached;
+  while (!(*e)->idle()) {
+    auto rep = (*e)->step();
+    ASSERT_TRUE(rep.ok()) << rep.message();
+    for (RequestUpdate& u : (*e)->updates())
+      if (u.finished) cached[u.id] = u.cached_tokens;
+  }
+  for (size_t i = 0; i < cases.size(); ++i)
+    EXPECT_EQ(cached[static_cast<int64_t>(i)], cases[i].cached) << "request " << i << " salt '" << cases[i].salt << "'";
+}
+
 // Pages run out in decode: the newest request is preempted and recomputed later with its
 // original prompt_len (a prompt shorter than the window keeps its layout); its tokens equal
 // an uninterrupted run, greedy and sampled, with and without MTP, penalties included.

@@ -20,13 +20,14 @@ namespace {
 // the codec and this test take it too).
 auto fields(const GenerationRequest& g) {
   const auto& [prompt, sampling, adjust, max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs,
-               prompt_logprobs, timeout_seconds, n, constraint] = g;
+               prompt_logprobs, timeout_seconds, n, constraint, cache_salt] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
-  const auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after] = constraint;
+  // compiled: each rank's own
+  const auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after, compiled] = constraint;
   return std::tie(prompt, temperature, top_p, seed, top_k, min_p, presence, frequency, repetition, logit_bias,
                   max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs, timeout_seconds, n,
-                  json_schema, tool_calls, strict, whitespace_flexible, start_after);
+                  json_schema, tool_calls, strict, whitespace_flexible, start_after, cache_salt);
 }
 
 template <class Tuple, size_t... I>
@@ -50,7 +51,8 @@ GenerationRequest filled(int k) {
   g.timeout_seconds = 12.5 + k;
   g.n = 3 + k;
   g.constraint = {R"({"type": "object", "properties": {"k": {"const": )" + std::to_string(k) + "}}}",
-                  R"([{"name": "f)" + std::to_string(k) + R"(", "parameters": {}}])", false, true, 500 + k};
+                  R"([{"name": "f)" + std::to_string(k) + R"(", "parameters": {}}])", false, true, 500 + k, nullptr};
+  g.cache_salt = "tenant " + std::to_string(k);
   return g;
 }
 
@@ -199,6 +201,8 @@ TEST(RankWire, StepDeltasComeFromEachRequestsSource) {
     plan[i].sampler = sampler[i];
     plan[i].owner = owner[i];
     plan[i].request = &reqs[static_cast<size_t>(i)];
+    plan[i].sampling = &reqs[static_cast<size_t>(i)].sampling;
+    plan[i].prompt_logprobs = reqs[static_cast<size_t>(i)].prompt_logprobs;
   }
   constexpr int S = 2;
   auto value = [](int i, int j) { return 100 * i + j; };

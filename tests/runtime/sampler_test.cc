@@ -95,7 +95,9 @@ class AmplePages final : public PageBudget {
   int64_t pages_short(int32_t, int64_t) const override { return 0; }
   int64_t free_pages(int32_t) const override { return 1000; }
   int64_t total_pages() const override { return 1000; }
-  Result<int64_t> start(int32_t, const std::vector<int32_t>&, int64_t, bool) override { return int64_t{0}; }
+  Result<int64_t> start(int32_t, const std::vector<int32_t>&, int64_t, bool, const std::string&) override {
+    return int64_t{0};
+  }
   Status reserve(int32_t, int64_t) override { return Status(); }
   void register_prefix(int32_t, const std::vector<int32_t>&, int64_t) override {}
   void end(int32_t) override {}

@@ -2,10 +2,13 @@
 // page limits, chunked prefill interleaved with decode, preemption and recompute, cancellation,
 // stop rules, starvation-freedom; OutputText's stop strings across token boundaries.
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "runtime/scheduler.h"
 #include "text/tiny_tokenizer.h"
@@ -30,10 +33,15 @@ class FakePages final : public PageBudget {
     return total_ - used;
   }
   int64_t total_pages() const override { return total_; }
-  Result<int64_t> start(int32_t seq, const std::vector<int32_t>&, int64_t, bool) override {
+  Result<int64_t> start(int32_t seq, const std::vector<int32_t>&, int64_t, bool, const std::string& salt) override {
     EXPECT_EQ(held_.count(seq), 0u) << "slot " << seq << " started twice";
     held_[seq] = 0;
+    started_salt[seq] = salt;
     return int64_t{0};
+  }
+  int64_t cached_prefix(int32_t owner, const std::vector<int32_t>&, int64_t, const std::string& salt) const override {
+    const auto it = cached.find({owner, salt});
+    return it == cached.end() ? 0 : it->second;
   }
   Status reserve(int32_t seq, int64_t end) override {
     const int64_t more = pages_short(seq, end);
@@ -44,6 +52,9 @@ class FakePages final : public PageBudget {
   void register_prefix(int32_t, const std::vector<int32_t>&, int64_t) override {}
   void end(int32_t seq) override { held_.erase(seq); }
   int64_t in_use() const { return total_ - free_pages(); }
+
+  std::map<std::pair<int32_t, std::string>, int64_t> cached;  // (rank, salt) -> cached prompt positions
+  std::map<int32_t, std::string> started_salt;                 // slot -> the salt it started with
 
  private:
   int64_t page_, total_;
@@ -118,6 +129,33 @@ std::vector<int32_t> alone(const GenerationRequest& g, int64_t id) {
   std::vector<int32_t> t;
   for (int k = 0; k < g.max_tokens; ++k) t.push_back(fake_token(id, static_cast<int64_t>(g.prompt.size()) + k));
   return t;
+}
+
+// The choices of a request share it: n = 8 choices of a request holding a 1 MiB schema and four
+// 4 KiB stop strings hold one copy of them, not eight (mallinfo2: bytes allocated and in use).
+TEST(Scheduler, ChoicesShareTheirRequest) {
+  FakePages pages(16, 1000);
+  Scheduler s(options(8, 64, 32, 8), pages);
+  GenerationRequest g = request(20, 4);
+  g.n = 8;
+  g.constraint.json_schema = std::string(1 << 20, ' ');  // text only: the scheduler compiles nothing
+  for (int i = 0; i < 4; ++i) g.stop_strings.push_back(std::string(4096, static_cast<char>('a' + i)));
+  auto bytes_in_use = [] {  // the arenas' and the chunks malloc maps on their own
+    const struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+  };
+  const size_t before = bytes_in_use();
+  s.add(0, std::move(g));
+  Log log;
+  std::set<int64_t> planned;
+  for (int i = 0; i < 12 && planned.size() < 8; ++i) {
+    step(s, pages, log);
+    for (const PlannedRows& p : log.plans.back()) planned.insert(p.id);
+  }
+  const auto held = static_cast<int64_t>(bytes_in_use() - before);
+  EXPECT_EQ(planned.size(), 8u) << "every choice runs";
+  EXPECT_LT(held, 256 << 10) << "the choices copied their request";
+  run_to_idle(s, pages, log);
 }
 
 TEST(Scheduler, AdmissionWaitsForPages) {
@@ -275,6 +313,32 @@ TEST(Scheduler, RanksHoldTheirOwnSlotsAndPages) {
   EXPECT_EQ(log.out[1], alone(split, 1));
   EXPECT_EQ(pages.free_pages(0), 6);
   EXPECT_EQ(pages.free_pages(1), 6);
+}
+
+// A request goes to the rank holding its prefix in its own salt's namespace only, and its slot
+// starts in that namespace (so its blocks register there).
+TEST(Scheduler, RoutingFollowsThePrefixOfTheRequestsSalt) {
+  SchedulerOptions o = options(4, 64, 16, 2);
+  o.world = 2;
+  FakePages pages(16, 8, 2);
+  pages.cached[{1, "tenant a"}] = 32;
+  Scheduler s(o, pages);
+  GenerationRequest a = request(40, 2), b = request(40, 2), none = request(40, 2);
+  a.cache_salt = "tenant a";
+  b.cache_salt = "tenant b";
+  s.add(0, b);
+  s.add(1, a);
+  s.add(2, none);
+  Log log;
+  step(s, pages, log);
+  ASSERT_EQ(log.plans[0].size(), 3u);
+  std::map<int64_t, int32_t> owner;
+  for (const PlannedRows& p : log.plans[0]) {
+    owner[p.id] = p.owner;
+    EXPECT_EQ(pages.started_salt[p.seq], p.request->cache_salt) << "request " << p.id;
+  }
+  EXPECT_EQ(owner[1], 1) << "tenant a's prefix is on rank 1";
+  EXPECT_EQ(owner[0], 0) << "tenant b has no prefix anywhere: the roomiest rank";
 }
 
 TEST(Scheduler, StopRules) {

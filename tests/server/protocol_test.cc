@@ -350,6 +350,26 @@ TEST(Protocol, TopKAndMinP) {
   }
 }
 
+// cache_salt as vLLM takes it: a non-empty string (at most 256 bytes), on both endpoints.
+TEST(Protocol, CacheSalt) {
+  const ModelCard m = card();
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  for (const std::string& fields : {std::string(R"("cache_salt": "tenant-7")"), std::string(R"("max_tokens": 2)"),
+                                   std::string(R"("cache_salt": null)")}) {
+    auto a = parse_completions_request(R"({"prompt": "hi", )" + fields + "}", m, 0);
+    auto b = parse_chat_request("{" + msgs + ", " + fields + "}", m, 0);
+    for (auto* r : {&a, &b}) {
+      ASSERT_TRUE(r->ok()) << fields << ": " << r->error().message;
+      EXPECT_EQ((*r)->gen.cache_salt, fields.find("tenant-7") != std::string::npos ? "tenant-7" : "") << fields;
+    }
+  }
+  for (const std::string& fields : {std::string(R"("cache_salt": "")"), std::string(R"("cache_salt": 7)"),
+                                   R"("cache_salt": ")" + std::string(257, 's') + "\""}) {
+    expect_error(parse_completions_request(R"({"prompt": "hi", )" + fields + "}", m, 0), {400, "cache_salt"}, fields);
+    expect_error(parse_chat_request("{" + msgs + ", " + fields + "}", m, 0), {400, "cache_salt"}, fields);
+  }
+}
+
 // Penalties (OpenAI's frequency/presence in [-2, 2], vLLM's repetition_penalty > 0) and
 // logit_bias (token-id strings to [-100, 100], sorted by id; at most 300), on both endpoints.
 TEST(Protocol, PenaltiesAndLogitBias) {
@@ -841,7 +861,7 @@ TEST(Protocol, ForcedToolCalls) {
   const std::string msgs = R"("messages": [{"role": "user", "content": "weather?"}], "tools": )" + kToolsJson;
   auto required = parse_chat_request("{" + msgs + R"(, "tool_choice": "required"})", m, 0);
   ASSERT_TRUE(required.ok()) << required.error().message;
-  const auto tools = nlohmann::ordered_json::parse(required->gen.constraint.tool_calls);
+  const auto tools = dsv4::OrderedJson::parse(required->gen.constraint.tool_calls);
   ASSERT_TRUE(tools.is_array() && !tools.empty());
   EXPECT_EQ(tools[0]["name"], "get_weather");
   EXPECT_TRUE(tools[0]["parameters"]["properties"].contains("city"));
@@ -849,7 +869,7 @@ TEST(Protocol, ForcedToolCalls) {
   auto named = parse_chat_request("{" + msgs + R"(, "tool_choice": {"type": "function", "function": {"name":
       "get_weather"}}})", m, 0);
   ASSERT_TRUE(named.ok()) << named.error().message;
-  EXPECT_EQ(nlohmann::ordered_json::parse(named->gen.constraint.tool_calls).size(), 1u);
+  EXPECT_EQ(dsv4::OrderedJson::parse(named->gen.constraint.tool_calls).size(), 1u);
   expect_error(parse_chat_request("{" + msgs + R"(, "tool_choice": {"type": "function", "function": {"name": "x"}}})",
                                   m, 0), {400, "tool_choice"}, "unknown tool");
   expect_error(parse_chat_request("{" + msgs + R"(, "tool_choice": "required", "response_format": {"type":

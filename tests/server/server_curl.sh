@@ -106,11 +106,21 @@ expect 400 frequency_penalty '*' POST $H "{$M, \"frequency_penalty\": 3}"
 expect 400 repetition_penalty '*' POST $C '{"prompt": "hi", "repetition_penalty": 0}'
 expect 400 logit_bias '*' POST $C '{"prompt": "hi", "logit_bias": {"5": 101}}'
 expect 400 logit_bias '*' POST $C '{"prompt": "hi", "logit_bias": {"999999": 1}}'
-expect 400 response_format '*' POST $H "{$M, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"string\", \"pattern\": \"a\"}}}}"
+expect 400 response_format '*' POST $H "{$M, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"string\", \"pattern\": \"(?=a)b\"}}}}"
 # Structured output: the random tiny model's answer is the schema's value (then EOS: stop).
 expect 200 - - POST $H "{$M, \"max_tokens\": 64, \"temperature\": 0, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}}, \"required\": [\"a\"], \"additionalProperties\": false}}}}"
 jq -e '.choices[0].finish_reason == "stop" and (.choices[0].message.content | fromjson | (keys == ["a"]) and (.a | type == "number" and floor == .))' \
   "$work/body" >/dev/null || fail "json_schema: $(cat "$work/body")"
+# strict false or absent (OpenAI's default): a keyword the engine cannot enforce is relaxed and
+# named in X-Relaxed-Keywords (strict true: a 400); the value is compact (", " and ": " only).
+S='"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "integer", "not": {"const": 3}}}, "required": ["a"], "additionalProperties": false}'
+expect 400 response_format '*' POST $H "{$M, $S, \"strict\": true}}}"
+curl -s -o "$work/body" -D "$work/relaxed.txt" "$url$H" -H "Content-Type: application/json" \
+  -d "{$M, \"max_tokens\": 64, \"temperature\": 0, $S}}}"
+relaxed=$(tr -d '\r' <"$work/relaxed.txt" | awk 'tolower($0) ~ /^x-relaxed-keywords: / { sub(/^[^:]*: /, ""); print }')
+[ "$relaxed" = "/properties/a: not" ] || fail "X-Relaxed-Keywords: '$relaxed' ($(cat "$work/relaxed.txt"))"
+jq -e '.choices[0].message.content | test("^\\{\"a\": -?[0-9]+\\}$")' "$work/body" >/dev/null ||
+  fail "strict false json_schema (compact): $(cat "$work/body")"
 expect 400 suffix unsupported_parameter POST $C '{"prompt": "hi", "suffix": "x"}'
 expect 400 bogus unsupported_parameter POST $C '{"prompt": "hi", "bogus": 1}'
 expect 404 model model_not_found POST $C '{"model": "gpt-4", "prompt": "hi"}'
@@ -205,17 +215,22 @@ curl -s -N -D "$work/rid.txt" -o /dev/null "$url$C" -H "Content-Type: applicatio
 [ "$(req_id "$work/rid.txt")" = s-2 ] || fail "stream without the X-Request-Id"
 [ -n "$(curl -s -o /dev/null -D - "$url/v1/nothing" | tr -d '\r' | grep -i '^x-request-id: req-')" ] ||
   fail "a 404 without a generated X-Request-Id"
+# The log keeps the server's id and the client's X-Request-Id apart.
 logged=
 for _ in $(seq 50); do
-  logged=$(grep '^{"id":"my-req-1"' "$work/main.err") && break
+  logged=$(grep '"client_id":"my-req-1"' "$work/main.err") && break
   sleep 0.1
 done
-jq -e '.route == "/v1/chat/completions" and .status == 200 and .prompt_tokens > 0 and .completion_tokens >= 1
+jq -e '(.id | startswith("chatcmpl-")) and .client_id == "my-req-1"
+       and .route == "/v1/chat/completions" and .status == 200 and .prompt_tokens > 0 and .completion_tokens >= 1
        and .cached_tokens == 0 and (.ttft_ms | type) == "number" and .total_ms >= .ttft_ms' <<<"$logged" >/dev/null ||
   fail "access log line: '$logged'"
-for _ in $(seq 50); do grep -q '^{"id":"s-2"' "$work/main.err" && break; sleep 0.1; done
-grep '^{"id":"s-2"' "$work/main.err" | jq -e '.status == 200 and .route == "/v1/completions" and .completion_tokens >= 1' \
-  >/dev/null || fail "access log of a stream: $(grep '"s-2"' "$work/main.err")"
+for _ in $(seq 50); do grep -q '"client_id":"s-2"' "$work/main.err" && break; sleep 0.1; done
+grep '"client_id":"s-2"' "$work/main.err" | jq -e '(.id | startswith("cmpl-")) and .status == 200
+  and .route == "/v1/completions" and .completion_tokens >= 1' >/dev/null ||
+  fail "access log of a stream: $(grep '"s-2"' "$work/main.err")"
+grep '"route":"/health"' "$work/main.err" | head -1 | jq -e '(.id | startswith("req-")) and .client_id == null' \
+  >/dev/null || fail "access log without a client id: $(grep '"route":"/health"' "$work/main.err" | head -1)"
 
 # vLLM's /tokenize and /detokenize.
 expect 200 - - POST /tokenize '{"prompt": "Hello world"}'
@@ -400,10 +415,50 @@ wait "$proxied_pid" || fail "proxied server exit code $?"
 "$dsv4" serve --model "$work/tiny" --port 0 --api-key-file "$work/no_such_key" >"$work/nokey.out" 2>&1 &&
   fail "serve started with a missing --api-key-file"
 grep -q -- "--api-key-file" "$work/nokey.out" || fail "missing key file: $(cat "$work/nokey.out")"
-printf '\nsecond\n' >"$work/empty_key"
+printf '# no key here\n\n' >"$work/empty_key"
 "$dsv4" serve --model "$work/tiny" --port 0 --api-key-file "$work/empty_key" >"$work/emptykey.out" 2>&1 &&
-  fail "serve started with an empty key line"
-grep -q "the first line is empty" "$work/emptykey.out" || fail "empty key file: $(cat "$work/emptykey.out")"
+  fail "serve started with a key file without keys"
+grep -q "$work/empty_key: no key" "$work/emptykey.out" || fail "empty key file: $(cat "$work/emptykey.out")"
+printf 'key-one\nkey two\n' >"$work/bad_key"
+"$dsv4" serve --model "$work/tiny" --port 0 --api-key-file "$work/bad_key" >"$work/badkey.out" 2>&1 &&
+  fail "serve started with a key holding a space"
+grep -q "$work/bad_key:2: a key holds printable ASCII without spaces" "$work/badkey.out" ||
+  fail "bad key line: $(cat "$work/badkey.out")"
+printf 'key-one\n' >"$work/one_key"
+"$dsv4" serve --model "$work/tiny" --port 0 --metrics-auth >"$work/metricsauth.out" 2>&1 &&
+  fail "serve started with --metrics-auth and no key"
+grep -q -- "--metrics-auth needs an API key" "$work/metricsauth.out" || fail "--metrics-auth alone: $(cat "$work/metricsauth.out")"
+
+# Tenants: two keys in a file, each its own prefix-cache namespace (the default with several
+# keys); /metrics behind a key; the scheme in any case; the bound address 127.0.0.2 as Host.
+printf '# tenants\nkey-alpha\nkey-beta\n' >"$work/tenant_keys"
+start_server tenants --model "$work/tiny" --host 127.0.0.2 --api-key-file "$work/tenant_keys" --metrics-auth \
+  --max-context 256 --batch-size 2 --page-tokens 32 --prefix-blocks 16
+tenants_pid=$pid
+grep -q "2 API keys (tenants), prefix cache per key" "$work/tenants.out" || fail "tenants start-up: $(cat "$work/tenants.out")"
+[ "$(code_of "$url/health")" = 200 ] || fail "Host = the bound address 127.0.0.2: $(code_of "$url/health")"
+[ "$(code_of "$url/metrics")" = 401 ] || fail "/metrics without a key under --metrics-auth"
+[ "$(code_of "$url/metrics" -H "Authorization: Bearer key-beta")" = 200 ] || fail "/metrics with a key"
+[ "$(code_of "$url/v1/models" -H "Authorization: bearer key-alpha")" = 200 ] || fail "lower-case bearer scheme refused"
+[ "$(code_of "$url/v1/models" -H "Authorization: Bearer key-gamma")" = 401 ] || fail "an unknown key accepted"
+cached() {  # cached_tokens of a completion of $words by key $1 (extra JSON fields: $2)
+  curl -s "$url$C" -H "Authorization: Bearer $1" -H "Content-Type: application/json" \
+    -d "{\"prompt\": \"$words\", \"max_tokens\": 1${2-}}" | jq -r '.usage.prompt_tokens_details.cached_tokens'
+}
+words=$(printf 'word %.0s' $(seq 100))
+[ "$(cached key-alpha)" = 0 ] || fail "a cold prompt has cached tokens"
+[ "$(cached key-beta)" = 0 ] || fail "key-beta hit key-alpha's prefix cache"
+a2=$(cached key-alpha)
+[ "$a2" -ge 32 ] 2>/dev/null || fail "key-alpha's repeated prompt: cached_tokens $a2"
+[ "$(cached key-alpha ', "cache_salt": "s1"')" = 0 ] || fail "another cache_salt hit the key's unsalted blocks"
+s2=$(cached key-alpha ', "cache_salt": "s1"')
+[ "$s2" -ge 32 ] 2>/dev/null || fail "the same cache_salt again: cached_tokens $s2"
+[ "$(cached key-beta ', "cache_salt": "s1"')" = 0 ] || fail "key-beta with key-alpha's cache_salt hit its blocks"
+auth=key-alpha expect 400 cache_salt '*' POST $C '{"prompt": "x", "max_tokens": 1, "cache_salt": ""}'
+auth=key-alpha expect 400 cache_salt '*' POST $C '{"prompt": "x", "max_tokens": 1, "cache_salt": 7}'
+grep -q "key-alpha\|key-beta" "$work/tenants.out" "$work/tenants.err" && fail "a key's text is in the server's output"
+kill -TERM "$tenants_pid"
+wait "$tenants_pid" || fail "tenants server exit code $?"
 # A non-loopback bind without a key warns at start-up.
 # With the prefix cache, a repeated prompt's usage counts its cached tokens.
 start_server open --model "$work/tiny" --host 0.0.0.0 --max-context 256 --batch-size 2 --page-tokens 32 \

@@ -3,14 +3,19 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
+#include "grammar/formats.h"
+#include "grammar/regex.h"
+
 namespace dsv4::test {
 
-using Json = nlohmann::ordered_json;
+using Json = dsv4::OrderedJson;
 
 // The value a local $ref names: "#" and a JSON Pointer (~1 -> '/', ~0 -> '~'; no percent escapes).
 inline const Json& ref_target(const Json& root, const std::string& ref) {
@@ -49,6 +54,24 @@ inline bool type_valid(const Json& v, const Json& type) {
   return any;
 }
 
+// The numeric keywords (draft-04's boolean exclusive* too); multipleOf within a relative 1e-9
+// (0.0075 / 0.0001 is 74.99999999999999 in doubles).
+inline bool number_valid(double x, const Json& s) {
+  auto num = [&](const char* k) { return s.contains(k) && s[k].is_number(); };
+  auto yes = [&](const char* k) { return s.contains(k) && s[k] == Json(true); };
+  if (num("minimum") && (yes("exclusiveMinimum") ? x <= s["minimum"].get<double>() : x < s["minimum"].get<double>()))
+    return false;
+  if (num("maximum") && (yes("exclusiveMaximum") ? x >= s["maximum"].get<double>() : x > s["maximum"].get<double>()))
+    return false;
+  if (num("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) return false;
+  if (num("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()) return false;
+  if (num("multipleOf")) {
+    const double q = x / s["multipleOf"].get<double>();
+    if (std::abs(q - std::round(q)) > 1e-9 * std::max(1.0, std::abs(q))) return false;
+  }
+  return true;
+}
+
 // The keywords that apply to objects, arrays and strings.
 inline bool shape_valid(const Json& v, const Json& s, const Json& root) {
   if (v.is_object()) {
@@ -82,8 +105,16 @@ inline bool shape_valid(const Json& v, const Json& s, const Json& root) {
   if (v.is_string()) {
     const size_t cps = code_points(v.get<std::string>());
     if (cps < s.value("minLength", 0u) || cps > s.value("maxLength", 1u << 30)) return false;
+    if (s.contains("pattern")) {
+      auto re = grammar::compile_regex(s["pattern"].get<std::string>());
+      if (!re.ok() || !grammar::matches_utf8(*re, v.get<std::string>())) return false;
+    }
+    if (s.contains("format")) {
+      auto re = grammar::format_regex(s["format"].get<std::string>());
+      if (!re.ok() || !grammar::matches_utf8(**re, v.get<std::string>())) return false;
+    }
   }
-  return true;
+  return v.is_number() ? number_valid(v.get<double>(), s) : true;
 }
 
 // An independent check of a parsed value against the supported keywords: every keyword of a
@@ -115,10 +146,28 @@ inline Json random_schema(std::mt19937& rng, int depth = 0) {
   switch (pick) {
     case 0: {
       const uint32_t lo = rng() % 2;
-      return {{"type", "string"}, {"maxLength", lo + rng() % 6}, {"minLength", lo}};
+      Json s = {{"type", "string"}, {"maxLength", lo + rng() % 6}, {"minLength", lo}};
+      static const char* const kPatterns[] = {"^[a-c]+x?$", "b", "^(ab|é)*$", "[0-9]{2}", "^\\\\?[^a]$"};
+      if (rng() % 2) s["pattern"] = kPatterns[rng() % 5], s["maxLength"] = lo + 3 + rng() % 4;  // satisfiable
+      return s;
     }
-    case 1: return {{"type", "integer"}};
-    case 2: return {{"type", "number"}};
+    case 1: {
+      static const char* const kFormats[] = {"date", "time", "uuid", "ipv4", "email", "date-time", "duration"};
+      if (rng() % 3 == 0) return {{"type", "string"}, {"format", kFormats[rng() % 7]}};
+      Json s = {{"type", "integer"}};
+      const int lo = static_cast<int>(rng() % 200) - 100;  // [lo, lo + 8) holds a multiple of 1 .. 7
+      if (rng() % 2) s["minimum"] = lo;
+      if (rng() % 2) s["exclusiveMaximum"] = lo + 8 + static_cast<int>(rng() % 200);
+      if (rng() % 2) s["multipleOf"] = 1 + rng() % 7;
+      return s;
+    }
+    case 2: {
+      Json s = {{"type", "number"}};
+      if (rng() % 2) s["exclusiveMinimum"] = -2.5;
+      if (rng() % 2) s["maximum"] = 0.125 * static_cast<double>(rng() % 100);
+      if (rng() % 3 == 0) s["multipleOf"] = 0.01;
+      return s;
+    }
     case 3: return {{"type", Json::array({"boolean", "null"})}};
     case 4: return {{"enum", Json::array({"red", "re", 7, nullptr, Json::array({1})})}};
     case 5: return {{"const", {{"k", "v"}}}};

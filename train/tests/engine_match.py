@@ -145,7 +145,7 @@ def main():
     outs = []
     for extra in ([], ["--mtp"]):
         cmd = [a.dsv4, "generate", "--model", fp8_dir, "--prompt-ids",
-               ",".join(map(str, toks[:24])), "--max-tokens", "24", "--quiet-steps"] + extra
+               ",".join(map(str, toks[:24])), "--max-tokens", "24", "--verbose", "--quiet-steps"] + extra
         r = subprocess.run(cmd, capture_output=True, text=True)
         line = [x for x in (r.stdout + r.stderr).splitlines() if x.startswith("request 0 (")]
         if r.returncode != 0 or not line:

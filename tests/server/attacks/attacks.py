@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Attacks on `dsv4 serve` over loopback (issue 27 item 7), Python 3 standard library only.
 
-Usage: attacks.py DSV4_BINARY WORKDIR [CASE ...]   (CASE: 1..9; default all)
+Usage: attacks.py DSV4_BINARY WORKDIR [CASE ...]   (CASE: 1..10; default all)
 
 Makes tiny models in WORKDIR, starts `dsv4 serve --port 0` per group of cases, runs the cases,
 prints one row per check (expected status, got, server RSS growth, /health latency) and exits 1
@@ -43,10 +43,24 @@ Cases
   9  Chunked framing the body limit does not count: a: a chunk-size line whose extension never
      ends (`1;aaaa...`, up to 1 GB); b: a last chunk followed by endless trailer fields. 413
      (431 for b is fine too), RSS growth < 64 MiB each.
+ 10  Ambiguous framing (RFC 9112), each on one connection that must get exactly one response,
+     400, and then the close: a: `GET /health` with `Transfer-Encoding: gzip` and a body
+     holding `GET /metrics ...` (smuggled: never answered); b: `Transfer-Encoding: chunked,
+     identity`; c: two `Transfer-Encoding: chunked` lines; d: two `Host` fields; e: a chunk
+     size that is not hex (`zz`).
+ 11  Work a body can make (issue 40), server --max-body-bytes 16777216: a: a chat whose assistant
+     tool call's `arguments` hold 60,000 keys (0.96 MB), twice, to /v1/chat/completions and to
+     /tokenize: 400 (the prompt exceeds the context) within 10 s, /health < 1 s; b: a body of
+     50,000 keys (0.8 MB): 400 within 5 s, /health < 1 s; c: 8 concurrent completions with
+     n 8 and four 2 MB stop strings: 400 field_too_large each, RSS growth < 160 MiB (two bytes
+     per body byte in flight; 1.5 GB before); d: server --max-pending-bytes 262144 (four
+     requests' smallest charge), 8 concurrent completions that run >= 3.2 s: at least 4 get 503
+     server_overloaded with Retry-After, the rest 200.
 """
 import errno
 import json
 import os
+import re
 import resource
 import selectors
 import socket
@@ -726,6 +740,65 @@ def case_origin_host(server):
     return rows
 
 
+def raw_exchange(server, data, timeout=5.0):
+    """Sends data on one connection from an attacking address and reads until the server closes
+    (or the deadline); returns [(status, reason)] of every response in what came back, or a
+    failure text."""
+    deadline = time.monotonic() + timeout
+
+    def run():
+        sock = connect(server.port, attack_source(0), deadline)
+        try:
+            sock.sendall(data)
+            r = Reader(sock, deadline)
+            try:
+                while r.fill():
+                    pass
+            except HttpFailure as e:
+                if str(e) != "reset" or not r.buf:
+                    raise
+            return bytes(r.buf)
+        finally:
+            sock.close()
+
+    got = outcome(run)
+    if isinstance(got, str):
+        return got
+    # A response may follow the previous body's last byte directly: status lines anywhere.
+    return [(int(m.group(1)), m.group(0)) for m in re.finditer(rb"HTTP/1\.[01] (\d{3}) ", got)]
+
+
+def one_400(responses):
+    return not isinstance(responses, str) and [s for s, _ in responses] == [400]
+
+
+def shown(responses):
+    return responses if isinstance(responses, str) else " + ".join(str(s) for s, _ in responses) or "no response"
+
+
+def case_framing(server):
+    host = "Host: 127.0.0.1:%d\r\n" % server.port
+    smuggled = ("GET /metrics HTTP/1.1\r\n" + host + "Connection: close\r\n\r\n").encode()
+    body = b'{"prompt": "hi", "max_tokens": 1}'
+    post = "POST /v1/completions HTTP/1.1\r\n" + host + "Content-Type: application/json\r\n"
+    chunked_body = b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+    tries = [
+        ("TE gzip, smuggled GET /metrics", ("GET /health HTTP/1.1\r\n" + host +
+                                            "Transfer-Encoding: gzip\r\n\r\n").encode() + smuggled),
+        ("TE chunked, identity", (post + "Transfer-Encoding: chunked, identity\r\n\r\n").encode() + chunked_body),
+        ("TE chunked on two lines", (post + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n")
+         .encode() + chunked_body),
+        ("two Host fields", ("GET /health HTTP/1.1\r\n" + host + "Host: evil.example\r\n"
+                             "Connection: close\r\n\r\n").encode()),
+        ("chunk size zz", (post + "Transfer-Encoding: chunked\r\n\r\n").encode() + b"zz\r\n" + body + b"\r\n0\r\n\r\n"),
+    ]
+    rows = []
+    for check, data in tries:
+        got = raw_exchange(server, data)
+        rows += one(check, "one 400, closed", shown(got), one_400(got))
+    return rows
+
+
 def case_huge_messages(server):
     n = (8 * MiB - 32) // 3
     body = b'{"messages": [' + b"{}," * (n - 1) + b"{}]}"
@@ -743,6 +816,68 @@ def case_huge_prompt(server):
                "%.1f MiB" % (len(body) / MiB))
 
 
+def many_keys_arguments(n):
+    return "{" + ", ".join('"k%07d": 0' % i for i in range(n)) + "}"
+
+
+def case_many_key_arguments(server):
+    args = many_keys_arguments(60000)
+    chat = {"messages": [{"role": "user", "content": "q"},
+                         {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": args}}]},
+                         {"role": "tool", "content": "r"}], "max_tokens": 1}
+    rows = []
+    for path, want in (("/v1/chat/completions", 400), ("/tokenize", 200)):  # /tokenize has no context bound
+        body = dict(chat)
+        if path == "/tokenize":
+            del body["max_tokens"]
+        t0 = time.monotonic()
+        r = outcome(lambda: post_json(server.port, path, body, src=attack_source(0), timeout=20.0))
+        took = time.monotonic() - t0
+        rows += one("60,000-key arguments to " + path, "%d in < 10 s" % want, "%s in %.1f s" % (status_text(r), took),
+                    not isinstance(r, str) and r.status == want and took < 10, "%.2f MB" % (len(args) / 1e6))
+    return rows
+
+
+def case_many_keys_body(server):
+    body = ("{" + ", ".join('"k%07d": 0' % i for i in range(50000)) + "}").encode()
+    t0 = time.monotonic()
+    r = outcome(lambda: request(server.port, "POST", "/v1/completions", body, src=attack_source(0), timeout=20.0))
+    took = time.monotonic() - t0
+    return one("a body of 50,000 keys", "400 in < 5 s", "%s in %.1f s" % (status_text(r), took),
+               not isinstance(r, str) and r.status == 400 and took < 5, "%.2f MB" % (len(body) / 1e6))
+
+
+def case_pending_budget(server, n=8):
+    """Requests that run 3.2 s each hold their charge (>= 64 KiB) against --max-pending-bytes 256 KiB."""
+    body = json.dumps({"prompt": "Once", "max_tokens": 64, "ignore_eos": True}).encode()
+
+    def client(i):
+        return outcome(lambda: request(server.port, "POST", "/v1/completions", body, src=attack_source(i), timeout=30.0))
+
+    results = run_concurrently([lambda i=i: client(i) for i in range(n)], 40.0)
+    got = [status_text(r) if r is not None else "hung" for r in results]
+    n503 = [r for r in results if r is not None and not isinstance(r, str) and r.status == 503
+            and r.error_code() == "server_overloaded" and "retry-after" in r.headers]
+    n200 = [r for r in results if r is not None and not isinstance(r, str) and r.status == 200]
+    ok = len(n503) + len(n200) == n and len(n503) >= n // 2 and len(n200) >= 1
+    return one("8 requests, budget of 4 charges", ">=4 503 server_overloaded + 200s",
+               "%d x 503, %d x 200" % (len(n503), len(n200)), ok, ", ".join(sorted(set(got))))
+
+
+def case_long_stops(server, n=8):
+    body = json.dumps({"prompt": "hi", "max_tokens": 1, "n": 8,
+                       "stop": [chr(ord("a") + i) * (2 * 1000 * 1000) for i in range(4)]}).encode()
+    def client(i):
+        return outcome(lambda: request(server.port, "POST", "/v1/completions", body, src=attack_source(i), timeout=30.0))
+
+    results = run_concurrently([lambda i=i: client(i) for i in range(n)], timeout=60)
+    codes = [r.error_code() if not isinstance(r, (str, type(None))) and r.status == 400 else status_text(r) if r else "-"
+             for r in results]
+    ok = all(c == "field_too_large" for c in codes)
+    return one("8 x n 8 with four 2 MB stops", "400 field_too_large", ",".join(sorted(set(codes))), ok,
+               "%.1f MB each" % (len(body) / 1e6))
+
+
 class Case:
     def __init__(self, number, server, fn, rss_bound_mib=None, health_bound_s=None):
         self.number, self.server, self.fn = number, server, fn
@@ -756,6 +891,8 @@ SERVERS = {  # name: (model, serve flags)
                       "--read-timeout", str(SLOW_READ_TIMEOUT), "--idle-timeout", "60"]),
     "queue": ("tiny", ["--max-context", "256", "--max-queue", "4", "--batch-size", "2",
                        "--test-min-step-seconds", "0.05"]),
+    "budget": ("tiny", ["--max-context", "256", "--batch-size", "2", "--test-min-step-seconds", "0.05",
+                        "--max-pending-bytes", "262144"]),
     "cancel": ("tiny4k", ["--max-context", "4096", "--batch-size", "8", "--test-min-step-seconds", "0.01"]),
 }
 
@@ -766,8 +903,13 @@ CASES = [  # in run order, grouped by server
     Case(2, "main", case_endless_body, rss_bound_mib=64),
     Case(9, "main", case_chunk_extension, rss_bound_mib=64),
     Case(9, "main", case_endless_trailer, rss_bound_mib=64),
+    Case(10, "main", case_framing),
     Case(8, "big", case_huge_messages, rss_bound_mib=64),
     Case(8, "big", case_huge_prompt, rss_bound_mib=64),
+    Case(11, "big", case_many_key_arguments, health_bound_s=1.0),
+    Case(11, "big", case_many_keys_body, health_bound_s=1.0),
+    Case(11, "big", case_long_stops, rss_bound_mib=160),
+    Case(11, "budget", case_pending_budget),
     Case(4, "conn", case_slowloris, health_bound_s=1.0),
     Case(5, "queue", case_queue_flood),
     Case(6, "cancel", case_cancel),

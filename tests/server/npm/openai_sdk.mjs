@@ -145,7 +145,7 @@ check(served.length === 1 && served[0].id === "tiny", `models.list: ${JSON.strin
   }));
   const args = ["generate", "--model", model, "--max-tokens", String(N), "--temperature", String(T), "--top-p",
                 String(P), "--seed", String(SEED), "--max-context", String(MAX_CONTEXT), "--batch-size", "8",
-                "--quiet-steps"];
+                "--verbose", "--quiet-steps"];
   for (const p of prompts) args.push("--prompt", p);
   const out = execFileSync(dsv4, args, { maxBuffer: 1 << 26 }).toString();
   const offline = [];

@@ -1,4 +1,5 @@
-// OpenAI request parsing and response building (protocol.h).
+// OpenAI request parsing (protocol.h): request bodies -> ApiRequest or ApiError, and the
+// tokenizer routes. Responses: build_response.cc.
 #include "protocol.h"
 
 #include <algorithm>
@@ -17,24 +18,32 @@
 namespace dsv4::server {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = OrderedJson;
 
 constexpr int kMaxStops = 4;                 // OpenAI: up to 4 stop sequences
 constexpr int kMaxCompletionLogprobs = 5;    // OpenAI: completions logprobs 0..5
 constexpr double kMaxTemperature = 2.0;      // OpenAI: temperature 0..2
-constexpr float kLogprobFloor = -9999.0f;    // JSON has no -inf
 constexpr size_t kMaxMetadataKeys = 16;      // OpenAI: metadata bounds
 constexpr size_t kMaxMetadataKey = 64;
 constexpr size_t kMaxMetadataValue = 512;
+constexpr size_t kMaxCacheSaltBytes = 256;
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+bool client_left(const ClientGone* gone) { return gone && gone->load(std::memory_order_relaxed); }
+
+ApiError client_gone_error() {
+  ApiError e = bad_request("", "the client closed the connection", "client_closed_request");
+  e.http_status = kClientGoneStatus;
+  return e;
+}
 
 // The fields one endpoint knows. Any other field is rejected by name.
 const std::set<std::string, std::less<>> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "stream", "stream_options",
     "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias", "user", "logprobs", "ignore_eos",
     // Sent by the SDKs; they do not change generation (check_passive validates their types).
-    "store", "metadata", "service_tier"};
+    "store", "metadata", "service_tier", "cache_salt"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of", "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {
     "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
@@ -174,8 +183,43 @@ std::optional<ApiError> parse_response_format(const Json& obj, OutputConstraint&
   if (!name) return bad_request("response_format", "response_format: json_schema.name is required");
   const Json* schema = json_optional(*js, "schema");
   out.json_schema = schema ? schema->dump() : "true";  // no schema: any JSON value
+  if (out.json_schema.size() > kMaxSchemaBytes)
+    return bad_request("response_format", fmt::format("response_format: json_schema.schema of {} bytes exceeds the "
+                                                      "limit of {}", out.json_schema.size(), kMaxSchemaBytes),
+                       "field_too_large");
   const Json* strict = json_optional(*js, "strict");
   out.strict = strict && strict->is_boolean() && strict->get<bool>();
+  return std::nullopt;
+}
+
+// The caps on tools and on the arguments of the tool calls in messages (protocol.h).
+std::optional<ApiError> check_tool_caps(const Json& obj) {
+  if (const Json* tools = json_optional(obj, "tools"); tools && tools->is_array()) {
+    if (tools->size() > kMaxTools)
+      return bad_request("tools", fmt::format("tools: {} tools exceed the limit of {}", tools->size(), kMaxTools),
+                         "field_too_large");
+    if (const size_t bytes = tools->dump().size(); bytes > kMaxToolsBytes)
+      return bad_request("tools", fmt::format("tools: {} bytes of tool definitions exceed the limit of {}", bytes,
+                                              kMaxToolsBytes), "field_too_large");
+  }
+  const Json* messages = json_optional(obj, "messages");
+  if (!messages || !messages->is_array()) return std::nullopt;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& m = (*messages)[i];
+    const Json* calls = m.is_object() ? json_optional(m, "tool_calls") : nullptr;
+    if (!calls || !calls->is_array()) continue;
+    for (size_t k = 0; k < calls->size(); ++k) {
+      const Json& call = (*calls)[k];
+      const Json* fn = call.is_object() ? json_optional(call, "function") : nullptr;
+      const Json* args = fn && fn->is_object() ? json_optional(*fn, "arguments") : nullptr;
+      if (args && args->is_string() && args->get_ref<const std::string&>().size() > kMaxArgumentsBytes) {
+        const std::string name = fmt::format("messages[{}].tool_calls[{}].function.arguments", i, k);
+        return bad_request("messages", fmt::format("{}: {} bytes exceed the limit of {}", name,
+                                                   args->get_ref<const std::string&>().size(), kMaxArgumentsBytes),
+                           "field_too_large");
+      }
+    }
+  }
   return std::nullopt;
 }
 
@@ -270,7 +314,23 @@ struct Common {
   std::optional<int64_t> max_tokens;
 };
 
+// cache_salt as vLLM takes it: a non-empty string; requests with different salts share no
+// prefix-cache blocks (GenerationRequest::cache_salt).
+std::optional<ApiError> parse_cache_salt(const Json& obj, GenerationRequest& g) {
+  const Json* v = json_optional(obj, "cache_salt");
+  if (!v) return std::nullopt;
+  if (!v->is_string()) return wrong_type("cache_salt", "a string", *v);
+  const std::string& salt = v->get_ref<const std::string&>();
+  if (salt.empty()) return bad_request("cache_salt", "cache_salt: must be a non-empty string when given");
+  if (salt.size() > kMaxCacheSaltBytes)
+    return bad_request("cache_salt", fmt::format("cache_salt: {} bytes, the limit is {}", salt.size(),
+                                                 kMaxCacheSaltBytes));
+  g.cache_salt = salt;
+  return std::nullopt;
+}
+
 ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t default_seed, ApiRequest& out) {
+  if (auto e = parse_cache_salt(obj, out.gen)) return *e;
   Common c;
   kernels::SamplingParams& s = out.gen.sampling;
   s.temperature = model.temperature;
@@ -346,8 +406,12 @@ ApiResult<Common> parse_common(const Json& obj, const ModelCard& model, uint64_t
     } else {
       return wrong_type("stop", "a string or an array of strings", *stop);
     }
-    for (const std::string& st : stops)
+    for (const std::string& st : stops) {
       if (st.empty()) return bad_request("stop", "stop: empty stop sequences are not allowed");
+      if (st.size() > kMaxStopBytes)
+        return bad_request("stop", fmt::format("stop: a stop sequence of {} bytes exceeds the limit of {}", st.size(),
+                                               kMaxStopBytes), "field_too_large");
+    }
     out.gen.stop_strings = std::move(stops);
   }
 
@@ -525,9 +589,10 @@ std::optional<ApiError> parse_choices(const Json& obj, const ModelCard& model, A
 }
 
 ApiResult<ApiRequest> parse_completions_request(std::string_view body, const ModelCard& model,
-                                                uint64_t default_seed) {
+                                                uint64_t default_seed, const ClientGone* gone) {
   ApiResult<Json> parsed = parse_body(body, model);
   if (!parsed.ok()) return parsed.error();
+  if (client_left(gone)) return client_gone_error();
   const Json& obj = *parsed;
   ApiRequest out;
   out.endpoint = Endpoint::kCompletions;
@@ -556,19 +621,23 @@ ApiResult<ApiRequest> parse_completions_request(std::string_view body, const Mod
   }
   ApiResult<bool> prompt = completion_prompt(obj, model, out);
   if (!prompt.ok()) return prompt.error();
+  if (client_left(gone)) return client_gone_error();
   const bool zero_ok = out.echo && out.gen.logprobs >= 0;  // scoring a prompt
   if (auto e = fit_context(model, "prompt", "max_tokens", common->max_tokens, zero_ok, out)) return *e;
   if (auto e = parse_choices(obj, model, out)) return *e;
   return out;
 }
 
-ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard& model, uint64_t default_seed) {
+ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard& model, uint64_t default_seed,
+                                         const ClientGone* gone) {
   ApiResult<Json> parsed = parse_body(body, model);
   if (!parsed.ok()) return parsed.error();
+  if (client_left(gone)) return client_gone_error();
   const Json& obj = *parsed;
   ApiRequest out;
   out.endpoint = Endpoint::kChat;
   if (auto e = check_fields(obj, kChatFields)) return *e;
+  if (auto e = check_tool_caps(obj)) return *e;
   if (auto e = check_model(obj, model)) return *e;
   if (auto e = check_neutral(obj)) return *e;
   if (auto e = check_passive(obj)) return *e;
@@ -631,6 +700,7 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   if (messages->empty()) return bad_request("messages", "messages: must not be empty");
   Result<chat::ChatPrompt> prompt = chat::render_chat(*messages, *options);
   if (!prompt.ok()) return bad_request(message_param(prompt.message()), prompt.message());
+  if (client_left(gone)) return client_gone_error();
   out.mode = options->mode;
   out.opens_reasoning = chat::prompt_opens_reasoning(*prompt);
   if (auto e = parse_response_format(obj, out.gen.constraint)) return *e;
@@ -642,6 +712,7 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   // in the request's text stay text (text.md §3.13's safe mode).
   out.gen.prompt = model.text->tokenizer.encode_spans(prompt->text, prompt->template_spans);
   out.prompt_text = std::move(prompt->text);
+  if (client_left(gone)) return client_gone_error();
   if (auto e = fit_context(model, "messages", max_param, common->max_tokens, false, out)) return *e;
   if (auto e = parse_choices(obj, model, out)) return *e;
   return out;
@@ -662,9 +733,10 @@ std::optional<ApiError> check_only(const Json& obj, std::initializer_list<const 
 
 }  // namespace
 
-ApiResult<std::string> tokenize_response(std::string_view body, const ModelCard& model) {
+ApiResult<std::string> tokenize_response(std::string_view body, const ModelCard& model, const ClientGone* gone) {
   ApiResult<Json> parsed = parse_body(body, model);
   if (!parsed.ok()) return parsed.error();
+  if (client_left(gone)) return client_gone_error();
   const Json& obj = *parsed;
   if (auto e = check_model(obj, model)) return *e;
   auto special = get_bool(obj, "add_special_tokens");
@@ -696,8 +768,10 @@ ApiResult<std::string> tokenize_response(std::string_view body, const ModelCard&
     if (!options.ok()) return bad_request(message_param(options.message()), options.message());
     if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
     if (messages->empty()) return bad_request("messages", "messages: must not be empty");
+    if (auto e = check_tool_caps(obj)) return *e;
     Result<chat::ChatPrompt> rendered = chat::render_chat(*messages, *options);
     if (!rendered.ok()) return bad_request(message_param(rendered.message()), rendered.message());
+    if (client_left(gone)) return client_gone_error();
     ids = model.text->tokenizer.encode_spans(rendered->text, rendered->template_spans);
   } else {
     return bad_request("prompt", "prompt: required (or messages)", "missing_required_parameter");
@@ -739,381 +813,6 @@ ApiResult<std::string> detokenize_response(std::string_view body, const ModelCar
   Result<std::string> text = model.text->tokenizer.decode(ids);
   if (!text.ok()) return bad_request("tokens", "tokens: " + text.message());
   return dump(Json{{"prompt", *text}});
-}
-
-std::string system_fingerprint(const std::string& model_id) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (unsigned char c : model_id + "\n" + __DATE__ " " __TIME__) h = (h ^ c) * 0x100000001b3ull;
-  return fmt::format("fp_dsv4_{:012x}", h & 0xffffffffffffull);
-}
-
-const char* api_finish_reason(FinishReason reason, bool tool_calls) {
-  switch (reason) {
-    case FinishReason::kStop: return tool_calls ? "tool_calls" : "stop";
-    case FinishReason::kLength:
-    case FinishReason::kContext:
-    case FinishReason::kTimeout: return "length";
-    case FinishReason::kCancelled:
-    case FinishReason::kError:  // never a choice's: the response is an error
-    case FinishReason::kNone: break;
-  }
-  return "stop";
-}
-
-std::string token_text(const Tokenizer& tokenizer, int32_t id) {
-  if (id < 0 || id >= tokenizer.n_vocab()) return "";
-  const std::string& bytes = tokenizer.token_bytes(id);
-  if (utf8_valid_prefix(bytes) == bytes.size()) return bytes;
-  std::string out = "bytes:";
-  for (unsigned char b : bytes) out += fmt::format("\\x{:02x}", b);
-  return out;
-}
-
-namespace {
-
-float finite_logprob(float lp) { return std::isfinite(lp) ? lp : kLogprobFloor; }
-
-Json bytes_json(const std::string& bytes) {
-  Json arr = Json::array();
-  for (unsigned char b : bytes) arr.push_back(static_cast<int>(b));
-  return arr;
-}
-
-std::string sse(const Json& j) { return "data: " + dump(j) + "\n\n"; }
-
-// Completions logprobs: four parallel arrays, one entry per token.
-Json completion_logprobs_shape() {
-  return Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
-              {"top_logprobs", Json::array()}, {"text_offset", Json::array()}};
-}
-
-}  // namespace
-
-ResponseBuilder::ResponseBuilder(const ApiRequest& request, const ModelCard& model, std::string id, int64_t created)
-    : request_(request), model_(model), id_(std::move(id)), created_(created), parser_(request.opens_reasoning),
-      in_reasoning_(request.endpoint == Endpoint::kChat && request.opens_reasoning),
-      fingerprint_(system_fingerprint(model.id)) {
-  logprobs_ = request_.endpoint == Endpoint::kCompletions ? completion_logprobs_shape() : Json::array();
-}
-
-Json ResponseBuilder::envelope(const char* object) const {
-  Json j;
-  j["id"] = id_;
-  j["object"] = object;
-  j["created"] = created_;
-  j["model"] = model_.id;
-  j["system_fingerprint"] = fingerprint_;
-  return j;
-}
-
-Json ResponseBuilder::chunk_envelope() const {
-  return envelope(request_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion");
-}
-
-Json ResponseBuilder::usage_json() const {
-  return Json{{"prompt_tokens", prompt_tokens_},
-              {"completion_tokens", completion_tokens_},
-              {"total_tokens", prompt_tokens_ + completion_tokens_},
-              {"prompt_tokens_details", Json{{"cached_tokens", cached_tokens_}}},
-              {"completion_tokens_details", Json{{"reasoning_tokens", reasoning_tokens_}}}};
-}
-
-Json ResponseBuilder::chat_logprob_entry(const TokenLogprob& lp) const {
-  const Tokenizer& tok = model_.text->tokenizer;
-  auto one = [&](int32_t id, float logprob) {
-    Json e;
-    e["token"] = utf8_lossy(id >= 0 && id < tok.n_vocab() ? tok.token_bytes(id) : std::string());
-    e["logprob"] = finite_logprob(logprob);
-    e["bytes"] = bytes_json(id >= 0 && id < tok.n_vocab() ? tok.token_bytes(id) : std::string());
-    return e;
-  };
-  Json e = one(lp.token, lp.logprob);
-  Json top = Json::array();
-  for (const auto& [id, l] : lp.top) top.push_back(one(id, l));
-  e["top_logprobs"] = std::move(top);
-  return e;
-}
-
-void ResponseBuilder::append_completion_logprobs(Json& out, const std::vector<int32_t>& ids,
-                                                 const std::vector<const TokenLogprob*>& lps) {
-  const Tokenizer& tok = model_.text->tokenizer;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    out["tokens"].push_back(token_text(tok, ids[i]));
-    out["text_offset"].push_back(text_offset_);
-    if (ids[i] >= 0 && ids[i] < tok.n_vocab()) text_offset_ += static_cast<int64_t>(tok.token_bytes(ids[i]).size());
-    const TokenLogprob* lp = lps[i];
-    if (!lp) {
-      out["token_logprobs"].push_back(nullptr);
-      out["top_logprobs"].push_back(nullptr);
-      continue;
-    }
-    out["token_logprobs"].push_back(finite_logprob(lp->logprob));
-    Json top = Json::object();
-    for (const auto& [id, l] : lp->top) {
-      const std::string t = token_text(tok, id);
-      if (!top.contains(t)) top[t] = finite_logprob(l);
-    }
-    out["top_logprobs"].push_back(std::move(top));
-  }
-}
-
-std::optional<ApiError> ResponseBuilder::update_error(const RequestUpdate& u) const {
-  if (!u.finished) return std::nullopt;
-  ApiError e;
-  e.type = "server_error";
-  if (u.reason == FinishReason::kError) {
-    e.http_status = 500;
-    e.message = "generation failed: " + (u.error.empty() ? std::string("engine error") : u.error);
-    e.code = "engine_error";
-    return e;
-  }
-  return std::nullopt;
-}
-
-void ResponseBuilder::count_reasoning(const std::vector<int32_t>& tokens) {
-  const Tokenizer& tok = model_.text->tokenizer;
-  for (int32_t id : tokens) {
-    if (!in_reasoning_) return;
-    const size_t from = reasoning_bytes_.size();
-    reasoning_starts_.push_back(from);
-    if (id >= 0 && id < tok.n_vocab()) reasoning_bytes_ += tok.token_bytes(id);
-    // The marker may span tokens: look from where it could begin.
-    const size_t look = from >= chat::kThinkClose.size() ? from - chat::kThinkClose.size() + 1 : 0;
-    const size_t at = reasoning_bytes_.find(chat::kThinkClose, look);
-    if (at == std::string::npos) continue;
-    // Tokens starting at or after the marker's start are the marker (or after it).
-    reasoning_tokens_ = std::lower_bound(reasoning_starts_.begin(), reasoning_starts_.end(), at) -
-                        reasoning_starts_.begin();
-    in_reasoning_ = false;
-    reasoning_bytes_.clear();
-    reasoning_starts_.clear();
-  }
-  if (in_reasoning_) reasoning_tokens_ = static_cast<int64_t>(reasoning_starts_.size());
-}
-
-void ResponseBuilder::record(const RequestUpdate& u) {
-  completion_tokens_ += static_cast<int64_t>(u.tokens.size());
-  count_reasoning(u.tokens);
-  if (u.finished) {
-    finished_ = true;
-    reason_ = u.reason;
-    stop_id_ = u.stop_id;
-    stop_string_ = u.stop_string;
-    if (u.prompt_tokens > 0) prompt_tokens_ = u.prompt_tokens;
-    if (u.completion_tokens > 0) completion_tokens_ = u.completion_tokens;
-    cached_tokens_ = u.cached_tokens;
-    error_ = update_error(u);
-  }
-  if (prompt_tokens_ == 0) prompt_tokens_ = static_cast<int64_t>(request_.gen.prompt.size());
-}
-
-std::string ResponseBuilder::add(const RequestUpdate& u) {
-  if (finished_) return {};
-  const bool first = !started_;
-  started_ = true;
-  record(u);
-  return request_.endpoint == Endpoint::kCompletions ? add_completion(u, first) : add_chat(u, first);
-}
-
-// vLLM's stop_reason beside OpenAI's finish_reason: "timeout" or "cancelled", the stop string
-// or stop id that matched; null for EOS, max_tokens and the context limit.
-Json ResponseBuilder::stop_reason() const {
-  if (reason_ == FinishReason::kTimeout) return "timeout";
-  if (reason_ == FinishReason::kCancelled) return "cancelled";
-  if (reason_ != FinishReason::kStop) return nullptr;
-  if (request_.first_call_only && stop_string_ == chat::kFirstCallStop) return nullptr;  // the server's own
-  if (!stop_string_.empty()) return stop_string_;
-  if (stop_id_ >= 0) return stop_id_;
-  return nullptr;
-}
-
-// Completions: the update's text (after the echoed prompt on the first) and the logprobs of its
-// tokens (and, with echo, of the prompt first), appended to the whole response (complete form)
-// or sent as one chunk (stream form).
-std::string ResponseBuilder::add_completion(const RequestUpdate& u, bool first) {
-  std::string text;
-  if (first && request_.echo) {
-    const std::vector<int32_t>& prompt = request_.gen.prompt;
-    const std::span<const int32_t> shown(prompt.data() + request_.prompt_skip, prompt.size() - request_.prompt_skip);
-    Result<std::string> echo = model_.text->tokenizer.decode(shown);
-    if (echo.ok()) text = *echo;
-  }
-  text += u.text;
-  const bool want_lp = request_.gen.logprobs >= 0;
-  Json chunk_lp = completion_logprobs_shape();
-  Json& lp = request_.stream ? chunk_lp : logprobs_;
-  if (want_lp) {
-    if (first && request_.echo) {
-      const std::vector<int32_t>& prompt = request_.gen.prompt;
-      std::vector<int32_t> ids(prompt.begin() + request_.prompt_skip, prompt.end());
-      std::vector<const TokenLogprob*> lps;
-      for (size_t i = request_.prompt_skip; i < prompt.size(); ++i)
-        lps.push_back(i >= 1 && i - 1 < u.prompt_logprobs.size() ? &u.prompt_logprobs[i - 1] : nullptr);
-      append_completion_logprobs(lp, ids, lps);
-    }
-    std::vector<const TokenLogprob*> lps;
-    for (size_t i = 0; i < u.tokens.size(); ++i) lps.push_back(i < u.logprobs.size() ? &u.logprobs[i] : nullptr);
-    append_completion_logprobs(lp, u.tokens, lps);
-  }
-  if (!request_.stream) {
-    text_ += text;
-    return {};
-  }
-  std::string out;
-  if (!text.empty() || (want_lp && !chunk_lp["tokens"].empty()))
-    out += chunk_event(completion_choice(text, want_lp ? chunk_lp : Json(), nullptr, nullptr));
-  if (u.finished) out += end_events(completion_choice("", nullptr, api_finish_reason(reason_, false), stop_reason()));
-  return out;
-}
-
-// Chat: the parser's delta of the update's text (all that is held back, on the last) and its
-// tokens' logprobs, appended to the whole message (complete form) or sent as chunks (stream
-// form: the role first, then the delta).
-std::string ResponseBuilder::add_chat(const RequestUpdate& u, bool first) {
-  chat::ChatDelta delta = parser_.feed(u.text);
-  if (u.finished) {
-    auto append = [&delta](chat::ChatDelta rest) {
-      delta.reasoning += rest.reasoning;
-      delta.content += rest.content;
-      for (chat::ToolCallPiece& p : rest.calls) delta.calls.push_back(std::move(p));
-    };
-    if (first_call_stop(u)) append(parser_.end_at_stop());
-    append(parser_.finish());
-  }
-  const bool want_lp = request_.gen.logprobs >= 0;
-  Json chunk_lp = Json::array();
-  Json& lp = request_.stream ? chunk_lp : logprobs_;
-  if (want_lp)
-    for (const TokenLogprob& t : u.logprobs) lp.push_back(chat_logprob_entry(t));
-  if (!request_.stream) {
-    message_.reasoning_content += delta.reasoning;
-    message_.content += delta.content;
-    for (const chat::ToolCallPiece& p : delta.calls) calls_.add(p);
-    return {};
-  }
-  std::string out;
-  if (first) out += chunk_event(chat_choice(Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr));
-  Json d = Json::object();
-  if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
-  if (!delta.content.empty()) d["content"] = delta.content;
-  if (!d.empty() || !chunk_lp.empty())
-    out += chunk_event(chat_choice(std::move(d), want_lp && !chunk_lp.empty() ? Json{{"content", chunk_lp}} : Json(),
-                                   nullptr, nullptr));
-  for (const chat::ToolCallPiece& p : delta.calls) out += tool_call_events(p);
-  if (u.finished)
-    out += end_events(
-        chat_choice(Json::object(), nullptr, api_finish_reason(reason_, n_tool_calls_ > 0), stop_reason()));
-  return out;
-}
-
-// A call's pieces as OpenAI streams them, one chunk each: the opening entry {index, id, type,
-// function: {name, arguments: ""}}, then {index, function: {arguments: fragment}}.
-std::string ResponseBuilder::tool_call_events(const chat::ToolCallPiece& piece) {
-  std::string out;
-  auto event = [&](Json entry) {
-    return chunk_event(chat_choice(Json{{"tool_calls", Json::array({std::move(entry)})}}, nullptr, nullptr, nullptr));
-  };
-  if (piece.opens) {
-    Json call{{"index", piece.index}};
-    call.update(chat::tool_call_json(chat::ToolCall{piece.name, ""}, fmt::format("call_{}_{}", id_, piece.index)));
-    out += event(std::move(call));
-  }
-  if (!piece.arguments.empty())
-    out += event(Json{{"index", piece.index}, {"function", Json{{"arguments", piece.arguments}}}});
-  if (piece.closes) ++n_tool_calls_;
-  return out;
-}
-
-bool ResponseBuilder::first_call_stop(const RequestUpdate& u) const {
-  return request_.first_call_only && u.reason == FinishReason::kStop && u.stop_string == chat::kFirstCallStop;
-}
-
-Json ResponseBuilder::completion_choice(const std::string& text, Json logprobs, Json finish_reason, Json stop_reason) {
-  Json choice;
-  choice["text"] = text;
-  choice["index"] = 0;
-  choice["logprobs"] = std::move(logprobs);
-  choice["finish_reason"] = std::move(finish_reason);
-  choice["stop_reason"] = std::move(stop_reason);
-  return choice;
-}
-
-Json ResponseBuilder::chat_choice(Json delta, Json logprobs, Json finish_reason, Json stop_reason) {
-  Json choice;
-  choice["index"] = 0;
-  choice["delta"] = std::move(delta);
-  choice["logprobs"] = std::move(logprobs);
-  choice["finish_reason"] = std::move(finish_reason);
-  choice["stop_reason"] = std::move(stop_reason);
-  return choice;
-}
-
-// One chunk of a stream holding `choice` (and "usage": null when the usage chunk is asked for).
-std::string ResponseBuilder::chunk_event(Json choice) const {
-  choice["index"] = index_;
-  Json chunk = chunk_envelope();
-  chunk["choices"] = Json::array({std::move(choice)});
-  if (request_.include_usage) chunk["usage"] = nullptr;
-  return sse(chunk);
-}
-
-// The end of a stream: the error event, or the last chunk (`last_choice`, with the finish
-// reason) and the usage chunk when asked; then [DONE].
-std::string ResponseBuilder::end_events(Json last_choice) const {
-  std::string out;
-  if (error_) {
-    out += "data: " + error_body(*error_) + "\n\n";
-  } else {
-    out += chunk_event(std::move(last_choice));
-    if (!ends_stream_) return out;
-    if (request_.include_usage) {
-      Json usage = chunk_envelope();
-      usage["choices"] = Json::array();
-      usage["usage"] = usage_json();
-      out += sse(usage);
-    }
-  }
-  return ends_stream_ ? out + "data: [DONE]\n\n" : out;
-}
-
-ApiResult<std::string> ResponseBuilder::response() const {
-  if (!finished_) {
-    ApiError e;
-    e.http_status = 500;
-    e.type = "server_error";
-    e.message = "the request ended without a result";
-    return e;
-  }
-  if (error_) return *error_;
-  Json body = envelope(request_.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion");
-  Json choice;
-  choice["index"] = 0;
-  const bool want_lp = request_.gen.logprobs >= 0;
-  if (request_.endpoint == Endpoint::kChat) {
-    Json message;
-    message["role"] = "assistant";
-    const bool calls = !calls_.calls.empty();
-    message["content"] = calls && message_.content.empty() ? Json() : Json(message_.content);
-    if (request_.mode == chat::ThinkingMode::kThinking || !message_.reasoning_content.empty())
-      message["reasoning_content"] = message_.reasoning_content;
-    if (calls) {
-      Json arr = Json::array();
-      for (size_t i = 0; i < calls_.calls.size(); ++i)
-        arr.push_back(chat::tool_call_json(calls_.calls[i], fmt::format("call_{}_{}", id_, i)));
-      message["tool_calls"] = std::move(arr);
-    }
-    choice["message"] = std::move(message);
-    choice["logprobs"] = want_lp ? Json{{"content", logprobs_}} : Json();
-    choice["finish_reason"] = api_finish_reason(reason_, calls);
-  } else {
-    choice["text"] = text_;
-    choice["logprobs"] = want_lp ? logprobs_ : Json();
-    choice["finish_reason"] = api_finish_reason(reason_, false);
-  }
-  choice["stop_reason"] = stop_reason();
-  body["choices"] = Json::array({std::move(choice)});
-  body["usage"] = usage_json();
-  return dump(body);
 }
 
 }  // namespace dsv4::server
