@@ -28,6 +28,7 @@
 #include "engine_flags.h"
 #include "ranks.h"
 #include "runtime/engine.h"
+#include "runtime/grammar_cache.h"
 #include "io/file_util.h"
 #include "text/tokenizer_dir.h"
 
@@ -48,6 +49,8 @@ struct GenerateArgs {
   int32_t n = 1;  // choices per prompt
   bool json = false;             // --json: each output is one JSON object
   std::string json_schema_file;  // --json-schema: each output is one value of this schema
+  bool json_best_effort = false;  // --json-best-effort: relax what cannot be enforced (strict false)
+  std::string json_whitespace = "compact";  // --json-whitespace compact|flexible
   bool verbose = false;      // step lines, token ids and JSON-quoted texts
   bool quiet_steps = false;  // with --verbose: no step lines
   std::vector<std::string> stop;
@@ -118,10 +121,18 @@ Result<OutputConstraint> output_constraint(const GenerateArgs& a) {
   OutputConstraint c;
   if (a.json && !a.json_schema_file.empty()) return Status::error("--json and --json-schema: give one of them");
   if (a.json) c.json_schema = R"({"type":"object"})";
+  c.strict = !a.json_best_effort;
+  c.whitespace_flexible = a.json_whitespace == "flexible";
   if (!a.json_schema_file.empty()) {
     Result<std::vector<uint8_t>> bytes = read_file(a.json_schema_file, 1 << 20);
     if (!bytes.ok()) return bytes.status().with_context("--json-schema");
     c.json_schema.assign(bytes->begin(), bytes->end());
+  }
+  if (!c.strict && !c.json_schema.empty()) {  // name what is relaxed (compiled once: the requests share it)
+    Result<grammar::Grammar> g = compile_constraint(c);
+    if (!g.ok()) return g.status().with_context("--json-schema");
+    for (const std::string& r : g->relaxed) std::fprintf(stderr, "dsv4: --json-best-effort relaxes %s\n", r.c_str());
+    c.compiled = std::make_shared<const grammar::Grammar>(std::move(*g));
   }
   return c;
 }
@@ -339,6 +350,14 @@ Command add_generate(CLI::App& app) {
   sub->add_flag("--json", a->json, "Each output is one JSON object (constrained decoding; needs the tokenizer)");
   sub->add_option("--json-schema", a->json_schema_file,
                   "Each output is one JSON value of the JSON Schema in FILE (docs/serving.md: structured output)");
+  sub->add_flag("--json-best-effort", a->json_best_effort,
+                "With --json-schema: keywords the engine cannot enforce are relaxed (as strict: false) and "
+                "listed on stderr, not refused");
+  sub->add_option("--json-whitespace", a->json_whitespace,
+                  "Whitespace in --json/--json-schema values: compact (\", \" and \": \" only) or flexible (up to "
+                  "16 characters per gap); a schema's root x-guidance overrides it")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"compact", "flexible"}));
   sub->add_flag("--verbose", a->verbose,
                 "Also print the model line, one line per step, and per request its prompt and output token ids "
                 "and its text as a JSON string");

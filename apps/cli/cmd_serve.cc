@@ -59,6 +59,7 @@ struct ServeArgs {
   double grace_seconds = 30;
   int64_t max_tokens_limit = 4096;
   int32_t max_n = 8;
+  std::string json_whitespace = "compact";
   std::string allowed_hosts, cors_origin, trusted_proxies;
   std::string prefix_cache_scope;  // "global", "key" or "" (key with several keys, else global)
   bool metrics_auth = false;
@@ -102,6 +103,7 @@ Result<server::ServerOptions> server_options(const ServeArgs& a) {
   Result<bool> per_key = prefix_cache_per_key(a, keys->size());
   if (!per_key.ok()) return per_key.status();
   server::ServerOptions opt = a.http;
+  opt.json_whitespace_flexible = a.json_whitespace == "flexible";
   opt.host = a.host;
   opt.port = a.port;
   opt.access.api_keys = std::move(*keys);
@@ -317,6 +319,11 @@ Command add_serve(CLI::App& app) {
                   "of this and the rest of the context (0 = the context)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--json-whitespace", a->json_whitespace,
+                  "Structured output's whitespace: compact (\", \" and \": \" only) or flexible (up to 16 "
+                  "characters per gap); a schema's root x-guidance overrides it per request")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"compact", "flexible"}));
   sub->add_option("--max-n", a->max_n,
                   "Largest n (choices) and best_of a request may ask (above: 400); the choices share the "
                   "prompt's cache pages")

@@ -31,6 +31,7 @@ Command add_tokenize(CLI::App& app);
 Command add_chat(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_bench(CLI::App& app);
+Command add_check_schema(CLI::App& app);
 
 // Prints "dsv4: error: <message>" to stderr (unless error printing is off: ranks other
 // than 0, which meet the same errors) and returns exit code 1.

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
       dsv4::cli::add_chat(app),
       dsv4::cli::add_serve(app),
       dsv4::cli::add_bench(app),
+      dsv4::cli::add_check_schema(app),
   };
 
   try {

@@ -151,7 +151,8 @@ std::optional<ApiError> parse_forced_call(const Json& obj, const Json& tc, Outpu
 
 // response_format (chat): {"type": "text"}, {"type": "json_object"} (any object) or
 // {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}} (the
-// engine compiles the schema and names what it does not support; strict is always on).
+// engine compiles the schema and names what it does not support; strict false or absent, as
+// OpenAI's default: what it cannot enforce is relaxed and named in X-Relaxed-Keywords).
 std::optional<ApiError> parse_response_format(const Json& obj, OutputConstraint& out) {
   const Json* v = json_optional(obj, "response_format");
   if (!v) return std::nullopt;
@@ -186,6 +187,8 @@ std::optional<ApiError> parse_response_format(const Json& obj, OutputConstraint&
     return bad_request("response_format", fmt::format("response_format: json_schema.schema of {} bytes exceeds the "
                                                       "limit of {}", out.json_schema.size(), kMaxSchemaBytes),
                        "field_too_large");
+  const Json* strict = json_optional(*js, "strict");
+  out.strict = strict && strict->is_boolean() && strict->get<bool>();
   return std::nullopt;
 }
 

@@ -23,6 +23,7 @@
 #include "admission.h"
 #include "choices.h"
 #include "connection.h"
+#include "grammar/json_schema.h"
 
 namespace dsv4::server {
 namespace {
@@ -44,6 +45,15 @@ std::string route_label(std::string_view target) {
     if (path == r) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
+}
+
+// Structured output with strict false: the keywords its grammar relaxed, for X-Relaxed-Keywords
+// ("PATH: KEYWORD; ..."; the grammar was compiled once, on the parse pool, by Service::prepare).
+std::string relaxed_keywords(const OutputConstraint& c) {
+  std::string joined;
+  if (c.compiled)
+    for (const std::string& r : c.compiled->relaxed) joined += (joined.empty() ? "" : "; ") + r;
+  return joined;
 }
 
 HttpResponse api_error_response(const ApiError& e) {
@@ -433,7 +443,7 @@ HttpResponse HttpServer::Impl::cors_headers(const HttpRequest& req) const {
   if (is_cors_origin(options.access, origin)) {
     res.set(http::field::access_control_allow_origin, options.access.cors_origin);
     res.set(http::field::vary, "Origin");
-    res.set(http::field::access_control_expose_headers, "X-Request-Id");
+    res.set(http::field::access_control_expose_headers, "X-Request-Id, X-Relaxed-Keywords");
   }
   return res;
 }
@@ -494,6 +504,9 @@ ApiResult<ApiRequest> HttpServer::Impl::parse_and_prepare(const std::string& bod
                                                              : parse_completions_request(body, model, seed, &gone);
   if (!parsed.ok() || gone.load()) return parsed;
   parsed->gen.timeout_seconds = options.request_timeout;
+  // The server's default layout (--json-whitespace; a schema's root x-guidance overrides it),
+  // before the one compile: followers get it on the rank wire and compile the same grammar.
+  if (parsed->gen.constraint.active()) parsed->gen.constraint.whitespace_flexible = options.json_whitespace_flexible;
   if (Status st = service.prepare(parsed->gen); !st.ok()) return bad_request(message_param(st.message()), st.message());
   return parsed;
 }
@@ -506,6 +519,8 @@ void HttpServer::Impl::submit(const std::shared_ptr<Connection>& conn, ApiResult
     conn->reply(std::move(res));
   };
   if (!parsed.ok()) return reply(api_error_response(parsed.error()));
+  if (const std::string relaxed = relaxed_keywords(parsed->gen.constraint); !relaxed.empty())
+    headers.set("X-Relaxed-Keywords", relaxed);
   if (options.prefix_cache_per_key && conn->tenant() >= 0)
     parsed->gen.cache_salt = tenant_cache_salt(conn->tenant(), parsed->gen.cache_salt);
   ticket.reset();  // the parse's charge, for what the request holds from now on

@@ -42,6 +42,7 @@ struct ServerOptions {
   int retry_after_seconds = 1;       // Retry-After of a 429 (queue full)
   double keepalive_seconds = 2;      // a stream with no update this long gets an SSE comment line
   bool access_log = true;            // one JSON line per request on stderr (--access-log)
+  bool json_whitespace_flexible = false;  // structured output's default layout (--json-whitespace)
   // --prefix-cache-scope key: each API key's requests get their own prefix-cache namespace
   // (tenant_cache_salt); global: only their cache_salt separates them.
   bool prefix_cache_per_key = false;

@@ -21,12 +21,16 @@ int32_t depth_of(const Node& n, const std::vector<int32_t>& d, int32_t inf) {
     case Kind::kInteger:
     case Kind::kLiteral:
     case Kind::kRawString: return 0;
-    case Kind::kArray: return 1 + (n.min_items > 0 ? d[n.items] : 0);
+    case Kind::kArray:  // its first min_items items, each of the tuple's or `items`
+      v = 1;
+      for (int64_t i = 0; i < n.min_items && i <= static_cast<int64_t>(n.prefix.size()); ++i)
+        v = std::max(v, 1 + d[i < static_cast<int64_t>(n.prefix.size()) ? n.prefix[i] : n.items]);
+      return v;
     case Kind::kObject:
     case Kind::kDsmlParams:
-      v = 1;
-      for (const Property& p : n.properties)
-        if (p.required) v = std::max(v, 1 + d[p.node]);
+      v = n.open && n.min_properties > 0 ? 1 + d[n.values] : 1;
+      for (const Property& p : n.properties)  // minProperties: any property may be needed
+        if (p.required || n.min_properties > 0) v = std::max(v, 1 + d[p.node]);
       return v;
     case Kind::kAnyOf:
       for (int32_t a : n.alternatives) v = std::min(v, d[a]);
@@ -54,6 +58,29 @@ bool concrete(const Grammar& g, int32_t node, std::vector<int32_t>& out) {
   }
   return true;
 }
+
+}  // namespace
+
+int32_t too_many_readings(const Grammar& g, int32_t& readings) {
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (g.nodes[k].kind != Kind::kAnyOf) continue;
+    std::vector<int32_t> pending = {static_cast<int32_t>(k)}, seen;
+    readings = 0;
+    while (!pending.empty()) {  // as JsonMatcher::open_value expands it
+      const int32_t x = pending.back();
+      pending.pop_back();
+      if (std::find(seen.begin(), seen.end(), x) != seen.end()) continue;
+      seen.push_back(x);
+      const Node& n = g.nodes[x];
+      if (n.kind == Kind::kAnyOf) pending.insert(pending.end(), n.alternatives.begin(), n.alternatives.end());
+      else ++readings;
+      if (readings > kMaxStacks || seen.size() > static_cast<size_t>(kMaxExpanded)) return static_cast<int32_t>(k);
+    }
+  }
+  return -1;
+}
+
+namespace {
 
 int64_t cp_count(const std::string& s) {
   int64_t n = 0;

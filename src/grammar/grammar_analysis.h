@@ -20,6 +20,11 @@ Result<std::vector<int32_t>> min_depth(const Grammar& g);
 // are disjoint themselves (to a few levels). false: not proven (they may overlap).
 // budget: the value comparisons and node pairs the proof may still spend (shared by every check
 // of a compile); when it runs out the proof fails.
+// The first anyOf node whose value opens more readings than the matcher follows at once
+// (kMaxStacks concrete branches, or more than kMaxExpanded nodes on the way: json_matcher.h's
+// open_value), or −1. Such a grammar is refused: a reading beyond the bound would be dropped.
+int32_t too_many_readings(const Grammar& g, int32_t& readings);
+
 bool provably_disjoint(const Grammar& g, int32_t a, int32_t b, int64_t& budget);
 constexpr int64_t kDisjointBudget = int64_t{1} << 20;
 

@@ -35,13 +35,6 @@ uint64_t narrow_keys(const Node& n, uint64_t bits, int32_t pos, uint8_t c) {
   return narrow(bits, n.properties.size(), pos, c, [&](size_t k) -> const std::string& { return n.properties[k].key; });
 }
 
-bool may_close(const Node& n, int32_t f) {
-  if (n.open) return true;
-  for (int32_t k = f; k < static_cast<int32_t>(n.properties.size()); ++k)
-    if (n.properties[k].required) return false;
-  return true;
-}
-
 }  // namespace
 
 void copy_stack(MatchStack& dst, const MatchStack& src) {
@@ -60,18 +53,50 @@ void JsonMatcher::start(MatchState& st) const {
   st.s[0].f[0].phase = kRBefore;
 }
 
-uint64_t JsonMatcher::allowed_keys(const Node& n, int32_t f, int32_t n_frames) const {
+bool JsonMatcher::may_close(const Node& n, const Frame& f) {
+  if (n.open) return true;
+  for (int32_t k = f.i; k < static_cast<int32_t>(n.properties.size()); ++k)
+    if (n.properties[k].required) return false;
+  return f.n_props >= n.min_properties;
+}
+
+uint64_t JsonMatcher::allowed_keys(const Node& n, int32_t f, int32_t n_frames, int32_t n_props) const {
+  const bool counted = n.min_properties > 0 || n.max_properties >= 0;
+  const int32_t size = static_cast<int32_t>(n.properties.size());
+  int32_t required_after = 0, available_after = 0;  // of the keys after k (counted only when bounded)
+  if (counted)
+    for (int32_t k = f; k < size; ++k) {
+      required_after += n.properties[k].required;
+      available_after += n.properties[k].required || fits(n_frames, n.properties[k].node);
+    }
   uint64_t bits = 0;
-  for (int32_t k = f; k < static_cast<int32_t>(n.properties.size()); ++k) {
+  for (int32_t k = f; k < size; ++k) {
     const Property& p = n.properties[k];
-    if (p.required || fits(n_frames, p.node)) bits |= uint64_t{1} << k;
+    const bool available = p.required || fits(n_frames, p.node);
+    required_after -= p.required;
+    available_after -= available;
+    const bool room = n.max_properties < 0 || n_props + 1 + required_after <= n.max_properties;
+    const bool enough = n_props + 1 + available_after >= n.min_properties;
+    if (available && (!counted || (room && enough))) bits |= uint64_t{1} << k;
     if (p.required) break;
   }
   return bits;
 }
 
 bool JsonMatcher::open_key_room(const MatchStack& s, const Node& n) const {
-  return s.n_keys < kMaxOpenKeys && fits(s.n, n.values);
+  const int32_t present = s.n_keys - s.f[s.n - 1].i;  // the object is on top
+  return s.n_keys < kMaxOpenKeys && fits(s.n, n.values) && (n.max_properties < 0 || present < n.max_properties);
+}
+
+bool JsonMatcher::gap_space(Frame& f, uint8_t c, const std::string* sep) const {
+  if (g_.layout.whitespace_flexible) {
+    if (f.ws >= kMaxWhitespace) return false;
+  } else if (sep == nullptr || static_cast<size_t>(f.ws) + 1 >= sep->size() ||
+             static_cast<uint8_t>((*sep)[f.ws + 1]) != c) {
+    return false;
+  }
+  ++f.ws;
+  return true;
 }
 
 bool JsonMatcher::completable(const Frame& f) const {
@@ -84,7 +109,7 @@ bool JsonMatcher::completable(const Frame& f) const {
       for (size_t k = 0; k < n.literals.size(); ++k)
         if ((f.bits >> k & 1) && n.literals[k].size() == static_cast<size_t>(f.i)) return true;
       return false;
-    case Kind::kDsmlParams: return (f.phase == kPFirst || f.phase == kPAfter) && may_close(n, f.i);
+    case Kind::kDsmlParams: return (f.phase == kPFirst || f.phase == kPAfter) && may_close(n, f);
     default: return false;
   }
 }
@@ -104,6 +129,12 @@ void JsonMatcher::pop(MatchStack& s) const {
     case Kind::kArray:
       p.phase = kAAfter;
       ++p.i;
+      if (n.unique) {  // the literal just read is used (bits: the array's used literals)
+        const Frame& item = s.f[s.n];
+        for (size_t k = 0; k < g_.nodes[item.node].literals.size(); ++k)
+          if ((item.bits >> k & 1) && g_.nodes[item.node].literals[k].size() == static_cast<size_t>(item.i))
+            p.bits |= uint64_t{1} << k;
+      }
       break;
     case Kind::kSequence:  // its last item done: the sequence is too
       if (p.i == static_cast<int32_t>(n.sequence.size())) pop(s);
@@ -129,7 +160,8 @@ void JsonMatcher::emit(const MatchStack& s, MatchState& out) const {
 
 // The value of `node` starts with byte c on top of s: one stack per concrete branch.
 void JsonMatcher::open_value(const MatchStack& s, int32_t node, uint8_t c, MatchState& out) const {
-  int32_t pending[kMaxAlternatives * 4], seen[kMaxAlternatives * 4];
+  // Enough: too_many_readings refused more (pending may repeat a node before it is seen).
+  int32_t pending[kMaxExpanded * kMaxAlternatives], seen[kMaxExpanded];
   int32_t n_pending = 0, n_seen = 0;
   pending[n_pending++] = node;
   MatchStack t;
@@ -150,8 +182,12 @@ void JsonMatcher::open_value(const MatchStack& s, int32_t node, uint8_t c, Match
     Frame& f = t.f[t.n++];
     f = Frame{};
     f.node = k;
-    if (n.kind == Kind::kLiteral)
+    if (n.kind == Kind::kLiteral) {
       f.bits = n.literals.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << n.literals.size()) - 1;
+      const Frame& parent = t.f[t.n - 2];
+      if (parent.node >= 0 && g_.nodes[parent.node].kind == Kind::kArray && g_.nodes[parent.node].unique)
+        f.bits &= ~parent.bits;  // uniqueItems: the values not yet in the array
+    }
     consume(t, c, out);
   }
 }
@@ -262,21 +298,22 @@ void JsonMatcher::array_byte(MatchStack& s, const Node& n, uint8_t c, MatchState
     emit(s, out);
     return;
   }
-  if (is_ws(c) && f.ws < kMaxWhitespace && f.phase != kAInItem) {
-    ++f.ws;
-    emit(s, out);
+  const std::string* sep = f.phase == kANext ? &g_.layout.item_separator : nullptr;
+  if (is_ws(c) && f.phase != kAInItem) {
+    if (gap_space(f, c, sep)) emit(s, out);
     return;
   }
+  if (!gap_done(f, sep)) return;
   f.ws = 0;
   if (c == ']' && ((f.phase == kAFirst && n.min_items == 0) || (f.phase == kAAfter && f.i >= n.min_items))) {
     pop(s);
     emit(s, out);
-  } else if (c == ',' && f.phase == kAAfter && (n.max_items < 0 || f.i < n.max_items)) {
+  } else if (c == ',' && f.phase == kAAfter && (n.max_items < 0 || f.i < n.max_items) && fits(s.n, item_at(n, f.i))) {
     f.phase = kANext;
     emit(s, out);
   } else if ((f.phase == kAFirst && n.max_items != 0) || f.phase == kANext) {
     f.phase = kAInItem;
-    open_value(s, n.items, c, out);
+    open_value(s, item_at(n, f.i), c, out);
   }
 }
 
@@ -289,6 +326,7 @@ void JsonMatcher::listed_key_byte(MatchStack& s, const Node& n, uint8_t c, Match
         f.i = static_cast<int32_t>(k) + 1;
         f.j = static_cast<int32_t>(k);
         f.phase = kOColon;
+        ++f.n_props;
         emit(s, out);
         return;
       }
@@ -312,7 +350,7 @@ void JsonMatcher::object_key_start(MatchStack& s, const Node& n, MatchState& out
     key.phase = kSBody;
     key.bits = kFnvBasis;
     emit(s, out);
-  } else if (const uint64_t bits = allowed_keys(n, f.i, s.n); bits != 0) {
+  } else if (const uint64_t bits = allowed_keys(n, f.i, s.n, f.n_props); bits != 0) {
     f.phase = kOKey;
     f.bits = bits;
     f.j = 0;
@@ -330,22 +368,26 @@ void JsonMatcher::object_byte(MatchStack& s, const Node& n, uint8_t c, MatchStat
     return;
   }
   if (f.phase == kOKey) return listed_key_byte(s, n, c, out);
-  if (is_ws(c) && f.ws < kMaxWhitespace && f.phase != kOInKey && f.phase != kOInValue) {
-    ++f.ws;
-    emit(s, out);
+  const std::string* sep = f.phase == kONext    ? &g_.layout.item_separator
+                           : f.phase == kOValue ? &g_.layout.key_separator
+                                                : nullptr;
+  if (is_ws(c) && f.phase != kOInKey && f.phase != kOInValue) {
+    if (gap_space(f, c, sep)) emit(s, out);
     return;
   }
+  if (!gap_done(f, sep)) return;
   f.ws = 0;
   if (c == '"' && (f.phase == kOFirst || f.phase == kONext)) {
     object_key_start(s, n, out);
   } else if (c == ':' && f.phase == kOColon) {
     f.phase = kOValue;
     emit(s, out);
-  } else if (c == '}' && (f.phase == kOFirst || f.phase == kOAfter) && may_close(n, f.i)) {
+  } else if (c == '}' && (f.phase == kOFirst || f.phase == kOAfter) && may_close(n, f)) {
     if (n.open) s.n_keys = f.i;  // its keys leave with it
     pop(s);
     emit(s, out);
-  } else if (c == ',' && f.phase == kOAfter && (n.open ? open_key_room(s, n) : allowed_keys(n, f.i, s.n) != 0)) {
+  } else if (c == ',' && f.phase == kOAfter &&
+             (n.open ? open_key_room(s, n) : allowed_keys(n, f.i, s.n, f.n_props) != 0)) {
     f.phase = kONext;
     emit(s, out);
   } else if (f.phase == kOValue) {

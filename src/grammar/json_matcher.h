@@ -15,12 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "grammar/json_schema.h"
 
 namespace dsv4::grammar {
 
-constexpr int kMaxStacks = 8;
 constexpr int kMaxOpenKeys = 64;  // keys of the open objects on one stack
 
 struct Frame {
@@ -34,7 +34,7 @@ struct Frame {
   uint8_t more = 0;    // string: \u hex digits or UTF-8 continuation bytes still to come
   uint8_t lo = 0, hi = 0;  // string: the next UTF-8 continuation byte's range
   uint8_t esc = 0;     // string: a surrogate pair's state (json_scalar.cc)
-  uint8_t pad[2] = {};
+  uint16_t n_props = 0;  // object: the listed properties present so far
   uint64_t bits = 0;   // object: key candidates; literal: candidates; open key: its hash
 };
 
@@ -102,10 +102,24 @@ class JsonMatcher {
   bool fits(int32_t n_frames, int32_t node) const { return n_frames + g_.min_depth[node] <= kMaxDepth; }
   // Keys a listed object (or DSML params) may name next from floor f: f .. the first required
   // one, without the optional ones whose value could not close within the bound.
-  uint64_t allowed_keys(const Node& n, int32_t f, int32_t n_frames) const;
+  // With minProperties/maxProperties, a key only where both can still be met: n_props present.
+  uint64_t allowed_keys(const Node& n, int32_t f, int32_t n_frames, int32_t n_props = 0) const;
   // Whether an open object on top of s may begin another key.
   bool open_key_room(const MatchStack& s, const Node& n) const;
+  // Whether a listed object (or DSML params) whose next floor is f may close now.
+  static bool may_close(const Node& n, const Frame& f);
   bool completable(const Frame& f) const;
+  // Item i of an array node: prefixItems[i], else items.
+  static int32_t item_at(const Node& n, int32_t i) {
+    return i < static_cast<int32_t>(n.prefix.size()) ? n.prefix[i] : n.items;
+  }
+  // A whitespace byte in f's gap (sep: the separator this gap follows, else nullptr): whether
+  // the layout (Grammar::layout) allows it; counted in f.ws.
+  bool gap_space(Frame& f, uint8_t c, const std::string* sep) const;
+  // Whether a token may begin in f's gap: a compact layout's separator is whole.
+  bool gap_done(const Frame& f, const std::string* sep) const {
+    return g_.layout.whitespace_flexible || sep == nullptr || static_cast<size_t>(f.ws) + 1 == sep->size();
+  }
   void pop(MatchStack& s) const;
   void emit(const MatchStack& s, MatchState& out) const;
   const Grammar& g_;

@@ -4,9 +4,11 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "grammar/formats.h"
 #include "grammar/grammar_analysis.h"
+#include "grammar/schema_dialect.h"
 #include "grammar/schema_literals.h"
 #include "grammar/schema_merge.h"
 #include "grammar/schema_number.h"
@@ -24,7 +26,8 @@ const std::set<std::string> kKeywords = {"type",      "properties", "required", 
                                          "enum",      "const",      "anyOf",     "oneOf",
                                          "$defs",     "definitions", "$ref",     "minLength",
                                          "maxLength", "minimum",    "maximum",   "exclusiveMinimum",
-                                         "exclusiveMaximum", "allOf",      "pattern",  "format",
+                                         "exclusiveMaximum", "allOf",    "prefixItems",
+                                         "minProperties", "maxProperties", "pattern", "format",
                                          "multipleOf"};
 // Keywords that constrain nothing where they stand (annotations, and schemas kept for $ref).
 bool inert(const std::string& key) { return kAnnotations.count(key) || key == "$defs" || key == "definitions"; }
@@ -37,12 +40,16 @@ Json constraints_beside(const Json& s, const std::string& key) {
 }
 // The keywords that make a schema without `type` constrain one type (bug: they were dropped).
 const std::set<std::string> kTypeKeywords[] = {
-    {"properties", "required", "additionalProperties"},
-    {"items", "minItems", "maxItems", "uniqueItems"},
+    {"properties", "required", "additionalProperties", "minProperties", "maxProperties"},
+    {"items", "prefixItems", "minItems", "maxItems", "uniqueItems"},
     {"minLength", "maxLength", "pattern", "format"},
     {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
 };
 const char* const kTypeOfKeywords[] = {"object", "array", "string", "number"};
+constexpr int kMaxJsonDepth = 4 * kMaxSchemaDepth;  // JSON levels of a schema document
+constexpr int64_t kMaxReadValues = int64_t{1} << 22;  // JSON values copied by Compiler::read
+
+bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 std::string escaped_key(const std::string& key) {
   const std::string quoted = Json(key).dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -70,14 +77,21 @@ class DepthGuard {
 
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(&root), merger_(root) {}
+  Compiler(const Json& root, Draft draft, bool strict) : root_(&root), merger_(root), draft_(draft), strict_(strict) {
+    merger_.set_reader([this](const Json& s, const std::string& path) -> Result<Json> {
+      Result<const Json*> r = read(s, path);
+      if (!r.ok()) return r.status();
+      return **r;
+    });
+  }
 
   // Depth and node count are checked on the way down, before the work (issue 40 row 1).
   Result<int32_t> compile(const Json& s, const std::string& path);
   // A DSML invoke's parameters from the tool's parameters schema (its $refs resolve in it).
   Result<int32_t> dsml_params(const Json& schema, const std::string& path);
   // The oneOf branches recorded while compiling, checked once every $ref is filled.
-  Status check_one_of() const;
+  // Not strict: oneOf branches that may overlap are generated as anyOf (relaxed, listed).
+  Status check_one_of();
   int32_t text(const std::string& bytes) { return literal({bytes}); }
   int32_t add(Node n) {
     grammar.nodes.push_back(std::move(n));
@@ -96,6 +110,15 @@ class Compiler {
     return add(std::move(n));
   }
   int32_t any();
+  // s's keywords as the compiler reads them (schema_dialect.h); a keyword it does not implement
+  // is refused (strict) or relaxed, and a $ref it cannot resolve too.
+  // Copies only where a keyword is dropped or rewritten (s itself otherwise; a copy is kept in
+  // reads_ and charged against kMaxReadValues).
+  Result<const Json*> read(const Json& s, const std::string& path);
+  bool needs_reading(const Json& s) const;
+  Status relax_ref(Json& r, const std::string& path);
+  // An unenforceable keyword: an error when strict, else listed in grammar.relaxed.
+  Status unenforced(const std::string& path, const std::string& keyword, const std::string& why = "");
   Result<int32_t> schema_object(const Json& s, const std::string& path);
   Result<int64_t> count(const Json& s, const char* key, const std::string& path, int64_t fallback) const;
   Result<int32_t> literals(const Json& s, const std::string& path);
@@ -109,6 +132,8 @@ class Compiler {
   Result<int32_t> string_regex(const Json& s, const std::string& path, int64_t& max_length);
   Result<int32_t> array(const Json& s, const std::string& path);
   Result<int32_t> object(const Json& s, const std::string& path);
+  Status property_counts(const Json& s, Node& n, const std::string& path);
+  Status unique_items(Node& n, const std::string& path);
   Result<std::vector<Property>> properties(const Json& s, const std::string& path, bool dsml);
   Result<int32_t> ref(const std::string& target, const std::string& path);
   // A schema a merge made, compiled once per content (a recursive $ref beside keywords merges
@@ -117,7 +142,11 @@ class Compiler {
 
   const Json* root_;
   SchemaMerger merger_;
-  std::deque<Json> merged_;  // the schemas merges made (kept: nodes are compiled from them)
+  Draft draft_;
+  bool strict_;
+  std::deque<Json> merged_;
+  std::deque<Json> reads_;  // the schemas read with keywords dropped or rewritten
+  int64_t read_values_ = 0;  // the schemas merges made (kept: nodes are compiled from them)
   std::map<const Json*, int32_t> refs_;  // by target: each is compiled once
   std::map<std::string, int32_t> merged_nodes_;  // by the merged schema's text
   std::map<std::pair<std::string, std::string>, int32_t> regex_ids_;  // by (pattern, format)
@@ -193,6 +222,64 @@ Result<int32_t> Compiler::compile_merged(Json merged, const std::string& path) {
   return id;
 }
 
+Status Compiler::unenforced(const std::string& path, const std::string& keyword, const std::string& why) {
+  if (strict_) return fail(path, fmt::format("keyword '{}' is not supported{}", keyword, why));
+  std::string entry = fmt::format("{}: {}", path.empty() ? "/" : path, keyword);
+  if (grammar.relaxed.size() < static_cast<size_t>(kMaxRelaxed) &&
+      std::find(grammar.relaxed.begin(), grammar.relaxed.end(), entry) == grammar.relaxed.end())
+    grammar.relaxed.push_back(std::move(entry));
+  return Status();
+}
+
+// A $ref into another document (or an anchor) cannot be followed: relaxed to any value.
+Status Compiler::relax_ref(Json& r, const std::string& path) {
+  const auto it = r.find("$ref");
+  if (it == r.end() || !it->is_string()) return Status();
+  *it = local_ref(*root_, it->get<std::string>());
+  const std::string& ref = it->get_ref<const std::string&>();
+  if (ref.rfind("#/", 0) == 0 || ref == "#") return Status();  // local: resolved (or refused) where used
+  DSV4_RETURN_IF_ERROR(unenforced(path, "$ref", fmt::format(" ('{}' is not local: only JSON Pointers into this schema)", ref)));
+  r.erase("$ref");
+  return Status();
+}
+
+bool Compiler::needs_reading(const Json& s) const {
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    const std::string& k = it.key();
+    if (!kKeywords.count(k) || (k == "items" && it->is_array())) return true;
+    if (k == "$ref" && (!it->is_string() || it->get_ref<const std::string&>().rfind('#', 0) != 0)) return true;
+    if (draft_ <= Draft::k07 && k == "$ref" && s.size() > 1) return true;
+    if (draft_ == Draft::k04 && (k == "exclusiveMinimum" || k == "exclusiveMaximum") && it->is_boolean()) return true;
+  }
+  return false;
+}
+
+Result<const Json*> Compiler::read(const Json& s, const std::string& path) {
+  if (!s.is_object() || !needs_reading(s)) return &s;
+  std::vector<const Json*> pending = {&s};  // the copy's size, counted before it is made
+  while (!pending.empty()) {
+    const Json* x = pending.back();
+    pending.pop_back();
+    if (++read_values_ > kMaxReadValues)
+      return fail(path, fmt::format("reading the schema copies more than {} JSON values", kMaxReadValues));
+    if (x->is_structured())
+      for (const Json& c : *x) pending.push_back(&c);
+  }
+  Result<Json> r = read_in_draft(s, draft_, path);
+  if (!r.ok()) return r.status();
+  DSV4_RETURN_IF_ERROR(relax_ref(*r, path));
+  for (auto it = r->begin(); it != r->end();) {
+    if (kKeywords.count(it.key())) {
+      ++it;
+      continue;
+    }
+    if (it.key() != "then" && it.key() != "else") DSV4_RETURN_IF_ERROR(unenforced(path, it.key()));  // with `if`
+    it = r->erase(it);
+  }
+  reads_.push_back(std::move(*r));
+  return &reads_.back();
+}
+
 Result<int32_t> Compiler::compile(const Json& s, const std::string& path) {
   if (depth_ >= kMaxSchemaDepth)
     return fail(path, fmt::format("schemas nest more than {} levels deep ($ref hops included)", kMaxSchemaDepth));
@@ -204,13 +291,12 @@ Result<int32_t> Compiler::compile(const Json& s, const std::string& path) {
     return fail(path, "unsatisfiable: the schema false matches nothing");
   }
   if (!s.is_object()) return fail(path, "a schema must be an object or a boolean");
-  return schema_object(s, path);
+  Result<const Json*> read_s = read(s, path);
+  if (!read_s.ok()) return read_s.status();
+  return schema_object(**read_s, path);
 }
 
 Result<int32_t> Compiler::schema_object(const Json& s, const std::string& path) {
-  for (auto it = s.begin(); it != s.end(); ++it)
-    if (!kKeywords.count(it.key()) && !kAnnotations.count(it.key()))
-      return fail(path, fmt::format("keyword '{}' is not supported", it.key()));
   // allOf, and $ref beside other keywords (both apply, 2019-09 on): one merged schema.
   if (s.contains("allOf") || (s.contains("$ref") && !constraints_beside(s, "$ref").empty())) {
     Result<Json> merged = merger_.flatten(s, path);
@@ -305,18 +391,24 @@ Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std
 }
 
 // branches: the kept branch indices, then their nodes.
-Status Compiler::check_one_of() const {
+Status Compiler::check_one_of() {
   int64_t budget = kDisjointBudget;
   for (const OneOf& o : one_of_) {
     const size_t n = o.branches.size() / 2;
     for (size_t i = 0; i < n; ++i)
       for (size_t j = i + 1; j < n; ++j)
-        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget))
+        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget)) {
+          if (!strict_) {
+            DSV4_RETURN_IF_ERROR(unenforced(o.path.substr(0, o.path.size() - 6), "oneOf"));
+            i = j = n;  // this oneOf is relaxed: on to the next
+            break;
+          }
           return fail(o.path, fmt::format("branches {} and {} may match the same value (oneOf is generated only where "
                                           "its branches are provably disjoint: distinct types, const/enum values or a "
                                           "required property with distinct constants){}",
                                           o.branches[i], o.branches[j],
                                           budget < 0 ? "; the proof ran out of its budget" : ""));
+        }
   }
   return Status();
 }
@@ -412,6 +504,27 @@ Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
   return add(std::move(n));
 }
 
+// items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`).
+// uniqueItems true with more than one item: enforced where the items are enum/const strings,
+// booleans or null (whose equal values have equal texts; not numbers or containers) without a
+// tuple; at most as many items as values.
+Status Compiler::unique_items(Node& n, const std::string& path) {
+  const Node& items = grammar.nodes[n.items];
+  bool literal = n.prefix.empty() && items.kind == Kind::kLiteral;
+  for (size_t k = 0; literal && k < items.literals.size(); ++k) {
+    const char c = items.literals[k][0];
+    literal = c == '"' || c == 't' || c == 'f' || c == 'n';  // equal values have equal texts
+  }
+  if (!literal)
+    return unenforced(path, "uniqueItems", " (only over enum/const strings, booleans and null, or with maxItems at most 1)");
+  const int64_t values = static_cast<int64_t>(items.literals.size());
+  if (n.min_items > values)
+    return fail(path, fmt::format("unsatisfiable: minItems {} with uniqueItems over {} values", n.min_items, values));
+  if (n.max_items < 0 || n.max_items > values) n.max_items = values;
+  n.unique = true;
+  return Status();
+}
+
 Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
   Node n;
   n.kind = Kind::kArray;
@@ -420,23 +533,36 @@ Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
   if (!hi.ok()) return hi.status();
   n.min_items = *lo;
   n.max_items = *hi;
-  const auto items = s.find("items");
-  if (items != s.end() && items->is_boolean() && !items->get<bool>()) n.max_items = 0;  // no item can be present
-  if (n.max_items >= 0 && n.max_items < n.min_items)
-    return fail(path, "unsatisfiable: maxItems (or items: false) is below minItems");
-  if (const auto u = s.find("uniqueItems"); u != s.end()) {
-    if (!u->is_boolean()) return fail(path, "uniqueItems must be a boolean");
-    if (u->get<bool>() && (n.max_items < 0 || n.max_items > 1))
-      return fail(path, "keyword 'uniqueItems' is not supported (only false, or with maxItems at most 1)");
+  const auto prefix = s.find("prefixItems");
+  if (prefix != s.end() && (!prefix->is_array() || prefix->empty()))
+    return fail(path, "prefixItems must be a non-empty array of schemas");
+  const int64_t n_prefix = prefix == s.end() ? 0 : static_cast<int64_t>(prefix->size());
+  for (int64_t i = 0; i < n_prefix && (n.max_items < 0 || i < n.max_items); ++i) {
+    const Json& item = (*prefix)[static_cast<size_t>(i)];
+    if (item == Json(false)) {  // no item can stand at i: the array ends before it
+      n.max_items = i;
+      break;
+    }
+    Result<int32_t> node = compile(item, fmt::format("{}/prefixItems/{}", path, i));
+    if (!node.ok()) return node.status();
+    n.prefix.push_back(*node);
   }
-  if (items != s.end() && items->is_array())
-    return fail(path + "/items", "items as an array (tuples) is not supported");
-  if (items == s.end() || n.max_items == 0) {
+  const auto items = s.find("items");
+  const int64_t n_listed = static_cast<int64_t>(n.prefix.size());
+  if (items != s.end() && items->is_boolean() && !items->get<bool>() && (n.max_items < 0 || n.max_items > n_listed))
+    n.max_items = n_listed;  // no item past the tuple can be present
+  if (n.max_items >= 0 && n.max_items < n.min_items)
+    return fail(path, "unsatisfiable: maxItems (or items/prefixItems false) is below minItems");
+  if (items == s.end() || (n.max_items >= 0 && n.max_items <= n_listed)) {
     n.items = any();
   } else {
     Result<int32_t> item = compile(*items, path + "/items");
     if (!item.ok()) return item.status();
     n.items = *item;
+  }
+  if (const auto u = s.find("uniqueItems"); u != s.end()) {
+    if (!u->is_boolean()) return fail(path, "uniqueItems must be a boolean");
+    if (u->get<bool>() && (n.max_items < 0 || n.max_items > 1)) DSV4_RETURN_IF_ERROR(unique_items(n, path));
   }
   return add(std::move(n));
 }
@@ -502,6 +628,31 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
   return out;
 }
 
+// minProperties/maxProperties: on listed objects both (at most 64 properties), on open ones
+// maxProperties (minProperties there is relaxed or refused).
+Status Compiler::property_counts(const Json& s, Node& n, const std::string& path) {
+  Result<int64_t> lo = count(s, "minProperties", path, 0), hi = count(s, "maxProperties", path, -1);
+  if (!lo.ok()) return lo.status();
+  if (!hi.ok()) return hi.status();
+  if (*hi >= 0 && *hi < *lo) return fail(path, "unsatisfiable: maxProperties is below minProperties");
+  n.max_properties = *hi;
+  if (n.open) {
+    if (*lo > 0) DSV4_RETURN_IF_ERROR(unenforced(path, "minProperties", " (only on objects with properties)"));
+    return Status();
+  }
+  int64_t required = 0;
+  for (const Property& p : n.properties) required += p.required;
+  if (*hi >= 0 && required > *hi)
+    return fail(path, fmt::format("unsatisfiable: {} required properties, maxProperties {}", required, *hi));
+  if (*lo > static_cast<int64_t>(n.properties.size())) {
+    DSV4_RETURN_IF_ERROR(unenforced(path, "minProperties", fmt::format(" (above the {} listed properties, the only ones "
+                                                                       "generated)", n.properties.size())));
+    return Status();
+  }
+  n.min_properties = *lo;
+  return Status();
+}
+
 Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
   Node n;
   n.kind = Kind::kObject;
@@ -520,19 +671,24 @@ Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
     } else {
       n.values = any();
     }
+    DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
     return add(std::move(n));
   }
   Result<std::vector<Property>> listed = properties(s, path, false);
   if (!listed.ok()) return listed.status();
   n.properties = std::move(*listed);
+  DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
   return add(std::move(n));
 }
 
-Result<int32_t> Compiler::dsml_params(const Json& schema, const std::string& path) {
+Result<int32_t> Compiler::dsml_params(const Json& raw, const std::string& path) {
   Node n;
   n.kind = Kind::kDsmlParams;
-  if (schema.is_null() || (schema.is_object() && schema.empty())) return add(std::move(n));
-  if (!schema.is_object()) return fail(path, "parameters must be an object schema");
+  if (raw.is_null() || (raw.is_object() && raw.empty())) return add(std::move(n));
+  if (!raw.is_object()) return fail(path, "parameters must be an object schema");
+  Result<const Json*> read_schema = read(raw, path);
+  if (!read_schema.ok()) return read_schema.status();
+  const Json& schema = **read_schema;
   for (auto it = schema.begin(); it != schema.end(); ++it) {
     const std::string& k = it.key();
     const bool ok = inert(k) || k == "type" || k == "properties" || k == "required" || k == "additionalProperties";
@@ -551,6 +707,10 @@ Status finish(Grammar& g, const std::string& what) {
   Result<std::vector<int32_t>> depth = min_depth(g);
   if (!depth.ok()) return depth.status();
   g.min_depth = std::move(*depth);
+  int32_t readings = 0;
+  if (const int32_t node = too_many_readings(g, readings); node >= 0)
+    return Status::errorf("{}: a value may begin {} ways at once (anyOf branches, type lists and the tools of a "
+                          "forced call, $refs followed), the matcher follows at most {}", what, readings, kMaxStacks);
   if (g.min_depth[g.root] >= kMaxDepth)
     return Status::errorf("{}: its values nest {} containers deep, at most {}", what, g.min_depth[g.root],
                           kMaxDepth - 1);
@@ -559,8 +719,63 @@ Status finish(Grammar& g, const std::string& what) {
 
 }  // namespace
 
-Result<Grammar> compile_json_schema(const OrderedJson& schema) {
-  Compiler c(schema);
+Status check_layout(const JsonLayout& layout) {
+  for (const auto& [name, sep, mark] : {std::tuple{"item_separator", &layout.item_separator, ','},
+                                        std::tuple{"key_separator", &layout.key_separator, ':'}}) {
+    bool ok = !sep->empty() && (*sep)[0] == mark && sep->size() <= 1 + static_cast<size_t>(kMaxSeparatorSpace);
+    for (size_t i = 1; ok && i < sep->size(); ++i) ok = is_json_space((*sep)[i]);
+    if (!ok)
+      return Status::errorf("{} must be '{}' followed by at most {} whitespace characters (space, tab, CR, LF)", name,
+                            mark, kMaxSeparatorSpace);
+  }
+  return Status();
+}
+
+// Bounds the native depth of copying a subschema (Compiler::read): JSON nested deeper than
+// kMaxJsonDepth is refused before the work.
+Status check_json_depth(const Json& doc, const std::string& what) {
+  std::vector<std::pair<const Json*, int>> pending = {{&doc, 1}};
+  while (!pending.empty()) {
+    const auto [x, depth] = pending.back();
+    pending.pop_back();
+    if (depth > kMaxJsonDepth)
+      return Status::errorf("{}: the document nests more than {} JSON levels (schemas nest at most {} levels deep)", what,
+                            kMaxJsonDepth, kMaxSchemaDepth);
+    if (x->is_structured())
+      for (const Json& c : *x) pending.emplace_back(&c, depth + 1);
+  }
+  return Status();
+}
+
+// The root's "x-guidance" (llguidance's keys) over the requested layout.
+Result<JsonLayout> layout_of(const Json& root, JsonLayout layout) {
+  const auto g = root.is_object() ? root.find("x-guidance") : root.end();
+  if (!root.is_object() || g == root.end()) return layout;
+  if (!g->is_object()) return Status::error("schema /x-guidance: must be an object");
+  for (auto it = g->begin(); it != g->end(); ++it) {
+    const std::string& k = it.key();
+    if ((k == "item_separator" || k == "key_separator") && it->is_string()) {
+      (k == "item_separator" ? layout.item_separator : layout.key_separator) = it->get<std::string>();
+    } else if (k == "whitespace_flexible" && it->is_boolean()) {
+      layout.whitespace_flexible = it->get<bool>();
+    } else {
+      return Status::errorf("schema /x-guidance: '{}' is not supported (item_separator and key_separator: strings, "
+                            "whitespace_flexible: a boolean)", k);
+    }
+  }
+  DSV4_RETURN_IF_ERROR(check_layout(layout).with_context("schema /x-guidance"));
+  return layout;
+}
+
+Result<Grammar> compile_json_schema(const OrderedJson& schema, const CompileOptions& options) {
+  DSV4_RETURN_IF_ERROR(check_layout(options.layout));
+  Result<JsonLayout> layout = layout_of(schema, options.layout);
+  if (!layout.ok()) return layout.status();
+  DSV4_RETURN_IF_ERROR(check_json_depth(schema, "schema /"));
+  Result<Draft> draft = draft_of(schema);
+  if (!draft.ok()) return draft.status();
+  Compiler c(schema, *draft, options.strict);
+  c.grammar.layout = *layout;
   Result<int32_t> root = c.compile(schema, "");
   if (!root.ok()) return root.status();
   c.grammar.root = *root;
@@ -569,14 +784,19 @@ Result<Grammar> compile_json_schema(const OrderedJson& schema) {
   return std::move(c.grammar);
 }
 
-Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools) {
+Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools, const JsonLayout& layout) {
   if (tools.empty()) return Status::error("tool_choice: no tool to call");
+  DSV4_RETURN_IF_ERROR(check_layout(layout));
   const Json none;
-  Compiler c(none);
+  Compiler c(none, Draft::k2020_12, true);
+  c.grammar.layout = layout;
   Node root;
   root.kind = Kind::kAnyOf;
   for (const ToolSpec& t : tools) {
-    Compiler tool(t.parameters);  // its $refs resolve in its own schema
+    DSV4_RETURN_IF_ERROR(check_json_depth(t.parameters, "tools " + t.name + " parameters"));
+    Result<Draft> draft = draft_of(t.parameters);
+    if (!draft.ok()) return draft.status().with_context("tools " + t.name + " parameters");
+    Compiler tool(t.parameters, *draft, true);  // its $refs resolve in its own schema
     tool.grammar = std::move(c.grammar);
     Result<int32_t> params = tool.dsml_params(t.parameters, "tools " + t.name + " parameters");
     if (!params.ok()) return params.status();
@@ -593,8 +813,10 @@ Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools) {
   return std::move(c.grammar);
 }
 
-Grammar any_object_grammar() {
-  Result<Grammar> g = compile_json_schema(Json{{"type", "object"}});
+Grammar any_object_grammar(const JsonLayout& layout) {
+  CompileOptions options;
+  options.layout = layout;
+  Result<Grammar> g = compile_json_schema(Json{{"type", "object"}}, options);
   return std::move(*g);
 }
 

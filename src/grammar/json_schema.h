@@ -6,19 +6,20 @@
 // Supported: type (object, array, string, number, integer, boolean, null, and lists of them),
 // properties (a property schema false: never generated), required, additionalProperties (false,
 // or absent/true: the listed properties only are generated, which still validates), items
-// (false: empty arrays), minItems/maxItems, uniqueItems (false, or with maxItems <= 1), enum
+// (false: empty arrays), prefixItems (tuples), minItems/maxItems, minProperties/maxProperties
+// (listed objects; open ones: max), uniqueItems (false, or with maxItems <= 1), enum
 // and const (the values that satisfy their siblings, schema_literals.h), anyOf, oneOf (where its
 // branches are provably disjoint, grammar_analysis.h), $ref to any local JSON Pointer
 // (schema_ref.h) with $defs/definitions anywhere, minLength/maxLength (integral floats too),
 // pattern and format (regex.h, formats.h; both: their intersection), and minimum/maximum/
 // exclusive*/multipleOf on integers and numbers (schema_number.h). Without `type` every type is
-// allowed and each keyword constrains its own type. Annotations ($schema, $id, $comment, title,
-// description, default, examples, deprecated, readOnly, writeOnly) are ignored; any other
-// keyword is an error naming it and its place. allOf, a $ref beside keywords and keywords
-// beside anyOf/oneOf are exact merges (schema_merge.h).
+// allowed and each keyword constrains its own type. Keywords are read in the document's draft
+// (schema_dialect.h: annotations and non-standard keywords ignored); any other standard keyword
+// is an error naming it and its place (CompileOptions::strict), or relaxed and listed in
+// Grammar::relaxed. allOf, a $ref beside keywords and keywords beside anyOf/oneOf are exact
+// merges (schema_merge.h).
 //
-// What is generated: no whitespace inside the value other than between tokens of the JSON
-// grammar, at most kMaxWhitespace characters per gap; object properties in the schema's order
+// What is generated: whitespace as JsonLayout says (compact by default); object properties in the schema's order
 // (required ones present, optional ones may be skipped); numbers of at most kMaxDigits digits in
 // the integer and fraction parts and 2 in the exponent (a finite double), or NumberRange's form
 // where a bound or multipleOf is given; patterned strings escape only control characters, '"'
@@ -51,6 +52,12 @@ constexpr int kMaxAlternatives = 16; // anyOf / type-list branches of one node
 constexpr int kMaxNodes = 4096;      // nodes of one grammar, and schemas compiled into it
 constexpr int kMaxSchemaDepth = 128; // schema levels on one compile path, $ref hops included
 constexpr int kMaxDepth = 32;        // frames of the matcher: nested containers + the scalar in them
+// Readings the matcher follows at once (json_matcher.h): a grammar where one value may open more
+// is refused (grammar_analysis.h too_many_readings), so that no reading is ever dropped.
+constexpr int kMaxStacks = kMaxAlternatives;
+constexpr int kMaxExpanded = 4 * kMaxAlternatives;  // anyOf nodes and branches one value's start visits
+constexpr int kMaxRelaxed = 32;      // relaxed keywords listed (Grammar::relaxed)
+constexpr int kMaxSeparatorSpace = 4;  // whitespace characters after a separator's ',' or ':'
 
 enum class Kind : uint8_t {
   kObject,   // open (any keys, any values) or listed properties
@@ -89,8 +96,11 @@ struct Node {
   bool open = false;                 // any keys, each value `values` (an object without properties)
   int32_t values = -1;
   std::vector<Property> properties;  // in generation order
-  // kArray
+  int64_t min_properties = 0, max_properties = -1;  // −1: unbounded (open objects: max only)
+  // kArray: item i takes prefix[i] (prefixItems, tuples), the ones after it `items`
+  std::vector<int32_t> prefix;
   int32_t items = -1;
+  bool unique = false;  // uniqueItems: `items` is a kLiteral node (no numbers), each used once
   int64_t min_items = 0, max_items = -1;  // −1: unbounded
   // kString
   int64_t min_length = 0, max_length = -1;  // Unicode code points; −1: unbounded
@@ -105,9 +115,31 @@ struct Node {
   std::vector<int32_t> sequence;
 };
 
+// Where whitespace may stand in a generated value (issue 39 item 5). Compact by default: exactly
+// the separators, no other whitespace. Flexible: up to kMaxWhitespace whitespace characters in
+// each gap between two tokens of JSON, the separators' own included.
+struct JsonLayout {
+  std::string item_separator = ", ";  // ',' then at most 4 whitespace characters
+  std::string key_separator = ": ";   // ':' then at most 4 whitespace characters
+  bool whitespace_flexible = false;
+};
+// A layout's separators; errors name the field ("item_separator must be ...").
+Status check_layout(const JsonLayout& layout);
+
+struct CompileOptions {
+  // true: a keyword the engine cannot enforce is an error naming it. false (OpenAI's default):
+  // it is relaxed (the value may break it; all else still holds) and listed in Grammar::relaxed.
+  bool strict = true;
+  JsonLayout layout;
+};
+
 struct Grammar {
   std::vector<Node> nodes;
   int32_t root = -1;
+  JsonLayout layout;
+  // CompileOptions::strict false: each keyword relaxed, "PATH: KEYWORD" (at most kMaxRelaxed,
+  // first found first).
+  std::vector<std::string> relaxed;
   // Per node: containers nested in its shortest instance (the matcher opens a container only
   // where it can still close within its depth bound).
   std::vector<int32_t> min_depth;
@@ -117,9 +149,9 @@ struct Grammar {
 // Errors name the keyword and its JSON pointer: "schema /properties/a: keyword 'pattern' is not
 // supported".
 // The schema as parsed in document order (properties are generated in that order).
-Result<Grammar> compile_json_schema(const OrderedJson& schema);
+Result<Grammar> compile_json_schema(const OrderedJson& schema, const CompileOptions& options = {});
 // {"type": "json_object"}: any JSON object.
-Grammar any_object_grammar();
+Grammar any_object_grammar(const JsonLayout& layout = {});
 
 // DSML (text.md §3.8): the text after it is the block of exactly one call to one of the tools,
 //   "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"NAME\">\n" PARAMS "\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
@@ -133,7 +165,7 @@ struct ToolSpec {
   std::string name;
   OrderedJson parameters;
 };
-Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools);
+Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools, const JsonLayout& layout = {});
 inline constexpr std::string_view kDsmlParamClose = "</｜DSML｜parameter>";
 
 }  // namespace dsv4::grammar

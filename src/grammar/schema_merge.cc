@@ -116,9 +116,13 @@ Result<Json> SchemaMerger::merge_at(const Json& a, const Json& b, const std::str
   }
   if (!a.is_object() || !b.is_object())
     return Status::errorf("schema {}: a schema must be an object or a boolean", path.empty() ? "/" : path);
-  Result<Json> ea = expand(a, path, depth + 1);
+  Result<Json> ra = reader_ ? reader_(a, path) : Result<Json>(a);
+  if (!ra.ok()) return ra.status();
+  Result<Json> rb = reader_ ? reader_(b, path) : Result<Json>(b);
+  if (!rb.ok()) return rb.status();
+  Result<Json> ea = expand(*ra, path, depth + 1);
   if (!ea.ok()) return ea.status();
-  Result<Json> eb = expand(b, path, depth + 1);
+  Result<Json> eb = expand(*rb, path, depth + 1);
   if (!eb.ok()) return eb.status();
   if (ea->is_boolean() || eb->is_boolean()) return merge_at(*ea, *eb, path, depth + 1);
   Json r = std::move(*ea);

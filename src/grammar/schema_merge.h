@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -28,7 +29,10 @@ constexpr int64_t kMaxMergeValues = int64_t{1} << 20;
 
 class SchemaMerger {
  public:
+  using Reader = std::function<Result<OrderedJson>(const OrderedJson&, const std::string&)>;
   explicit SchemaMerger(const OrderedJson& root) : root_(root) {}
+  // How each merged schema's keywords are read first (its draft, what is relaxed); default: as is.
+  void set_reader(Reader reader) { reader_ = std::move(reader); }
   // a and b together; $ref and allOf at the top of either are resolved first.
   Result<OrderedJson> merge(const OrderedJson& a, const OrderedJson& b,
                                        const std::string& path);
@@ -48,6 +52,7 @@ class SchemaMerger {
   Status charge(const OrderedJson& v, const std::string& path);
 
   const OrderedJson& root_;
+  Reader reader_;
   int merges_ = 0;
   int64_t copied_ = 0;
 };

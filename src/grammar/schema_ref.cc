@@ -59,6 +59,20 @@ bool array_index(const std::string& token, size_t size, size_t& index) {
 
 }  // namespace
 
+std::string local_ref(const Json& root, const std::string& ref) {
+  if (ref.empty() || ref[0] == '#' || !root.is_object()) return ref;
+  for (const char* key : {"$id", "id"}) {
+    const auto it = root.find(key);
+    if (it == root.end() || !it->is_string()) continue;
+    std::string id = it->get<std::string>();
+    if (!id.empty() && id.back() == '#') id.pop_back();
+    if (id.empty() || ref.compare(0, id.size(), id) != 0) continue;
+    if (ref.size() == id.size()) return "#";
+    if (ref[id.size()] == '#') return ref.substr(id.size());
+  }
+  return ref;
+}
+
 Result<const Json*> resolve_local_ref(const Json& root, const std::string& ref) {
   if (ref.empty() || ref[0] != '#')
     return Status::errorf("$ref '{}' is not local (only '#' and '#/...' pointers into this schema)", ref);

@@ -12,6 +12,10 @@
 
 namespace dsv4::grammar {
 
+// ref as a local one where it names the root document by its $id (draft-04: id), as SchemaStore's
+// schemas do ("https://json.schemastore.org/x.json#/definitions/a" -> "#/definitions/a");
+// otherwise ref itself.
+std::string local_ref(const OrderedJson& root, const std::string& ref);
 // The value `ref` points to in `root`; errors name the $ref and what is wrong with it.
 Result<const OrderedJson*> resolve_local_ref(const OrderedJson& root, const std::string& ref);
 

@@ -15,7 +15,9 @@ Result<grammar::Grammar> compile_constraint(const OutputConstraint& c) {
         return Status::error("tool_choice: each tool needs a name");
       specs.push_back({t["name"].get<std::string>(), t.value("parameters", OrderedJson())});
     }
-    Result<grammar::Grammar> g = grammar::compile_tool_call(specs);
+    grammar::JsonLayout layout;
+    layout.whitespace_flexible = c.whitespace_flexible;
+    Result<grammar::Grammar> g = grammar::compile_tool_call(specs, layout);
     if (!g.ok()) return g.status().with_context("tool_choice");
     return g;
   }
@@ -27,13 +29,18 @@ Result<grammar::Grammar> compile_constraint(const OutputConstraint& c) {
     return Status::error(schema.message() == "not valid JSON" ? "response_format: the JSON schema is not JSON"
                                                               : "response_format: the JSON schema " + schema.message());
   }
-  Result<grammar::Grammar> g = grammar::compile_json_schema(*schema);
+  grammar::CompileOptions options;
+  options.strict = c.strict;
+  options.layout.whitespace_flexible = c.whitespace_flexible;
+  Result<grammar::Grammar> g = grammar::compile_json_schema(*schema, options);
   if (!g.ok()) return g.status().with_context("response_format");
   return g;
 }
 
 Result<std::shared_ptr<const grammar::Grammar>> GrammarCache::get(const OutputConstraint& c) {
-  std::string key = c.tool_calls.empty() ? "schema " + c.json_schema : "tools " + c.tool_calls;
+  // The options that change the grammar lead the key: strict (s/r) and the whitespace (f/c).
+  std::string key = std::string(c.strict ? "s" : "r") + (c.whitespace_flexible ? "f " : "c ") +
+                    (c.tool_calls.empty() ? "schema " + c.json_schema : "tools " + c.tool_calls);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = entries_.find(key); it != entries_.end()) {

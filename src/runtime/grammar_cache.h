@@ -43,7 +43,7 @@ class GrammarCache {
 
   const int64_t max_text_bytes_;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, Entry> entries_;  // by kind + constraint text
+  std::unordered_map<std::string, Entry> entries_;  // by options, kind and constraint text
   std::list<const std::string*> recent_;            // entries_' keys, most recently used first
   int64_t text_bytes_ = 0;
 };

@@ -80,8 +80,9 @@ void put_request(Writer& w, const GenerationRequest& g) {
                prompt_logprobs, timeout_seconds, n, constraint, cache_salt] = g;
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
-  // compiled: not on the wire; each follower compiles the text once (Engine::sync_ranks).
-  const auto& [json_schema, tool_calls, start_after, compiled] = constraint;
+  // compiled: not on the wire; each follower compiles the text once (Engine::sync_ranks) with the
+  // same strict and whitespace_flexible as rank 0, so its grammar is rank 0's.
+  const auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after, compiled] = constraint;
   w.put_ids(prompt);
   w.put(temperature);
   w.put(top_p);
@@ -107,6 +108,8 @@ void put_request(Writer& w, const GenerationRequest& g) {
   w.put(n);
   w.put_string(json_schema);
   w.put_string(tool_calls);
+  w.put_bool(strict);
+  w.put_bool(whitespace_flexible);
   w.put(start_after);
   w.put_string(cache_salt);
 }
@@ -116,7 +119,7 @@ void take_request(Reader& r, GenerationRequest& g) {
          timeout_seconds, n, constraint, cache_salt] = g;
   auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   auto& [presence, frequency, repetition, logit_bias] = adjust;
-  auto& [json_schema, tool_calls, start_after, compiled] = constraint;
+  auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after, compiled] = constraint;
   compiled.reset();
   r.take_ids(prompt);
   temperature = r.take<float>();
@@ -143,6 +146,8 @@ void take_request(Reader& r, GenerationRequest& g) {
   n = r.take<int32_t>();
   r.take_string(json_schema);
   r.take_string(tool_calls);
+  strict = r.take_bool();
+  whitespace_flexible = r.take_bool();
   start_after = r.take<int32_t>();
   r.take_string(cache_salt);
 }

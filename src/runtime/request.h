@@ -39,6 +39,12 @@ struct OutputConstraint {
   // Or a forced tool call (tool_choice "required" or named): the DSML block of one call to one
   // of these tools, as JSON text [{"name", "parameters"}] (grammar::compile_tool_call); "": none.
   std::string tool_calls;
+  // false (OpenAI's default for json_schema): keywords the engine cannot enforce are relaxed
+  // (grammar::CompileOptions::strict; the server names them in X-Relaxed-Keywords).
+  bool strict = true;
+  // grammar::JsonLayout: the default whitespace of the value (a schema's root "x-guidance"
+  // object overrides it: item_separator, key_separator, whitespace_flexible).
+  bool whitespace_flexible = false;
   int32_t start_after = -1;  // a generated token id that starts the constraint (thinking mode's
                              // </think>); −1: the first generated token
   // The grammar of the text above, compiled once (Engine::prepare, off the engine thread) and

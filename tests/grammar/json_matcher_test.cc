@@ -42,8 +42,11 @@ TEST(JsonMatcher, HandCases) {
       "age": {"type": "integer"}, "tags": {"type": "array", "items": {"enum": ["a", "bc", 1]}, "maxItems": 2}},
       "required": ["age"], "additionalProperties": false})");
   EXPECT_EQ(match(obj, R"({"name": "Bob", "age": 42, "tags": ["a", 1]})"), -1);
-  EXPECT_EQ(match(obj, R"({"age":-0})"), -1);
-  EXPECT_EQ(match(obj, "{\n  \"age\": 7\n}"), -1);
+  EXPECT_EQ(match(obj, R"({"age": -0})"), -1);
+  EXPECT_EQ(match(obj, "{\n  \"age\": 7\n}"), 1);  // compact: the separators ", " and ": " only
+  EXPECT_EQ(match(obj, R"({"age":1})"), 7);
+  EXPECT_EQ(match(obj, R"({"age": 1 ,"tags": []})"), 9);
+  EXPECT_EQ(match(obj, R"({"age": 1,"tags": []})"), 10);
   EXPECT_EQ(match(obj, R"({"tags": []})"), 2);                   // required age comes before tags
   EXPECT_EQ(match(obj, R"({"name": "Bobby", "age": 1})"), 13);   // maxLength 3
   EXPECT_EQ(match(obj, R"({"age": 1.5})"), 9);                    // integer
@@ -54,7 +57,12 @@ TEST(JsonMatcher, HandCases) {
   EXPECT_EQ(match(obj, R"({"age": 1)"), 9);                       // a prefix, not complete
   EXPECT_EQ(match(obj, R"( {"age": 1})"), 0);                     // no whitespace before the value
   EXPECT_EQ(match(obj, "{\"age\": 1}\n"), 10);                    // nor after it
-  EXPECT_EQ(match(obj, "{" + std::string(kMaxWhitespace + 1, ' ') + "\"age\": 1}"), 1 + kMaxWhitespace);
+  CompileOptions flexible;
+  flexible.layout.whitespace_flexible = true;
+  const Grammar loose = *compile_json_schema(Json::parse(R"({"type": "object", "properties": {"age": {"type":
+      "integer"}, "tags": {"items": {"type": "integer"}}}, "required": ["age"]})"), flexible);
+  EXPECT_EQ(match(loose, "{\n  \"age\" :7 ,\"tags\":[ 1,2\t]\n}"), -1);
+  EXPECT_EQ(match(loose, "{" + std::string(kMaxWhitespace + 1, ' ') + "\"age\": 1}"), 1 + kMaxWhitespace);
 
   const Grammar str = compile(R"({"type": "string", "minLength": 2})");
   EXPECT_EQ(match(str, R"("é\n\u00e9")"), -1);

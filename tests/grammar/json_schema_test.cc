@@ -139,7 +139,7 @@ TEST(DeadEnds, NestingAlwaysLeavesAWayOut) {
   auto st = std::make_unique<MatchState>(), out = std::make_unique<MatchState>(), tmp = std::make_unique<MatchState>();
   m.start(*st);
   int depth = 0;
-  const std::string step = R"({"a":)";
+  const std::string step = R"({"a": )";
   while (m.feed(*st, step.data(), static_cast<int64_t>(step.size()), *out, *tmp)) {
     std::swap(st, out);
     ++depth;
@@ -188,7 +188,7 @@ TEST(SchemaRef, PointersAreUnescapedAndMayNameAnyPlace) {
   EXPECT_EQ(match_at(both, "1"), 0);
   const Grammar tilde = compile_ok(R"({"$defs": {"a~b": {"const": 1}, "a b": {"const": 2}}, "type": "array",
       "items": {"anyOf": [{"$ref": "#/$defs/a~0b"}, {"$ref": "#/$defs/a%20b"}]}})");
-  EXPECT_EQ(match_at(tilde, "[1,2]"), -1);
+  EXPECT_EQ(match_at(tilde, "[1, 2]"), -1);
   EXPECT_EQ(match_at(tilde, "[3]"), 1);
   const Grammar props = compile_ok(R"({"type": "object", "properties": {"x": {"type": "integer"},
       "y": {"$ref": "#/properties/x"}}})");
@@ -360,9 +360,9 @@ TEST(OpenObjects, NeverRepeatAKey) {
   EXPECT_EQ(match_at(any, R"({"a": {"b": 1}, "a": 2})"), 18);
   EXPECT_EQ(match_at(any, R"({"\u0061": 1})"), 2);  // keys without escapes: their bytes are the key
   std::string many = "{";
-  for (int k = 0; k < kMaxOpenKeys; ++k) many += (k ? ",\"k" : "\"k") + std::to_string(k) + "\":0";
+  for (int k = 0; k < kMaxOpenKeys; ++k) many += (k ? ", \"k" : "\"k") + std::to_string(k) + "\": 0";
   EXPECT_EQ(match_at(any, many + "}"), -1);
-  EXPECT_EQ(match_at(any, many + ",\"x\":0}"), static_cast<int64_t>(many.size()));  // full: it may only close
+  EXPECT_EQ(match_at(any, many + ", \"x\": 0}"), static_cast<int64_t>(many.size()));  // full: it may only close
 }
 
 // Also refused although valid: items false, a property schema false, 2.0 as a count,

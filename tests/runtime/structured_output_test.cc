@@ -12,6 +12,8 @@
 
 #include "grammar/json_matcher.h"
 #include "runtime/engine.h"
+#include "runtime/grammar_cache.h"
+#include "runtime/sampler.h"
 #include "support/json_schema_check.h"
 #include "support/tiny_model.h"
 #include "text/tiny_tokenizer.h"
@@ -251,6 +253,24 @@ TEST(StructuredOutput, BadSchemasAreRefusedNamingTheField) {
   auto bare = Engine::create(m.cfg, *m.w, structured_limits(1), EngineOptions{});
   g.stop_at_eos = true;
   EXPECT_NE((*bare)->validate(g).message().find("tokenizer"), std::string::npos);
+}
+
+// strict false relaxes what cannot be enforced (and names it); the whitespace flag reaches the
+// grammar's layout; both travel with the request (rank_wire).
+TEST(StructuredOutput, StrictAndLayoutReachTheCompiler) {
+  OutputConstraint c;
+  c.json_schema = R"({"type": "object", "properties": {"a": {"not": {}}}})";
+  EXPECT_NE(compile_constraint(c).status().message().find("'not'"), std::string::npos);
+  c.strict = false;
+  Result<grammar::Grammar> g = compile_constraint(c);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(g->relaxed, std::vector<std::string>{"/properties/a: not"});
+  EXPECT_FALSE(g->layout.whitespace_flexible);
+  c.whitespace_flexible = true;
+  EXPECT_TRUE(compile_constraint(c)->layout.whitespace_flexible);
+  c.json_schema.clear();
+  c.tool_calls = R"([{"name": "f", "parameters": {}}])";
+  EXPECT_TRUE(compile_constraint(c)->layout.whitespace_flexible);
 }
 
 }  // namespace

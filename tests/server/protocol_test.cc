@@ -416,9 +416,11 @@ TEST(Protocol, ResponseFormat) {
       {"name": "p", "strict": true, "schema": {"type": "object", "properties": {"z": {}, "a": {}}}}}})", m, 0);
   ASSERT_TRUE(schema.ok()) << schema.error().message;
   EXPECT_EQ(schema->gen.constraint.json_schema, R"({"type":"object","properties":{"z":{},"a":{}}})");
+  EXPECT_TRUE(schema->gen.constraint.strict);
   auto any = parse_chat_request("{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "p"}}})", m, 0);
   ASSERT_TRUE(any.ok());
   EXPECT_EQ(any->gen.constraint.json_schema, "true");
+  EXPECT_FALSE(any->gen.constraint.strict);  // absent: false, OpenAI's default (what cannot be enforced is relaxed)
   auto thinking = parse_chat_request("{" + msgs + R"(, "thinking": true, "response_format": {"type": "json_object"}})", m, 0);
   ASSERT_TRUE(thinking.ok()) << thinking.error().message;
   ASSERT_TRUE(thinking->opens_reasoning);

@@ -111,6 +111,16 @@ expect 400 response_format '*' POST $H "{$M, \"response_format\": {\"type\": \"j
 expect 200 - - POST $H "{$M, \"max_tokens\": 64, \"temperature\": 0, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}}, \"required\": [\"a\"], \"additionalProperties\": false}}}}"
 jq -e '.choices[0].finish_reason == "stop" and (.choices[0].message.content | fromjson | (keys == ["a"]) and (.a | type == "number" and floor == .))' \
   "$work/body" >/dev/null || fail "json_schema: $(cat "$work/body")"
+# strict false or absent (OpenAI's default): a keyword the engine cannot enforce is relaxed and
+# named in X-Relaxed-Keywords (strict true: a 400); the value is compact (", " and ": " only).
+S='"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "integer", "not": {"const": 3}}}, "required": ["a"], "additionalProperties": false}'
+expect 400 response_format '*' POST $H "{$M, $S, \"strict\": true}}}"
+curl -s -o "$work/body" -D "$work/relaxed.txt" "$url$H" -H "Content-Type: application/json" \
+  -d "{$M, \"max_tokens\": 64, \"temperature\": 0, $S}}}"
+relaxed=$(tr -d '\r' <"$work/relaxed.txt" | awk 'tolower($0) ~ /^x-relaxed-keywords: / { sub(/^[^:]*: /, ""); print }')
+[ "$relaxed" = "/properties/a: not" ] || fail "X-Relaxed-Keywords: '$relaxed' ($(cat "$work/relaxed.txt"))"
+jq -e '.choices[0].message.content | test("^\\{\"a\": -?[0-9]+\\}$")' "$work/body" >/dev/null ||
+  fail "strict false json_schema (compact): $(cat "$work/body")"
 expect 400 suffix unsupported_parameter POST $C '{"prompt": "hi", "suffix": "x"}'
 expect 400 bogus unsupported_parameter POST $C '{"prompt": "hi", "bogus": 1}'
 expect 404 model model_not_found POST $C '{"model": "gpt-4", "prompt": "hi"}'

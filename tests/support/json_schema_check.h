@@ -78,6 +78,7 @@ inline bool shape_valid(const Json& v, const Json& s, const Json& root) {
     const Json props = s.value("properties", Json::object());
     for (const Json& r : s.value("required", Json::array()))
       if (!v.contains(r.get<std::string>())) return false;
+    if (v.size() < s.value("minProperties", 0u) || v.size() > s.value("maxProperties", 1u << 30)) return false;
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (props.contains(it.key())) {
         if (!schema_valid(it.value(), props[it.key()], root)) return false;
@@ -88,9 +89,18 @@ inline bool shape_valid(const Json& v, const Json& s, const Json& root) {
   }
   if (v.is_array()) {
     if (v.size() < s.value("minItems", 0u) || v.size() > s.value("maxItems", 1u << 30)) return false;
-    if (s.contains("items"))
-      for (const Json& x : v)
-        if (!schema_valid(x, s["items"], root)) return false;
+    if (s.value("uniqueItems", false))
+      for (size_t i = 0; i < v.size(); ++i)
+        for (size_t j = i + 1; j < v.size(); ++j)
+          if (v[i] == v[j]) return false;
+    const Json prefix = s.value("prefixItems", Json::array());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i < prefix.size()) {
+        if (!schema_valid(v[i], prefix[i], root)) return false;
+      } else if (s.contains("items") && !schema_valid(v[i], s["items"], root)) {
+        return false;
+      }
+    }
   }
   if (v.is_string()) {
     const size_t cps = code_points(v.get<std::string>());
