@@ -463,19 +463,22 @@ Result<int32_t> Compiler::string_regex(const Json& s, const std::string& path, i
     if (bound >= 0 && (max_length < 0 || bound < max_length)) max_length = bound;
   }
   if (auto it = regex_ids_.find({pattern, format}); it != regex_ids_.end()) return it->second;
+  // Not strict: a format outside the list is relaxed (listed in grammar.relaxed) and the string
+  // is generated without it. A pattern the engine cannot compile is refused either way.
   std::shared_ptr<const Regex> re;
   if (f != s.end()) {
     Result<const Regex*> fr = format_regex(format);
-    if (!fr.ok()) return fail(path, fmt::format("keyword 'format': {}", fr.message()));
-    re = std::shared_ptr<const Regex>(*fr, [](const Regex*) {});  // kept for the process
+    if (fr.ok()) re = std::shared_ptr<const Regex>(*fr, [](const Regex*) {});  // kept for the process
+    else if (strict_) return fail(path, fmt::format("keyword 'format': {}", fr.message()));
+    else DSV4_RETURN_IF_ERROR(unenforced(path, "format", ""));
   }
   if (p != s.end()) {
     Result<Regex> pr = compile_regex(pattern);
-    if (!pr.ok()) return fail(path, fmt::format("keyword 'pattern': {}", pr.message()));
-    if (re) pr = intersect_regex(*pr, *re);
-    if (!pr.ok()) return fail(path, fmt::format("keywords 'pattern' and 'format' together: {}", pr.message()));
+    if (pr.ok() && re) pr = intersect_regex(*pr, *re);
+    if (!pr.ok()) return fail(path, fmt::format("keyword 'pattern'{}: {}", re ? " with 'format'" : "", pr.message()));
     re = std::make_shared<const Regex>(std::move(*pr));
   }
+  if (!re) return -1;
   grammar.regexes.push_back(std::move(re));
   const auto id = static_cast<int32_t>(grammar.regexes.size() - 1);
   regex_ids_[{pattern, format}] = id;
