@@ -11,6 +11,7 @@
 #include "grammar/json_matcher.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_mask.h"
+#include "support/grammar_match.h"
 #include "support/json_schema_check.h"
 
 namespace dsv4::grammar {
@@ -24,74 +25,63 @@ Grammar compile(const std::string& schema) {
   return g.ok() ? std::move(*g) : Grammar{};
 }
 
-// -1: the whole text is a complete value; else the first byte refused (text.size(): a prefix).
-int64_t match(const Grammar& g, const std::string& text) {
-  JsonMatcher m(g);
-  auto st = std::make_unique<MatchState>(), next = std::make_unique<MatchState>();
-  m.start(*st);
-  for (size_t i = 0; i < text.size(); ++i) {
-    m.advance(*st, static_cast<uint8_t>(text[i]), *next);
-    if (next->n == 0) return static_cast<int64_t>(i);
-    std::swap(st, next);
-  }
-  return m.accepting(*st) ? -1 : static_cast<int64_t>(text.size());
-}
+using test::match_at;
 
 TEST(JsonMatcher, HandCases) {
   const Grammar obj = compile(R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 3},
       "age": {"type": "integer"}, "tags": {"type": "array", "items": {"enum": ["a", "bc", 1]}, "maxItems": 2}},
       "required": ["age"], "additionalProperties": false})");
-  EXPECT_EQ(match(obj, R"({"name": "Bob", "age": 42, "tags": ["a", 1]})"), -1);
-  EXPECT_EQ(match(obj, R"({"age": -0})"), -1);
-  EXPECT_EQ(match(obj, "{\n  \"age\": 7\n}"), 1);  // compact: the separators ", " and ": " only
-  EXPECT_EQ(match(obj, R"({"age":1})"), 7);
-  EXPECT_EQ(match(obj, R"({"age": 1 ,"tags": []})"), 9);
-  EXPECT_EQ(match(obj, R"({"age": 1,"tags": []})"), 10);
-  EXPECT_EQ(match(obj, R"({"tags": []})"), 2);                   // required age comes before tags
-  EXPECT_EQ(match(obj, R"({"name": "Bobby", "age": 1})"), 13);   // maxLength 3
-  EXPECT_EQ(match(obj, R"({"age": 1.5})"), 9);                    // integer
-  EXPECT_EQ(match(obj, R"({"age": 01})"), 9);
-  EXPECT_EQ(match(obj, R"({"age": 1, "tags": ["a", "bc", 1]})"), 29);  // maxItems 2
-  EXPECT_EQ(match(obj, R"({"age": 1, "tags": ["b"]})"), 22);   // "b" is a prefix of "bc"
-  EXPECT_EQ(match(obj, R"({"age": 1})"), -1);
-  EXPECT_EQ(match(obj, R"({"age": 1)"), 9);                       // a prefix, not complete
-  EXPECT_EQ(match(obj, R"( {"age": 1})"), 0);                     // no whitespace before the value
-  EXPECT_EQ(match(obj, "{\"age\": 1}\n"), 10);                    // nor after it
+  EXPECT_EQ(match_at(obj, R"({"name": "Bob", "age": 42, "tags": ["a", 1]})"), -1);
+  EXPECT_EQ(match_at(obj, R"({"age": -0})"), -1);
+  EXPECT_EQ(match_at(obj, "{\n  \"age\": 7\n}"), 1);  // compact: the separators ", " and ": " only
+  EXPECT_EQ(match_at(obj, R"({"age":1})"), 7);
+  EXPECT_EQ(match_at(obj, R"({"age": 1 ,"tags": []})"), 9);
+  EXPECT_EQ(match_at(obj, R"({"age": 1,"tags": []})"), 10);
+  EXPECT_EQ(match_at(obj, R"({"tags": []})"), 2);                   // required age comes before tags
+  EXPECT_EQ(match_at(obj, R"({"name": "Bobby", "age": 1})"), 13);   // maxLength 3
+  EXPECT_EQ(match_at(obj, R"({"age": 1.5})"), 9);                    // integer
+  EXPECT_EQ(match_at(obj, R"({"age": 01})"), 9);
+  EXPECT_EQ(match_at(obj, R"({"age": 1, "tags": ["a", "bc", 1]})"), 29);  // maxItems 2
+  EXPECT_EQ(match_at(obj, R"({"age": 1, "tags": ["b"]})"), 22);   // "b" is a prefix of "bc"
+  EXPECT_EQ(match_at(obj, R"({"age": 1})"), -1);
+  EXPECT_EQ(match_at(obj, R"({"age": 1)"), 9);                       // a prefix, not complete
+  EXPECT_EQ(match_at(obj, R"( {"age": 1})"), 0);                     // no whitespace before the value
+  EXPECT_EQ(match_at(obj, "{\"age\": 1}\n"), 10);                    // nor after it
   CompileOptions flexible;
   flexible.layout.whitespace_flexible = true;
   const Grammar loose = *compile_json_schema(Json::parse(R"({"type": "object", "properties": {"age": {"type":
       "integer"}, "tags": {"items": {"type": "integer"}}}, "required": ["age"]})"), flexible);
-  EXPECT_EQ(match(loose, "{\n  \"age\" :7 ,\"tags\":[ 1,2\t]\n}"), -1);
-  EXPECT_EQ(match(loose, "{" + std::string(kMaxWhitespace + 1, ' ') + "\"age\": 1}"), 1 + kMaxWhitespace);
+  EXPECT_EQ(match_at(loose, "{\n  \"age\" :7 ,\"tags\":[ 1,2\t]\n}"), -1);
+  EXPECT_EQ(match_at(loose, "{" + std::string(kMaxWhitespace + 1, ' ') + "\"age\": 1}"), 1 + kMaxWhitespace);
 
   const Grammar str = compile(R"({"type": "string", "minLength": 2})");
-  EXPECT_EQ(match(str, R"("é\n\u00e9")"), -1);
-  EXPECT_EQ(match(str, R"("a")"), 2);
-  EXPECT_EQ(match(str, "\"a\x01\""), 2);            // control characters must be escaped
-  EXPECT_EQ(match(str, "\"\xc3\x28\""), 2);         // not UTF-8
-  EXPECT_EQ(match(str, "\"\xed\xa0\x80\""), 2);     // a UTF-16 surrogate in UTF-8
-  EXPECT_EQ(match(str, R"("\x")"), 2);
+  EXPECT_EQ(match_at(str, R"("é\n\u00e9")"), -1);
+  EXPECT_EQ(match_at(str, R"("a")"), 2);
+  EXPECT_EQ(match_at(str, "\"a\x01\""), 2);            // control characters must be escaped
+  EXPECT_EQ(match_at(str, "\"\xc3\x28\""), 2);         // not UTF-8
+  EXPECT_EQ(match_at(str, "\"\xed\xa0\x80\""), 2);     // a UTF-16 surrogate in UTF-8
+  EXPECT_EQ(match_at(str, R"("\x")"), 2);
 
   const Grammar num = compile(R"({"type": ["number", "null", "boolean"]})");
-  for (const char* ok : {"0", "-1.25e+10", "3E5", "null", "true", "false", "12.0"}) EXPECT_EQ(match(num, ok), -1) << ok;
-  EXPECT_EQ(match(num, "1."), 2);
-  EXPECT_EQ(match(num, "+1"), 0);
-  EXPECT_EQ(match(num, "nul"), 3);
-  EXPECT_EQ(match(num, std::string(kMaxDigits + 1, '7')), kMaxDigits);
+  for (const char* ok : {"0", "-1.25e+10", "3E5", "null", "true", "false", "12.0"}) EXPECT_EQ(match_at(num, ok), -1) << ok;
+  EXPECT_EQ(match_at(num, "1."), 2);
+  EXPECT_EQ(match_at(num, "+1"), 0);
+  EXPECT_EQ(match_at(num, "nul"), 3);
+  EXPECT_EQ(match_at(num, std::string(kMaxDigits + 1, '7')), kMaxDigits);
 
   const Grammar any_obj = any_object_grammar();
-  EXPECT_EQ(match(any_obj, R"({"x": [1, {"y": null}, "z"], "": {}})"), -1);
-  EXPECT_EQ(match(any_obj, R"([1])"), 0);
+  EXPECT_EQ(match_at(any_obj, R"({"x": [1, {"y": null}, "z"], "": {}})"), -1);
+  EXPECT_EQ(match_at(any_obj, R"([1])"), 0);
 
   const Grammar rec = compile(R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
       "next": {"$ref": "#/$defs/node"}}, "required": ["v"]}}, "$ref": "#/$defs/node"})");
-  EXPECT_EQ(match(rec, R"({"v": 1, "next": {"v": 2, "next": {"v": 3}}})"), -1);
+  EXPECT_EQ(match_at(rec, R"({"v": 1, "next": {"v": 2, "next": {"v": 3}}})"), -1);
 
   const Grammar alt = compile(R"({"anyOf": [{"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"]},
       {"type": "object", "properties": {"ab": {"type": "string"}}, "required": ["ab"]}]})");
-  EXPECT_EQ(match(alt, R"({"a": 1})"), -1);
-  EXPECT_EQ(match(alt, R"({"ab": "x"})"), -1);
-  EXPECT_EQ(match(alt, R"({"a": "x"})"), 6);
+  EXPECT_EQ(match_at(alt, R"({"a": 1})"), -1);
+  EXPECT_EQ(match_at(alt, R"({"ab": "x"})"), -1);
+  EXPECT_EQ(match_at(alt, R"({"a": "x"})"), 6);
 }
 
 TEST(JsonSchema, ErrorsNameTheKeywordAndPlace) {

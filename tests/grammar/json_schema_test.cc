@@ -15,6 +15,7 @@
 #include "grammar/json_matcher.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_mask.h"
+#include "support/grammar_match.h"
 #include "support/json_schema_check.h"
 
 namespace dsv4::grammar {
@@ -35,18 +36,7 @@ Grammar compile_ok(const std::string& schema) {
   return g.ok() ? std::move(*g) : Grammar{};
 }
 
-// -1: the whole text is a complete value; else the first byte refused (text.size(): a prefix).
-int64_t match_at(const Grammar& g, const std::string& text) {
-  JsonMatcher m(g);
-  auto st = std::make_unique<MatchState>(), next = std::make_unique<MatchState>();
-  m.start(*st);
-  for (size_t i = 0; i < text.size(); ++i) {
-    m.advance(*st, static_cast<uint8_t>(text[i]), *next);
-    if (next->n == 0) return static_cast<int64_t>(i);
-    std::swap(st, next);
-  }
-  return m.accepting(*st) ? -1 : static_cast<int64_t>(text.size());
-}
+using test::match_at;
 
 // Runs fn on a thread with a small stack (1 MiB; 8 MiB under the sanitizers, whose frames
 // carry redzones): a walk whose native depth follows the input crashes.

@@ -15,6 +15,7 @@
 #include "grammar/json_matcher.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_mask.h"
+#include "support/grammar_match.h"
 #include "support/json_schema_check.h"
 
 namespace dsv4::grammar {
@@ -22,18 +23,7 @@ namespace scalar_keywords_test {  // named: the grammar tests build as one unity
 
 using Json = OrderedJson;
 
-// -1: the whole text is a complete value; else the first byte refused (text.size(): a prefix).
-int64_t match(const Grammar& g, const std::string& text) {
-  JsonMatcher m(g);
-  auto st = std::make_unique<MatchState>(), next = std::make_unique<MatchState>();
-  m.start(*st);
-  for (size_t i = 0; i < text.size(); ++i) {
-    m.advance(*st, static_cast<uint8_t>(text[i]), *next);
-    if (next->n == 0) return static_cast<int64_t>(i);
-    std::swap(st, next);
-  }
-  return m.accepting(*st) ? -1 : static_cast<int64_t>(text.size());
-}
+using test::match_at;
 
 Grammar compile(const std::string& schema) {
   Result<Grammar> g = compile_json_schema(Json::parse(schema));
@@ -48,21 +38,21 @@ std::string refusal(const std::string& schema) {
 
 TEST(ScalarKeywords, Pattern) {
   const Grammar g = compile(R"({"type": "string", "pattern": "^[a-c]+-[0-9]{2}$"})");
-  EXPECT_EQ(match(g, R"("ab-12")"), -1);
-  EXPECT_EQ(match(g, R"("ad-12")"), 2);    // d refused at once
-  EXPECT_EQ(match(g, R"("ab-1")"), 5);     // the quote: not accepting yet
-  EXPECT_EQ(match(g, R"("ab-123")"), 6);   // a third digit: dead
+  EXPECT_EQ(match_at(g, R"("ab-12")"), -1);
+  EXPECT_EQ(match_at(g, R"("ad-12")"), 2);    // d refused at once
+  EXPECT_EQ(match_at(g, R"("ab-1")"), 5);     // the quote: not accepting yet
+  EXPECT_EQ(match_at(g, R"("ab-123")"), 6);   // a third digit: dead
   const Grammar search = compile(R"({"type": "string", "pattern": "x", "maxLength": 3})");
-  EXPECT_EQ(match(search, R"("aax")"), -1);
-  EXPECT_EQ(match(search, R"("aaa")"), 3);  // the third code point must be the x
+  EXPECT_EQ(match_at(search, R"("aax")"), -1);
+  EXPECT_EQ(match_at(search, R"("aaa")"), 3);  // the third code point must be the x
   const Grammar escapes = compile(R"({"type": "string", "pattern": "^a\n\"é$"})");
-  EXPECT_EQ(match(escapes, R"("a\n\"é")"), -1);
-  EXPECT_EQ(match(escapes, R"("a\u000a\"\u00e9")"), 10);  // \u only for control characters: é can't follow
-  EXPECT_EQ(match(escapes, R"("a\u000a\"é")"), -1);
+  EXPECT_EQ(match_at(escapes, R"("a\n\"é")"), -1);
+  EXPECT_EQ(match_at(escapes, R"("a\u000a\"\u00e9")"), 10);  // \u only for control characters: é can't follow
+  EXPECT_EQ(match_at(escapes, R"("a\u000a\"é")"), -1);
   const Grammar min = compile(R"({"type": "string", "pattern": "^[ab]*$", "minLength": 2, "maxLength": 3})");
-  EXPECT_EQ(match(min, R"("a")"), 2);
-  EXPECT_EQ(match(min, R"("aba")"), -1);
-  EXPECT_EQ(match(min, R"("abab")"), 4);
+  EXPECT_EQ(match_at(min, R"("a")"), 2);
+  EXPECT_EQ(match_at(min, R"("aba")"), -1);
+  EXPECT_EQ(match_at(min, R"("abab")"), 4);
   EXPECT_NE(refusal(R"({"type": "string", "pattern": "(a)\\1"})").find("keyword 'pattern'"), std::string::npos);
   EXPECT_NE(refusal(R"({"properties": {"p": {"type": "string", "pattern": "^a{5}$", "maxLength": 4}}})")
                 .find("/properties/p: unsatisfiable"),
@@ -71,11 +61,11 @@ TEST(ScalarKeywords, Pattern) {
 
 TEST(ScalarKeywords, Format) {
   const Grammar date = compile(R"({"type": "string", "format": "date"})");
-  EXPECT_EQ(match(date, R"("2024-02-29")"), -1);
-  EXPECT_EQ(match(date, R"("2024-13-01")"), 7);
+  EXPECT_EQ(match_at(date, R"("2024-02-29")"), -1);
+  EXPECT_EQ(match_at(date, R"("2024-13-01")"), 7);
   const Grammar both = compile(R"({"type": "string", "format": "date", "pattern": "^2025-"})");
-  EXPECT_EQ(match(both, R"("2025-01-31")"), -1);
-  EXPECT_EQ(match(both, R"("2024-01-31")"), 4);
+  EXPECT_EQ(match_at(both, R"("2025-01-31")"), -1);
+  EXPECT_EQ(match_at(both, R"("2024-01-31")"), 4);
   const Grammar host = compile(R"({"type": "string", "format": "hostname"})");
   EXPECT_EQ(host.nodes[host.root].max_length, 253);
   EXPECT_NE(refusal(R"({"type": "string", "format": "colour"})").find("keyword 'format'"), std::string::npos);
@@ -84,34 +74,34 @@ TEST(ScalarKeywords, Format) {
 
 TEST(ScalarKeywords, NumberBounds) {
   const Grammar i = compile(R"({"type": "integer", "minimum": 10, "exclusiveMaximum": 20, "multipleOf": 3})");
-  for (const char* ok : {"12", "15", "18"}) EXPECT_EQ(match(i, ok), -1) << ok;
-  EXPECT_EQ(match(i, "9"), 0);   // neither 9 nor 90 .. 99 is in range
-  EXPECT_EQ(match(i, "1"), 1);   // 1 is a prefix (of 12), not a value
-  EXPECT_EQ(match(i, "13"), 1);  // 13 is no multiple of 3, 130 .. 139 are too large
-  EXPECT_EQ(match(i, "21"), 0);
-  EXPECT_EQ(match(i, "-"), 0);
+  for (const char* ok : {"12", "15", "18"}) EXPECT_EQ(match_at(i, ok), -1) << ok;
+  EXPECT_EQ(match_at(i, "9"), 0);   // neither 9 nor 90 .. 99 is in range
+  EXPECT_EQ(match_at(i, "1"), 1);   // 1 is a prefix (of 12), not a value
+  EXPECT_EQ(match_at(i, "13"), 1);  // 13 is no multiple of 3, 130 .. 139 are too large
+  EXPECT_EQ(match_at(i, "21"), 0);
+  EXPECT_EQ(match_at(i, "-"), 0);
   const Grammar n = compile(R"({"type": "number", "exclusiveMinimum": 0, "maximum": 1.5})");
-  EXPECT_EQ(match(n, "1.5"), -1);
-  EXPECT_EQ(match(n, "0.000001"), -1);
-  EXPECT_EQ(match(n, "0"), 1);
-  EXPECT_EQ(match(n, "1.51"), 3);
-  EXPECT_EQ(match(n, "2"), 0);
-  EXPECT_EQ(match(n, "1e0"), 1);  // no exponent
+  EXPECT_EQ(match_at(n, "1.5"), -1);
+  EXPECT_EQ(match_at(n, "0.000001"), -1);
+  EXPECT_EQ(match_at(n, "0"), 1);
+  EXPECT_EQ(match_at(n, "1.51"), 3);
+  EXPECT_EQ(match_at(n, "2"), 0);
+  EXPECT_EQ(match_at(n, "1e0"), 1);  // no exponent
   const Grammar cents = compile(R"({"type": "number", "multipleOf": 0.01, "minimum": -1})");
-  EXPECT_EQ(match(cents, "-0.99"), -1);
-  EXPECT_EQ(match(cents, "3.141"), 4);
-  EXPECT_EQ(match(cents, "-1.01"), 4);
+  EXPECT_EQ(match_at(cents, "-0.99"), -1);
+  EXPECT_EQ(match_at(cents, "3.141"), 4);
+  EXPECT_EQ(match_at(cents, "-1.01"), 4);
   const Grammar draft4 = compile(R"({"type": "integer", "minimum": 5, "exclusiveMinimum": true})");
-  EXPECT_EQ(match(draft4, "5"), 1);
-  EXPECT_EQ(match(draft4, "6"), -1);
+  EXPECT_EQ(match_at(draft4, "5"), 1);
+  EXPECT_EQ(match_at(draft4, "6"), -1);
   const Grammar draft4_enum = compile(R"({"enum": [5, 6], "minimum": 5, "exclusiveMinimum": true})");
-  EXPECT_EQ(match(draft4_enum, "5"), 0);
-  EXPECT_EQ(match(draft4_enum, "6"), -1);
+  EXPECT_EQ(match_at(draft4_enum, "5"), 0);
+  EXPECT_EQ(match_at(draft4_enum, "6"), -1);
   Result<Grammar> infinite = compile_json_schema(Json{{"type", "number"}, {"minimum", INFINITY}});
   EXPECT_NE(infinite.message().find("minimum must be a finite number"), std::string::npos) << infinite.message();
   const Grammar untyped = compile(R"({"minimum": 1000})");
-  EXPECT_EQ(match(untyped, "3"), 1);
-  EXPECT_EQ(match(untyped, R"("x")"), -1);
+  EXPECT_EQ(match_at(untyped, "3"), 1);
+  EXPECT_EQ(match_at(untyped, R"("x")"), -1);
   EXPECT_NE(refusal(R"({"type": "integer", "minimum": 3, "maximum": 2})").find("unsatisfiable"), std::string::npos);
   EXPECT_NE(refusal(R"({"type": "integer", "minimum": 1, "maximum": 2, "multipleOf": 5})").find("unsatisfiable"),
             std::string::npos);
@@ -119,9 +109,9 @@ TEST(ScalarKeywords, NumberBounds) {
             std::string::npos);
   EXPECT_NE(refusal(R"({"type": "number", "minimum": "1"})").find("minimum must be a finite number"), std::string::npos);
   const Grammar lit = compile(R"({"enum": [3, 4, "ab", "b"], "multipleOf": 2, "pattern": "^a"})");
-  EXPECT_EQ(match(lit, "4"), -1);
-  EXPECT_EQ(match(lit, "3"), 0);
-  EXPECT_EQ(match(lit, R"("b")"), 1);
+  EXPECT_EQ(match_at(lit, "4"), -1);
+  EXPECT_EQ(match_at(lit, "3"), 0);
+  EXPECT_EQ(match_at(lit, R"("b")"), 1);
 }
 
 // Every byte allowed along random walks leads on (no dead ends) and every finished value
@@ -231,7 +221,7 @@ TEST(ScalarKeywords, JsonSchemaTestSuite) {
       for (const auto& test : group["tests"]) {
         const std::string data = test["data"].dump();
         const bool valid = test["valid"].get<bool>();
-        const bool accepted = match(*g, data) == -1;
+        const bool accepted = match_at(*g, data) == -1;
         if (valid && !accepted) {  // only what is not generated: long or exponent numbers
           EXPECT_TRUE(test["data"].is_number() && (data.size() > 15 || data.find('e') != std::string::npos))
               << file << ": " << group["description"] << " / " << test["description"] << ": " << data;

@@ -11,6 +11,7 @@
 
 #include "grammar/json_matcher.h"
 #include "grammar/json_schema.h"
+#include "support/grammar_match.h"
 #include "support/json_schema_check.h"
 
 namespace dsv4::grammar::dialect_test {
@@ -26,18 +27,7 @@ Result<Grammar> compile_text(const std::string& schema, bool strict = true) {
   return compile_json_schema(Json::parse(schema), options);
 }
 
-// -1: the whole text is a complete value; else the first byte refused (text.size(): a prefix).
-int64_t match_at(const Grammar& g, const std::string& text) {
-  JsonMatcher m(g);
-  auto st = std::make_unique<MatchState>(), next = std::make_unique<MatchState>();
-  m.start(*st);
-  for (size_t i = 0; i < text.size(); ++i) {
-    m.advance(*st, static_cast<uint8_t>(text[i]), *next);
-    if (next->n == 0) return static_cast<int64_t>(i);
-    std::swap(st, next);
-  }
-  return m.accepting(*st) ? -1 : static_cast<int64_t>(text.size());
-}
+using test::match_at;
 
 // A random walk over the allowed bytes (leaning to close after 200 bytes) to a complete value;
 // fails the test on a dead end. "": no complete value within the steps.
