@@ -23,4 +23,10 @@ constexpr Range split_range(int64_t n, int tid, int nthreads) {
   return {begin, begin + base + (tid < rem ? 1 : 0)};
 }
 
+// split_range over units of `align` items: every boundary but n is a multiple of align.
+constexpr Range split_aligned(int64_t n, int64_t align, int tid, int nthreads) {
+  const Range u = split_range(ceil_div(n, align), tid, nthreads);
+  return {u.begin * align < n ? u.begin * align : n, u.end * align < n ? u.end * align : n};
+}
+
 }  // namespace dsv4

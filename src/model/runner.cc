@@ -425,258 +425,48 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
                        static_cast<float>(cfg_.rms_norm_eps)};
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const int64_t D = cfg_.hidden_size;
-  auto hc_pre = [&](const HcParams& h, const bf16* norm_w, bf16* a) {  // a [T, D] out
+  // a [T, D] out; then(tid, n): more work on the rows each thread normed (rows split alike).
+  auto hc_pre = [&](const HcParams& h, const bf16* norm_w, bf16* a, auto&& then) {
     const k::HcPreWeights hw{h.fn, h.scale, h.base};
     pool_.run([&](int tid, int n) { k::hc_mix(X, h.fn, hp.n_mix(), hp, T, s.mix.data(), tid, n); });
-    pool_.run([&](int tid, int n) {  // both split rows alike: each thread norms the rows it wrote
+    pool_.run([&](int tid, int n) {  // all split rows alike: each thread norms the rows it wrote
       k::hc_pre_apply(X, hw, hp, T, s.mix.data(), a, s.post.data(), s.comb.data(), tid, n);
       k::rmsnorm(a, norm_w, a, T, D, eps, tid, n);
+      then(tid, n);
     });
   };
   auto hc_post = [&](const bf16* f) {
     pool_.run([&](int tid, int n) { k::hc_post(f, X, s.post.data(), s.comb.data(), hp, T, X, tid, n); });
   };
   if (T == 0) {  // an idle rank (several ranks): the split chunks' cache rows, the seams' collectives
-    if (ranks_->has_cp) DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc, 0));
-    DSV4_RETURN_IF_ERROR(run_out_proj(lw, lc));
-    return run_moe(lw, lc, mtp_block, dec, dspark_gamma);
+    DSV4_RETURN_IF_ERROR(run_attention(lw, lc, mtp_block, dec, X));
+    return run_moe(lw, lc, mtp_block, dec, dspark_gamma, X);
   }
-  // attention sub-block: hc_pre -> attn_norm -> attention -> hc_post
-  hc_pre(lw.hc_attn, lw.attn_norm, s.a.data());
-  DSV4_RETURN_IF_ERROR(dspark_gamma > 0 ? run_dspark_attention(lw, lc, dspark_gamma)
-                                        : run_attention(lw, lc, mtp_block, dec));
-  hc_post(s.attn_out.data());
+  // attention sub-block: hc_pre -> attn_norm -> attention -> hc_post (run A of the attention
+  // in hc_pre's apply run, runner_attention.cc)
+  hc_pre(lw.hc_attn, lw.attn_norm, s.a.data(), [&](int tid, int n) {
+    if (dspark_gamma == 0) attention_actq(lw, lc, tid, n);
+  });
+  DSV4_RETURN_IF_ERROR(dspark_gamma > 0 ? run_dspark_attention(lw, lc, dspark_gamma, X)
+                                        : run_attention(lw, lc, mtp_block, dec, X));
+  if (!out_proj_posts()) hc_post(s.attn_out.data());
   // MoE sub-block: hc_pre -> ffn_norm -> MoE -> hc_post
-  hc_pre(lw.hc_ffn, lw.ffn_norm, moe_rows().a);
-  DSV4_RETURN_IF_ERROR(run_moe(lw, lc, mtp_block, dec, dspark_gamma));
-  hc_post(s.m.data());
+  hc_pre(lw.hc_ffn, lw.ffn_norm, moe_rows().a, [](int, int) {});
+  DSV4_RETURN_IF_ERROR(run_moe(lw, lc, mtp_block, dec, dspark_gamma, X));
+  if (!moe_posts()) hc_post(s.m.data());
   return Status();
 }
 
-// Cache writes before any read (runtime.md §2.9): kv path, window KV and compressors over the
-// cache rows — the computed rows, and with context-parallel prefill (runtime.md §6.8) every row
-// of the group's split chunks, whose normed inputs are all-gathered first.
-Status ModelRunner::run_cache_writes(const LayerWeights& lw, LayerCaches& lc, int kv_first_phase) {
-  StepScratch& s = *scratch_;
-  const ModelConfig& c = cfg_;
-  const int64_t D = c.hidden_size, Dh = c.head_dim, Di = c.index_head_dim;
-  const int Dr = static_cast<int>(c.qk_rope_head_dim);
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const bf16* a = s.a.data();
-  const StepMetadata* mk = &step_meta_;
-  if (ranks_ && ranks_->has_cp) {
-    DSV4_RETURN_IF_ERROR(ranks_->gather_cp_rows(s.a.data(), D));
-    a = ranks_->a_kv.data();
-    mk = &ranks_->md_kv;
-  }
-  const int64_t T = mk->T;
-  const int64_t* pos = mk->pos.data();
-  const AttentionWeights& aw = lw.attn;
-  const k::KvPathParams kp{D, static_cast<int>(Dh), Dr, eps};
-  const k::KvPathWeights kw{aw.wkv.w, aw.kv_norm, lc.inv_freq};
-  const k::KvPathIO kio{T, a, pos, s.kv.data(), s.kvpath.data()};
-  const int64_t kv_bytes = kv_format_.bytes();
-  if (T > 0)
-    for (int ph = kv_first_phase; ph < k::kKvPathPhases; ++ph)
-      pool_.run([&](int tid, int n) {
-        k::kv_path(ph, kp, kw, kio, tid, n);
-        if (ph != k::kKvPathPhases - 1) return;
-        const Range r = split_range(T, tid, n);  // the rows this thread finished (last phase splits rows)
-        for (int64_t t = r.begin; t < r.end; ++t)
-          kv_pack_row(kv_format_, s.kv.data() + t * Dh, lc.ori.data() + mk->ori_slot[t] * kv_bytes);
-      });
+bool ModelRunner::out_proj_posts() const { return !ranks_ || !ranks_->attn; }
+bool ModelRunner::moe_posts() const { return !ranks_ || !ranks_->moe; }
 
-  // Both compressors project in one run, each into its own part of s.cmp.
-  float* cmp_main = s.cmp.data();
-  float* cmp_idx = cmp_main + (lc.main_cmp.present ? k::compressor_scratch_floats(lc.main_cmp.params, T) : 0);
-  if (T > 0 && (lc.main_cmp.present || lc.idx_cmp.present))
-    pool_.run([&](int tid, int n) {
-      if (lc.main_cmp.present)
-        k::compressor_project(lc.main_cmp.params, lc.main_cmp.weights, a, T, cmp_main, tid, n);
-      if (lc.idx_cmp.present) k::compressor_project(lc.idx_cmp.params, lc.idx_cmp.weights, a, T, cmp_idx, tid, n);
-    });
-  if (T > 0 && lc.main_cmp.present) run_compressor(lc.main_cmp, lc.cmp, lc.cmp_page_rows, Dh, cmp_main, *mk);
-  if (T > 0 && lc.idx_cmp.present) run_compressor(lc.idx_cmp, lc.idx, idx_page_rows_, Di, cmp_idx, *mk);
-  return Status();
-}
-
-// One compressor's emit and commit over the cache rows, and its emitted entries packed into
-// the slot's blocks (entries inside a shared prefix-cache block are kept as cached).
-void ModelRunner::run_compressor(CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width,
-                                 float* scratch, const StepMetadata& rows) {
-  StepScratch& s = *scratch_;
-  const int64_t T = rows.T;
-  const int64_t* pos = rows.pos.data();
-  const k::CompressorStep cstep{T, rows.row_seq.data(), pos};
-  pool_.run([&](int tid, int n) {
-    k::compressor_emit(slot.params, slot.weights, cstep, slot.states.data(), scratch, s.emits.data(),
-                       s.entries.data(), tid, n);
-  });
-  pool_.run([&](int tid, int n) {
-    k::compressor_commit(slot.params, slot.weights, cstep, slot.states.data(), scratch, tid, n);
-  });
-  const int64_t n_emit = k::compressor_count_emits(pos, T, slot.params.ratio);
-  const bool indexer = slot.params.kind == k::CompressorKind::kIndexer;
-  const int64_t row_bytes = indexer ? idx_format_.bytes() : kv_format_.bytes();
-  for (int64_t e = 0; e < n_emit; ++e) {
-    const k::CompressorEmit& em = s.emits.data()[e];
-    if ((em.index + 1) * slot.params.ratio <= seqs_->shared_end(em.seq)) continue;  // in a shared block: kept
-    uint8_t* dst =
-        PagedRowsT<uint8_t>{cache.data(), seqs_->blocks().table(em.seq).data(), page_rows, 0, row_bytes}.row(em.index);
-    if (indexer) index_key_pack(idx_format_, s.entries.data() + e * width, dst);
-    else kv_pack_row(kv_format_, s.entries.data() + e * width, dst);
-  }
-}
-
-Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block,
-                                  const DecisionIO& dec) {
-  // The kv path's first phase (actq of the same rows, rows split alike) joins the q path's
-  // when the cache rows are the computed rows; the indexer's actq of qr joins the phase that
-  // writes qr (rows split alike).
-  const bool kv_first_here = !(ranks_ && ranks_->has_cp);
-  const bool csa = lw.kind == AttentionKind::kCSA;
-  const bool idx_actq = csa && lw.attn.indexer.wq_b.w.quantized();
-  run_q_path(lw, lc, kv_first_here, idx_actq);
-  DSV4_RETURN_IF_ERROR(run_cache_writes(lw, lc, kv_first_here ? 1 : 0));
-  build_cache_views(lw, lc);
-  // The top-k merge and attn_select split rows alike: one run, unless decisions are forced
-  // or logged in between.
-  const bool merge_in_select = csa && !dec.forced && !dec.log;
-  if (csa) run_indexer(lw, lc, mtp_block, dec, idx_actq, merge_in_select);
-  run_sparse_attention(lw, merge_in_select);
-  return run_out_proj(lw, lc);
-}
-
-// q path on the computed rows (keeps qr for the indexer).
-void ModelRunner::run_q_path(const LayerWeights& lw, const LayerCaches& lc, bool kv_first_here, bool idx_actq) {
-  StepScratch& s = *scratch_;
-  const ModelConfig& c = cfg_;
-  const int64_t T = step_meta_.T, D = c.hidden_size, Dh = c.head_dim;
-  const int H = c.num_attention_heads, Dr = static_cast<int>(c.qk_rope_head_dim);
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const AttentionWeights& aw = lw.attn;
-  const int64_t* pos = step_meta_.pos.data();
-  const k::QPathParams qp{D, c.q_lora_rank, H, static_cast<int>(Dh), Dr, eps};
-  const k::QPathWeights qw{aw.wq_a.w, aw.q_norm, aw.wq_b.w, lc.inv_freq};
-  const k::QPathIO qio{T, s.a.data(), pos, s.qr.data(), s.q.data(), s.qpath.data()};
-  const k::KvPathParams kp{D, static_cast<int>(Dh), Dr, eps};
-  const k::KvPathWeights kw{aw.wkv.w, aw.kv_norm, lc.inv_freq};
-  const k::KvPathIO kio{T, s.a.data(), pos, s.kv.data(), s.kvpath.data()};
-  for (int ph = 0; ph < k::kQPathPhases; ++ph)
-    pool_.run([&](int tid, int n) {
-      k::q_path(ph, qp, qw, qio, tid, n);
-      if (ph == 0 && kv_first_here) k::kv_path(0, kp, kw, kio, tid, n);
-      if (ph == 2 && idx_actq) k::actq_rows(s.qr.data(), T, c.q_lora_rank, s.qr_q.data(), tid, n);
-    });
-}
-
-// Per-row views of this layer's paged caches.
-void ModelRunner::build_cache_views(const LayerWeights& lw, const LayerCaches& lc) {
-  StepScratch& s = *scratch_;
-  const int64_t kv_bytes = kv_format_.bytes(), idx_bytes = idx_format_.bytes();
-  const CacheGroup& window = seqs_->window();
-  const CacheGroupSpec& os = window.spec();
-  for (int64_t t = 0; t < step_meta_.T; ++t) {
-    const int32_t seq = step_meta_.row_seq[t];
-    const int32_t* blocks = seqs_->blocks().table(seq).data();
-    s.win_rows.data()[t] = PagedBytes{lc.ori.data(), window.table(seq).data(), os.page_rows, os.ring_pages, kv_bytes};
-    if (lw.ratio > 0) s.cmp_rows.data()[t] = PagedBytes{lc.cmp.data(), blocks, lc.cmp_page_rows, 0, kv_bytes};
-    if (lw.kind == AttentionKind::kCSA)
-      s.idx_rows.data()[t] = PagedBytes{lc.idx.data(), blocks, idx_page_rows_, 0, idx_bytes};
-  }
-}
-
-// CSA: the lightning indexer picks the compressed entries of each row (forced and logged by dec).
-void ModelRunner::run_indexer(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
-                                 bool idx_actq, bool merge_in_select) {
-  StepScratch& s = *scratch_;
-  const ModelConfig& c = cfg_;
-  const int64_t T = step_meta_.T;
-  const int64_t* pos = step_meta_.pos.data();
-  const k::IndexerParams ip{c.index_n_heads, static_cast<int>(c.index_head_dim), static_cast<int>(c.qk_rope_head_dim),
-                            static_cast<int>(c.index_topk)};
-  const k::IndexKeys idx_keys{s.idx_rows.data(), s.count.data(), idx_format_};
-  const IndexerWeights& iw = lw.attn.indexer;
-  const bf16* qr_in = idx_actq ? s.qr_q.data() : s.qr.data();
-  pool_.run([&](int tid, int n) {
-    k::indexer_project(ip, iw.wq_b.w, iw.weights_proj.w, qr_in, s.a.data(), T, s.qi.data(), s.omega.data(), tid, n);
-  });
-  pool_.run([&](int tid, int n) {
-    k::indexer_finish(ip, lc.inv_freq, pos, T, s.qi.data(), s.omega.data(), s.wgt.data(), tid, n);
-  });
-  for (int64_t t = 0; t < T; ++t) s.count.data()[t] = static_cast<int32_t>(k::visible_entries(pos[t], kCsaRatio));
-  pool_.run([&](int tid, int n) {
-    k::indexer_select(ip, s.qi.data(), s.wgt.data(), idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base,
-                      tid, n);
-  });
-  if (!merge_in_select)
-    pool_.run([&](int tid, int n) {
-      k::indexer_select_merge(ip, idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
-    });
-  apply_pick_decisions(dec, DecisionSite{mtp_block, mtp_block ? 0 : lw.layer}, step_meta_, s.picks.data(),
-                       c.index_topk, s.n_picks.data());
-}
-
-// Attention list (window part + compressed part: the CSA picks) and the Level-A kernel.
-void ModelRunner::run_sparse_attention(const LayerWeights& lw, bool merge_in_select) {
-  StepScratch& s = *scratch_;
-  const ModelConfig& c = cfg_;
-  const int64_t T = step_meta_.T;
-  const int64_t* pos = step_meta_.pos.data();
-  const bool csa = lw.kind == AttentionKind::kCSA;
-  const int64_t picks_stride = csa ? c.index_topk : 0;
-  const int32_t* picks = csa ? s.picks.data() : nullptr;
-  const int32_t* n_picks = csa ? s.n_picks.data() : nullptr;
-  const k::IndexerParams ip{c.index_n_heads, static_cast<int>(c.index_head_dim), static_cast<int>(c.qk_rope_head_dim),
-                            static_cast<int>(c.index_topk)};
-  const k::IndexKeys idx_keys{s.idx_rows.data(), s.count.data(), idx_format_};
-  k::AttnSelectParams sp;
-  const bool hca = lw.kind == AttentionKind::kHCA;
-  sp.kind = lw.kind == AttentionKind::kCSA ? k::AttnKind::kCSA : k::AttnKind::kSWA;  // HCA: window part + dense tail
-  if (hca)
-    for (int64_t t = 0; t < T; ++t) s.dense.data()[t] = static_cast<int32_t>(k::visible_entries(pos[t], lw.ratio));
-  sp.window = static_cast<int>(c.sliding_window);
-  sp.ratio = lw.ratio;
-  sp.stride = s.list_stride;
-  pool_.run([&](int tid, int n) {
-    if (merge_in_select)
-      k::indexer_select_merge(ip, idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
-    k::attn_select(sp, T, pos, step_meta_.window_len.data(), picks, picks_stride, n_picks, s.list.data(),
-                   s.len.data(), tid, n);
-  });
-  const k::AttnList list{s.list.data(), s.list_stride, s.len.data(), step_meta_.window_len.data(),
-                         hca ? s.dense.data() : nullptr};
-  const k::PackedAttnKeys keys{s.win_rows.data(), lw.ratio > 0 ? s.cmp_rows.data() : nullptr, kv_format_};
-  const k::SparseAttnParams ap{c.num_attention_heads, static_cast<int>(c.head_dim)};
-  pool_.run([&](int tid, int n) {
-    k::sparse_attn(ap, s.q.data(), T, list, keys, lw.attn.attn_sink, s.o.data(), s.attn.data(), tid, n);
-  });
-}
-
-// De-rotation and grouped output projection: on this rank (one rank, or tp = 1), or
-// sharded over the TP group (parallel/attn_output_seam.h).
-Status ModelRunner::run_out_proj(const LayerWeights& lw, LayerCaches& lc) {
-  StepScratch& s = *scratch_;
-  const ModelConfig& c = cfg_;
-  const int64_t T = step_meta_.T;
-  const AttentionWeights& aw = lw.attn;
-  const k::OutProjParams op{c.num_attention_heads, static_cast<int>(c.head_dim), static_cast<int>(c.qk_rope_head_dim),
-                            c.o_groups, c.o_lora_rank, c.hidden_size};
-  const k::OutProjWeights ow{aw.wo_a.w, aw.wo_b.w, lc.inv_freq};
-  const k::OutProjIO oio{T, s.o.data(), step_meta_.pos.data(), s.attn_out.data(), s.oproj.data()};
-  if (!ranks_ || !ranks_->attn) {
-    if (T > 0)
-      for (int ph = 0; ph < k::kOutProjPhases; ++ph)
-        pool_.run([&](int tid, int n) { k::out_proj(ph, op, ow, oio, tid, n); });
-    return Status();
-  }
-  if (T > 0) pool_.run([&](int tid, int n) { k::out_proj(0, op, ow, oio, tid, n); });  // inverse RoPE
-  return ranks_->attn->run(*ranks_->g->tp, pool_, ranks_->out_proj[lc.index], s.o.data(), ranks_->tp_rows,
-                           s.attn_out.data());
+kernels::HcParams ModelRunner::hc_params() const {
+  return {cfg_.hc_mult, cfg_.hidden_size, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
+          static_cast<float>(cfg_.rms_norm_eps)};
 }
 
 Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
-                            int dspark_gamma) {
+                            int dspark_gamma, bf16* X) {
   StepScratch& s = *scratch_;
   const ModelConfig& c = cfg_;
   const int64_t T = step_meta_.T, E = c.n_routed_experts, K = c.num_experts_per_tok;
@@ -706,10 +496,14 @@ Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool 
   pool_.run([&](int tid, int n) {
     k::moe_experts_act(s.route_w.data(), lc.experts.data(), lc.shared, ep, dp, mw, tid, n);
   });
-  pool_.run([&](int tid, int n) { k::moe_experts_down(lc.experts.data(), lc.shared, ep, dp, mw, tid, n); });
   const k::MoeCombineParams cp{c.hidden_size, K};
-  pool_.run([&](int tid, int n) {
-    k::moe_combine(mw.x, mw.slot_entry, s.ids.data(), k::shared_out(mw, ep), cp, T, s.m.data(), tid, n);
+  const k::HcParams hp = hc_params();
+  pool_.run([&](int tid, int n) {  // down, combine and hc_post on the hidden columns of this thread
+    const Range cols = split_aligned(c.hidden_size, kColumnAlign, tid, n);
+    k::moe_experts_down_cols(lc.experts.data(), lc.shared, ep, dp, mw, cols.begin, cols.end);
+    k::moe_combine_cols(mw.x, mw.slot_entry, s.ids.data(), k::shared_out(mw, ep), cp, T, cols.begin, cols.end,
+                        s.m.data());
+    k::hc_post_cols(s.m.data(), X, s.post.data(), s.comb.data(), hp, T, cols.begin, cols.end, X);
   });
   return Status();
 }

@@ -57,6 +57,13 @@ struct HeadRows {
   int64_t n = 0;
 };
 
+namespace kernels {
+struct AttnList;
+struct HcParams;
+struct IndexerParams;
+struct OutProjParams;
+struct PackedAttnKeys;
+}  // namespace kernels
 class CacheStorage;
 class RankRows;
 struct CompressorSlot;
@@ -233,23 +240,36 @@ class ModelRunner {
   // dspark_gamma > 0: a DSpark stage over blocks of that many rows (run_dspark_attention).
   Status run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, bf16* X, const DecisionIO& dec,
                    int dspark_gamma = 0);
-  // Attention stages: q path (with the kv path's first phase), cache writes, the per-row
-  // cache views, the CSA indexer's picks, the attention list and kernel, the output projection.
-  Status run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, const DecisionIO& dec);
-  void run_q_path(const LayerWeights& lw, const LayerCaches& lc, bool kv_first_here, bool idx_actq);
-  // kv_first_phase: the kv path's phases before it already ran (with the q path's).
-  Status run_cache_writes(const LayerWeights& lw, LayerCaches& lc, int kv_first_phase);
-  void run_compressor(CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width,
-                      float* scratch, const StepMetadata& rows);
+  // The attention sub-block (runner_attention.cc lists its runs). attention_actq: its run A,
+  // inside hc_pre's apply run.
+  struct AttnArgs;
+  AttnArgs attn_args(const LayerWeights& lw, const LayerCaches& lc);
+  void attention_actq(const LayerWeights& lw, const LayerCaches& lc, int tid, int n);
+  // X: the stream hc_post adds the attention output to (out_proj_posts: in wo_b's run).
+  Status run_attention(const LayerWeights& lw, LayerCaches& lc, bool mtp_block, const DecisionIO& dec, bf16* X);
+  void run_projections(const LayerWeights& lw, const AttnArgs& x, LayerCaches& lc);
+  void pack_entries(const CompressorSlot& slot, const CacheStorage& cache, int32_t page_rows, int64_t width,
+                    const kernels::CompressorEmit* emits, const bf16* entries, const StepMetadata& rows);
   void build_cache_views(const LayerWeights& lw, const LayerCaches& lc);
   // CSA; merge_in_select: the top-k merge is left to run_sparse_attention's first run.
-  void run_indexer(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
-                   bool idx_actq, bool merge_in_select);
-  void run_sparse_attention(const LayerWeights& lw, bool merge_in_select);
-  Status run_out_proj(const LayerWeights& lw, LayerCaches& lc);
+  void run_indexer(const LayerWeights& lw, bool mtp_block, const DecisionIO& dec, bool merge_in_select);
+  void run_sparse_attention(const LayerWeights& lw, const AttnArgs& x, bool merge_in_select);
+  void run_attention_kernel(const LayerWeights& lw, const AttnArgs& x, const kernels::AttnList& list,
+                            const kernels::PackedAttnKeys& keys);
+  kernels::IndexerParams indexer_params() const;
+  kernels::OutProjParams out_proj_params() const;
+  // derotated: out_proj's phase 0 already ran (with the attention kernel).
+  Status run_out_proj(const LayerWeights& lw, LayerCaches& lc, bool derotated, bf16* X);
+  // Whether wo_b (one rank, or no TP seam) and the routed experts' down projection (no EP seam)
+  // run with the sub-block's hc_post, each thread on its own hidden columns.
+  bool out_proj_posts() const;
+  bool moe_posts() const;
+  static constexpr int64_t kColumnAlign = 64;  // hidden columns per unit of that split
+  kernels::HcParams hc_params() const;
   // dspark_gamma > 0: a DSpark stage, its decisions keyed by (stage, anchor, block row).
+  // X: the stream hc_post adds the MoE output to (moe_posts: in the down projection's run).
   Status run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
-                 int dspark_gamma = 0);
+                 int dspark_gamma, bf16* X);
   // The MoE sub-block's inputs: ffn_norm output a [T, D], router ids [T, K] and weights [T, K]
   // (the step scratch, or an EP seam's batch).
   struct MoeRows {
@@ -262,7 +282,7 @@ class ModelRunner {
   Status run_head(const HcParams& hc, const bf16* norm, bf16* X, float* logits, HeadRows head);
   // DSpark (runner_dspark.cc).
   Status dspark_init();
-  Status run_dspark_attention(const LayerWeights& lw, LayerCaches& lc, int gamma);
+  Status run_dspark_attention(const LayerWeights& lw, LayerCaches& lc, int gamma, bf16* X);
 
   const ModelConfig& cfg_;
   const Weights& w_;

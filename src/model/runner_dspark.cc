@@ -105,7 +105,7 @@ Status ModelRunner::dspark_propose(std::span<const DsparkRound> rounds, int gamm
 // DSpark attention of one stage (dspark.md §3.6) over blocks of `gamma` rows: per request a
 // key list of its n_c ring rows in ring-slot order, then its γ transient block keys (A6,
 // fp8sim_64 included), read whole by every block row.
-Status ModelRunner::run_dspark_attention(const LayerWeights& lw, LayerCaches& lc, int gamma) {
+Status ModelRunner::run_dspark_attention(const LayerWeights& lw, LayerCaches& lc, int gamma, bf16* X) {
   StepScratch& s = *scratch_;
   const ModelConfig& c = cfg_;
   const int64_t T = step_meta_.T, D = c.hidden_size, Dh = c.head_dim;
@@ -116,11 +116,16 @@ Status ModelRunner::run_dspark_attention(const LayerWeights& lw, LayerCaches& lc
   const k::QPathParams qp{D, c.q_lora_rank, H, static_cast<int>(Dh), Dr, eps};
   const k::QPathWeights qw{aw.wq_a.w, aw.q_norm, aw.wq_b.w, lc.inv_freq};
   const k::QPathIO qio{T, s.a.data(), pos, s.qr.data(), s.q.data(), s.qpath.data()};
-  for (int ph = 0; ph < k::kQPathPhases; ++ph) pool_.run([&](int tid, int n) { k::q_path(ph, qp, qw, qio, tid, n); });
   const k::KvPathParams kp{D, static_cast<int>(Dh), Dr, eps};
   const k::KvPathWeights kw{aw.wkv.w, aw.kv_norm, lc.inv_freq};
   const k::KvPathIO kio{T, s.a.data(), pos, s.kv.data(), s.kvpath.data()};
-  for (int ph = 0; ph < k::kKvPathPhases; ++ph) pool_.run([&](int tid, int n) { k::kv_path(ph, kp, kw, kio, tid, n); });
+  // The kv path's phases split like the q path's first three (rows, columns, rows): one run each.
+  static_assert(k::kKvPathPhases <= k::kQPathPhases);
+  for (int ph = 0; ph < k::kQPathPhases; ++ph)
+    pool_.run([&](int tid, int n) {
+      k::q_path(ph, qp, qw, qio, tid, n);
+      if (ph < k::kKvPathPhases) k::kv_path(ph, kp, kw, kio, tid, n);
+    });
   drafter_->build_key_lists(step_meta_, gamma, lw.layer - c.num_hidden_layers, s.kv.data(), Dh);
   const k::AttnList list = drafter_->key_list();
   const k::PackedAttnKeys keys = drafter_->keys();
@@ -128,7 +133,7 @@ Status ModelRunner::run_dspark_attention(const LayerWeights& lw, LayerCaches& lc
   pool_.run([&](int tid, int n) {
     k::sparse_attn(ap, s.q.data(), T, list, keys, aw.attn_sink, s.o.data(), s.attn.data(), tid, n);
   });
-  return run_out_proj(lw, lc);
+  return run_out_proj(lw, lc, false, X);
 }
 
 }  // namespace dsv4

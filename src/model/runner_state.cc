@@ -127,7 +127,9 @@ std::unique_ptr<StepScratch> StepScratch::create(const ModelConfig& c, const Lim
   // Compressors and the indexer.
   s.size(s.cmp, std::max<int64_t>(compressor_floats, 1));
   s.size(s.emits, T);
-  s.size(s.entries, T * std::max(Dh, Di));
+  s.size(s.idx_emits, T);
+  s.size(s.entries, T * Dh);
+  s.size(s.idx_entries, T * std::max<int64_t>(Di, 1));
   s.size(s.qr_q, T * Rq);
   s.size(s.qi, T * std::max<int64_t>(Hi * Di, 1));
   s.size(s.omega, T * std::max<int64_t>(Hi, 1));

@@ -96,8 +96,8 @@ struct StepScratch {
   Buf<bf16> qpath, kvpath, oproj, mtpproj;
   Buf<bf16> features;  // [T, |Lt|·D] DSpark target features of the own rows (ranks)
   Buf<float> cmp;                    // compressor projections
-  Buf<kernels::CompressorEmit> emits;      // [T]
-  Buf<bf16> entries;                 // [T, max(Dh, Di)]
+  Buf<kernels::CompressorEmit> emits, idx_emits;  // [T] the main and the indexer compressor's
+  Buf<bf16> entries, idx_entries;                 // [T, Dh], [T, Di] (both emit in one run)
   Buf<bf16> qr_q, qi, omega, wgt;
   Buf<int32_t> picks, n_picks, count;
   Buf<uint8_t> select;               // indexer_select scratch (64-byte aligned at select_base)

@@ -147,6 +147,31 @@ void hc_head_apply(const bf16* X, const HcHeadWeights& w, const HcParams& p, int
   }
 }
 
+namespace {
+
+// hc_post of row t on columns [d0, d0 + n), n <= kChunk.
+void hc_post_chunk(const bf16* f, const bf16* X, const float* post, const float* comb, int64_t N, int64_t D,
+                   int64_t t, int64_t d0, int64_t n, bf16* X_out) {
+  const bf16* Xt = X + t * N * D;
+  const float* Ct = comb + t * N * N;
+  const bf16* ft = f + t * D + d0;
+  float out[kHcMaxMult][kChunk];  // all N streams first: X_out may alias X
+  for (int64_t k = 0; k < N; ++k) {
+    float s[kChunk] = {};
+    for (int64_t j = 0; j < N; ++j) {
+      const float c = Ct[j * N + k];
+      const bf16* xj = Xt + j * D + d0;
+      for (int64_t i = 0; i < n; ++i) s[i] += c * to_f32(xj[i]);
+    }
+    const float pk = post[t * N + k];
+    for (int64_t i = 0; i < n; ++i) out[k][i] = pk * to_f32(ft[i]) + s[i];
+  }
+  for (int64_t k = 0; k < N; ++k)
+    for (int64_t i = 0; i < n; ++i) X_out[t * N * D + k * D + d0 + i] = bf16::from_float(out[k][i]);
+}
+
+}  // namespace
+
 void hc_post(const bf16* f, const bf16* X, const float* post, const float* comb, const HcParams& p,
              int64_t T, bf16* X_out, int tid, int nthreads) {
   const int64_t N = p.hc_mult, D = p.hidden;
@@ -155,25 +180,17 @@ void hc_post(const bf16* f, const bf16* X, const float* post, const float* comb,
   const Range r = split_range(T * n_chunks, tid, nthreads);
   for (int64_t item = r.begin; item < r.end; ++item) {
     const int64_t t = item / n_chunks, d0 = (item % n_chunks) * kChunk;
-    const int64_t n = std::min(kChunk, D - d0);
-    const bf16* Xt = X + t * N * D;
-    const float* Ct = comb + t * N * N;
-    const bf16* ft = f + t * D + d0;
-    float out[kHcMaxMult][kChunk];  // all N streams first: X_out may alias X
-    for (int64_t k = 0; k < N; ++k) {
-      float s[kChunk] = {};
-      for (int64_t j = 0; j < N; ++j) {
-        const float c = Ct[j * N + k];
-        const bf16* xj = Xt + j * D + d0;
-        for (int64_t i = 0; i < n; ++i) s[i] += c * to_f32(xj[i]);
-      }
-      const float pk = post[t * N + k];
-      for (int64_t i = 0; i < n; ++i) out[k][i] = pk * to_f32(ft[i]) + s[i];
-    }
-    for (int64_t k = 0; k < N; ++k)
-      for (int64_t i = 0; i < n; ++i)
-        X_out[t * N * D + k * D + d0 + i] = bf16::from_float(out[k][i]);
+    hc_post_chunk(f, X, post, comb, N, D, t, d0, std::min(kChunk, D - d0), X_out);
   }
+}
+
+void hc_post_cols(const bf16* f, const bf16* X, const float* post, const float* comb, const HcParams& p,
+                  int64_t T, int64_t d0, int64_t d1, bf16* X_out) {
+  const int64_t N = p.hc_mult, D = p.hidden;
+  DSV4_CHECK(N >= 1 && N <= kHcMaxMult, "hc_mult {}", N);
+  DSV4_CHECK(0 <= d0 && d0 <= d1 && d1 <= D, "hc_post columns [{}, {}) of {}", d0, d1, D);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c = d0; c < d1; c += kChunk) hc_post_chunk(f, X, post, comb, N, D, t, c, std::min(kChunk, d1 - c), X_out);
 }
 
 void hc_stream_mean(const bf16* X, const HcParams& p, int64_t T, bf16* F, int64_t stride, int tid,

@@ -89,6 +89,10 @@ void hc_head_apply(const bf16* X, const HcHeadWeights& w, const HcParams& p, int
                    const float* mix, bf16* y, int tid, int nthreads);
 void hc_post(const bf16* f, const bf16* X, const float* post, const float* comb, const HcParams& p,
              int64_t T, bf16* X_out, int tid, int nthreads);
+// hc_post on hidden columns [d0, d1) of every row, on the calling thread: each element's
+// arithmetic is hc_post's, so a thread that wrote those columns of f may run it in the same run.
+void hc_post_cols(const bf16* f, const bf16* X, const float* post, const float* comb, const HcParams& p,
+                  int64_t T, int64_t d0, int64_t d1, bf16* X_out);
 // (row, D-chunk) items split over threads.
 void hc_stream_mean(const bf16* X, const HcParams& p, int64_t T, bf16* F, int64_t stride, int tid,
                     int nthreads);

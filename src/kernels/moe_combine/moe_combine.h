@@ -27,5 +27,9 @@ void moe_combine_ref(const bf16* routed, const int32_t* route_row, const int32_t
 void moe_combine(const bf16* routed, const int32_t* route_row, const int32_t* ids,
                  const bf16* shared, const MoeCombineParams& p, int64_t T, bf16* m, int tid,
                  int nthreads);
+// moe_combine on hidden columns [d0, d1) of every row, on the calling thread (the same adds per
+// element): a thread that wrote those columns of every term may run it in the same run.
+void moe_combine_cols(const bf16* routed, const int32_t* route_row, const int32_t* ids, const bf16* shared,
+                      const MoeCombineParams& p, int64_t T, int64_t d0, int64_t d1, bf16* m);
 
 }  // namespace dsv4::kernels

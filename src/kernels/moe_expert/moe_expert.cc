@@ -186,4 +186,22 @@ void moe_experts_down(const ExpertWeights* experts, const ExpertWeights& shared,
     linear(shared.w2, w.u + w.n_entries * F, w.shared_rows, w.x + w.n_entries * D, tid, nthreads);
 }
 
+void moe_experts_down_cols(const ExpertWeights* experts, const ExpertWeights& shared, const MoeExpertParams& p,
+                           const MoeDispatchParams& d, const MoeWork& w, int64_t o0, int64_t o1) {
+  const int64_t D = p.hidden, F = p.moe_intermediate_size;
+  if (o0 >= o1) return;
+  LinearSlice s;
+  s.o0 = o0;
+  s.o1 = o1;
+  s.y_stride = D;
+  auto down = [&](const LinearWeight& w2, int64_t r0, int64_t n) {
+    linear_slice(w2, s, w.u + r0 * F, n, w.x + r0 * D + o0, 0, 1);
+  };
+  for (int64_t i = 0; i < d.n_local; ++i) {
+    const int64_t r0 = w.expert_begin[i], n = w.expert_begin[i + 1] - r0;
+    if (n > 0) down(experts[i].w2, r0, n);
+  }
+  if (w.shared_rows > 0) down(shared.w2, w.n_entries, w.shared_rows);
+}
+
 }  // namespace dsv4::kernels

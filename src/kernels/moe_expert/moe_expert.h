@@ -97,6 +97,11 @@ void moe_experts_act(const float* route_weights, const ExpertWeights* experts,
 void moe_experts_down(const ExpertWeights* experts, const ExpertWeights& shared,
                       const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w,
                       int tid, int nthreads);
+// moe_experts_down on output columns [o0, o1) of every entry, on the calling thread: a caller
+// that splits the hidden columns itself can combine those columns in the same run
+// (moe_combine_cols).
+void moe_experts_down_cols(const ExpertWeights* experts, const ExpertWeights& shared, const MoeExpertParams& p,
+                           const MoeDispatchParams& d, const MoeWork& w, int64_t o0, int64_t o1);
 
 // Results after moe_experts_down: the routed output of slot (t, k) is row slot_entry[t·K + k] of
 // w.x; the shared expert's output of row t is row t of shared_out(w).

@@ -47,4 +47,17 @@ void out_proj(int phase, const OutProjParams& p, const OutProjWeights& w, const 
   DSV4_CHECK(false, "out_proj phase {} of {}", phase, kOutProjPhases);
 }
 
+void out_proj_wo_b_cols(const OutProjParams& p, const OutProjWeights& w, const OutProjIO& io, int64_t o0,
+                        int64_t o1) {
+  if (o0 >= o1 || io.T == 0) return;
+  const bf16* u = io.scratch;
+  const bf16* uq = u + io.T * p.u_width();
+  LinearSlice s;
+  s.k_group = p.wo_b_k_group();
+  s.o0 = o0;
+  s.o1 = o1;
+  s.y_stride = p.hidden;
+  linear_slice(w.wo_b, s, w.wo_b.quantized() ? uq : u, io.T, io.out + o0, 0, 1);
+}
+
 }  // namespace dsv4::kernels

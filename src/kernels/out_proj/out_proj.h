@@ -63,5 +63,10 @@ void out_proj_ref(const OutProjParams& p, const OutProjWeights& w, bf16* o, int6
 constexpr int kOutProjPhases = 4;
 void out_proj(int phase, const OutProjParams& p, const OutProjWeights& w, const OutProjIO& io,
               int tid, int nthreads);
+// Phase 3 (wo_b) on output columns [o0, o1) only, on the calling thread: a caller that splits
+// the hidden columns itself can go on with those columns in the same run (hc_post_cols).
+void out_proj_wo_b_cols(const OutProjParams& p, const OutProjWeights& w, const OutProjIO& io, int64_t o0,
+                        int64_t o1);
 
 }  // namespace dsv4::kernels
+

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "base/math.h"
 #include "base/thread_pool.h"
 #include "kernels/hc/hc.h"
 #include "support/poison.h"
@@ -171,7 +172,7 @@ TEST_P(HcPreset, PostMatchesReferenceAtEveryT) {
   const int64_t W = p.width();
   RowBuffer<bf16> ref(kCapacity, W), out(kCapacity, W);
   hc_post_ref(d.f.data(), d.X.data(), d.post.data(), d.comb.data(), p, kCapacity, ref.data());
-  for (int nthreads : {1, 2}) {
+  for (int nthreads : {1, 2, 3}) {
     ThreadPool pool(nthreads);
     for (int64_t T = 1; T <= kCapacity; ++T) {
       out.poison(T);
@@ -181,6 +182,16 @@ TEST_P(HcPreset, PostMatchesReferenceAtEveryT) {
       // Same ops in the same order as the reference: bit-identical.
       ASSERT_TRUE(test::all_close(out.data(), ref.data(), T * W, test::kExact, "X'")) << T;
       ASSERT_TRUE(out.sentinel_intact(T)) << T;
+      // By hidden columns (the model's fused wo_b / MoE-down runs), with ragged column units.
+      for (int64_t align : {64, 48}) {
+        out.poison(T);
+        pool.run([&](int tid, int n) {
+          const Range c = split_aligned(p.hidden, align, tid, n);
+          hc_post_cols(d.f.data(), d.X.data(), d.post.data(), d.comb.data(), p, T, c.begin, c.end, out.data());
+        });
+        ASSERT_TRUE(test::all_close(out.data(), ref.data(), T * W, test::kExact, "X' by columns")) << T;
+        ASSERT_TRUE(out.sentinel_intact(T)) << T;
+      }
     }
     // In place (X_out == X), the way the model updates its streams.
     RowBuffer<bf16> X = d.X;

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "base/math.h"
 #include "base/thread_pool.h"
 #include "kernels/moe_combine/moe_combine.h"
 #include "support/poison.h"
@@ -67,7 +68,7 @@ TEST_P(CombineCase, EngineMatchesReferenceAtEveryT) {
                   want_perm.data());
   ASSERT_TRUE(
       test::all_close(want_perm.data(), want.data(), kCapacity * c.D, test::kExact, "ref layouts"));
-  for (int nthreads : {1, 2}) {
+  for (int nthreads : {1, 2, 3}) {
     ThreadPool pool(nthreads);
     for (int64_t T = 1; T <= kCapacity; ++T) {
       for (int layout = 0; layout < 2; ++layout) {
@@ -78,6 +79,13 @@ TEST_P(CombineCase, EngineMatchesReferenceAtEveryT) {
           moe_combine(src, rr, ids.data(), shared.data(), p, T, m.data(), tid, n);
         });
         ASSERT_TRUE(test::all_close(m.data(), want.data(), T * c.D, test::kExact, "m")) << T;
+        ASSERT_TRUE(m.sentinel_intact(T)) << T;
+        m.poison(T);  // by hidden columns (the model's fused MoE-down run), ragged units
+        pool.run([&](int tid, int n) {
+          const Range cols = split_aligned(c.D, 48, tid, n);
+          moe_combine_cols(src, rr, ids.data(), shared.data(), p, T, cols.begin, cols.end, m.data());
+        });
+        ASSERT_TRUE(test::all_close(m.data(), want.data(), T * c.D, test::kExact, "m by columns")) << T;
         ASSERT_TRUE(m.sentinel_intact(T)) << T;
       }
     }

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "base/math.h"
 #include "base/thread_pool.h"
 #include "kernels/moe_expert/moe_expert.h"
 #include "numeric/quant.h"
@@ -75,7 +76,14 @@ MoeWork run_engine(ThreadPool& pool, const bf16* f, const int32_t* ids, const fl
   pool.run([&](int tid, int n) { moe_experts_in(f, experts.data(), shared, p, d, w, tid, n); });
   pool.run([&](int tid, int n) { moe_experts_up(experts.data(), shared, p, d, w, tid, n); });
   pool.run([&](int tid, int n) { moe_experts_act(rw, experts.data(), shared, p, d, w, tid, n); });
-  pool.run([&](int tid, int n) { moe_experts_down(experts.data(), shared, p, d, w, tid, n); });
+  if (T % 2 == 0) {
+    pool.run([&](int tid, int n) { moe_experts_down(experts.data(), shared, p, d, w, tid, n); });
+  } else {  // by hidden columns (the model's run with moe_combine_cols and hc_post), ragged units
+    pool.run([&](int tid, int n) {
+      const Range c = split_aligned(D, 48, tid, n);
+      moe_experts_down_cols(experts.data(), shared, p, d, w, c.begin, c.end);
+    });
+  }
   if (poison) {
     for (int64_t i = used * D; i < R * D; ++i)
       EXPECT_EQ(w.x[i].bits, sent.bits) << "x row " << i / D;

@@ -119,6 +119,13 @@ TEST(OutProj, EveryTMatchesRef) {
         ASSERT_TRUE(out.sentinel_intact(T));
         if (full.empty()) full.assign(out.v.begin(), out.v.end());
         ASSERT_TRUE(test::all_close(out.data(), full.data(), T * p.hidden, test::kExact)) << "T=" << T;
+        out.poison(T);  // wo_b by hidden columns (the model's run with hc_post), ragged units
+        run(nthreads, [&](int tid, int n) {
+          const Range c = split_aligned(p.hidden, 48, tid, n);
+          out_proj_wo_b_cols(p, w, io, c.begin, c.end);
+        });
+        ASSERT_TRUE(out.sentinel_intact(T));
+        ASSERT_TRUE(test::all_close(out.data(), full.data(), T * p.hidden, test::kExact)) << "cols T=" << T;
       }
   }
 }
