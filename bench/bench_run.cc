@@ -294,6 +294,7 @@ Status run_bench(const BenchOptions& o) {
     DSV4_RETURN_IF_ERROR(run_grammar_cases(o.tokenizer, o.repeats, all));
   }
   if (selected(o, "request")) DSV4_RETURN_IF_ERROR(run_request_cases(o.tokenizer, o.repeats));
+  if (selected(o, "request_stages")) DSV4_RETURN_IF_ERROR(run_request_stages(o.tokenizer, o.repeats));
   if (selected(o, "spec-e2e")) {
     if (o.spec_model_dir.empty() || o.spec_dspark_dir.empty()) {
       notes.push_back("spec-e2e skipped: no model directories");

@@ -19,11 +19,12 @@ namespace dsv4::bench {
 // dspark maps its own real-size checkpoint (8.8 GiB resident on flash, written once) and
 // times six pieces per (B, γ), 28 points at the default sets (up to 512 verify rows).
 // spec-flash projects from the records of layer-*, head, dspark and spec-e2e (this run's or --from).
-// grammar (grammar_cases.h) needs --tokenizer; request (request_cases.h) takes it when given.
+// grammar (grammar_cases.h) needs --tokenizer; request and request_stages (request_cases.h) take
+// it when given.
 inline constexpr const char* kCaseGroups[] = {"layer-csa", "layer-hca",  "head",    "gemm",
                                               "onednn",    "tiny-e2e",   "dspark",  "spec-e2e",
-                                              "spec-flash", "grammar",   "request"};
-inline constexpr const char* kOptInGroups[] = {"dspark", "spec-flash", "grammar", "request"};
+                                              "spec-flash", "grammar",   "request", "request_stages"};
+inline constexpr const char* kOptInGroups[] = {"dspark", "spec-flash", "grammar", "request", "request_stages"};
 
 struct BenchOptions {
   std::string preset = "flash";           // layer shapes: flash | tiny

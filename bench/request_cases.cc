@@ -5,8 +5,14 @@
 #include <cstdio>
 #include <functional>
 
+#include <sys/resource.h>
+#include <time.h>
+
 #include <nlohmann/json.hpp>
 
+#include "base/ordered_json.h"
+#include "chat/render.h"
+#include "io/json_bounded.h"
 #include "runtime/grammar_cache.h"
 #include "server/protocol.h"
 #include "text/tiny_tokenizer.h"
@@ -109,7 +115,99 @@ Result<TextModel> load_text(const std::string& tokenizer_path) {
   return TextModel{std::move(*tok), TokenizerConfig{}};
 }
 
+// Thread CPU time in microseconds (the machine is shared: wall time counts other processes).
+double thread_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
+}
+
+// Minor page faults of this thread so far: first touches of memory the allocator got fresh from
+// the kernel (large blocks are mapped per allocation and unmapped when freed).
+double thread_faults() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return static_cast<double>(u.ru_minflt);
+}
+
+double median_us(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The parse pool's stages run apart on one body: its JSON, the chat render (a body with
+// "messages"), the tokenizer over the rendered text or the "prompt" string, and the whole
+// handler (so the rest, grammar and response building, is the difference). us per stage.
+struct StageTimes {
+  double parse = 0, render = 0, tokenize = 0, total = 0, faults = 0;  // faults: of the whole handler
+};
+
+StageTimes time_stages_once(const Case& c, const std::string& body, const server::ModelCard& card) {
+  StageTimes t;
+  double t0 = thread_us();
+  Result<OrderedJson> parsed = parse_json_bounded<OrderedJson>(body, kMaxJsonDepth, nullptr, card.max_json_values());
+  t.parse = thread_us() - t0;
+  if (parsed.ok() && parsed->is_object()) {
+    const OrderedJson* messages = json_member(*parsed, "messages");
+    const OrderedJson* prompt = json_member(*parsed, "prompt");
+    if (messages != nullptr) {
+      t0 = thread_us();
+      Result<chat::ChatOptions> options = chat::chat_options_from_request(*parsed);
+      Result<chat::ChatPrompt> rendered =
+          options.ok() ? chat::render_chat(*messages, *options) : Result<chat::ChatPrompt>(options.status());
+      t.render = thread_us() - t0;
+      t0 = thread_us();
+      if (rendered.ok()) (void)card.text->tokenizer.encode_spans(rendered->text, rendered->template_spans);
+      t.tokenize = thread_us() - t0;
+    } else if (prompt != nullptr && prompt->is_string()) {
+      t0 = thread_us();
+      (void)encode_prompt(*card.text, prompt->get_ref<const std::string&>(), /*allow_special=*/true);
+      t.tokenize = thread_us() - t0;
+    }
+  }
+  t0 = thread_us();
+  const double f0 = thread_faults();
+  (void)handle(c, body, card);
+  t.total = thread_us() - t0;
+  t.faults = thread_faults() - f0;
+  return t;
+}
+
 }  // namespace
+
+// us/KiB per stage at 64 KiB, 512 KiB, 2 MiB and 8 MiB, medians of `repeats` runs.
+Status run_request_stages(const std::string& tokenizer_path, int repeats) {
+  Result<TextModel> text = load_text(tokenizer_path);
+  if (!text.ok()) return text.status().with_context("request_stages: --tokenizer");
+  server::ModelCard card;
+  card.id = "bench";
+  card.max_context = 1 << 20;
+  card.text = &*text;
+  std::printf("\nrequest stages: thread CPU us/KiB, median of %d, on %s\n", repeats,
+              tokenizer_path.empty() ? "the tiny vocabulary" : tokenizer_path.c_str());
+  std::printf("%-12s %-20s %8s %9s %9s %9s %9s %9s %11s\n", "route", "shape", "KiB", "parse", "render", "tokenize",
+              "rest", "total", "faults/KiB");
+  for (const Case& c : cases()) {
+    for (const size_t kib : {size_t{64}, size_t{512}, size_t{2048}, size_t{8192}}) {
+      const std::string body = c.body(kib << 10);
+      std::vector<double> parse, render, tokenize, total, faults;
+      for (int r = 0; r < std::max(repeats, 1); ++r) {
+        const StageTimes t = time_stages_once(c, body, card);
+        parse.push_back(t.parse);
+        render.push_back(t.render);
+        tokenize.push_back(t.tokenize);
+        total.push_back(t.total);
+        faults.push_back(t.faults);
+      }
+      const double k = static_cast<double>(body.size()) / 1024;
+      const double all = median_us(total), rest = all - median_us(parse) - median_us(render) - median_us(tokenize);
+      std::printf("%-12s %-20s %8zu %9.2f %9.2f %9.2f %9.2f %9.2f %11.2f\n", c.route, c.name, kib,
+                  median_us(parse) / k, median_us(render) / k, median_us(tokenize) / k, std::max(rest, 0.0) / k,
+                  all / k, median_us(faults) / k);
+    }
+  }
+  return Status();
+}
 
 Status run_request_cases(const std::string& tokenizer_path, int repeats) {
   Result<TextModel> text = load_text(tokenizer_path);

@@ -13,5 +13,8 @@
 namespace dsv4::bench {
 
 Status run_request_cases(const std::string& tokenizer_path, int repeats);
+// The same shapes split by stage (body parse, chat render, tokenize, the rest) at 64 KiB,
+// 512 KiB, 2 MiB and 8 MiB: thread CPU time per KiB, medians (case "request_stages").
+Status run_request_stages(const std::string& tokenizer_path, int repeats);
 
 }  // namespace dsv4::bench

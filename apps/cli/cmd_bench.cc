@@ -29,7 +29,8 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--preset", opts->preset, "Layer shapes")->check(CLI::IsMember({"flash", "tiny"}))->capture_default_str();
   sub->add_option("--cases", opts->cases,
                   "Case groups: layer-csa, layer-hca, head, gemm, onednn, tiny-e2e, spec-e2e, dspark, spec-flash, "
-                  "grammar, request (default: all but dspark, spec-flash, grammar and request)")
+                  "grammar, request, request_stages (default: all but dspark, spec-flash, grammar, request and "
+                  "request_stages)")
       ->delimiter(',');
   sub->add_option("--batches", opts->batches, "Decode requests per step (B)")->delimiter(',')->check(CLI::Range(1, 1024));
   sub->add_option("--spec-rows", opts->spec_rows, "Rows per request in decode (S)")->delimiter(',')->check(CLI::Range(1, 64));

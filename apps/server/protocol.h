@@ -142,6 +142,9 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
 ApiResult<std::string> tokenize_response(std::string_view body, const ModelCard& model,
                                          const ClientGone* gone = nullptr);
 ApiResult<std::string> detokenize_response(std::string_view body, const ModelCard& model);
+// tokenize_response's body for these ids, written as text (no JSON DOM); token_strs when strs
+// is given, else null.
+std::string tokenize_body(const std::vector<int32_t>& ids, int64_t max_model_len, const Tokenizer* strs);
 
 // system_fingerprint of every response and chunk: "fp_dsv4_" and 12 hex digits of a hash of
 // the served model id and this build (the compile time of the protocol layer): equal answers

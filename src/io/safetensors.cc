@@ -1,7 +1,7 @@
 // safetensors reader and writer (rules in safetensors.h). Parsing order for
 // one file image of `size` bytes:
 //   N = u64le(bytes[0..8)), 0 < N <= min(kMaxSafetensorsHeader, size - 8)
-//   header = JSON object over bytes[8, 8+N), no repeated key, nesting <= 3
+//   header = JSON object over bytes[8, 8+N), no repeated key, nesting <= 3, at most 2^23 values
 //   data section = bytes[8+N, size), D = size - 8 - N bytes
 //   per tensor: numel = prod(shape) and numel * dtype_size <= 2^63-1 (checked
 //   multiplication), begin <= end, end - begin == numel * dtype_size, end <= D
@@ -25,6 +25,7 @@
 #include "base/check.h"
 #include "base/huge_pages.h"
 #include "io/file_util.h"
+#include "io/json_bounded.h"
 
 namespace dsv4 {
 namespace {
@@ -55,6 +56,10 @@ constexpr int kHeaderMaxDepth = 3;
 // The index's "metadata" is free-form; only the nesting is bounded.
 constexpr int kIndexMaxDepth = 64;
 constexpr uint64_t kMaxIndexBytes = 256ull << 20;
+// Values (containers and scalars) in a header or an index: a checkpoint has about 10 per tensor
+// and fewer than 10^6 tensors; the bound keeps the parsed form of a 100 MiB header of tiny values
+// ([0,0,...]: ~16 bytes each parsed against 2 as text) within a few hundred MiB.
+constexpr int64_t kMaxJsonValues = int64_t{1} << 23;
 
 // A JSON value for an error message: compact, at most ~64 characters.
 std::string describe(const json& v) {
@@ -82,46 +87,63 @@ std::string exception_text(const json::exception& e) {
   return printable(p == std::string::npos ? what : what.substr(p + 2));
 }
 
-struct JsonReject {
-  std::string message;
+// The bounded SAX parser (io/json_bounded.h) that also refuses a key repeated within one
+// object (nlohmann would keep the last value silently). The parse ends at the first refusal.
+class StrictHeaderParser : public detail::BoundedDomParser<json> {
+  using Base = detail::BoundedDomParser<json>;
+
+ public:
+  struct Repeated {
+    std::string message;
+  };
+  using Base::Base;
+
+  bool start_object(std::size_t n) {
+    if (!Base::start_object(n)) return false;
+    open_.emplace_back();
+    return true;
+  }
+  bool start_array(std::size_t n) {
+    if (!Base::start_array(n)) return false;
+    open_.emplace_back();
+    return true;
+  }
+  bool end_object() {
+    open_.pop_back();
+    return Base::end_object();
+  }
+  bool end_array() {
+    open_.pop_back();
+    return Base::end_array();
+  }
+  bool key(json::string_t& k) {
+    if (open_.size() == 1) top_key_ = k;
+    if (!open_.back().insert(k).second)
+      throw Repeated{open_.size() == 1 ? fmt::format("lists key {} twice", quote(k))
+                                       : fmt::format("lists key {} twice inside {}", quote(k), quote(top_key_))};
+    return Base::key(k);
+  }
+
+ private:
+  std::vector<std::unordered_set<std::string>> open_;  // keys seen, one set per open container
+  std::string top_key_;
 };
 
-// Parses JSON text strictly: whole input, valid UTF-8, no key repeated within
-// one object (nlohmann would keep the last silently), nesting <= max_depth.
-// The error message completes "<what> ...", e.g. "is not valid JSON ...".
+// Parses JSON text strictly: whole input, valid UTF-8, no key repeated within one object,
+// nesting <= max_depth, at most kMaxJsonValues values; linear in the text. The error message
+// completes "<what> ...", e.g. "is not valid JSON ...".
 Result<json> parse_json_strict(const uint8_t* begin, const uint8_t* end, int max_depth) {
-  std::vector<std::unordered_set<std::string>> open;  // keys seen, one set per open container
-  std::string top_key;
-  const json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) -> bool {
-    switch (ev) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (open.size() >= static_cast<size_t>(max_depth))
-          throw JsonReject{fmt::format("nests deeper than {} levels", max_depth)};
-        open.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        open.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        const std::string& k = parsed.get_ref<const std::string&>();
-        if (open.size() == 1) top_key = k;
-        if (!open.back().insert(k).second)
-          throw JsonReject{open.size() == 1
-                               ? fmt::format("lists key {} twice", quote(k))
-                               : fmt::format("lists key {} twice inside {}", quote(k), quote(top_key))};
-        break;
-      }
-      case json::parse_event_t::value:
-        break;
-    }
-    return true;
-  };
+  json out;
+  StrictHeaderParser parser(out, max_depth, kMaxJsonValues);
   try {
-    return json::parse(begin, end, cb);
-  } catch (const JsonReject& r) {
+    json::sax_parse(begin, end, &parser);
+    return out;
+  } catch (const StrictHeaderParser::Repeated& r) {
     return Status::error(r.message);
+  } catch (const StrictHeaderParser::TooDeep&) {
+    return Status::errorf("nests deeper than {} levels", max_depth);
+  } catch (const StrictHeaderParser::TooMany&) {
+    return Status::errorf("holds more than {} values (the limit)", kMaxJsonValues);
   } catch (const json::parse_error& e) {
     return Status::errorf("is not valid JSON (byte {} of {}): {}", e.byte, end - begin, exception_text(e));
   } catch (const json::exception& e) {  // e.g. a number beyond double range

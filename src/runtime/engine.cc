@@ -366,7 +366,7 @@ void Engine::report_counters(StepReport& rep) const {
 // Prompt blocks completed this step join the prefix cache.
 void Engine::register_prefixes(const std::vector<PlannedRows>& plan) {
   for (size_t i = 0; i < plan.size(); ++i)
-    if (sched_->live(i)) runner_->register_prefix(plan[i].seq, sched_->tokens(i).data(), plan[i].prompt_len, opt_.mtp);
+    if (sched_->live(i)) runner_->register_prefix(plan[i].seq, sched_->tokens(i).prompt().data(), plan[i].prompt_len, opt_.mtp);
 }
 
 // With ranks, a failed step fails the job: the other ranks hear of it and leave their step.

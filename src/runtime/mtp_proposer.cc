@@ -60,7 +60,7 @@ void MtpProposer::build_rows(const std::vector<PlannedRows>& plan, const int64_t
   for (size_t i = 0; i < plan.size(); ++i) {
     if (!ctx_.sched.live(i)) continue;
     const PlannedRows& p = plan[i];
-    const std::vector<int32_t>& toks = ctx_.sched.tokens(i);
+    const TokenSeq toks = ctx_.sched.tokens(i);
     const int64_t old = ctx_.sched.cached_before(i), n = ctx_.sched.cached(i) - old;
     for (int64_t j = 0; j < n; ++j) tokens_[T + j] = toks[old + j + 1];
     // Rows this rank did not compute hold stale values the MTP layer never reads.

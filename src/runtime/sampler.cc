@@ -129,7 +129,7 @@ bool Sampler::queue_rows(const std::vector<PlannedRows>& plan, const int64_t* ro
 // The rows p samples, first_sampled and its drafts', take the request's logit adjustments in
 // place: row k's history is the committed tokens and drafts 1..k (the token it predicts is kept
 // only when those drafts are), counted for the row and rolled back after it.
-int32_t Sampler::adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history) {
+int32_t Sampler::adjust_rows(const PlannedRows& p, int64_t first_sampled, const TokenSeq& history) {
   const LogitAdjustments& a = p.request->adjust;
   kernels::TokenCounts* counts = counts_for(p, history);
   SlotGrammar* gr = grammar_for(p, history);
@@ -160,12 +160,12 @@ int32_t Sampler::adjust_rows(const PlannedRows& p, int64_t first_sampled, const 
   return dead;
 }
 
-void Sampler::adjust_row(const PlannedRows& p, const std::vector<int32_t>& history, float* row) {
+void Sampler::adjust_row(const PlannedRows& p, const TokenSeq& history, float* row) {
   if (p.request->adjust.any()) kernels::logit_adjust(row, p.request->adjust, counts_for(p, history));
   if (SlotGrammar* gr = grammar_for(p, history); gr && gr->started) mask_row(row, *gr->matcher, *gr->state);
 }
 
-Sampler::SlotGrammar* Sampler::grammar_for(const PlannedRows& p, const std::vector<int32_t>& history) {
+Sampler::SlotGrammar* Sampler::grammar_for(const PlannedRows& p, const TokenSeq& history) {
   const OutputConstraint& c = p.request->constraint;
   if (!c.active()) return nullptr;
   SlotGrammar& slot = slot_grammar_[static_cast<size_t>(p.seq)];
@@ -222,7 +222,7 @@ bool Sampler::mask_row(float* row, const grammar::JsonMatcher& m, const grammar:
   return allowed > 0 || eos;
 }
 
-kernels::TokenCounts* Sampler::counts_for(const PlannedRows& p, const std::vector<int32_t>& history) {
+kernels::TokenCounts* Sampler::counts_for(const PlannedRows& p, const TokenSeq& history) {
   if (!p.request->adjust.penalizes()) return nullptr;
   SlotCounts& slot = slot_counts_[static_cast<size_t>(p.seq)];
   if (slot.id != p.id) {  // a new request in this slot: count its history once

@@ -76,7 +76,7 @@ class Sampler {
   void run_sample_tasks();
   // One row predicting position history.size() of p's request takes its logit adjustments and
   // mask in place (MTP's draft row: drafts proposed from that distribution pass more often).
-  void adjust_row(const PlannedRows& p, const std::vector<int32_t>& history, float* row);
+  void adjust_row(const PlannedRows& p, const TokenSeq& history, float* row);
   void add_logprobs(const float* row, int32_t token, int32_t top, TokenLogprob* out);
   void run_logprob_tasks();
 
@@ -92,13 +92,13 @@ class Sampler {
   void run_rejection_tasks();
   // Returns the first row (0: the last real row, k: draft row k) whose mask allowed nothing
   // with its grammar state live (a dead end), −1: none.
-  int32_t adjust_rows(const PlannedRows& p, int64_t first_sampled, const std::vector<int32_t>& history);
+  int32_t adjust_rows(const PlannedRows& p, int64_t first_sampled, const TokenSeq& history);
   // The slot's counts synced to history (nullptr when p's request does not penalize).
-  kernels::TokenCounts* counts_for(const PlannedRows& p, const std::vector<int32_t>& history);
+  kernels::TokenCounts* counts_for(const PlannedRows& p, const TokenSeq& history);
   // Structured output: the slot's matcher synced to history (nullptr when p's request has no
   // constraint); rows[k] = −inf where the state after `state` forbids the id.
   struct SlotGrammar;
-  SlotGrammar* grammar_for(const PlannedRows& p, const std::vector<int32_t>& history);
+  SlotGrammar* grammar_for(const PlannedRows& p, const TokenSeq& history);
   // false: the state is live and no id (EOS included) is allowed.
   bool mask_row(float* row, const grammar::JsonMatcher& m, const grammar::MatchState& state);
   const float* row(int64_t step_row) const { return logits_.data() + head_at_[step_row] * vocab_; }

@@ -12,11 +12,15 @@ struct Scheduler::Req {
   std::shared_ptr<const GenerationRequest> g;
   SamplingParams sampling;       // this choice's: the request's with choice_seed(seed, k)
   bool prompt_logprobs = false;  // choice 0 only
-  std::vector<int32_t> tokens;  // prompt, then committed outputs (identical on every rank)
+  // Its tokens are g->prompt (one array, shared by the choices) then its committed outputs
+  // (identical on every rank; reserved up front, so commits never reallocate).
+  std::vector<int32_t> outputs;
+  TokenSeq tokens() const { return TokenSeq(g->prompt, outputs); }
+  int64_t len() const { return prompt_len + static_cast<int64_t>(outputs.size()); }
   int64_t prompt_len = 0;
   int64_t n_cached = 0;         // positions in the caches (main and MTP)
   int32_t seq = -1;
-  std::vector<int32_t> drafts;  // drafts for positions tokens.size() .. (MTP: one; DSpark: γ)
+  std::vector<int32_t> drafts;  // drafts for positions len() .. (MTP: one; DSpark: γ)
   int32_t owner = 0;
   std::vector<int32_t> cp_slots;  // context-parallel prompt: its slot on each TP rank of the owner's group
   int32_t generated = 0;
@@ -56,6 +60,7 @@ Scheduler::Scheduler(const SchedulerOptions& opt, PageBudget& pages) : opt_(opt)
   planned_.reserve(opt.limits.max_batch);
   updates_.reserve(2 * static_cast<size_t>(opt.limits.max_batch));  // a step's updates: mostly the batch's
   draft_rows_.resize(static_cast<size_t>(opt.limits.max_decode_rows) * opt.limits.max_batch);
+  fill_rows_.resize(static_cast<size_t>(std::max<int64_t>(opt.limits.max_rows, 1)));
 }
 
 Scheduler::~Scheduler() = default;
@@ -64,16 +69,19 @@ void Scheduler::add(int64_t id, GenerationRequest req) {
   auto r = std::make_unique<Req>();
   r->id = id;
   r->prompt_len = static_cast<int64_t>(req.prompt.size());
-  // Room for every token the request can reach, so that commits in a step never reallocate.
-  const int64_t most = std::min<int64_t>(r->prompt_len + std::max(req.max_tokens, 0), opt_.limits.max_context);
-  r->tokens.reserve(static_cast<size_t>(std::max(most, r->prompt_len) + opt_.limits.max_decode_rows));
-  r->tokens = req.prompt;
+  r->outputs.reserve(output_room(r->prompt_len, req.max_tokens));
   if (opt_.tokenizer) r->text = std::make_unique<OutputText>(*opt_.tokenizer, req.stop_strings);
   r->forks = std::max(req.n, 1) - 1;
   r->sampling = req.sampling;
   r->prompt_logprobs = req.prompt_logprobs;
   r->g = std::make_shared<const GenerationRequest>(std::move(req));
   waiting_.push_back(std::move(r));
+}
+
+// Room for every output token a choice can reach, so that commits in a step never reallocate.
+size_t Scheduler::output_room(int64_t prompt_len, int32_t max_tokens) const {
+  const int64_t most = std::min<int64_t>(prompt_len + std::max(max_tokens, 0), opt_.limits.max_context);
+  return static_cast<size_t>(std::max<int64_t>(most - prompt_len, 0) + opt_.limits.max_decode_rows);
 }
 
 void Scheduler::cancel(int64_t id, FinishReason why, std::string error) {
@@ -106,7 +114,7 @@ RequestUpdate& Scheduler::update_of(Req& r) {
 void Scheduler::end_slot(Req& r) {
   if (r.seq < 0) return;
   end_cp_slots(r);
-  pages_.register_prefix(r.seq, r.tokens, r.prompt_len);
+  pages_.register_prefix(r.seq, r.g->prompt, r.prompt_len);
   pages_.end(r.seq);
   seq_used_[r.seq] = 0;
   r.seq = -1;
@@ -174,7 +182,7 @@ int64_t Scheduler::growth_on(int32_t rank) const {
   int64_t growth = 0;
   for (const auto& q : running_)
     if (q->owner == rank)
-      growth += pages_.pages_short(q->seq, static_cast<int64_t>(q->tokens.size()) +
+      growth += pages_.pages_short(q->seq, q->len() +
                                                std::max(1, opt_.limits.max_decode_rows - 1));
   return growth;
 }
@@ -184,7 +192,7 @@ int32_t Scheduler::pick_owner(const Req& r, bool allow_prefix) const {
   int64_t best_hit = -1, hit_load = INT64_MAX, min_load = INT64_MAX, roomy_free = -1, roomy_load = INT64_MAX;
   for (int32_t q = 0; q < opt_.world; ++q) {
     if (free_seq(q) < 0) continue;
-    const int64_t hit = allow_prefix ? pages_.cached_prefix(q, r.tokens, r.prompt_len, r.g->cache_salt) : 0;
+    const int64_t hit = allow_prefix ? pages_.cached_prefix(q, r.g->prompt, r.prompt_len, r.g->cache_salt) : 0;
     const int64_t n = running_on(q), free = pages_.free_pages(q) - growth_on(q);
     if (hit > best_hit || (hit == best_hit && n < hit_load)) {
       hit_rank = q;
@@ -214,7 +222,7 @@ bool Scheduler::start_cp_slots(Req& r) {
     }
     const int32_t seq = free_seq(rank);
     ok = seq >= 0 && pages_.pages_short(-1, len) + growth_on(rank) <= pages_.free_pages(rank) &&
-         pages_.start(seq, r.tokens, r.prompt_len, /*allow_prefix=*/false, r.g->cache_salt).ok();
+         pages_.start(seq, r.g->prompt, r.prompt_len, /*allow_prefix=*/false, r.g->cache_salt).ok();
     if (!ok) break;
     seq_used_[seq] = 1;
     r.cp_slots[j] = seq;
@@ -269,8 +277,7 @@ void Scheduler::fork_choices() {
       c->sampling = parent.sampling;
       c->sampling.seed = choice_seed(parent.sampling.seed, k);
       c->prompt_len = parent.prompt_len;
-      c->tokens.reserve(parent.tokens.capacity());
-      c->tokens = parent.tokens;
+      c->outputs.reserve(parent.outputs.capacity());  // the prompt stays the parent's (g->prompt)
       if (opt_.tokenizer) c->text = std::make_unique<OutputText>(*opt_.tokenizer, c->g->stop_strings);
       c->prompt_hits = parent.prompt_hits;
       const int32_t seq = free_seq(parent.owner);
@@ -294,14 +301,14 @@ void Scheduler::fork_choices() {
 void Scheduler::admit() {
   while (!waiting_.empty()) {
     Req& r = *waiting_.front();
-    const int64_t len = static_cast<int64_t>(r.tokens.size());
+    const int64_t len = r.len();
     // Prompt logprobs need every prompt row computed: no prefix-cache hit for them.
     const bool allow_prefix = !r.prompt_logprobs;
     const int32_t owner = pick_owner(r, allow_prefix);
     if (owner < 0) break;  // no free slot on any rank
     if (pages_.pages_short(-1, len) + growth_on(owner) > pages_.free_pages(owner)) break;
     const int32_t seq = free_seq(owner);
-    Result<int64_t> start = pages_.start(seq, r.tokens, r.prompt_len, allow_prefix, r.g->cache_salt);
+    Result<int64_t> start = pages_.start(seq, r.g->prompt, r.prompt_len, allow_prefix, r.g->cache_salt);
     if (!start.ok()) {
       std::unique_ptr<Req> gone = std::move(waiting_.front());
       waiting_.pop_front();
@@ -353,6 +360,7 @@ void Scheduler::start_step() {
   planned_.clear();
   updates_.clear();
   graveyard_.clear();
+  fill_used_ = 0;
   counters_ = {};
   for (auto& [id, why] : cancels_)
     if (Req* r = find(id)) finish(*r, why.first, why.second);
@@ -395,10 +403,25 @@ void Scheduler::plan_rows() {
   order.resize(kept);
 }
 
+// The tokens of a fill chunk of n rows from r.n_cached: in place within the prompt or within the
+// outputs; a chunk across the prompt's end (a preempted request's recompute) is copied into
+// fill_rows_ (T_MAX entries: a step's rows never exceed them).
+const int32_t* Scheduler::fill_rows(const Req& r, int32_t n) {
+  const int64_t p0 = r.n_cached;
+  if (p0 + n <= r.prompt_len) return r.g->prompt.data() + p0;
+  if (p0 >= r.prompt_len) return r.outputs.data() + (p0 - r.prompt_len);
+  DSV4_CHECK(fill_used_ + static_cast<size_t>(n) <= fill_rows_.size());
+  int32_t* rows = fill_rows_.data() + fill_used_;
+  const TokenSeq seq = r.tokens();
+  for (int32_t k = 0; k < n; ++k) rows[k] = seq[static_cast<size_t>(p0 + k)];
+  fill_used_ += static_cast<size_t>(n);
+  return rows;
+}
+
 // One request's rows within `room` rows (n 0: none this step).
 PlannedRows Scheduler::rows_of(Req& r, int64_t room) {
   const Limits& L = opt_.limits;
-  const int64_t len = static_cast<int64_t>(r.tokens.size());
+  const int64_t len = r.len();
   PlannedRows p;
   p.id = r.id;
   p.seq = r.seq;
@@ -413,7 +436,7 @@ PlannedRows Scheduler::rows_of(Req& r, int64_t room) {
     if (p.split) p.cp_slots = r.cp_slots.data();
     const int64_t end = r.forks > 0 ? r.fork_at() : p.split ? r.prompt_len : len;
     p.n = static_cast<int32_t>(std::min<int64_t>({end - r.n_cached, L.max_chunk, room}));
-    p.tokens = r.tokens.data() + r.n_cached;
+    p.tokens = fill_rows(r, p.n);
     p.samples = r.n_cached + p.n == len;
   } else {  // decode: the last token, and the drafts
     p.n_drafts = static_cast<int32_t>(r.drafts.size());
@@ -423,7 +446,7 @@ PlannedRows Scheduler::rows_of(Req& r, int64_t room) {
       return p;
     }
     int32_t* rows = draft_rows_.data() + static_cast<size_t>(L.max_decode_rows) * plan_.size();
-    rows[0] = r.tokens.back();
+    rows[0] = r.tokens().back();
     std::copy(r.drafts.begin(), r.drafts.end(), rows + 1);
     p.tokens = rows;
     p.samples = true;
@@ -455,7 +478,7 @@ void Scheduler::make_room(int32_t over) {
   finish(*newest, FinishReason::kError,
          fmt::format("the compressed cache cannot hold this request: {} positions need more than the "
                      "{} free of cache_blocks = {} pages of {} positions{}",
-                     newest->tokens.size() + 1, pages_.free_pages(over), pages_.total_pages(), L.page_tokens,
+                     newest->len() + 1, pages_.free_pages(over), pages_.total_pages(), L.page_tokens,
                      opt_.world > 1 ? fmt::format(" on rank {}", over) : std::string()));
   auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == newest; });
   graveyard_.push_back(std::move(*it));
@@ -472,7 +495,7 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
       for (TokenLogprob& lp : prompt_logprobs[i]) r.prompt_lp.push_back(std::move(lp));
     auto commit = [&](int32_t t, TokenLogprob* lp) {
       if (r.ended) return;
-      r.tokens.push_back(t);
+      r.outputs.push_back(t);
       ++r.generated;
       ++counters_.committed;
       const bool eos = r.g->stop_at_eos && t == opt_.eos_token_id;
@@ -486,7 +509,7 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
       }
       if (stop_id) finish(r, FinishReason::kStop, {}, eos ? -1 : t);
       else if (r.generated >= r.g->max_tokens) finish(r, FinishReason::kLength, {});
-      else if (static_cast<int64_t>(r.tokens.size()) + 1 >= opt_.limits.max_context)
+      else if (r.len() + 1 >= opt_.limits.max_context)
         finish(r, FinishReason::kContext, {});
       else if (text_stop) {  // reported now; every rank ends it at the next plan (cancel)
         report_final(r, FinishReason::kStop, {});
@@ -546,6 +569,6 @@ void Scheduler::set_drafts(size_t i, const int32_t* drafts, int32_t n) {
 bool Scheduler::live(size_t i) const { return !planned_[i]->ended; }
 int64_t Scheduler::cached_before(size_t i) const { return planned_[i]->cached_before; }
 int64_t Scheduler::cached(size_t i) const { return planned_[i]->n_cached; }
-const std::vector<int32_t>& Scheduler::tokens(size_t i) const { return planned_[i]->tokens; }
+TokenSeq Scheduler::tokens(size_t i) const { return planned_[i]->tokens(); }
 
 }  // namespace dsv4

@@ -58,6 +58,7 @@
 #include "model/limits.h"
 #include "runtime/output_text.h"
 #include "runtime/request.h"
+#include "runtime/token_seq.h"
 
 namespace dsv4 {
 
@@ -159,10 +160,11 @@ class Scheduler {
   void set_drafts(size_t i, const int32_t* drafts, int32_t n);
   // plan()[i] still runs after update() (its MTP rows are the positions committed this step).
   bool live(size_t i) const;
-  // Positions plan()[i] had in the caches before this step, and its tokens.
+  // Positions plan()[i] had in the caches before this step, and its tokens (its request's
+  // shared prompt, then its outputs).
   int64_t cached_before(size_t i) const;
   int64_t cached(size_t i) const;
-  const std::vector<int32_t>& tokens(size_t i) const;
+  TokenSeq tokens(size_t i) const;
 
   // Updates of the last plan()/update(), in request order; moved out by the caller.
   std::vector<RequestUpdate>& updates() { return updates_; }
@@ -192,6 +194,8 @@ class Scheduler {
   void start_step();
   void plan_rows();
   PlannedRows rows_of(Req& r, int64_t room);
+  const int32_t* fill_rows(const Req& r, int32_t n);
+  size_t output_room(int64_t prompt_len, int32_t max_tokens) const;
   int32_t rank_short_of_pages() const;
   void make_room(int32_t over);
   void admit();
@@ -235,6 +239,8 @@ class Scheduler {
   std::vector<Req*> planned_;
   std::vector<RequestUpdate> updates_;
   std::vector<int32_t> draft_rows_;  // [B_MAX, S_MAX] anchor + draft tokens of decode rows
+  std::vector<int32_t> fill_rows_;   // [T_MAX] fill chunks across a prompt's end (fill_rows)
+  size_t fill_used_ = 0;             // of fill_rows_, this step
   Counters counters_;
   std::vector<PrefixTotals> prefix_by_rank_;  // [world]
   int64_t step_ = 0;

@@ -1,6 +1,7 @@
 #include "text/bpe.h"
 
 #include <limits>
+#include <algorithm>
 #include <queue>
 
 namespace dsv4 {
@@ -62,7 +63,7 @@ void BpeMerges::apply(std::vector<int32_t>& symbols) const {
   if (symbols.size() <= kScanMax) {
     apply_scan(symbols);
   } else {
-    apply_heap(symbols);
+    apply_buckets(symbols);
   }
 }
 
@@ -143,6 +144,128 @@ void BpeMerges::apply_heap(std::vector<int32_t>& sym) const {
   }
   size_t w = 0;
   for (int32_t i = 0; i >= 0; i = next[i]) sym[w++] = sym[i];
+  sym.resize(w);
+}
+
+}  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// Pending merge candidates as positions grouped by rank: the heap holds each distinct rank
+// once; a rank's positions sit in a vector appended and read in order, sorted only when a
+// later pass appended out of order. pop() gives (rank, position) ascending, as one heap of
+// every candidate would.
+class RankBuckets {
+ public:
+  explicit RankBuckets(BpeWork* work) : work_(work), slots_(64, {-1, -1}) {}
+
+  void push(int32_t rank, int32_t pos) {
+    Bucket& b = bucket(rank);
+    if (b.cursor == b.pos.size()) {  // empty: its rank joins the queue
+      b.pos.clear();
+      b.cursor = 0;
+      b.sorted = true;
+      ranks_.push(rank);
+    } else if (pos < b.pos.back()) {
+      b.sorted = false;
+    }
+    b.pos.push_back(pos);
+    if (work_) ++work_->candidates;
+  }
+
+  // The lowest pending (rank, position); false when none is left.
+  bool pop(int32_t& rank, int32_t& pos) {
+    while (!ranks_.empty()) {
+      rank = ranks_.top();
+      Bucket& b = bucket(rank);
+      if (b.cursor == b.pos.size()) {
+        ranks_.pop();
+        continue;
+      }
+      if (!b.sorted) {
+        std::sort(b.pos.begin() + static_cast<std::ptrdiff_t>(b.cursor), b.pos.end());
+        if (work_) work_->sorted += static_cast<int64_t>(b.pos.size() - b.cursor);
+        b.sorted = true;
+      }
+      pos = b.pos[b.cursor++];
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  struct Bucket {
+    std::vector<int32_t> pos;
+    size_t cursor = 0;   // pos[cursor, size) are pending
+    bool sorted = true;  // the pending ones ascend
+  };
+
+  // rank -> bucket through an open-addressing table of (rank, index), load <= 1/2.
+  Bucket& bucket(int32_t rank) {
+    if ((buckets_.size() + 1) * 2 > slots_.size()) grow();
+    size_t h = find_slot(slots_, rank);
+    if (slots_[h].first < 0) {
+      slots_[h] = {rank, static_cast<int32_t>(buckets_.size())};
+      buckets_.emplace_back();
+    }
+    return buckets_[static_cast<size_t>(slots_[h].second)];
+  }
+  static size_t find_slot(const std::vector<std::pair<int32_t, int32_t>>& slots, int32_t rank) {
+    const size_t mask = slots.size() - 1;
+    size_t h = slot_of(static_cast<uint64_t>(rank) + 1, mask);
+    while (slots[h].first >= 0 && slots[h].first != rank) h = (h + 1) & mask;
+    return h;
+  }
+  void grow() {
+    std::vector<std::pair<int32_t, int32_t>> old = std::move(slots_);
+    slots_.assign(old.size() * 2, {-1, -1});
+    for (const auto& e : old)
+      if (e.first >= 0) slots_[find_slot(slots_, e.first)] = e;
+  }
+
+  BpeWork* work_;
+  std::vector<std::pair<int32_t, int32_t>> slots_;
+  std::vector<Bucket> buckets_;
+  std::priority_queue<int32_t, std::vector<int32_t>, std::greater<>> ranks_;  // may repeat a rank
+};
+
+}  // namespace
+
+// apply_heap's order with RankBuckets: a pass over one rank walks the symbols left to right (a
+// binary heap of every candidate of a multi-MiB piece misses the cache at most of its ~23 levels
+// per pop). prev[i] == -2: symbol i was merged into its left neighbour.
+void BpeMerges::apply_buckets(std::vector<int32_t>& sym, BpeWork* work) const {
+  const size_t n = sym.size();
+  if (n < 2) return;
+  std::vector<int32_t> prev(n), next(n);
+  for (size_t i = 0; i < n; ++i) {
+    prev[i] = static_cast<int32_t>(i) - 1;
+    next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
+  }
+  RankBuckets queue(work);
+  auto push = [&](int32_t i) {
+    const int32_t j = next[i];
+    if (j < 0) return;
+    if (const Entry* e = find(sym[i], sym[j])) queue.push(e->rank, i);
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
+  int32_t rank = 0, i = 0;
+  while (queue.pop(rank, i)) {
+    const int32_t j = next[i];
+    if (j < 0 || prev[i] == -2) continue;
+    const Entry* e = find(sym[i], sym[j]);
+    if (e == nullptr || e->rank != rank) continue;  // stale: the pair changed since
+    sym[i] = e->result;
+    prev[j] = -2;
+    next[i] = next[j];
+    if (next[j] >= 0) prev[next[j]] = i;
+    if (prev[i] >= 0) push(prev[i]);
+    push(i);
+    if (work) ++work->merges;
+  }
+  size_t w = 0;
+  for (int32_t k = 0; k >= 0; k = next[k]) sym[w++] = sym[k];
   sym.resize(w);
 }
 

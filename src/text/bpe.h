@@ -1,6 +1,8 @@
 // BPE merges over token ids (text.md §1.7): repeatedly merge the adjacent pair of
-// lowest rank, leftmost first among equal ranks. Short pieces use a linear scan,
-// long ones a (rank, position) heap over a linked list; both give the same ids.
+// lowest rank, leftmost first among equal ranks. Short pieces use a linear scan, long ones
+// per-rank buckets of positions over a linked list (apply_buckets: linear passes, a heap of
+// the distinct pending ranks only); apply_heap, one (rank, position) heap of every candidate,
+// is their oracle. All three give the same ids.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +10,12 @@
 #include <vector>
 
 namespace dsv4 {
+
+// Work of one apply_buckets call, for tests of its growth: candidate pairs queued, merges
+// done, and positions sorted (a bucket refilled out of order; 0 when passes append in order).
+struct BpeWork {
+  int64_t candidates = 0, merges = 0, sorted = 0;
+};
 
 class BpeMerges {
  public:
@@ -17,8 +25,9 @@ class BpeMerges {
 
   // Merges the symbols of one piece in place.
   void apply(std::vector<int32_t>& symbols) const;
-  // The two algorithms, exposed for tests.
+  // The algorithms, exposed for tests.
   void apply_scan(std::vector<int32_t>& symbols) const;
+  void apply_buckets(std::vector<int32_t>& symbols, BpeWork* work = nullptr) const;
   void apply_heap(std::vector<int32_t>& symbols) const;
 
   // Pieces of at most this many symbols use apply_scan.

@@ -421,6 +421,22 @@ TEST(SafetensorsErrorTest, BadJson) {
   EXPECT_EQ(parse_error(image(R"({"a": [[[[1]]]]})", 0)), "t.safetensors: header nests deeper than 3 levels");
 }
 
+// The header goes through the bounded SAX parser: a value count past the limit is refused by
+// name before the DOM grows (2^23 + 1 values here, a 16 MiB header). The callback parser
+// before it had no value bound, and scanned the parent array at every object's end
+// ({"a": [{}, {}, ...]}: quadratic).
+TEST(SafetensorsErrorTest, HeaderValueLimit) {
+  std::string h = R"({"a": {"shape": [0)";
+  h.reserve(h.size() + 2 * (size_t{1} << 23) + 8);
+  for (int64_t i = 0; i < (int64_t{1} << 23); ++i) h += ",0";
+  h += "]}}";
+  EXPECT_EQ(parse_error(image(h, 0)), "t.safetensors: header holds more than 8388608 values (the limit)");
+  std::string objects = R"({"a": [{})";
+  for (int i = 0; i < 200000; ++i) objects += ",{}";
+  objects += "]}";
+  expect_parts(parse_error(image(objects, 0)), {"t.safetensors: tensor \"a\": entry is [{},{},", "not an object"});
+}
+
 TEST(SafetensorsErrorTest, UnknownDType) {
   EXPECT_EQ(parse_error(image(R"({"w": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", 8)),
             "t.safetensors: tensor \"w\": unknown dtype \"F64\" (known: BF16, F32, F8_E4M3, F8_E8M0, I8, I64, I32, "

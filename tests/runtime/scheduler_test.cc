@@ -86,8 +86,10 @@ void step(Scheduler& s, FakePages& pages, Log& log, int S = 2) {
       for (int j = 0; j < 2; ++j)
         ASSERT_TRUE(pages.reserve(p.cp_slots[j], p.p0 + p.n).ok()) << "the split chunk does not fit its group";
     }
-    if (!p.samples) continue;
     const int32_t real = p.n - p.n_drafts;
+    const TokenSeq seq = s.tokens(i);  // the rows' tokens: the shared prompt, then the outputs
+    for (int32_t k = 0; k < real; ++k) ASSERT_EQ(p.tokens[k], seq[static_cast<size_t>(p.p0 + k)]) << "row " << k;
+    if (!p.samples) continue;
     tok[S * i] = fake_token(p.id, p.p0 + real);
     for (int32_t k = 1; k <= p.n_drafts && p.tokens[k] == tok[S * i + k - 1]; ++k)
       tok[S * i + k] = fake_token(p.id, p.p0 + real + k);
@@ -156,6 +158,36 @@ TEST(Scheduler, ChoicesShareTheirRequest) {
   EXPECT_EQ(planned.size(), 8u) << "every choice runs";
   EXPECT_LT(held, 256 << 10) << "the choices copied their request";
   run_to_idle(s, pages, log);
+}
+
+// The n choices of a request share one prompt-id array: n = 8 over a 64k-token prompt hold about
+// one copy of it (the request's own), not n + 1 (each choice copied it into its tokens before).
+TEST(Scheduler, ChoicesShareOnePromptIdArray) {
+  FakePages pages(16, 100000);
+  SchedulerOptions o = options(8, 8192, 8192, 8);
+  o.limits.max_context = 1 << 20;
+  Scheduler s(o, pages);
+  auto bytes_in_use = [] {
+    const struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+  };
+  const GenerationRequest copy = request(65536, 4);  // to check the outputs against
+  const size_t before = bytes_in_use();
+  GenerationRequest g = copy;
+  g.n = 8;
+  const auto one_copy = static_cast<int64_t>(g.prompt.capacity() * sizeof(int32_t));
+  s.add(0, std::move(g));
+  Log log;
+  std::set<int64_t> planned;
+  for (int i = 0; i < 32 && planned.size() < 8; ++i) {
+    step(s, pages, log);
+    for (const PlannedRows& p : log.plans.back()) planned.insert(p.id);
+  }
+  const auto held = static_cast<int64_t>(bytes_in_use() - before);
+  EXPECT_EQ(planned.size(), 8u) << "every choice runs";
+  EXPECT_LT(held, one_copy + (64 << 10)) << "one copy " << one_copy;
+  run_to_idle(s, pages, log);
+  for (int64_t k = 0; k < 8; ++k) EXPECT_EQ(log.out[k], alone(copy, k)) << "choice " << k;
 }
 
 TEST(Scheduler, AdmissionWaitsForPages) {

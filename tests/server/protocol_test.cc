@@ -1149,6 +1149,29 @@ namespace {
 
 // vLLM's /tokenize and /detokenize: the prompt's ids (BOS as add_bos_token says, none without
 // special tokens), a chat prompt's ids as the chat endpoint renders them, and back to text.
+// The /tokenize body is written as text (no JSON DOM of the ids): byte for byte what dump() of
+// the object gave, with and without token strings (quotes, control bytes, non-ASCII escaped alike).
+TEST(Protocol, TokenizeBodyEqualsTheJsonDump) {
+  const ModelCard m = card();
+  const Tokenizer& tok = m.text->tokenizer;
+  const std::vector<int32_t> ids = tok.encode("Hi \"there\"\n\t\x01 caf\xc3\xa9 \xe4\xbd\xa0", true);
+  for (const bool strs : {false, true}) {
+    OrderedJson expected;  // the server's: keys in insertion order
+    expected["count"] = ids.size();
+    expected["max_model_len"] = m.max_context;
+    expected["tokens"] = ids;
+    OrderedJson token_strs;
+    if (strs) {
+      token_strs = OrderedJson::array();
+      for (int32_t id : ids) token_strs.push_back(token_text(tok, id));
+    }
+    expected["token_strs"] = std::move(token_strs);
+    EXPECT_EQ(tokenize_body(ids, m.max_context, strs ? &tok : nullptr),
+              expected.dump(-1, ' ', false, OrderedJson::error_handler_t::replace));
+  }
+  EXPECT_EQ(tokenize_body({}, 7, nullptr), R"({"count":0,"max_model_len":7,"tokens":[],"token_strs":null})");
+}
+
 TEST(Protocol, TokenizeAndDetokenize) {
   const ModelCard m = card();
   ApiResult<std::string> r = tokenize_response(R"({"model": "tiny", "prompt": "Hi there", "return_token_strs": true})", m);
