@@ -742,14 +742,18 @@ Result<Regex> compile_regex(std::string_view pattern, bool ascii_ignore_case) {
   if (ascii_ignore_case) {
     for (CodeSet& set : syntax->sets) set = regex_automaton::fold_ascii_case(set);
   }
-  const auto any_set = static_cast<int32_t>(syntax->sets.size());
-  syntax->sets.push_back({{0, kMaxCodePoint}});
-  Result<regex_automaton::Nfa> nfa = regex_automaton::NfaBuilder(*syntax).build(any_set);
+  return compile_regex_syntax(std::move(*syntax), std::string(pattern));
+}
+
+Result<Regex> compile_regex_syntax(RegexSyntax syntax, std::string name) {
+  const auto any_set = static_cast<int32_t>(syntax.sets.size());
+  syntax.sets.push_back({{0, kMaxCodePoint}});
+  Result<regex_automaton::Nfa> nfa = regex_automaton::NfaBuilder(syntax).build(any_set);
   if (!nfa) return nfa.status();
-  const regex_automaton::Partition classes = regex_automaton::partition_classes(syntax->sets);
+  const regex_automaton::Partition classes = regex_automaton::partition_classes(syntax.sets);
   Result<regex_automaton::Dfa> dfa = regex_automaton::SubsetBuilder(*nfa, classes).build();
   if (!dfa) return dfa.status();
-  return regex_automaton::RegexBuilder::finish(std::string(pattern), classes, std::move(*dfa));
+  return regex_automaton::RegexBuilder::finish(std::move(name), classes, std::move(*dfa));
 }
 
 Result<Regex> intersect_regex(const Regex& a, const Regex& b) {
