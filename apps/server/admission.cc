@@ -8,7 +8,8 @@ namespace dsv4::server {
 // prompt's ids again (its tokens, runtime/scheduler.cc).
 int64_t request_footprint(const ApiRequest& request) {
   const GenerationRequest& g = request.gen;
-  int64_t text = static_cast<int64_t>(g.constraint.json_schema.size() + g.constraint.tool_calls.size());
+  int64_t text = static_cast<int64_t>(g.constraint.json_schema.size() + g.constraint.tool_calls.size() +
+                                      g.constraint.text.size());
   for (const std::string& stop : g.stop_strings) text += static_cast<int64_t>(stop.size());
   const auto ids = static_cast<int64_t>(g.prompt.size() * sizeof(int32_t));
   const auto adjust = static_cast<int64_t>(g.adjust.logit_bias.size() * sizeof(g.adjust.logit_bias[0]));
