@@ -114,7 +114,8 @@ int check(TextConstraint kind, const std::string& text, Oracle in_language) {
       EXPECT_TRUE(m.feed(*st, o.text.data(), static_cast<int64_t>(o.text.size()), *out, *tmp)) << o.text;
     }
   }
-  std::printf("%s: %d of %zu ended with EOS in the language\n", text.c_str(), stopped, outs.size());
+  static const char* const kKinds[] = {"none", "regex", "choice", "grammar"};
+  std::printf("%s: %d of %zu ended with EOS in the language\n", kKinds[static_cast<int>(kind)], stopped, outs.size());
   return stopped;
 }
 
@@ -122,6 +123,13 @@ TEST(TextConstraintEngine, RegexOutputsMatchWhole) {
   const std::string pattern = "[0-9]{3}-[a-z]{2,4}(!|\\?)";
   const std::regex oracle(pattern, std::regex::ECMAScript);
   EXPECT_GT(check(TextConstraint::kRegex, pattern, [&](const std::string& s) { return std::regex_match(s, oracle); }), 4);
+}
+
+// An unbounded language: outputs may run to max_tokens (then prefixes the matcher takes).
+TEST(TextConstraintEngine, UnboundedRegexStopsOrIsAPrefix) {
+  const std::string pattern = "([a-z]+ )*[a-z]+";
+  const std::regex oracle(pattern, std::regex::ECMAScript);
+  check(TextConstraint::kRegex, pattern, [&](const std::string& s) { return std::regex_match(s, oracle); });
 }
 
 TEST(TextConstraintEngine, ChoiceOutputsAreOneOfTheStrings) {
