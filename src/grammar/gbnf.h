@@ -27,7 +27,7 @@
 
 namespace dsv4::grammar {
 
-constexpr size_t kMaxGbnfBytes = 65536;  // grammar text
+constexpr size_t kMaxGbnfBytes = 16384;  // grammar text (compile time grows with it: classes x states)
 constexpr int kMaxGbnfRules = 1024;      // rules defined
 constexpr int kMaxGbnfNesting = 64;      // parentheses open at once
 constexpr int kMaxGbnfRuleDepth = 64;    // rules referring one into the next, from root

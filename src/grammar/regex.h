@@ -45,6 +45,8 @@ constexpr int32_t kMaxRegexBuildStates = 32768;            // DFA states during 
 constexpr int32_t kMaxRegexNfaStates = 1 << 17;            // NFA states after repetitions are expanded
 constexpr int64_t kMaxRegexBuildWork = 1 << 25;            // NFA states visited or hashed by subset construction
 constexpr int64_t kMaxRegexLengthBits = int64_t{1} << 24;  // states x (threshold + period)
+constexpr int64_t kMaxRegexTableCells = int64_t{1} << 24;  // DFA states x code point classes (4 bytes each)
+constexpr int32_t kMaxRegexClasses = 16384;                // code point classes
 
 class Regex {
  public:

@@ -112,6 +112,29 @@ TEST(Gbnf, ErrorsNameTheLineTheColumnAndTheRule) {
   }
 }
 
+// Many distinct code points: the construction table (states x classes) would take 120 MB for
+// this choice; the cell limit refuses it instead.
+TEST(TextConstraint, AutomatonTablesAreBounded) {
+  std::string cjk;
+  for (uint32_t cp = 0x4E00; cjk.size() + 3 <= kMaxChoiceBytes; cp += 2) {  // non-adjacent: 2 classes each
+    cjk += static_cast<char>(0xE0 | cp >> 12);
+    cjk += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+    cjk += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  EXPECT_NE(compile_choice_output({cjk}).message().find("table cells"), std::string::npos);
+  // ("一"|"丄"|...)* over a grammar of the largest size: a 2-state automaton, 2,700 classes.
+  std::string alternatives = "root ::= (";
+  for (uint32_t cp = 0x4E00; alternatives.size() + 12 < kMaxGbnfBytes; cp += 2) {
+    alternatives += '"';
+    alternatives += static_cast<char>(0xE0 | cp >> 12);
+    alternatives += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+    alternatives += static_cast<char>(0x80 | (cp & 0x3F));
+    alternatives += "\"|";
+  }
+  alternatives += "\"a\")*\n";
+  EXPECT_TRUE(compile_gbnf_output(alternatives).ok());
+}
+
 TEST(Gbnf, LimitsAreChecked) {
   EXPECT_NE(compile_gbnf_output(std::string(kMaxGbnfBytes + 1, ' ')).message().find("limit"), std::string::npos);
   std::string deep = "root ::= ";
