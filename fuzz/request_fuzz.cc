@@ -1,6 +1,6 @@
 // libFuzzer target: the whole request path of the server on arbitrary bodies: body -> JSON
 // parse -> chat render -> tokenize (apps/server/protocol.h) -> schema or tool-call grammar
-// compile (grammar/json_schema.h, as Engine::prepare does) -> the response builder on what it
+// compile (grammar/json_schema.h, text_constraint.h, as Engine::prepare does) -> the response builder on what it
 // accepts. Byte 0 picks the route (bit 0: chat; bit 2: /tokenize instead) and how the fake
 // output is cut; the rest is the request body. Invariants: no crash; an error names an HTTP
 // status in 4xx; every response and stream event is valid JSON. Run with a large -max_len and
@@ -14,6 +14,7 @@
 
 #include "base/ordered_json.h"
 #include "grammar/json_schema.h"
+#include "grammar/text_constraint.h"
 #include "io/json_bounded.h"
 #include "server/protocol.h"
 #include "text/tiny_tokenizer.h"
@@ -51,8 +52,17 @@ void check_events(const std::string& sse) {
 void compile_constraint(const OutputConstraint& c) {
   if (!c.json_schema.empty()) {
     Result<OrderedJson> schema = parse_json_bounded<OrderedJson>(c.json_schema);
-    if (!schema.ok()) std::abort();  // the server wrote it from parsed JSON
-    (void)grammar::compile_json_schema(*schema);
+    if (!schema.ok() && c.field.empty()) std::abort();  // response_format: written from parsed JSON
+    if (schema.ok()) (void)grammar::compile_json_schema(*schema);  // structured_outputs.json: text as sent
+  }
+  if (c.text_kind == TextConstraint::kRegex) (void)grammar::compile_regex_output(c.text);
+  if (c.text_kind == TextConstraint::kGbnf) (void)grammar::compile_gbnf_output(c.text);
+  if (c.text_kind == TextConstraint::kChoice) {
+    Result<OrderedJson> list = parse_json_bounded<OrderedJson>(c.text);
+    if (!list.ok() || !list->is_array()) std::abort();  // the server wrote it from a parsed array of strings
+    std::vector<std::string> choices;
+    for (const OrderedJson& s : *list) choices.push_back(s.get<std::string>());
+    (void)grammar::compile_choice_output(choices);
   }
   if (!c.tool_calls.empty()) {
     Result<OrderedJson> tools = parse_json_bounded<OrderedJson>(c.tool_calls);

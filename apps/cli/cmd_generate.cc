@@ -1,6 +1,6 @@
 // dsv4 generate [--model DIR] [--prompt TEXT]... [--prompt-ids 5,17,42|@FILE]... [--max-tokens N]
 //   [--temperature T] [--top-p P] [--top-k K] [--min-p P] [--frequency-penalty F] [--presence-penalty P]
-//   [--repetition-penalty R] [--logit-bias ID=BIAS]... [--seed S] [--stop STR]... [-n N] [--json | --json-schema FILE] [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
+//   [--repetition-penalty R] [--logit-bias ID=BIAS]... [--seed S] [--stop STR]... [-n N] [--json | --json-schema FILE | --regex R | --grammar FILE] [--mtp | --spec none|mtp|dspark [--gamma G]] [--batch-size B] [--threads N] [--isa I]
 //   [--max-context N] [--page-tokens P] [--cache-blocks N] [--prefix-blocks N]
 //   [--tp T [--dp D] [--ep E]] [--cp-prefill N]  (under mpirun -np T·D: the ranks share each step)
 //   [--verbose [--quiet-steps]]
@@ -51,6 +51,8 @@ struct GenerateArgs {
   std::string json_schema_file;  // --json-schema: each output is one value of this schema
   bool json_best_effort = false;  // --json-best-effort: relax what cannot be enforced (strict false)
   std::string json_whitespace = "compact";  // --json-whitespace compact|flexible
+  std::string regex;         // --regex: each whole output matches this pattern
+  std::string grammar_file;  // --grammar: each output is in the language of this GBNF grammar
   bool verbose = false;      // step lines, token ids and JSON-quoted texts
   bool quiet_steps = false;  // with --verbose: no step lines
   std::vector<std::string> stop;
@@ -116,10 +118,30 @@ Result<Prompts> read_prompts(const GenerateArgs& a, const std::string& dir, Rank
 
 // Request i: prompt i, seed + i. A refused request stops the engine (the other ranks end
 // their loop) and fails the run.
-// --json / --json-schema FILE: the constraint every request takes (errors name the flag).
-Result<OutputConstraint> output_constraint(const GenerateArgs& a) {
+// --regex R / --grammar FILE: the whole-output text constraint (grammar/text_constraint.h).
+Result<OutputConstraint> text_constraint(const GenerateArgs& a) {
   OutputConstraint c;
-  if (a.json && !a.json_schema_file.empty()) return Status::error("--json and --json-schema: give one of them");
+  c.field = a.regex.empty() ? "--grammar" : "--regex";
+  c.text_kind = a.regex.empty() ? TextConstraint::kGbnf : TextConstraint::kRegex;
+  c.text = a.regex;
+  if (!a.grammar_file.empty()) {
+    Result<std::vector<uint8_t>> bytes = read_file(a.grammar_file, 1 << 20);
+    if (!bytes.ok()) return bytes.status().with_context("--grammar");
+    c.text.assign(bytes->begin(), bytes->end());
+  }
+  Result<grammar::Grammar> g = compile_constraint(c);  // errors name the flag
+  if (!g.ok()) return g.status();
+  c.compiled = std::make_shared<const grammar::Grammar>(std::move(*g));
+  return c;
+}
+
+// --json / --json-schema FILE / --regex R / --grammar FILE: the constraint every request takes
+// (errors name the flag).
+Result<OutputConstraint> output_constraint(const GenerateArgs& a) {
+  const int given = a.json + !a.json_schema_file.empty() + !a.regex.empty() + !a.grammar_file.empty();
+  if (given > 1) return Status::error("--json, --json-schema, --regex and --grammar: give one of them");
+  if (!a.regex.empty() || !a.grammar_file.empty()) return text_constraint(a);
+  OutputConstraint c;
   if (a.json) c.json_schema = R"({"type":"object"})";
   c.strict = !a.json_best_effort;
   c.whitespace_flexible = a.json_whitespace == "flexible";
@@ -353,6 +375,11 @@ Command add_generate(CLI::App& app) {
   sub->add_flag("--json-best-effort", a->json_best_effort,
                 "With --json-schema: keywords the engine cannot enforce are relaxed (as strict: false) and "
                 "listed on stderr, not refused");
+  sub->add_option("--regex", a->regex,
+                  "Each whole output matches the regex R (ECMA-262 u subset; docs/serving.md: vLLM's constraints)");
+  sub->add_option("--grammar", a->grammar_file,
+                  "Each output is in the language of the GBNF grammar in FILE (llama.cpp's dialect, regular "
+                  "rules only; docs/serving.md)");
   sub->add_option("--json-whitespace", a->json_whitespace,
                   "Whitespace in --json/--json-schema values: compact (\", \" and \": \" only) or flexible (up to "
                   "16 characters per gap); a schema's root x-guidance overrides it")

@@ -8,7 +8,8 @@ namespace dsv4::server {
 // the engine's prompt ids (runtime/token_seq.h) and hold only their outputs, bounded apart.
 int64_t request_footprint(const ApiRequest& request) {
   const GenerationRequest& g = request.gen;
-  int64_t text = static_cast<int64_t>(g.constraint.json_schema.size() + g.constraint.tool_calls.size());
+  int64_t text = static_cast<int64_t>(g.constraint.json_schema.size() + g.constraint.tool_calls.size() +
+                                      g.constraint.text.size());
   for (const std::string& stop : g.stop_strings) text += static_cast<int64_t>(stop.size());
   // The builders' prompt ids as allocated (the tokenizer grows the vector: up to 2x its size),
   // the engine's copy as used.

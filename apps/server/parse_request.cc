@@ -13,6 +13,7 @@
 
 #include "chat/markers.h"
 #include "io/json_bounded.h"
+#include "structured_fields.h"
 #include "text/utf8.h"
 
 namespace dsv4::server {
@@ -43,7 +44,9 @@ const std::set<std::string, std::less<>> kCommonFields = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "stream", "stream_options",
     "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias", "user", "logprobs", "ignore_eos",
     // Sent by the SDKs; they do not change generation (check_passive validates their types).
-    "store", "metadata", "service_tier", "cache_salt"};
+    "store", "metadata", "service_tier", "cache_salt",
+    // vLLM's structured output (structured_fields.h)
+    "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of", "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {
     "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
@@ -624,6 +627,7 @@ ApiResult<ApiRequest> parse_completions_request(std::string_view body, const Mod
   if (client_left(gone)) return client_gone_error();
   const bool zero_ok = out.echo && out.gen.logprobs >= 0;  // scoring a prompt
   if (auto e = fit_context(model, "prompt", "max_tokens", common->max_tokens, zero_ok, out)) return *e;
+  if (auto e = parse_structured_fields(obj, out.gen.constraint)) return *e;
   if (auto e = parse_choices(obj, model, out)) return *e;
   return out;
 }
@@ -704,6 +708,7 @@ ApiResult<ApiRequest> parse_chat_request(std::string_view body, const ModelCard&
   out.mode = options->mode;
   out.opens_reasoning = chat::prompt_opens_reasoning(*prompt);
   if (auto e = parse_response_format(obj, out.gen.constraint)) return *e;
+  if (auto e = parse_structured_fields(obj, out.gen.constraint)) return *e;
   if (!out.gen.constraint.json_schema.empty() && !out.gen.constraint.tool_calls.empty())
     return bad_request("response_format", "response_format: a JSON answer and a forced tool call exclude each other");
   if (out.gen.constraint.active() && out.opens_reasoning)  // the value comes after the reasoning

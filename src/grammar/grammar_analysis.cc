@@ -20,7 +20,8 @@ int32_t depth_of(const Node& n, const std::vector<int32_t>& d, int32_t inf) {
     case Kind::kNumber:
     case Kind::kInteger:
     case Kind::kLiteral:
-    case Kind::kRawString: return 0;
+    case Kind::kRawString:
+    case Kind::kText: return 0;
     case Kind::kArray:  // its first min_items items, each of the tuple's or `items`
       v = 1;
       for (int64_t i = 0; i < n.min_items && i <= static_cast<int64_t>(n.prefix.size()); ++i)

@@ -110,6 +110,7 @@ bool JsonMatcher::completable(const Frame& f) const {
         if ((f.bits >> k & 1) && n.literals[k].size() == static_cast<size_t>(f.i)) return true;
       return false;
     case Kind::kDsmlParams: return (f.phase == kPFirst || f.phase == kPAfter) && may_close(n, f);
+    case Kind::kText: return f.phase == kSBody && g_.regexes[n.regex]->accepting(f.j);
     default: return false;
   }
 }
@@ -238,6 +239,9 @@ void JsonMatcher::consume(const MatchStack& in, uint8_t c, MatchState& out) cons
       return;
     case Kind::kRawString: return raw_string_byte(s, n, c, out);
     case Kind::kDsmlParams: return params_byte(s, n, c, out);
+    case Kind::kText:
+      if (text_byte(f, n, c)) emit(s, out);
+      return;
   }
 }
 
@@ -508,6 +512,7 @@ bool JsonMatcher::accepting(const MatchState& st) const {
     copy_stack(s, st.s[k]);
     while (s.n > 1 && completable(s.f[s.n - 1])) pop(s);
     if (s.n == 1 && s.f[0].phase == kRDone) return true;
+    if (s.n == 1 && s.f[0].phase == kRBefore && text_accepts_empty()) return true;
   }
   return false;
 }

@@ -97,6 +97,10 @@ class JsonMatcher {
   void raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void pattern_raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void params_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  // Whole-output text (Kind::kText; text_matcher.cc): one byte on its frame f.
+  bool text_byte(Frame& f, const Node& n, uint8_t c) const;
+  // Whether the grammar is whole-output text that the empty output matches.
+  bool text_accepts_empty() const;
   void open_value(const MatchStack& s, int32_t node, uint8_t c, MatchState& out) const;
   // Whether a value of `node` begun on top of n_frames frames can close within the bound.
   bool fits(int32_t n_frames, int32_t node) const { return n_frames + g_.min_depth[node] <= kMaxDepth; }

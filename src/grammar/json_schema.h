@@ -71,6 +71,9 @@ enum class Kind : uint8_t {
   kSequence,    // `sequence` one after the other (the fixed text around the parameters)
   kDsmlParams,  // an invoke's parameters: `properties` with key = the opening tag, raw = string="true"
   kRawString,   // a string parameter's raw text, ended by </｜DSML｜parameter> (min/max_length)
+  // Whole-output text (text_constraint.h: vLLM's regex, choice and grammar): raw UTF-8 that
+  // `regex` matches whole, ended wherever it accepts.
+  kText,
 };
 
 struct Property {

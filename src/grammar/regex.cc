@@ -298,6 +298,7 @@ int32_t SubsetBuilder::state_of(std::vector<int32_t> key) {
   if (it != ids_.end()) return it->second;
   if (dfa_.n_states() >= kMaxRegexBuildStates) return -2;
   if (work_ > kMaxRegexBuildWork) return -3;
+  if ((dfa_.n_states() + int64_t{1}) * dfa_.n_classes > kMaxRegexTableCells) return -4;
   const int32_t id = dfa_.n_states();
   dfa_.accepting.push_back(reaches_final(key, false) ? 1 : 0);
   dfa_.next.resize(dfa_.next.size() + dfa_.n_classes, -1);
@@ -325,6 +326,10 @@ Status SubsetBuilder::add_transitions(int32_t state, const std::vector<int32_t>&
     }
     if (it->second == -3) {
       return Status::errorf("pattern: automaton construction above its work limit ({} steps)", kMaxRegexBuildWork);
+    }
+    if (it->second == -4) {
+      return Status::errorf("pattern: the automaton needs more than {} table cells ({} code point classes per "
+                            "state; the limit)", kMaxRegexTableCells, dfa_.n_classes);
     }
     dfa_.next[static_cast<size_t>(state) * dfa_.n_classes + c] = it->second;
   }
@@ -742,14 +747,21 @@ Result<Regex> compile_regex(std::string_view pattern, bool ascii_ignore_case) {
   if (ascii_ignore_case) {
     for (CodeSet& set : syntax->sets) set = regex_automaton::fold_ascii_case(set);
   }
-  const auto any_set = static_cast<int32_t>(syntax->sets.size());
-  syntax->sets.push_back({{0, kMaxCodePoint}});
-  Result<regex_automaton::Nfa> nfa = regex_automaton::NfaBuilder(*syntax).build(any_set);
+  return compile_regex_syntax(std::move(*syntax), std::string(pattern));
+}
+
+Result<Regex> compile_regex_syntax(RegexSyntax syntax, std::string name) {
+  const auto any_set = static_cast<int32_t>(syntax.sets.size());
+  syntax.sets.push_back({{0, kMaxCodePoint}});
+  Result<regex_automaton::Nfa> nfa = regex_automaton::NfaBuilder(syntax).build(any_set);
   if (!nfa) return nfa.status();
-  const regex_automaton::Partition classes = regex_automaton::partition_classes(syntax->sets);
+  const regex_automaton::Partition classes = regex_automaton::partition_classes(syntax.sets);
+  if (classes.n_classes > kMaxRegexClasses)
+    return Status::errorf("pattern: {} distinct code point classes, above the limit {}", classes.n_classes,
+                          kMaxRegexClasses);
   Result<regex_automaton::Dfa> dfa = regex_automaton::SubsetBuilder(*nfa, classes).build();
   if (!dfa) return dfa.status();
-  return regex_automaton::RegexBuilder::finish(std::string(pattern), classes, std::move(*dfa));
+  return regex_automaton::RegexBuilder::finish(std::move(name), classes, std::move(*dfa));
 }
 
 Result<Regex> intersect_regex(const Regex& a, const Regex& b) {

@@ -36,6 +36,8 @@ namespace dsv4::grammar {
 
 namespace regex_automaton {
 class RegexBuilder;
+// UTF-8 to code points; false on invalid UTF-8 (surrogates and overlong forms included).
+bool decode_utf8(std::string_view text, std::u32string& out);
 }
 
 constexpr int32_t kMaxRegexStates = 4096;                  // DFA states after minimisation
@@ -43,6 +45,8 @@ constexpr int32_t kMaxRegexBuildStates = 32768;            // DFA states during 
 constexpr int32_t kMaxRegexNfaStates = 1 << 17;            // NFA states after repetitions are expanded
 constexpr int64_t kMaxRegexBuildWork = 1 << 25;            // NFA states visited or hashed by subset construction
 constexpr int64_t kMaxRegexLengthBits = int64_t{1} << 24;  // states x (threshold + period)
+constexpr int64_t kMaxRegexTableCells = int64_t{1} << 24;  // DFA states x code point classes (4 bytes each)
+constexpr int32_t kMaxRegexClasses = 16384;                // code point classes
 
 class Regex {
  public:
@@ -117,6 +121,10 @@ class Regex {
 // ascii_ignore_case: ASCII letters match either case, as the i flag without u does for a
 // pattern of ASCII letters (ajv-formats' patterns, formats.h); JSON Schema patterns take no flag.
 Result<Regex> compile_regex(std::string_view pattern, bool ascii_ignore_case = false);
+
+// The same for a syntax tree built elsewhere (text_constraint.h: choices, GBNF); `name` stands
+// for the pattern in pattern(). Same limits and errors.
+Result<Regex> compile_regex_syntax(RegexSyntax syntax, std::string name);
 
 // The strings both match (a schema's pattern with its format, allOf's patterns), with the same
 // limits; its pattern() is both joined by " & ".

@@ -184,7 +184,7 @@ Status Engine::validate(const GenerationRequest& req) const {
   if (req.timeout_seconds < 0 || !std::isfinite(req.timeout_seconds))
     return Status::errorf("request: timeout = {} s must be finite and not negative", req.timeout_seconds);
   if (req.constraint.active()) {
-    const char* field = req.constraint.tool_calls.empty() ? "response_format" : "tool_choice";
+    const std::string field = req.constraint.field_name();
     if (!opt_.tokenizer)
       return Status::errorf("{}: constrained decoding needs the model's tokenizer (tokenizer.json)", field);
     if (!req.stop_at_eos) return Status::errorf("{}: constrained output ends at EOS, so it cannot ignore EOS", field);

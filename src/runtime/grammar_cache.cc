@@ -1,11 +1,38 @@
 #include "runtime/grammar_cache.h"
 
 #include "base/ordered_json.h"
+#include "grammar/text_constraint.h"
 #include "io/json_bounded.h"
 
 namespace dsv4 {
 
+namespace {
+
+// The whole-output text constraints (grammar/text_constraint.h); errors name c.field.
+Result<grammar::Grammar> compile_text(const OutputConstraint& c) {
+  Result<grammar::Grammar> g = Status::error("no text constraint");
+  if (c.text_kind == TextConstraint::kRegex) {
+    g = grammar::compile_regex_output(c.text);
+  } else if (c.text_kind == TextConstraint::kGbnf) {
+    g = grammar::compile_gbnf_output(c.text);
+  } else if (c.text_kind == TextConstraint::kChoice) {
+    Result<OrderedJson> list = parse_json_bounded<OrderedJson>(c.text);
+    std::vector<std::string> choices;
+    if (!list.ok() || !list->is_array()) return Status::error(c.field + ": expected an array of strings");
+    for (const auto& v : *list) {
+      if (!v.is_string()) return Status::errorf("{}[{}]: expected a string", c.field, choices.size());
+      choices.push_back(v.get<std::string>());
+    }
+    g = grammar::compile_choice_output(choices);
+  }
+  if (!g.ok()) return g.status().with_context(c.field);
+  return g;
+}
+
+}  // namespace
+
 Result<grammar::Grammar> compile_constraint(const OutputConstraint& c) {
+  if (c.text_kind != TextConstraint::kNone) return compile_text(c);
   if (!c.tool_calls.empty()) {
     Result<OrderedJson> tools = parse_json_bounded<OrderedJson>(c.tool_calls);
     if (!tools.ok() || !tools->is_array()) return Status::error("tool_choice: the tools are not a JSON array");
@@ -21,26 +48,30 @@ Result<grammar::Grammar> compile_constraint(const OutputConstraint& c) {
     if (!g.ok()) return g.status().with_context("tool_choice");
     return g;
   }
+  const std::string field = c.field.empty() ? "response_format" : c.field;
   std::string why;
   Result<OrderedJson> schema = parse_json_bounded<OrderedJson>(c.json_schema, kMaxJsonDepth, &why);
   if (!schema.ok()) {
     if (why.find("number overflow") != std::string::npos)  // valid JSON whose number no double holds
-      return Status::errorf("response_format: the JSON schema holds a number out of a double's range ({})", why);
-    return Status::error(schema.message() == "not valid JSON" ? "response_format: the JSON schema is not JSON"
-                                                              : "response_format: the JSON schema " + schema.message());
+      return Status::errorf("{}: the JSON schema holds a number out of a double's range ({})", field, why);
+    return Status::error(field + (schema.message() == "not valid JSON" ? ": the JSON schema is not JSON"
+                                                                       : ": the JSON schema " + schema.message()));
   }
   grammar::CompileOptions options;
   options.strict = c.strict;
   options.layout.whitespace_flexible = c.whitespace_flexible;
   Result<grammar::Grammar> g = grammar::compile_json_schema(*schema, options);
-  if (!g.ok()) return g.status().with_context("response_format");
+  if (!g.ok()) return g.status().with_context(field);
   return g;
 }
 
 Result<std::shared_ptr<const grammar::Grammar>> GrammarCache::get(const OutputConstraint& c) {
   // The options that change the grammar lead the key: strict (s/r) and the whitespace (f/c).
+  static constexpr const char* kTextKinds[] = {"", "regex ", "choice ", "gbnf "};
   std::string key = std::string(c.strict ? "s" : "r") + (c.whitespace_flexible ? "f " : "c ") +
-                    (c.tool_calls.empty() ? "schema " + c.json_schema : "tools " + c.tool_calls);
+                    (c.text_kind != TextConstraint::kNone ? kTextKinds[static_cast<int>(c.text_kind)] + c.text
+                     : c.tool_calls.empty()               ? "schema " + c.json_schema
+                                                          : "tools " + c.tool_calls);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = entries_.find(key); it != entries_.end()) {

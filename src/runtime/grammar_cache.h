@@ -18,8 +18,9 @@
 
 namespace dsv4 {
 
-// The grammar of a request's constraint (json_schema or tool_calls); errors name
-// response_format or tool_choice. Compiles every time (GrammarCache keeps the results).
+// The grammar of a request's constraint (json_schema, tool_calls or the whole-output text);
+// errors name its field, else response_format or tool_choice. Compiles every time (GrammarCache
+// keeps the results).
 Result<grammar::Grammar> compile_constraint(const OutputConstraint& c);
 
 class GrammarCache {

@@ -61,6 +61,7 @@ class Reader {
     at_ += n;
   }
   bool ok() const { return ok_; }
+  void fail() { ok_ = false; }
   bool done() const { return at_ == in_.size(); }
 
  private:
@@ -82,7 +83,8 @@ void put_request(Writer& w, const GenerationRequest& g) {
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
   // compiled: not on the wire; each follower compiles the text once (Engine::sync_ranks) with the
   // same strict and whitespace_flexible as rank 0, so its grammar is rank 0's.
-  const auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after, compiled] = constraint;
+  const auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after, text_kind, text, field, compiled] =
+      constraint;
   w.put_ids(prompt);
   w.put(temperature);
   w.put(top_p);
@@ -111,6 +113,9 @@ void put_request(Writer& w, const GenerationRequest& g) {
   w.put_bool(strict);
   w.put_bool(whitespace_flexible);
   w.put(start_after);
+  w.put(static_cast<uint8_t>(text_kind));
+  w.put_string(text);
+  w.put_string(field);
   w.put_string(cache_salt);
 }
 
@@ -119,7 +124,8 @@ void take_request(Reader& r, GenerationRequest& g) {
          timeout_seconds, n, constraint, cache_salt] = g;
   auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   auto& [presence, frequency, repetition, logit_bias] = adjust;
-  auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after, compiled] = constraint;
+  auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after, text_kind, text, field, compiled] =
+      constraint;
   compiled.reset();
   r.take_ids(prompt);
   temperature = r.take<float>();
@@ -149,6 +155,11 @@ void take_request(Reader& r, GenerationRequest& g) {
   strict = r.take_bool();
   whitespace_flexible = r.take_bool();
   start_after = r.take<int32_t>();
+  const auto kind = r.take<uint8_t>();
+  if (kind > static_cast<uint8_t>(TextConstraint::kGbnf)) r.fail();  // not a kind: a malformed message
+  text_kind = static_cast<TextConstraint>(kind);
+  r.take_string(text);
+  r.take_string(field);
   r.take_string(cache_salt);
 }
 

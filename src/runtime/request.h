@@ -34,6 +34,10 @@ constexpr uint64_t choice_seed(uint64_t seed, int32_t k) {
 // Structured output (docs/serving.md "Structured output"): the generated tokens, from the first
 // one or from the one after start_after, spell one JSON value the schema accepts, then EOS
 // (grammar/: the mask applies after the logit adjustments, before temperature).
+// A whole-output text constraint (vLLM's structured_outputs regex / choice / grammar;
+// grammar/text_constraint.h).
+enum class TextConstraint : uint8_t { kNone, kRegex, kChoice, kGbnf };
+
 struct OutputConstraint {
   std::string json_schema;   // JSON Schema text ({"type": "object"}: any object); "": none
   // Or a forced tool call (tool_choice "required" or named): the DSML block of one call to one
@@ -47,10 +51,19 @@ struct OutputConstraint {
   bool whitespace_flexible = false;
   int32_t start_after = -1;  // a generated token id that starts the constraint (thinking mode's
                              // </think>); −1: the first generated token
+  // Or the whole output as text of this kind: the regex, the choices as a JSON array of strings,
+  // or the GBNF grammar.
+  TextConstraint text_kind = TextConstraint::kNone;
+  std::string text;
+  // The request field the constraint came from, named by its errors ("structured_outputs.regex",
+  // "guided_json"); "": response_format or tool_choice.
+  std::string field;
   // The grammar of the text above, compiled once (Engine::prepare, off the engine thread) and
   // shared by the request's choices; the step never parses schema text.
   std::shared_ptr<const grammar::Grammar> compiled;
-  bool active() const { return !json_schema.empty() || !tool_calls.empty(); }
+  bool active() const { return !json_schema.empty() || !tool_calls.empty() || text_kind != TextConstraint::kNone; }
+  // The request field its errors name.
+  std::string field_name() const { return !field.empty() ? field : tool_calls.empty() ? "response_format" : "tool_choice"; }
 };
 
 struct GenerationRequest {

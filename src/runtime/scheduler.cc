@@ -529,7 +529,8 @@ void Scheduler::update(const int32_t* tokens, TokenLogprob* logprobs,
     const int64_t S = opt_.limits.max_decode_rows;
     const int32_t* t = tokens + S * i;
     if (t[0] == kGrammarDeadEnd) {
-      const char* what = r.g->constraint.tool_calls.empty() ? "response_format (json_schema)" : "tool_choice";
+      const std::string field = r.g->constraint.field_name();
+      const std::string what = field == "response_format" ? "response_format (json_schema)" : field;
       finish(r, FinishReason::kError, fmt::format("{}: the grammar allows no next token (empty mask)", what));
       continue;
     }

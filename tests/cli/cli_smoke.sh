@@ -102,6 +102,16 @@ printf '1, 2\n3\t4 \n  5,\n' >"$work/ids.txt"
 ok "logits --tokens @FILE" "$dsv4" logits --model "$work/t2" --tokens "@$work/ids.txt" --out "$work/a.npy"
 cmp -s "$work/l.npy" "$work/a.npy" || { echo "FAIL: --tokens @FILE logits differ from inline"; fails=$((fails + 1)); }
 printf '1\n2\n3\n' >"$work/prompt.txt"
+# Whole-output constraints: the text between the request line and the rate is in the language.
+ok "generate --regex" "$dsv4" generate --model "$work/t2" --max-tokens 16 --temperature 0.9 --prompt hi --regex '[0-9]{2}-[a-z]{2}'
+grep -qxE '[0-9]{2}-[a-z]{2}' "$work/out.txt" || { echo "FAIL: --regex output"; cat "$work/out.txt"; fails=$((fails + 1)); }
+printf 'root ::= w (" " w)? "."  # words\nw ::= [a-z]{1,3}\n' >"$work/g.gbnf"
+ok "generate --grammar" "$dsv4" generate --model "$work/t2" --max-tokens 16 --prompt hi --grammar "$work/g.gbnf"
+grep -qxE '[a-z]{1,3}( [a-z]{1,3})?[.]' "$work/out.txt" || { echo "FAIL: --grammar output"; cat "$work/out.txt"; fails=$((fails + 1)); }
+printf 'root ::= "(" root ")"\n' >"$work/r.gbnf"
+bad "recursive grammar" "--grammar: line 1 column 14: rule 'root' is recursive" "$dsv4" generate --model "$work/t2" \
+  --prompt hi --grammar "$work/r.gbnf"
+bad "two constraints" "give one of them" "$dsv4" generate --model "$work/t2" --prompt hi --regex a --json
 ok "generate inline" "$dsv4" generate --model "$work/t2" --max-tokens 4 --verbose --quiet-steps --prompt-ids 1,2,3 --prompt-ids 4
 grep '^request' "$work/out.txt" >"$work/gen_inline.txt"
 ok "generate --prompt-ids @FILE" "$dsv4" generate --model "$work/t2" --max-tokens 4 --verbose --quiet-steps \

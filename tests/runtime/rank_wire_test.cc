@@ -24,10 +24,11 @@ auto fields(const GenerationRequest& g) {
   const auto& [temperature, top_p, seed, top_k, min_p] = sampling;
   const auto& [presence, frequency, repetition, logit_bias] = adjust;
   // compiled: each rank's own
-  const auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after, compiled] = constraint;
+  const auto& [json_schema, tool_calls, strict, whitespace_flexible, start_after, text_kind, text, field, compiled] =
+      constraint;
   return std::tie(prompt, temperature, top_p, seed, top_k, min_p, presence, frequency, repetition, logit_bias,
                   max_tokens, stop_at_eos, stop_ids, stop_strings, logprobs, prompt_logprobs, timeout_seconds, n,
-                  json_schema, tool_calls, strict, whitespace_flexible, start_after, cache_salt);
+                  json_schema, tool_calls, strict, whitespace_flexible, start_after, text_kind, text, field, cache_salt);
 }
 
 template <class Tuple, size_t... I>
@@ -51,7 +52,9 @@ GenerationRequest filled(int k) {
   g.timeout_seconds = 12.5 + k;
   g.n = 3 + k;
   g.constraint = {R"({"type": "object", "properties": {"k": {"const": )" + std::to_string(k) + "}}}",
-                  R"([{"name": "f)" + std::to_string(k) + R"(", "parameters": {}}])", false, true, 500 + k, nullptr};
+                  R"([{"name": "f)" + std::to_string(k) + R"(", "parameters": {}}])", false, true, 500 + k,
+                  TextConstraint::kGbnf, "root ::= \"" + std::to_string(k) + "\"", "guided_grammar " + std::to_string(k),
+                  nullptr};
   g.cache_salt = "tenant " + std::to_string(k);
   return g;
 }

@@ -121,6 +121,21 @@ relaxed=$(tr -d '\r' <"$work/relaxed.txt" | awk 'tolower($0) ~ /^x-relaxed-keywo
 [ "$relaxed" = "/properties/a: not" ] || fail "X-Relaxed-Keywords: '$relaxed' ($(cat "$work/relaxed.txt"))"
 jq -e '.choices[0].message.content | test("^\\{\"a\": -?[0-9]+\\}$")' "$work/body" >/dev/null ||
   fail "strict false json_schema (compact): $(cat "$work/body")"
+# vLLM's constraints on both routes: the whole text is in the language, then EOS (stop).
+expect 200 - - POST $C '{"prompt": "hi", "max_tokens": 32, "temperature": 0, "structured_outputs": {"regex": "[0-9]{3}-[a-z]{2}"}}'
+jq -e '.choices[0].finish_reason == "stop" and (.choices[0].text | test("^[0-9]{3}-[a-z]{2}$"))' "$work/body" >/dev/null ||
+  fail "structured_outputs.regex: $(cat "$work/body")"
+expect 200 - - POST $H "{$M, \"max_tokens\": 32, \"guided_choice\": [\"yes\", \"no\", \"maybe not\"]}"
+jq -e '.choices[0].finish_reason == "stop" and (.choices[0].message.content | IN("yes", "no", "maybe not"))' "$work/body" \
+  >/dev/null || fail "guided_choice: $(cat "$work/body")"
+G='root ::= word (\" \" word){0,2} \".\"\nword ::= [a-z]{1,4}'
+expect 200 - - POST $C "{\"prompt\": \"hi\", \"max_tokens\": 32, \"structured_outputs\": {\"grammar\": \"$G\"}}"
+jq -e '.choices[0].finish_reason == "stop" and (.choices[0].text | test("^[a-z]{1,4}( [a-z]{1,4}){0,2}[.]$"))' \
+  "$work/body" >/dev/null || fail "structured_outputs.grammar: $(cat "$work/body")"
+expect 400 structured_outputs '*' POST $C '{"prompt": "hi", "structured_outputs": {"grammar": "root ::= \"(\" root \")\" | \"\""}}'
+grep -q "rule 'root' is recursive" "$work/body" || fail "recursive grammar: $(cat "$work/body")"
+expect 400 guided_regex '*' POST $H "{$M, \"guided_regex\": \"a\", \"guided_choice\": [\"b\"]}"
+expect 400 structured_outputs unsupported_parameter POST $C '{"prompt": "hi", "structured_outputs": {"whitespace_pattern": " "}}'
 expect 400 suffix unsupported_parameter POST $C '{"prompt": "hi", "suffix": "x"}'
 expect 400 bogus unsupported_parameter POST $C '{"prompt": "hi", "bogus": 1}'
 expect 404 model model_not_found POST $C '{"model": "gpt-4", "prompt": "hi"}'
