@@ -33,6 +33,7 @@
 #include "model/rank_rows.h"
 #include "model/runner_state.h"
 #include "model/step_decisions.h"
+#include "numeric/quant.h"
 #include "model/placement.h"
 #include "parallel/attn_output_seam.h"
 #include "parallel/head_seam.h"
@@ -492,9 +493,9 @@ Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool 
   k::moe_dispatch_build(s.ids.data(), T, dp, &s.moe_work);
   const k::MoeWork& mw = s.moe_work;
   pool_.run([&](int tid, int n) { k::moe_experts_in(s.a.data(), lc.experts.data(), lc.shared, ep, dp, mw, tid, n); });
-  pool_.run([&](int tid, int n) { k::moe_experts_up(lc.experts.data(), lc.shared, ep, dp, mw, tid, n); });
-  pool_.run([&](int tid, int n) {
-    k::moe_experts_act(s.route_w.data(), lc.experts.data(), lc.shared, ep, dp, mw, tid, n);
+  pool_.run([&](int tid, int n) {  // up and the activation on the whole 128-blocks of F of this thread
+    const Range cols = split_aligned(ep.moe_intermediate_size, kActqBlock, tid, n);
+    k::moe_experts_up_act_cols(s.route_w.data(), lc.experts.data(), lc.shared, ep, dp, mw, cols.begin, cols.end);
   });
   const k::MoeCombineParams cp{c.hidden_size, K};
   const k::HcParams hp = hc_params();

@@ -14,8 +14,8 @@
 //   F  indexer select (CSA)
 //   G  top-k merge + attention lists (HCA/SWA: E's kernels join this run)
 //   H  sparse attention + inverse RoPE on o     (row, head) pairs, split alike
-//   then wo_a, actq(u), and wo_b with hc_post on the hidden columns each thread owns (or the TP
-//   seam, and hc_post after it).
+//   then wo_a with actq(u) on the 128-blocks of u each thread owns, and wo_b with hc_post on the
+//   hidden columns each thread owns (or the TP seam, and hc_post after it).
 #include <algorithm>
 
 #include "base/check.h"
@@ -30,6 +30,7 @@
 #include "kernels/q_path/q_path.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 #include "model/rank_rows.h"
+#include "numeric/quant.h"
 #include "model/runner.h"
 #include "model/runner_state.h"
 #include "model/step_decisions.h"
@@ -290,8 +291,10 @@ Status ModelRunner::run_out_proj(const LayerWeights& lw, LayerCaches& lc, bool d
   if (T > 0 && !derotated) pool_.run([&](int tid, int n) { k::out_proj(0, op, ow, oio, tid, n); });
   if (out_proj_posts()) {
     if (T == 0) return Status();
-    for (int ph = 1; ph < k::kOutProjPhases - 1; ++ph)
-      pool_.run([&](int tid, int n) { k::out_proj(ph, op, ow, oio, tid, n); });
+    pool_.run([&](int tid, int n) {  // wo_a and actq(u) on the whole 128-blocks of u of this thread
+      const Range cols = split_aligned(op.u_width(), kActqBlock, tid, n);
+      k::out_proj_wo_a_cols(op, ow, oio, cols.begin, cols.end);
+    });
     const k::HcParams hp = hc_params();
     pool_.run([&](int tid, int n) {  // wo_b and hc_post on the hidden columns of this thread
       const Range cols = split_aligned(op.hidden, kColumnAlign, tid, n);

@@ -8,6 +8,7 @@
 #include "base/math.h"
 #include "kernels/linear/linear.h"
 #include "kernels/moe_expert/moe_expert.h"
+#include "numeric/quant.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -144,34 +145,70 @@ void moe_experts_up(const ExpertWeights* experts, const ExpertWeights& shared,
   if (w.shared_rows > 0) up(shared, w.n_entries, w.shared_rows);
 }
 
+namespace {
+
+// The activation of row `row` on columns [f0, f1) (f0 a multiple of kActqBlock; f1 too or F):
+// clamp, silu, route weight, bf16(h) into g, then the w2 input into u (actq per 128 block).
+void act_row(const float* route_weights, const ExpertWeights* experts, const ExpertWeights& shared,
+             const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w, int64_t row, int64_t f0,
+             int64_t f1) {
+  const int64_t F = p.moe_intermediate_size;
+  const float L = p.swiglu_limit;
+  bf16* g = w.g + row * F;
+  const bf16* u = w.u + row * F;
+  const bool routed = row < w.n_entries;
+  const float wk = routed ? route_weights[w.entry_slot[row]] : 1.0f;
+  for (int64_t i = f0; i < f1; ++i) {
+    float gv = g[i].to_float(), uv = u[i].to_float();
+    if (L > 0.0f) {
+      uv = std::min(std::max(uv, -L), L);
+      gv = std::min(gv, L);
+    }
+    const float silu = gv / (1.0f + std::exp(-gv));
+    float h = silu * uv;
+    if (routed) h = wk * h;
+    g[i] = bf16::from_float(h);  // bf16(h) replaces g
+  }
+  bf16* w2_in = w.u + row * F;
+  if (weights_of_row(row, experts, shared, d, w).w2.quantized())
+    actq_rows(g + f0, 1, f1 - f0, w2_in + f0, 0, 1);
+  else
+    std::memcpy(w2_in + f0, g + f0, (f1 - f0) * sizeof(bf16));
+}
+
+}  // namespace
+
 void moe_experts_act(const float* route_weights, const ExpertWeights* experts,
                      const ExpertWeights& shared, const MoeExpertParams& p,
                      const MoeDispatchParams& d, const MoeWork& w, int tid, int nthreads) {
-  const int64_t F = p.moe_intermediate_size;
-  const float L = p.swiglu_limit;
   const Range r = split_range(w.n_entries + w.shared_rows, tid, nthreads);
-  for (int64_t row = r.begin; row < r.end; ++row) {
-    bf16* g = w.g + row * F;
-    const bf16* u = w.u + row * F;
-    const bool routed = row < w.n_entries;
-    const float wk = routed ? route_weights[w.entry_slot[row]] : 1.0f;
-    for (int64_t i = 0; i < F; ++i) {
-      float gv = g[i].to_float(), uv = u[i].to_float();
-      if (L > 0.0f) {
-        uv = std::min(std::max(uv, -L), L);
-        gv = std::min(gv, L);
-      }
-      const float silu = gv / (1.0f + std::exp(-gv));
-      float h = silu * uv;
-      if (routed) h = wk * h;
-      g[i] = bf16::from_float(h);  // bf16(h) replaces g
-    }
-    bf16* w2_in = w.u + row * F;
-    if (weights_of_row(row, experts, shared, d, w).w2.quantized())
-      actq_rows(g, 1, F, w2_in, 0, 1);
-    else
-      std::memcpy(w2_in, g, F * sizeof(bf16));
+  for (int64_t row = r.begin; row < r.end; ++row)
+    act_row(route_weights, experts, shared, p, d, w, row, 0, p.moe_intermediate_size);
+}
+
+void moe_experts_up_act_cols(const float* route_weights, const ExpertWeights* experts, const ExpertWeights& shared,
+                             const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w, int64_t f0,
+                             int64_t f1) {
+  const int64_t D = p.hidden, F = p.moe_intermediate_size;
+  DSV4_CHECK(f0 % kActqBlock == 0 && (f1 % kActqBlock == 0 || f1 == F) && f0 <= f1 && f1 <= F,
+             "expert columns [{}, {}) of {} are not whole {}-blocks", f0, f1, F, kActqBlock);
+  if (f0 >= f1) return;
+  LinearSlice s;
+  s.o0 = f0;
+  s.o1 = f1;
+  s.y_stride = F;
+  auto up = [&](const ExpertWeights& e, int64_t r0, int64_t n) {
+    check_shapes(e, p);
+    linear_slice(e.w1, s, w.x + r0 * D, n, w.g + r0 * F + f0, 0, 1);
+    linear_slice(e.w3, s, w.x + r0 * D, n, w.u + r0 * F + f0, 0, 1);
+  };
+  for (int64_t i = 0; i < d.n_local; ++i) {
+    const int64_t r0 = w.expert_begin[i], n = w.expert_begin[i + 1] - r0;
+    if (n > 0) up(experts[i], r0, n);
   }
+  if (w.shared_rows > 0) up(shared, w.n_entries, w.shared_rows);
+  for (int64_t row = 0; row < w.n_entries + w.shared_rows; ++row)
+    act_row(route_weights, experts, shared, p, d, w, row, f0, f1);
 }
 
 void moe_experts_down(const ExpertWeights* experts, const ExpertWeights& shared,

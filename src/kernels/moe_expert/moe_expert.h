@@ -94,6 +94,12 @@ void moe_experts_up(const ExpertWeights* experts, const ExpertWeights& shared,
 void moe_experts_act(const float* route_weights, const ExpertWeights* experts,
                      const ExpertWeights& shared, const MoeExpertParams& p,
                      const MoeDispatchParams& d, const MoeWork& w, int tid, int nthreads);
+// moe_experts_up then moe_experts_act on intermediate columns [f0, f1) of every entry, on the
+// calling thread (f0, f1 multiples of 128 or f1 = F: whole actq blocks): the same bits, one run
+// for both when each thread takes its own columns.
+void moe_experts_up_act_cols(const float* route_weights, const ExpertWeights* experts, const ExpertWeights& shared,
+                             const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w, int64_t f0,
+                             int64_t f1);
 void moe_experts_down(const ExpertWeights* experts, const ExpertWeights& shared,
                       const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w,
                       int tid, int nthreads);

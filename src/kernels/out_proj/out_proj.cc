@@ -1,9 +1,12 @@
 // Engine output projection: the phases of out_proj.h over rope / linear_slice.
+#include <algorithm>
+
 #include "base/check.h"
 #include "base/math.h"
 #include "kernels/linear/linear.h"
 #include "kernels/out_proj/out_proj.h"
 #include "kernels/rope/rope.h"
+#include "numeric/quant.h"
 
 namespace dsv4::kernels {
 
@@ -45,6 +48,27 @@ void out_proj(int phase, const OutProjParams& p, const OutProjWeights& w, const 
     }
   }
   DSV4_CHECK(false, "out_proj phase {} of {}", phase, kOutProjPhases);
+}
+
+void out_proj_wo_a_cols(const OutProjParams& p, const OutProjWeights& w, const OutProjIO& io, int64_t c0,
+                        int64_t c1) {
+  const int64_t T = io.T, hd = int64_t{p.n_heads} * p.head_dim, uw = p.u_width();
+  DSV4_CHECK(c0 % kActqBlock == 0 && (c1 % kActqBlock == 0 || c1 == uw) && c0 <= c1 && c1 <= uw,
+             "u columns [{}, {}) of {} are not whole {}-blocks", c0, c1, uw, kActqBlock);
+  if (c0 >= c1 || T == 0) return;
+  bf16* u = io.scratch;
+  bf16* uq = u + T * uw;
+  for (int g = 0; g < p.o_groups; ++g) {
+    LinearSlice s;
+    s.o0 = std::max<int64_t>(c0, g * p.o_lora_rank);
+    s.o1 = std::min<int64_t>(c1, (g + 1) * p.o_lora_rank);
+    if (s.o0 >= s.o1) continue;
+    s.x_stride = hd;
+    s.y_stride = uw;
+    linear_slice(w.wo_a, s, io.o + g * p.group_in(), T, u + s.o0, 0, 1);
+  }
+  if (w.wo_b.quantized())
+    for (int64_t t = 0; t < T; ++t) actq_rows(u + t * uw + c0, 1, c1 - c0, uq + t * uw + c0, 0, 1);
 }
 
 void out_proj_wo_b_cols(const OutProjParams& p, const OutProjWeights& w, const OutProjIO& io, int64_t o0,

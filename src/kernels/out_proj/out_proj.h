@@ -63,6 +63,11 @@ void out_proj_ref(const OutProjParams& p, const OutProjWeights& w, bf16* o, int6
 constexpr int kOutProjPhases = 4;
 void out_proj(int phase, const OutProjParams& p, const OutProjWeights& w, const OutProjIO& io,
               int tid, int nthreads);
+// Phases 1 and 2 (wo_a, then actq of u) on u columns [c0, c1) only, on the calling thread (c0,
+// c1 multiples of 128 or c1 = G·Ro: whole actq blocks): one run for both when each thread takes
+// its own columns.
+void out_proj_wo_a_cols(const OutProjParams& p, const OutProjWeights& w, const OutProjIO& io, int64_t c0,
+                        int64_t c1);
 // Phase 3 (wo_b) on output columns [o0, o1) only, on the calling thread: a caller that splits
 // the hidden columns itself can go on with those columns in the same run (hc_post_cols).
 void out_proj_wo_b_cols(const OutProjParams& p, const OutProjWeights& w, const OutProjIO& io, int64_t o0,

@@ -74,8 +74,15 @@ MoeWork run_engine(ThreadPool& pool, const bf16* f, const int32_t* ids, const fl
     std::fill(w.u + used * F, w.u + R * F, sent);
   }
   pool.run([&](int tid, int n) { moe_experts_in(f, experts.data(), shared, p, d, w, tid, n); });
-  pool.run([&](int tid, int n) { moe_experts_up(experts.data(), shared, p, d, w, tid, n); });
-  pool.run([&](int tid, int n) { moe_experts_act(rw, experts.data(), shared, p, d, w, tid, n); });
+  if (T % 3 != 1) {
+    pool.run([&](int tid, int n) { moe_experts_up(experts.data(), shared, p, d, w, tid, n); });
+    pool.run([&](int tid, int n) { moe_experts_act(rw, experts.data(), shared, p, d, w, tid, n); });
+  } else {  // by intermediate columns in whole actq blocks (the model's one run for both)
+    pool.run([&](int tid, int n) {
+      const Range c = split_aligned(F, 128, tid, n);
+      moe_experts_up_act_cols(rw, experts.data(), shared, p, d, w, c.begin, c.end);
+    });
+  }
   if (T % 2 == 0) {
     pool.run([&](int tid, int n) { moe_experts_down(experts.data(), shared, p, d, w, tid, n); });
   } else {  // by hidden columns (the model's run with moe_combine_cols and hc_post), ragged units
@@ -164,7 +171,7 @@ TEST_P(ExpertPreset, GroupedEngineMatchesReferenceAtEveryT) {
                               test::kQuantized, "shared"));
 
   Scratch s(moe_expert_scratch_bytes(p, d));
-  for (int nthreads : {1, 2}) {
+  for (int nthreads : {1, 2, 3}) {
     ThreadPool pool(nthreads);
     for (int64_t T = 1; T <= kCapacity; ++T) {
       const MoeWork w = run_engine(pool, L.f.data(), L.ids.data(), L.rw.data(), T, L.experts,

@@ -106,7 +106,7 @@ TEST(OutProj, EveryTMatchesRef) {
 
     RowBuffer<bf16> o(kCapacity, hd), out(kCapacity, p.hidden);
     std::vector<bf16> scratch(out_proj_scratch_elems(p, kCapacity)), full;
-    for (int nthreads : {1, 2})
+    for (int nthreads : {1, 2, 3})
       for (int T = kCapacity; T >= 1; --T) {
         o.poison(T);
         std::copy(o_in.begin(), o_in.begin() + T * hd, o.v.begin());
@@ -119,7 +119,12 @@ TEST(OutProj, EveryTMatchesRef) {
         ASSERT_TRUE(out.sentinel_intact(T));
         if (full.empty()) full.assign(out.v.begin(), out.v.end());
         ASSERT_TRUE(test::all_close(out.data(), full.data(), T * p.hidden, test::kExact)) << "T=" << T;
-        out.poison(T);  // wo_b by hidden columns (the model's run with hc_post), ragged units
+        out.poison(T);  // wo_a + actq(u) by u columns, wo_b by hidden columns (the model's runs)
+        std::fill(scratch.begin(), scratch.end(), test::nan_value<bf16>());
+        run(nthreads, [&](int tid, int n) {
+          const Range c = split_aligned(p.u_width(), 128, tid, n);
+          out_proj_wo_a_cols(p, w, io, c.begin, c.end);
+        });
         run(nthreads, [&](int tid, int n) {
           const Range c = split_aligned(p.hidden, 48, tid, n);
           out_proj_wo_b_cols(p, w, io, c.begin, c.end);
