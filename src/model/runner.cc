@@ -51,7 +51,7 @@ namespace k = kernels;
 double eager_bytes(const Limits& l, const ModelConfig& c) {
   const double T = l.max_rows, D = static_cast<double>(c.hidden_size), N = c.hc_mult;
   const double per_row = 2 * 2 * N * D + 2 * 2 * c.num_attention_heads * static_cast<double>(c.head_dim) +
-                         4.0 * c.num_experts_per_tok * (D + 2.0 * c.moe_intermediate_size) + 8 * D;
+                         4.0 * c.num_experts_per_tok * (D + 2.0 * c.moe_intermediate_size) + 10 * D;
   double per_seq = 0;
   for (int i = 0; i < c.n_layers_total(); ++i) {
     const int r = c.layer_ratio(i);
@@ -452,7 +452,9 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
                                         : run_attention(lw, lc, mtp_block, dec, X));
   if (!out_proj_posts()) hc_post(s.attn_out.data());
   // MoE sub-block: hc_pre -> ffn_norm -> MoE -> hc_post
-  hc_pre(lw.hc_ffn, lw.ffn_norm, moe_rows().a, [](int, int) {});
+  hc_pre(lw.hc_ffn, lw.ffn_norm, moe_rows().a, [&](int tid, int n) {  // the experts' actq per token row
+    if (moe_posts() && D % kActqBlock == 0) k::actq_rows(s.a.data(), T, D, s.fq.data(), tid, n);
+  });
   DSV4_RETURN_IF_ERROR(run_moe(lw, lc, mtp_block, dec, dspark_gamma, X));
   if (!moe_posts()) hc_post(s.m.data());
   return Status();
@@ -492,7 +494,10 @@ Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool 
   const k::MoeDispatchParams dp{K, 0, E, limits_.max_rows};
   k::moe_dispatch_build(s.ids.data(), T, dp, &s.moe_work);
   const k::MoeWork& mw = s.moe_work;
-  pool_.run([&](int tid, int n) { k::moe_experts_in(s.a.data(), lc.experts.data(), lc.shared, ep, dp, mw, tid, n); });
+  if (c.hidden_size % kActqBlock == 0)  // actq ran per token row with ffn_norm (run_block): copies only
+    k::moe_experts_gather(s.a.data(), s.fq.data(), lc.experts.data(), lc.shared, ep, dp, mw);
+  else
+    pool_.run([&](int tid, int n) { k::moe_experts_in(s.a.data(), lc.experts.data(), lc.shared, ep, dp, mw, tid, n); });
   pool_.run([&](int tid, int n) {  // up and the activation on the whole 128-blocks of F of this thread
     const Range cols = split_aligned(ep.moe_intermediate_size, kActqBlock, tid, n);
     k::moe_experts_up_act_cols(s.route_w.data(), lc.experts.data(), lc.shared, ep, dp, mw, cols.begin, cols.end);

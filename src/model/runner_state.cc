@@ -109,7 +109,7 @@ std::unique_ptr<StepScratch> StepScratch::create(const ModelConfig& c, const Lim
   s.size(s.mix, T * std::max<int64_t>(M, N));
   s.size(s.post, T * N);
   s.size(s.comb, T * N * N);
-  for (Buf<bf16>* b : {&s.a, &s.attn_out, &s.y, &s.m}) s.size(*b, T * D);
+  for (Buf<bf16>* b : {&s.a, &s.attn_out, &s.y, &s.m, &s.fq}) s.size(*b, T * D);
   s.size(s.qr, T * Rq);
   s.size(s.q, T * H * Dh);
   s.size(s.o, T * H * Dh);

@@ -93,6 +93,7 @@ struct StepScratch {
   Buf<bf16> X, Z;                    // [T, N·D] main / MTP streams
   Buf<float> mix, post, comb;        // [T, M], [T, N], [T, N·N]
   Buf<bf16> a, qr, q, kv, o, attn_out, y, m;
+  Buf<bf16> fq;  // [T, D] actq of the MoE input rows (the experts' inputs are copies of them)
   Buf<bf16> qpath, kvpath, oproj, mtpproj;
   Buf<bf16> features;  // [T, |Lt|·D] DSpark target features of the own rows (ranks)
   Buf<float> cmp;                    // compressor projections

@@ -129,6 +129,15 @@ void moe_experts_in(const bf16* f, const ExpertWeights* experts, const ExpertWei
   }
 }
 
+void moe_experts_gather(const bf16* f, const bf16* fq, const ExpertWeights* experts, const ExpertWeights& shared,
+                        const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w) {
+  const int64_t D = p.hidden;
+  for (int64_t row = 0; row < w.n_entries + w.shared_rows; ++row) {
+    const bf16* src = (weights_of_row(row, experts, shared, d, w).w1.quantized() ? fq : f) + source_row(row, d, w) * D;
+    std::memcpy(w.x + row * D, src, D * sizeof(bf16));
+  }
+}
+
 void moe_experts_up(const ExpertWeights* experts, const ExpertWeights& shared,
                     const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w, int tid,
                     int nthreads) {

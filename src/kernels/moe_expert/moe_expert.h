@@ -87,6 +87,10 @@ void moe_dispatch_build(const int32_t* ids, int64_t T, const MoeDispatchParams& 
 void moe_experts_in(const bf16* f, const ExpertWeights* experts, const ExpertWeights& shared,
                     const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w, int tid,
                     int nthreads);
+// moe_experts_in's result from f and fq = actq_rows(f) (per token row, e.g. in the run that
+// normed f): the rows copied on the calling thread, O(entries · D), so that no run is needed.
+void moe_experts_gather(const bf16* f, const bf16* fq, const ExpertWeights* experts, const ExpertWeights& shared,
+                        const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w);
 void moe_experts_up(const ExpertWeights* experts, const ExpertWeights& shared,
                     const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w, int tid,
                     int nthreads);
