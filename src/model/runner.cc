@@ -362,8 +362,7 @@ Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf
   const std::vector<int>* lt = features_out ? &cfg_.dspark->target_layer_ids : nullptr;
   const int64_t F = lt ? static_cast<int64_t>(lt->size()) * cfg_.hidden_size : 0;
   bf16* feat = ranks_ ? s.features.data() : features_out;
-  const k::HcParams hp{cfg_.hc_mult, cfg_.hidden_size, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
-                       static_cast<float>(cfg_.rms_norm_eps)};
+  const k::HcParams hp = hc_params();
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     DSV4_RETURN_IF_ERROR(run_block(w_.layers[l], *layers_[l], false, s.X.data(), dec));
     const auto at = lt ? std::find(lt->begin(), lt->end(), l) : std::vector<int>::const_iterator{};
@@ -422,8 +421,7 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
                               const DecisionIO& dec, int dspark_gamma) {
   StepScratch& s = *scratch_;
   const int64_t T = step_meta_.T;
-  const k::HcParams hp{cfg_.hc_mult, cfg_.hidden_size, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
-                       static_cast<float>(cfg_.rms_norm_eps)};
+  const k::HcParams hp = hc_params();
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const int64_t D = cfg_.hidden_size;
   // a [T, D] out; then(tid, n): more work on the rows each thread normed (rows split alike).
@@ -468,6 +466,10 @@ kernels::HcParams ModelRunner::hc_params() const {
           static_cast<float>(cfg_.rms_norm_eps)};
 }
 
+// The MoE sub-block's runs on one rank (each ThreadPool::run ends in a barrier): gate scores
+// (experts split), routes (rows split); then, the dispatch and the experts' input copies on the
+// caller, up with the activation (F columns split), down with combine and hc_post (hidden
+// columns split). With an EP seam: the seam (parallel/moe_seam.h), then hc_post in run_block.
 Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool mtp_block, const DecisionIO& dec,
                             int dspark_gamma, bf16* X) {
   StepScratch& s = *scratch_;
@@ -529,8 +531,7 @@ Status ModelRunner::run_head(const HcParams& hc, const bf16* norm, bf16* X, floa
     T = head.n;
     if (T == 0) return Status();
   }
-  const k::HcParams hp{cfg_.hc_mult, D, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps),
-                       static_cast<float>(cfg_.rms_norm_eps)};
+  const k::HcParams hp = hc_params();
   const k::HcHeadWeights hw{hc.fn, hc.scale, hc.base};
   if (T > 0) {  // an idle rank (several ranks) only joins the head's collectives
     pool_.run([&](int tid, int n) { k::hc_mix(X, hc.fn, cfg_.hc_mult, hp, T, s.mix.data(), tid, n); });
