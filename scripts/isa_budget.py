@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Static instruction budget of the FP4 linear paths: instructions per 64 weight bytes in
+"""Static instruction budget of the FP4 and FP8 linear paths: instructions per 64 weight bytes in
 each path's hot loop, read from the compiled object with objdump (docs/benchmarks.md).
 
 A count does not judge a path; with a core's issue width it bounds the GB/s the path can
@@ -37,7 +37,34 @@ def avx2(rows, fma):
     return [(f"run_rows_decoded<{f}>", "vpermps", 16)] + [(f"rows_on_decoded<4, {f}>", mark, 16 * 4)] * (rows // 4)
 
 
+def fp8_avx512(rows_tiles, step):
+    """linear_fp8_avx512.h: the dot in register blocks (run_block: per 64-byte code vector one
+    vpunpcklbw); the FMA and exact steps from 5 rows on the block decoded once (decode_f32 in
+    run_rows_decoded: one vpshufb per code vector; rows_on_decoded: 4 FMAs or multiplies per
+    row and code vector), below 5 rows in register blocks (run_block: one vpshufb)."""
+    rows = sum(r for r, _ in rows_tiles)
+    if step == 0 or rows < 5:
+        marker = "vpunpcklbw" if step == 0 else "vpshufb"
+        return [(f"run_block<{r}, {t}, {STEP}{step}>", marker, 1) for r, t in rows_tiles]
+    mark = "vfmadd" if step == 1 else "vmulps"
+    return [(f"run_rows_decoded<{STEP}{step}>", "vpshufb", 1)] + [
+        (f"rows_on_decoded<{r}, {STEP}{step}>", mark, 4 * r) for r, _ in rows_tiles]
+
+
+def fp8_avx2(rows, fma):
+    """linear_fp8_avx2.cc: up to 4 rows, run_block decodes in registers (two vpshufb per 64-byte
+    code vector); from 5 rows, the tile block is decoded once (decode_block, in run_rows_decoded)
+    and each block of 4 rows reads the fp32 vectors (rows_on_decoded: 8 FMAs or multiplies per
+    row and code vector)."""
+    f = "true" if fma else "false"
+    if rows <= 4:
+        return [(f"run_block<{rows}, {f}>", "vpshufb", 2)]
+    mark = "vfmadd" if fma else "vmulps"
+    return [(f"run_rows_decoded<{f}>", "vpshufb", 2)] + [(f"rows_on_decoded<4, {f}>", mark, 8 * 4)] * (rows // 4)
+
+
 T16 = [(6, 2), (6, 2), (4, 3)]
+T16_FP8 = [(8, 2), (8, 2)]  # linear_fp8_avx512.h: blocks of up to 8 rows x 16 / rows tiles
 PATHS = [
     ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 1, avx512([(1, 4)], 0)),
     ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 16, avx512(T16, 0)),
@@ -47,6 +74,14 @@ PATHS = [
     ("FP4 FMA", "avx2", "linear_fp4_avx2", 16, avx2(16, True)),
     ("FP4 exact", "avx512", "linear_fp4_avx512", 1, avx512([(1, 4)], 2)),
     ("FP4 exact", "avx2", "linear_fp4_avx2", 1, avx2(1, False)),
+    ("FP8 dot", "avx512bf16", "linear_fp8_avx512_bf16", 1, fp8_avx512([(1, 4)], 0)),
+    ("FP8 dot", "avx512bf16", "linear_fp8_avx512_bf16", 16, fp8_avx512(T16_FP8, 0)),
+    ("FP8 FMA", "avx512", "linear_fp8_avx512", 1, fp8_avx512([(1, 4)], 1)),
+    ("FP8 FMA", "avx512", "linear_fp8_avx512", 16, fp8_avx512(T16_FP8, 1)),
+    ("FP8 FMA", "avx2", "linear_fp8_avx2", 1, fp8_avx2(1, True)),
+    ("FP8 FMA", "avx2", "linear_fp8_avx2", 16, fp8_avx2(16, True)),
+    ("FP8 exact", "avx512", "linear_fp8_avx512", 1, fp8_avx512([(1, 4)], 2)),
+    ("FP8 exact", "avx2", "linear_fp8_avx2", 1, fp8_avx2(1, False)),
 ]
 
 INSN = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")

@@ -80,7 +80,7 @@ OwnedWeight make_weight(std::mt19937& rng, WeightFormat f, int64_t out, int64_t 
       o.data = random_bytes(rng, out * in, 0, 0x7E);
       for (size_t i = 0; i < o.data.size(); i += 3) o.data[i] |= 0x80;  // signs, never 0xFF
       o.scale = random_bytes(rng, ((out + 127) / 128) * ((in + 127) / 128), 120, 127);
-      o.scale.back() = 140;  // outside the VDPBF16PS range check: the multiply-add path runs too
+      o.scale.back() = 140;  // an extreme scale (the FP8 range check is on x alone)
       break;
     }
     case WeightFormat::kFP4: {

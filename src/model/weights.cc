@@ -380,14 +380,11 @@ class Loader {
 
   // Whether matrix `name` is rewritten into a tile layout at load (LinearWeight::fp4_dot,
   // fp8_dot): FP4 and FP8 of whole 16 x 128 tiles; only those this process reads, and
-  // only when the selected kernel variant reads the layouts.
-  // FP4 on every variant (each reads the layout; the FP4 tiles read only it), FP8 when the
-  // selected variant reads its layout fast.
+  // on every variant (each reads the layouts; the FP4 and FP8 tiles read only them).
   bool packs(const std::string& name, const FoundMatrix& m) const {
     if (!options_.dot_layouts || !reads(name)) return false;
     if (m.form == StorageForm::kFP4) return dot_tiles_fit(m.weight->shape[0], 2 * m.weight->shape[1]);
-    return m.form == StorageForm::kFP8 && kernels::linear_reads_fp8_tiles() &&
-           dot_tiles_fit(m.weight->shape[0], m.weight->shape[1]);
+    return m.form == StorageForm::kFP8 && dot_tiles_fit(m.weight->shape[0], m.weight->shape[1]);
   }
   // Bytes of matrix m in its tile layout (FP4: codes and scales).
   static size_t tile_bytes(const FoundMatrix& m) {

@@ -148,7 +148,7 @@ struct Weights {
   // element size (safetensors does not require it); views point here instead.
   std::vector<std::vector<uint8_t>> realigned;
   // The FP4 and FP8 matrices this process reads, rewritten into the linear kernels' dot
-  // layouts (LinearWeight::fp4_dot, fp8_dot) when the selected kernel variant reads them:
+  // layouts (LinearWeight::fp4_dot, fp8_dot), which every kernel variant reads:
   // their views point here, and the file's pages of them are released after the copy.
   HugeBytes packed;
 
@@ -186,9 +186,9 @@ struct LoadOptions {
   // dtype and shape only — their bytes (scale range, FP8 NaN codes) are never touched, so a
   // rank's resident memory holds only its share (model/placement.h rank_reads).
   std::function<bool(const std::string& name)> reads;
-  // Rewrite FP4 matrices, and FP8 ones of whole 16 x 128 tiles, into the dot layouts when
-  // kernels::linear_reads_fp8_tiles() (same results, faster decode); false keeps every
-  // view on the file's bytes.
+  // Rewrite FP4 and FP8 matrices of whole 16 x 128 tiles into the dot layouts, which every
+  // kernel variant's FP4 and FP8 tiles read (same results; the stored layouts run on the
+  // scalar tiles); false keeps every view on the file's bytes.
   bool dot_layouts = true;
 };
 Result<Weights> load_weights(const SafetensorsSet& files, const ModelConfig& cfg,

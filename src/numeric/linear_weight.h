@@ -16,12 +16,14 @@
 //          tiles: 64 bytes per tile, group g < 4 (columns [32g, 32g + 32)) at 16g + j.
 //          Same codes, same scales: only their order changes (fp4_packed_bytes in all).
 //          With fp8_dot (needs out % 16 == 0 and in % 128 == 0), the codes are instead
-//          stored tile by tile for the same kernel: tiles of 16 rows x 128 columns (one
-//          scale, 2048 bytes) follow each other along K, then the next 16 rows (so rows
-//          [16g, 16g + 16) start at byte 16g·in as before). Inside a tile, 64-byte vector
-//          v decodes into the two transposed dot vectors of chunk m = v / 8 and lanes
-//          l = v % 8 and v % 8 + 8 (fp8_dot_offset); the kernel needs no shuffle or
-//          transpose. Same codes, same scales: only their order changes.
+//          stored tile by tile for the FP8 kernels (kernels/linear/linear_fp8.h): tiles of 16
+//          rows x 128 columns (one scale, 2048 bytes) follow each other along K, then the next
+//          16 rows (so rows [16g, 16g + 16) start at byte 16g·in as before). Inside a tile,
+//          64-byte vector v holds columns [4v, 4v + 4) of the 16 rows: in each 16-byte lane L,
+//          bytes 0-7 the column pair (4v, 4v + 1) and bytes 8-15 the pair (4v + 2, 4v + 3) of
+//          rows 4L..4L+3, even column first (fp8_dot_offset), so vpunpck{l,h}bw of its decoded
+//          bytes give the VDPBF16PS weight vectors of the two pairs (dword j = row j, its odd
+//          column in the high word). Same codes, same scales: only their order changes.
 // `actq` follows the *stored* form (model.md §0.4.4): FP8/FP4 get it, except
 // wo_a, which the model dequantizes to bf16 at load and runs without it.
 #pragma once
@@ -86,16 +88,9 @@ inline uint8_t fp4_scale(const LinearWeight& w, int64_t o, int64_t i) {
   return w.scale[w.fp4_dot ? fp4_tile_scale_offset(w.in, o, i) : o * (w.in / 32) + i / 32];
 }
 
-// Byte offset inside its tile of row j < 16, column c < 128. The transposed dot vector of
-// chunk m, lane l has in dword j the bf16 words of columns 32m + 16 + l (low) and 32m + l
-// (high) of row j (the x dot layout, kernels/linear/linear_avx512_decode.h dot_order);
-// vector v = 8m + l % 8 holds lane l % 8 in the bytes vpunpcklbw widens (bytes 0-7 of each
-// 16-byte lane) and lane l % 8 + 8 in those vpunpckhbw widens (bytes 8-15).
-constexpr int fp8_dot_offset(int j, int c) {
-  const int m = c / 32, r = c % 32, l = r % 16;
-  const int w = 2 * j + (r < 16 ? 1 : 0);  // word of the dot vector
-  return 64 * (8 * m + l % 8) + 16 * (w / 8) + w % 8 + 8 * (l / 8);
-}
+// Byte offset inside its FP8 tile of row j < 16, column c < 128 (above): vector c / 4, lane
+// j / 4, pair half (c / 2) % 2, row j % 4, column parity.
+constexpr int fp8_dot_offset(int j, int c) { return 64 * (c / 4) + 16 * (j / 4) + 8 * (c / 2 % 2) + 2 * (j % 4) + c % 2; }
 // Offset of W[o, i]'s code in data, in either layout.
 inline int64_t fp8_code_offset(const LinearWeight& w, int64_t o, int64_t i) {
   if (!w.fp8_dot) return o * w.in + i;

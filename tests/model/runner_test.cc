@@ -402,7 +402,7 @@ TEST(Runner, Tiny2PastSeveralHcaRatios) {
 }
 
 // FP4 experts and FP8 matrices rewritten into the linear kernels' dot layouts at load
-// (LinearWeight::fp4_dot, fp8_dot; when the selected variant reads them) give the stored
+// (LinearWeight::fp4_dot, fp8_dot; every variant reads them) give the stored
 // layouts' logits, bit for bit.
 TEST(Runner, DotLayoutsGiveTheStoredLayoutsLogits) {
   if (!kernels::linear_reads_fp8_tiles()) GTEST_SKIP() << "the selected linear variant reads the stored layouts";

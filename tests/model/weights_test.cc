@@ -174,7 +174,7 @@ TEST(Weights, LoadsReleasedLayout) {
     EXPECT_FALSE(L.ffn.gate.actq);
   }
   // Views are zero-copy, except matrices the loader rewrites into the kernels' dot layouts
-  // (when the selected variant reads them): FP8 of whole 16 x 128 tiles, same codes.
+  // (on every variant): FP8 of whole 16 x 128 tiles, same codes.
   const auto* view = w.files.find("layers.2.attn.wq_b.weight");
   ASSERT_NE(view, nullptr);
   const LinearWeight& wq_b = w.layers[2].attn.wq_b.w;

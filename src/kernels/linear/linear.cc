@@ -2,8 +2,9 @@
 // threads, tiles of outputs x rows computed by the selected ISA variant
 // (linear_tile.h). The scalar variant here is the portable engine: weights
 // dequantized one 128-wide K block at a time into a stack buffer, reused across
-// the tile's rows. FP4 weights take their own tiles (run_fp4: the variant's
-// Kernels::fp4 of linear_fp4.h, or tile_fp4_scalar here).
+// the tile's rows. FP4 and FP8 weights take their own tiles (run_quant: the variant's
+// Kernels::fp4 / fp8 of linear_fp4.h / linear_fp8.h, or tile_fp4_scalar / tile_fp8_scalar
+// here).
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -16,6 +17,7 @@
 #include "base/math.h"
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_fp4.h"
+#include "kernels/linear/linear_fp8.h"
 #include "kernels/linear/linear_tile.h"
 #include "numeric/e4m3.h"
 #include "numeric/quant.h"
@@ -62,18 +64,8 @@ void decode_block(const LinearWeight& w, int64_t o, int64_t k, int n, float* wb)
     case WeightFormat::kF32:
       std::memcpy(wb, static_cast<const float*>(w.data) + o * w.in + k, sizeof(float) * n);
       return;
-    case WeightFormat::kFP8: {
-      const int64_t nbk = ceil_div<int64_t>(w.in, kBlock);
-      const float s = scale_value(w.scale[(o / kBlock) * nbk + k / kBlock]);
-      if (w.fp8_dot) {  // the tile layout: code by code
-        for (int j = 0; j < n; ++j) wb[j] = e4m3_decode(fp8_code(w, o, k + j)) * s;
-        return;
-      }
-      const uint8_t* p = static_cast<const uint8_t*>(w.data) + o * w.in + k;
-      for (int j = 0; j < n; ++j) wb[j] = e4m3_decode(p[j]) * s;
-      return;
-    }
-    case WeightFormat::kFP4: break;  // never here: run_fp4 (linear_fp4.h)
+    case WeightFormat::kFP8:
+    case WeightFormat::kFP4: break;  // never here: run_quant (linear_fp4.h, linear_fp8.h)
   }
 }
 
@@ -199,24 +191,66 @@ void tile_fp4_scalar(const linear_tile::Tile& tl) {
   }
 }
 
-// Whether FP4 row x[0, n) may take the bf16 dot (linear_fp4.h): every value zero or normal
-// with biased exponent in [kDotExpLo, kDotExpHi].
-bool fp4_dot_row(const bf16* x, int64_t n) {
+// beta of one FP8 block of n columns in the FP8 K order (linear_fp8.h): code the e4m3
+// values, s the block's 2^(s-127).
+inline float fp8_block_dot(const float* x, const float* code, float s, int n) {
+  float p = 0.0f;
+  for (int r = 0; r < n; ++r) {  // r ^ 1: the odd column of a pair first (linear_ref.cc)
+    const int i = r % 2 == 0 && r + 1 == n ? r : r ^ 1;
+    p += code[i] * x[i];
+  }
+  return p * s;
+}
+
+// Scalar FP8 tile on either layout and x type: up to kMaxRowTile rows x kMaxOutTile outputs.
+template <class XT>
+void tile_fp8_scalar(const linear_tile::Tile& tl) {
+  const LinearWeight& w = *tl.w;
+  const XT* x = static_cast<const XT*>(tl.x);
+  const int64_t n_blk = ceil_div<int64_t>(tl.k1 - tl.k0, kBlock), nbk = ceil_div<int64_t>(w.in, kBlock);
+  alignas(64) float xb[linear_tile::kMaxRowTile][kBlock];
+  alignas(64) float code[kBlock];
+  float part[linear_tile::kMaxRowTile][linear_tile::kMaxOutTile];
+  float* total = tl.y;  // (i, j) at i·kMaxOutTile + j
+  for (int64_t b = 0; b < n_blk; ++b) {
+    const int64_t k = tl.k0 + b * kBlock;
+    const int n = static_cast<int>(std::min<int64_t>(kBlock, tl.k1 - k));
+    for (int i = 0; i < tl.nt; ++i) load_block(x + i * tl.x_stride + k, n, xb[i]);
+    const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
+    for (int j = 0; j < tl.no; ++j) {
+      for (int c = 0; c < n; ++c) code[c] = e4m3_decode(fp8_code(w, tl.o + j, k + c));
+      const float s = scale_value(w.scale[((tl.o + j) / kBlock) * nbk + k / kBlock]);
+      for (int i = 0; i < tl.nt; ++i)
+        chain_beta(chain, fp8_block_dot(xb[i], code, s, n), part[i][j], total[i * linear_tile::kMaxOutTile + j],
+                   std::plus<float>());
+    }
+  }
+}
+
+// Whether row x[0, n) may take the bf16 dot of an FP4 or FP8 tile (linear_fp4.h,
+// linear_fp8.h): every value zero or normal with biased exponent in [lo, hi].
+bool quant_dot_row(const bf16* x, int64_t n, int lo, int hi) {
   const uint16_t* b = reinterpret_cast<const uint16_t*>(x);
   bool ok = true;
   for (int64_t i = 0; i < n; ++i) {
     const int m = b[i] & 0x7FFF, e = m >> 7;
-    ok &= (m == 0) | ((e >= linear_tile::fp4::kDotExpLo) & (e <= linear_tile::fp4::kDotExpHi));
+    ok &= (m == 0) | ((e >= lo) & (e <= hi));
   }
   return ok;
 }
-inline uint64_t fp4_dot_rows(const bf16* x, int64_t x_stride, int64_t k0, int64_t k1, int nt) {
+// The exponent window of quant_dot_row for w's format.
+struct DotExp {
+  int lo, hi;
+};
+constexpr DotExp kFp4DotExp{linear_tile::fp4::kDotExpLo, linear_tile::fp4::kDotExpHi};
+constexpr DotExp kFp8DotExp{linear_tile::fp8::kDotExpLo, linear_tile::fp8::kDotExpHi};
+inline uint64_t quant_dot_rows(const bf16* x, int64_t x_stride, int64_t k0, int64_t k1, int nt, DotExp e) {
   uint64_t m = 0;
   for (int i = 0; i < nt; ++i)
-    if (fp4_dot_row(x + i * x_stride + k0, k1 - k0)) m |= uint64_t{1} << i;
+    if (quant_dot_row(x + i * x_stride + k0, k1 - k0, e.lo, e.hi)) m |= uint64_t{1} << i;
   return m;
 }
-inline uint64_t fp4_dot_rows(const float*, int64_t, int64_t, int64_t, int) { return 0; }
+inline uint64_t quant_dot_rows(const float*, int64_t, int64_t, int64_t, int, DotExp) { return 0; }
 
 // The variant's tile kernels; detect_isa() until set_linear_isa.
 std::atomic<int> g_isa{-1};
@@ -261,15 +295,20 @@ linear_tile::Tile slice_tile(const LinearWeight& w, const LinearSlice& s) {
   return tl;
 }
 
-// FP4 (the slice checked by run_slice): tiles of kMaxOutTile outputs x kMaxRowTile rows
-// through the variant's FP4 tile (the tile layout, bf16 x, o0 on a tile) or the scalar one.
+// FP4 or FP8 (the slice checked by run_slice): tiles of kMaxOutTile outputs x kMaxRowTile
+// rows through the variant's FP4 / FP8 tile (the tile layout, bf16 x, o0 on a tile) or the
+// scalar one.
 template <class XT, class YT>
-void run_fp4(const LinearWeight& w, const LinearSlice& s, const XT* x, int64_t T, YT* y, int tid, int nthreads) {
+void run_quant(const LinearWeight& w, const LinearSlice& s, const XT* x, int64_t T, YT* y, int tid, int nthreads) {
   const linear_tile::Kernels& kern = kernels(current_isa());
-  const bool tiles = w.fp4_dot && std::is_same_v<XT, bf16> && s.o0 % kDotTileRows == 0 && kern.fp4 != nullptr;
-  const linear_tile::TileFn fn = tiles ? kern.fp4 : tile_fp4_scalar<XT>;
-  const bool dot = tiles;  // Tile::dot_rows: read by every FP4 tile
-  const int64_t unit = w.fp4_dot ? kDotTileRows : 1;  // threads split the outputs in whole tiles
+  const bool fp4 = w.format == WeightFormat::kFP4;
+  const bool packed = fp4 ? w.fp4_dot : w.fp8_dot;
+  const linear_tile::TileFn kern_fn = fp4 ? kern.fp4 : kern.fp8;
+  const bool tiles = packed && std::is_same_v<XT, bf16> && s.o0 % kDotTileRows == 0 && kern_fn != nullptr;
+  const linear_tile::TileFn fn = tiles ? kern_fn : fp4 ? tile_fp4_scalar<XT> : tile_fp8_scalar<XT>;
+  const bool dot = tiles;  // Tile::dot_rows: read by every FP4 / FP8 tile
+  const DotExp dot_exp = fp4 ? kFp4DotExp : kFp8DotExp;
+  const int64_t unit = packed ? kDotTileRows : 1;  // threads split the outputs in whole tiles
   Range r = split_range(ceil_div<int64_t>(s.o1 - s.o0, unit), tid, nthreads);
   r.begin *= unit;
   r.end = std::min(r.end * unit, s.o1 - s.o0);
@@ -280,7 +319,9 @@ void run_fp4(const LinearWeight& w, const LinearSlice& s, const XT* x, int64_t T
   uint64_t masks[kMaskTiles];
   const int64_t n_row_tiles = ceil_div<int64_t>(T, kRows);
   auto rows_of = [&](int64_t t0) { return static_cast<int>(std::min<int64_t>(kRows, T - t0)); };
-  auto mask_of = [&](int64_t t0) { return fp4_dot_rows(x + t0 * s.x_stride, s.x_stride, s.k0, s.k1, rows_of(t0)); };
+  auto mask_of = [&](int64_t t0) {
+    return quant_dot_rows(x + t0 * s.x_stride, s.x_stride, s.k0, s.k1, rows_of(t0), dot_exp);
+  };
   if (dot)
     for (int64_t i = 0; i < std::min(n_row_tiles, kMaskTiles); ++i) masks[i] = mask_of(i * kRows);
   linear_tile::Tile tl = slice_tile(w, s);
@@ -318,22 +359,10 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
              "k_group {} for K width {}", s.k_group, s.k1 - s.k0);
   DSV4_CHECK(w.format != WeightFormat::kFP4 || w.in % 32 == 0, "FP4 in {} % 32", w.in);
   DSV4_CHECK(s.x_stride >= s.k1 && s.y_stride >= s.o1 - s.o0, "strides");
-  if (w.format == WeightFormat::kFP4) return run_fp4(w, s, x, T, y, tid, nthreads);
-  // FP8 in the tile layout (packed only so, LinearWeight::fp8_dot).
-  const bool packed = w.format == WeightFormat::kFP8 && w.fp8_dot;
-  // Tiles are 16 rows: threads split the outputs in whole tiles.
-  const int64_t unit = packed ? kDotTileRows : 1;
-  Range r = split_range(ceil_div<int64_t>(s.o1 - s.o0, unit), tid, nthreads);
-  r.begin *= unit;
-  r.end = std::min(r.end * unit, s.o1 - s.o0);
+  if (w.quantized()) return run_quant(w, s, x, T, y, tid, nthreads);
+  const Range r = split_range(s.o1 - s.o0, tid, nthreads);
   if (r.size() == 0 || T <= 0) return;
-
-  // Tiles through a variant that reads only the stored layouts (or a slice not starting at
-  // a tile): the scalar variant (same bits; only when the loader packed for another
-  // variant, or for fp32 x).
-  const bool dot_ok = !packed || (kernels(current_isa()).dot_layouts && std::is_same_v<XT, bf16> &&
-                                  s.o0 % kDotTileRows == 0);
-  const linear_tile::Kernels& kern = kernels(dot_ok ? current_isa() : Isa::kScalar);
+  const linear_tile::Kernels& kern = kernels(current_isa());
   const linear_tile::TileFn fn = tile_fn(kern, x);
   linear_tile::Tile tl = slice_tile(w, s);
   alignas(64) float res[linear_tile::kMaxRowTile * linear_tile::kMaxOutTile];
@@ -355,7 +384,9 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
 }  // namespace
 
 namespace linear_tile {
-Kernels scalar_kernels() { return Kernels{kOutTile, kRowTile, tile_scalar<bf16>, tile_scalar<float>, true, nullptr}; }
+Kernels scalar_kernels() {
+  return Kernels{kOutTile, kRowTile, tile_scalar<bf16>, tile_scalar<float>, nullptr, nullptr};
+}
 }  // namespace linear_tile
 
 void set_linear_isa(Isa isa) {
@@ -363,7 +394,7 @@ void set_linear_isa(Isa isa) {
   g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 Isa linear_isa() { return current_isa(); }
-bool linear_reads_fp8_tiles() { return kernels(current_isa()).dot_layouts && current_isa() != Isa::kScalar; }
+bool linear_reads_fp8_tiles() { return true; }
 
 void actq_rows(const bf16* x, int64_t T, int64_t in, bf16* xq, int tid, int nthreads) {
   DSV4_CHECK(in % kActqBlock == 0, "actq row length {} is not a multiple of {}", in, kActqBlock);

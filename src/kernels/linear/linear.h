@@ -19,14 +19,16 @@
 // FP4 weights have their own beta_kb (linear_fp4.h): per 32-column scale group, the column
 // pairs chained ascending (odd column first) on the unscaled e2m1 values, times the group
 // scale, the block's 4 groups summed ascending; the blocks are then chained as above.
-// The weight is dequantized block by block on the fly (FP8: e4m3 value times the
-// 128x128 block scale; FP4: e2m1 value times the per-32 scale), exactly, so an
-// FP8/FP4 linear is the fp32 dot of x̂ = actq(x) and the dequantized weight
+// FP8 weights too (linear_fp8.h): beta_kb = the block's column pairs chained ascending (odd
+// column first) on the unscaled e4m3 values, times the 128x128 block scale.
+// The 16-lane beta_kb above is that of BF16 and F32 weights. FP8/FP4 products are exact
+// (unscaled code times bf16 x̂; the scales are powers of two), so an FP8/FP4 linear is the
+// fp32 dot of x̂ = actq(x) and the dequantized weight up to summation order
 // (model.md §0.4.4 equivalence). Partial K blocks (in % 128 != 0: BF16/F32 and
 // FP8 without actq, e.g. wo_a [512, 80]) and FP8 scale grids with dims < 128
 // (ceil) are supported; FP4 needs in % 32 == 0, actq needs in % 128 == 0.
 // The engine has scalar, AVX2, AVX-512 and AVX-512 BF16 variants (linear_tile.h,
-// linear_fp4.h), all giving the same bits; one is selected at start-up (detect_isa) or by
+// linear_fp4.h, linear_fp8.h), all giving the same bits; one is selected at start-up (detect_isa) or by
 // set_linear_isa.
 #pragma once
 
@@ -60,11 +62,10 @@ void linear_f32_in_ref(const LinearWeight& w, const float* x, int64_t T, float* 
 void set_linear_isa(Isa isa);
 // The selected variant: detect_isa() until set_linear_isa is called.
 Isa linear_isa();
-// True when the selected variant reads the FP8 tile layout fastest (LinearWeight::fp8_dot;
-// kAvx512Bf16 with VBMI): the loader packs FP8 weights then. FP4 weights are packed on
-// every variant (LinearWeight::fp4_dot): the FP4 tiles read only that layout. Every
-// variant reads every layout with the same bits (the others run such weights on the
-// scalar variant, as does fp32 x, or a slice whose o0 is not a multiple of 16).
+// True: every variant reads FP8 (and FP4) weights in the tile layout (LinearWeight::fp8_dot,
+// fp4_dot) through its FP8 / FP4 tiles, and the loader packs them so. Weights in the stored
+// layout (or a slice whose o0 is not a multiple of 16, or fp32 x) run on the scalar tiles,
+// with the same bits.
 bool linear_reads_fp8_tiles();
 
 // --- engine (call inside ThreadPool::run; any nthreads; no allocation) ---

@@ -1,9 +1,9 @@
 // AVX-512 (F/BW/VL) tile of the linear engine (linear_tile.h), 64 outputs per
-// tile in sub-tiles of 16. FP8 weights with bf16 x go to a GEMM tile (each
+// tile in sub-tiles of 16. BF16 weights with bf16 x go to a GEMM tile (each
 // weight block decoded once for up to 64 rows): linear_avx512_gemm.cc on
 // kAvx512Bf16 with VBMI, else from kFmaGemmMinRows rows fma_gemm_tile below.
-// FP4 weights never come here: run_fp4 (linear.cc) takes them to the FP4 tiles of
-// linear_fp4.h (linear_fp4_avx512.cc).
+// FP4 and FP8 weights never come here: run_quant (linear.cc) takes them to the tiles of
+// linear_fp4.h / linear_fp8.h (linear_fp4_avx512.cc, linear_fp8_avx512*.cc).
 // Otherwise the span tile: K runs in spans of up to 8 / nt blocks of 128 (T = 1: 1024 columns, so
 // each weight row is read in long runs); per span and output pair, each block's
 // weights are decoded 32 at a time and every row's lane vector (lane l sums the
@@ -11,7 +11,7 @@
 // outputs' lane vectors are folded together by the tree of linear.h, transposed
 // (level h adds lane l and lane l+h of every output in one vaddps), and chained
 // in ascending blocks, so each result has the scalar variant's bits.
-// Lane sums: separate vmulps / vaddps, or (kAvx512Bf16, bf16 x, BF16/FP8
+// Lane sums: separate vmulps / vaddps, or (kAvx512Bf16, bf16 x, BF16
 // weights) VDPBF16PS. VDPBF16PS lane i computes acc += a[2i+1]·b[2i+1], then
 // acc += a[2i]·b[2i], each an FMA rounded to fp32 with subnormal inputs and
 // results flushed to zero; both operands are laid out so that lane l gets
@@ -25,13 +25,6 @@
 // multiply-add path runs. Either way the bits are the scalar variant's.
 // Decoding, exact and equal to the scalar decode_block bit for bit:
 //   BF16: bits << 16.   F32: as stored.
-//   FP8 : e4m3 byte b -> fp32 bits sign | (b & 0x7F) << 20, which is the value
-//         times 2^-120 (the e4m3 fields land in the fp32 ones, subnormals
-//         included); then one multiply by 2^(s-7) for scale byte s <= 134 (one
-//         rounding of value·2^(s-127), as the scalar's), else by 2^120 (exact)
-//         and by the scale; NaN codes 0x7F/0xFF give the scalar's 0x7FC00000.
-//   For the dot, decoded FP8 values (bf16-exact when the range check
-//   passes) are truncated to their upper 16 bits.
 // Only intrinsics (isa_intrinsics.h) and linear_tile.h here (see linear_tile.h).
 #include <cstdint>
 
@@ -293,8 +286,8 @@ void tile_any(const Tile& tl) {
   switch (tl.w->format) {
     case WeightFormat::kBF16: return tile<DecodeBf16, XT, kDot>(tl);
     case WeightFormat::kF32: return tile<DecodeF32, XT, false>(tl);
-    case WeightFormat::kFP8: return tile<DecodeFp8, XT, kDot>(tl);
-    case WeightFormat::kFP4: break;  // never here: run_fp4 (linear_fp4.h)
+    case WeightFormat::kFP8:
+    case WeightFormat::kFP4: break;  // never here: run_quant (linear_fp4.h, linear_fp8.h)
   }
 }
 
@@ -311,7 +304,7 @@ void tile_rows(const Tile& tl) {
   }
 }
 
-// --- GEMM tile of kAvx512 (no VDPBF16PS): FP8 / BF16 weights, bf16 x, up to
+// --- GEMM tile of kAvx512 (no VDPBF16PS): BF16 weights, bf16 x, up to
 // kMaxRowTile rows (linear_avx2.cc's, 16 lanes wide) ---
 // Each block of 16 outputs is decoded once (exact fp32, 8 KiB) for all rows.
 // Inside the window of the range check (dot_window: every product of bf16 x and
@@ -320,16 +313,6 @@ void tile_rows(const Tile& tl) {
 // separate multiply and add.
 
 // The x exponent window of outputs [o, o + ns) at full block k (empty: none).
-inline XWindow fma_window(const DecodeFp8& d, int64_t o, int ns, int64_t k) {
-  XWindow win{1, 1 << 20};
-  for (int q = 0; q < ns; ++q) {
-    const uint8_t* p = d.data + (o + q) * d.in + k;
-    if ((DecodeFp8::nan_codes(_mm512_loadu_si512(p)) | DecodeFp8::nan_codes(_mm512_loadu_si512(p + 64))) != 0)
-      return kNoWindow;
-    win = intersect(win, fp8_window(d.scale[((o + q) / kBlock) * d.nbk + k / kBlock]));
-  }
-  return win;
-}
 inline XWindow fma_window(const DecodeBf16& d, int64_t o, int ns, int64_t k) {
   int wl = 0, wh = 0;
   bf16_range(d.data + o * d.in + k, &wl, &wh, ns, d.in);
@@ -395,26 +378,20 @@ void fma_gemm_tile(const Tile& tl) {
     for (int s = 0; s * kOutTile < no; ++s) _mm512_storeu_ps(tl.y + i * kMaxOutTile + s * kOutTile, total[i][s]);
 }
 
-// bf16 x: FP8 / BF16 weights with kFmaGemmMinRows rows or more on the FMA GEMM
-// tile; else span tiles (kDot: with VDPBF16PS, kAvx512Bf16 on CPUs without VBMI).
+// bf16 x: BF16 weights with kFmaGemmMinRows rows or more on the FMA GEMM tile; else
+// span tiles (kDot: with VDPBF16PS, kAvx512Bf16 on CPUs without VBMI).
 constexpr int kFmaGemmMinRows = 3;
 template <bool kDot>
 void tile_bf16_fma(const Tile& tl) {
-  const int nt = tl.nt;
-  if (nt >= kFmaGemmMinRows && tl.w->format == WeightFormat::kFP8) return fma_gemm_tile<DecodeFp8>(tl);
-  if (nt >= kFmaGemmMinRows && tl.w->format == WeightFormat::kBF16) return fma_gemm_tile<DecodeBf16>(tl);
+  if (tl.nt >= kFmaGemmMinRows && tl.w->format == WeightFormat::kBF16) return fma_gemm_tile<DecodeBf16>(tl);
   tile_rows<uint16_t, kDot>(tl);
 }
 
-// FP8 weights: the GEMM tile (each weight block decoded once for all rows;
-// measured faster than the span tile at every T, T = 1 included, by its cheaper
-// decode); BF16 weights from kBf16GemmMinRows rows (one row: the span tile, which
+// BF16 weights from kBf16GemmMinRows rows: the GEMM tile (one row: the span tile, which
 // streams without a range scan of the weights); F32 weights: span tiles.
 constexpr int kBf16GemmMinRows = 2;
 void tile_bf16_gemm(const Tile& tl) {
-  const WeightFormat f = tl.w->format;
-  if (f == WeightFormat::kFP8) return avx512_bf16_gemm_tile(tl);
-  if (f == WeightFormat::kBF16 && tl.nt >= kBf16GemmMinRows) return avx512_bf16_gemm_tile(tl);
+  if (tl.w->format == WeightFormat::kBF16 && tl.nt >= kBf16GemmMinRows) return avx512_bf16_gemm_tile(tl);
   tile_rows<uint16_t, true>(tl);
 }
 
@@ -472,9 +449,13 @@ bool avx512_actq_row(const uint16_t* x, int64_t n, uint16_t* xq, float amax_floo
   return true;
 }
 
-Kernels avx512_kernels() { return Kernels{kTileOut, kMaxRowTile, tile_bf16_fma<false>, tile_rows<float, false>, false, avx512_fp4_tile}; }
+Kernels avx512_kernels() {
+  return Kernels{kTileOut, kMaxRowTile, tile_bf16_fma<false>, tile_rows<float, false>, avx512_fp4_tile,
+                 avx512_fp8_tile};
+}
 Kernels avx512_bf16_kernels(bool vbmi) {
-  return Kernels{kTileOut, kMaxRowTile, vbmi ? tile_bf16_gemm : tile_bf16_fma<true>, tile_rows<float, false>, vbmi, avx512_bf16_fp4_tile};
+  return Kernels{kTileOut, kMaxRowTile, vbmi ? tile_bf16_gemm : tile_bf16_fma<true>, tile_rows<float, false>,
+                 avx512_bf16_fp4_tile, vbmi ? avx512_bf16_fp8_tile : avx512_fp8_tile};
 }
 
 }  // namespace dsv4::kernels::linear_tile

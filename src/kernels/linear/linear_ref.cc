@@ -1,7 +1,7 @@
 // Oracle for linear.h: per output, the fp32 sum over K of the dequantized weight times the
 // (actq-dequantized) input, written as plain loops in the engine's fixed K order (16 lanes
 // per 128-wide block, lanes folded, blocks chained; FP4: pair chains per 32-column group,
-// scaled and summed per block; linear.h). Level A leaves the order free
+// scaled and summed per block; FP8: one pair chain per block, scaled; linear.h). Level A leaves the order free
 // (model.md §0.3); pinning it here makes engine and reference agree bit for bit, which the
 // whole-model reference (oracle/reference_model.h) relies on.
 #include <algorithm>
@@ -89,6 +89,27 @@ float fp4_dot_in_order(const float* code, const float* scale, const float* x, in
   });
 }
 
+// The FP8 K order (linear.h, linear_fp8.h): per 128-column block, P chains the column pairs
+// ascending, the odd column first (a last unpaired column alone); beta = P·S; code[i] the
+// e4m3 values (unscaled), scale[i / 128] the blocks' 2^(s-127).
+float fp8_dot_in_order(const float* code, const float* scale, const float* x, int64_t n, int64_t k_group) {
+  return chain_blocks(n, k_group, [&](int64_t k0, int64_t width) {
+    float p = 0.0f;
+    for (int64_t r = 0; r < width; ++r) {  // r ^ 1 as in fp4_dot_in_order
+      const int64_t i = k0 + (r % 2 == 0 && r + 1 == width ? r : r ^ 1);
+      p += code[i] * x[i];
+    }
+    return p * scale[k0 / 128];
+  });
+}
+
+// Row o of an FP8 weight as e4m3 values and block scales (exact fp32).
+void fp8_row(const LinearWeight& w, int64_t o, float* code, float* scale) {
+  const int64_t nbk = ceil_div<int64_t>(w.in, 128);
+  for (int64_t i = 0; i < w.in; ++i) code[i] = e4m3_decode(fp8_code(w, o, i));
+  for (int64_t b = 0; b < nbk; ++b) scale[b] = ue8m0_decode(w.scale[(o / 128) * nbk + b]);
+}
+
 // Row o of an FP4 weight as e2m1 values and group scales (exact fp32).
 void fp4_row(const LinearWeight& w, int64_t o, float* code, float* scale) {
   for (int64_t i = 0; i < w.in; ++i) code[i] = e2m1_decode(fp4_code(w, o, i));
@@ -99,15 +120,17 @@ void weight_row(const LinearWeight& w, int64_t o, float* wrow) {
   for (int64_t i = 0; i < w.in; ++i) wrow[i] = weight_at(w, o, i);
 }
 
-// Row o of w decoded for its K order: wrow the fp32 weights, or for FP4 the e2m1 values
-// and scale the group scales; scratch of w.in floats each.
+// Row o of w decoded for its K order: wrow the fp32 weights, or for FP4 / FP8 the e2m1 /
+// e4m3 values and scale the group / block scales; scratch of w.in floats each.
 void decode_row(const LinearWeight& w, int64_t o, float* wrow, float* scale) {
   if (w.format == WeightFormat::kFP4) fp4_row(w, o, wrow, scale);
+  else if (w.format == WeightFormat::kFP8) fp8_row(w, o, wrow, scale);
   else weight_row(w, o, wrow);
 }
 // Σ₃₂ W[o, i]·x[i] in the engine K order of w's format, on decode_row's row.
 float row_dot(const LinearWeight& w, const float* wrow, const float* scale, const float* x, int64_t k_group) {
   if (w.format == WeightFormat::kFP4) return fp4_dot_in_order(wrow, scale, x, w.in, k_group);
+  if (w.format == WeightFormat::kFP8) return fp8_dot_in_order(wrow, scale, x, w.in, k_group);
   return dot_in_order(wrow, x, w.in, k_group);
 }
 

@@ -1,26 +1,25 @@
 // Internal to the linear engine: the ISA-specific inner loop. One call computes
 // the fp32 results of a tile of nt rows x no outputs over the K blocks of a
-// slice, in the fixed order of linear.h (16 lanes per 128-wide block, lane l
-// summing k ≡ l mod 16 ascending, the fold tree, blocks chained, grouped tree).
+// slice, in the fixed order of linear.h (BF16/F32 weights: 16 lanes per 128-wide
+// block, lane l summing k ≡ l mod 16 ascending, the fold tree; FP4/FP8: the pair
+// chains of linear_fp4.h / linear_fp8.h; blocks chained, grouped tree).
 // Every variant gives the same bits: products and sums are separately rounded
 // fp32 operations (no FMA contraction: these files build with -ffp-contract=off),
 // each in the order of the scalar variant (or, for VDPBF16PS and explicit FMAs
 // inside the range check that makes every product exact, provably equal to them).
 //   linear.cc        scalar (the portable engine; x86-64-v2)
-//   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile; FP8 with bf16 x:
-//                    1-4 rows the small-row tile (each decoded chunk feeds every
-//                    row by FMA under the range check), 5+ rows the GEMM tile
-//                    (decode once for up to 64 rows)
+//   linear_avx2.cc   AVX2 + FMA flags, 32 outputs per tile; BF16 with bf16 x
+//                    from 3 rows: the GEMM tile (decode once for up to 64 rows)
 //   linear_avx512.cc AVX-512 F/BW/VL(/BF16) flags, 64 outputs per tile; with
 //                    VDPBF16PS lane sums where a range check allows (kAvx512Bf16);
-//                    FP8 with bf16 x from 3 rows: the FMA GEMM tile (kAvx512,
+//                    BF16 with bf16 x from 3 rows: the FMA GEMM tile (kAvx512,
 //                    and kAvx512Bf16 without VBMI)
-//   linear_avx512_gemm.cc  kAvx512Bf16 with VBMI, FP8 weights (and BF16 from
-//                    2 rows), bf16 x: each weight block decoded once for up to 64 rows;
-//                    the only variant reading FP8 in the dot layout fast
-//                    (LinearWeight::fp8_dot)
+//   linear_avx512_gemm.cc  kAvx512Bf16 with VBMI, BF16 weights from 2 rows, bf16 x:
+//                    each weight block decoded once for up to 64 rows
 //   linear_fp4_avx2.cc, linear_fp4_avx512.cc  every FP4 weight (Kernels::fp4,
 //                    linear_fp4.h); FP4 never reaches x_bf16 / x_f32
+//   linear_fp8_avx2.cc, linear_fp8_avx512.cc, linear_fp8_avx512_bf16.cc  every FP8
+//                    weight (Kernels::fp8, linear_fp8.h); FP8 never reaches x_bf16 / x_f32
 // The ISA translation units use intrinsics and this header only: an inline
 // function with external linkage (std:: or dsv4 headers) compiled there could be
 // the copy the linker keeps for the whole program and run on a CPU without the ISA.
@@ -58,7 +57,7 @@ struct Tile {
   const void* x;     // row i at x + i*x_stride elements (bf16 or float), indexed by k
   int64_t x_stride;
   float* y;          // result (i, j) at y[i*kMaxOutTile + j]
-  uint64_t dot_rows; // FP4 tiles: bit i set when row i may take the bf16 dot or FMA (fp4_dot_row)
+  uint64_t dot_rows; // FP4 / FP8 tiles: bit i set when row i may take the bf16 dot or FMA (quant_dot_row)
 };
 
 using TileFn = void (*)(const Tile&);
@@ -96,10 +95,6 @@ constexpr int at_least_1(int v) { return v > 1 ? v : 1; }
 constexpr XWindow intersect(XWindow a, XWindow b) {
   return XWindow{a.lo > b.lo ? a.lo : b.lo, a.hi < b.hi ? a.hi : b.hi};
 }
-// FP8 block of scale byte sb: ŵ is a multiple of 2^(sb-136) with |ŵ| < 2^(sb-118).
-constexpr XWindow fp8_window(int sb) {
-  return sb < 10 || sb > 134 ? kNoWindow : XWindow{at_least_1(144 - sb), 368 - sb};
-}
 // BF16 block of exponent range [wl, wh] (bf16_range; wl = 0: subnormal, Inf or NaN).
 constexpr XWindow bf16_window(int wl, int wh) {
   return wl < 1 ? kNoWindow : XWindow{at_least_1(142 - wl), 376 - wh};
@@ -112,24 +107,27 @@ struct Kernels {
   int row_tile;   // rows per tile, <= kMaxRowTile
   TileFn x_bf16;  // x is bf16
   TileFn x_f32;   // x is fp32
-  bool dot_layouts;  // x_bf16 reads LinearWeight::fp8_dot weights fast (others: the scalar
-                     // variant reads them)
   TileFn fp4;        // FP4 in the tile layout (LinearWeight::fp4_dot), bf16 x, kMaxOutTile
                      // outputs x kMaxRowTile rows (linear_fp4.h); nullptr: the scalar tile
+  TileFn fp8;        // FP8 likewise (LinearWeight::fp8_dot, linear_fp8.h)
 };
 
 Kernels scalar_kernels();
 Kernels avx2_kernels();
 Kernels avx512_kernels();
-// vbmi: the CPU has AVX512_VBMI (the GEMM tile of linear_avx512_gemm.cc).
+// vbmi: the CPU has AVX512_VBMI (the GEMM tile of linear_avx512_gemm.cc, the FP8 dot tile).
 Kernels avx512_bf16_kernels(bool vbmi);
-// FP8 / BF16 weights, bf16 x, any nt <= kMaxRowTile (linear_avx512_gemm.cc).
+// BF16 weights, bf16 x, any nt <= kMaxRowTile (linear_avx512_gemm.cc).
 void avx512_bf16_gemm_tile(const Tile& tl);
 // FP4 tiles (linear_fp4.h): for the rows of Tile::dot_rows one FMA per product (AVX2;
 // AVX-512 F/BW) or VDPBF16PS (AVX-512 BF16); a multiply and an add for the others.
 void avx2_fp4_tile(const Tile& tl);
 void avx512_fp4_tile(const Tile& tl);
 void avx512_bf16_fp4_tile(const Tile& tl);
+// FP8 tiles (linear_fp8.h), likewise; the VDPBF16PS tile needs AVX512_VBMI (its decode).
+void avx2_fp8_tile(const Tile& tl);
+void avx512_fp8_tile(const Tile& tl);
+void avx512_bf16_fp8_tile(const Tile& tl);
 // xq = actq_dequant_row(x) (numeric/quant.h) for one row of n bf16 bits (n % 128 == 0)
 // with AVX-512 F/BW (linear_avx512.cc), the same bits; amax_floor is kActqAmaxFloor.
 // False, before writing anything, when the row holds a NaN or Inf: the caller runs the

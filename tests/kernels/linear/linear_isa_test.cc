@@ -255,8 +255,8 @@ TEST(LinearTiles, OffsetsArePermutation) {
   EXPECT_EQ(std::count(nibbles.begin(), nibbles.end(), 1), out * in);
 }
 
-// FP4 and FP8 in the tile layouts (LinearWeight::fp4_dot, fp8_dot, packed at load for
-// kAvx512Bf16 with VBMI): every variant, at every T up to 64 (fused rows, the decoded
+// FP4 and FP8 in the tile layouts (LinearWeight::fp4_dot, fp8_dot, packed at load on
+// every variant): every variant, at every T up to 64 (fused rows, the decoded
 // tile, spans of K), bf16 and fp32 x, 1 and 2 threads, gives the scalar variant's bits on
 // the stored layout; weight_at reads both alike; a slice at a tile (o0 = 16: the fast
 // path) and off one (o0 = 8: the scalar variant), a K range and the grouped tree too.
@@ -407,9 +407,11 @@ std::vector<DotEdge> dot_edges() {
     w.scale.assign(ceil_div<int64_t>(out, 128) * ceil_div<int64_t>(in, 128), sb);
     return w;
   };
-  // FP8: every product subnormal (|x| < 2^-99, |ŵ| <= 448·2^-47).
+  // FP8: every dequantized product subnormal (|x| < 2^-99, |ŵ| <= 448·2^-47); the unscaled
+  // products are normal, the block sums times the scale subnormal.
   cases.push_back({"fp8 subnormal products", fp8(80, false), rows_at(-101, -100)});
-  // FP8: lane 0 = (1 + 2^-7)·2^-120 - 2^-120 = 2^-127 (codes 1.0, scale 2^-120).
+  // FP8: (1 + 2^-7)·2^-120 - 2^-120 = 2^-127 (codes 1.0, scale 2^-120; the FP8 order sums
+  // P = 2^-7 and scales it once).
   {
     std::vector<bf16> x(T * in, bf16::from_float(0.0f));
     for (int64_t t = 0; t < T; ++t) {
@@ -505,6 +507,37 @@ TEST_P(LinearIsa, SameBitsAsScalarOnSlices) {
       if (HasFatalFailure()) return;
     }
   }
+}
+
+// The FP8 K order (linear_fp8.h) on every variant, both layouts: one pair chain per 128-column
+// block, the odd column first, times the block scale. With x1 = 2^24 and x0 = x2 = 1 the
+// chain rounds 2^24 + 1 back to 2^24 twice (ties to even): y = 2^24·2. The 16-lane order of
+// BF16 weights sums x0 and x2 in one lane first: 2^24 + 2.
+TEST_P(LinearIsa, Fp8PairChainOrder) {
+  constexpr int64_t out = 16, in = 128, T = 3;
+  std::vector<uint8_t> codes(out * in, 0x38), scales = {128};  // e4m3 1.0, scale 2
+  const LinearWeight w{WeightFormat::kFP8, out, in, codes.data(), scales.data()};
+  std::vector<uint8_t> packed(static_cast<size_t>(packed_bytes(w)));
+  const LinearWeight wp = pack_tiles(w, packed.data());
+  std::vector<bf16> x(T * in, bf16::from_float(0.0f));
+  std::vector<float> xf(in, 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    x[t * in + 1] = bf16::from_float(0x1p24f);
+    x[t * in + 0] = x[t * in + 2] = bf16::from_float(1.0f);
+  }
+  xf[1] = 0x1p24f, xf[0] = xf[2] = 1.0f;
+  EXPECT_EQ(linear_dot_ref(w, 0, xf.data()), 0x1p25f);
+  IsaScope scope(GetParam());
+  for (const LinearWeight& v : {w, wp}) {
+    std::vector<float> y(T * out, 0.0f);
+    linear_slice(v, LinearSlice{}, x.data(), T, y.data(), 0, 1);
+    for (int64_t i = 0; i < T * out; ++i) ASSERT_EQ(y[i], 0x1p25f) << "fp8_dot " << v.fp8_dot << " at " << i;
+  }
+  std::vector<bf16> ones(out * in, bf16::from_float(1.0f));
+  const LinearWeight wb{WeightFormat::kBF16, out, in, ones.data(), nullptr};
+  std::vector<float> y(T * out, 0.0f);
+  linear_slice(wb, LinearSlice{}, x.data(), T, y.data(), 0, 1);
+  for (int64_t i = 0; i < T * out; ++i) ASSERT_EQ(y[i], 0x1p24f + 2.0f) << "bf16 at " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(, LinearIsa, ::testing::ValuesIn(kAllIsas),

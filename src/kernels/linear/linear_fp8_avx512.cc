@@ -1,0 +1,9 @@
+// FP8 tiles for AVX-512 F/BW (linear_fp8_avx512.h): one FMA per product on the rows of
+// Tile::dot_rows, a multiply and an add on the others.
+#include "kernels/linear/linear_fp8_avx512.h"
+
+namespace dsv4::kernels::linear_tile {
+
+void avx512_fp8_tile(const Tile& tl) { split_rows<Step::kFma>(tl); }
+
+}  // namespace dsv4::kernels::linear_tile
