@@ -1,8 +1,11 @@
 #include "grammar/token_mask.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
+
+#include "grammar/json_scalar.h"
 
 namespace dsv4::grammar {
 
@@ -66,10 +69,29 @@ MaskVocab::MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32
     if (JsonMatcher::key_text(b.data(), static_cast<int64_t>(b.size()))) key_text[id >> 6] |= uint64_t{1} << (id & 63);
     if (JsonMatcher::raw_text(b.data(), static_cast<int64_t>(b.size()))) raw_text[id >> 6] |= uint64_t{1} << (id & 63);
   }
+  // Counting sort of the text ids by code points.
+  std::vector<int32_t> code_points(static_cast<size_t>(n_vocab), -1);
+  text_length_end.assign(static_cast<size_t>(all.max_length()) + 1, 0);
+  for (int32_t id = 0; id < n_vocab; ++id) {
+    if (!(string_text[id >> 6] >> (id & 63) & 1)) continue;
+    Frame f;
+    f.phase = kSBody;
+    for (char c : bytes(id)) string_byte(f, static_cast<uint8_t>(c), -1);
+    code_points[id] = f.i;
+    ++text_length_end[static_cast<size_t>(f.i)];
+  }
+  for (size_t k = 1; k < text_length_end.size(); ++k) text_length_end[k] += text_length_end[k - 1];
+  text_by_length.resize(static_cast<size_t>(text_length_end.back()));
+  std::vector<int64_t> next(text_length_end.size(), 0);
+  for (size_t k = 1; k < next.size(); ++k) next[k] = text_length_end[k - 1];
+  for (int32_t id = 0; id < n_vocab; ++id)
+    if (code_points[id] >= 0) text_by_length[static_cast<size_t>(next[code_points[id]]++)] = id;
 }
 
-TokenMasker::TokenMasker(const MaskVocab& vocab) : vocab_(vocab) {
+TokenMasker::TokenMasker(const MaskVocab& vocab, int64_t cache_bytes)
+    : vocab_(vocab), cache_((vocab.all.n_vocab() + 63) / 64, cache_bytes) {
   states_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
+  frames_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
   walk_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
 }
 
@@ -88,15 +110,89 @@ int64_t TokenMasker::fill(const JsonMatcher& m, const MatchState& st, uint64_t* 
     text = &vocab_.raw_text;
     ends = &vocab_.angled;
   }
-  if (!text) {
+  if (text) {
+    std::memcpy(allowed, text->data(), sizeof(uint64_t) * words);
+    walk(*ends, m, st, allowed);
+  } else if (!fill_from_bodies(m, st, allowed)) {
     std::memset(allowed, 0, sizeof(uint64_t) * words);
     return walk(vocab_.all, m, st, allowed);
   }
-  std::memcpy(allowed, text->data(), sizeof(uint64_t) * words);
-  walk(*ends, m, st, allowed);
   int64_t count = 0;
   for (size_t w = 0; w < words; ++w) count += __builtin_popcountll(allowed[w]);
   return count;
+}
+
+bool TokenMasker::fill_from_bodies(const JsonMatcher& m, const MatchState& st, uint64_t* allowed) {
+  const Grammar& g = m.grammar();
+  StringBody bodies[kMaxStacks];
+  StringMaskKey keys[kMaxStacks];
+  if (st.n == 0 || cache_.capacity() == 0) return false;
+  for (int32_t k = 0; k < st.n; ++k)
+    if (!string_body_of(g, st.s[k], vocab_.all.max_length(), &bodies[k], &keys[k]) ||
+        bodies[k].end_byte != bodies[0].end_byte)
+      return false;
+  const size_t words = static_cast<size_t>((vocab_.all.n_vocab() + 63) / 64);
+  std::memset(allowed, 0, sizeof(uint64_t) * words);
+  // Each reading keeps to its own body on these tokens: the mask is the union of theirs.
+  for (int32_t k = 0; k < st.n; ++k) {
+    const uint64_t* bits = cache_.find(keys[k]);
+    if (!bits) {
+      uint64_t* fresh = cache_.insert(keys[k], bodies[k].regex >= 0 ? g.regexes[bodies[k].regex] : nullptr);
+      const StringMaskKey& key = keys[k];
+      if (bodies[k].kind == BodyKind::kPlain && key.phase == kSBody && key.esc == 0 && key.room >= 0) {
+        fill_text_up_to(key.room, fresh);
+      } else {
+        std::memset(fresh, 0, sizeof(uint64_t) * words);
+        walk_body(bodies[k], st.s[k].f[st.s[k].n - 1], fresh);
+      }
+      bits = fresh;
+    }
+    for (size_t w = 0; w < words; ++w) allowed[w] |= bits[w];
+  }
+  walk(bodies[0].end_byte == '"' ? vocab_.quoted : vocab_.angled, m, st, allowed);
+  return true;
+}
+
+// Sets the ids of at most `room` code points, or clears the longer ones from all the text ids,
+// whichever touches fewer.
+void TokenMasker::fill_text_up_to(int64_t room, uint64_t* allowed) const {
+  const std::vector<int32_t>& ids = vocab_.text_by_length;
+  const auto up_to = static_cast<size_t>(vocab_.text_length_end[static_cast<size_t>(
+      std::min<int64_t>(room, static_cast<int64_t>(vocab_.text_length_end.size()) - 1))]);
+  if (up_to < ids.size() - up_to) {
+    std::memset(allowed, 0, sizeof(uint64_t) * vocab_.string_text.size());
+    for (size_t k = 0; k < up_to; ++k) allowed[ids[k] >> 6] |= uint64_t{1} << (ids[k] & 63);
+  } else {
+    std::memcpy(allowed, vocab_.string_text.data(), sizeof(uint64_t) * vocab_.string_text.size());
+    for (size_t k = up_to; k < ids.size(); ++k) allowed[ids[k] >> 6] &= ~(uint64_t{1} << (ids[k] & 63));
+  }
+}
+
+void TokenMasker::walk_body(const StringBody& body, const Frame& top, uint64_t* allowed) {
+  const std::vector<VocabTrie::Node>& nodes = vocab_.all.nodes();
+  const std::vector<int32_t>& ids = vocab_.all.token_ids();
+  frames_[0] = top;
+  int32_t depth = 0;
+  walk_[0] = {0, 0};
+  while (depth >= 0) {
+    Walk& w = walk_[depth];
+    const VocabTrie::Node& node = nodes[w.node];
+    if (w.next_child == node.n_children) {
+      --depth;
+      continue;
+    }
+    const int32_t child = node.first_child + w.next_child++;
+    ++visited_;
+    const VocabTrie::Node& c = nodes[child];
+    if (c.byte == body.end_byte) continue;  // those tokens are the end byte's trie's
+    frames_[depth + 1] = frames_[depth];
+    if (!body_byte(body, frames_[depth + 1], c.byte)) continue;
+    for (int32_t t = 0; t < c.n_tokens; ++t) {
+      const int32_t id = ids[c.first_token + t];
+      allowed[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    walk_[++depth] = {child, 0};
+  }
 }
 
 // Sets the bits of trie's tokens allowed after st; returns how many it set.
@@ -129,6 +225,21 @@ int64_t TokenMasker::walk(const VocabTrie& trie, const JsonMatcher& m, const Mat
     walk_[++depth] = {child, 0};
   }
   return count;
+}
+
+void apply_token_mask(const uint64_t* allowed, int64_t n_ids, float* row, int64_t n_row) {
+  const int64_t covered = std::min(n_ids, n_row);
+  for (int64_t base = 0; base < covered; base += 64) {
+    const int64_t n = std::min<int64_t>(64, covered - base);
+    const uint64_t valid = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+    uint64_t refused = ~allowed[base >> 6] & valid;
+    if (refused == valid) {
+      std::fill(row + base, row + base + n, -INFINITY);
+      continue;
+    }
+    for (; refused != 0; refused &= refused - 1) row[base + __builtin_ctzll(refused)] = -INFINITY;
+  }
+  if (n_row > covered) std::fill(row + covered, row + n_row, -INFINITY);
 }
 
 }  // namespace dsv4::grammar

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "grammar/json_matcher.h"
+#include "grammar/mask_cache.h"
 
 namespace dsv4::grammar {
 
@@ -51,26 +52,49 @@ struct MaskVocab {
   std::vector<uint64_t> string_text;    // [ceil(V / 64)]
   std::vector<uint64_t> key_text;       // [ceil(V / 64)] string text without '\\' (open objects' keys)
   std::vector<uint64_t> raw_text;       // [ceil(V / 64)]
+  // The string_text ids by code points (as a string body counts them), fewest first: those of at
+  // most k code points are text_by_length[0 .. text_length_end[k]) (k <= the longest token).
+  std::vector<int32_t> text_by_length;
+  std::vector<int64_t> text_length_end;
 };
 
-// Fills masks for one vocabulary; its buffers are sized once (no allocation per mask).
+// Fills masks for one vocabulary; its buffers are sized once (no allocation per mask; the mask
+// cache allocates until it holds cache_bytes, then reuses its entries). Where every reading is
+// inside a string body the fast paths above do not cover (a patterned string whose state does
+// not loop on text, fewer code points left than a token may hold, an escape or UTF-8 sequence
+// open), the tokens without the end byte come from the cache (string_body.h: one trie walk of
+// the lone string frame per new key) and only the end byte's trie is walked per step.
+// cache_bytes below one mask: no cache (those states take the whole trie walk).
 class TokenMasker {
  public:
-  explicit TokenMasker(const MaskVocab& vocab);
+  explicit TokenMasker(const MaskVocab& vocab, int64_t cache_bytes = MaskCache::kDefaultBytes);
   // allowed [ceil(V / 64)] words: bit id set when the token's bytes may follow st. Returns the
   // number of ids allowed. The caller adds the end-of-sequence id where m.accepting(st).
   int64_t fill(const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   int64_t nodes_visited() const { return visited_; }
+  const MaskCache& cache() const { return cache_; }
 
  private:
+  // The string-body path above; false when some reading is not in a string body.
+  bool fill_from_bodies(const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
+  // The string_text ids of at most `room` code points (a plain string body with no escape open).
+  void fill_text_up_to(int64_t room, uint64_t* allowed) const;
+  // Sets the bits of the tokens without body.end_byte that the body in frame `top` takes whole.
+  void walk_body(const StringBody& body, const Frame& top, uint64_t* allowed);
   int64_t walk(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   const MaskVocab& vocab_;
+  MaskCache cache_;
   std::vector<MatchState> states_;  // [max token length + 1]
+  std::vector<Frame> frames_;       // [max token length + 1]: walk_body's frame per depth
   struct Walk {
     int32_t node, next_child;
   };
   std::vector<Walk> walk_;
   int64_t visited_ = 0;
 };
+
+// The mask on a logits row: row[v] = −inf for each v < n_row whose bit in allowed is clear, and
+// for v >= n_ids (ids the mask does not cover). allowed: [ceil(n_ids / 64)] words.
+void apply_token_mask(const uint64_t* allowed, int64_t n_ids, float* row, int64_t n_row);
 
 }  // namespace dsv4::grammar
