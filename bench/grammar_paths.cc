@@ -3,7 +3,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -92,6 +91,7 @@ Result<grammar::Grammar> compile(const Schema& s) {
 
 struct Costs {
   std::vector<double> us;  // per token
+  std::vector<double> mask_us, row_us, advance_us;  // its parts
   int64_t misses = 0, miss_tokens = 0, paths_done = 0, paths = 0;
 };
 
@@ -102,10 +102,11 @@ double percentile(std::vector<double> v, double q) {
 }
 
 void print_costs(const char* name, const Costs& c) {
-  std::printf("%-10s %6lld/%-4lld %7zu %10.1f %10.1f %10.1f %9lld %9lld\n", name,
+  std::printf("%-10s %6lld/%-4lld %7zu %10.1f %10.1f %10.1f %9lld %9lld %6.1f %6.1f %6.1f\n", name,
               static_cast<long long>(c.paths_done), static_cast<long long>(c.paths), c.us.size(), percentile(c.us, 0.5),
               percentile(c.us, 0.99), c.us.empty() ? 0.0 : *std::max_element(c.us.begin(), c.us.end()),
-              static_cast<long long>(c.miss_tokens), static_cast<long long>(c.misses));
+              static_cast<long long>(c.miss_tokens), static_cast<long long>(c.misses), percentile(c.mask_us, 0.5),
+              percentile(c.row_us, 0.5), percentile(c.advance_us, 0.5));
 }
 
 // The allowed ids in mask; the pick prefers (one time in kCloseOdds) those holding a closing byte.
@@ -124,15 +125,9 @@ int32_t pick_token(const Tokenizer& tok, const std::vector<uint64_t>& mask, std:
   return from[rng() % from.size()];
 }
 
-// The row as the sampler masked it before apply_token_mask: one test per id.
-void apply_per_id(const uint64_t* mask, int64_t n_ids, float* row, int64_t n_row) {
-  for (int64_t v = 0; v < n_row; ++v)
-    if (v >= n_ids || !(mask[v >> 6] >> (v & 63) & 1)) row[v] = -INFINITY;
-}
-
-// One sampled path through m's grammar; its per-token costs go to c. per_id: the old row loop.
+// One sampled path through m's grammar; its per-token costs go to c.
 void run_path(const Tokenizer& tok, grammar::TokenMasker& masker, const grammar::JsonMatcher& m, uint64_t seed,
-              const std::vector<float>& logits, bool per_id, Costs& c) {
+              const std::vector<float>& logits, Costs& c) {
   std::mt19937_64 rng(seed);
   std::vector<uint64_t> mask(static_cast<size_t>((tok.n_vocab() + 63) / 64));
   std::vector<float> row = logits;
@@ -144,10 +139,13 @@ void run_path(const Tokenizer& tok, grammar::TokenMasker& masker, const grammar:
     const int64_t misses = masker.cache().misses();
     const double t0 = thread_us();
     masker.fill(m, *st, mask.data());
-    (per_id ? apply_per_id : grammar::apply_token_mask)(mask.data(), tok.n_vocab(), row.data(),
-                                                       static_cast<int64_t>(row.size()));
+    const double t_mask = thread_us();
+    grammar::apply_token_mask(mask.data(), tok.n_vocab(), row.data(), static_cast<int64_t>(row.size()));
+    const double t_row = thread_us();
     const bool accepting = m.accepting(*st);
     const double t1 = thread_us();
+    c.mask_us.push_back(t_mask - t0);
+    c.row_us.push_back(t_row - t_mask);
     c.misses += masker.cache().misses() - misses;
     c.miss_tokens += masker.cache().misses() > misses;
     std::memcpy(row.data(), logits.data(), sizeof(float) * row.size());
@@ -161,19 +159,21 @@ void run_path(const Tokenizer& tok, grammar::TokenMasker& masker, const grammar:
     const double t2 = thread_us();
     m.feed(*st, bytes.data(), static_cast<int64_t>(bytes.size()), *out, *tmp);
     std::swap(st, out);
-    c.us.push_back(t1 - t0 + thread_us() - t2);
+    const double t3 = thread_us();
+    c.advance_us.push_back(t3 - t2);
+    c.us.push_back(t1 - t0 + t3 - t2);
   }
 }
 
-// The schemas' paths with masker, one table; per_id: the old row loop.
-Costs run_schemas(const Tokenizer& tok, grammar::TokenMasker& masker, int paths, bool per_id) {
+// The schemas' paths with masker, one table.
+Costs run_schemas(const Tokenizer& tok, grammar::TokenMasker& masker, int paths) {
   std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-8.f, 8.f);
   for (float& x : logits) x = uniform(rng);
-  std::printf("%-10s %11s %7s %10s %10s %10s %9s %9s\n", "schema", "done/paths", "tokens", "median", "p99", "worst",
-              "miss tok", "misses");
-  Costs all;
+  std::printf("%-10s %11s %7s %10s %10s %10s %9s %9s %6s %6s %6s\n", "schema", "done/paths", "tokens", "median", "p99",
+              "worst", "miss tok", "misses", "mask", "row", "adv");
+  Costs all, warm;  // warm: each schema's paths after its first quarter
   for (size_t s = 0; s < std::size(kPathSchemas); ++s) {
     Result<grammar::Grammar> g = compile(kPathSchemas[s]);
     if (!g.ok()) {
@@ -182,15 +182,25 @@ Costs run_schemas(const Tokenizer& tok, grammar::TokenMasker& masker, int paths,
     }
     const grammar::JsonMatcher m(*g);
     Costs c;
-    for (int p = 0; p < paths; ++p) run_path(tok, masker, m, 1000 * s + static_cast<uint64_t>(p), logits, per_id, c);
+    for (int p = 0; p < paths; ++p) {
+      const size_t before = c.us.size();
+      run_path(tok, masker, m, 1000 * s + static_cast<uint64_t>(p), logits, c);
+      if (p >= paths / 4) warm.us.insert(warm.us.end(), c.us.begin() + static_cast<std::ptrdiff_t>(before), c.us.end());
+    }
     print_costs(kPathSchemas[s].name, c);
     all.us.insert(all.us.end(), c.us.begin(), c.us.end());
+    all.mask_us.insert(all.mask_us.end(), c.mask_us.begin(), c.mask_us.end());
+    all.row_us.insert(all.row_us.end(), c.row_us.begin(), c.row_us.end());
+    all.advance_us.insert(all.advance_us.end(), c.advance_us.begin(), c.advance_us.end());
     all.misses += c.misses;
     all.miss_tokens += c.miss_tokens;
     all.paths += c.paths;
     all.paths_done += c.paths_done;
   }
   print_costs("overall", all);
+  std::printf("%-10s %11s %7zu %10.1f %10.1f %10.1f  (each schema's paths after its first quarter)\n", "warm", "",
+              warm.us.size(), percentile(warm.us, 0.5), percentile(warm.us, 0.99),
+              warm.us.empty() ? 0.0 : *std::max_element(warm.us.begin(), warm.us.end()));
   return all;
 }
 
@@ -199,14 +209,10 @@ Costs run_schemas(const Tokenizer& tok, grammar::TokenMasker& masker, int paths,
 Status run_grammar_paths(const Tokenizer& tok, const grammar::MaskVocab& vocab, int paths) {
   std::printf("\ngrammar paths: per-token cost (mask + row of %d logits + EOS test + advance), thread CPU us, "
               "seeded sampled paths per schema\n", tok.n_vocab());
-  const int baseline_paths = std::max(1, paths / 4);
-  std::printf("before (no mask cache, one test per id on the row), the first %d paths:\n", baseline_paths);
-  grammar::TokenMasker uncached(vocab, 0);
-  grammar_paths::run_schemas(tok, uncached, baseline_paths, true);
   grammar::TokenMasker masker(vocab);
-  std::printf("now (mask cache of %lld masks at most, shared by the schemas; word-wise row), %d paths:\n",
+  std::printf("mask cache of %lld masks at most, shared by the schemas; %d paths per schema:\n",
               static_cast<long long>(masker.cache().capacity()), paths);
-  grammar_paths::run_schemas(tok, masker, paths, false);
+  grammar_paths::run_schemas(tok, masker, paths);
   std::printf("mask cache: %lld masks, %.1f MiB, %lld hits, %lld misses\n", static_cast<long long>(masker.cache().size()),
               static_cast<double>(masker.cache().bytes()) / (1 << 20), static_cast<long long>(masker.cache().hits()),
               static_cast<long long>(masker.cache().misses()));

@@ -3,7 +3,9 @@
 // closing byte so that strings and containers end), and every step is timed by thread CPU time:
 // the mask fill, its application to a logits row of the vocabulary's size, the end-of-sequence
 // test and the state's advance by the chosen token (what the sampler pays per constrained row).
-// Prints the median, p99 and worst per schema and overall, and the mask cache's misses.
+// Prints the median, p99 and worst per schema and overall (also over the paths after each
+// schema's first quarter: the mask cache warm), the medians of the three parts and the cache's
+// misses.
 #pragma once
 
 #include "base/status.h"

@@ -5,7 +5,8 @@
 namespace dsv4::grammar {
 namespace {
 
-constexpr int32_t kOpenKeyNode = -1;  // Frame::node of an open object's key (json_matcher.h)
+constexpr int32_t kOpenKeyNode = -1;         // Frame::node of an open object's key (json_matcher.h)
+constexpr uint32_t kKeyHashPrime = 16777619u;  // its hash: 32-bit FNV-1a, as json_matcher.cc
 
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
@@ -101,7 +102,10 @@ bool string_body_of(const Grammar& g, const MatchStack& s, int32_t max_token_len
 // raw_string_byte and pattern_raw_string_byte apply to a byte other than the end byte.
 bool body_byte(const StringBody& body, Frame& f, uint8_t c) {
   switch (body.kind) {
-    case BodyKind::kKey: return c != '\\' && string_byte(f, c, -1);
+    case BodyKind::kKey:  // the key's hash goes on (its closing quote checks it)
+      if (c == '\\' || !string_byte(f, c, -1)) return false;
+      f.bits = (static_cast<uint32_t>(f.bits) ^ c) * kKeyHashPrime;
+      return true;
     case BodyKind::kPlain: return string_byte(f, c, body.max_length);
     case BodyKind::kPattern: return pattern_string_byte(f, c, body.pattern);
     case BodyKind::kRaw: return raw_text_byte(f, c, body.max_length);

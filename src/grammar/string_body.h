@@ -4,7 +4,8 @@
 // on the frames below it. StringMaskKey names that state exactly (the regex and its state, the
 // escape/UTF-8 state, the length bounds left, as classes: beyond a class's edge the answer no
 // longer changes), so masks of those tokens can be cached (mask_cache.h) across steps, requests
-// and readings; body_byte replays the matcher's byte function for the body on a lone Frame.
+// and readings; body_byte replays the matcher's byte function for the body on a lone Frame (an
+// open key's hash included), so a trie walk can carry the top frame alone until the end byte.
 #pragma once
 
 #include <cstdint>

@@ -37,25 +37,34 @@ class VocabTrie {
   std::vector<int32_t> token_ids_;
 };
 
+// The ids of a text set (MaskVocab::string_text, raw_text) by the code points each adds to a
+// body, fewest first: those of at most k code points are ids[0 .. end[k]).
+struct TextByLength {
+  TextByLength() = default;
+  TextByLength(const std::vector<uint64_t>& set, int32_t max_length, const std::function<int32_t(int32_t)>& code_points);
+  // allowed = the ids of at most `room` code points ([ceil(V / 64)] words).
+  void fill_up_to(int64_t room, uint64_t* allowed) const;
+  std::vector<uint64_t> text;  // the set
+  std::vector<int32_t> ids;
+  std::vector<int64_t> end;  // [longest token + 1]
+};
+
 // A vocabulary prepared for masks: the trie of every token, the trie of the tokens holding a
 // '"' and the tokens that are plain string text (JsonMatcher::string_text). Inside a string's
 // text (most of a JSON value's tokens) a mask is then the plain-text set plus a walk of the
 // quote trie, which alone can end the string and go on after it. The same for the keys of open
 // objects (text without escapes) and for DSML's raw strings, with '<' (their closing tag's
-// first byte). In a patterned string whose regex state loops on all JSON text, the set is the
-// text without escapes (key_text) plus a walk of the tokens holding a '"' or a '\\'.
+// first byte). Other string bodies take their set from TokenMasker's cache.
 struct MaskVocab {
   MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32_t)>& bytes,
             const std::function<bool(int32_t)>& skip);
   VocabTrie all, quoted, angled;        // angled: the tokens holding a '<' (DSML raw strings)
-  VocabTrie escaped;                    // the tokens holding a '"' or a '\\' (patterned strings)
   std::vector<uint64_t> string_text;    // [ceil(V / 64)]
   std::vector<uint64_t> key_text;       // [ceil(V / 64)] string text without '\\' (open objects' keys)
   std::vector<uint64_t> raw_text;       // [ceil(V / 64)]
-  // The string_text ids by code points (as a string body counts them), fewest first: those of at
-  // most k code points are text_by_length[0 .. text_length_end[k]) (k <= the longest token).
-  std::vector<int32_t> text_by_length;
-  std::vector<int64_t> text_length_end;
+  // The string_text / raw_text ids by code points, for bodies with fewer code points left than
+  // a token may hold (no escape or UTF-8 sequence open).
+  TextByLength string_by_length, raw_by_length;
 };
 
 // Fills masks for one vocabulary; its buffers are sized once (no allocation per mask; the mask
@@ -75,10 +84,11 @@ class TokenMasker {
   const MaskCache& cache() const { return cache_; }
 
  private:
-  // The string-body path above; false when some reading is not in a string body.
-  bool fill_from_bodies(const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
-  // The string_text ids of at most `room` code points (a plain string body with no escape open).
-  void fill_text_up_to(int64_t room, uint64_t* allowed) const;
+  // allowed = the union of the cached masks of the readings' bodies (bodies_, keys_).
+  void fill_body_text(const Grammar& g, const MatchState& st, uint64_t* allowed);
+  // Sets the bits of trie's tokens (each holding the end byte) allowed after st, where every
+  // reading is in a string body (bodies_).
+  void walk_ends(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   // Sets the bits of the tokens without body.end_byte that the body in frame `top` takes whole.
   void walk_body(const StringBody& body, const Frame& top, uint64_t* allowed);
   int64_t walk(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
@@ -86,6 +96,10 @@ class TokenMasker {
   MaskCache cache_;
   std::vector<MatchState> states_;  // [max token length + 1]
   std::vector<Frame> frames_;       // [max token length + 1]: walk_body's frame per depth
+  StringBody bodies_[kMaxStacks];   // fill's readings, when all are in string bodies
+  StringMaskKey keys_[kMaxStacks];
+  std::vector<Frame> body_frames_;  // [max token length + 1, kMaxStacks]: walk_ends' top frames
+  std::vector<uint32_t> alive_;     // [max token length + 1]: walk_ends' live readings (bits)
   struct Walk {
     int32_t node, next_child;
   };
