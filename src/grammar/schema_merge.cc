@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "grammar/schema_literals.h"
 #include "grammar/schema_ref.h"
 
@@ -127,6 +128,7 @@ Result<Json> SchemaMerger::merge_at(const Json& a, const Json& b, const std::str
   if (ea->is_boolean() || eb->is_boolean()) return merge_at(*ea, *eb, path, depth + 1);
   Json r = std::move(*ea);
   DSV4_RETURN_IF_ERROR(charge(r, path));
+  const bool a_patterns = r.contains("patternProperties");
   for (auto it = eb->begin(); it != eb->end(); ++it) {
     const std::string& k = it.key();
     if (kPassive.count(k) || k == "properties" || k == "additionalProperties") continue;
@@ -134,7 +136,8 @@ Result<Json> SchemaMerger::merge_at(const Json& a, const Json& b, const std::str
   }
   if (r.contains("properties") || r.contains("additionalProperties") || eb->contains("properties") ||
       eb->contains("additionalProperties")) {
-    const Json ra = r;
+    Json ra = r;  // A as it was (the loop above may have copied B's patternProperties in)
+    if (!a_patterns) ra.erase("patternProperties");
     DSV4_RETURN_IF_ERROR(merge_properties(r, ra, *eb, path));
   }
   return r;
@@ -186,6 +189,9 @@ Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb
   } else if (k == "items") {
     if (va.is_array() || vb.is_array()) return fail("keyword 'items' as an array (tuples) in a merge is not supported");
     va = both(va, vb);
+  } else if (k == "patternProperties") {  // per pattern: both schemas
+    if (!va.is_object() || !vb.is_object()) return fail("patternProperties must be an object");
+    for (auto p = vb.begin(); p != vb.end(); ++p) va[p.key()] = va.contains(p.key()) ? both(va[p.key()], *p) : *p;
   } else if (k == "anyOf") {  // (a1 | a2) & (b1 | b2) = a1&b1 | a1&b2 | ...
     if (!va.is_array() || !vb.is_array()) return fail("anyOf must be a non-empty array");
     if (va.size() * vb.size() > static_cast<size_t>(kMaxAlternatives))
@@ -211,9 +217,31 @@ Status SchemaMerger::merge_properties(Json& r, const Json& a, const Json& b, con
   if (!pa.is_object() || !pb.is_object())
     return Status::errorf("schema {}: properties must be an object", path.empty() ? "/" : path);
   const auto xa = a.find("additionalProperties"), xb = b.find("additionalProperties");
+  // patternProperties (merged into r, applied to every key when compiled): a key one side's
+  // patterns match takes no additionalProperties from that side. A pattern in one side only
+  // would exempt keys from the other side's additionalProperties: refused.
+  auto patterns_within = [](const Json& x, const Json& y) {  // x's patterns are all y's
+    const Json none = Json::object();
+    const Json& px = x.contains("patternProperties") ? x["patternProperties"] : none;
+    const Json& py = y.contains("patternProperties") ? y["patternProperties"] : none;
+    for (auto it = px.begin(); it != px.end(); ++it)
+      if (!py.is_object() || !py.contains(it.key())) return false;
+    return true;
+  };
+  if ((xb != b.end() && *xb != Json(true) && !patterns_within(a, b)) ||
+      (xa != a.end() && *xa != Json(true) && !patterns_within(b, a)))
+    return Status::errorf("schema {}: keyword 'patternProperties' in one schema of a merge beside additionalProperties "
+                          "in the other is not supported", path.empty() ? "/" : path);
   Json props = Json::object();
-  auto side = [](const Json& p, const std::string& key, const Json* extra) -> const Json* {
+  Status bad_pattern;
+  auto side = [&](const Json& s, const Json& p, const std::string& key, const Json* extra) -> const Json* {
     if (const auto it = p.find(key); it != p.end()) return &*it;
+    if (const auto pp = s.find("patternProperties"); pp != s.end() && pp->is_object())
+      for (auto it = pp->begin(); it != pp->end(); ++it) {
+        Result<Regex> re = compile_regex(it.key());
+        if (!re.ok()) bad_pattern = Status::errorf("schema {}: patternProperties '{}': {}", path, it.key(), re.message());
+        else if (matches_utf8(*re, key)) return nullptr;  // the pattern's schema applies when compiled
+      }
     return extra;  // nullptr: anything
   };
   std::vector<std::string> keys;
@@ -221,9 +249,10 @@ Status SchemaMerger::merge_properties(Json& r, const Json& a, const Json& b, con
   for (auto it = pb.begin(); it != pb.end(); ++it)
     if (!pa.contains(it.key())) keys.push_back(it.key());
   for (const std::string& key : keys) {
-    const Json* sa = side(pa, key, xa == a.end() ? nullptr : &*xa);
-    const Json* sb = side(pb, key, xb == b.end() ? nullptr : &*xb);
-    props[key] = sa && sb ? both(*sa, *sb) : sa ? *sa : *sb;
+    const Json* sa = side(a, pa, key, xa == a.end() ? nullptr : &*xa);
+    const Json* sb = side(b, pb, key, xb == b.end() ? nullptr : &*xb);
+    DSV4_RETURN_IF_ERROR(bad_pattern);
+    props[key] = sa && sb ? both(*sa, *sb) : sa ? *sa : sb ? *sb : Json(true);
   }
   if (!keys.empty()) r["properties"] = std::move(props);
   if (xa != a.end() && xb != b.end()) r["additionalProperties"] = both(*xa, *xb);
