@@ -87,6 +87,8 @@ class DepthGuard {
 class Compiler {
  public:
   Compiler(const Json& root, Draft draft, bool strict) : root_(&root), merger_(root), draft_(draft), strict_(strict) {
+    if (!strict)
+      merger_.set_relax([this](const std::string& path, const std::string& keyword) { return unenforced(path, keyword); });
     merger_.set_reader([this](const Json& s, const std::string& path) -> Result<Json> {
       Result<const Json*> r = read(s, path);
       if (!r.ok()) return r.status();

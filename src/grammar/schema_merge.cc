@@ -228,19 +228,24 @@ Status SchemaMerger::merge_properties(Json& r, const Json& a, const Json& b, con
       if (!py.is_object() || !py.contains(it.key())) return false;
     return true;
   };
+  bool exempt = true;  // whether a side's patterns exempt keys from its additionalProperties
   if ((xb != b.end() && *xb != Json(true) && !patterns_within(a, b)) ||
-      (xa != a.end() && *xa != Json(true) && !patterns_within(b, a)))
-    return Status::errorf("schema {}: keyword 'patternProperties' in one schema of a merge beside additionalProperties "
-                          "in the other is not supported", path.empty() ? "/" : path);
+      (xa != a.end() && *xa != Json(true) && !patterns_within(b, a))) {
+    if (!relax_)
+      return Status::errorf("schema {}: keyword 'patternProperties' in one schema of a merge beside "
+                            "additionalProperties in the other is not supported", path.empty() ? "/" : path);
+    DSV4_RETURN_IF_ERROR(relax_(path, "patternProperties"));
+    r.erase("patternProperties");
+    exempt = false;
+  }
   Json props = Json::object();
-  Status bad_pattern;
   auto side = [&](const Json& s, const Json& p, const std::string& key, const Json* extra) -> const Json* {
     if (const auto it = p.find(key); it != p.end()) return &*it;
-    if (const auto pp = s.find("patternProperties"); pp != s.end() && pp->is_object())
+    if (const auto pp = s.find("patternProperties"); exempt && pp != s.end() && pp->is_object())
       for (auto it = pp->begin(); it != pp->end(); ++it) {
+        // A pattern the engine cannot take is refused (or relaxed) where the merged object compiles.
         Result<Regex> re = compile_regex(it.key());
-        if (!re.ok()) bad_pattern = Status::errorf("schema {}: patternProperties '{}': {}", path, it.key(), re.message());
-        else if (matches_utf8(*re, key)) return nullptr;  // the pattern's schema applies when compiled
+        if (re.ok() && matches_utf8(*re, key)) return nullptr;  // the pattern's schema applies when compiled
       }
     return extra;  // nullptr: anything
   };
@@ -251,7 +256,6 @@ Status SchemaMerger::merge_properties(Json& r, const Json& a, const Json& b, con
   for (const std::string& key : keys) {
     const Json* sa = side(a, pa, key, xa == a.end() ? nullptr : &*xa);
     const Json* sb = side(b, pb, key, xb == b.end() ? nullptr : &*xb);
-    DSV4_RETURN_IF_ERROR(bad_pattern);
     props[key] = sa && sb ? both(*sa, *sb) : sa ? *sa : sb ? *sb : Json(true);
   }
   if (!keys.empty()) r["properties"] = std::move(props);

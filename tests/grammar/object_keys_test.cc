@@ -211,6 +211,10 @@ TEST(ObjectKeys, MergesKeepPatternsExact) {
   EXPECT_EQ(match_at(exempt, R"({"xb": null})"), -1);
   EXPECT_TRUE(has(refusal(R"({"allOf": [{"patternProperties": {"^x": {}}}, {"additionalProperties": false}]})"),
                   "keyword 'patternProperties' in one schema of a merge beside additionalProperties"));
+  Result<Grammar> relaxed = compile_text(R"({"allOf": [{"patternProperties": {"^x": {}}}, {"additionalProperties":
+      false}]})", false);  // strict: false drops the patterns and says so
+  ASSERT_TRUE(relaxed.ok()) << relaxed.message();
+  EXPECT_EQ(relaxed->relaxed, std::vector<std::string>{"/allOf/1: patternProperties"});
   // Both sides' patterns: per pattern, both schemas.
   const Grammar two = compile(R"({"allOf": [{"patternProperties": {"^x": {"type": "integer"}}}, {"patternProperties":
       {"^x": {"minimum": 3}, "y$": {"maximum": 5}}}], "type": "object"})");
