@@ -540,8 +540,13 @@ bool JsonMatcher::in_string_text(const MatchState& st, int64_t room, bool* patte
 bool JsonMatcher::in_key_text(const MatchState& st) const {
   if (st.n == 0) return false;
   for (int32_t k = 0; k < st.n; ++k) {
-    const Frame& f = st.s[k].f[st.s[k].n - 1];
-    if (f.node != kKeyNode || !string_may_close(f)) return false;
+    const MatchStack& s = st.s[k];
+    const Frame& f = s.f[s.n - 1];
+    if (f.node == kPatternKeyNode) {  // where the key automaton's state loops on all key text
+      if (f.more != 0 || !g_.key_automata[g_.nodes[s.f[s.n - 2].node].keys]->loops[f.j]) return false;
+    } else if (f.node != kKeyNode || !string_may_close(f)) {
+      return false;
+    }
   }
   return true;
 }

@@ -79,8 +79,9 @@ class JsonMatcher {
   bool in_string_text(const MatchState& st, int64_t room, bool* patterned = nullptr) const;
   // Whether bytes without '"' are string text from a fresh point in a string.
   static bool string_text(const char* bytes, int64_t n);
-  // The same for the keys of open objects (no escapes): every reading inside such a key's text;
-  // then a token without '"' is allowed exactly when key_text() accepts it.
+  // The same for the keys of open objects (no escapes): every reading inside such a key's text
+  // (under a KeyAutomaton: in a state that loops on all key text); then a token without '"' is
+  // allowed exactly when key_text() accepts it.
   bool in_key_text(const MatchState& st) const;
   static bool key_text(const char* bytes, int64_t n);
   // The same for DSML raw strings: every reading in raw text (no closing tag or UTF-8 sequence

@@ -226,6 +226,9 @@ Result<KeyAutomaton> build_key_automaton(const std::vector<const Regex*>& patter
                                       "labels exceed the work bound {}", k.n_states, k.n_classes,
                                       k.label_patterns.size(), kMaxKeyWork));
   infinite_keys(k);
+  k.loops.assign(static_cast<size_t>(k.n_states), 1);
+  for (size_t q = 0; q < static_cast<size_t>(k.n_states); ++q)
+    for (int32_t c = 0; c < k.n_classes; ++c) k.loops[q] &= k.next[q * k.n_classes + c] == static_cast<int32_t>(q);
   k.label_value.assign(k.label_patterns.size(), -1);
   return k;
 }

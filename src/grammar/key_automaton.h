@@ -40,6 +40,7 @@ struct KeyAutomaton {
   std::vector<int32_t> next;               // [state, class] -> state, -1: dead
   std::vector<int16_t> label;              // [state]: the key's label here, -1: not an allowed key
   std::vector<uint64_t> infinite;          // [state]: bit L, infinitely many keys of label L continue
+  std::vector<uint8_t> loops;              // [state]: every key text code point leads back to it
   std::vector<uint64_t> label_patterns;    // [label]: bit i, patterns[i] matches
   std::vector<int32_t> label_value;        // [label]: the value's grammar node (the compiler fills it)
 

@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "grammar/json_matcher.h"
 #include "grammar/json_schema.h"
+#include "grammar/token_mask.h"
 #include "support/grammar_match.h"
 #include "support/grammar_walk.h"
 #include "support/json_schema_check.h"
@@ -131,6 +133,46 @@ TEST(ObjectKeys, PatternKeysNestWithinTheDepthBound) {
   const Grammar g = compile(schema);
   EXPECT_EQ(match_at(g, deep + "{}" + std::string(kMaxDepth - 2, '}')), -1);
   EXPECT_EQ(match_at(g, deep + R"({"k)"), static_cast<int64_t>(deep.size()) + 1);  // no room for a value
+}
+
+// The mask inside pattern keys (the key-text fast path where the automaton's state loops on all
+// key text, the trie walk elsewhere) equals the per-token brute force over a small vocabulary.
+TEST(ObjectKeys, PatternKeyMaskMatchesBruteForce) {
+  std::vector<std::string> vocab = {"\"", "x", "x-", "-", "a", "ab", "\\", "é", "\xc3", "\xa9", "\":", "\": ",
+                                    "1", "{", "}", ", ", " ", "\"}", "a\"", "b", ":", ": "};
+  for (int k = 0; k < 100; ++k) vocab.push_back(std::string(1, static_cast<char>('a' + k % 26)) + std::to_string(k));
+  const MaskVocab prepared(
+      static_cast<int32_t>(vocab.size()), [&](int32_t id) { return std::string_view(vocab[id]); },
+      [](int32_t) { return false; });
+  TokenMasker masker(prepared);
+  for (const char* text :
+       {R"({"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": false})",
+        R"({"type": "object", "patternProperties": {"^[a-c]+$": {"type": "integer"}}, "additionalProperties": false})",
+        R"({"type": "object", "propertyNames": {"pattern": "b"}, "additionalProperties": {"type": "integer"}})"}) {
+    const Grammar g = compile(text);
+    JsonMatcher m(g);
+    std::mt19937 rng(3);
+    auto st = std::make_unique<MatchState>(), tmp = std::make_unique<MatchState>(), out = std::make_unique<MatchState>();
+    m.start(*st);
+    std::vector<uint64_t> allowed((vocab.size() + 63) / 64);
+    std::string walked;
+    for (int step = 0; step < 40; ++step) {
+      masker.fill(m, *st, allowed.data());
+      std::vector<int32_t> ids;
+      for (size_t id = 0; id < vocab.size(); ++id) {
+        const bool brute = m.feed(*st, vocab[id].data(), static_cast<int64_t>(vocab[id].size()), *out, *tmp);
+        EXPECT_EQ(brute, (allowed[id >> 6] >> (id & 63) & 1) != 0)
+            << text << " step " << step << " token " << vocab[id];
+        if (brute && vocab[id].find('}') == std::string::npos) ids.push_back(static_cast<int32_t>(id));
+      }
+      if (ids.empty()) break;  // stays in the object (its keys and values) as long as it can
+      const std::string& t = vocab[ids[rng() % ids.size()]];
+      walked += t;
+      ASSERT_TRUE(m.feed(*st, t.data(), static_cast<int64_t>(t.size()), *out, *tmp));
+      std::swap(st, out);
+    }
+    EXPECT_GT(walked.size(), 20u) << text << ": " << walked;
+  }
 }
 
 TEST(ObjectKeys, PropertyNames) {
