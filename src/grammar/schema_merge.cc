@@ -218,22 +218,31 @@ Status SchemaMerger::merge_properties(Json& r, const Json& a, const Json& b, con
     return Status::errorf("schema {}: properties must be an object", path.empty() ? "/" : path);
   const auto xa = a.find("additionalProperties"), xb = b.find("additionalProperties");
   // patternProperties (merged into r, applied to every key when compiled): a key one side's
-  // patterns match takes no additionalProperties from that side. A pattern in one side only
-  // would exempt keys from the other side's additionalProperties: refused.
-  auto patterns_within = [](const Json& x, const Json& y) {  // x's patterns are all y's
-    const Json none = Json::object();
-    const Json& px = x.contains("patternProperties") ? x["patternProperties"] : none;
-    const Json& py = y.contains("patternProperties") ? y["patternProperties"] : none;
-    for (auto it = px.begin(); it != px.end(); ++it)
-      if (!py.is_object() || !py.contains(it.key())) return false;
+  // patterns match takes no additionalProperties from that side. A pattern of x that y lacks,
+  // beside y's additionalProperties: a key it matches that y does not list takes y's
+  // additionalProperties too, folded into the merged pattern's schema; where y lists a key it
+  // matches (or the pattern cannot be compiled) that is not exact: refused (relaxed).
+  auto fold = [&](const Json& x, const Json& y, const Json& py, const Json* y_extra) {
+    const auto px = x.find("patternProperties");
+    if (px == x.end() || !px->is_object() || y_extra == nullptr || *y_extra == Json(true)) return true;
+    const auto ys = y.find("patternProperties");
+    for (auto it = px->begin(); it != px->end(); ++it) {
+      if (ys != y.end() && ys->is_object() && ys->contains(it.key())) continue;
+      Result<Regex> re = compile_regex(it.key());
+      if (!re.ok()) return false;
+      for (auto k = py.begin(); k != py.end(); ++k)
+        if (matches_utf8(*re, k.key())) return false;
+      Json& merged = r["patternProperties"][it.key()];
+      merged = both(merged, *y_extra);
+    }
     return true;
   };
   bool exempt = true;  // whether a side's patterns exempt keys from its additionalProperties
-  if ((xb != b.end() && *xb != Json(true) && !patterns_within(a, b)) ||
-      (xa != a.end() && *xa != Json(true) && !patterns_within(b, a))) {
+  if (!fold(a, b, pb, xb == b.end() ? nullptr : &*xb) || !fold(b, a, pa, xa == a.end() ? nullptr : &*xa)) {
     if (!relax_)
       return Status::errorf("schema {}: keyword 'patternProperties' in one schema of a merge beside "
-                            "additionalProperties in the other is not supported", path.empty() ? "/" : path);
+                            "additionalProperties in the other is not supported (a key the other lists matches a "
+                            "pattern)", path.empty() ? "/" : path);
     DSV4_RETURN_IF_ERROR(relax_(path, "patternProperties"));
     r.erase("patternProperties");
     exempt = false;

@@ -251,10 +251,22 @@ TEST(ObjectKeys, MergesKeepPatternsExact) {
   const Grammar exempt = compile(R"({"allOf": [{"patternProperties": {"^x": {}}, "additionalProperties": false},
       {"patternProperties": {"^x": {}}, "properties": {"xb": {"type": "null"}}, "required": ["xb"]}]})");
   EXPECT_EQ(match_at(exempt, R"({"xb": null})"), -1);
-  EXPECT_TRUE(has(refusal(R"({"allOf": [{"patternProperties": {"^x": {}}}, {"additionalProperties": false}]})"),
-                  "keyword 'patternProperties' in one schema of a merge beside additionalProperties"));
-  Result<Grammar> relaxed = compile_text(R"({"allOf": [{"patternProperties": {"^x": {}}}, {"additionalProperties":
-      false}]})", false);  // strict: false drops the patterns and says so
+  // A pattern in one side only takes the other side's additionalProperties too (keys it does not list).
+  const Grammar folded = compile(R"({"allOf": [{"type": "object", "additionalProperties": {"type": "integer"},
+      "patternProperties": {"^a": {"type": "integer"}}}, {"additionalProperties": {"minimum": 3}}]})");
+  EXPECT_EQ(match_at(folded, R"({"ab": 3, "z": 4})"), -1);
+  EXPECT_EQ(match_at(folded, R"({"ab": 2})"), 8);
+  EXPECT_EQ(match_at(folded, R"({"z": 2})"), 7);
+  const Grammar none = compile(R"({"allOf": [{"patternProperties": {"^x": {}}}, {"additionalProperties": false}],
+      "type": "object"})");
+  EXPECT_EQ(match_at(none, "{}"), -1);
+  EXPECT_EQ(match_at(none, R"({"x)"), 1);
+  // Not exact where the other side lists a key the pattern matches: refused, or relaxed.
+  const std::string listed = R"({"allOf": [{"patternProperties": {"^x": {"type": "integer"}}}, {"properties": {"xa":
+      {}}, "additionalProperties": false}]})";
+  EXPECT_TRUE(has(refusal(listed), "schema /allOf/1: keyword 'patternProperties' in one schema of a merge beside "
+                                   "additionalProperties"));
+  Result<Grammar> relaxed = compile_text(listed, false);  // strict: false drops the patterns and says so
   ASSERT_TRUE(relaxed.ok()) << relaxed.message();
   EXPECT_EQ(relaxed->relaxed, std::vector<std::string>{"/allOf/1: patternProperties"});
   // Both sides' patterns: per pattern, both schemas.
