@@ -133,6 +133,13 @@ TEST(ObjectKeys, PatternKeysNestWithinTheDepthBound) {
   const Grammar g = compile(schema);
   EXPECT_EQ(match_at(g, deep + "{}" + std::string(kMaxDepth - 2, '}')), -1);
   EXPECT_EQ(match_at(g, deep + R"({"k)"), static_cast<int64_t>(deep.size()) + 1);  // no room for a value
+  // Per label: where an object value no longer fits, a key whose value is a string still may.
+  const Grammar labels = compile(R"({"type": "object", "patternProperties": {"^o": {"$ref": "#"}, "^s": {"type":
+      "string"}}, "additionalProperties": false})");
+  std::string nested;
+  for (int i = 0; i < kMaxDepth - 2; ++i) nested += R"({"o": )";
+  EXPECT_EQ(match_at(labels, nested + R"({"s": "x"})" + std::string(kMaxDepth - 2, '}')), -1);
+  EXPECT_EQ(match_at(labels, nested + R"({"o)"), static_cast<int64_t>(nested.size()) + 2);
 }
 
 // The mask inside pattern keys (the key-text fast path where the automaton's state loops on all
