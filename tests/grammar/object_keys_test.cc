@@ -228,6 +228,23 @@ TEST(ObjectKeys, DependentRequired) {
   EXPECT_EQ(match_at(g, R"({"a": 1, "b": 2})"), 15);  // then c, not the end
   EXPECT_EQ(match_at(g, R"({"c": 3})"), 2);            // c needs b, which comes before it
   walks_validate(schema);
+  // The properties a required one needs count in the object's depth: near the bound it is not
+  // begun where the needed one could not open (was a dead end: "a" required, "b" not fitting).
+  const Grammar deep = compile(R"({"type": "object", "properties": {"r": {"$ref": "#"}, "b": {"$ref": "#/$defs/b"},
+      "a": {"type": "integer"}}, "required": ["a"], "dependentRequired": {"a": ["b"]}, "$defs": {"b": {"type":
+      "object", "properties": {"x": {"type": "object", "properties": {"y": {"type": "object", "properties": {"z":
+      {"type": "integer"}}, "required": ["z"]}}, "required": ["y"]}}, "required": ["x"]}}})");
+  JsonMatcher m(deep);
+  auto st = std::make_unique<MatchState>(), out = std::make_unique<MatchState>(), tmp = std::make_unique<MatchState>();
+  m.start(*st);
+  const std::string open = R"({"r": )", close = R"(, "b": {"x": {"y": {"z": 1}}}, "a": 1})";
+  int levels = 0;
+  while (m.feed(*st, open.data(), static_cast<int64_t>(open.size()), *out, *tmp)) std::swap(st, out), ++levels;
+  std::string text;
+  for (int i = 0; i < levels; ++i) text += open;
+  text += R"({"b": {"x": {"y": {"z": 1}}}, "a": 1})";
+  for (int i = 0; i < levels; ++i) text += close;
+  EXPECT_EQ(match_at(deep, text), -1) << levels << " levels";
   // draft-07 `dependencies` with arrays, a cycle, and a dependency on an unlisted key.
   const std::string draft7 = R"({"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"a": {},
       "b": {}}, "dependencies": {"a": ["b"], "b": ["a"], "z": ["a"]}})";
