@@ -17,7 +17,8 @@ Status automaton_fail(const std::string& path, const std::string& what) {
 }
 
 // The joint classes of the automata (KeyAutomaton's intervals), and a code point of each.
-std::vector<uint32_t> joint_classes(const std::vector<const Regex*>& automata, KeyAutomaton& k) {
+Result<std::vector<uint32_t>> joint_classes(const std::vector<const Regex*>& automata, KeyAutomaton& k,
+                                            const std::string& path) {
   std::set<uint32_t> cuts(std::begin(kKeyTextCuts), std::end(kKeyTextCuts));
   cuts.insert(0);
   for (const Regex* re : automata)
@@ -27,6 +28,9 @@ std::vector<uint32_t> joint_classes(const std::vector<const Regex*>& automata, K
   for (const uint32_t lo : cuts) {
     int16_t id = -1;
     if (key_text(lo)) {
+      if (ids.size() >= static_cast<size_t>(kMaxKeyClasses))
+        return automaton_fail(path, fmt::format("keyword 'patternProperties': the patterns cut the code points into "
+                                                "more than {} classes", kMaxKeyClasses));
       std::vector<int32_t> signature;
       for (const Regex* re : automata) signature.push_back(re->class_of(lo));
       const auto [it, fresh] = ids.emplace(std::move(signature), static_cast<int16_t>(ids.size()));
@@ -219,7 +223,9 @@ Result<KeyAutomaton> build_key_automaton(const std::vector<const Regex*>& patter
   std::vector<const Regex*> automata = patterns;
   if (names != nullptr) automata.push_back(names);
   KeyAutomaton k;
-  const std::vector<uint32_t> representative = joint_classes(automata, k);
+  Result<std::vector<uint32_t>> classes = joint_classes(automata, k, path);
+  if (!classes.ok()) return classes.status();
+  const std::vector<uint32_t>& representative = *classes;
   DSV4_RETURN_IF_ERROR(product(automata, names != nullptr, representative, allowed, k, path));
   if (static_cast<int64_t>(k.n_states) * k.n_classes * static_cast<int64_t>(k.label_patterns.size() + 1) > kMaxKeyWork)
     return automaton_fail(path, fmt::format("keyword 'patternProperties': the key automaton's {} states x {} classes x {} "

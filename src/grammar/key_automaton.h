@@ -22,6 +22,7 @@ namespace dsv4::grammar {
 constexpr int32_t kMaxKeyStates = 4096;              // states of one key automaton
 constexpr int64_t kMaxKeyWork = int64_t{1} << 24;    // (states x classes) x (labels + 1) building one
 constexpr int kMaxKeyLabels = 64;                    // distinct sets of matching patterns
+constexpr int kMaxKeyClasses = 4096;                 // code point classes of one key automaton (int16)
 
 // The keys of an open object under patternProperties/propertyNames: a DFA over code points, the
 // product of the patterns' automata and propertyNames', whose accepting states carry a label (the

@@ -84,6 +84,14 @@ TEST(ObjectKeys, PatternPropertiesOnListedKeys) {
   EXPECT_TRUE(has(refusal(R"({"properties": {"p": {"required": ["q"], "additionalProperties": false,
       "patternProperties": {"^r": {}}}}})"), "/properties/p: unsatisfiable: required 'q'"));
   EXPECT_TRUE(has(refusal(R"j({"patternProperties": {"(?=a)": {}}})j"), "schema /: patternProperties '(?=a)'"));
+  // Bounds, checked before the work and named.
+  Json many = Json::object(), seven = Json::object();
+  for (int i = 0; i < 16; ++i) many[std::string(1, static_cast<char>('a' + i))] = Json::object();
+  for (int i = 0; i < 7; ++i) seven[std::string(1, static_cast<char>('a' + i))] = {{"type", "integer"}};
+  EXPECT_TRUE(has(refusal(Json{{"patternProperties", many}}.dump()), "schema /: patternProperties has 16 patterns, "
+                                                                    "at most 15"));
+  EXPECT_TRUE(has(refusal(Json{{"type", "object"}, {"patternProperties", seven}}.dump()),
+                  "schema /: keyword 'patternProperties': keys match more than 64 different sets of patterns"));
 }
 
 TEST(ObjectKeys, PatternPropertiesOnOpenObjects) {
