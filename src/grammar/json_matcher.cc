@@ -395,7 +395,8 @@ void JsonMatcher::object_byte(MatchStack& s, const Node& n, uint8_t c, MatchStat
     emit(s, out);
   } else if (f.phase == kOValue) {
     f.phase = kOInValue;
-    const int32_t value = !n.open ? n.properties[f.j].node : n.keys < 0 ? n.values : g_.key_automata[n.keys]->label_value[f.j];
+    int32_t value = n.open ? n.values : n.properties[f.j].node;
+    if (n.keys >= 0) value = g_.key_automata[n.keys]->label_value[f.j];  // the key's label (pattern_key_byte)
     open_value(s, value, c, out);
   }
 }
