@@ -221,7 +221,10 @@ Status SchemaMerger::merge_properties(Json& r, const Json& a, const Json& b, con
   // patterns match takes no additionalProperties from that side. A pattern of x that y lacks,
   // beside y's additionalProperties: a key it matches that y does not list takes y's
   // additionalProperties too, folded into the merged pattern's schema; where y lists a key it
-  // matches (or the pattern cannot be compiled) that is not exact: refused (relaxed).
+  // matches (or the pattern cannot be compiled) that is not exact: refused (relaxed). With y's
+  // additionalProperties false, only keys y lists may be present: the pattern's schema goes into
+  // the listed keys it matches, and the pattern leaves the merge (`inlined`).
+  std::vector<std::string> inlined;
   auto fold = [&](const Json& x, const Json& y, const Json& py, const Json* y_extra) {
     const auto px = x.find("patternProperties");
     if (px == x.end() || !px->is_object() || y_extra == nullptr || *y_extra == Json(true)) return true;
@@ -230,6 +233,10 @@ Status SchemaMerger::merge_properties(Json& r, const Json& a, const Json& b, con
       if (ys != y.end() && ys->is_object() && ys->contains(it.key())) continue;
       Result<Regex> re = compile_regex(it.key());
       if (!re.ok()) return false;
+      if (*y_extra == Json(false)) {
+        inlined.push_back(it.key());
+        continue;
+      }
       for (auto k = py.begin(); k != py.end(); ++k)
         if (matches_utf8(*re, k.key())) return false;
       Json& merged = r["patternProperties"][it.key()];
@@ -267,6 +274,14 @@ Status SchemaMerger::merge_properties(Json& r, const Json& a, const Json& b, con
     const Json* sb = side(b, pb, key, xb == b.end() ? nullptr : &*xb);
     props[key] = sa && sb ? both(*sa, *sb) : sa ? *sa : sb ? *sb : Json(true);
   }
+  for (const std::string& pattern : inlined) {
+    if (!r.contains("patternProperties") || !r["patternProperties"].contains(pattern)) continue;
+    Result<Regex> re = compile_regex(pattern);  // compiled in fold() before
+    for (const std::string& key : keys)
+      if (re.ok() && matches_utf8(*re, key)) props[key] = both(props[key], r["patternProperties"][pattern]);
+    r["patternProperties"].erase(pattern);
+  }
+  if (r.contains("patternProperties") && r["patternProperties"].empty()) r.erase("patternProperties");
   if (!keys.empty()) r["properties"] = std::move(props);
   if (xa != a.end() && xb != b.end()) r["additionalProperties"] = both(*xa, *xb);
   else if (xb != b.end()) r["additionalProperties"] = *xb;

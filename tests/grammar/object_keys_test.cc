@@ -293,9 +293,21 @@ TEST(ObjectKeys, MergesKeepPatternsExact) {
       "type": "object"})");
   EXPECT_EQ(match_at(none, "{}"), -1);
   EXPECT_EQ(match_at(none, R"({"x)"), 1);
-  // Not exact where the other side lists a key the pattern matches: refused, or relaxed.
+  // Beside additionalProperties false, the pattern's schema goes into the listed keys it matches.
+  const Grammar inlined = compile(R"({"allOf": [{"type": "object", "properties": {"ig": {"type": "string"}},
+      "additionalProperties": false}, {"patternProperties": {"^[a-z]+$": {"maxLength": 2}}, "additionalProperties":
+      false}]})");
+  EXPECT_EQ(match_at(inlined, R"({"ig": "ab"})"), -1);
+  EXPECT_EQ(match_at(inlined, R"({"ig": "abc"})"), 10);
+  EXPECT_EQ(match_at(inlined, R"({"x)"), 2);
+  const Grammar listed_only = compile(R"({"allOf": [{"patternProperties": {"^x": {"type": "integer"}}}, {"properties":
+      {"xa": {}}, "additionalProperties": false}]})");
+  EXPECT_EQ(match_at(listed_only, R"({"xa": 1})"), -1);
+  EXPECT_EQ(match_at(listed_only, R"({"xa": "s"})"), 7);
+  // Not exact where the other side lists a key the pattern matches (beside an additionalProperties
+  // schema): refused, or relaxed.
   const std::string listed = R"({"allOf": [{"patternProperties": {"^x": {"type": "integer"}}}, {"properties": {"xa":
-      {}}, "additionalProperties": false}]})";
+      {}}, "additionalProperties": {"type": "string"}}]})";
   EXPECT_TRUE(has(refusal(listed), "schema /allOf/1: keyword 'patternProperties' in one schema of a merge beside "
                                    "additionalProperties"));
   Result<Grammar> relaxed = compile_text(listed, false);  // strict: false drops the patterns and says so
