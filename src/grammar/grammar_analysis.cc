@@ -29,8 +29,13 @@ int32_t depth_of(const Node& n, const std::vector<int32_t>& d, int32_t inf) {
     case Kind::kObject:
     case Kind::kDsmlParams:
       v = n.open && n.min_properties > 0 ? 1 + d[n.values] : 1;
-      for (const Property& p : n.properties)  // minProperties: any property may be needed
-        if (p.required || n.min_properties > 0) v = std::max(v, 1 + d[p.node]);
+      for (size_t k = 0; k < n.properties.size(); ++k) {  // minProperties: any property may be needed
+        const Property& p = n.properties[k];
+        if (!p.required && n.min_properties == 0) continue;
+        v = std::max(v, 1 + d[p.node]);
+        for (size_t j = 0; k < n.needs.size() && j < n.properties.size(); ++j)  // dependentRequired
+          if (n.needs[k] >> j & 1) v = std::max(v, 1 + d[n.properties[j].node]);
+      }
       return v;
     case Kind::kAnyOf:
       for (int32_t a : n.alternatives) v = std::min(v, d[a]);

@@ -10,7 +10,6 @@ namespace {
 
 constexpr int32_t kKeyNode = -1;   // the key string of an open object
 constexpr int32_t kRootNode = -2;  // the bottom frame
-constexpr uint32_t kFnvBasis = 2166136261u, kFnvPrime = 16777619u;  // 32-bit FNV-1a of a key's bytes
 
 enum RootPhase : uint8_t { kRBefore, kRIn, kRDone };
 enum ObjectPhase : uint8_t { kOOpen, kOFirst, kOKey, kOInKey, kOColon, kOValue, kOInValue, kOAfter, kONext };
@@ -57,10 +56,11 @@ bool JsonMatcher::may_close(const Node& n, const Frame& f) {
   if (n.open) return true;
   for (int32_t k = f.i; k < static_cast<int32_t>(n.properties.size()); ++k)
     if (n.properties[k].required) return false;
-  return f.n_props >= n.min_properties;
+  return f.n_props >= n.min_properties && (n.needs.empty() || needed_keys(n, f.present) == 0);
 }
 
-uint64_t JsonMatcher::allowed_keys(const Node& n, int32_t f, int32_t n_frames, int32_t n_props) const {
+uint64_t JsonMatcher::allowed_keys(const Node& n, int32_t f, int32_t n_frames, int32_t n_props, uint64_t present) const {
+  if (!n.needs.empty()) return dependent_keys(n, f, n_frames, present);  // no min/maxProperties then
   const bool counted = n.min_properties > 0 || n.max_properties >= 0;
   const int32_t size = static_cast<int32_t>(n.properties.size());
   int32_t required_after = 0, available_after = 0;  // of the keys after k (counted only when bounded)
@@ -85,7 +85,7 @@ uint64_t JsonMatcher::allowed_keys(const Node& n, int32_t f, int32_t n_frames, i
 
 bool JsonMatcher::open_key_room(const MatchStack& s, const Node& n) const {
   const int32_t present = s.n_keys - s.f[s.n - 1].i;  // the object is on top
-  return s.n_keys < kMaxOpenKeys && fits(s.n, n.values) && (n.max_properties < 0 || present < n.max_properties);
+  return s.n_keys < kMaxOpenKeys && key_may_start(n, s.n) && (n.max_properties < 0 || present < n.max_properties);
 }
 
 bool JsonMatcher::gap_space(Frame& f, uint8_t c, const std::string* sep) const {
@@ -210,6 +210,7 @@ void JsonMatcher::consume(const MatchStack& in, uint8_t c, MatchState& out) cons
     return;
   }
   if (f.node == kKeyNode) return key_byte(s, c, out);
+  if (f.node == kPatternKeyNode) return pattern_key_byte(s, c, out);
   const Node& n = g_.nodes[f.node];
   switch (n.kind) {
     case Kind::kString: return string_value_byte(s, n, c, out);
@@ -255,7 +256,7 @@ void JsonMatcher::key_byte(MatchStack& s, uint8_t c, MatchState& out) const {
     return;
   }
   if (c == '\\' || !string_byte(f, c, -1)) return;
-  f.bits = (static_cast<uint32_t>(f.bits) ^ c) * kFnvPrime;
+  f.bits = (static_cast<uint32_t>(f.bits) ^ c) * kKeyHashPrime;
   emit(s, out);
 }
 
@@ -327,6 +328,7 @@ void JsonMatcher::listed_key_byte(MatchStack& s, const Node& n, uint8_t c, Match
         f.j = static_cast<int32_t>(k);
         f.phase = kOColon;
         ++f.n_props;
+        f.present |= uint64_t{1} << k;
         emit(s, out);
         return;
       }
@@ -346,11 +348,12 @@ void JsonMatcher::object_key_start(MatchStack& s, const Node& n, MatchState& out
     f.phase = kOInKey;
     Frame& key = s.f[s.n++];
     key = Frame{};
-    key.node = kKeyNode;
+    key.node = n.keys >= 0 ? kPatternKeyNode : kKeyNode;
     key.phase = kSBody;
-    key.bits = kFnvBasis;
+    key.bits = kKeyHashBasis;
+    if (n.keys >= 0) key.j = g_.key_automata[n.keys]->start;
     emit(s, out);
-  } else if (const uint64_t bits = allowed_keys(n, f.i, s.n, f.n_props); bits != 0) {
+  } else if (const uint64_t bits = allowed_keys(n, f.i, s.n, f.n_props, f.present); bits != 0) {
     f.phase = kOKey;
     f.bits = bits;
     f.j = 0;
@@ -387,12 +390,14 @@ void JsonMatcher::object_byte(MatchStack& s, const Node& n, uint8_t c, MatchStat
     pop(s);
     emit(s, out);
   } else if (c == ',' && f.phase == kOAfter &&
-             (n.open ? open_key_room(s, n) : allowed_keys(n, f.i, s.n, f.n_props) != 0)) {
+             (n.open ? open_key_room(s, n) : allowed_keys(n, f.i, s.n, f.n_props, f.present) != 0)) {
     f.phase = kONext;
     emit(s, out);
   } else if (f.phase == kOValue) {
     f.phase = kOInValue;
-    open_value(s, n.open ? n.values : n.properties[f.j].node, c, out);
+    int32_t value = n.open ? n.values : n.properties[f.j].node;
+    if (n.keys >= 0) value = g_.key_automata[n.keys]->label_value[f.j];  // the key's label (pattern_key_byte)
+    open_value(s, value, c, out);
   }
 }
 
@@ -518,7 +523,7 @@ bool JsonMatcher::in_string_text(const MatchState& st, int64_t room, bool* patte
   for (int32_t k = 0; k < st.n; ++k) {
     const Frame& f = st.s[k].f[st.s[k].n - 1];
     if (f.node == kRootNode || !string_may_close(f)) return false;
-    if (f.node == kKeyNode) return false;  // open keys: no escapes, hashed
+    if (f.node < 0) return false;  // open keys: no escapes, hashed
     const Node& n = g_.nodes[f.node];
     if (n.kind != Kind::kString) return false;
     int64_t left = n.max_length - f.i;
@@ -536,8 +541,13 @@ bool JsonMatcher::in_string_text(const MatchState& st, int64_t room, bool* patte
 bool JsonMatcher::in_key_text(const MatchState& st) const {
   if (st.n == 0) return false;
   for (int32_t k = 0; k < st.n; ++k) {
-    const Frame& f = st.s[k].f[st.s[k].n - 1];
-    if (f.node != kKeyNode || !string_may_close(f)) return false;
+    const MatchStack& s = st.s[k];
+    const Frame& f = s.f[s.n - 1];
+    if (f.node == kPatternKeyNode) {  // where the key automaton's state loops on all key text
+      if (f.more != 0 || !g_.key_automata[g_.nodes[s.f[s.n - 2].node].keys]->loops[f.j]) return false;
+    } else if (f.node != kKeyNode || !string_may_close(f)) {
+      return false;
+    }
   }
   return true;
 }

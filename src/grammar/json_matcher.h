@@ -11,7 +11,11 @@
 // Open objects never repeat a key (I-JSON): each stack keeps a 32-bit hash of every key of the
 // open objects on it (at most kMaxOpenKeys; beyond, the object may only close), a key whose
 // hash is among its object's is refused at its closing quote (a collision only refuses more),
-// and such keys are generated without escapes (their bytes are then the key).
+// and such keys are generated without escapes (their bytes are then the key). Under a
+// KeyAutomaton (patternProperties/propertyNames) a key byte is taken only into a state with
+// infinitely many keys on, so the keys present never leave a dead end; the label at the closing
+// quote picks the value's node. Listed objects with dependentRequired (Node::needs) keep the
+// properties present in Frame::present.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,8 @@
 namespace dsv4::grammar {
 
 constexpr int kMaxOpenKeys = 64;  // keys of the open objects on one stack
+constexpr int32_t kPatternKeyNode = -3;  // Frame::node of a key under its object's KeyAutomaton
+constexpr uint32_t kKeyHashBasis = 2166136261u, kKeyHashPrime = 16777619u;  // 32-bit FNV-1a of a key's bytes
 
 struct Frame {
   int32_t node = -1;   // the grammar node; −1: an object key of an open object
@@ -36,6 +42,7 @@ struct Frame {
   uint8_t esc = 0;     // string: a surrogate pair's state (json_scalar.cc)
   uint16_t n_props = 0;  // object: the listed properties present so far
   uint64_t bits = 0;   // object: key candidates; literal: candidates; open key: its hash
+  uint64_t present = 0;  // listed object with dependentRequired (Node::needs): properties present
 };
 
 struct MatchStack {
@@ -72,8 +79,9 @@ class JsonMatcher {
   bool in_string_text(const MatchState& st, int64_t room, bool* patterned = nullptr) const;
   // Whether bytes without '"' are string text from a fresh point in a string.
   static bool string_text(const char* bytes, int64_t n);
-  // The same for the keys of open objects (no escapes): every reading inside such a key's text;
-  // then a token without '"' is allowed exactly when key_text() accepts it.
+  // The same for the keys of open objects (no escapes): every reading inside such a key's text
+  // (under a KeyAutomaton: in a state that loops on all key text); then a token without '"' is
+  // allowed exactly when key_text() accepts it.
   bool in_key_text(const MatchState& st) const;
   static bool key_text(const char* bytes, int64_t n);
   // The same for DSML raw strings: every reading in raw text (no closing tag or UTF-8 sequence
@@ -94,6 +102,13 @@ class JsonMatcher {
   void object_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void listed_key_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void object_key_start(MatchStack& s, const Node& n, MatchState& out) const;
+  // An open object's key under its KeyAutomaton (json_matcher_keys.cc).
+  void pattern_key_byte(MatchStack& s, uint8_t c, MatchState& out) const;
+  // The labels of k whose values fit on top of n_frames frames.
+  uint64_t fitting_labels(const KeyAutomaton& k, int32_t n_frames) const;
+  // Whether an open object (on top of n_frames frames) may begin a key: with a KeyAutomaton, one
+  // with infinitely many keys whose value fits; else its values fit.
+  bool key_may_start(const Node& n, int32_t n_frames) const;
   void raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void pattern_raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void params_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
@@ -103,7 +118,12 @@ class JsonMatcher {
   // Keys a listed object (or DSML params) may name next from floor f: f .. the first required
   // one, without the optional ones whose value could not close within the bound.
   // With minProperties/maxProperties, a key only where both can still be met: n_props present.
-  uint64_t allowed_keys(const Node& n, int32_t f, int32_t n_frames, int32_t n_props = 0) const;
+  uint64_t allowed_keys(const Node& n, int32_t f, int32_t n_frames, int32_t n_props = 0, uint64_t present = 0) const;
+  // allowed_keys() under dependentRequired (json_matcher_keys.cc): key k only where every
+  // property it needs is present or may follow it and can still open within the bound.
+  uint64_t dependent_keys(const Node& n, int32_t f, int32_t n_frames, uint64_t present) const;
+  // The properties the present ones need that are not present yet.
+  static uint64_t needed_keys(const Node& n, uint64_t present);
   // Whether an open object on top of s may begin another key.
   bool open_key_room(const MatchStack& s, const Node& n) const;
   // Whether a listed object (or DSML params) whose next floor is f may close now.

@@ -9,6 +9,7 @@
 #include "grammar/formats.h"
 #include "grammar/grammar_analysis.h"
 #include "grammar/schema_dialect.h"
+#include "grammar/schema_keys.h"
 #include "grammar/schema_literals.h"
 #include "grammar/schema_merge.h"
 #include "grammar/schema_number.h"
@@ -28,7 +29,8 @@ const std::set<std::string> kKeywords = {"type",      "properties", "required", 
                                          "maxLength", "minimum",    "maximum",   "exclusiveMinimum",
                                          "exclusiveMaximum", "allOf",    "prefixItems",
                                          "minProperties", "maxProperties", "pattern", "format",
-                                         "multipleOf"};
+                                         "multipleOf", "patternProperties", "propertyNames",
+                                         "dependentRequired"};
 // Keywords that constrain nothing where they stand (annotations, and schemas kept for $ref).
 bool inert(const std::string& key) { return kAnnotations.count(key) || key == "$defs" || key == "definitions"; }
 // The keywords of s that constrain, but `key`.
@@ -40,7 +42,8 @@ Json constraints_beside(const Json& s, const std::string& key) {
 }
 // The keywords that make a schema without `type` constrain one type (bug: they were dropped).
 const std::set<std::string> kTypeKeywords[] = {
-    {"properties", "required", "additionalProperties", "minProperties", "maxProperties"},
+    {"properties", "required", "additionalProperties", "minProperties", "maxProperties", "patternProperties",
+     "propertyNames", "dependentRequired"},
     {"items", "prefixItems", "minItems", "maxItems", "uniqueItems"},
     {"minLength", "maxLength", "pattern", "format"},
     {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
@@ -63,6 +66,12 @@ std::string pointer_token(const std::string& key) {
   return out;
 }
 
+// Whether an error message says `word` after its "schema PATH: " prefix.
+bool has_prefix_word(const std::string& message, const std::string& word) {
+  const size_t colon = message.find(": ");
+  return colon != std::string::npos && message.compare(colon + 2, word.size(), word) == 0;
+}
+
 // Counts the schema levels being compiled (the walk's native stack depth) for as long as it lives.
 class DepthGuard {
  public:
@@ -78,6 +87,8 @@ class DepthGuard {
 class Compiler {
  public:
   Compiler(const Json& root, Draft draft, bool strict) : root_(&root), merger_(root), draft_(draft), strict_(strict) {
+    if (!strict)
+      merger_.set_relax([this](const std::string& path, const std::string& keyword) { return unenforced(path, keyword); });
     merger_.set_reader([this](const Json& s, const std::string& path) -> Result<Json> {
       Result<const Json*> r = read(s, path);
       if (!r.ok()) return r.status();
@@ -134,7 +145,28 @@ class Compiler {
   Result<int32_t> object(const Json& s, const std::string& path);
   Status property_counts(const Json& s, Node& n, const std::string& path);
   Status unique_items(Node& n, const std::string& path);
-  Result<std::vector<Property>> properties(const Json& s, const std::string& path, bool dsml);
+  // A name an object lists: from `properties` (schema), or required/dependentRequired/propertyNames
+  // (schema nullptr).
+  struct Listed {
+    std::string name;
+    const Json* schema = nullptr;
+    bool required = false;
+  };
+  Result<ObjectKeyRules> key_rules(const Json& s, const std::string& path);
+  Result<std::vector<Listed>> listed_names(const Json& s, const std::string& path, const ObjectKeyRules& rules);
+  Result<const Json*> key_schema(const Json& s, const Listed& key, const ObjectKeyRules& rules,
+                                 const std::string& path);
+  // The value schema of a key listed with `listed` (nullptr: not in properties) that matches the
+  // patterns of `matching`: all of them, else additionalProperties; nullptr: it cannot be present.
+  Result<const Json*> conjunction(const Json& s, const Json* listed, uint64_t matching, const ObjectKeyRules& rules,
+                                  const std::string& path);
+  Result<int32_t> keyed_object(const Json& s, const ObjectKeyRules& rules, Node& n, const std::string& path);
+  Result<int32_t> open_object(const Json& s, Node& n, const std::string& path);
+  Result<std::vector<Property>> properties(const Json& s, const std::string& path, bool dsml,
+                                           const ObjectKeyRules& rules);
+  Status dependencies(const ObjectKeyRules& rules, Node& n, const std::string& path);
+  // Counts the values of v against kMaxReadValues (copies the compiler makes).
+  Status charge(const Json& v, const std::string& path);
   Result<int32_t> ref(const std::string& target, const std::string& path);
   // A schema a merge made, compiled once per content (a recursive $ref beside keywords merges
   // to the same schema again: it then points back, as a $ref does).
@@ -254,9 +286,8 @@ bool Compiler::needs_reading(const Json& s) const {
   return false;
 }
 
-Result<const Json*> Compiler::read(const Json& s, const std::string& path) {
-  if (!s.is_object() || !needs_reading(s)) return &s;
-  std::vector<const Json*> pending = {&s};  // the copy's size, counted before it is made
+Status Compiler::charge(const Json& v, const std::string& path) {
+  std::vector<const Json*> pending = {&v};
   while (!pending.empty()) {
     const Json* x = pending.back();
     pending.pop_back();
@@ -265,6 +296,12 @@ Result<const Json*> Compiler::read(const Json& s, const std::string& path) {
     if (x->is_structured())
       for (const Json& c : *x) pending.push_back(&c);
   }
+  return Status();
+}
+
+Result<const Json*> Compiler::read(const Json& s, const std::string& path) {
+  if (!s.is_object() || !needs_reading(s)) return &s;
+  DSV4_RETURN_IF_ERROR(charge(s, path));  // the copy's size, counted before it is made
   Result<Json> r = read_in_draft(s, draft_, path);
   if (!r.ok()) return r.status();
   DSV4_RETURN_IF_ERROR(relax_ref(*r, path));
@@ -570,49 +607,99 @@ Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
   return add(std::move(n));
 }
 
-// The listed properties in document order, then required names not among them (their value:
-// additionalProperties, else anything); a property whose schema is false is never generated
-// (refused when required).
-Result<std::vector<Property>> Compiler::properties(const Json& s, const std::string& path, bool dsml) {
-  static const Json kAnything = true;
-  std::vector<std::pair<std::string, const Json*>> listed;
-  if (const auto props = s.find("properties"); props != s.end()) {
+// The names an object lists, in this order: `properties` in document order, then required names
+// not among them, then (with no `properties`) propertyNames' enum and dependentRequired's names,
+// then the names dependentRequired asks of a listed one.
+Result<std::vector<Compiler::Listed>> Compiler::listed_names(const Json& s, const std::string& path,
+                                                             const ObjectKeyRules& rules) {
+  std::vector<Listed> listed;
+  const auto props = s.find("properties");
+  if (props != s.end()) {
     if (!props->is_object()) return fail(path, "properties must be an object");
     if (props->size() > static_cast<size_t>(kMaxProperties))
       return fail(path, fmt::format("{} properties, at most {}", props->size(), kMaxProperties));
-    for (auto it = props->begin(); it != props->end(); ++it) listed.emplace_back(it.key(), &it.value());
+    for (auto it = props->begin(); it != props->end(); ++it) listed.push_back({it.key(), &it.value(), false});
   }
-  const auto additional = s.find("additionalProperties");
-  std::set<std::string> required;
+  auto find = [&](const std::string& name) {
+    return std::find_if(listed.begin(), listed.end(), [&](const Listed& l) { return l.name == name; });
+  };
+  auto add_name = [&](const std::string& name) -> Status {
+    if (find(name) != listed.end()) return Status();
+    listed.push_back({name, nullptr, false});  // checked as it grows: the search stays short
+    if (listed.size() > static_cast<size_t>(kMaxProperties))
+      return fail(path, fmt::format("more than {} properties (required and dependentRequired ones included)",
+                                    kMaxProperties));
+    return Status();
+  };
   if (const auto it = s.find("required"); it != s.end()) {
     if (!it->is_array()) return fail(path, "required must be an array of strings");
     for (const Json& r : *it) {
       if (!r.is_string()) return fail(path, "required must be an array of strings");
-      const std::string& name = r.get<std::string>();
-      auto p = std::find_if(listed.begin(), listed.end(), [&](const auto& kv) { return kv.first == name; });
-      if (p == listed.end()) {
-        if (additional != s.end() && *additional == Json(false))
-          return fail(path, fmt::format("unsatisfiable: required '{}' is not among properties and additionalProperties "
-                                        "is false", name));
-        listed.emplace_back(name, additional != s.end() && additional->is_object() ? &*additional : &kAnything);
-        p = listed.end() - 1;
-        if (listed.size() > static_cast<size_t>(kMaxProperties))  // checked as it grows: the search stays short
-          return fail(path, fmt::format("more than {} properties (required ones included)", kMaxProperties));
-      }
-      if (*p->second == Json(false))
-        return fail(path, fmt::format("unsatisfiable: required '{}' has the schema false", name));
-      required.insert(name);
+      DSV4_RETURN_IF_ERROR(add_name(r.get<std::string>()));
+      find(r.get<std::string>())->required = true;
     }
   }
-  if (listed.size() > static_cast<size_t>(kMaxProperties))
-    return fail(path, fmt::format("{} properties, at most {}", listed.size(), kMaxProperties));
+  const bool unlisted = props == s.end() || props->empty();
+  if (unlisted)
+    for (const std::string& name : rules.names) DSV4_RETURN_IF_ERROR(add_name(name));
+  for (const auto& [trigger, needed] : rules.dependent_required) {
+    if (unlisted) DSV4_RETURN_IF_ERROR(add_name(trigger));
+    if (find(trigger) == listed.end()) continue;  // never generated: nothing to require
+    for (const std::string& name : needed) DSV4_RETURN_IF_ERROR(add_name(name));
+  }
+  return listed;
+}
+
+// The schema a listed key's value takes: its `properties` entry and the schema of every pattern
+// (patternProperties) its name matches, else additionalProperties (else anything); nullptr when
+// the key can never be present (a schema false, or propertyNames refuses the name).
+Result<const Json*> Compiler::key_schema(const Json& s, const Listed& key, const ObjectKeyRules& rules,
+                                         const std::string& path) {
+  if (!rules.name_allowed(key.name)) return nullptr;
+  return conjunction(s, key.schema, rules.matching(key.name), rules, path);
+}
+
+Result<const Json*> Compiler::conjunction(const Json& s, const Json* listed, uint64_t matching,
+                                          const ObjectKeyRules& rules, const std::string& path) {
+  static const Json kAnything = true;
+  std::vector<const Json*> parts;
+  if (listed != nullptr) parts.push_back(listed);
+  for (size_t i = 0; i < rules.patterns.size(); ++i)
+    if (matching >> i & 1) parts.push_back(rules.patterns[i].schema);
+  if (parts.empty()) {
+    const auto additional = s.find("additionalProperties");
+    parts.push_back(additional == s.end() ? &kAnything : &*additional);
+  }
+  if (std::any_of(parts.begin(), parts.end(), [](const Json* p) { return *p == Json(false); })) return nullptr;
+  if (parts.size() == 1) return parts[0];
+  Json all = Json::array();
+  for (const Json* p : parts) {
+    DSV4_RETURN_IF_ERROR(charge(*p, path));
+    all.push_back(*p);
+  }
+  merged_.push_back(Json{{"allOf", std::move(all)}});
+  return &merged_.back();
+}
+
+// The listed properties (listed_names) with their values' nodes; a key that can never be present
+// is left out (refused when required).
+Result<std::vector<Property>> Compiler::properties(const Json& s, const std::string& path, bool dsml,
+                                                   const ObjectKeyRules& rules) {
+  Result<std::vector<Listed>> listed = listed_names(s, path, rules);
+  if (!listed.ok()) return listed.status();
   std::vector<Property> out;
-  for (const auto& [name, schema] : listed) {
-    if (*schema == Json(false)) continue;
-    Result<int32_t> value = compile(*schema, path + "/properties/" + pointer_token(name));
+  for (const Listed& l : *listed) {
+    Result<const Json*> schema = key_schema(s, l, rules, path);
+    if (!schema.ok()) return schema.status();
+    if (*schema == nullptr) {
+      if (!l.required) continue;
+      return fail(path, fmt::format("unsatisfiable: required '{}' can never be present (its schema is false, "
+                                    "additionalProperties is false or propertyNames refuses it)", l.name));
+    }
+    Result<int32_t> value = compile(**schema, path + "/properties/" + pointer_token(l.name));
     if (!value.ok()) return value.status();
     int32_t node = *value;
-    std::string key = escaped_key(name);
+    std::string key = escaped_key(l.name);
     if (dsml) {  // string="true": a string parameter's raw text (text.md §3.8)
       const Node& v = grammar.nodes[node];
       const bool raw = v.kind == Kind::kString;
@@ -624,11 +711,56 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
         r.regex = v.regex;
         node = add(std::move(r));
       }
-      key = "<｜DSML｜parameter name=\"" + name + "\" string=\"" + (raw ? "true" : "false") + "\">";
+      key = "<｜DSML｜parameter name=\"" + l.name + "\" string=\"" + (raw ? "true" : "false") + "\">";
     }
-    out.push_back(Property{std::move(key), node, required.count(name) > 0});
+    out.push_back(Property{std::move(key), node, l.required});
   }
   return out;
+}
+
+// dependentRequired on a listed object: Node::needs, per property the ones its presence requires
+// (transitively). A property that requires one that can never be present is left out (refused
+// when required).
+Status Compiler::dependencies(const ObjectKeyRules& rules, Node& n, const std::string& path) {
+  if (rules.dependent_required.empty()) return Status();
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    auto index = [&](const std::string& name) {
+      const std::string key = escaped_key(name);
+      for (size_t k = 0; k < n.properties.size(); ++k)
+        if (n.properties[k].key == key) return static_cast<int32_t>(k);
+      return -1;
+    };
+    std::vector<uint64_t> needs(n.properties.size(), 0);
+    for (const auto& [trigger, needed] : rules.dependent_required) {
+      const int32_t a = index(trigger);
+      if (a < 0) continue;
+      for (const std::string& name : needed) {
+        const int32_t b = index(name);
+        if (b >= 0) {
+          needs[a] |= uint64_t{1} << b;
+          continue;
+        }
+        if (n.properties[a].required)
+          return fail(path, fmt::format("unsatisfiable: required '{}' needs '{}' (dependentRequired), which can never "
+                                        "be present", trigger, name));
+        n.properties.erase(n.properties.begin() + a);
+        dropped = true;
+        break;
+      }
+      if (dropped) break;
+    }
+    if (dropped) continue;
+    for (bool grew = true; grew;) {  // transitive closure (at most 64 properties)
+      grew = false;
+      for (size_t k = 0; k < needs.size(); ++k)
+        for (size_t j = 0; j < needs.size(); ++j)
+          if ((needs[k] >> j & 1) && (needs[k] | needs[j]) != needs[k]) needs[k] |= needs[j], grew = true;
+    }
+    for (size_t k = 0; k < needs.size(); ++k) needs[k] &= ~(uint64_t{1} << k);
+    n.needs = std::move(needs);
+  }
+  return Status();
 }
 
 // minProperties/maxProperties: on listed objects both (at most 64 properties), on open ones
@@ -656,31 +788,131 @@ Status Compiler::property_counts(const Json& s, Node& n, const std::string& path
   return Status();
 }
 
+// Any keys, each value additionalProperties (else anything).
+Result<int32_t> Compiler::open_object(const Json& s, Node& n, const std::string& path) {
+  n.open = true;
+  if (const auto additional = s.find("additionalProperties"); additional != s.end() && additional->is_object()) {
+    Result<int32_t> values = compile(*additional, path + "/additionalProperties");
+    if (!values.ok()) return values.status();
+    n.values = *values;
+  } else {
+    n.values = any();
+  }
+  DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
+  return add(std::move(n));
+}
+
+// An object without listed keys whose keys patternProperties/propertyNames constrain: an open
+// object over the key automaton (key_automaton.h), each label's value the conjunction of its
+// patterns' schemas (none: additionalProperties). Where no key has infinitely many ways on
+// (finitely many keys are allowed), the first kMaxProperties of them are listed instead.
+Result<int32_t> Compiler::keyed_object(const Json& s, const ObjectKeyRules& rules, Node& n, const std::string& path) {
+  const auto additional = s.find("additionalProperties");
+  std::vector<const Regex*> patterns;
+  for (const ObjectKeyRules::Pattern& p : rules.patterns) patterns.push_back(p.re.get());
+  auto allowed = [&](uint64_t mask) {
+    if (mask == 0) return additional == s.end() || *additional != Json(false);
+    for (size_t i = 0; i < rules.patterns.size(); ++i)
+      if ((mask >> i & 1) && *rules.patterns[i].schema == Json(false)) return false;
+    return true;
+  };
+  std::set<uint64_t> unsatisfiable;  // sets of patterns whose schemas no value meets together
+  Result<KeyAutomaton> keys = Status();
+  for (bool again = true; again;) {  // until no label's value is unsatisfiable (their sets only grow)
+    again = false;
+    keys = build_key_automaton(patterns, rules.names_re.get(),
+                               [&](uint64_t mask) { return allowed(mask) && !unsatisfiable.count(mask); }, path);
+    if (!keys.ok() && !strict_ && !(additional != s.end() && *additional == Json(false))) {  // relaxed: any key
+      DSV4_RETURN_IF_ERROR(unenforced(path, patterns.empty() ? "propertyNames" : "patternProperties"));
+      return open_object(s, n, path);
+    }
+    if (!keys.ok()) return keys.status();
+    n.open = keys->start >= 0 && keys->infinite[keys->start] != 0;  // else {} only
+    for (size_t label = 0; n.open && label < keys->label_patterns.size(); ++label) {
+      const uint64_t mask = keys->label_patterns[label];
+      Result<const Json*> schema = conjunction(s, nullptr, mask, rules, path);
+      if (!schema.ok()) return schema.status();
+      const std::string at = mask == 0 ? path + "/additionalProperties"
+                                       : path + "/patternProperties/" +
+                                             pointer_token(rules.patterns[__builtin_ctzll(mask)].text);
+      Result<int32_t> value = compile(**schema, at);
+      if (!value.ok() && has_prefix_word(value.message(), "unsatisfiable")) {
+        unsatisfiable.insert(mask);  // a key with this label can never be present
+        again = true;
+        continue;
+      }
+      if (!value.ok()) return value.status();
+      keys->label_value[label] = *value;
+    }
+  }
+  if (!n.open) {  // finitely many keys: the first kMaxProperties of them, listed
+    ObjectKeyRules finite = rules;
+    finite.names = finite_keys(*keys, kMaxProperties);
+    finite.names_listed = true;
+    Result<std::vector<Property>> listed = properties(s, path, false, finite);
+    if (!listed.ok()) return listed.status();
+    n.properties = std::move(*listed);
+  }
+  DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
+  if (!n.open) return add(std::move(n));
+  n.values = any();  // unused: each key's label decides its value
+  n.keys = static_cast<int32_t>(grammar.key_automata.size());
+  grammar.key_automata.push_back(std::make_shared<const KeyAutomaton>(std::move(*keys)));
+  return add(std::move(n));
+}
+
+// patternProperties, propertyNames and dependentRequired of s (propertyNames read in the draft,
+// a $ref in it followed).
+Result<ObjectKeyRules> Compiler::key_rules(const Json& s, const std::string& path) {
+  const Json* names = nullptr;
+  if (const auto it = s.find("propertyNames"); it != s.end()) {
+    names = &*it;
+    for (int hop = 0;; ++hop) {
+      Result<const Json*> r = read(*names, path + "/propertyNames");
+      if (!r.ok()) return r.status();
+      names = *r;
+      if (!names->is_object() || !names->contains("$ref") || names->size() != 1) break;
+      if (hop >= kMaxSchemaDepth || !(*names)["$ref"].is_string())
+        return fail(path + "/propertyNames", "$ref must be a string naming a schema (at most 128 hops)");
+      Result<const Json*> target = resolve_local_ref(*root_, (*names)["$ref"].get<std::string>());
+      if (!target.ok()) return fail(path + "/propertyNames", target.message());
+      names = *target;
+    }
+  }
+  return object_key_rules(s, names, path);
+}
+
 Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
   Node n;
   n.kind = Kind::kObject;
   const auto additional = s.find("additionalProperties");
   if (additional != s.end() && !additional->is_boolean() && !additional->is_object())
     return fail(path, "additionalProperties must be a boolean or a schema");
-  const bool closed = additional != s.end() && additional->is_boolean() && !additional->get<bool>();
+  Result<ObjectKeyRules> rules = key_rules(s, path);
+  if (!rules.ok() && !strict_) {  // relaxed: the keys' keywords are dropped
+    for (const char* k : {"patternProperties", "propertyNames", "dependentRequired"})
+      if (s.contains(k)) DSV4_RETURN_IF_ERROR(unenforced(path, k));
+    rules = ObjectKeyRules{};
+  }
+  if (!rules.ok()) return rules.status();
+  const bool closed = (additional != s.end() && *additional == Json(false)) || rules->none;
   const auto props = s.find("properties");
   const bool requires_keys = s.contains("required") && !(s["required"].is_array() && s["required"].empty());
-  if ((props == s.end() || (props->is_object() && props->empty())) && !closed && !requires_keys) {
-    n.open = true;
-    if (additional != s.end() && additional->is_object()) {
-      Result<int32_t> values = compile(*additional, path + "/additionalProperties");
-      if (!values.ok()) return values.status();
-      n.values = *values;
-    } else {
-      n.values = any();
-    }
-    DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
-    return add(std::move(n));
+  const bool listed = (props != s.end() && !(props->is_object() && props->empty())) || requires_keys ||
+                      !rules->dependent_required.empty() || rules->names_listed;
+  if (!listed && !rules->none && (!closed || !rules->patterns.empty())) {
+    if (rules->constrains_keys()) return keyed_object(s, *rules, n, path);
+    return open_object(s, n, path);
   }
-  Result<std::vector<Property>> listed = properties(s, path, false);
-  if (!listed.ok()) return listed.status();
-  n.properties = std::move(*listed);
+  Result<std::vector<Property>> keys = properties(s, path, false, *rules);
+  if (!keys.ok()) return keys.status();
+  n.properties = std::move(*keys);
+  DSV4_RETURN_IF_ERROR(dependencies(*rules, n, path));
   DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
+  if (!n.needs.empty() && (n.min_properties > 0 || n.max_properties >= 0)) {
+    DSV4_RETURN_IF_ERROR(unenforced(path, "dependentRequired", " (beside minProperties/maxProperties)"));
+    n.needs.clear();
+  }
   return add(std::move(n));
 }
 
@@ -699,7 +931,7 @@ Result<int32_t> Compiler::dsml_params(const Json& raw, const std::string& path) 
   }
   if (const auto t = schema.find("type"); t != schema.end() && *t != "object")
     return fail(path, "a tool's parameters must be of type object");
-  Result<std::vector<Property>> listed = properties(schema, path, true);
+  Result<std::vector<Property>> listed = properties(schema, path, true, ObjectKeyRules{});
   if (!listed.ok()) return listed.status();
   n.properties = std::move(*listed);
   return add(std::move(n));

@@ -12,7 +12,9 @@
 // branches are provably disjoint, grammar_analysis.h), $ref to any local JSON Pointer
 // (schema_ref.h) with $defs/definitions anywhere, minLength/maxLength (integral floats too),
 // pattern and format (regex.h, formats.h; both: their intersection), and minimum/maximum/
-// exclusive*/multipleOf on integers and numbers (schema_number.h). Without `type` every type is
+// exclusive*/multipleOf on integers and numbers (schema_number.h), patternProperties,
+// propertyNames and dependentRequired (schema_keys.h: listed keys take the patterns they match;
+// an object without listed keys runs a KeyAutomaton). Without `type` every type is
 // allowed and each keyword constrains its own type. Keywords are read in the document's draft
 // (schema_dialect.h: annotations and non-standard keywords ignored); any other standard keyword
 // is an error naming it and its place (CompileOptions::strict), or relaxed and listed in
@@ -40,6 +42,7 @@
 
 #include "base/ordered_json.h"
 #include "base/status.h"
+#include "grammar/key_automaton.h"
 #include "grammar/regex.h"
 
 namespace dsv4::grammar {
@@ -95,7 +98,11 @@ struct Node {
   // kObject
   bool open = false;                 // any keys, each value `values` (an object without properties)
   int32_t values = -1;
+  int32_t keys = -1;  // open: its keys' automaton (Grammar::key_automata; each label its value), −1: any key
   std::vector<Property> properties;  // in generation order
+  // dependentRequired: needs[k], the properties that must follow once property k is present
+  // (transitively; bit j: properties[j]). Empty: no dependencies.
+  std::vector<uint64_t> needs;
   int64_t min_properties = 0, max_properties = -1;  // −1: unbounded (open objects: max only)
   // kArray: item i takes prefix[i] (prefixItems, tuples), the ones after it `items`
   std::vector<int32_t> prefix;
@@ -144,6 +151,7 @@ struct Grammar {
   // where it can still close within its depth bound).
   std::vector<int32_t> min_depth;
   std::vector<std::shared_ptr<const Regex>> regexes;  // patterns and formats of string nodes
+  std::vector<std::shared_ptr<const KeyAutomaton>> key_automata;  // keys of open objects (Node::keys)
 };
 
 // Errors name the keyword and its JSON pointer: "schema /properties/a: keyword 'pattern' is not

@@ -33,6 +33,10 @@ class SchemaMerger {
   explicit SchemaMerger(const OrderedJson& root) : root_(root) {}
   // How each merged schema's keywords are read first (its draft, what is relaxed); default: as is.
   void set_reader(Reader reader) { reader_ = std::move(reader); }
+  // Where a keyword cannot merge exactly and may be relaxed (CompileOptions::strict false): the
+  // hook lists it and the merge drops it; unset, the merge is refused.
+  using Relax = std::function<Status(const std::string& path, const std::string& keyword)>;
+  void set_relax(Relax relax) { relax_ = std::move(relax); }
   // a and b together; $ref and allOf at the top of either are resolved first.
   Result<OrderedJson> merge(const OrderedJson& a, const OrderedJson& b,
                                        const std::string& path);
@@ -53,6 +57,7 @@ class SchemaMerger {
 
   const OrderedJson& root_;
   Reader reader_;
+  Relax relax_;
   int merges_ = 0;
   int64_t copied_ = 0;
 };

@@ -6,7 +6,6 @@ namespace dsv4::grammar {
 namespace {
 
 constexpr int32_t kOpenKeyNode = -1;         // Frame::node of an open object's key (json_matcher.h)
-constexpr uint32_t kKeyHashPrime = 16777619u;  // its hash: 32-bit FNV-1a, as json_matcher.cc
 
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
