@@ -100,6 +100,86 @@ int32_t inner_readings(const Node& n, const std::vector<int32_t>& r) {
   return v;
 }
 
+// A listed object's first required property whose value is one constant (through $ref hops):
+// where it comes before a key, the object is read at that key only if that constant was read.
+struct Discriminator {
+  int32_t position = -1;
+  std::string key, value;
+};
+
+Discriminator discriminator(const Grammar& g, const Node& n) {
+  for (size_t k = 0; k < n.properties.size(); ++k) {
+    if (!n.properties[k].required) continue;
+    int32_t v = n.properties[k].node;
+    for (int hop = 0; hop < kMaxSchemaDepth && g.nodes[v].kind == Kind::kAnyOf && g.nodes[v].alternatives.size() == 1;
+         ++hop)
+      v = g.nodes[v].alternatives[0];
+    if (g.nodes[v].kind == Kind::kLiteral && g.nodes[v].literals.size() == 1)
+      return Discriminator{static_cast<int32_t>(k), n.properties[k].key, g.nodes[v].literals[0]};
+  }
+  return Discriminator{};
+}
+
+// The readings in the values of one key over an anyOf's objects: those read there only after a
+// discriminator, grouped by its key and constant (one constant per key is read, so of one key's
+// groups one is live), and the rest.
+struct KeyReadings {
+  int32_t plain = 0;
+  std::map<std::string, std::map<std::string, int32_t>> by_const;
+  int32_t total() const {
+    int32_t sum = plain;
+    for (const auto& [key, groups] : by_const) {
+      int32_t most = 0;
+      for (const auto& [value, readings] : groups) most = std::max(most, readings);
+      sum += most;
+    }
+    return sum;
+  }
+};
+
+// The readings of an anyOf's value, the max over its first bytes. Scalars that begin alike are one
+// reading each. Objects: their readings are all at the same key (the bytes read are the same), so
+// inside a value, the sum over the objects that have that key (open ones have every key) of that
+// value's readings (KeyReadings), and between values one each. Arrays: at item i, the sum of item i's readings.
+// Other kinds (DSML, sequences) count their readings on every byte.
+int32_t alternatives_readings(const Grammar& g, const std::vector<int32_t>& concrete, const std::vector<ByteSet>& first,
+                              const std::vector<int32_t>& r) {
+  int32_t per_byte[256] = {};
+  int32_t n_objects = 0, n_arrays = 0, open_values = 0, past_prefix = 0;
+  std::map<std::string, KeyReadings> at_key;  // listed key -> readings in its values
+  size_t longest_prefix = 0;
+  for (int32_t c : concrete)
+    if (g.nodes[c].kind == Kind::kArray) longest_prefix = std::max(longest_prefix, g.nodes[c].prefix.size());
+  std::vector<int32_t> at_item(longest_prefix, 0);  // prefix position -> readings in its items
+  for (int32_t c : concrete) {
+    const Node& n = g.nodes[c];
+    if (n.kind == Kind::kObject) {
+      ++n_objects;
+      if (n.open) open_values += r[n.values];
+      const Discriminator d = discriminator(g, n);
+      for (size_t k = 0; k < n.properties.size(); ++k) {
+        KeyReadings& at = at_key[n.properties[k].key];
+        const int32_t readings = r[n.properties[k].node];
+        if (d.position >= 0 && static_cast<int32_t>(k) > d.position) at.by_const[d.key][d.value] += readings;
+        else at.plain += readings;
+      }
+    } else if (n.kind == Kind::kArray) {  // items is always set (any value where absent)
+      ++n_arrays;
+      for (size_t i = 0; i < at_item.size(); ++i) at_item[i] += r[i < n.prefix.size() ? n.prefix[i] : n.items];
+      past_prefix += r[n.items];
+    } else {
+      const int32_t each = first[c].all() ? r[c] : 1;
+      for (size_t b = 0; b < 256; ++b) per_byte[b] += first[c][b] ? each : 0;
+    }
+  }
+  int32_t objects = std::max(n_objects, open_values), arrays = std::max(n_arrays, past_prefix);
+  for (const auto& [key, at] : at_key) objects = std::max(objects, at.total() + open_values);
+  for (int32_t readings : at_item) arrays = std::max(arrays, readings);
+  per_byte[static_cast<uint8_t>('{')] += objects;
+  per_byte[static_cast<uint8_t>('[')] += arrays;
+  return *std::max_element(std::begin(per_byte), std::end(per_byte));
+}
+
 }  // namespace
 
 bool expand_alternatives(const Grammar& g, int32_t node, std::vector<int32_t>& concrete) {
@@ -134,8 +214,8 @@ Status check_readings(const Grammar& g, const std::string& what) {
                             kMaxExpanded);
     }
   }
-  // Least fixed point from 0, capped above kMaxStacks: monotone, so it ends.
-  constexpr int32_t kCap = kMaxStacks + 1;
+  // Least fixed point from 0, capped at 8 x kMaxStacks (to name the count): monotone, so it ends.
+  constexpr int32_t kCap = 8 * kMaxStacks;
   std::vector<int32_t> r(g.nodes.size(), 0);
   int64_t work = 0;
   for (bool changed = true; changed;) {
@@ -145,10 +225,7 @@ Status check_readings(const Grammar& g, const std::string& what) {
       if (g.nodes[k].kind != Kind::kAnyOf) {
         v = inner_readings(g.nodes[k], r);
       } else {
-        int32_t per_byte[256] = {};
-        for (int32_t c : concrete[k])
-          for (size_t b = 0; b < 256; ++b) per_byte[b] += first[c][b] ? r[c] : 0;
-        v = *std::max_element(std::begin(per_byte), std::end(per_byte));
+        v = alternatives_readings(g, concrete[k], first, r);
         work += 256 * static_cast<int64_t>(concrete[k].size());
       }
       v = std::min(v, kCap);
@@ -162,8 +239,9 @@ Status check_readings(const Grammar& g, const std::string& what) {
                             kMaxReadingsWork);
   }
   if (r[g.root] > kMaxStacks)
-    return Status::errorf("{}: a value may be read more than {} ways at once (anyOf branches, type lists and the tools "
-                          "of a forced call that begin alike, counted across nested values)", what, kMaxStacks);
+    return Status::errorf("{}: a value may be read {}{} ways at once (anyOf branches, type lists and the tools of a "
+                          "forced call that begin alike, counted across nested values), more than the {} the matcher "
+                          "follows", what, r[g.root] >= kCap ? "at least " : "", r[g.root], kMaxStacks);
   return Status();
 }
 

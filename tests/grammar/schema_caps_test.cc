@@ -144,7 +144,7 @@ TEST(SchemaCaps, ManyBranchesWhereFewBeginAlike) {
 // "a". The old count saw at most kMaxStacks / 2 + 1 per anyOf and compiled it; the matcher then
 // dropped the readings beyond kMaxStacks.
 TEST(SchemaCaps, ReadingsAcrossNestedValuesAreBoundedOrRefused) {
-  const std::string too_many = "more than " + std::to_string(kMaxStacks) + " ways";
+  const std::string too_many = "more than the " + std::to_string(kMaxStacks) + " the matcher follows";
   Json inner = Json::array();
   for (int i = 0; i <= kMaxStacks / 2; ++i)
     inner.push_back(Json{{"type", "string"}, {"pattern", "^x{" + std::to_string(i) + "}$"}});
@@ -152,7 +152,7 @@ TEST(SchemaCaps, ReadingsAcrossNestedValuesAreBoundedOrRefused) {
   for (const char* other : {"b", "c"})
     two.push_back(Json{{"type", "object"}, {"properties", {{"a", {{"anyOf", inner}}}, {other, {{"type", "null"}}}}}});
   const std::string why = compile(Json{{"anyOf", two}}).message();
-  EXPECT_TRUE(has(why, too_many)) << why;
+  EXPECT_TRUE(has(why, too_many) && has(why, "read " + std::to_string(2 * (kMaxStacks / 2 + 1)) + " ways")) << why;
   two.erase(1);
   Result<Grammar> g = compile(Json{{"anyOf", two}});
   ASSERT_TRUE(g.ok()) << g.message();
@@ -160,9 +160,45 @@ TEST(SchemaCaps, ReadingsAcrossNestedValuesAreBoundedOrRefused) {
   // A recursive schema whose branches begin alike through the recursion.
   const std::string recursive = compile(Json::parse(R"({"anyOf": [{"type": "array", "items": {"$ref": "#"}},
       {"type": "array", "items": {"$ref": "#"}, "maxItems": 3}]})")).message();
-  EXPECT_TRUE(has(recursive, too_many)) << recursive;
+  EXPECT_TRUE(has(recursive, too_many) && has(recursive, "at least")) << recursive;
   // The any-value grammar recurses through containers that begin differently: 1 reading.
   EXPECT_TRUE(compile(Json::parse(R"({"type": "array", "items": true})")).ok());
+}
+
+// Objects of one anyOf are all read at the same key: readings in different keys' values do not
+// add up, and where a required constant is read before a key (a discriminator), the objects with
+// different constants are never read there together (SchemaStore: enonic-xp's 21 input types).
+TEST(SchemaCaps, ReadingsCountedPerKeyAndDiscriminator) {
+  Json inner = Json::array();
+  for (int i = 0; i <= kMaxStacks / 2; ++i) inner.push_back(Json{{"type", "string"}, {"maxLength", i}});
+  Json two = Json::array();
+  for (const char* key : {"a", "b"})
+    two.push_back(Json{{"type", "object"}, {"properties", {{key, {{"anyOf", inner}}}}}});
+  Result<Grammar> g = compile(Json{{"anyOf", two}});  // the old sum over branches: 2 x 17 > 32
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"({"b": "xx"})"), -1);
+  // A recursive tree of node kinds, each told apart by "kind" before "children".
+  const Json tree = Json::parse(R"({"$defs": {"node": {"anyOf": [
+      {"type": "object", "properties": {"kind": {"const": "a"}, "children": {"type": "array", "items": {"$ref":
+       "#/$defs/node"}, "maxItems": 2}}, "required": ["kind"], "additionalProperties": false},
+      {"type": "object", "properties": {"kind": {"const": "b"}, "children": {"type": "array", "items": {"$ref":
+       "#/$defs/node"}, "maxItems": 2}, "x": {"type": "integer"}}, "required": ["kind"], "additionalProperties": false}]}},
+      "$ref": "#/$defs/node"})");
+  g = compile(tree);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"({"kind": "a", "children": [{"kind": "b", "children": [{"kind": "a"}], "x": 1}]})"), -1);
+  walks_validate(*g, tree);
+  // With the constant after the recursive key, both kinds are read inside "children" at every level.
+  Json late = tree;
+  for (Json& branch : late["$defs"]["node"]["anyOf"]) {
+    Json props = Json::object();
+    props["children"] = branch["properties"]["children"];
+    for (auto it = branch["properties"].begin(); it != branch["properties"].end(); ++it)
+      if (it.key() != "children") props[it.key()] = it.value();
+    branch["properties"] = props;
+  }
+  const std::string why = compile(late).message();
+  EXPECT_TRUE(has(why, "at least")) << why;
 }
 
 TEST(SchemaCaps, AllOfOfMoreThan16Schemas) {

@@ -254,10 +254,10 @@ TEST(Readings, EveryBranchReachableOrRefused) {
                                                  {{"type", "string"}, {"minLength", i}}, {{"type", "string"}},
                                                  {{"type", "string"}, {"pattern", "a"}}})}});
   const std::string why = compile_json_schema(Json{{"anyOf", nested}}).message();
-  EXPECT_TRUE(has(why, "more than " + std::to_string(kMaxStacks) + " ways at once")) << why;
+  EXPECT_TRUE(has(why, "read 40 ways at once")) << why;
   std::vector<ToolSpec> tools;
   for (int i = 0; i <= kMaxStacks; ++i) tools.push_back({"tool_" + std::to_string(i), Json::object()});
-  EXPECT_TRUE(has(compile_tool_call(tools).message(), "more than " + std::to_string(kMaxStacks) + " ways at once"));
+  EXPECT_TRUE(has(compile_tool_call(tools).message(), "read " + std::to_string(kMaxStacks + 1) + " ways at once"));
   tools.pop_back();
   EXPECT_TRUE(compile_tool_call(tools).ok());
 }
