@@ -227,6 +227,8 @@ Result<int32_t> Compiler::ref(const std::string& target, const std::string& path
   Result<int32_t> t = compile(**s, target.substr(1));
   if (!t.ok()) {
     refs_.erase(*s);  // a branch left out (branch_unsatisfiable) must not leave an empty hop behind
+    if (branch_unsatisfiable(t.status(), target.substr(1)))  // at the $ref too, so that it may be left out
+      return fail(path, fmt::format("unsatisfiable: $ref '{}' matches nothing ({})", target, t.message()));
     return t.status();
   }
   grammar.nodes[id].alternatives = {*t};

@@ -209,8 +209,8 @@ TEST(SchemaCaps, AllOfOfMoreThan16Schemas) {
   EXPECT_EQ(match_at(*g, R"({"p0": 1, "p39": 2})"), -1);
 }
 
-// A branch that matches nothing (its own keywords, or merged with the keywords beside it)
-// is left out; an unsatisfiable value nested in a branch still refuses the schema.
+// A branch that matches nothing (its own keywords, or merged with the keywords beside it, or
+// a $ref to such a schema) is left out.
 TEST(SchemaCaps, UnsatisfiableBranchesAreLeftOut) {
   const Json beside = Json::parse(R"({"type": "object", "properties": {"t": {"anyOf": [{"const": "a"},
       {"const": "b"}, {"type": "array"}]}}, "anyOf": [{"properties": {"t": {"const": "a"}}}]})");
@@ -228,6 +228,12 @@ TEST(SchemaCaps, UnsatisfiableBranchesAreLeftOut) {
   EXPECT_TRUE(has(compile(Json::parse(R"({"anyOf": [{"const": 1, "type": "string"}, {"const": 2, "type": "string"}]})"))
                       .message(),
                   "unsatisfiable: every branch"));
+  // A branch that is a $ref to a schema matching nothing; an unsatisfiable value nested in a
+  // branch still refuses the schema (issue 39 bug 5).
+  const Json none = Json::parse(R"({"allOf": [{"type": "string"}, {"type": "null"}]})");
+  g = compile(Json{{"$defs", {{"u", none}}}, {"anyOf", Json::array({{{"$ref", "#/$defs/u"}}, {{"type", "integer"}}})}});
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, "5"), -1);
   const std::string nested = compile(Json::parse(R"({"anyOf": [{"type": "object", "properties": {"x": {"type":
       "string", "minLength": 3, "maxLength": 1}}}, {"type": "null"}]})")).message();
   EXPECT_TRUE(has(nested, "/anyOf/0/properties/x: unsatisfiable")) << nested;
