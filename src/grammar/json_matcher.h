@@ -14,14 +14,17 @@
 // and such keys are generated without escapes (their bytes are then the key). Under a
 // KeyAutomaton (patternProperties/propertyNames) a key byte is taken only into a state with
 // infinitely many keys on, so the keys present never leave a dead end; the label at the closing
-// quote picks the value's node. Listed objects with dependentRequired (Node::needs) keep the
-// properties present in Frame::present.
+// quote picks the value's node. Listed objects with dependentRequired (Node::needs, at most 64
+// properties) keep the properties present in Frame::present. The strings of a uniqueItems array
+// of strings are kept the same way as open keys: hashed, without escapes, one refused at its
+// closing quote where its hash is among the array's.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "grammar/json_schema.h"
+#include "grammar/sorted_texts.h"
 
 namespace dsv4::grammar {
 
@@ -41,7 +44,9 @@ struct Frame {
   uint8_t lo = 0, hi = 0;  // string: the next UTF-8 continuation byte's range
   uint8_t esc = 0;     // string: a surrogate pair's state (json_scalar.cc)
   uint16_t n_props = 0;  // object: the listed properties present so far
-  uint64_t bits = 0;   // object: key candidates; literal: candidates; open key: its hash
+  uint64_t bits = 0;   // object: key candidates; literal: candidates (sorted_texts.h's range);
+                       // open key: its hash; pattern key: hash, UTF-8 payload; uniqueItems array:
+                       // its used values; hashed string item: its hash
   uint64_t present = 0;  // listed object with dependentRequired (Node::needs): properties present
 };
 
@@ -49,7 +54,9 @@ struct MatchStack {
   int32_t n = 0;
   int32_t n_keys = 0;
   Frame f[kMaxDepth + 1];  // f[0]: the root's frame (before the value, in it, done)
-  uint32_t keys[kMaxOpenKeys];  // hashes of the open objects' keys, outermost object first
+  // Hashes of the open objects' keys, outermost object first, then those of the open uniqueItems
+  // array of strings (Node::unique_hashed; one at most: its items hold no container).
+  uint32_t keys[kMaxOpenKeys + kMaxUniqueStrings];
 };
 
 // dst = src (the live frames and keys only).
@@ -97,6 +104,8 @@ class JsonMatcher {
   // One byte c on top of s (a copy the function may change) by the top frame's kind.
   void key_byte(MatchStack& s, uint8_t c, MatchState& out) const;
   void string_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  // Whether the string on top of s is an item of a uniqueItems array of strings (hashed).
+  bool hashed_item(const MatchStack& s) const;
   void pattern_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void array_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void object_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
@@ -115,12 +124,15 @@ class JsonMatcher {
   void open_value(const MatchStack& s, int32_t node, uint8_t c, MatchState& out) const;
   // Whether a value of `node` begun on top of n_frames frames can close within the bound.
   bool fits(int32_t n_frames, int32_t node) const { return n_frames + g_.min_depth[node] <= kMaxDepth; }
-  // Keys a listed object (or DSML params) may name next from floor f: f .. the first required
-  // one, without the optional ones whose value could not close within the bound.
-  // With minProperties/maxProperties, a key only where both can still be met: n_props present.
-  uint64_t allowed_keys(const Node& n, int32_t f, int32_t n_frames, int32_t n_props = 0, uint64_t present = 0) const;
-  // allowed_keys() under dependentRequired (json_matcher_keys.cc): key k only where every
-  // property it needs is present or may follow it and can still open within the bound.
+  // Whether a key a listed object (or DSML params) may name next from floor f lies in r
+  // (positions of Node::key_order): f .. the first required one, without the optional ones whose
+  // value could not close within the bound; with minProperties/maxProperties, a key only where
+  // both can still be met (n_props present); under dependentRequired, dependent_keys' (present:
+  // the properties present).
+  bool key_in_range(const Node& n, TextRange r, int32_t f, int32_t n_frames, int32_t n_props,
+                    uint64_t present = 0) const;
+  // The keys (bit: property index) under dependentRequired (json_matcher_keys.cc): key k only
+  // where every property it needs is present or may follow it and can still open within the bound.
   uint64_t dependent_keys(const Node& n, int32_t f, int32_t n_frames, uint64_t present) const;
   // The properties the present ones need that are not present yet.
   static uint64_t needed_keys(const Node& n, uint64_t present);
@@ -128,7 +140,10 @@ class JsonMatcher {
   bool open_key_room(const MatchStack& s, const Node& n) const;
   // Whether a listed object (or DSML params) whose next floor is f may close now.
   static bool may_close(const Node& n, const Frame& f);
-  bool completable(const Frame& f) const;
+  // Whether the top frame's value (a number, a literal, DSML params) may end here.
+  bool completable(const MatchStack& s) const;
+  // Whether a literal on top of s has a candidate in r not yet used by its uniqueItems array.
+  bool unused_literal(const MatchStack& s, TextRange r) const;
   // Item i of an array node: prefixItems[i], else items.
   static int32_t item_at(const Node& n, int32_t i) {
     return i < static_cast<int32_t>(n.prefix.size()) ? n.prefix[i] : n.items;

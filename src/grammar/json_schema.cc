@@ -72,6 +72,22 @@ bool has_prefix_word(const std::string& message, const std::string& word) {
   return colon != std::string::npos && message.compare(colon + 2, word.size(), word) == 0;
 }
 
+// Whether a branch's compile error says the branch itself matches nothing: "schema PATH: unsatisfiable"
+// at the branch's path or an allOf of it (the same value), not at a value nested in it. Such a
+// branch is left out of its anyOf/oneOf.
+bool branch_unsatisfiable(const Status& st, const std::string& branch_path) {
+  const std::string& m = st.message();
+  const std::string head = "schema " + (branch_path.empty() ? std::string("/") : branch_path);
+  if (m.compare(0, head.size(), head) != 0) return false;
+  size_t at = head.size();
+  while (m.compare(at, 7, "/allOf/") == 0) {
+    at += 7;
+    if (at >= m.size() || m[at] < '0' || m[at] > '9') return false;
+    while (at < m.size() && m[at] >= '0' && m[at] <= '9') ++at;
+  }
+  return m.compare(at, 16, ": unsatisfiable:") == 0;
+}
+
 // Counts the schema levels being compiled (the walk's native stack depth) for as long as it lives.
 class DepthGuard {
  public:
@@ -115,6 +131,8 @@ class Compiler {
     return Status::errorf("schema {}: {}", path.empty() ? "/" : path, what);
   }
   int32_t literal(std::vector<std::string> texts) {
+    std::sort(texts.begin(), texts.end());  // the matcher narrows ranges of the order (sorted_texts.h)
+    texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
     Node n;
     n.kind = Kind::kLiteral;
     n.literals = std::move(texts);
@@ -167,6 +185,9 @@ class Compiler {
   Status dependencies(const ObjectKeyRules& rules, Node& n, const std::string& path);
   // Counts the values of v against kMaxReadValues (copies the compiler makes).
   Status charge(const Json& v, const std::string& path);
+  // The node behind $ref hops (anyOf nodes of one branch).
+  int32_t through_hops(int32_t node) const;
+  int32_t integers_as_literal(const NumberRange& r);
   Result<int32_t> ref(const std::string& target, const std::string& path);
   // A schema a merge made, compiled once per content (a recursive $ref beside keywords merges
   // to the same schema again: it then points back, as a $ref does).
@@ -180,6 +201,7 @@ class Compiler {
   std::deque<Json> reads_;  // the schemas read with keywords dropped or rewritten
   int64_t read_values_ = 0;  // the schemas merges made (kept: nodes are compiled from them)
   std::map<const Json*, int32_t> refs_;  // by target: each is compiled once
+  std::map<std::string, std::string> local_refs_;  // $ref as written -> local_ref()
   std::map<std::string, int32_t> merged_nodes_;  // by the merged schema's text
   std::map<std::pair<std::string, std::string>, int32_t> regex_ids_;  // by (pattern, format)
   int32_t any_ = -1;
@@ -235,7 +257,12 @@ Result<int32_t> Compiler::ref(const std::string& target, const std::string& path
   const int32_t id = add(hop);
   refs_[*s] = id;
   Result<int32_t> t = compile(**s, target.substr(1));
-  if (!t.ok()) return t.status();
+  if (!t.ok()) {
+    refs_.erase(*s);  // a branch left out (branch_unsatisfiable) must not leave an empty hop behind
+    if (branch_unsatisfiable(t.status(), target.substr(1)))  // at the $ref too, so that it may be left out
+      return fail(path, fmt::format("unsatisfiable: $ref '{}' matches nothing ({})", target, t.message()));
+    return t.status();
+  }
   grammar.nodes[id].alternatives = {*t};
   return id;
 }
@@ -246,10 +273,13 @@ Result<int32_t> Compiler::compile_merged(Json merged, const std::string& path) {
   Node hop;
   hop.kind = Kind::kAnyOf;
   const int32_t id = add(hop);
-  merged_nodes_.emplace(std::move(text), id);
+  const auto entry = merged_nodes_.emplace(std::move(text), id).first;
   merged_.push_back(std::move(merged));
   Result<int32_t> t = compile(merged_.back(), path);
-  if (!t.ok()) return t.status();
+  if (!t.ok()) {
+    merged_nodes_.erase(entry);  // as in ref()
+    return t.status();
+  }
   grammar.nodes[id].alternatives = {*t};
   return id;
 }
@@ -267,7 +297,10 @@ Status Compiler::unenforced(const std::string& path, const std::string& keyword,
 Status Compiler::relax_ref(Json& r, const std::string& path) {
   const auto it = r.find("$ref");
   if (it == r.end() || !it->is_string()) return Status();
-  *it = local_ref(*root_, it->get<std::string>());
+  auto known = local_refs_.find(it->get_ref<const std::string&>());
+  if (known == local_refs_.end())  // an anchor's lookup walks the document: once per ref
+    known = local_refs_.emplace(it->get<std::string>(), local_ref(*root_, it->get<std::string>())).first;
+  *it = known->second;
   const std::string& ref = it->get_ref<const std::string&>();
   if (ref.rfind("#/", 0) == 0 || ref == "#") return Status();  // local: resolved (or refused) where used
   DSV4_RETURN_IF_ERROR(unenforced(path, "$ref", fmt::format(" ('{}' is not local: only JSON Pointers into this schema)", ref)));
@@ -279,7 +312,9 @@ bool Compiler::needs_reading(const Json& s) const {
   for (auto it = s.begin(); it != s.end(); ++it) {
     const std::string& k = it.key();
     if (!kKeywords.count(k) || (k == "items" && it->is_array())) return true;
-    if (k == "$ref" && (!it->is_string() || it->get_ref<const std::string&>().rfind('#', 0) != 0)) return true;
+    if (k == "$ref" && (!it->is_string() || (it->get_ref<const std::string&>().rfind("#/", 0) != 0 &&
+                                             it->get_ref<const std::string&>() != "#")))
+      return true;
     if (draft_ <= Draft::k07 && k == "$ref" && s.size() > 1) return true;
     if (draft_ == Draft::k04 && (k == "exclusiveMinimum" || k == "exclusiveMaximum") && it->is_boolean()) return true;
   }
@@ -387,8 +422,6 @@ Result<int32_t> Compiler::literals(const Json& s, const std::string& path) {
     if (*ok) texts.push_back(v->dump(-1, ' ', false, Json::error_handler_t::replace));
   }
   if (texts.empty()) return fail(path, "unsatisfiable: no enum/const value satisfies the keywords beside it");
-  std::sort(texts.begin(), texts.end());
-  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
   return literal(std::move(texts));
 }
 
@@ -397,29 +430,35 @@ Result<int32_t> Compiler::literals(const Json& s, const std::string& path) {
 Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std::string& path) {
   const Json& list = *s.find(key);
   if (!list.is_array() || list.empty()) return fail(path, fmt::format("{} must be a non-empty array", key));
-  if (list.size() > static_cast<size_t>(kMaxAlternatives))
-    return fail(path, fmt::format("{} has {} branches, at most {}", key, list.size(), kMaxAlternatives));
+  if (list.size() >= static_cast<size_t>(kMaxExpanded))
+    return fail(path, fmt::format("{} has {} branches, at most {}", key, list.size(), kMaxExpanded - 1));
   const Json beside = constraints_beside(s, key);
   Node n;
   n.kind = Kind::kAnyOf;
   OneOf one_of{path + "/" + key, {}};
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string branch_path = fmt::format("{}/{}/{}", path, key, i);
+    const size_t n_one_of = one_of_.size();
     Result<int32_t> alt = 0;
     if (beside.empty()) {
       if (list[i] == Json(false)) continue;  // matches nothing: no branch
       alt = compile(list[i], branch_path);
     } else {
       Result<Json> merged = merger_.merge(beside, list[i], branch_path);
+      if (!merged.ok() && branch_unsatisfiable(merged.status(), branch_path)) continue;
       if (!merged.ok()) return merged.status();
       if (*merged == Json(false)) continue;
       alt = compile_merged(std::move(*merged), branch_path);
+    }
+    if (!alt.ok() && branch_unsatisfiable(alt.status(), branch_path)) {
+      one_of_.resize(n_one_of);  // the branch's own oneOfs are not generated
+      continue;
     }
     if (!alt.ok()) return alt.status();
     n.alternatives.push_back(*alt);
     one_of.branches.push_back(static_cast<int32_t>(i));
   }
-  if (n.alternatives.empty()) return fail(path, fmt::format("unsatisfiable: every branch of {} is false", key));
+  if (n.alternatives.empty()) return fail(path, fmt::format("unsatisfiable: every branch of {} matches nothing", key));
   if (std::string(key) == "oneOf") {
     one_of.branches.insert(one_of.branches.end(), n.alternatives.begin(), n.alternatives.end());
     one_of_.push_back(std::move(one_of));
@@ -434,15 +473,18 @@ Status Compiler::check_one_of() {
     const size_t n = o.branches.size() / 2;
     for (size_t i = 0; i < n; ++i)
       for (size_t j = i + 1; j < n; ++j)
-        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget)) {
+        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget) &&
+            !(separate_objects(grammar, o.branches[n + i], o.branches[n + j], budget) &&
+              provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget))) {
           if (!strict_) {
             DSV4_RETURN_IF_ERROR(unenforced(o.path.substr(0, o.path.size() - 6), "oneOf"));
             i = j = n;  // this oneOf is relaxed: on to the next
             break;
           }
           return fail(o.path, fmt::format("branches {} and {} may match the same value (oneOf is generated only where "
-                                          "its branches are provably disjoint: distinct types, const/enum values or a "
-                                          "required property with distinct constants){}",
+                                          "its branches are provably disjoint: distinct types, const/enum values, "
+                                          "patterns with no common string, a required property with distinct "
+                                          "constants or one the other object never lists){}",
                                           o.branches[i], o.branches[j],
                                           budget < 0 ? "; the proof ran out of its budget" : ""));
         }
@@ -500,8 +542,8 @@ Result<int32_t> Compiler::string_regex(const Json& s, const std::string& path, i
     if (bound >= 0 && (max_length < 0 || bound < max_length)) max_length = bound;
   }
   if (auto it = regex_ids_.find({pattern, format}); it != regex_ids_.end()) return it->second;
-  // Not strict: a format outside the list is relaxed (listed in grammar.relaxed) and the string
-  // is generated without it. A pattern the engine cannot compile is refused either way.
+  // Not strict: a format outside the list, or a pattern outside the regex subset (lookaround,
+  // backreferences, \b), is relaxed (listed in grammar.relaxed): the string is generated without it.
   std::shared_ptr<const Regex> re;
   if (f != s.end()) {
     Result<const Regex*> fr = format_regex(format);
@@ -512,8 +554,13 @@ Result<int32_t> Compiler::string_regex(const Json& s, const std::string& path, i
   if (p != s.end()) {
     Result<Regex> pr = compile_regex(pattern);
     if (pr.ok() && re) pr = intersect_regex(*pr, *re);
-    if (!pr.ok()) return fail(path, fmt::format("keyword 'pattern'{}: {}", re ? " with 'format'" : "", pr.message()));
-    re = std::make_shared<const Regex>(std::move(*pr));
+    if (pr.ok()) {
+      re = std::make_shared<const Regex>(std::move(*pr));
+    } else if (strict_) {
+      return fail(path, fmt::format("keyword 'pattern'{}: {}", re ? " with 'format'" : "", pr.message()));
+    } else {  // outside the engine's subset: the string is generated without it (relaxed, listed)
+      DSV4_RETURN_IF_ERROR(unenforced(path, "pattern"));
+    }
   }
   if (!re) return -1;
   grammar.regexes.push_back(std::move(re));
@@ -533,6 +580,7 @@ Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
   Result<int32_t> re = string_regex(s, path, n.max_length);
   if (!re.ok()) return re.status();
   n.regex = *re;
+  n.regex_exact = !s.contains("format");  // a format's automaton is a subset of it (formats.h)
   if (n.max_length >= 0 && n.max_length < n.min_length)
     return fail(path, "unsatisfiable: maxLength (or the format's bound) is below minLength");
   if (n.regex >= 0) {
@@ -544,19 +592,66 @@ Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
   return add(std::move(n));
 }
 
-// items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`).
-// uniqueItems true with more than one item: enforced where the items are enum/const strings,
-// booleans or null (whose equal values have equal texts; not numbers or containers) without a
-// tuple; at most as many items as values.
-Status Compiler::unique_items(Node& n, const std::string& path) {
-  const Node& items = grammar.nodes[n.items];
-  bool literal = n.prefix.empty() && items.kind == Kind::kLiteral;
-  for (size_t k = 0; literal && k < items.literals.size(); ++k) {
-    const char c = items.literals[k][0];
-    literal = c == '"' || c == 't' || c == 'f' || c == 'n';  // equal values have equal texts
+int32_t Compiler::through_hops(int32_t node) const {
+  for (int hop = 0; hop < kMaxSchemaDepth; ++hop) {
+    const Node& n = grammar.nodes[node];
+    if (n.kind != Kind::kAnyOf || n.alternatives.size() != 1) break;
+    node = n.alternatives[0];
   }
-  if (!literal)
-    return unenforced(path, "uniqueItems", " (only over enum/const strings, booleans and null, or with maxItems at most 1)");
+  return node;
+}
+
+// An integer node of at most kMaxUniqueValues values as the literal node of their texts; −1
+// when it has more.
+int32_t Compiler::integers_as_literal(const NumberRange& r) {
+  if (!r.bounded || r.fraction_digits != 0 || r.step <= 0) return -1;
+  const int64_t first = r.min >= 0 ? (r.min + r.step - 1) / r.step : -((-r.min) / r.step);
+  const int64_t last = r.max >= 0 ? r.max / r.step : -((-r.max + r.step - 1) / r.step);
+  if (last < first || last - first >= kMaxUniqueValues) return -1;
+  std::vector<std::string> texts;
+  for (int64_t k = first; k <= last; ++k) texts.push_back(std::to_string(k * r.step));
+  return literal(std::move(texts));
+}
+
+// Whether no two literals are equal as JSON values (1 and 1.0, objects with their members in
+// another order): then equal items are the same literal.
+bool distinct_values(const std::vector<std::string>& texts) {
+  std::vector<nlohmann::json> values;
+  for (const std::string& t : texts) values.push_back(nlohmann::json::parse(t));
+  for (size_t a = 0; a < values.size(); ++a)
+    for (size_t b = a + 1; b < values.size(); ++b)
+      if (values[a] == values[b]) return false;
+  return true;
+}
+
+// items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`).
+// uniqueItems true with more than one item, without a tuple: enforced over literals of distinct
+// values (at most kMaxUniqueValues; integers in such a range become literals), and over plain
+// strings (at most kMaxUniqueStrings items).
+Status Compiler::unique_items(Node& n, const std::string& path) {
+  const char* const kWhere = " (only over enum/const values, booleans, null, integers in a range of at most 64 values, "
+                             "and strings without maxLength/pattern/format)";
+  if (!n.prefix.empty()) return unenforced(path, "uniqueItems", " (not with prefixItems or tuple items)");
+  n.items = through_hops(n.items);
+  const Node& item = grammar.nodes[n.items];
+  if (item.kind == Kind::kInteger) {
+    const NumberRange range = item.range;  // integers_as_literal adds a node
+    if (const int32_t lit = integers_as_literal(range); lit >= 0) n.items = lit;
+  } else if (item.kind == Kind::kString && item.regex < 0 && item.max_length < 0) {
+    if (n.min_items > kMaxUniqueStrings)
+      return unenforced(path, "uniqueItems", fmt::format(" (minItems {} over strings, at most {})", n.min_items,
+                                                         kMaxUniqueStrings));
+    if (n.max_items < 0 || n.max_items > kMaxUniqueStrings) n.max_items = kMaxUniqueStrings;
+    n.unique_hashed = true;
+    return Status();
+  }
+  const Node& items = grammar.nodes[n.items];
+  if (items.kind != Kind::kLiteral) return unenforced(path, "uniqueItems", kWhere);
+  if (items.literals.size() > static_cast<size_t>(kMaxUniqueValues))
+    return unenforced(path, "uniqueItems", fmt::format(" (over {} values, at most {})", items.literals.size(),
+                                                       kMaxUniqueValues));
+  if (!distinct_values(items.literals))
+    return unenforced(path, "uniqueItems", " (over enum values of which two are equal, as 1 and 1.0)");
   const int64_t values = static_cast<int64_t>(items.literals.size());
   if (n.min_items > values)
     return fail(path, fmt::format("unsatisfiable: minItems {} with uniqueItems over {} values", n.min_items, values));
@@ -723,6 +818,10 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
 // when required).
 Status Compiler::dependencies(const ObjectKeyRules& rules, Node& n, const std::string& path) {
   if (rules.dependent_required.empty()) return Status();
+  if (n.properties.size() > static_cast<size_t>(kMaxDependentProperties))  // Node::needs, Frame::present: 64 bits
+    return unenforced(path, "dependentRequired",
+                      fmt::format(" on an object of {} properties (at most {})", n.properties.size(),
+                                  kMaxDependentProperties));
   for (bool dropped = true; dropped;) {
     dropped = false;
     auto index = [&](const std::string& name) {
@@ -763,7 +862,7 @@ Status Compiler::dependencies(const ObjectKeyRules& rules, Node& n, const std::s
   return Status();
 }
 
-// minProperties/maxProperties: on listed objects both (at most 64 properties), on open ones
+// minProperties/maxProperties: on listed objects both (at most kMaxProperties), on open ones
 // maxProperties (minProperties there is relaxed or refused).
 Status Compiler::property_counts(const Json& s, Node& n, const std::string& path) {
   Result<int64_t> lo = count(s, "minProperties", path, 0), hi = count(s, "maxProperties", path, -1);
@@ -937,15 +1036,26 @@ Result<int32_t> Compiler::dsml_params(const Json& raw, const std::string& path) 
   return add(std::move(n));
 }
 
-// The grammar's depth facts; errors name `what` (the schema or the tools).
+// Each listed object's keys in byte order (the matcher narrows ranges of it).
+void order_keys(Grammar& g) {
+  for (Node& n : g.nodes) {
+    const size_t size = n.properties.size();
+    n.key_order.resize(size);
+    n.key_rank.resize(size);
+    for (size_t k = 0; k < size; ++k) n.key_order[k] = static_cast<int32_t>(k);
+    std::sort(n.key_order.begin(), n.key_order.end(),
+              [&](int32_t a, int32_t b) { return n.properties[a].key < n.properties[b].key; });
+    for (size_t k = 0; k < size; ++k) n.key_rank[n.key_order[k]] = static_cast<uint32_t>(k);
+  }
+}
+
+// The grammar's depth facts and key orders; errors name `what` (the schema or the tools).
 Status finish(Grammar& g, const std::string& what) {
+  order_keys(g);
   Result<std::vector<int32_t>> depth = min_depth(g);
   if (!depth.ok()) return depth.status();
   g.min_depth = std::move(*depth);
-  int32_t readings = 0;
-  if (const int32_t node = too_many_readings(g, readings); node >= 0)
-    return Status::errorf("{}: a value may begin {} ways at once (anyOf branches, type lists and the tools of a "
-                          "forced call, $refs followed), the matcher follows at most {}", what, readings, kMaxStacks);
+  DSV4_RETURN_IF_ERROR(check_readings(g, what));
   if (g.min_depth[g.root] >= kMaxDepth)
     return Status::errorf("{}: its values nest {} containers deep, at most {}", what, g.min_depth[g.root],
                           kMaxDepth - 1);

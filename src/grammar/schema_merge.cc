@@ -174,8 +174,9 @@ Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb
       if (std::find(va.begin(), va.end(), name) == va.end()) va.push_back(name);
   } else if (k == "enum") {
     if (!va.is_array() || !vb.is_array()) return fail("enum must be a non-empty array");
-    if (va.size() > static_cast<size_t>(kMaxLiterals) || vb.size() > static_cast<size_t>(kMaxLiterals))
-      return fail(fmt::format("enum has more than {} values", kMaxLiterals));
+    if (va.size() * vb.size() > static_cast<size_t>(kMaxMergedEnumPairs))  // each pair compared once
+      return fail(fmt::format("merging two enums of {} and {} values compares more than {} pairs", va.size(),
+                              vb.size(), kMaxMergedEnumPairs));
     Json common = Json::array();
     for (const Json& x : va)
       if (std::any_of(vb.begin(), vb.end(), [&](const Json& y) { return same_json_value(x, y); })) common.push_back(x);

@@ -7,7 +7,7 @@
 //   common values; min*: the larger, max*: the smaller; uniqueItems: either; items: merged;
 //   properties/additionalProperties: per key, (A's property or A's additionalProperties) and
 //   (B's or B's), and the additionalProperties of both; anyOf in both: the branch products (at
-//   most kMaxAlternatives); a keyword in one only is kept.
+//   most kMaxAlternatives, and allOf of at most kMaxAlternatives schemas); a keyword in one only is kept.
 //
 // Bounds, checked before the work: merges nest at most kMaxMergeDepth levels, a compile makes
 // at most kMaxNodes merges and copies at most kMaxMergeValues JSON values.
@@ -26,6 +26,7 @@ namespace dsv4::grammar {
 
 constexpr int kMaxMergeDepth = 32;
 constexpr int64_t kMaxMergeValues = int64_t{1} << 20;
+constexpr int64_t kMaxMergedEnumPairs = int64_t{1} << 16;  // value pairs two merged enums compare
 
 class SchemaMerger {
  public:

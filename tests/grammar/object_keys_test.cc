@@ -4,6 +4,7 @@
 // refusals naming the keyword and path, random walks that end in valid values with no dead end,
 // and the JSON Schema Test Suite's cases (Debian json-schema-test-suite; skipped when absent):
 // every invalid instance refused, valid ones accepted unless outside what is generated.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -199,10 +200,16 @@ TEST(ObjectKeys, PropertyNames) {
   EXPECT_EQ(match_at(g, R"({"abD": 1})"), 4);
   EXPECT_EQ(match_at(g, R"({"A": 1})"), 2);
   walks_validate(lower);
-  // Finitely many names (here at most 2 letters): the first 64 are listed.
-  const Grammar finite = compile(R"({"type": "object", "propertyNames": {"pattern": "^[a-z]{1,2}$"}})");
+  // Finitely many names: the first kMaxProperties (1,024) are listed, all 702 of at most 2
+  // letters; of the 18,278 of at most 3, those up to "blv" (703 begin with "a", 27 per 2-letter prefix).
+  const Grammar two = compile(R"({"type": "object", "propertyNames": {"pattern": "^[a-z]{1,2}$"}})");
+  EXPECT_EQ(match_at(two, R"({"a": 1, "aa": 2, "zz": 3})"), -1);
+  const Grammar finite = compile(R"({"type": "object", "propertyNames": {"pattern": "^[a-z]{1,3}$"}})");
   EXPECT_EQ(match_at(finite, R"({"a": 1, "aa": 2})"), -1);
   EXPECT_EQ(match_at(finite, R"({"aa": 1, "a": 2})"), 12);  // listed: in code point order
+  EXPECT_EQ(match_at(finite, R"({"blv": 1})"), -1);
+  EXPECT_EQ(match_at(finite, R"({"blw": 1})"), 4);
+  EXPECT_EQ(match_at(finite, R"({"bm": 1})"), 3);
   EXPECT_EQ(match_at(finite, R"({"zz": 1})"), 2);
   const std::string listed = R"({"properties": {"ok": {"type": "integer"}, "Bad": {}}, "propertyNames":
       {"$ref": "#/$defs/lower"}, "$defs": {"lower": {"type": "string", "pattern": "^[a-z]+$"}}})";
@@ -271,6 +278,30 @@ TEST(ObjectKeys, DependentRequired) {
   EXPECT_TRUE(has(refusal(R"({"properties": {"a": {}}, "maxProperties": 1, "dependentRequired": {"a": ["b"]}})"),
                   "schema /: keyword 'dependentRequired' is not supported (beside minProperties/maxProperties)"));
   EXPECT_TRUE(has(refusal(R"({"dependentRequired": {"a": "b"}})"), "schema /: dependentRequired must be"));
+}
+
+// With wip/store's key ranges (keys matched as a range of their sorted order): dependentRequired
+// over properties listed out of byte order, and its 64-bit masks' bound (a refusal naming it, or
+// relaxed under strict: false, never a shift past 64 bits).
+TEST(ObjectKeys, DependentRequiredBesideSortedKeys) {
+  const std::string schema = R"({"type": "object", "properties": {"z": {"type": "integer"}, "m": {"type":
+      "integer"}, "a": {"type": "integer"}}, "dependentRequired": {"z": ["a"]}})";
+  const Grammar g = compile(schema);
+  EXPECT_EQ(match_at(g, R"({"z": 1, "a": 2})"), -1);
+  EXPECT_EQ(match_at(g, R"({"z": 1, "m": 2, "a": 3})"), -1);
+  EXPECT_EQ(match_at(g, R"({"m": 2})"), -1);
+  EXPECT_EQ(match_at(g, R"({"z": 1})"), 7);           // z needs a
+  EXPECT_EQ(match_at(g, R"({"z": 1, "m": 2})"), 15);  // a may still follow m, not the end
+  walks_validate(schema);
+  std::string many = R"({"type": "object", "properties": {)";
+  for (int k = 0; k < 70; ++k) many += (k ? ", " : "") + fmt::format(R"("p{}": {{"type": "integer"}})", k);
+  many += R"(}, "dependentRequired": {"p0": ["p69"]}})";
+  EXPECT_TRUE(has(refusal(many), "schema /: keyword 'dependentRequired' is not supported on an object of 70 "
+                                 "properties (at most 64)"));
+  Result<Grammar> relaxed = compile_text(many, false);
+  ASSERT_TRUE(relaxed.ok()) << relaxed.message();
+  EXPECT_EQ(relaxed->relaxed, std::vector<std::string>{"/: dependentRequired"});
+  EXPECT_EQ(match_at(*relaxed, R"({"p0": 1})"), -1);
 }
 
 TEST(ObjectKeys, MergesKeepPatternsExact) {
