@@ -94,10 +94,19 @@ ByteSet first_bytes(const Node& n) {
   return b;
 }
 
+// The readings in one value of an open object: under a KeyAutomaton each key's label decides its
+// value's node (KeyAutomaton::label_value; Node::values is unused then).
+int32_t open_value_readings(const Grammar& g, const Node& n, const std::vector<int32_t>& r) {
+  if (n.keys < 0) return r[n.values];
+  int32_t v = 0;
+  for (int32_t value : g.key_automata[n.keys]->label_value) v = std::max(v, r[value]);
+  return v;
+}
+
 // The readings inside one reading of a concrete node's value: its children open one at a time.
-int32_t inner_readings(const Node& n, const std::vector<int32_t>& r) {
+int32_t inner_readings(const Grammar& g, const Node& n, const std::vector<int32_t>& r) {
   int32_t v = 1;
-  if (n.kind == Kind::kObject && n.open) v = std::max(v, r[n.values]);
+  if (n.kind == Kind::kObject && n.open) v = std::max(v, open_value_readings(g, n, r));
   for (const Property& p : n.properties) v = std::max(v, r[p.node]);
   for (int32_t x : n.prefix) v = std::max(v, r[x]);
   if (n.kind == Kind::kArray && n.items >= 0) v = std::max(v, r[n.items]);
@@ -160,7 +169,7 @@ int32_t alternatives_readings(const Grammar& g, const std::vector<int32_t>& conc
     const Node& n = g.nodes[c];
     if (n.kind == Kind::kObject) {
       ++n_objects;
-      if (n.open) open_values += r[n.values];
+      if (n.open) open_values += open_value_readings(g, n, r);
       const Discriminator d = discriminator(g, n);
       for (size_t k = 0; k < n.properties.size(); ++k) {
         KeyReadings& at = at_key[n.properties[k].key];
@@ -228,7 +237,7 @@ Status check_readings(const Grammar& g, const std::string& what) {
     for (int32_t k = 0; k < n_nodes; ++k) {
       int32_t v = 0;
       if (g.nodes[k].kind != Kind::kAnyOf) {
-        v = inner_readings(g.nodes[k], r);
+        v = inner_readings(g, g.nodes[k], r);
       } else {
         v = alternatives_readings(g, concrete[k], first, r);
         work += 256 * static_cast<int64_t>(concrete[k].size());

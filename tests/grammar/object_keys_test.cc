@@ -304,6 +304,16 @@ TEST(ObjectKeys, DependentRequiredBesideSortedKeys) {
   EXPECT_EQ(match_at(*relaxed, R"({"p0": 1})"), -1);
 }
 
+// The values a pattern key's label picks count in the readings bound (was: only the unused
+// Node::values, so 40 readings reached the matcher, past its 32, and failed its check).
+TEST(ObjectKeys, LabelValuesCountInTheReadingsBound) {
+  std::string branches;
+  for (int k = 1; k <= 40; ++k) branches += (k > 1 ? ", " : "") + fmt::format(R"({{"type": "string", "pattern": "^a{{{}}}$"}})", k);
+  const std::string schema = R"({"type": "object", "patternProperties": {"^x": {"anyOf": [)" + branches +
+                             R"(]}}, "additionalProperties": false})";
+  EXPECT_TRUE(has(refusal(schema), "ways at once")) << refusal(schema);
+}
+
 TEST(ObjectKeys, MergesKeepPatternsExact) {
   const Grammar g = compile(R"({"allOf": [{"patternProperties": {"^x": {"type": "integer"}}}, {"properties":
       {"xa": {"minimum": 3}}, "required": ["xa"]}]})");
