@@ -59,6 +59,10 @@ struct MatchStack {
   uint32_t keys[kMaxOpenKeys + kMaxUniqueStrings];
 };
 
+// A byte c other than the closing quote of a pattern key (Frame::node kPatternKeyNode) in f, under
+// its object's automaton k with the labels whose values fit (json_matcher_keys.cc); false: refused.
+bool pattern_key_text_byte(const KeyAutomaton& k, uint64_t labels, Frame& f, uint8_t c);
+
 // dst = src (the live frames and keys only).
 void copy_stack(MatchStack& dst, const MatchStack& src);
 

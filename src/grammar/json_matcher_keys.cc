@@ -62,14 +62,19 @@ void JsonMatcher::pattern_key_byte(MatchStack& s, uint8_t c, MatchState& out) co
     emit(s, out);
     return;
   }
+  if (pattern_key_text_byte(k, labels, f, c)) emit(s, out);
+}
+
+bool pattern_key_text_byte(const KeyAutomaton& k, uint64_t labels, Frame& f, uint8_t c) {
+  const auto hash = static_cast<uint32_t>(f.bits);
   auto cp = static_cast<uint32_t>(f.bits >> 32), lo = uint32_t{c}, hi = uint32_t{c};
   if (f.more == 0 && c < 0x80) {
-    if (c < 0x20 || c == '\\') return;
+    if (c < 0x20 || c == '\\') return false;
     cp = c;
   } else if (f.more == 0) {
-    if (!key_lead(f, c, cp, lo, hi)) return;
+    if (!key_lead(f, c, cp, lo, hi)) return false;
   } else {
-    if (c < f.lo || c > f.hi) return;
+    if (c < f.lo || c > f.hi) return false;
     cp = cp << 6 | (c & 0x3Fu);
     --f.more;
     f.lo = 0x80;
@@ -78,15 +83,15 @@ void JsonMatcher::pattern_key_byte(MatchStack& s, uint8_t c, MatchState& out) co
     hi = lo | ((uint32_t{1} << (6 * f.more)) - 1);
   }
   if (f.more > 0) {
-    if (!k.steps_within(f.j, lo, hi, labels)) return;
+    if (!k.steps_within(f.j, lo, hi, labels)) return false;
   } else {
     const int32_t t = k.step(f.j, cp);
-    if (t < 0 || (k.infinite[t] & labels) == 0) return;
+    if (t < 0 || (k.infinite[t] & labels) == 0) return false;
     f.j = t;
     cp = 0;
   }
   f.bits = uint64_t{cp} << 32 | static_cast<uint32_t>((hash ^ c) * kKeyHashPrime);
-  emit(s, out);
+  return true;
 }
 
 uint64_t JsonMatcher::needed_keys(const Node& n, uint64_t present) {

@@ -64,7 +64,7 @@ const uint64_t* MaskCache::find(const StringMaskKey& key) {
   return entries_[e].bits.data();
 }
 
-uint64_t* MaskCache::insert(const StringMaskKey& key, std::shared_ptr<const Regex> pin) {
+uint64_t* MaskCache::insert(const StringMaskKey& key, std::shared_ptr<const void> pin) {
   const uint64_t hash = key.hash();
   DSV4_CHECK(capacity_ > 0, "mask cache: no room (max_bytes below one mask)");
   DSV4_CHECK(table_[slot_of(key, hash)] < 0, "mask cache: the key is already stored");

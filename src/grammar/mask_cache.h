@@ -1,8 +1,8 @@
 // MaskCache: token masks of string bodies (string_body.h) by StringMaskKey, least recently used
 // out first. Bounded in bytes: at most max_bytes / (words * 8) masks, each allocated the first
 // time its slot is used and then reused, so that once full it allocates nothing. An entry keeps
-// the regex its key names alive (the key holds the regex's address: a new regex can never take
-// the address of one a live entry names).
+// the regex or key automaton its key names alive (the key holds its address: a new one can never
+// take the address of one a live entry names).
 #pragma once
 
 #include <cstdint>
@@ -23,8 +23,8 @@ class MaskCache {
   // The mask stored for key (now the most recent), nullptr if none.
   const uint64_t* find(const StringMaskKey& key);
   // A mask for key, for the caller to fill (the least recent entry goes when full). pin: the
-  // regex the key names (nullptr for none).
-  uint64_t* insert(const StringMaskKey& key, std::shared_ptr<const Regex> pin);
+  // regex or key automaton the key names (nullptr for none).
+  uint64_t* insert(const StringMaskKey& key, std::shared_ptr<const void> pin);
 
   int64_t capacity() const { return capacity_; }
   int64_t size() const { return static_cast<int64_t>(entries_.size()); }
@@ -36,7 +36,7 @@ class MaskCache {
   struct Entry {
     StringMaskKey key;
     uint64_t hash = 0;
-    std::shared_ptr<const Regex> pin;
+    std::shared_ptr<const void> pin;
     std::vector<uint64_t> bits;  // [words_]
     int32_t newer = -1, older = -1;
   };

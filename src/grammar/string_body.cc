@@ -37,11 +37,19 @@ void set_pattern_lengths(const Frame& f, const StringPattern& p, int32_t max_tok
   key->room = room_class(p.max_length, f.i, far);
 }
 
+// Whether the string on top of s is an item of a uniqueItems array of strings (as
+// JsonMatcher::hashed_item): its bytes then go into a hash, without escapes.
+bool hashed_item(const Grammar& g, const MatchStack& s) {
+  const Frame& parent = s.f[s.n - 2];
+  return parent.node >= 0 && g.nodes[parent.node].kind == Kind::kArray && g.nodes[parent.node].unique_hashed;
+}
+
 }  // namespace
 
 uint64_t StringMaskKey::hash() const {
   uint64_t h = reinterpret_cast<uintptr_t>(regex);
-  for (uint64_t v : {static_cast<uint64_t>(min_gap), static_cast<uint64_t>(room), bits, static_cast<uint64_t>(state)})
+  h = mix(h, reinterpret_cast<uintptr_t>(keys));
+  for (uint64_t v : {static_cast<uint64_t>(min_gap), static_cast<uint64_t>(room), bits, static_cast<uint64_t>(state), labels})
     h = mix(h, v);
   const uint64_t small = uint64_t{kind} | uint64_t{phase} << 8 | uint64_t{esc} << 16 | uint64_t{more} << 24 |
                          uint64_t{lo} << 32 | uint64_t{hi} << 40 | uint64_t{bounded} << 48;
@@ -56,6 +64,17 @@ bool string_body_of(const Grammar& g, const MatchStack& s, int32_t max_token_len
   if (f.node == kOpenKeyNode) {  // unbounded, no escapes
     body->kind = BodyKind::kKey;
     set_escape_state(f, false, key);
+  } else if (f.node == kPatternKeyNode) {  // the automaton state and UTF-8 payload, not the hash
+    body->kind = BodyKind::kPatternKey;
+    body->key_automaton = g.nodes[s.f[s.n - 2].node].keys;
+    const KeyAutomaton& k = *g.key_automata[body->key_automaton];
+    body->keys = key->keys = &k;
+    for (size_t label = 0; label < k.label_value.size(); ++label)  // JsonMatcher::fitting_labels
+      if (s.n - 1 + g.min_depth[k.label_value[label]] <= kMaxDepth) body->labels |= uint64_t{1} << label;
+    key->labels = body->labels;
+    key->state = f.j;
+    key->more = f.more;
+    if (f.more > 0) key->lo = f.lo, key->hi = f.hi, key->bits = f.bits >> 32;
   } else if (f.node < 0) {
     return false;
   } else if (const Node& n = g.nodes[f.node]; n.kind == Kind::kString) {
@@ -67,7 +86,7 @@ bool string_body_of(const Grammar& g, const MatchStack& s, int32_t max_token_len
       set_pattern_lengths(f, body->pattern, max_token_length, key);
       key->state = f.j;
     } else {
-      body->kind = BodyKind::kPlain;
+      body->kind = hashed_item(g, s) ? BodyKind::kHashed : BodyKind::kPlain;
       key->room = room_class(n.max_length, f.i, max_token_length);
     }
     body->regex = n.regex;
@@ -106,6 +125,11 @@ bool body_byte(const StringBody& body, Frame& f, uint8_t c) {
       f.bits = (static_cast<uint32_t>(f.bits) ^ c) * kKeyHashPrime;
       return true;
     case BodyKind::kPlain: return string_byte(f, c, body.max_length);
+    case BodyKind::kPatternKey: return pattern_key_text_byte(*body.keys, body.labels, f, c);
+    case BodyKind::kHashed:  // as JsonMatcher::string_value_byte for a hashed item
+      if (c == '\\' || !string_byte(f, c, body.max_length)) return false;
+      f.bits = (static_cast<uint32_t>(f.bits) ^ c) * kKeyHashPrime;
+      return true;
     case BodyKind::kPattern: return pattern_string_byte(f, c, body.pattern);
     case BodyKind::kRaw: return raw_text_byte(f, c, body.max_length);
     case BodyKind::kRawPattern:

@@ -15,7 +15,9 @@
 
 namespace dsv4::grammar {
 
-enum class BodyKind : uint8_t { kKey, kPlain, kPattern, kRaw, kRawPattern };
+// kHashed: a plain string item of a uniqueItems array of strings (no escapes, its hash kept).
+// kPatternKey: an open object's key under its KeyAutomaton (patternProperties/propertyNames).
+enum class BodyKind : uint8_t { kKey, kPlain, kPattern, kRaw, kRawPattern, kHashed, kPatternKey };
 
 struct StringBody {
   BodyKind kind = BodyKind::kPlain;
@@ -23,10 +25,15 @@ struct StringBody {
   int32_t regex = -1;       // Grammar::regexes index (kPattern, kRawPattern)
   StringPattern pattern;    // regex and length bounds (kPattern, kRawPattern)
   int64_t max_length = -1;  // kPlain, kRaw
+  const KeyAutomaton* keys = nullptr;  // kPatternKey: the object's automaton
+  int32_t key_automaton = -1;          // kPatternKey: its Grammar::key_automata index
+  uint64_t labels = 0;                 // kPatternKey: the labels whose values fit the depth
 };
 
 struct StringMaskKey {
   const Regex* regex = nullptr;  // nullptr: no pattern
+  const KeyAutomaton* keys = nullptr;  // a pattern key's automaton, its state, the labels that fit
+  uint64_t labels = 0;
   int64_t min_gap = 0;           // code points still needed for minLength (patterns), exact
   int64_t room = -1;             // code points left under maxLength; −1: far (as unbounded)
   uint64_t bits = 0;             // a pattern's code point being decoded (UTF-8 or \u digits)

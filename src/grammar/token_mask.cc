@@ -4,10 +4,14 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <utility>
 
 #include "grammar/json_scalar.h"
 
 namespace dsv4::grammar {
+
+static_assert(kMaxStacks <= 64, "walk_ends keeps the live readings in 64-bit masks");
 
 VocabTrie::VocabTrie(int32_t n_vocab, const std::function<std::string_view(int32_t)>& bytes,
                      const std::function<bool(int32_t)>& skip)
@@ -155,7 +159,10 @@ void TokenMasker::fill_body_text(const Grammar& g, const MatchState& st, uint64_
     const StringMaskKey& key = keys_[k];
     const uint64_t* bits = cache_.find(key);
     if (!bits) {
-      uint64_t* fresh = cache_.insert(key, body.regex >= 0 ? g.regexes[body.regex] : nullptr);
+      std::shared_ptr<const void> pin;  // what the key names by address
+      if (body.regex >= 0) pin = g.regexes[body.regex];
+      if (body.key_automaton >= 0) pin = g.key_automata[body.key_automaton];
+      uint64_t* fresh = cache_.insert(key, std::move(pin));
       if (body.kind == BodyKind::kPlain && key.phase == kSBody && key.esc == 0 && key.room >= 0) {
         vocab_.string_by_length.fill_up_to(key.room, fresh);
       } else if (body.kind == BodyKind::kRaw && key.more == 0 && key.room >= 0) {
@@ -177,7 +184,7 @@ void TokenMasker::walk_ends(const VocabTrie& trie, const JsonMatcher& m, const M
   const std::vector<int32_t>& ids = trie.token_ids();
   const uint8_t end_byte = bodies_[0].end_byte;
   for (int32_t k = 0; k < st.n; ++k) body_frames_[k] = st.s[k].f[st.s[k].n - 1];
-  alive_[0] = (uint32_t{1} << st.n) - 1;
+  alive_[0] = st.n >= 64 ? ~uint64_t{0} : (uint64_t{1} << st.n) - 1;  // kMaxStacks <= 64
   int32_t depth = 0, matcher_depth = -1;  // states_[d] holds the path's state for d >= matcher_depth >= 1
   walk_[0] = {0, 0};
   while (depth >= 0) {
@@ -192,12 +199,12 @@ void TokenMasker::walk_ends(const VocabTrie& trie, const JsonMatcher& m, const M
     const VocabTrie::Node& c = nodes[child];
     ++visited_;
     if (matcher_depth < 0 && c.byte != end_byte) {  // still inside every body
-      uint32_t alive = 0;
-      for (uint32_t live = alive_[depth]; live != 0; live &= live - 1) {
-        const int k = __builtin_ctz(live);
+      uint64_t alive = 0;
+      for (uint64_t live = alive_[depth]; live != 0; live &= live - 1) {
+        const int k = __builtin_ctzll(live);
         Frame& f = body_frames_[(depth + 1) * kMaxStacks + k];
         f = body_frames_[depth * kMaxStacks + k];
-        if (body_byte(bodies_[k], f, c.byte)) alive |= uint32_t{1} << k;
+        if (body_byte(bodies_[k], f, c.byte)) alive |= uint64_t{1} << k;
       }
       if (alive == 0) continue;
       alive_[depth + 1] = alive;
@@ -206,8 +213,8 @@ void TokenMasker::walk_ends(const VocabTrie& trie, const JsonMatcher& m, const M
       if (matcher_depth < 0) {  // the first end byte: the live readings with their top frames
         MatchState& scratch = states_[depth];
         scratch.n = 0;
-        for (uint32_t live = alive_[depth]; live != 0; live &= live - 1) {
-          const int k = __builtin_ctz(live);
+        for (uint64_t live = alive_[depth]; live != 0; live &= live - 1) {
+          const int k = __builtin_ctzll(live);
           MatchStack& s = scratch.s[scratch.n++];
           copy_stack(s, st.s[k]);
           s.f[s.n - 1] = body_frames_[depth * kMaxStacks + k];

@@ -99,7 +99,7 @@ class TokenMasker {
   StringBody bodies_[kMaxStacks];   // fill's readings, when all are in string bodies
   StringMaskKey keys_[kMaxStacks];
   std::vector<Frame> body_frames_;  // [max token length + 1, kMaxStacks]: walk_ends' top frames
-  std::vector<uint32_t> alive_;     // [max token length + 1]: walk_ends' live readings (bits)
+  std::vector<uint64_t> alive_;     // [max token length + 1]: walk_ends' live readings (bits)
   struct Walk {
     int32_t node, next_child;
   };

@@ -1,7 +1,7 @@
 // The string-body mask cache (mask_cache.h, string_body.h): masks filled through it equal a
 // per-token brute force on random states of several grammars (plain strings near maxLength,
 // patterns and formats with length bounds, open objects' keys, anyOf of patterned strings, DSML
-// raw strings), with a roomy cache and with one that evicts at every step; the LRU keeps the
+// raw strings, uniqueItems strings, keys under patternProperties), with a roomy cache and with one that evicts at every step; the LRU keeps the
 // recent keys; apply_token_mask equals the per-id rule.
 #include <gtest/gtest.h>
 
@@ -134,6 +134,21 @@ TEST(MaskCache, DsmlRawStrings) {
   Result<Grammar> g = compile_tool_call(tools);
   ASSERT_TRUE(g.ok()) << g.message();
   expect_cache_equals_walk(*g, 5, 12, 250);
+}
+
+// uniqueItems strings (wip/store) keep a hash in their frame and take no escape: their bodies
+// must replay that (a plain string body here allowed '\\' and left the hash behind).
+TEST(MaskCache, UniqueStringItems) {
+  expect_cache_equals_walk(compile(R"({"type": "array", "uniqueItems": true, "maxItems": 6,
+      "items": {"type": "string"}})"), 6, 60);
+}
+
+// Keys under patternProperties/propertyNames (wip/keys): the automaton's state, UTF-8 payload
+// and the labels that fit key the body; its hash goes on through the walk to the quote.
+TEST(MaskCache, PatternKeys) {
+  expect_cache_equals_walk(compile(R"({"type": "object", "patternProperties": {
+      "^x-[a-z]+$": {"type": "integer"}, "^[a-c]{2,4}$": {"type": "string", "maxLength": 5},
+      "é|€+": {"type": "boolean"}}, "additionalProperties": false, "maxProperties": 4})"), 7);
 }
 
 // Least recently used out first; keys probed past removed ones are still found.
