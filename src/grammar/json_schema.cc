@@ -904,7 +904,7 @@ Result<int32_t> Compiler::open_object(const Json& s, Node& n, const std::string&
 // An object without listed keys whose keys patternProperties/propertyNames constrain: an open
 // object over the key automaton (key_automaton.h), each label's value the conjunction of its
 // patterns' schemas (none: additionalProperties). Where no key has infinitely many ways on
-// (finitely many keys are allowed), the first kMaxProperties of them are listed instead.
+// (finitely many keys are allowed), the first kMaxFiniteKeys of them are listed instead.
 Result<int32_t> Compiler::keyed_object(const Json& s, const ObjectKeyRules& rules, Node& n, const std::string& path) {
   const auto additional = s.find("additionalProperties");
   std::vector<const Regex*> patterns;
@@ -944,9 +944,9 @@ Result<int32_t> Compiler::keyed_object(const Json& s, const ObjectKeyRules& rule
       keys->label_value[label] = *value;
     }
   }
-  if (!n.open) {  // finitely many keys: the first kMaxProperties of them, listed
+  if (!n.open) {  // finitely many keys: the first kMaxFiniteKeys of them, listed
     ObjectKeyRules finite = rules;
-    finite.names = finite_keys(*keys, kMaxProperties);
+    finite.names = finite_keys(*keys, kMaxFiniteKeys);
     finite.names_listed = true;
     Result<std::vector<Property>> listed = properties(s, path, false, finite);
     if (!listed.ok()) return listed.status();

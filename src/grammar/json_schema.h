@@ -52,6 +52,7 @@ constexpr int kMaxWhitespace = 16;   // whitespace characters per gap
 constexpr int kMaxDigits = 15;       // digits of a number's integer and fraction parts
 constexpr int kMaxProperties = 1024; // properties of one object schema (required ones included)
 constexpr int kMaxDependentProperties = 64;  // properties of an object with dependentRequired (bit masks)
+constexpr int kMaxFiniteKeys = 64;  // keys listed where patternProperties/propertyNames allow finitely many
 constexpr int kMaxLiterals = 4096;   // enum values
 constexpr int kMaxUniqueValues = 64; // values of a uniqueItems array's items (a 64-bit set per array)
 constexpr int kMaxUniqueStrings = 32;  // items of a uniqueItems array of strings (a hash of each kept)

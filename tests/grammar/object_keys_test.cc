@@ -200,16 +200,12 @@ TEST(ObjectKeys, PropertyNames) {
   EXPECT_EQ(match_at(g, R"({"abD": 1})"), 4);
   EXPECT_EQ(match_at(g, R"({"A": 1})"), 2);
   walks_validate(lower);
-  // Finitely many names: the first kMaxProperties (1,024) are listed, all 702 of at most 2
-  // letters; of the 18,278 of at most 3, those up to "blv" (703 begin with "a", 27 per 2-letter prefix).
-  const Grammar two = compile(R"({"type": "object", "propertyNames": {"pattern": "^[a-z]{1,2}$"}})");
-  EXPECT_EQ(match_at(two, R"({"a": 1, "aa": 2, "zz": 3})"), -1);
-  const Grammar finite = compile(R"({"type": "object", "propertyNames": {"pattern": "^[a-z]{1,3}$"}})");
+  // Finitely many names (here at most 2 letters): the first 64 (kMaxFiniteKeys, below the 1,024
+  // listed properties: each listed key is a value node, 1,024 of them blew SchemaStore's
+  // sigmacv.json past the 4,096 nodes) are listed.
+  const Grammar finite = compile(R"({"type": "object", "propertyNames": {"pattern": "^[a-z]{1,2}$"}})");
   EXPECT_EQ(match_at(finite, R"({"a": 1, "aa": 2})"), -1);
   EXPECT_EQ(match_at(finite, R"({"aa": 1, "a": 2})"), 12);  // listed: in code point order
-  EXPECT_EQ(match_at(finite, R"({"blv": 1})"), -1);
-  EXPECT_EQ(match_at(finite, R"({"blw": 1})"), 4);
-  EXPECT_EQ(match_at(finite, R"({"bm": 1})"), 3);
   EXPECT_EQ(match_at(finite, R"({"zz": 1})"), 2);
   const std::string listed = R"({"properties": {"ok": {"type": "integer"}, "Bad": {}}, "propertyNames":
       {"$ref": "#/$defs/lower"}, "$defs": {"lower": {"type": "string", "pattern": "^[a-z]+$"}}})";
