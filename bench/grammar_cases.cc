@@ -8,6 +8,7 @@
 
 #include "grammar/json_schema.h"
 #include "grammar/token_mask.h"
+#include "grammar_paths.h"
 #include "text/tokenizer.h"
 
 namespace dsv4::bench {
@@ -112,7 +113,7 @@ Status run_grammar_cases(const std::string& tokenizer_path, int repeats, const s
   }
   if (step > 0) std::printf("Flash decode step at B = 1, EXTRAPOLATED (21 CSA + 22 HCA layers + head): %.1f ms\n", step);
   else std::printf("(run with --cases layer-csa,layer-hca,head,grammar for the share of a Flash decode step)\n");
-  return Status();
+  return run_grammar_paths(*tok, vocab, std::max(16, 4 * repeats));
 }
 
 }  // namespace dsv4::bench

@@ -2,7 +2,8 @@
 // a real vocabulary (--tokenizer: DeepSeek's 128,815-token tokenizer.json, e.g. the npm
 // conformance package's), at the matcher states a JSON answer passes through. With layer-csa,
 // layer-hca and head at B = 1 in the same run, each mask is also shown as a share of the
-// extrapolated Flash decode step (21 CSA + 22 HCA layers + the head; EXTRAPOLATED).
+// extrapolated Flash decode step (21 CSA + 22 HCA layers + the head; EXTRAPOLATED). Then the
+// per-token cost on sampled paths (grammar_paths.h; max(16, 4 x repeats) paths per schema).
 #pragma once
 
 #include <string>

@@ -28,14 +28,35 @@ SCHEMA_MAPS = {"properties", "patternProperties", "$defs", "definitions", "depen
 SCHEMA_LISTS = {"allOf", "anyOf", "oneOf", "prefixItems"}
 
 
+def anchor(root, name):
+    """The schema declaring the plain-name fragment `name` ($anchor, or $id/id "#name"), else None."""
+    pending = [root]
+    while pending:
+        s = pending.pop()
+        if isinstance(s, dict):
+            if s.get("$anchor") == name or s.get("$id") == "#" + name or s.get("id") == "#" + name:
+                return s
+            pending.extend(s.values())
+        elif isinstance(s, list):
+            pending.extend(s)
+    return None
+
+
 def resolve(root, ref):
-    """The value a local $ref names (None when it names nothing)."""
-    from urllib.parse import unquote
+    """The value a local $ref names (None when it names nothing or another document): resolved
+    against the root's $id by RFC 3986, as the engine does (grammar/schema_ref.h)."""
+    from urllib.parse import unquote, urljoin
     ident = (root.get("$id") or root.get("id")) if isinstance(root, dict) else None
-    if isinstance(ident, str) and ref.startswith(ident.rstrip("#")):
-        ref = ref[len(ident.rstrip("#")):] or "#"
+    if not ref.startswith("#") and isinstance(ident, str) and ident.split("#")[0]:
+        base = ident.split("#")[0]
+        resolved = urljoin(base, ref)
+        if resolved.split("#")[0] != base:
+            return None
+        ref = "#" + resolved.split("#", 1)[1] if "#" in resolved else "#"
     if not ref.startswith("#"):
         return None
+    if len(ref) > 1 and ref[1] != "/":
+        return anchor(root, unquote(ref[1:]))
     at = root
     for token in unquote(ref[1:]).split("/")[1:]:
         token = token.replace("~1", "/").replace("~0", "~")
@@ -80,7 +101,8 @@ def first_keyword(error):
     if m:
         return f"`{m.group(1)}`"
     for pattern, label in [(r"unsatisfiable", "unsatisfiable"),
-                           (r"branches, at most|schemas, at most|ways at once", "too many branches / readings"),
+                           (r"branches, at most|schemas, at most|ways at once|expands more than|counting the readings",
+                            "too many branches / readings"),
                            (r"may match the same value", "`oneOf` overlap"),
                            (r"\$ref", "`$ref`"), (r"properties, at most|more than \d+ properties", "too many properties"),
                            (r"enum has", "too many enum values"),

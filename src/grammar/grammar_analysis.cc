@@ -1,9 +1,11 @@
 #include "grammar/grammar_analysis.h"
 
 #include <algorithm>
+#include <bitset>
 #include <climits>
 #include <cmath>
 #include <map>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,7 @@ namespace {
 
 constexpr int kMaxDisjointDepth = 4;       // nested discriminating properties followed
 constexpr size_t kMaxConcrete = 64;        // concrete branches of one node compared
+constexpr int64_t kRegexProofCost = 4096;  // budget one pattern comparison takes (an automaton product)
 
 int32_t depth_of(const Node& n, const std::vector<int32_t>& d, int32_t inf) {
   int32_t v = inf;
@@ -30,8 +33,13 @@ int32_t depth_of(const Node& n, const std::vector<int32_t>& d, int32_t inf) {
     case Kind::kObject:
     case Kind::kDsmlParams:
       v = n.open && n.min_properties > 0 ? 1 + d[n.values] : 1;
-      for (const Property& p : n.properties)  // minProperties: any property may be needed
-        if (p.required || n.min_properties > 0) v = std::max(v, 1 + d[p.node]);
+      for (size_t k = 0; k < n.properties.size(); ++k) {  // minProperties: any property may be needed
+        const Property& p = n.properties[k];
+        if (!p.required && n.min_properties == 0) continue;
+        v = std::max(v, 1 + d[p.node]);
+        for (size_t j = 0; k < n.needs.size() && j < n.properties.size(); ++j)  // dependentRequired
+          if (n.needs[k] >> j & 1) v = std::max(v, 1 + d[n.properties[j].node]);
+      }
       return v;
     case Kind::kAnyOf:
       for (int32_t a : n.alternatives) v = std::min(v, d[a]);
@@ -62,23 +70,194 @@ bool concrete(const Grammar& g, int32_t node, std::vector<int32_t>& out) {
 
 }  // namespace
 
-int32_t too_many_readings(const Grammar& g, int32_t& readings) {
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    if (g.nodes[k].kind != Kind::kAnyOf) continue;
-    std::vector<int32_t> pending = {static_cast<int32_t>(k)}, seen;
-    readings = 0;
-    while (!pending.empty()) {  // as JsonMatcher::open_value expands it
-      const int32_t x = pending.back();
-      pending.pop_back();
-      if (std::find(seen.begin(), seen.end(), x) != seen.end()) continue;
-      seen.push_back(x);
-      const Node& n = g.nodes[x];
-      if (n.kind == Kind::kAnyOf) pending.insert(pending.end(), n.alternatives.begin(), n.alternatives.end());
-      else ++readings;
-      if (readings > kMaxStacks || seen.size() > static_cast<size_t>(kMaxExpanded)) return static_cast<int32_t>(k);
+namespace {
+
+using ByteSet = std::bitset<256>;
+
+// The bytes a value of a concrete node may begin with (all: a DSML node or a sequence).
+ByteSet first_bytes(const Node& n) {
+  ByteSet b;
+  switch (n.kind) {
+    case Kind::kString: b.set('"'); break;
+    case Kind::kNumber:
+    case Kind::kInteger:
+      b.set('-');
+      for (int c = '0'; c <= '9'; ++c) b.set(static_cast<size_t>(c));
+      break;
+    case Kind::kLiteral:
+      for (const std::string& t : n.literals)
+        if (!t.empty()) b.set(static_cast<uint8_t>(t[0]));
+      break;
+    case Kind::kObject: b.set('{'); break;
+    case Kind::kArray: b.set('['); break;
+    default: b.set(); break;
+  }
+  return b;
+}
+
+// The readings in one value of an open object: under a KeyAutomaton each key's label decides its
+// value's node (KeyAutomaton::label_value; Node::values is unused then).
+int32_t open_value_readings(const Grammar& g, const Node& n, const std::vector<int32_t>& r) {
+  if (n.keys < 0) return r[n.values];
+  int32_t v = 0;
+  for (int32_t value : g.key_automata[n.keys]->label_value) v = std::max(v, r[value]);
+  return v;
+}
+
+// The readings inside one reading of a concrete node's value: its children open one at a time.
+int32_t inner_readings(const Grammar& g, const Node& n, const std::vector<int32_t>& r) {
+  int32_t v = 1;
+  if (n.kind == Kind::kObject && n.open) v = std::max(v, open_value_readings(g, n, r));
+  for (const Property& p : n.properties) v = std::max(v, r[p.node]);
+  for (int32_t x : n.prefix) v = std::max(v, r[x]);
+  if (n.kind == Kind::kArray && n.items >= 0) v = std::max(v, r[n.items]);
+  for (int32_t x : n.sequence) v = std::max(v, r[x]);
+  return v;
+}
+
+// A listed object's first required property whose value is one constant (through $ref hops):
+// where it comes before a key, the object is read at that key only if that constant was read.
+struct Discriminator {
+  int32_t position = -1;
+  std::string key, value;
+};
+
+Discriminator discriminator(const Grammar& g, const Node& n) {
+  for (size_t k = 0; k < n.properties.size(); ++k) {
+    if (!n.properties[k].required) continue;
+    int32_t v = n.properties[k].node;
+    for (int hop = 0; hop < kMaxSchemaDepth && g.nodes[v].kind == Kind::kAnyOf && g.nodes[v].alternatives.size() == 1;
+         ++hop)
+      v = g.nodes[v].alternatives[0];
+    if (g.nodes[v].kind == Kind::kLiteral && g.nodes[v].literals.size() == 1)
+      return Discriminator{static_cast<int32_t>(k), n.properties[k].key, g.nodes[v].literals[0]};
+  }
+  return Discriminator{};
+}
+
+// The readings in the values of one key over an anyOf's objects: those read there only after a
+// discriminator, grouped by its key and constant (one constant per key is read, so of one key's
+// groups one is live), and the rest.
+struct KeyReadings {
+  int32_t plain = 0;
+  std::map<std::string, std::map<std::string, int32_t>> by_const;
+  int32_t total() const {
+    int32_t sum = plain;
+    for (const auto& [key, groups] : by_const) {
+      int32_t most = 0;
+      for (const auto& [value, readings] : groups) most = std::max(most, readings);
+      sum += most;
+    }
+    return sum;
+  }
+};
+
+// The readings of an anyOf's value, the max over its first bytes. Scalars that begin alike are one
+// reading each. Objects: their readings are all at the same key (the bytes read are the same), so
+// inside a value, the sum over the objects that have that key (open ones have every key) of that
+// value's readings (KeyReadings), and between values one each. Arrays: at item i, the sum of item i's readings.
+// Other kinds (DSML, sequences) count their readings on every byte.
+int32_t alternatives_readings(const Grammar& g, const std::vector<int32_t>& concrete, const std::vector<ByteSet>& first,
+                              const std::vector<int32_t>& r) {
+  int32_t per_byte[256] = {};
+  int32_t n_objects = 0, n_arrays = 0, open_values = 0, past_prefix = 0;
+  std::map<std::string, KeyReadings> at_key;  // listed key -> readings in its values
+  size_t longest_prefix = 0;
+  for (int32_t c : concrete)
+    if (g.nodes[c].kind == Kind::kArray) longest_prefix = std::max(longest_prefix, g.nodes[c].prefix.size());
+  std::vector<int32_t> at_item(longest_prefix, 0);  // prefix position -> readings in its items
+  for (int32_t c : concrete) {
+    const Node& n = g.nodes[c];
+    if (n.kind == Kind::kObject) {
+      ++n_objects;
+      if (n.open) open_values += open_value_readings(g, n, r);
+      const Discriminator d = discriminator(g, n);
+      for (size_t k = 0; k < n.properties.size(); ++k) {
+        KeyReadings& at = at_key[n.properties[k].key];
+        const int32_t readings = r[n.properties[k].node];
+        if (d.position >= 0 && static_cast<int32_t>(k) > d.position) at.by_const[d.key][d.value] += readings;
+        else at.plain += readings;
+      }
+    } else if (n.kind == Kind::kArray) {  // items is always set (any value where absent)
+      ++n_arrays;
+      for (size_t i = 0; i < at_item.size(); ++i) at_item[i] += r[i < n.prefix.size() ? n.prefix[i] : n.items];
+      past_prefix += r[n.items];
+    } else {
+      const int32_t each = first[c].all() ? r[c] : 1;
+      for (size_t b = 0; b < 256; ++b) per_byte[b] += first[c][b] ? each : 0;
     }
   }
-  return -1;
+  int32_t objects = std::max(n_objects, open_values), arrays = std::max(n_arrays, past_prefix);
+  for (const auto& [key, at] : at_key) objects = std::max(objects, at.total() + open_values);
+  for (int32_t readings : at_item) arrays = std::max(arrays, readings);
+  per_byte[static_cast<uint8_t>('{')] += objects;
+  per_byte[static_cast<uint8_t>('[')] += arrays;
+  return *std::max_element(std::begin(per_byte), std::end(per_byte));
+}
+
+}  // namespace
+
+bool expand_alternatives(const Grammar& g, int32_t node, std::vector<int32_t>& concrete) {
+  std::vector<int32_t> pending = {node}, seen = {node};
+  while (!pending.empty()) {
+    const int32_t k = pending.back();
+    pending.pop_back();
+    const Node& n = g.nodes[k];
+    if (n.kind != Kind::kAnyOf) {
+      concrete.push_back(k);
+      continue;
+    }
+    for (auto a = n.alternatives.rbegin(); a != n.alternatives.rend(); ++a) {
+      if (std::find(seen.begin(), seen.end(), *a) != seen.end()) continue;
+      if (seen.size() >= static_cast<size_t>(kMaxExpanded)) return false;
+      seen.push_back(*a);
+      pending.push_back(*a);
+    }
+  }
+  return true;
+}
+
+Status check_readings(const Grammar& g, const std::string& what) {
+  const auto n_nodes = static_cast<int32_t>(g.nodes.size());
+  std::vector<std::vector<int32_t>> concrete(g.nodes.size());
+  std::vector<ByteSet> first(g.nodes.size());
+  for (int32_t k = 0; k < n_nodes; ++k) {
+    if (g.nodes[k].kind != Kind::kAnyOf) {
+      first[k] = first_bytes(g.nodes[k]);
+    } else if (!expand_alternatives(g, k, concrete[k])) {
+      return Status::errorf("{}: a value's start expands more than {} anyOf nodes and branches ($refs followed)", what,
+                            kMaxExpanded);
+    }
+  }
+  // Least fixed point from 0, capped at 8 x kMaxStacks (to name the count): monotone, so it ends.
+  constexpr int32_t kCap = 8 * kMaxStacks;
+  std::vector<int32_t> r(g.nodes.size(), 0);
+  int64_t work = 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t k = 0; k < n_nodes; ++k) {
+      int32_t v = 0;
+      if (g.nodes[k].kind != Kind::kAnyOf) {
+        v = inner_readings(g, g.nodes[k], r);
+      } else {
+        v = alternatives_readings(g, concrete[k], first, r);
+        work += 256 * static_cast<int64_t>(concrete[k].size());
+      }
+      v = std::min(v, kCap);
+      if (v > r[k]) {
+        r[k] = v;
+        changed = true;
+      }
+    }
+    if (work > kMaxReadingsWork)
+      return Status::errorf("{}: counting the readings the matcher follows takes more than {} steps", what,
+                            kMaxReadingsWork);
+  }
+  if (r[g.root] > kMaxStacks)
+    return Status::errorf("{}: a value may be read {}{} ways at once (anyOf branches, type lists and the tools of a "
+                          "forced call that begin alike, counted across nested values), more than the {} the matcher "
+                          "follows", what, r[g.root] >= kCap ? "at least " : "", r[g.root], kMaxStacks);
+  return Status();
 }
 
 namespace {
@@ -89,13 +268,16 @@ int64_t cp_count(const std::string& s) {
   return n;
 }
 
-// Whether a literal value may match a node that is not a literal.
-bool literal_may_match(const nlohmann::json& v, const Node& n) {
+// Whether a literal value may match a node that is not a literal (as its schema reads: a
+// format's automaton is a subset of the format, so only a pattern's proves a mismatch).
+bool literal_may_match(const Grammar& g, const nlohmann::json& v, const Node& n) {
   switch (n.kind) {
     case Kind::kString: {
       if (!v.is_string()) return false;
-      const int64_t len = cp_count(v.get<std::string>());
-      return len >= n.min_length && (n.max_length < 0 || len <= n.max_length);
+      const std::string& text = v.get_ref<const std::string&>();
+      const int64_t len = cp_count(text);
+      if (len < n.min_length || (n.max_length >= 0 && len > n.max_length)) return false;
+      return n.regex < 0 || !n.regex_exact || matches_utf8(*g.regexes[n.regex], text);
     }
     case Kind::kNumber: return v.is_number();
     case Kind::kInteger:
@@ -123,10 +305,46 @@ struct Proof {
   }
   bool disjoint(int32_t a, int32_t b, int depth);
   bool disjoint_objects(const Node& x, const Node& y, int depth);
+  bool disjoint_strings(const Node& x, const Node& y);
   bool disjoint_concrete(int32_t a, int32_t b, int depth);
 };
 
+// Whether no string matches both: lengths that cannot meet, or patterns (not formats: their
+// automata are subsets) with no common string of a length both allow.
+bool Proof::disjoint_strings(const Node& x, const Node& y) {
+  const int64_t lo = std::max(x.min_length, y.min_length);
+  const int64_t hi = x.max_length < 0   ? y.max_length
+                     : y.max_length < 0 ? x.max_length
+                                        : std::min(x.max_length, y.max_length);
+  if (hi >= 0 && hi < lo) return true;
+  if ((x.regex < 0 && y.regex < 0) || (x.regex >= 0 && !x.regex_exact) || (y.regex >= 0 && !y.regex_exact))
+    return false;
+  budget -= kRegexProofCost;
+  if (budget < 0) return false;
+  const Regex& a = *g.regexes[x.regex >= 0 ? x.regex : y.regex];
+  if (x.regex < 0 || y.regex < 0) return a.start() < 0 || !a.accepting_length_in(a.start(), lo, hi);
+  Result<Regex> both = intersect_regex(a, *g.regexes[y.regex]);
+  if (!both.ok()) return false;  // beyond the automaton's bounds: not proven
+  return both->start() < 0 || !both->accepting_length_in(both->start(), lo, hi);
+}
+
+// Whether gen, a listed object (it generates only its listed keys), never has a key that
+// `schema` requires: then no value of gen satisfies schema.
+bool lacks_required(const Node& gen, const Node& schema) {
+  if (gen.open) return false;
+  for (const Property& q : schema.properties) {
+    if (!q.required) continue;
+    bool listed = false;
+    for (const Property& p : gen.properties) listed |= p.key == q.key;
+    if (!listed) return true;
+  }
+  return false;
+}
+
 bool Proof::disjoint_objects(const Node& x, const Node& y, int depth) {
+  budget -= static_cast<int64_t>(x.properties.size() * y.properties.size());
+  if (budget < 0) return false;
+  if (lacks_required(x, y) && lacks_required(y, x)) return true;
   if (x.open || y.open || depth >= kMaxDisjointDepth) return false;
   for (const Property& p : x.properties) {
     if (!p.required) continue;
@@ -152,14 +370,13 @@ bool Proof::disjoint_concrete(int32_t a, int32_t b, int depth) {
     const int32_t lit = x.kind == Kind::kLiteral ? a : b;
     const Node& other = x.kind == Kind::kLiteral ? y : x;
     for (const nlohmann::json& v : literals(lit))
-      if (literal_may_match(v, other)) return false;
+      if (literal_may_match(g, v, other)) return false;
     return budget >= 0;
   }
   auto numeric = [](Kind k) { return k == Kind::kNumber || k == Kind::kInteger; };
   if (numeric(x.kind) && numeric(y.kind)) return false;
   if (x.kind != y.kind) return true;
-  if (x.kind == Kind::kString)
-    return (x.max_length >= 0 && x.max_length < y.min_length) || (y.max_length >= 0 && y.max_length < x.min_length);
+  if (x.kind == Kind::kString) return disjoint_strings(x, y);
   if (x.kind == Kind::kObject) return disjoint_objects(x, y, depth);
   return false;
 }
@@ -176,6 +393,43 @@ bool Proof::disjoint(int32_t a, int32_t b, int depth) {
 }
 
 }  // namespace
+
+namespace {
+
+// The optional property of x (listed) named by a key y requires, where dropping it leaves x's
+// minProperties reachable; −1: none.
+int32_t droppable_required_of(const Node& x, const Node& y) {
+  if (x.open || x.min_properties >= static_cast<int64_t>(x.properties.size())) return -1;
+  for (const Property& q : y.properties) {
+    if (!q.required) continue;
+    for (size_t k = 0; k < x.properties.size(); ++k)
+      if (x.properties[k].key == q.key && !x.properties[k].required) return static_cast<int32_t>(k);
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool separate_objects(Grammar& g, int32_t a, int32_t b, int64_t& budget) {
+  std::vector<int32_t> xs, ys;
+  if (!concrete(g, a, xs) || !concrete(g, b, ys)) return false;
+  bool changed = false;
+  for (int32_t x : xs)
+    for (int32_t y : ys) {
+      Node &nx = g.nodes[x], &ny = g.nodes[y];
+      if (x == y || nx.kind != Kind::kObject || ny.kind != Kind::kObject) continue;
+      budget -= static_cast<int64_t>(nx.properties.size() * ny.properties.size());
+      if (budget < 0) return changed;
+      for (auto [from, other] : {std::pair{&nx, &ny}, std::pair{&ny, &nx}}) {
+        if (lacks_required(*from, *other)) continue;
+        const int32_t k = droppable_required_of(*from, *other);
+        if (k < 0) continue;
+        from->properties.erase(from->properties.begin() + k);
+        changed = true;
+      }
+    }
+  return changed;
+}
 
 Result<std::vector<int32_t>> min_depth(const Grammar& g) {
   constexpr int32_t kInf = INT32_MAX / 2;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -15,17 +16,29 @@ namespace dsv4::grammar {
 // root has no finite value (a $ref cycle with no way out).
 Result<std::vector<int32_t>> min_depth(const Grammar& g);
 
+// The concrete (non-anyOf) nodes an anyOf stands for, in JsonMatcher::open_value's order;
+// false when the expansion visits more than kMaxExpanded nodes (the matcher's bound).
+bool expand_alternatives(const Grammar& g, int32_t node, std::vector<int32_t>& concrete);
+
+// Whether the matcher's readings (json_matcher.h: one stack per live branch) always fit in
+// kMaxStacks, so that none is ever dropped. Bound per node, to a least fixed point: a concrete
+// node's value holds the readings of the one child open in it; an anyOf's, for each first byte,
+// the sum over its concrete branches that may begin with it. Errors name `what` and the limit.
+Status check_readings(const Grammar& g, const std::string& what);
+constexpr int64_t kMaxReadingsWork = int64_t{1} << 28;
+
 // Whether no JSON value matches both nodes, proven from: distinct types, string lengths that
 // cannot meet, distinct const/enum values, or a property required by two objects whose values
 // are disjoint themselves (to a few levels). false: not proven (they may overlap).
 // budget: the value comparisons and node pairs the proof may still spend (shared by every check
 // of a compile); when it runs out the proof fails.
-// The first anyOf node whose value opens more readings than the matcher follows at once
-// (kMaxStacks concrete branches, or more than kMaxExpanded nodes on the way: json_matcher.h's
-// open_value), or −1. Such a grammar is refused: a reading beyond the bound would be dropped.
-int32_t too_many_readings(const Grammar& g, int32_t& readings);
-
 bool provably_disjoint(const Grammar& g, int32_t a, int32_t b, int64_t& budget);
+// For a oneOf of objects told apart by required keys ({"required": ["a"]} | {"required": ["b"]}
+// beside properties listing both): where a listed object of one branch lists, as optional, a
+// key a listed object of the other requires (and so may match it), that
+// object stops generating the key (a subset of its values, none of which has the key the other
+// branch requires). Whether anything changed; before min_depth and the key orders are taken.
+bool separate_objects(Grammar& g, int32_t a, int32_t b, int64_t& budget);
 constexpr int64_t kDisjointBudget = int64_t{1} << 20;
 
 }  // namespace dsv4::grammar

@@ -3,14 +3,15 @@
 #include <cstring>
 #include <string>
 
+#include "base/check.h"
 #include "grammar/json_scalar.h"
+#include "grammar/sorted_texts.h"
 
 namespace dsv4::grammar {
 namespace {
 
 constexpr int32_t kKeyNode = -1;   // the key string of an open object
 constexpr int32_t kRootNode = -2;  // the bottom frame
-constexpr uint32_t kFnvBasis = 2166136261u, kFnvPrime = 16777619u;  // 32-bit FNV-1a of a key's bytes
 
 enum RootPhase : uint8_t { kRBefore, kRIn, kRDone };
 enum ObjectPhase : uint8_t { kOOpen, kOFirst, kOKey, kOInKey, kOColon, kOValue, kOInValue, kOAfter, kONext };
@@ -19,21 +20,10 @@ enum ParamsPhase : uint8_t { kPFirst, kPTag, kPValue, kPInValue, kPClose, kPAfte
 
 bool is_ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
-// The candidates among `bits` (texts 0 .. count−1) whose text has byte c at pos.
-template <class Text>
-uint64_t narrow(uint64_t bits, size_t count, int32_t pos, uint8_t c, Text text) {
-  uint64_t keep = 0;
-  for (size_t k = 0; k < count; ++k) {
-    const std::string& t = text(k);
-    if ((bits >> k & 1) && t.size() > static_cast<size_t>(pos) && static_cast<uint8_t>(t[pos]) == c)
-      keep |= uint64_t{1} << k;
-  }
-  return keep;
-}
+// A listed object's (or DSML params') key at position k of Node::key_order.
+const std::string& key_at(const Node& n, uint32_t k) { return n.properties[n.key_order[k]].key; }
 
-uint64_t narrow_keys(const Node& n, uint64_t bits, int32_t pos, uint8_t c) {
-  return narrow(bits, n.properties.size(), pos, c, [&](size_t k) -> const std::string& { return n.properties[k].key; });
-}
+TextRange all_keys(const Node& n) { return TextRange{0, static_cast<uint32_t>(n.properties.size())}; }
 
 }  // namespace
 
@@ -57,10 +47,18 @@ bool JsonMatcher::may_close(const Node& n, const Frame& f) {
   if (n.open) return true;
   for (int32_t k = f.i; k < static_cast<int32_t>(n.properties.size()); ++k)
     if (n.properties[k].required) return false;
-  return f.n_props >= n.min_properties;
+  return f.n_props >= n.min_properties && (n.needs.empty() || needed_keys(n, f.present) == 0);
 }
 
-uint64_t JsonMatcher::allowed_keys(const Node& n, int32_t f, int32_t n_frames, int32_t n_props) const {
+bool JsonMatcher::key_in_range(const Node& n, TextRange r, int32_t f, int32_t n_frames, int32_t n_props,
+                               uint64_t present) const {
+  if (!n.needs.empty()) {  // no min/maxProperties then, and at most 64 properties
+    for (uint64_t bits = dependent_keys(n, f, n_frames, present); bits != 0; bits &= bits - 1) {
+      const uint32_t rank = n.key_rank[static_cast<size_t>(__builtin_ctzll(bits))];
+      if (rank >= r.lo && rank < r.hi) return true;
+    }
+    return false;
+  }
   const bool counted = n.min_properties > 0 || n.max_properties >= 0;
   const int32_t size = static_cast<int32_t>(n.properties.size());
   int32_t required_after = 0, available_after = 0;  // of the keys after k (counted only when bounded)
@@ -69,7 +67,6 @@ uint64_t JsonMatcher::allowed_keys(const Node& n, int32_t f, int32_t n_frames, i
       required_after += n.properties[k].required;
       available_after += n.properties[k].required || fits(n_frames, n.properties[k].node);
     }
-  uint64_t bits = 0;
   for (int32_t k = f; k < size; ++k) {
     const Property& p = n.properties[k];
     const bool available = p.required || fits(n_frames, p.node);
@@ -77,15 +74,16 @@ uint64_t JsonMatcher::allowed_keys(const Node& n, int32_t f, int32_t n_frames, i
     available_after -= available;
     const bool room = n.max_properties < 0 || n_props + 1 + required_after <= n.max_properties;
     const bool enough = n_props + 1 + available_after >= n.min_properties;
-    if (available && (!counted || (room && enough))) bits |= uint64_t{1} << k;
+    const uint32_t rank = n.key_rank[static_cast<size_t>(k)];
+    if (available && (!counted || (room && enough)) && rank >= r.lo && rank < r.hi) return true;
     if (p.required) break;
   }
-  return bits;
+  return false;
 }
 
 bool JsonMatcher::open_key_room(const MatchStack& s, const Node& n) const {
   const int32_t present = s.n_keys - s.f[s.n - 1].i;  // the object is on top
-  return s.n_keys < kMaxOpenKeys && fits(s.n, n.values) && (n.max_properties < 0 || present < n.max_properties);
+  return s.n_keys < kMaxOpenKeys && key_may_start(n, s.n) && (n.max_properties < 0 || present < n.max_properties);
 }
 
 bool JsonMatcher::gap_space(Frame& f, uint8_t c, const std::string* sep) const {
@@ -99,16 +97,24 @@ bool JsonMatcher::gap_space(Frame& f, uint8_t c, const std::string* sep) const {
   return true;
 }
 
-bool JsonMatcher::completable(const Frame& f) const {
+bool JsonMatcher::unused_literal(const MatchStack& s, TextRange r) const {
+  const Frame& parent = s.f[s.n - 2];
+  if (parent.node < 0 || g_.nodes[parent.node].kind != Kind::kArray || !g_.nodes[parent.node].unique) return true;
+  return (range_mask(r) & ~parent.bits) != 0;
+}
+
+bool JsonMatcher::completable(const MatchStack& s) const {
+  const Frame& f = s.f[s.n - 1];
   if (f.node < 0) return false;
   const Node& n = g_.nodes[f.node];
   switch (n.kind) {
     case Kind::kNumber:
     case Kind::kInteger: return n.range.bounded ? ranged_number_complete(f, n.range) : number_complete(f);
-    case Kind::kLiteral:
-      for (size_t k = 0; k < n.literals.size(); ++k)
-        if ((f.bits >> k & 1) && n.literals[k].size() == static_cast<size_t>(f.i)) return true;
-      return false;
+    case Kind::kLiteral: {  // the text read so far is one of them (the first of the range), unused
+      const TextRange r = unpack_range(f.bits);
+      return !r.empty() && n.literals[r.lo].size() == static_cast<size_t>(f.i) &&
+             unused_literal(s, TextRange{r.lo, r.lo + 1});
+    }
     case Kind::kDsmlParams: return (f.phase == kPFirst || f.phase == kPAfter) && may_close(n, f);
     case Kind::kText: return f.phase == kSBody && g_.regexes[n.regex]->accepting(f.j);
     default: return false;
@@ -130,12 +136,8 @@ void JsonMatcher::pop(MatchStack& s) const {
     case Kind::kArray:
       p.phase = kAAfter;
       ++p.i;
-      if (n.unique) {  // the literal just read is used (bits: the array's used literals)
-        const Frame& item = s.f[s.n];
-        for (size_t k = 0; k < g_.nodes[item.node].literals.size(); ++k)
-          if ((item.bits >> k & 1) && g_.nodes[item.node].literals[k].size() == static_cast<size_t>(item.i))
-            p.bits |= uint64_t{1} << k;
-      }
+      if (n.unique)  // the literal just read (its range's first) is used (bits: the array's used ones)
+        p.bits |= uint64_t{1} << unpack_range(s.f[s.n].bits).lo;
       break;
     case Kind::kSequence:  // its last item done: the sequence is too
       if (p.i == static_cast<int32_t>(n.sequence.size())) pop(s);
@@ -156,26 +158,30 @@ void JsonMatcher::emit(const MatchStack& s, MatchState& out) const {
         std::memcmp(o.keys, s.keys, sizeof(uint32_t) * static_cast<size_t>(s.n_keys)) == 0)
       return;
   }
-  if (out.n < kMaxStacks) copy_stack(out.s[out.n++], s);
+  DSV4_CHECK(out.n < kMaxStacks, "more readings than check_readings bounds");
+  copy_stack(out.s[out.n++], s);
 }
 
 // The value of `node` starts with byte c on top of s: one stack per concrete branch.
 void JsonMatcher::open_value(const MatchStack& s, int32_t node, uint8_t c, MatchState& out) const {
-  // Enough: too_many_readings refused more (pending may repeat a node before it is seen).
-  int32_t pending[kMaxExpanded * kMaxAlternatives], seen[kMaxExpanded];
+  // Enough: check_readings refused a grammar whose expansion visits more (the same walk as
+  // grammar_analysis.h's expand_alternatives).
+  int32_t pending[kMaxExpanded], seen[kMaxExpanded];
   int32_t n_pending = 0, n_seen = 0;
   pending[n_pending++] = node;
+  seen[n_seen++] = node;
   MatchStack t;
   while (n_pending > 0) {
     const int32_t k = pending[--n_pending];
-    bool dup = false;
-    for (int32_t q = 0; q < n_seen; ++q) dup |= seen[q] == k;
-    if (dup || n_seen == static_cast<int32_t>(std::size(seen))) continue;
-    seen[n_seen++] = k;
     const Node& n = g_.nodes[k];
     if (n.kind == Kind::kAnyOf) {
-      for (auto a = n.alternatives.rbegin(); a != n.alternatives.rend(); ++a)
-        if (n_pending < static_cast<int32_t>(std::size(pending))) pending[n_pending++] = *a;
+      for (auto a = n.alternatives.rbegin(); a != n.alternatives.rend(); ++a) {
+        bool dup = false;
+        for (int32_t q = 0; q < n_seen; ++q) dup |= seen[q] == *a;
+        if (dup || n_seen == kMaxExpanded) continue;
+        seen[n_seen++] = *a;
+        pending[n_pending++] = *a;
+      }
       continue;
     }
     if (!fits(s.n, k)) continue;  // could not close within the bound
@@ -183,12 +189,7 @@ void JsonMatcher::open_value(const MatchStack& s, int32_t node, uint8_t c, Match
     Frame& f = t.f[t.n++];
     f = Frame{};
     f.node = k;
-    if (n.kind == Kind::kLiteral) {
-      f.bits = n.literals.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << n.literals.size()) - 1;
-      const Frame& parent = t.f[t.n - 2];
-      if (parent.node >= 0 && g_.nodes[parent.node].kind == Kind::kArray && g_.nodes[parent.node].unique)
-        f.bits &= ~parent.bits;  // uniqueItems: the values not yet in the array
-    }
+    if (n.kind == Kind::kLiteral) f.bits = pack_range(TextRange{0, static_cast<uint32_t>(n.literals.size())});
     consume(t, c, out);
   }
 }
@@ -198,7 +199,7 @@ void JsonMatcher::consume(const MatchStack& in, uint8_t c, MatchState& out) cons
   copy_stack(s, in);
   Frame& f = s.f[s.n - 1];
   // A number or literal may end here: c then belongs to the parent.
-  if (completable(f)) {
+  if (completable(s)) {
     MatchStack p;
     copy_stack(p, in);
     pop(p);
@@ -211,6 +212,7 @@ void JsonMatcher::consume(const MatchStack& in, uint8_t c, MatchState& out) cons
     return;
   }
   if (f.node == kKeyNode) return key_byte(s, c, out);
+  if (f.node == kPatternKeyNode) return pattern_key_byte(s, c, out);
   const Node& n = g_.nodes[f.node];
   switch (n.kind) {
     case Kind::kString: return string_value_byte(s, n, c, out);
@@ -219,12 +221,12 @@ void JsonMatcher::consume(const MatchStack& in, uint8_t c, MatchState& out) cons
       if (n.range.bounded ? ranged_number_byte(f, c, n.range) : number_byte(f, c, n.kind == Kind::kInteger))
         emit(s, out);
       return;
-    case Kind::kLiteral: {
-      const uint64_t keep = narrow(f.bits, n.literals.size(), f.i, c, [&](size_t k) -> const std::string& {
+    case Kind::kLiteral: {  // uniqueItems: a value not yet in the array must remain
+      const TextRange keep = narrow_range(unpack_range(f.bits), f.i, c, [&](uint32_t k) -> const std::string& {
         return n.literals[k];
       });
-      if (keep == 0) return;
-      f.bits = keep;
+      if (keep.empty() || !unused_literal(s, keep)) return;
+      f.bits = pack_range(keep);
       ++f.i;
       emit(s, out);
       return;
@@ -259,21 +261,38 @@ void JsonMatcher::key_byte(MatchStack& s, uint8_t c, MatchState& out) const {
     return;
   }
   if (c == '\\' || !string_byte(f, c, -1)) return;
-  f.bits = (static_cast<uint32_t>(f.bits) ^ c) * kFnvPrime;
+  f.bits = (static_cast<uint32_t>(f.bits) ^ c) * kKeyHashPrime;
   emit(s, out);
 }
 
+bool JsonMatcher::hashed_item(const MatchStack& s) const {
+  const Frame& parent = s.f[s.n - 2];
+  return parent.node >= 0 && g_.nodes[parent.node].kind == Kind::kArray && g_.nodes[parent.node].unique_hashed;
+}
+
+// A hashed item (hashed_item) takes no escape, and closes only where its hash is new to the
+// array (whose first hash is at the array frame's j).
 void JsonMatcher::string_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const {
   Frame& f = s.f[s.n - 1];
   if (n.regex >= 0) return pattern_value_byte(s, n, c, out);
+  const bool hashed = hashed_item(s);
   if (f.phase == kSOpen) {
     if (c != '"') return;
     f.phase = kSBody;
+    if (hashed) f.bits = kKeyHashBasis;
   } else if (c == '"' && string_may_close(f)) {
     if (f.i < n.min_length) return;
+    if (hashed) {
+      const auto hash = static_cast<uint32_t>(f.bits);
+      for (int32_t k = s.f[s.n - 2].j; k < s.n_keys; ++k)
+        if (s.keys[k] == hash) return;
+      s.keys[s.n_keys++] = hash;  // room: the array has at most kMaxUniqueStrings items
+    }
     pop(s);
-  } else if (!string_byte(f, c, n.max_length)) {
+  } else if ((hashed && c == '\\') || !string_byte(f, c, n.max_length)) {
     return;
+  } else if (hashed) {
+    f.bits = (static_cast<uint32_t>(f.bits) ^ c) * kKeyHashPrime;
   }
   emit(s, out);
 }
@@ -299,6 +318,7 @@ void JsonMatcher::array_byte(MatchStack& s, const Node& n, uint8_t c, MatchState
   if (f.phase == kAOpen) {
     if (c != '[') return;
     f.phase = kAFirst;
+    f.j = s.n_keys;  // unique_hashed: its items' hashes from here
     emit(s, out);
     return;
   }
@@ -310,6 +330,7 @@ void JsonMatcher::array_byte(MatchStack& s, const Node& n, uint8_t c, MatchState
   if (!gap_done(f, sep)) return;
   f.ws = 0;
   if (c == ']' && ((f.phase == kAFirst && n.min_items == 0) || (f.phase == kAAfter && f.i >= n.min_items))) {
+    s.n_keys = f.j;  // its items' hashes leave with it
     pop(s);
     emit(s, out);
   } else if (c == ',' && f.phase == kAAfter && (n.max_items < 0 || f.i < n.max_items) && fits(s.n, item_at(n, f.i))) {
@@ -324,20 +345,21 @@ void JsonMatcher::array_byte(MatchStack& s, const Node& n, uint8_t c, MatchState
 // A listed key's bytes (kOKey): narrowed among the candidates, ended by its quote.
 void JsonMatcher::listed_key_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const {
   Frame& f = s.f[s.n - 1];
-  if (c == '"') {
-    for (size_t k = 0; k < n.properties.size(); ++k)
-      if ((f.bits >> k & 1) && n.properties[k].key.size() == static_cast<size_t>(f.j)) {
-        f.i = static_cast<int32_t>(k) + 1;
-        f.j = static_cast<int32_t>(k);
-        f.phase = kOColon;
-        ++f.n_props;
-        emit(s, out);
-        return;
-      }
+  const TextRange r = unpack_range(f.bits);
+  if (c == '"' && !r.empty() && key_at(n, r.lo).size() == static_cast<size_t>(f.j) &&
+      key_in_range(n, TextRange{r.lo, r.lo + 1}, f.i, s.n, f.n_props, f.present)) {
+    const int32_t k = n.key_order[r.lo];
+    f.i = k + 1;
+    f.j = k;
+    f.phase = kOColon;
+    ++f.n_props;
+    if (!n.needs.empty()) f.present |= uint64_t{1} << k;  // needs: at most 64 properties
+    emit(s, out);
+    return;
   }
-  const uint64_t keep = narrow_keys(n, f.bits, f.j, c);
-  if (keep == 0) return;
-  f.bits = keep;
+  const TextRange keep = narrow_range(r, f.j, c, [&](uint32_t k) -> const std::string& { return key_at(n, k); });
+  if (keep.empty() || !key_in_range(n, keep, f.i, s.n, f.n_props, f.present)) return;
+  f.bits = pack_range(keep);
   ++f.j;
   emit(s, out);
 }
@@ -350,13 +372,14 @@ void JsonMatcher::object_key_start(MatchStack& s, const Node& n, MatchState& out
     f.phase = kOInKey;
     Frame& key = s.f[s.n++];
     key = Frame{};
-    key.node = kKeyNode;
+    key.node = n.keys >= 0 ? kPatternKeyNode : kKeyNode;
     key.phase = kSBody;
-    key.bits = kFnvBasis;
+    key.bits = kKeyHashBasis;
+    if (n.keys >= 0) key.j = g_.key_automata[n.keys]->start;
     emit(s, out);
-  } else if (const uint64_t bits = allowed_keys(n, f.i, s.n, f.n_props); bits != 0) {
+  } else if (key_in_range(n, all_keys(n), f.i, s.n, f.n_props, f.present)) {
     f.phase = kOKey;
-    f.bits = bits;
+    f.bits = pack_range(all_keys(n));
     f.j = 0;
     emit(s, out);
   }
@@ -391,12 +414,14 @@ void JsonMatcher::object_byte(MatchStack& s, const Node& n, uint8_t c, MatchStat
     pop(s);
     emit(s, out);
   } else if (c == ',' && f.phase == kOAfter &&
-             (n.open ? open_key_room(s, n) : allowed_keys(n, f.i, s.n, f.n_props) != 0)) {
+             (n.open ? open_key_room(s, n) : key_in_range(n, all_keys(n), f.i, s.n, f.n_props, f.present))) {
     f.phase = kONext;
     emit(s, out);
   } else if (f.phase == kOValue) {
     f.phase = kOInValue;
-    open_value(s, n.open ? n.values : n.properties[f.j].node, c, out);
+    int32_t value = n.open ? n.values : n.properties[f.j].node;
+    if (n.keys >= 0) value = g_.key_automata[n.keys]->label_value[f.j];  // the key's label (pattern_key_byte)
+    open_value(s, value, c, out);
   }
 }
 
@@ -470,23 +495,23 @@ void JsonMatcher::raw_string_byte(MatchStack& s, const Node& n, uint8_t c, Match
 void JsonMatcher::params_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const {
   Frame& f = s.f[s.n - 1];
   if ((f.phase == kPFirst || f.phase == kPNext) && c == '<') {
-    const uint64_t bits = allowed_keys(n, f.i, s.n);
-    if (bits == 0) return;
+    if (!key_in_range(n, all_keys(n), f.i, s.n, 0)) return;
     f.phase = kPTag;
-    f.bits = bits;
+    f.bits = pack_range(all_keys(n));
     f.j = 0;
   }
-  if (f.phase == kPTag) {
-    const uint64_t keep = narrow_keys(n, f.bits, f.j, c);
-    if (keep == 0) return;
-    f.bits = keep;
+  if (f.phase == kPTag) {  // a tag ends with its last byte: no tag is a prefix of another
+    const TextRange keep =
+        narrow_range(unpack_range(f.bits), f.j, c, [&](uint32_t k) -> const std::string& { return key_at(n, k); });
+    if (keep.empty() || !key_in_range(n, keep, f.i, s.n, 0)) return;
+    f.bits = pack_range(keep);
     ++f.j;
-    for (size_t k = 0; k < n.properties.size(); ++k)
-      if ((keep >> k & 1) && n.properties[k].key.size() == static_cast<size_t>(f.j)) {
-        f.i = static_cast<int32_t>(k) + 1;
-        f.j = static_cast<int32_t>(k);
-        f.phase = kPValue;
-      }
+    if (key_at(n, keep.lo).size() == static_cast<size_t>(f.j)) {
+      const int32_t k = n.key_order[keep.lo];
+      f.i = k + 1;
+      f.j = k;
+      f.phase = kPValue;
+    }
     emit(s, out);
   } else if (f.phase == kPValue) {
     f.phase = kPInValue;
@@ -495,7 +520,7 @@ void JsonMatcher::params_byte(MatchStack& s, const Node& n, uint8_t c, MatchStat
     if (c != static_cast<uint8_t>(kDsmlParamClose[f.more])) return;
     if (static_cast<size_t>(++f.more) == kDsmlParamClose.size()) f.phase = kPAfter;
     emit(s, out);
-  } else if (f.phase == kPAfter && c == '\n' && allowed_keys(n, f.i, s.n) != 0) {
+  } else if (f.phase == kPAfter && c == '\n' && key_in_range(n, all_keys(n), f.i, s.n, 0)) {
     f.phase = kPNext;
     emit(s, out);
   }
@@ -510,7 +535,7 @@ bool JsonMatcher::accepting(const MatchState& st) const {
   for (int32_t k = 0; k < st.n; ++k) {
     MatchStack s;
     copy_stack(s, st.s[k]);
-    while (s.n > 1 && completable(s.f[s.n - 1])) pop(s);
+    while (s.n > 1 && completable(s)) pop(s);
     if (s.n == 1 && s.f[0].phase == kRDone) return true;
     if (s.n == 1 && s.f[0].phase == kRBefore && text_accepts_empty()) return true;
   }
@@ -523,7 +548,7 @@ bool JsonMatcher::in_string_text(const MatchState& st, int64_t room, bool* patte
   for (int32_t k = 0; k < st.n; ++k) {
     const Frame& f = st.s[k].f[st.s[k].n - 1];
     if (f.node == kRootNode || !string_may_close(f)) return false;
-    if (f.node == kKeyNode) return false;  // open keys: no escapes, hashed
+    if (f.node < 0 || hashed_item(st.s[k])) return false;  // open keys, hashed items: no escapes, hashed
     const Node& n = g_.nodes[f.node];
     if (n.kind != Kind::kString) return false;
     int64_t left = n.max_length - f.i;
@@ -541,8 +566,13 @@ bool JsonMatcher::in_string_text(const MatchState& st, int64_t room, bool* patte
 bool JsonMatcher::in_key_text(const MatchState& st) const {
   if (st.n == 0) return false;
   for (int32_t k = 0; k < st.n; ++k) {
-    const Frame& f = st.s[k].f[st.s[k].n - 1];
-    if (f.node != kKeyNode || !string_may_close(f)) return false;
+    const MatchStack& s = st.s[k];
+    const Frame& f = s.f[s.n - 1];
+    if (f.node == kPatternKeyNode) {  // where the key automaton's state loops on all key text
+      if (f.more != 0 || !g_.key_automata[g_.nodes[s.f[s.n - 2].node].keys]->loops[f.j]) return false;
+    } else if (f.node != kKeyNode || !string_may_close(f)) {
+      return false;
+    }
   }
   return true;
 }

@@ -11,17 +11,26 @@
 // Open objects never repeat a key (I-JSON): each stack keeps a 32-bit hash of every key of the
 // open objects on it (at most kMaxOpenKeys; beyond, the object may only close), a key whose
 // hash is among its object's is refused at its closing quote (a collision only refuses more),
-// and such keys are generated without escapes (their bytes are then the key).
+// and such keys are generated without escapes (their bytes are then the key). Under a
+// KeyAutomaton (patternProperties/propertyNames) a key byte is taken only into a state with
+// infinitely many keys on, so the keys present never leave a dead end; the label at the closing
+// quote picks the value's node. Listed objects with dependentRequired (Node::needs, at most 64
+// properties) keep the properties present in Frame::present. The strings of a uniqueItems array
+// of strings are kept the same way as open keys: hashed, without escapes, one refused at its
+// closing quote where its hash is among the array's.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "grammar/json_schema.h"
+#include "grammar/sorted_texts.h"
 
 namespace dsv4::grammar {
 
 constexpr int kMaxOpenKeys = 64;  // keys of the open objects on one stack
+constexpr int32_t kPatternKeyNode = -3;  // Frame::node of a key under its object's KeyAutomaton
+constexpr uint32_t kKeyHashBasis = 2166136261u, kKeyHashPrime = 16777619u;  // 32-bit FNV-1a of a key's bytes
 
 struct Frame {
   int32_t node = -1;   // the grammar node; −1: an object key of an open object
@@ -35,15 +44,24 @@ struct Frame {
   uint8_t lo = 0, hi = 0;  // string: the next UTF-8 continuation byte's range
   uint8_t esc = 0;     // string: a surrogate pair's state (json_scalar.cc)
   uint16_t n_props = 0;  // object: the listed properties present so far
-  uint64_t bits = 0;   // object: key candidates; literal: candidates; open key: its hash
+  uint64_t bits = 0;   // object: key candidates; literal: candidates (sorted_texts.h's range);
+                       // open key: its hash; pattern key: hash, UTF-8 payload; uniqueItems array:
+                       // its used values; hashed string item: its hash
+  uint64_t present = 0;  // listed object with dependentRequired (Node::needs): properties present
 };
 
 struct MatchStack {
   int32_t n = 0;
   int32_t n_keys = 0;
   Frame f[kMaxDepth + 1];  // f[0]: the root's frame (before the value, in it, done)
-  uint32_t keys[kMaxOpenKeys];  // hashes of the open objects' keys, outermost object first
+  // Hashes of the open objects' keys, outermost object first, then those of the open uniqueItems
+  // array of strings (Node::unique_hashed; one at most: its items hold no container).
+  uint32_t keys[kMaxOpenKeys + kMaxUniqueStrings];
 };
+
+// A byte c other than the closing quote of a pattern key (Frame::node kPatternKeyNode) in f, under
+// its object's automaton k with the labels whose values fit (json_matcher_keys.cc); false: refused.
+bool pattern_key_text_byte(const KeyAutomaton& k, uint64_t labels, Frame& f, uint8_t c);
 
 // dst = src (the live frames and keys only).
 void copy_stack(MatchStack& dst, const MatchStack& src);
@@ -72,8 +90,9 @@ class JsonMatcher {
   bool in_string_text(const MatchState& st, int64_t room, bool* patterned = nullptr) const;
   // Whether bytes without '"' are string text from a fresh point in a string.
   static bool string_text(const char* bytes, int64_t n);
-  // The same for the keys of open objects (no escapes): every reading inside such a key's text;
-  // then a token without '"' is allowed exactly when key_text() accepts it.
+  // The same for the keys of open objects (no escapes): every reading inside such a key's text
+  // (under a KeyAutomaton: in a state that loops on all key text); then a token without '"' is
+  // allowed exactly when key_text() accepts it.
   bool in_key_text(const MatchState& st) const;
   static bool key_text(const char* bytes, int64_t n);
   // The same for DSML raw strings: every reading in raw text (no closing tag or UTF-8 sequence
@@ -89,11 +108,20 @@ class JsonMatcher {
   // One byte c on top of s (a copy the function may change) by the top frame's kind.
   void key_byte(MatchStack& s, uint8_t c, MatchState& out) const;
   void string_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  // Whether the string on top of s is an item of a uniqueItems array of strings (hashed).
+  bool hashed_item(const MatchStack& s) const;
   void pattern_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void array_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void object_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void listed_key_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void object_key_start(MatchStack& s, const Node& n, MatchState& out) const;
+  // An open object's key under its KeyAutomaton (json_matcher_keys.cc).
+  void pattern_key_byte(MatchStack& s, uint8_t c, MatchState& out) const;
+  // The labels of k whose values fit on top of n_frames frames.
+  uint64_t fitting_labels(const KeyAutomaton& k, int32_t n_frames) const;
+  // Whether an open object (on top of n_frames frames) may begin a key: with a KeyAutomaton, one
+  // with infinitely many keys whose value fits; else its values fit.
+  bool key_may_start(const Node& n, int32_t n_frames) const;
   void raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void pattern_raw_string_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void params_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
@@ -104,15 +132,26 @@ class JsonMatcher {
   void open_value(const MatchStack& s, int32_t node, uint8_t c, MatchState& out) const;
   // Whether a value of `node` begun on top of n_frames frames can close within the bound.
   bool fits(int32_t n_frames, int32_t node) const { return n_frames + g_.min_depth[node] <= kMaxDepth; }
-  // Keys a listed object (or DSML params) may name next from floor f: f .. the first required
-  // one, without the optional ones whose value could not close within the bound.
-  // With minProperties/maxProperties, a key only where both can still be met: n_props present.
-  uint64_t allowed_keys(const Node& n, int32_t f, int32_t n_frames, int32_t n_props = 0) const;
+  // Whether a key a listed object (or DSML params) may name next from floor f lies in r
+  // (positions of Node::key_order): f .. the first required one, without the optional ones whose
+  // value could not close within the bound; with minProperties/maxProperties, a key only where
+  // both can still be met (n_props present); under dependentRequired, dependent_keys' (present:
+  // the properties present).
+  bool key_in_range(const Node& n, TextRange r, int32_t f, int32_t n_frames, int32_t n_props,
+                    uint64_t present = 0) const;
+  // The keys (bit: property index) under dependentRequired (json_matcher_keys.cc): key k only
+  // where every property it needs is present or may follow it and can still open within the bound.
+  uint64_t dependent_keys(const Node& n, int32_t f, int32_t n_frames, uint64_t present) const;
+  // The properties the present ones need that are not present yet.
+  static uint64_t needed_keys(const Node& n, uint64_t present);
   // Whether an open object on top of s may begin another key.
   bool open_key_room(const MatchStack& s, const Node& n) const;
   // Whether a listed object (or DSML params) whose next floor is f may close now.
   static bool may_close(const Node& n, const Frame& f);
-  bool completable(const Frame& f) const;
+  // Whether the top frame's value (a number, a literal, DSML params) may end here.
+  bool completable(const MatchStack& s) const;
+  // Whether a literal on top of s has a candidate in r not yet used by its uniqueItems array.
+  bool unused_literal(const MatchStack& s, TextRange r) const;
   // Item i of an array node: prefixItems[i], else items.
   static int32_t item_at(const Node& n, int32_t i) {
     return i < static_cast<int32_t>(n.prefix.size()) ? n.prefix[i] : n.items;

@@ -9,6 +9,7 @@
 #include "grammar/formats.h"
 #include "grammar/grammar_analysis.h"
 #include "grammar/schema_dialect.h"
+#include "grammar/schema_keys.h"
 #include "grammar/schema_literals.h"
 #include "grammar/schema_merge.h"
 #include "grammar/schema_number.h"
@@ -28,7 +29,8 @@ const std::set<std::string> kKeywords = {"type",      "properties", "required", 
                                          "maxLength", "minimum",    "maximum",   "exclusiveMinimum",
                                          "exclusiveMaximum", "allOf",    "prefixItems",
                                          "minProperties", "maxProperties", "pattern", "format",
-                                         "multipleOf"};
+                                         "multipleOf", "patternProperties", "propertyNames",
+                                         "dependentRequired"};
 // Keywords that constrain nothing where they stand (annotations, and schemas kept for $ref).
 bool inert(const std::string& key) { return kAnnotations.count(key) || key == "$defs" || key == "definitions"; }
 // The keywords of s that constrain, but `key`.
@@ -40,7 +42,8 @@ Json constraints_beside(const Json& s, const std::string& key) {
 }
 // The keywords that make a schema without `type` constrain one type (bug: they were dropped).
 const std::set<std::string> kTypeKeywords[] = {
-    {"properties", "required", "additionalProperties", "minProperties", "maxProperties"},
+    {"properties", "required", "additionalProperties", "minProperties", "maxProperties", "patternProperties",
+     "propertyNames", "dependentRequired"},
     {"items", "prefixItems", "minItems", "maxItems", "uniqueItems"},
     {"minLength", "maxLength", "pattern", "format"},
     {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
@@ -63,6 +66,28 @@ std::string pointer_token(const std::string& key) {
   return out;
 }
 
+// Whether an error message says `word` after its "schema PATH: " prefix.
+bool has_prefix_word(const std::string& message, const std::string& word) {
+  const size_t colon = message.find(": ");
+  return colon != std::string::npos && message.compare(colon + 2, word.size(), word) == 0;
+}
+
+// Whether a branch's compile error says the branch itself matches nothing: "schema PATH: unsatisfiable"
+// at the branch's path or an allOf of it (the same value), not at a value nested in it. Such a
+// branch is left out of its anyOf/oneOf.
+bool branch_unsatisfiable(const Status& st, const std::string& branch_path) {
+  const std::string& m = st.message();
+  const std::string head = "schema " + (branch_path.empty() ? std::string("/") : branch_path);
+  if (m.compare(0, head.size(), head) != 0) return false;
+  size_t at = head.size();
+  while (m.compare(at, 7, "/allOf/") == 0) {
+    at += 7;
+    if (at >= m.size() || m[at] < '0' || m[at] > '9') return false;
+    while (at < m.size() && m[at] >= '0' && m[at] <= '9') ++at;
+  }
+  return m.compare(at, 16, ": unsatisfiable:") == 0;
+}
+
 // Counts the schema levels being compiled (the walk's native stack depth) for as long as it lives.
 class DepthGuard {
  public:
@@ -78,6 +103,8 @@ class DepthGuard {
 class Compiler {
  public:
   Compiler(const Json& root, Draft draft, bool strict) : root_(&root), merger_(root), draft_(draft), strict_(strict) {
+    if (!strict)
+      merger_.set_relax([this](const std::string& path, const std::string& keyword) { return unenforced(path, keyword); });
     merger_.set_reader([this](const Json& s, const std::string& path) -> Result<Json> {
       Result<const Json*> r = read(s, path);
       if (!r.ok()) return r.status();
@@ -104,6 +131,8 @@ class Compiler {
     return Status::errorf("schema {}: {}", path.empty() ? "/" : path, what);
   }
   int32_t literal(std::vector<std::string> texts) {
+    std::sort(texts.begin(), texts.end());  // the matcher narrows ranges of the order (sorted_texts.h)
+    texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
     Node n;
     n.kind = Kind::kLiteral;
     n.literals = std::move(texts);
@@ -134,7 +163,31 @@ class Compiler {
   Result<int32_t> object(const Json& s, const std::string& path);
   Status property_counts(const Json& s, Node& n, const std::string& path);
   Status unique_items(Node& n, const std::string& path);
-  Result<std::vector<Property>> properties(const Json& s, const std::string& path, bool dsml);
+  // A name an object lists: from `properties` (schema), or required/dependentRequired/propertyNames
+  // (schema nullptr).
+  struct Listed {
+    std::string name;
+    const Json* schema = nullptr;
+    bool required = false;
+  };
+  Result<ObjectKeyRules> key_rules(const Json& s, const std::string& path);
+  Result<std::vector<Listed>> listed_names(const Json& s, const std::string& path, const ObjectKeyRules& rules);
+  Result<const Json*> key_schema(const Json& s, const Listed& key, const ObjectKeyRules& rules,
+                                 const std::string& path);
+  // The value schema of a key listed with `listed` (nullptr: not in properties) that matches the
+  // patterns of `matching`: all of them, else additionalProperties; nullptr: it cannot be present.
+  Result<const Json*> conjunction(const Json& s, const Json* listed, uint64_t matching, const ObjectKeyRules& rules,
+                                  const std::string& path);
+  Result<int32_t> keyed_object(const Json& s, const ObjectKeyRules& rules, Node& n, const std::string& path);
+  Result<int32_t> open_object(const Json& s, Node& n, const std::string& path);
+  Result<std::vector<Property>> properties(const Json& s, const std::string& path, bool dsml,
+                                           const ObjectKeyRules& rules);
+  Status dependencies(const ObjectKeyRules& rules, Node& n, const std::string& path);
+  // Counts the values of v against kMaxReadValues (copies the compiler makes).
+  Status charge(const Json& v, const std::string& path);
+  // The node behind $ref hops (anyOf nodes of one branch).
+  int32_t through_hops(int32_t node) const;
+  int32_t integers_as_literal(const NumberRange& r);
   Result<int32_t> ref(const std::string& target, const std::string& path);
   // A schema a merge made, compiled once per content (a recursive $ref beside keywords merges
   // to the same schema again: it then points back, as a $ref does).
@@ -148,6 +201,7 @@ class Compiler {
   std::deque<Json> reads_;  // the schemas read with keywords dropped or rewritten
   int64_t read_values_ = 0;  // the schemas merges made (kept: nodes are compiled from them)
   std::map<const Json*, int32_t> refs_;  // by target: each is compiled once
+  std::map<std::string, std::string> local_refs_;  // $ref as written -> local_ref()
   std::map<std::string, int32_t> merged_nodes_;  // by the merged schema's text
   std::map<std::pair<std::string, std::string>, int32_t> regex_ids_;  // by (pattern, format)
   int32_t any_ = -1;
@@ -203,7 +257,12 @@ Result<int32_t> Compiler::ref(const std::string& target, const std::string& path
   const int32_t id = add(hop);
   refs_[*s] = id;
   Result<int32_t> t = compile(**s, target.substr(1));
-  if (!t.ok()) return t.status();
+  if (!t.ok()) {
+    refs_.erase(*s);  // a branch left out (branch_unsatisfiable) must not leave an empty hop behind
+    if (branch_unsatisfiable(t.status(), target.substr(1)))  // at the $ref too, so that it may be left out
+      return fail(path, fmt::format("unsatisfiable: $ref '{}' matches nothing ({})", target, t.message()));
+    return t.status();
+  }
   grammar.nodes[id].alternatives = {*t};
   return id;
 }
@@ -214,10 +273,13 @@ Result<int32_t> Compiler::compile_merged(Json merged, const std::string& path) {
   Node hop;
   hop.kind = Kind::kAnyOf;
   const int32_t id = add(hop);
-  merged_nodes_.emplace(std::move(text), id);
+  const auto entry = merged_nodes_.emplace(std::move(text), id).first;
   merged_.push_back(std::move(merged));
   Result<int32_t> t = compile(merged_.back(), path);
-  if (!t.ok()) return t.status();
+  if (!t.ok()) {
+    merged_nodes_.erase(entry);  // as in ref()
+    return t.status();
+  }
   grammar.nodes[id].alternatives = {*t};
   return id;
 }
@@ -235,7 +297,10 @@ Status Compiler::unenforced(const std::string& path, const std::string& keyword,
 Status Compiler::relax_ref(Json& r, const std::string& path) {
   const auto it = r.find("$ref");
   if (it == r.end() || !it->is_string()) return Status();
-  *it = local_ref(*root_, it->get<std::string>());
+  auto known = local_refs_.find(it->get_ref<const std::string&>());
+  if (known == local_refs_.end())  // an anchor's lookup walks the document: once per ref
+    known = local_refs_.emplace(it->get<std::string>(), local_ref(*root_, it->get<std::string>())).first;
+  *it = known->second;
   const std::string& ref = it->get_ref<const std::string&>();
   if (ref.rfind("#/", 0) == 0 || ref == "#") return Status();  // local: resolved (or refused) where used
   DSV4_RETURN_IF_ERROR(unenforced(path, "$ref", fmt::format(" ('{}' is not local: only JSON Pointers into this schema)", ref)));
@@ -247,16 +312,17 @@ bool Compiler::needs_reading(const Json& s) const {
   for (auto it = s.begin(); it != s.end(); ++it) {
     const std::string& k = it.key();
     if (!kKeywords.count(k) || (k == "items" && it->is_array())) return true;
-    if (k == "$ref" && (!it->is_string() || it->get_ref<const std::string&>().rfind('#', 0) != 0)) return true;
+    if (k == "$ref" && (!it->is_string() || (it->get_ref<const std::string&>().rfind("#/", 0) != 0 &&
+                                             it->get_ref<const std::string&>() != "#")))
+      return true;
     if (draft_ <= Draft::k07 && k == "$ref" && s.size() > 1) return true;
     if (draft_ == Draft::k04 && (k == "exclusiveMinimum" || k == "exclusiveMaximum") && it->is_boolean()) return true;
   }
   return false;
 }
 
-Result<const Json*> Compiler::read(const Json& s, const std::string& path) {
-  if (!s.is_object() || !needs_reading(s)) return &s;
-  std::vector<const Json*> pending = {&s};  // the copy's size, counted before it is made
+Status Compiler::charge(const Json& v, const std::string& path) {
+  std::vector<const Json*> pending = {&v};
   while (!pending.empty()) {
     const Json* x = pending.back();
     pending.pop_back();
@@ -265,6 +331,12 @@ Result<const Json*> Compiler::read(const Json& s, const std::string& path) {
     if (x->is_structured())
       for (const Json& c : *x) pending.push_back(&c);
   }
+  return Status();
+}
+
+Result<const Json*> Compiler::read(const Json& s, const std::string& path) {
+  if (!s.is_object() || !needs_reading(s)) return &s;
+  DSV4_RETURN_IF_ERROR(charge(s, path));  // the copy's size, counted before it is made
   Result<Json> r = read_in_draft(s, draft_, path);
   if (!r.ok()) return r.status();
   DSV4_RETURN_IF_ERROR(relax_ref(*r, path));
@@ -350,8 +422,6 @@ Result<int32_t> Compiler::literals(const Json& s, const std::string& path) {
     if (*ok) texts.push_back(v->dump(-1, ' ', false, Json::error_handler_t::replace));
   }
   if (texts.empty()) return fail(path, "unsatisfiable: no enum/const value satisfies the keywords beside it");
-  std::sort(texts.begin(), texts.end());
-  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
   return literal(std::move(texts));
 }
 
@@ -360,29 +430,35 @@ Result<int32_t> Compiler::literals(const Json& s, const std::string& path) {
 Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std::string& path) {
   const Json& list = *s.find(key);
   if (!list.is_array() || list.empty()) return fail(path, fmt::format("{} must be a non-empty array", key));
-  if (list.size() > static_cast<size_t>(kMaxAlternatives))
-    return fail(path, fmt::format("{} has {} branches, at most {}", key, list.size(), kMaxAlternatives));
+  if (list.size() >= static_cast<size_t>(kMaxExpanded))
+    return fail(path, fmt::format("{} has {} branches, at most {}", key, list.size(), kMaxExpanded - 1));
   const Json beside = constraints_beside(s, key);
   Node n;
   n.kind = Kind::kAnyOf;
   OneOf one_of{path + "/" + key, {}};
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string branch_path = fmt::format("{}/{}/{}", path, key, i);
+    const size_t n_one_of = one_of_.size();
     Result<int32_t> alt = 0;
     if (beside.empty()) {
       if (list[i] == Json(false)) continue;  // matches nothing: no branch
       alt = compile(list[i], branch_path);
     } else {
       Result<Json> merged = merger_.merge(beside, list[i], branch_path);
+      if (!merged.ok() && branch_unsatisfiable(merged.status(), branch_path)) continue;
       if (!merged.ok()) return merged.status();
       if (*merged == Json(false)) continue;
       alt = compile_merged(std::move(*merged), branch_path);
+    }
+    if (!alt.ok() && branch_unsatisfiable(alt.status(), branch_path)) {
+      one_of_.resize(n_one_of);  // the branch's own oneOfs are not generated
+      continue;
     }
     if (!alt.ok()) return alt.status();
     n.alternatives.push_back(*alt);
     one_of.branches.push_back(static_cast<int32_t>(i));
   }
-  if (n.alternatives.empty()) return fail(path, fmt::format("unsatisfiable: every branch of {} is false", key));
+  if (n.alternatives.empty()) return fail(path, fmt::format("unsatisfiable: every branch of {} matches nothing", key));
   if (std::string(key) == "oneOf") {
     one_of.branches.insert(one_of.branches.end(), n.alternatives.begin(), n.alternatives.end());
     one_of_.push_back(std::move(one_of));
@@ -397,15 +473,18 @@ Status Compiler::check_one_of() {
     const size_t n = o.branches.size() / 2;
     for (size_t i = 0; i < n; ++i)
       for (size_t j = i + 1; j < n; ++j)
-        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget)) {
+        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget) &&
+            !(separate_objects(grammar, o.branches[n + i], o.branches[n + j], budget) &&
+              provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget))) {
           if (!strict_) {
             DSV4_RETURN_IF_ERROR(unenforced(o.path.substr(0, o.path.size() - 6), "oneOf"));
             i = j = n;  // this oneOf is relaxed: on to the next
             break;
           }
           return fail(o.path, fmt::format("branches {} and {} may match the same value (oneOf is generated only where "
-                                          "its branches are provably disjoint: distinct types, const/enum values or a "
-                                          "required property with distinct constants){}",
+                                          "its branches are provably disjoint: distinct types, const/enum values, "
+                                          "patterns with no common string, a required property with distinct "
+                                          "constants or one the other object never lists){}",
                                           o.branches[i], o.branches[j],
                                           budget < 0 ? "; the proof ran out of its budget" : ""));
         }
@@ -463,8 +542,8 @@ Result<int32_t> Compiler::string_regex(const Json& s, const std::string& path, i
     if (bound >= 0 && (max_length < 0 || bound < max_length)) max_length = bound;
   }
   if (auto it = regex_ids_.find({pattern, format}); it != regex_ids_.end()) return it->second;
-  // Not strict: a format outside the list is relaxed (listed in grammar.relaxed) and the string
-  // is generated without it. A pattern the engine cannot compile is refused either way.
+  // Not strict: a format outside the list, or a pattern outside the regex subset (lookaround,
+  // backreferences, \b), is relaxed (listed in grammar.relaxed): the string is generated without it.
   std::shared_ptr<const Regex> re;
   if (f != s.end()) {
     Result<const Regex*> fr = format_regex(format);
@@ -475,8 +554,13 @@ Result<int32_t> Compiler::string_regex(const Json& s, const std::string& path, i
   if (p != s.end()) {
     Result<Regex> pr = compile_regex(pattern);
     if (pr.ok() && re) pr = intersect_regex(*pr, *re);
-    if (!pr.ok()) return fail(path, fmt::format("keyword 'pattern'{}: {}", re ? " with 'format'" : "", pr.message()));
-    re = std::make_shared<const Regex>(std::move(*pr));
+    if (pr.ok()) {
+      re = std::make_shared<const Regex>(std::move(*pr));
+    } else if (strict_) {
+      return fail(path, fmt::format("keyword 'pattern'{}: {}", re ? " with 'format'" : "", pr.message()));
+    } else {  // outside the engine's subset: the string is generated without it (relaxed, listed)
+      DSV4_RETURN_IF_ERROR(unenforced(path, "pattern"));
+    }
   }
   if (!re) return -1;
   grammar.regexes.push_back(std::move(re));
@@ -496,6 +580,7 @@ Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
   Result<int32_t> re = string_regex(s, path, n.max_length);
   if (!re.ok()) return re.status();
   n.regex = *re;
+  n.regex_exact = !s.contains("format");  // a format's automaton is a subset of it (formats.h)
   if (n.max_length >= 0 && n.max_length < n.min_length)
     return fail(path, "unsatisfiable: maxLength (or the format's bound) is below minLength");
   if (n.regex >= 0) {
@@ -507,19 +592,66 @@ Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
   return add(std::move(n));
 }
 
-// items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`).
-// uniqueItems true with more than one item: enforced where the items are enum/const strings,
-// booleans or null (whose equal values have equal texts; not numbers or containers) without a
-// tuple; at most as many items as values.
-Status Compiler::unique_items(Node& n, const std::string& path) {
-  const Node& items = grammar.nodes[n.items];
-  bool literal = n.prefix.empty() && items.kind == Kind::kLiteral;
-  for (size_t k = 0; literal && k < items.literals.size(); ++k) {
-    const char c = items.literals[k][0];
-    literal = c == '"' || c == 't' || c == 'f' || c == 'n';  // equal values have equal texts
+int32_t Compiler::through_hops(int32_t node) const {
+  for (int hop = 0; hop < kMaxSchemaDepth; ++hop) {
+    const Node& n = grammar.nodes[node];
+    if (n.kind != Kind::kAnyOf || n.alternatives.size() != 1) break;
+    node = n.alternatives[0];
   }
-  if (!literal)
-    return unenforced(path, "uniqueItems", " (only over enum/const strings, booleans and null, or with maxItems at most 1)");
+  return node;
+}
+
+// An integer node of at most kMaxUniqueValues values as the literal node of their texts; −1
+// when it has more.
+int32_t Compiler::integers_as_literal(const NumberRange& r) {
+  if (!r.bounded || r.fraction_digits != 0 || r.step <= 0) return -1;
+  const int64_t first = r.min >= 0 ? (r.min + r.step - 1) / r.step : -((-r.min) / r.step);
+  const int64_t last = r.max >= 0 ? r.max / r.step : -((-r.max + r.step - 1) / r.step);
+  if (last < first || last - first >= kMaxUniqueValues) return -1;
+  std::vector<std::string> texts;
+  for (int64_t k = first; k <= last; ++k) texts.push_back(std::to_string(k * r.step));
+  return literal(std::move(texts));
+}
+
+// Whether no two literals are equal as JSON values (1 and 1.0, objects with their members in
+// another order): then equal items are the same literal.
+bool distinct_values(const std::vector<std::string>& texts) {
+  std::vector<nlohmann::json> values;
+  for (const std::string& t : texts) values.push_back(nlohmann::json::parse(t));
+  for (size_t a = 0; a < values.size(); ++a)
+    for (size_t b = a + 1; b < values.size(); ++b)
+      if (values[a] == values[b]) return false;
+  return true;
+}
+
+// items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`).
+// uniqueItems true with more than one item, without a tuple: enforced over literals of distinct
+// values (at most kMaxUniqueValues; integers in such a range become literals), and over plain
+// strings (at most kMaxUniqueStrings items).
+Status Compiler::unique_items(Node& n, const std::string& path) {
+  const char* const kWhere = " (only over enum/const values, booleans, null, integers in a range of at most 64 values, "
+                             "and strings without maxLength/pattern/format)";
+  if (!n.prefix.empty()) return unenforced(path, "uniqueItems", " (not with prefixItems or tuple items)");
+  n.items = through_hops(n.items);
+  const Node& item = grammar.nodes[n.items];
+  if (item.kind == Kind::kInteger) {
+    const NumberRange range = item.range;  // integers_as_literal adds a node
+    if (const int32_t lit = integers_as_literal(range); lit >= 0) n.items = lit;
+  } else if (item.kind == Kind::kString && item.regex < 0 && item.max_length < 0) {
+    if (n.min_items > kMaxUniqueStrings)
+      return unenforced(path, "uniqueItems", fmt::format(" (minItems {} over strings, at most {})", n.min_items,
+                                                         kMaxUniqueStrings));
+    if (n.max_items < 0 || n.max_items > kMaxUniqueStrings) n.max_items = kMaxUniqueStrings;
+    n.unique_hashed = true;
+    return Status();
+  }
+  const Node& items = grammar.nodes[n.items];
+  if (items.kind != Kind::kLiteral) return unenforced(path, "uniqueItems", kWhere);
+  if (items.literals.size() > static_cast<size_t>(kMaxUniqueValues))
+    return unenforced(path, "uniqueItems", fmt::format(" (over {} values, at most {})", items.literals.size(),
+                                                       kMaxUniqueValues));
+  if (!distinct_values(items.literals))
+    return unenforced(path, "uniqueItems", " (over enum values of which two are equal, as 1 and 1.0)");
   const int64_t values = static_cast<int64_t>(items.literals.size());
   if (n.min_items > values)
     return fail(path, fmt::format("unsatisfiable: minItems {} with uniqueItems over {} values", n.min_items, values));
@@ -570,49 +702,99 @@ Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
   return add(std::move(n));
 }
 
-// The listed properties in document order, then required names not among them (their value:
-// additionalProperties, else anything); a property whose schema is false is never generated
-// (refused when required).
-Result<std::vector<Property>> Compiler::properties(const Json& s, const std::string& path, bool dsml) {
-  static const Json kAnything = true;
-  std::vector<std::pair<std::string, const Json*>> listed;
-  if (const auto props = s.find("properties"); props != s.end()) {
+// The names an object lists, in this order: `properties` in document order, then required names
+// not among them, then (with no `properties`) propertyNames' enum and dependentRequired's names,
+// then the names dependentRequired asks of a listed one.
+Result<std::vector<Compiler::Listed>> Compiler::listed_names(const Json& s, const std::string& path,
+                                                             const ObjectKeyRules& rules) {
+  std::vector<Listed> listed;
+  const auto props = s.find("properties");
+  if (props != s.end()) {
     if (!props->is_object()) return fail(path, "properties must be an object");
     if (props->size() > static_cast<size_t>(kMaxProperties))
       return fail(path, fmt::format("{} properties, at most {}", props->size(), kMaxProperties));
-    for (auto it = props->begin(); it != props->end(); ++it) listed.emplace_back(it.key(), &it.value());
+    for (auto it = props->begin(); it != props->end(); ++it) listed.push_back({it.key(), &it.value(), false});
   }
-  const auto additional = s.find("additionalProperties");
-  std::set<std::string> required;
+  auto find = [&](const std::string& name) {
+    return std::find_if(listed.begin(), listed.end(), [&](const Listed& l) { return l.name == name; });
+  };
+  auto add_name = [&](const std::string& name) -> Status {
+    if (find(name) != listed.end()) return Status();
+    listed.push_back({name, nullptr, false});  // checked as it grows: the search stays short
+    if (listed.size() > static_cast<size_t>(kMaxProperties))
+      return fail(path, fmt::format("more than {} properties (required and dependentRequired ones included)",
+                                    kMaxProperties));
+    return Status();
+  };
   if (const auto it = s.find("required"); it != s.end()) {
     if (!it->is_array()) return fail(path, "required must be an array of strings");
     for (const Json& r : *it) {
       if (!r.is_string()) return fail(path, "required must be an array of strings");
-      const std::string& name = r.get<std::string>();
-      auto p = std::find_if(listed.begin(), listed.end(), [&](const auto& kv) { return kv.first == name; });
-      if (p == listed.end()) {
-        if (additional != s.end() && *additional == Json(false))
-          return fail(path, fmt::format("unsatisfiable: required '{}' is not among properties and additionalProperties "
-                                        "is false", name));
-        listed.emplace_back(name, additional != s.end() && additional->is_object() ? &*additional : &kAnything);
-        p = listed.end() - 1;
-        if (listed.size() > static_cast<size_t>(kMaxProperties))  // checked as it grows: the search stays short
-          return fail(path, fmt::format("more than {} properties (required ones included)", kMaxProperties));
-      }
-      if (*p->second == Json(false))
-        return fail(path, fmt::format("unsatisfiable: required '{}' has the schema false", name));
-      required.insert(name);
+      DSV4_RETURN_IF_ERROR(add_name(r.get<std::string>()));
+      find(r.get<std::string>())->required = true;
     }
   }
-  if (listed.size() > static_cast<size_t>(kMaxProperties))
-    return fail(path, fmt::format("{} properties, at most {}", listed.size(), kMaxProperties));
+  const bool unlisted = props == s.end() || props->empty();
+  if (unlisted)
+    for (const std::string& name : rules.names) DSV4_RETURN_IF_ERROR(add_name(name));
+  for (const auto& [trigger, needed] : rules.dependent_required) {
+    if (unlisted) DSV4_RETURN_IF_ERROR(add_name(trigger));
+    if (find(trigger) == listed.end()) continue;  // never generated: nothing to require
+    for (const std::string& name : needed) DSV4_RETURN_IF_ERROR(add_name(name));
+  }
+  return listed;
+}
+
+// The schema a listed key's value takes: its `properties` entry and the schema of every pattern
+// (patternProperties) its name matches, else additionalProperties (else anything); nullptr when
+// the key can never be present (a schema false, or propertyNames refuses the name).
+Result<const Json*> Compiler::key_schema(const Json& s, const Listed& key, const ObjectKeyRules& rules,
+                                         const std::string& path) {
+  if (!rules.name_allowed(key.name)) return nullptr;
+  return conjunction(s, key.schema, rules.matching(key.name), rules, path);
+}
+
+Result<const Json*> Compiler::conjunction(const Json& s, const Json* listed, uint64_t matching,
+                                          const ObjectKeyRules& rules, const std::string& path) {
+  static const Json kAnything = true;
+  std::vector<const Json*> parts;
+  if (listed != nullptr) parts.push_back(listed);
+  for (size_t i = 0; i < rules.patterns.size(); ++i)
+    if (matching >> i & 1) parts.push_back(rules.patterns[i].schema);
+  if (parts.empty()) {
+    const auto additional = s.find("additionalProperties");
+    parts.push_back(additional == s.end() ? &kAnything : &*additional);
+  }
+  if (std::any_of(parts.begin(), parts.end(), [](const Json* p) { return *p == Json(false); })) return nullptr;
+  if (parts.size() == 1) return parts[0];
+  Json all = Json::array();
+  for (const Json* p : parts) {
+    DSV4_RETURN_IF_ERROR(charge(*p, path));
+    all.push_back(*p);
+  }
+  merged_.push_back(Json{{"allOf", std::move(all)}});
+  return &merged_.back();
+}
+
+// The listed properties (listed_names) with their values' nodes; a key that can never be present
+// is left out (refused when required).
+Result<std::vector<Property>> Compiler::properties(const Json& s, const std::string& path, bool dsml,
+                                                   const ObjectKeyRules& rules) {
+  Result<std::vector<Listed>> listed = listed_names(s, path, rules);
+  if (!listed.ok()) return listed.status();
   std::vector<Property> out;
-  for (const auto& [name, schema] : listed) {
-    if (*schema == Json(false)) continue;
-    Result<int32_t> value = compile(*schema, path + "/properties/" + pointer_token(name));
+  for (const Listed& l : *listed) {
+    Result<const Json*> schema = key_schema(s, l, rules, path);
+    if (!schema.ok()) return schema.status();
+    if (*schema == nullptr) {
+      if (!l.required) continue;
+      return fail(path, fmt::format("unsatisfiable: required '{}' can never be present (its schema is false, "
+                                    "additionalProperties is false or propertyNames refuses it)", l.name));
+    }
+    Result<int32_t> value = compile(**schema, path + "/properties/" + pointer_token(l.name));
     if (!value.ok()) return value.status();
     int32_t node = *value;
-    std::string key = escaped_key(name);
+    std::string key = escaped_key(l.name);
     if (dsml) {  // string="true": a string parameter's raw text (text.md §3.8)
       const Node& v = grammar.nodes[node];
       const bool raw = v.kind == Kind::kString;
@@ -624,14 +806,63 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
         r.regex = v.regex;
         node = add(std::move(r));
       }
-      key = "<｜DSML｜parameter name=\"" + name + "\" string=\"" + (raw ? "true" : "false") + "\">";
+      key = "<｜DSML｜parameter name=\"" + l.name + "\" string=\"" + (raw ? "true" : "false") + "\">";
     }
-    out.push_back(Property{std::move(key), node, required.count(name) > 0});
+    out.push_back(Property{std::move(key), node, l.required});
   }
   return out;
 }
 
-// minProperties/maxProperties: on listed objects both (at most 64 properties), on open ones
+// dependentRequired on a listed object: Node::needs, per property the ones its presence requires
+// (transitively). A property that requires one that can never be present is left out (refused
+// when required).
+Status Compiler::dependencies(const ObjectKeyRules& rules, Node& n, const std::string& path) {
+  if (rules.dependent_required.empty()) return Status();
+  if (n.properties.size() > static_cast<size_t>(kMaxDependentProperties))  // Node::needs, Frame::present: 64 bits
+    return unenforced(path, "dependentRequired",
+                      fmt::format(" on an object of {} properties (at most {})", n.properties.size(),
+                                  kMaxDependentProperties));
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    auto index = [&](const std::string& name) {
+      const std::string key = escaped_key(name);
+      for (size_t k = 0; k < n.properties.size(); ++k)
+        if (n.properties[k].key == key) return static_cast<int32_t>(k);
+      return -1;
+    };
+    std::vector<uint64_t> needs(n.properties.size(), 0);
+    for (const auto& [trigger, needed] : rules.dependent_required) {
+      const int32_t a = index(trigger);
+      if (a < 0) continue;
+      for (const std::string& name : needed) {
+        const int32_t b = index(name);
+        if (b >= 0) {
+          needs[a] |= uint64_t{1} << b;
+          continue;
+        }
+        if (n.properties[a].required)
+          return fail(path, fmt::format("unsatisfiable: required '{}' needs '{}' (dependentRequired), which can never "
+                                        "be present", trigger, name));
+        n.properties.erase(n.properties.begin() + a);
+        dropped = true;
+        break;
+      }
+      if (dropped) break;
+    }
+    if (dropped) continue;
+    for (bool grew = true; grew;) {  // transitive closure (at most 64 properties)
+      grew = false;
+      for (size_t k = 0; k < needs.size(); ++k)
+        for (size_t j = 0; j < needs.size(); ++j)
+          if ((needs[k] >> j & 1) && (needs[k] | needs[j]) != needs[k]) needs[k] |= needs[j], grew = true;
+    }
+    for (size_t k = 0; k < needs.size(); ++k) needs[k] &= ~(uint64_t{1} << k);
+    n.needs = std::move(needs);
+  }
+  return Status();
+}
+
+// minProperties/maxProperties: on listed objects both (at most kMaxProperties), on open ones
 // maxProperties (minProperties there is relaxed or refused).
 Status Compiler::property_counts(const Json& s, Node& n, const std::string& path) {
   Result<int64_t> lo = count(s, "minProperties", path, 0), hi = count(s, "maxProperties", path, -1);
@@ -656,31 +887,131 @@ Status Compiler::property_counts(const Json& s, Node& n, const std::string& path
   return Status();
 }
 
+// Any keys, each value additionalProperties (else anything).
+Result<int32_t> Compiler::open_object(const Json& s, Node& n, const std::string& path) {
+  n.open = true;
+  if (const auto additional = s.find("additionalProperties"); additional != s.end() && additional->is_object()) {
+    Result<int32_t> values = compile(*additional, path + "/additionalProperties");
+    if (!values.ok()) return values.status();
+    n.values = *values;
+  } else {
+    n.values = any();
+  }
+  DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
+  return add(std::move(n));
+}
+
+// An object without listed keys whose keys patternProperties/propertyNames constrain: an open
+// object over the key automaton (key_automaton.h), each label's value the conjunction of its
+// patterns' schemas (none: additionalProperties). Where no key has infinitely many ways on
+// (finitely many keys are allowed), the first kMaxFiniteKeys of them are listed instead.
+Result<int32_t> Compiler::keyed_object(const Json& s, const ObjectKeyRules& rules, Node& n, const std::string& path) {
+  const auto additional = s.find("additionalProperties");
+  std::vector<const Regex*> patterns;
+  for (const ObjectKeyRules::Pattern& p : rules.patterns) patterns.push_back(p.re.get());
+  auto allowed = [&](uint64_t mask) {
+    if (mask == 0) return additional == s.end() || *additional != Json(false);
+    for (size_t i = 0; i < rules.patterns.size(); ++i)
+      if ((mask >> i & 1) && *rules.patterns[i].schema == Json(false)) return false;
+    return true;
+  };
+  std::set<uint64_t> unsatisfiable;  // sets of patterns whose schemas no value meets together
+  Result<KeyAutomaton> keys = Status();
+  for (bool again = true; again;) {  // until no label's value is unsatisfiable (their sets only grow)
+    again = false;
+    keys = build_key_automaton(patterns, rules.names_re.get(),
+                               [&](uint64_t mask) { return allowed(mask) && !unsatisfiable.count(mask); }, path);
+    if (!keys.ok() && !strict_ && !(additional != s.end() && *additional == Json(false))) {  // relaxed: any key
+      DSV4_RETURN_IF_ERROR(unenforced(path, patterns.empty() ? "propertyNames" : "patternProperties"));
+      return open_object(s, n, path);
+    }
+    if (!keys.ok()) return keys.status();
+    n.open = keys->start >= 0 && keys->infinite[keys->start] != 0;  // else {} only
+    for (size_t label = 0; n.open && label < keys->label_patterns.size(); ++label) {
+      const uint64_t mask = keys->label_patterns[label];
+      Result<const Json*> schema = conjunction(s, nullptr, mask, rules, path);
+      if (!schema.ok()) return schema.status();
+      const std::string at = mask == 0 ? path + "/additionalProperties"
+                                       : path + "/patternProperties/" +
+                                             pointer_token(rules.patterns[__builtin_ctzll(mask)].text);
+      Result<int32_t> value = compile(**schema, at);
+      if (!value.ok() && has_prefix_word(value.message(), "unsatisfiable")) {
+        unsatisfiable.insert(mask);  // a key with this label can never be present
+        again = true;
+        continue;
+      }
+      if (!value.ok()) return value.status();
+      keys->label_value[label] = *value;
+    }
+  }
+  if (!n.open) {  // finitely many keys: the first kMaxFiniteKeys of them, listed
+    ObjectKeyRules finite = rules;
+    finite.names = finite_keys(*keys, kMaxFiniteKeys);
+    finite.names_listed = true;
+    Result<std::vector<Property>> listed = properties(s, path, false, finite);
+    if (!listed.ok()) return listed.status();
+    n.properties = std::move(*listed);
+  }
+  DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
+  if (!n.open) return add(std::move(n));
+  n.values = any();  // unused: each key's label decides its value
+  n.keys = static_cast<int32_t>(grammar.key_automata.size());
+  grammar.key_automata.push_back(std::make_shared<const KeyAutomaton>(std::move(*keys)));
+  return add(std::move(n));
+}
+
+// patternProperties, propertyNames and dependentRequired of s (propertyNames read in the draft,
+// a $ref in it followed).
+Result<ObjectKeyRules> Compiler::key_rules(const Json& s, const std::string& path) {
+  const Json* names = nullptr;
+  if (const auto it = s.find("propertyNames"); it != s.end()) {
+    names = &*it;
+    for (int hop = 0;; ++hop) {
+      Result<const Json*> r = read(*names, path + "/propertyNames");
+      if (!r.ok()) return r.status();
+      names = *r;
+      if (!names->is_object() || !names->contains("$ref") || names->size() != 1) break;
+      if (hop >= kMaxSchemaDepth || !(*names)["$ref"].is_string())
+        return fail(path + "/propertyNames", "$ref must be a string naming a schema (at most 128 hops)");
+      Result<const Json*> target = resolve_local_ref(*root_, (*names)["$ref"].get<std::string>());
+      if (!target.ok()) return fail(path + "/propertyNames", target.message());
+      names = *target;
+    }
+  }
+  return object_key_rules(s, names, path);
+}
+
 Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
   Node n;
   n.kind = Kind::kObject;
   const auto additional = s.find("additionalProperties");
   if (additional != s.end() && !additional->is_boolean() && !additional->is_object())
     return fail(path, "additionalProperties must be a boolean or a schema");
-  const bool closed = additional != s.end() && additional->is_boolean() && !additional->get<bool>();
+  Result<ObjectKeyRules> rules = key_rules(s, path);
+  if (!rules.ok() && !strict_) {  // relaxed: the keys' keywords are dropped
+    for (const char* k : {"patternProperties", "propertyNames", "dependentRequired"})
+      if (s.contains(k)) DSV4_RETURN_IF_ERROR(unenforced(path, k));
+    rules = ObjectKeyRules{};
+  }
+  if (!rules.ok()) return rules.status();
+  const bool closed = (additional != s.end() && *additional == Json(false)) || rules->none;
   const auto props = s.find("properties");
   const bool requires_keys = s.contains("required") && !(s["required"].is_array() && s["required"].empty());
-  if ((props == s.end() || (props->is_object() && props->empty())) && !closed && !requires_keys) {
-    n.open = true;
-    if (additional != s.end() && additional->is_object()) {
-      Result<int32_t> values = compile(*additional, path + "/additionalProperties");
-      if (!values.ok()) return values.status();
-      n.values = *values;
-    } else {
-      n.values = any();
-    }
-    DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
-    return add(std::move(n));
+  const bool listed = (props != s.end() && !(props->is_object() && props->empty())) || requires_keys ||
+                      !rules->dependent_required.empty() || rules->names_listed;
+  if (!listed && !rules->none && (!closed || !rules->patterns.empty())) {
+    if (rules->constrains_keys()) return keyed_object(s, *rules, n, path);
+    return open_object(s, n, path);
   }
-  Result<std::vector<Property>> listed = properties(s, path, false);
-  if (!listed.ok()) return listed.status();
-  n.properties = std::move(*listed);
+  Result<std::vector<Property>> keys = properties(s, path, false, *rules);
+  if (!keys.ok()) return keys.status();
+  n.properties = std::move(*keys);
+  DSV4_RETURN_IF_ERROR(dependencies(*rules, n, path));
   DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
+  if (!n.needs.empty() && (n.min_properties > 0 || n.max_properties >= 0)) {
+    DSV4_RETURN_IF_ERROR(unenforced(path, "dependentRequired", " (beside minProperties/maxProperties)"));
+    n.needs.clear();
+  }
   return add(std::move(n));
 }
 
@@ -699,21 +1030,32 @@ Result<int32_t> Compiler::dsml_params(const Json& raw, const std::string& path) 
   }
   if (const auto t = schema.find("type"); t != schema.end() && *t != "object")
     return fail(path, "a tool's parameters must be of type object");
-  Result<std::vector<Property>> listed = properties(schema, path, true);
+  Result<std::vector<Property>> listed = properties(schema, path, true, ObjectKeyRules{});
   if (!listed.ok()) return listed.status();
   n.properties = std::move(*listed);
   return add(std::move(n));
 }
 
-// The grammar's depth facts; errors name `what` (the schema or the tools).
+// Each listed object's keys in byte order (the matcher narrows ranges of it).
+void order_keys(Grammar& g) {
+  for (Node& n : g.nodes) {
+    const size_t size = n.properties.size();
+    n.key_order.resize(size);
+    n.key_rank.resize(size);
+    for (size_t k = 0; k < size; ++k) n.key_order[k] = static_cast<int32_t>(k);
+    std::sort(n.key_order.begin(), n.key_order.end(),
+              [&](int32_t a, int32_t b) { return n.properties[a].key < n.properties[b].key; });
+    for (size_t k = 0; k < size; ++k) n.key_rank[n.key_order[k]] = static_cast<uint32_t>(k);
+  }
+}
+
+// The grammar's depth facts and key orders; errors name `what` (the schema or the tools).
 Status finish(Grammar& g, const std::string& what) {
+  order_keys(g);
   Result<std::vector<int32_t>> depth = min_depth(g);
   if (!depth.ok()) return depth.status();
   g.min_depth = std::move(*depth);
-  int32_t readings = 0;
-  if (const int32_t node = too_many_readings(g, readings); node >= 0)
-    return Status::errorf("{}: a value may begin {} ways at once (anyOf branches, type lists and the tools of a "
-                          "forced call, $refs followed), the matcher follows at most {}", what, readings, kMaxStacks);
+  DSV4_RETURN_IF_ERROR(check_readings(g, what));
   if (g.min_depth[g.root] >= kMaxDepth)
     return Status::errorf("{}: its values nest {} containers deep, at most {}", what, g.min_depth[g.root],
                           kMaxDepth - 1);

@@ -7,12 +7,15 @@
 // properties (a property schema false: never generated), required, additionalProperties (false,
 // or absent/true: the listed properties only are generated, which still validates), items
 // (false: empty arrays), prefixItems (tuples), minItems/maxItems, minProperties/maxProperties
-// (listed objects; open ones: max), uniqueItems (false, or with maxItems <= 1), enum
-// and const (the values that satisfy their siblings, schema_literals.h), anyOf, oneOf (where its
+// (listed objects; open ones: max), uniqueItems (over literals of distinct values, small integer
+// ranges and plain strings; or with maxItems <= 1), enum and const (the values that satisfy their
+// siblings, schema_literals.h), anyOf (a branch that matches nothing is left out), oneOf (where its
 // branches are provably disjoint, grammar_analysis.h), $ref to any local JSON Pointer
 // (schema_ref.h) with $defs/definitions anywhere, minLength/maxLength (integral floats too),
 // pattern and format (regex.h, formats.h; both: their intersection), and minimum/maximum/
-// exclusive*/multipleOf on integers and numbers (schema_number.h). Without `type` every type is
+// exclusive*/multipleOf on integers and numbers (schema_number.h), patternProperties,
+// propertyNames and dependentRequired (schema_keys.h: listed keys take the patterns they match;
+// an object without listed keys runs a KeyAutomaton). Without `type` every type is
 // allowed and each keyword constrains its own type. Keywords are read in the document's draft
 // (schema_dialect.h: annotations and non-standard keywords ignored); any other standard keyword
 // is an error naming it and its place (CompileOptions::strict), or relaxed and listed in
@@ -40,22 +43,27 @@
 
 #include "base/ordered_json.h"
 #include "base/status.h"
+#include "grammar/key_automaton.h"
 #include "grammar/regex.h"
 
 namespace dsv4::grammar {
 
 constexpr int kMaxWhitespace = 16;   // whitespace characters per gap
 constexpr int kMaxDigits = 15;       // digits of a number's integer and fraction parts
-constexpr int kMaxProperties = 64;   // properties of one object schema
-constexpr int kMaxLiterals = 64;     // enum values
-constexpr int kMaxAlternatives = 16; // anyOf / type-list branches of one node
+constexpr int kMaxProperties = 1024; // properties of one object schema (required ones included)
+constexpr int kMaxDependentProperties = 64;  // properties of an object with dependentRequired (bit masks)
+constexpr int kMaxFiniteKeys = 64;  // keys listed where patternProperties/propertyNames allow finitely many
+constexpr int kMaxLiterals = 4096;   // enum values
+constexpr int kMaxUniqueValues = 64; // values of a uniqueItems array's items (a 64-bit set per array)
+constexpr int kMaxUniqueStrings = 32;  // items of a uniqueItems array of strings (a hash of each kept)
+constexpr int kMaxAlternatives = 64; // branches of an anyOf two merged anyOfs make; schemas of one allOf
 constexpr int kMaxNodes = 4096;      // nodes of one grammar, and schemas compiled into it
 constexpr int kMaxSchemaDepth = 128; // schema levels on one compile path, $ref hops included
 constexpr int kMaxDepth = 32;        // frames of the matcher: nested containers + the scalar in them
-// Readings the matcher follows at once (json_matcher.h): a grammar where one value may open more
-// is refused (grammar_analysis.h too_many_readings), so that no reading is ever dropped.
-constexpr int kMaxStacks = kMaxAlternatives;
-constexpr int kMaxExpanded = 4 * kMaxAlternatives;  // anyOf nodes and branches one value's start visits
+// Readings the matcher follows at once (json_matcher.h): a grammar where the readings may ever
+// exceed it is refused (grammar_analysis.h check_readings), so that no reading is ever dropped.
+constexpr int kMaxStacks = 32;
+constexpr int kMaxExpanded = 256;    // anyOf nodes and branches one value's start visits
 constexpr int kMaxRelaxed = 32;      // relaxed keywords listed (Grammar::relaxed)
 constexpr int kMaxSeparatorSpace = 4;  // whitespace characters after a separator's ',' or ':'
 
@@ -98,19 +106,31 @@ struct Node {
   // kObject
   bool open = false;                 // any keys, each value `values` (an object without properties)
   int32_t values = -1;
+  int32_t keys = -1;  // open: its keys' automaton (Grammar::key_automata; each label its value), −1: any key
   std::vector<Property> properties;  // in generation order
+  // dependentRequired: needs[k], the properties that must follow once property k is present
+  // (transitively; bit j: properties[j]; at most 64 properties). Empty: no dependencies.
+  std::vector<uint64_t> needs;
+  // Property indices by key bytes, and each property's position there (sorted_texts.h: the key
+  // candidates are a range of this order).
+  std::vector<int32_t> key_order;
+  std::vector<uint32_t> key_rank;
   int64_t min_properties = 0, max_properties = -1;  // −1: unbounded (open objects: max only)
   // kArray: item i takes prefix[i] (prefixItems, tuples), the ones after it `items`
   std::vector<int32_t> prefix;
   int32_t items = -1;
-  bool unique = false;  // uniqueItems: `items` is a kLiteral node (no numbers), each used once
+  bool unique = false;  // uniqueItems: `items` is a kLiteral node of distinct values, each used once
+  // uniqueItems: `items` is a plain kString (no maxLength, pattern or format), generated without
+  // escapes (its bytes are the value) and kept as a hash (json_matcher.h); at most kMaxUniqueStrings
+  bool unique_hashed = false;
   int64_t min_items = 0, max_items = -1;  // −1: unbounded
   // kString
   int64_t min_length = 0, max_length = -1;  // Unicode code points; −1: unbounded
   int32_t regex = -1;  // kString: Grammar::regexes index (pattern, format, both); −1: none
+  bool regex_exact = true;  // the regex is the pattern's language (false: a format's, a subset of it)
   // kNumber / kInteger
   NumberRange range;
-  // kLiteral
+  // kLiteral: sorted by bytes, without repeats (sorted_texts.h)
   std::vector<std::string> literals;
   // kAnyOf
   std::vector<int32_t> alternatives;
@@ -147,6 +167,7 @@ struct Grammar {
   // where it can still close within its depth bound).
   std::vector<int32_t> min_depth;
   std::vector<std::shared_ptr<const Regex>> regexes;  // patterns and formats of string nodes
+  std::vector<std::shared_ptr<const KeyAutomaton>> key_automata;  // keys of open objects (Node::keys)
 };
 
 // Errors name the keyword and its JSON pointer: "schema /properties/a: keyword 'pattern' is not

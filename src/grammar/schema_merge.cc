@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "grammar/schema_literals.h"
 #include "grammar/schema_ref.h"
 
@@ -127,6 +128,7 @@ Result<Json> SchemaMerger::merge_at(const Json& a, const Json& b, const std::str
   if (ea->is_boolean() || eb->is_boolean()) return merge_at(*ea, *eb, path, depth + 1);
   Json r = std::move(*ea);
   DSV4_RETURN_IF_ERROR(charge(r, path));
+  const bool a_patterns = r.contains("patternProperties");
   for (auto it = eb->begin(); it != eb->end(); ++it) {
     const std::string& k = it.key();
     if (kPassive.count(k) || k == "properties" || k == "additionalProperties") continue;
@@ -134,7 +136,8 @@ Result<Json> SchemaMerger::merge_at(const Json& a, const Json& b, const std::str
   }
   if (r.contains("properties") || r.contains("additionalProperties") || eb->contains("properties") ||
       eb->contains("additionalProperties")) {
-    const Json ra = r;
+    Json ra = r;  // A as it was (the loop above may have copied B's patternProperties in)
+    if (!a_patterns) ra.erase("patternProperties");
     DSV4_RETURN_IF_ERROR(merge_properties(r, ra, *eb, path));
   }
   return r;
@@ -171,8 +174,9 @@ Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb
       if (std::find(va.begin(), va.end(), name) == va.end()) va.push_back(name);
   } else if (k == "enum") {
     if (!va.is_array() || !vb.is_array()) return fail("enum must be a non-empty array");
-    if (va.size() > static_cast<size_t>(kMaxLiterals) || vb.size() > static_cast<size_t>(kMaxLiterals))
-      return fail(fmt::format("enum has more than {} values", kMaxLiterals));
+    if (va.size() * vb.size() > static_cast<size_t>(kMaxMergedEnumPairs))  // each pair compared once
+      return fail(fmt::format("merging two enums of {} and {} values compares more than {} pairs", va.size(),
+                              vb.size(), kMaxMergedEnumPairs));
     Json common = Json::array();
     for (const Json& x : va)
       if (std::any_of(vb.begin(), vb.end(), [&](const Json& y) { return same_json_value(x, y); })) common.push_back(x);
@@ -186,6 +190,9 @@ Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb
   } else if (k == "items") {
     if (va.is_array() || vb.is_array()) return fail("keyword 'items' as an array (tuples) in a merge is not supported");
     va = both(va, vb);
+  } else if (k == "patternProperties") {  // per pattern: both schemas
+    if (!va.is_object() || !vb.is_object()) return fail("patternProperties must be an object");
+    for (auto p = vb.begin(); p != vb.end(); ++p) va[p.key()] = va.contains(p.key()) ? both(va[p.key()], *p) : *p;
   } else if (k == "anyOf") {  // (a1 | a2) & (b1 | b2) = a1&b1 | a1&b2 | ...
     if (!va.is_array() || !vb.is_array()) return fail("anyOf must be a non-empty array");
     if (va.size() * vb.size() > static_cast<size_t>(kMaxAlternatives))
@@ -211,9 +218,52 @@ Status SchemaMerger::merge_properties(Json& r, const Json& a, const Json& b, con
   if (!pa.is_object() || !pb.is_object())
     return Status::errorf("schema {}: properties must be an object", path.empty() ? "/" : path);
   const auto xa = a.find("additionalProperties"), xb = b.find("additionalProperties");
+  // patternProperties (merged into r, applied to every key when compiled): a key one side's
+  // patterns match takes no additionalProperties from that side. A pattern of x that y lacks,
+  // beside y's additionalProperties: a key it matches that y does not list takes y's
+  // additionalProperties too, folded into the merged pattern's schema; where y lists a key it
+  // matches (or the pattern cannot be compiled) that is not exact: refused (relaxed). With y's
+  // additionalProperties false, only keys y lists may be present: the pattern's schema goes into
+  // the listed keys it matches, and the pattern leaves the merge (`inlined`).
+  std::vector<std::string> inlined;
+  auto fold = [&](const Json& x, const Json& y, const Json& py, const Json* y_extra) {
+    const auto px = x.find("patternProperties");
+    if (px == x.end() || !px->is_object() || y_extra == nullptr || *y_extra == Json(true)) return true;
+    const auto ys = y.find("patternProperties");
+    for (auto it = px->begin(); it != px->end(); ++it) {
+      if (ys != y.end() && ys->is_object() && ys->contains(it.key())) continue;
+      Result<Regex> re = compile_regex(it.key());
+      if (!re.ok()) return false;
+      if (*y_extra == Json(false)) {
+        inlined.push_back(it.key());
+        continue;
+      }
+      for (auto k = py.begin(); k != py.end(); ++k)
+        if (matches_utf8(*re, k.key())) return false;
+      Json& merged = r["patternProperties"][it.key()];
+      merged = both(merged, *y_extra);
+    }
+    return true;
+  };
+  bool exempt = true;  // whether a side's patterns exempt keys from its additionalProperties
+  if (!fold(a, b, pb, xb == b.end() ? nullptr : &*xb) || !fold(b, a, pa, xa == a.end() ? nullptr : &*xa)) {
+    if (!relax_)
+      return Status::errorf("schema {}: keyword 'patternProperties' in one schema of a merge beside "
+                            "additionalProperties in the other is not supported (a key the other lists matches a "
+                            "pattern)", path.empty() ? "/" : path);
+    DSV4_RETURN_IF_ERROR(relax_(path, "patternProperties"));
+    r.erase("patternProperties");
+    exempt = false;
+  }
   Json props = Json::object();
-  auto side = [](const Json& p, const std::string& key, const Json* extra) -> const Json* {
+  auto side = [&](const Json& s, const Json& p, const std::string& key, const Json* extra) -> const Json* {
     if (const auto it = p.find(key); it != p.end()) return &*it;
+    if (const auto pp = s.find("patternProperties"); exempt && pp != s.end() && pp->is_object())
+      for (auto it = pp->begin(); it != pp->end(); ++it) {
+        // A pattern the engine cannot take is refused (or relaxed) where the merged object compiles.
+        Result<Regex> re = compile_regex(it.key());
+        if (re.ok() && matches_utf8(*re, key)) return nullptr;  // the pattern's schema applies when compiled
+      }
     return extra;  // nullptr: anything
   };
   std::vector<std::string> keys;
@@ -221,10 +271,18 @@ Status SchemaMerger::merge_properties(Json& r, const Json& a, const Json& b, con
   for (auto it = pb.begin(); it != pb.end(); ++it)
     if (!pa.contains(it.key())) keys.push_back(it.key());
   for (const std::string& key : keys) {
-    const Json* sa = side(pa, key, xa == a.end() ? nullptr : &*xa);
-    const Json* sb = side(pb, key, xb == b.end() ? nullptr : &*xb);
-    props[key] = sa && sb ? both(*sa, *sb) : sa ? *sa : *sb;
+    const Json* sa = side(a, pa, key, xa == a.end() ? nullptr : &*xa);
+    const Json* sb = side(b, pb, key, xb == b.end() ? nullptr : &*xb);
+    props[key] = sa && sb ? both(*sa, *sb) : sa ? *sa : sb ? *sb : Json(true);
   }
+  for (const std::string& pattern : inlined) {
+    if (!r.contains("patternProperties") || !r["patternProperties"].contains(pattern)) continue;
+    Result<Regex> re = compile_regex(pattern);  // compiled in fold() before
+    for (const std::string& key : keys)
+      if (re.ok() && matches_utf8(*re, key)) props[key] = both(props[key], r["patternProperties"][pattern]);
+    r["patternProperties"].erase(pattern);
+  }
+  if (r.contains("patternProperties") && r["patternProperties"].empty()) r.erase("patternProperties");
   if (!keys.empty()) r["properties"] = std::move(props);
   if (xa != a.end() && xb != b.end()) r["additionalProperties"] = both(*xa, *xb);
   else if (xb != b.end()) r["additionalProperties"] = *xb;

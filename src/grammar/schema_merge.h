@@ -7,7 +7,7 @@
 //   common values; min*: the larger, max*: the smaller; uniqueItems: either; items: merged;
 //   properties/additionalProperties: per key, (A's property or A's additionalProperties) and
 //   (B's or B's), and the additionalProperties of both; anyOf in both: the branch products (at
-//   most kMaxAlternatives); a keyword in one only is kept.
+//   most kMaxAlternatives, and allOf of at most kMaxAlternatives schemas); a keyword in one only is kept.
 //
 // Bounds, checked before the work: merges nest at most kMaxMergeDepth levels, a compile makes
 // at most kMaxNodes merges and copies at most kMaxMergeValues JSON values.
@@ -26,6 +26,7 @@ namespace dsv4::grammar {
 
 constexpr int kMaxMergeDepth = 32;
 constexpr int64_t kMaxMergeValues = int64_t{1} << 20;
+constexpr int64_t kMaxMergedEnumPairs = int64_t{1} << 16;  // value pairs two merged enums compare
 
 class SchemaMerger {
  public:
@@ -33,6 +34,10 @@ class SchemaMerger {
   explicit SchemaMerger(const OrderedJson& root) : root_(root) {}
   // How each merged schema's keywords are read first (its draft, what is relaxed); default: as is.
   void set_reader(Reader reader) { reader_ = std::move(reader); }
+  // Where a keyword cannot merge exactly and may be relaxed (CompileOptions::strict false): the
+  // hook lists it and the merge drops it; unset, the merge is refused.
+  using Relax = std::function<Status(const std::string& path, const std::string& keyword)>;
+  void set_relax(Relax relax) { relax_ = std::move(relax); }
   // a and b together; $ref and allOf at the top of either are resolved first.
   Result<OrderedJson> merge(const OrderedJson& a, const OrderedJson& b,
                                        const std::string& path);
@@ -53,6 +58,7 @@ class SchemaMerger {
 
   const OrderedJson& root_;
   Reader reader_;
+  Relax relax_;
   int merges_ = 0;
   int64_t copied_ = 0;
 };

@@ -1,10 +1,17 @@
 #include "grammar/token_mask.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <utility>
+
+#include "grammar/json_scalar.h"
 
 namespace dsv4::grammar {
+
+static_assert(kMaxStacks <= 64, "walk_ends keeps the live readings in 64-bit masks");
 
 VocabTrie::VocabTrie(int32_t n_vocab, const std::function<std::string_view(int32_t)>& bytes,
                      const std::function<bool(int32_t)>& skip)
@@ -53,8 +60,6 @@ MaskVocab::MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32
     : all(n_vocab, bytes, skip),
       quoted(n_vocab, bytes, [&](int32_t id) { return skip(id) || bytes(id).find('"') == std::string_view::npos; }),
       angled(n_vocab, bytes, [&](int32_t id) { return skip(id) || bytes(id).find('<') == std::string_view::npos; }),
-      escaped(n_vocab, bytes,
-              [&](int32_t id) { return skip(id) || bytes(id).find_first_of("\"\\") == std::string_view::npos; }),
       string_text(static_cast<size_t>((n_vocab + 63) / 64), 0),
       key_text(string_text.size(), 0),
       raw_text(string_text.size(), 0) {
@@ -66,37 +71,192 @@ MaskVocab::MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32
     if (JsonMatcher::key_text(b.data(), static_cast<int64_t>(b.size()))) key_text[id >> 6] |= uint64_t{1} << (id & 63);
     if (JsonMatcher::raw_text(b.data(), static_cast<int64_t>(b.size()))) raw_text[id >> 6] |= uint64_t{1} << (id & 63);
   }
+  string_by_length = TextByLength(string_text, all.max_length(), [&](int32_t id) {
+    Frame f;
+    f.phase = kSBody;
+    for (char c : bytes(id)) string_byte(f, static_cast<uint8_t>(c), -1);
+    return f.i;
+  });
+  raw_by_length = TextByLength(raw_text, all.max_length(), [&](int32_t id) {
+    Frame f;
+    for (char c : bytes(id)) raw_text_byte(f, static_cast<uint8_t>(c), -1);
+    return f.i;
+  });
 }
 
-TokenMasker::TokenMasker(const MaskVocab& vocab) : vocab_(vocab) {
+// A counting sort of the ids in `set` by code_points(id) (at most max_length).
+TextByLength::TextByLength(const std::vector<uint64_t>& set, int32_t max_length,
+                           const std::function<int32_t(int32_t)>& code_points)
+    : text(set), end(static_cast<size_t>(max_length) + 1, 0) {
+  std::vector<int32_t> count(set.size() * 64, -1);
+  for (size_t id = 0; id < count.size(); ++id)
+    if (set[id >> 6] >> (id & 63) & 1) ++end[static_cast<size_t>(count[id] = code_points(static_cast<int32_t>(id)))];
+  for (size_t k = 1; k < end.size(); ++k) end[k] += end[k - 1];
+  ids.resize(static_cast<size_t>(end.back()));
+  std::vector<int64_t> next(end.size(), 0);
+  for (size_t k = 1; k < next.size(); ++k) next[k] = end[k - 1];
+  for (size_t id = 0; id < count.size(); ++id)
+    if (count[id] >= 0) ids[static_cast<size_t>(next[static_cast<size_t>(count[id])]++)] = static_cast<int32_t>(id);
+}
+
+void TextByLength::fill_up_to(int64_t room, uint64_t* allowed) const {
+  const auto up_to = static_cast<size_t>(end[static_cast<size_t>(std::min<int64_t>(room, static_cast<int64_t>(end.size()) - 1))]);
+  if (up_to < ids.size() - up_to) {  // set the short ones, or clear the long ones: whichever is fewer
+    std::memset(allowed, 0, sizeof(uint64_t) * text.size());
+    for (size_t k = 0; k < up_to; ++k) allowed[ids[k] >> 6] |= uint64_t{1} << (ids[k] & 63);
+  } else {
+    std::memcpy(allowed, text.data(), sizeof(uint64_t) * text.size());
+    for (size_t k = up_to; k < ids.size(); ++k) allowed[ids[k] >> 6] &= ~(uint64_t{1} << (ids[k] & 63));
+  }
+}
+
+TokenMasker::TokenMasker(const MaskVocab& vocab, int64_t cache_bytes)
+    : vocab_(vocab), cache_((vocab.all.n_vocab() + 63) / 64, cache_bytes) {
   states_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
+  frames_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
+  body_frames_.resize((static_cast<size_t>(vocab.all.max_length()) + 1) * kMaxStacks);
+  alive_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
   walk_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
 }
 
 int64_t TokenMasker::fill(const JsonMatcher& m, const MatchState& st, uint64_t* allowed) {
   const size_t words = static_cast<size_t>((vocab_.all.n_vocab() + 63) / 64);
   visited_ = 0;
+  const Grammar& g = m.grammar();
+  bool bodies = st.n > 0;
+  for (int32_t k = 0; k < st.n && bodies; ++k)
+    bodies = string_body_of(g, st.s[k], vocab_.all.max_length(), &bodies_[k], &keys_[k]) &&
+             bodies_[k].end_byte == bodies_[0].end_byte;
   const std::vector<uint64_t>* text = nullptr;
-  const VocabTrie* ends = &vocab_.quoted;
-  bool patterned = false;
-  if (m.in_string_text(st, vocab_.all.max_length(), &patterned)) {
-    text = patterned ? &vocab_.key_text : &vocab_.string_text;
-    if (patterned) ends = &vocab_.escaped;
+  if (!bodies) {
+  } else if (m.in_string_text(st, vocab_.all.max_length())) {
+    text = &vocab_.string_text;
   } else if (m.in_key_text(st)) {
     text = &vocab_.key_text;
   } else if (m.in_raw_text(st, vocab_.all.max_length())) {
     text = &vocab_.raw_text;
-    ends = &vocab_.angled;
+  } else if (cache_.capacity() == 0) {
+    bodies = false;
   }
-  if (!text) {
+  if (!bodies) {
     std::memset(allowed, 0, sizeof(uint64_t) * words);
     return walk(vocab_.all, m, st, allowed);
   }
-  std::memcpy(allowed, text->data(), sizeof(uint64_t) * words);
-  walk(*ends, m, st, allowed);
+  if (text) std::memcpy(allowed, text->data(), sizeof(uint64_t) * words);
+  else fill_body_text(g, st, allowed);
+  walk_ends(bodies_[0].end_byte == '"' ? vocab_.quoted : vocab_.angled, m, st, allowed);
   int64_t count = 0;
   for (size_t w = 0; w < words; ++w) count += __builtin_popcountll(allowed[w]);
   return count;
+}
+
+void TokenMasker::fill_body_text(const Grammar& g, const MatchState& st, uint64_t* allowed) {
+  const size_t words = static_cast<size_t>((vocab_.all.n_vocab() + 63) / 64);
+  std::memset(allowed, 0, sizeof(uint64_t) * words);
+  // Each reading keeps to its own body on these tokens: the mask is the union of theirs.
+  for (int32_t k = 0; k < st.n; ++k) {
+    const StringBody& body = bodies_[k];
+    const StringMaskKey& key = keys_[k];
+    const uint64_t* bits = cache_.find(key);
+    if (!bits) {
+      std::shared_ptr<const void> pin;  // what the key names by address
+      if (body.regex >= 0) pin = g.regexes[body.regex];
+      if (body.key_automaton >= 0) pin = g.key_automata[body.key_automaton];
+      uint64_t* fresh = cache_.insert(key, std::move(pin));
+      if (body.kind == BodyKind::kPlain && key.phase == kSBody && key.esc == 0 && key.room >= 0) {
+        vocab_.string_by_length.fill_up_to(key.room, fresh);
+      } else if (body.kind == BodyKind::kRaw && key.more == 0 && key.room >= 0) {
+        vocab_.raw_by_length.fill_up_to(key.room, fresh);
+      } else {
+        std::memset(fresh, 0, sizeof(uint64_t) * words);
+        walk_body(body, st.s[k].f[st.s[k].n - 1], fresh);
+      }
+      bits = fresh;
+    }
+    for (size_t w = 0; w < words; ++w) allowed[w] |= bits[w];
+  }
+}
+
+// Along a path without the end byte only the top frames change (body_byte, one per reading);
+// at the path's first end byte the readings still alive become a matcher state again.
+void TokenMasker::walk_ends(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed) {
+  const std::vector<VocabTrie::Node>& nodes = trie.nodes();
+  const std::vector<int32_t>& ids = trie.token_ids();
+  const uint8_t end_byte = bodies_[0].end_byte;
+  for (int32_t k = 0; k < st.n; ++k) body_frames_[k] = st.s[k].f[st.s[k].n - 1];
+  alive_[0] = st.n >= 64 ? ~uint64_t{0} : (uint64_t{1} << st.n) - 1;  // kMaxStacks <= 64
+  int32_t depth = 0, matcher_depth = -1;  // states_[d] holds the path's state for d >= matcher_depth >= 1
+  walk_[0] = {0, 0};
+  while (depth >= 0) {
+    Walk& w = walk_[depth];
+    const VocabTrie::Node& node = nodes[w.node];
+    if (w.next_child == node.n_children) {
+      if (depth == matcher_depth) matcher_depth = -1;
+      --depth;
+      continue;
+    }
+    const int32_t child = node.first_child + w.next_child++;
+    const VocabTrie::Node& c = nodes[child];
+    ++visited_;
+    if (matcher_depth < 0 && c.byte != end_byte) {  // still inside every body
+      uint64_t alive = 0;
+      for (uint64_t live = alive_[depth]; live != 0; live &= live - 1) {
+        const int k = __builtin_ctzll(live);
+        Frame& f = body_frames_[(depth + 1) * kMaxStacks + k];
+        f = body_frames_[depth * kMaxStacks + k];
+        if (body_byte(bodies_[k], f, c.byte)) alive |= uint64_t{1} << k;
+      }
+      if (alive == 0) continue;
+      alive_[depth + 1] = alive;
+    } else {
+      const MatchState* from = &states_[depth];
+      if (matcher_depth < 0) {  // the first end byte: the live readings with their top frames
+        MatchState& scratch = states_[depth];
+        scratch.n = 0;
+        for (uint64_t live = alive_[depth]; live != 0; live &= live - 1) {
+          const int k = __builtin_ctzll(live);
+          MatchStack& s = scratch.s[scratch.n++];
+          copy_stack(s, st.s[k]);
+          s.f[s.n - 1] = body_frames_[depth * kMaxStacks + k];
+        }
+      }
+      m.advance(*from, c.byte, states_[depth + 1]);
+      if (states_[depth + 1].n == 0) continue;
+      if (matcher_depth < 0) matcher_depth = depth + 1;
+    }
+    for (int32_t t = 0; t < c.n_tokens; ++t) {
+      const int32_t id = ids[c.first_token + t];
+      allowed[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    walk_[++depth] = {child, 0};
+  }
+}
+
+void TokenMasker::walk_body(const StringBody& body, const Frame& top, uint64_t* allowed) {
+  const std::vector<VocabTrie::Node>& nodes = vocab_.all.nodes();
+  const std::vector<int32_t>& ids = vocab_.all.token_ids();
+  frames_[0] = top;
+  int32_t depth = 0;
+  walk_[0] = {0, 0};
+  while (depth >= 0) {
+    Walk& w = walk_[depth];
+    const VocabTrie::Node& node = nodes[w.node];
+    if (w.next_child == node.n_children) {
+      --depth;
+      continue;
+    }
+    const int32_t child = node.first_child + w.next_child++;
+    ++visited_;
+    const VocabTrie::Node& c = nodes[child];
+    if (c.byte == body.end_byte) continue;  // those tokens are the end byte's trie's
+    frames_[depth + 1] = frames_[depth];
+    if (!body_byte(body, frames_[depth + 1], c.byte)) continue;
+    for (int32_t t = 0; t < c.n_tokens; ++t) {
+      const int32_t id = ids[c.first_token + t];
+      allowed[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    walk_[++depth] = {child, 0};
+  }
 }
 
 // Sets the bits of trie's tokens allowed after st; returns how many it set.
@@ -129,6 +289,21 @@ int64_t TokenMasker::walk(const VocabTrie& trie, const JsonMatcher& m, const Mat
     walk_[++depth] = {child, 0};
   }
   return count;
+}
+
+void apply_token_mask(const uint64_t* allowed, int64_t n_ids, float* row, int64_t n_row) {
+  const int64_t covered = std::min(n_ids, n_row);
+  for (int64_t base = 0; base < covered; base += 64) {
+    const int64_t n = std::min<int64_t>(64, covered - base);
+    const uint64_t valid = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+    uint64_t refused = ~allowed[base >> 6] & valid;
+    if (refused == valid) {
+      std::fill(row + base, row + base + n, -INFINITY);
+      continue;
+    }
+    for (; refused != 0; refused &= refused - 1) row[base + __builtin_ctzll(refused)] = -INFINITY;
+  }
+  if (n_row > covered) std::fill(row + covered, row + n_row, -INFINITY);
 }
 
 }  // namespace dsv4::grammar

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "grammar/json_matcher.h"
+#include "grammar/mask_cache.h"
 
 namespace dsv4::grammar {
 
@@ -36,41 +37,78 @@ class VocabTrie {
   std::vector<int32_t> token_ids_;
 };
 
+// The ids of a text set (MaskVocab::string_text, raw_text) by the code points each adds to a
+// body, fewest first: those of at most k code points are ids[0 .. end[k]).
+struct TextByLength {
+  TextByLength() = default;
+  TextByLength(const std::vector<uint64_t>& set, int32_t max_length, const std::function<int32_t(int32_t)>& code_points);
+  // allowed = the ids of at most `room` code points ([ceil(V / 64)] words).
+  void fill_up_to(int64_t room, uint64_t* allowed) const;
+  std::vector<uint64_t> text;  // the set
+  std::vector<int32_t> ids;
+  std::vector<int64_t> end;  // [longest token + 1]
+};
+
 // A vocabulary prepared for masks: the trie of every token, the trie of the tokens holding a
 // '"' and the tokens that are plain string text (JsonMatcher::string_text). Inside a string's
 // text (most of a JSON value's tokens) a mask is then the plain-text set plus a walk of the
 // quote trie, which alone can end the string and go on after it. The same for the keys of open
 // objects (text without escapes) and for DSML's raw strings, with '<' (their closing tag's
-// first byte). In a patterned string whose regex state loops on all JSON text, the set is the
-// text without escapes (key_text) plus a walk of the tokens holding a '"' or a '\\'.
+// first byte). Other string bodies take their set from TokenMasker's cache.
 struct MaskVocab {
   MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32_t)>& bytes,
             const std::function<bool(int32_t)>& skip);
   VocabTrie all, quoted, angled;        // angled: the tokens holding a '<' (DSML raw strings)
-  VocabTrie escaped;                    // the tokens holding a '"' or a '\\' (patterned strings)
   std::vector<uint64_t> string_text;    // [ceil(V / 64)]
   std::vector<uint64_t> key_text;       // [ceil(V / 64)] string text without '\\' (open objects' keys)
   std::vector<uint64_t> raw_text;       // [ceil(V / 64)]
+  // The string_text / raw_text ids by code points, for bodies with fewer code points left than
+  // a token may hold (no escape or UTF-8 sequence open).
+  TextByLength string_by_length, raw_by_length;
 };
 
-// Fills masks for one vocabulary; its buffers are sized once (no allocation per mask).
+// Fills masks for one vocabulary; its buffers are sized once (no allocation per mask; the mask
+// cache allocates until it holds cache_bytes, then reuses its entries). Where every reading is
+// inside a string body the fast paths above do not cover (a patterned string whose state does
+// not loop on text, fewer code points left than a token may hold, an escape or UTF-8 sequence
+// open), the tokens without the end byte come from the cache (string_body.h: one trie walk of
+// the lone string frame per new key) and only the end byte's trie is walked per step.
+// cache_bytes below one mask: no cache (those states take the whole trie walk).
 class TokenMasker {
  public:
-  explicit TokenMasker(const MaskVocab& vocab);
+  explicit TokenMasker(const MaskVocab& vocab, int64_t cache_bytes = MaskCache::kDefaultBytes);
   // allowed [ceil(V / 64)] words: bit id set when the token's bytes may follow st. Returns the
   // number of ids allowed. The caller adds the end-of-sequence id where m.accepting(st).
   int64_t fill(const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   int64_t nodes_visited() const { return visited_; }
+  const MaskCache& cache() const { return cache_; }
 
  private:
+  // allowed = the union of the cached masks of the readings' bodies (bodies_, keys_).
+  void fill_body_text(const Grammar& g, const MatchState& st, uint64_t* allowed);
+  // Sets the bits of trie's tokens (each holding the end byte) allowed after st, where every
+  // reading is in a string body (bodies_).
+  void walk_ends(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
+  // Sets the bits of the tokens without body.end_byte that the body in frame `top` takes whole.
+  void walk_body(const StringBody& body, const Frame& top, uint64_t* allowed);
   int64_t walk(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   const MaskVocab& vocab_;
+  MaskCache cache_;
   std::vector<MatchState> states_;  // [max token length + 1]
+  std::vector<Frame> frames_;       // [max token length + 1]: walk_body's frame per depth
+  StringBody bodies_[kMaxStacks];   // fill's readings, when all are in string bodies
+  StringMaskKey keys_[kMaxStacks];
+  std::vector<Frame> body_frames_;  // [max token length + 1, kMaxStacks]: walk_ends' top frames
+  std::vector<uint64_t> alive_;     // [max token length + 1]: walk_ends' live readings (bits)
   struct Walk {
     int32_t node, next_child;
   };
   std::vector<Walk> walk_;
   int64_t visited_ = 0;
 };
+
+// The mask on a logits row: row[v] = −inf for each v < n_row whose bit in allowed is clear, and
+// for v >= n_ids (ids the mask does not cover). allowed: [ceil(n_ids / 64)] words.
+void apply_token_mask(const uint64_t* allowed, int64_t n_ids, float* row, int64_t n_row);
 
 }  // namespace dsv4::grammar

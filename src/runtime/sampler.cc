@@ -215,8 +215,7 @@ bool Sampler::mask_row(float* row, const grammar::JsonMatcher& m, const grammar:
   const int64_t n_text = mask_vocab_->all.n_vocab();
   const int64_t allowed = state.n > 0 ? masker_->fill(m, state, mask_.data()) : 0;
   if (state.n == 0) std::fill(mask_.begin(), mask_.end(), 0);
-  for (int64_t v = 0; v < vocab_; ++v)
-    if (v >= n_text || !(mask_[v >> 6] >> (v & 63) & 1)) row[v] = -INFINITY;
+  grammar::apply_token_mask(mask_.data(), n_text, row, vocab_);
   const bool eos = state.n == 0 || m.accepting(state);
   if (eos) row[eos_] = eos_logit;
   return allowed > 0 || eos;

@@ -35,6 +35,7 @@ inline const Json& ref_target(const Json& root, const std::string& ref) {
 }
 
 inline bool schema_valid(const Json& v, const Json& s, const Json& root);
+inline bool shape_valid(const Json& v, const Json& s, const Json& root);
 
 inline size_t code_points(const std::string& s) {
   size_t cps = 0;
@@ -72,21 +73,38 @@ inline bool number_valid(double x, const Json& s) {
   return true;
 }
 
+// The object keywords: properties, patternProperties, additionalProperties, required,
+// min/maxProperties, propertyNames, dependentRequired.
+inline bool object_valid(const Json& v, const Json& s, const Json& root) {
+  const Json props = s.value("properties", Json::object());
+  const Json patterns = s.value("patternProperties", Json::object());
+  for (const Json& r : s.value("required", Json::array()))
+    if (!v.contains(r.get<std::string>())) return false;
+  if (v.size() < s.value("minProperties", 0u) || v.size() > s.value("maxProperties", 1u << 30)) return false;
+  const Json dependent = s.value("dependentRequired", Json::object());
+  for (auto it = dependent.begin(); it != dependent.end(); ++it)
+    if (v.contains(it.key()))
+      for (const Json& b : it.value())
+        if (!v.contains(b.get<std::string>())) return false;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (s.contains("propertyNames") && !schema_valid(Json(it.key()), s["propertyNames"], root)) return false;
+    bool matched = props.contains(it.key());
+    if (matched && !schema_valid(it.value(), props[it.key()], root)) return false;
+    for (auto p = patterns.begin(); p != patterns.end(); ++p) {
+      auto re = grammar::compile_regex(p.key());
+      if (!re.ok() || !grammar::matches_utf8(*re, it.key())) continue;
+      matched = true;
+      if (!schema_valid(it.value(), p.value(), root)) return false;
+    }
+    if (!matched && s.contains("additionalProperties") && !schema_valid(it.value(), s["additionalProperties"], root))
+      return false;
+  }
+  return true;
+}
+
 // The keywords that apply to objects, arrays and strings.
 inline bool shape_valid(const Json& v, const Json& s, const Json& root) {
-  if (v.is_object()) {
-    const Json props = s.value("properties", Json::object());
-    for (const Json& r : s.value("required", Json::array()))
-      if (!v.contains(r.get<std::string>())) return false;
-    if (v.size() < s.value("minProperties", 0u) || v.size() > s.value("maxProperties", 1u << 30)) return false;
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      if (props.contains(it.key())) {
-        if (!schema_valid(it.value(), props[it.key()], root)) return false;
-      } else if (s.contains("additionalProperties")) {
-        if (!schema_valid(it.value(), s["additionalProperties"], root)) return false;
-      }
-    }
-  }
+  if (v.is_object() && !object_valid(v, s, root)) return false;
   if (v.is_array()) {
     if (v.size() < s.value("minItems", 0u) || v.size() > s.value("maxItems", 1u << 30)) return false;
     if (s.value("uniqueItems", false))

@@ -1,0 +1,195 @@
+// The string-body mask cache (mask_cache.h, string_body.h): masks filled through it equal a
+// per-token brute force on random states of several grammars (plain strings near maxLength,
+// patterns and formats with length bounds, open objects' keys, anyOf of patterned strings, DSML
+// raw strings, uniqueItems strings, keys under patternProperties), with a roomy cache and with one that evicts at every step; the LRU keeps the
+// recent keys; apply_token_mask equals the per-id rule.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "grammar/json_matcher.h"
+#include "grammar/json_schema.h"
+#include "grammar/mask_cache.h"
+#include "grammar/token_mask.h"
+
+namespace dsv4::grammar {
+namespace mask_cache_test {  // named: the grammar tests build as one unity translation unit
+
+using Json = dsv4::OrderedJson;
+
+Grammar compile(const std::string& schema) {
+  Result<Grammar> g = compile_json_schema(Json::parse(schema));
+  EXPECT_TRUE(g.ok()) << schema << ": " << g.message();
+  return g.ok() ? std::move(*g) : Grammar{};
+}
+
+// Every byte alone, then random runs of pieces a string body meets: text, digits, escapes,
+// UTF-8 (whole and split), quotes, the DSML closing tag and its parts, and a few long ones.
+std::vector<std::string> random_vocab(uint32_t seed) {
+  std::vector<std::string> vocab;
+  for (int b = 1; b < 256; ++b) vocab.push_back(std::string(1, static_cast<char>(b)));
+  const std::vector<std::string> pieces = {"a", "b", "c", "z", "ab", "T", "Z", "-", ":", ".", "@", "0", "1", "9", "12",
+                                           " ", "x", "\"", "\\", "\\n", "\\\"", "\\u00", "\\u001f", "\\ud83d",
+                                           "\\ude00", "é", "\xc3", "\xa9", "€", "\xe2\x82", "<", "</", "｜DSML｜",
+                                           "</｜DSML｜parameter>", ", ", "\": \"", "{\"", "}", "\n"};
+  std::mt19937 rng(seed);
+  for (int t = 0; t < 700; ++t) {
+    std::string token;
+    const int n = 1 + static_cast<int>(rng() % 6);
+    for (int k = 0; k < n; ++k) token += pieces[rng() % pieces.size()];
+    vocab.push_back(token);
+  }
+  vocab.push_back(std::string(24, 'a'));
+  vocab.push_back(std::string(17, 'b') + "-123");
+  return vocab;
+}
+
+struct Walker {
+  const std::vector<std::string>& vocab;
+  const Grammar& g;
+  std::vector<TokenMasker*> maskers;  // each compared with the brute force
+
+  // Random walks; at each state every masker's mask equals the tokens feed() takes.
+  void run(uint32_t seed, int walks, int steps) {
+    JsonMatcher m(g);
+    std::mt19937 rng(seed);
+    auto st = std::make_unique<MatchState>(), out = std::make_unique<MatchState>(), tmp = std::make_unique<MatchState>();
+    std::vector<uint64_t> mask((vocab.size() + 63) / 64);
+    for (int walk = 0; walk < walks; ++walk) {
+      m.start(*st);
+      for (int step = 0; step < steps && !(m.accepting(*st) && rng() % 3 == 0); ++step) {
+        std::vector<int32_t> want, closing;
+        for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id)
+          if (m.feed(*st, vocab[id].data(), static_cast<int64_t>(vocab[id].size()), *out, *tmp)) {
+            want.push_back(id);
+            if (vocab[id].find_first_of("\"<}") != std::string::npos) closing.push_back(id);
+          }
+        for (TokenMasker* masker : maskers) {
+          const int64_t n = masker->fill(m, *st, mask.data());
+          std::vector<int32_t> got;
+          for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id)
+            if (mask[id >> 6] >> (id & 63) & 1) got.push_back(id);
+          ASSERT_EQ(got, want) << "walk " << walk << " step " << step;
+          ASSERT_EQ(n, static_cast<int64_t>(want.size()));
+        }
+        if (want.empty()) break;
+        const std::vector<int32_t>& pick = !closing.empty() && rng() % 5 == 0 ? closing : want;
+        const int32_t id = pick[rng() % pick.size()];
+        ASSERT_TRUE(m.feed(*st, vocab[id].data(), static_cast<int64_t>(vocab[id].size()), *out, *tmp));
+        std::swap(st, out);
+      }
+    }
+  }
+};
+
+// steps: at most per walk (a DSML call's preamble takes about 100 single bytes).
+void expect_cache_equals_walk(const Grammar& g, uint32_t seed, int walks = 25, int steps = 40) {
+  const std::vector<std::string> vocab = random_vocab(seed);
+  const MaskVocab prepared(static_cast<int32_t>(vocab.size()), [&](int32_t id) { return std::string_view(vocab[id]); },
+                           [](int32_t) { return false; });
+  const int64_t words = static_cast<int64_t>((vocab.size() + 63) / 64);
+  TokenMasker roomy(prepared), tiny(prepared, 2 * words * 8);  // tiny: two masks, evicting
+  Walker{vocab, g, {&roomy, &tiny}}.run(seed, walks, steps);
+  EXPECT_GT(roomy.cache().misses(), 5) << "the string-body path was taken";
+  EXPECT_GT(roomy.cache().hits(), 5) << "and its masks were reused";
+  EXPECT_EQ(tiny.cache().capacity(), 2);
+}
+
+TEST(MaskCache, PlainStringsNearMaxLengthAndOpenKeys) {
+  expect_cache_equals_walk(compile(R"({"type": "object", "properties": {"s": {"type": "string", "maxLength": 30},
+      "o": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 6}}},
+      "required": ["s", "o"], "additionalProperties": false})"), 1);
+}
+
+TEST(MaskCache, PatternsWithLengthBounds) {
+  expect_cache_equals_walk(compile(R"({"type": "object", "properties": {
+      "p": {"type": "string", "pattern": "^[a-z]{2,6}-[0-9]+$", "minLength": 5, "maxLength": 14},
+      "q": {"type": "string", "pattern": "\\u00e9|a\\n|€+", "maxLength": 9}},
+      "required": ["p", "q"], "additionalProperties": false})"), 2);
+}
+
+TEST(MaskCache, Formats) {
+  expect_cache_equals_walk(compile(R"({"type": "array", "items": {"anyOf": [{"type": "string", "format": "date-time"},
+      {"type": "string", "format": "email", "maxLength": 12}, {"type": "string", "format": "uuid"}]}, "maxItems": 3})"), 3);
+}
+
+TEST(MaskCache, AnyOfPatternedStrings) {
+  expect_cache_equals_walk(compile(R"({"anyOf": [{"type": "string", "pattern": "^a+$"},
+      {"type": "string", "pattern": "^[ab]*c$", "maxLength": 7}, {"type": "string", "minLength": 3, "maxLength": 8}]})"),
+                           4);
+}
+
+TEST(MaskCache, DsmlRawStrings) {
+  std::vector<ToolSpec> tools;
+  for (const auto& [name, params] : std::vector<std::pair<std::string, std::string>>{
+           {"lookup", R"({"type": "object", "properties": {"q": {"type": "string", "maxLength": 10},
+               "id": {"type": "string", "pattern": "^[a-z]+-[0-9]{1,3}$", "maxLength": 8}}, "required": ["q", "id"]})"}})
+    tools.push_back({name, Json::parse(params)});
+  Result<Grammar> g = compile_tool_call(tools);
+  ASSERT_TRUE(g.ok()) << g.message();
+  expect_cache_equals_walk(*g, 5, 12, 250);
+}
+
+// uniqueItems strings (wip/store) keep a hash in their frame and take no escape: their bodies
+// must replay that (a plain string body here allowed '\\' and left the hash behind).
+TEST(MaskCache, UniqueStringItems) {
+  expect_cache_equals_walk(compile(R"({"type": "array", "uniqueItems": true, "maxItems": 6,
+      "items": {"type": "string"}})"), 6, 60);
+}
+
+// Keys under patternProperties/propertyNames (wip/keys): the automaton's state, UTF-8 payload
+// and the labels that fit key the body; its hash goes on through the walk to the quote.
+TEST(MaskCache, PatternKeys) {
+  expect_cache_equals_walk(compile(R"({"type": "object", "patternProperties": {
+      "^x-[a-z]+$": {"type": "integer"}, "^[a-c]{2,4}$": {"type": "string", "maxLength": 5},
+      "é|€+": {"type": "boolean"}}, "additionalProperties": false, "maxProperties": 4})"), 7);
+}
+
+// Least recently used out first; keys probed past removed ones are still found.
+TEST(MaskCache, EvictsTheLeastRecent) {
+  MaskCache cache(2, 4 * 2 * 8);  // four masks of two words
+  ASSERT_EQ(cache.capacity(), 4);
+  std::map<int, bool> stored;  // model: key room -> stored
+  std::vector<int> order;      // least recent first
+  std::mt19937 rng(7);
+  for (int op = 0; op < 2000; ++op) {
+    StringMaskKey key;
+    key.room = static_cast<int64_t>(rng() % 9);
+    const uint64_t* found = cache.find(key);
+    auto it = std::find(order.begin(), order.end(), static_cast<int>(key.room));
+    ASSERT_EQ(found != nullptr, it != order.end()) << "op " << op;
+    if (found) {
+      EXPECT_EQ(found[0], static_cast<uint64_t>(key.room));
+      order.erase(it);
+    } else {
+      uint64_t* bits = cache.insert(key, nullptr);
+      bits[0] = static_cast<uint64_t>(key.room);
+      if (order.size() == 4) order.erase(order.begin());
+    }
+    order.push_back(static_cast<int>(key.room));
+  }
+  EXPECT_EQ(cache.size(), 4);
+}
+
+TEST(ApplyTokenMask, EqualsThePerIdRule) {
+  std::mt19937 rng(3);
+  for (int64_t n_ids : {1, 63, 64, 65, 200}) {
+    const int64_t n_row = n_ids + static_cast<int64_t>(rng() % 70);
+    std::vector<uint64_t> allowed(static_cast<size_t>((n_ids + 63) / 64));
+    for (uint64_t& w : allowed) w = rng() % 4 == 0 ? ~uint64_t{0} : rng() % 4 == 0 ? 0 : (uint64_t{rng()} << 32 | rng());
+    std::vector<float> row(static_cast<size_t>(n_row), 1.f), want = row;
+    for (int64_t v = 0; v < n_row; ++v)
+      if (v >= n_ids || !(allowed[v >> 6] >> (v & 63) & 1)) want[v] = -INFINITY;
+    apply_token_mask(allowed.data(), n_ids, row.data(), n_row);
+    EXPECT_EQ(row, want) << n_ids;
+  }
+}
+
+}  // namespace mask_cache_test
+}  // namespace dsv4::grammar

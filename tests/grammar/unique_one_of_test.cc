@@ -1,0 +1,150 @@
+// Issue 39 items 3-4: uniqueItems beyond enum strings (literals of distinct values, integers in a
+// small range, plain strings kept as hashes) and oneOf proven disjoint by more than types and
+// constants (patterns with no common string, a pattern a constant does not match, listed
+// objects that never have a key the other requires).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "grammar/json_matcher.h"
+#include "grammar/json_schema.h"
+#include "support/grammar_match.h"
+#include "support/grammar_walk.h"
+#include "support/json_schema_check.h"
+
+namespace dsv4::grammar::unique_one_of_test {
+namespace {
+
+using Json = OrderedJson;
+using test::match_at;
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+Result<Grammar> compile_text(const std::string& schema, bool strict = true) {
+  CompileOptions options;
+  options.strict = strict;
+  return compile_json_schema(Json::parse(schema), options);
+}
+
+// Walks of g end in values that `check` accepts (uniqueItems and oneOf included).
+void walks_validate(const Grammar& g, const Json& check, int n_walks = 80) {
+  std::mt19937 rng(5);
+  int done = 0;
+  for (int i = 0; i < n_walks; ++i) {
+    const std::string text = test::random_walk(g, rng);
+    if (text.empty()) continue;
+    ++done;
+    const Json v = Json::parse(text, nullptr, false);
+    ASSERT_FALSE(v.is_discarded()) << text;
+    EXPECT_TRUE(test::schema_valid(v, check, check)) << text;
+  }
+  EXPECT_GT(done, n_walks / 2);
+}
+
+TEST(UniqueItems, PlainStringsAreKeptAsHashes) {
+  const std::string schema = R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "minItems": 2})";
+  Result<Grammar> g = compile_text(schema);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"(["a", "b", "ab", ""])"), -1);
+  EXPECT_EQ(match_at(*g, R"(["a", "b", "a"])"), 13);  // the repeat's closing quote
+  EXPECT_EQ(match_at(*g, R"(["a", "b", "aa"])"), -1);
+  EXPECT_EQ(match_at(*g, R"(["a\n"])"), 3);          // no escapes: the bytes are the value
+  EXPECT_EQ(match_at(*g, R"(["x"])"), 4);
+  walks_validate(*g, Json::parse(schema));
+  // Inside an open object whose keys fill the stack's set: the array still has its room.
+  std::string text = "{";
+  for (int k = 0; k + 1 < kMaxOpenKeys; ++k) text += "\"k" + std::to_string(k) + "\": 0, ";
+  text += R"("z": ["p", "q", "r"]})";
+  g = compile_text(R"({"type": "object", "additionalProperties": {"anyOf": [{"type": "integer"}, )" + schema + "]}}");
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, text), -1);
+  // Bounded or patterned strings could dead-end (every completion used): not enforced.
+  EXPECT_TRUE(has(compile_text(R"({"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": true})")
+                      .message(),
+                  "uniqueItems"));
+}
+
+TEST(UniqueItems, LiteralsOfDistinctValuesAndSmallIntegerRanges) {
+  const std::string literals = R"({"type": "array", "uniqueItems": true, "items": {"enum": [1, 2.5, {"a": 1, "b": 2},
+      [1], "x", null]}})";
+  Result<Grammar> g = compile_text(literals);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"([1, {"a":1,"b":2}, [1], null])"), -1);  // a literal is its compact text
+  EXPECT_EQ(match_at(*g, R"([[1], [1]])"), 6);
+  walks_validate(*g, Json::parse(literals));
+  const std::string same = R"({"type": "array", "uniqueItems": true, "items": {"enum": [1, 1.0]}})";
+  EXPECT_TRUE(has(compile_text(same).message(), "two are equal"));
+  const std::string ints = R"({"type": "array", "uniqueItems": true, "items": {"type": "integer", "minimum": -3,
+      "maximum": 40, "multipleOf": 2}})";
+  g = compile_text(ints);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, "[-2, 0, 40]"), -1);
+  EXPECT_EQ(match_at(*g, "[-2, 0, -2]"), 8);
+  EXPECT_EQ(match_at(*g, "[1]"), 2);
+  walks_validate(*g, Json::parse(ints));
+  EXPECT_TRUE(has(compile_text(R"({"type": "array", "uniqueItems": true, "items": {"type": "integer"}})").message(),
+                  "uniqueItems"));
+  // Through a $ref.
+  g = compile_text(R"({"$defs": {"c": {"enum": ["r", "g"]}}, "type": "array", "uniqueItems": true,
+      "items": {"$ref": "#/$defs/c"}})");
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"(["g", "r"])"), -1);
+  EXPECT_EQ(match_at(*g, R"(["g", "g"])"), 7);
+}
+
+TEST(OneOfProofs, PatternsAndConstantsThatCannotMeet) {
+  // A constant the other branch's pattern rejects (SchemaStore: azure-containerapp-template).
+  const std::string scheme = R"({"oneOf": [{"enum": ["HTTP", "HTTPS"]}, {"type": "string",
+      "pattern": "^\\[([^\\[].*)?\\]$"}]})";
+  Result<Grammar> g = compile_text(scheme);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"("[x]")"), -1);
+  walks_validate(*g, Json::parse(scheme));
+  // Two patterns with no common string (dart-test.json's timeout).
+  const std::string timeout = R"({"oneOf": [{"enum": ["none"]}, {"type": "string", "pattern":
+      "^(?:[^a-df-zA-DF-Z\\s]+(?:[umUM][sS]|[dhmsDHMS])\\s?)+$"}, {"type": "string", "pattern":
+      "^[^a-df-zA-DF-Z\\s]+[xX]$"}]})";
+  g = compile_text(timeout);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"("1m 30s")"), -1);
+  EXPECT_EQ(match_at(*g, R"("1.5X")"), -1);
+  walks_validate(*g, Json::parse(timeout));
+  // Overlapping patterns, and a format (its automaton is a subset of it) stay refused.
+  EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern":
+      "b$"}]})").message(), "may match the same value"));
+  EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"const": "x"}, {"type": "string", "format": "email"}]})").message(),
+                  "may match the same value"));
+}
+
+TEST(OneOfProofs, ListedObjectsWithoutTheOthersRequiredKey) {
+  const std::string tagged = R"({"oneOf": [{"type": "object", "properties": {"inmemory": {"type": "object"}},
+      "required": ["inmemory"]}, {"type": "object", "properties": {"file": {"type": "object", "properties":
+      {"path": {"type": "string"}}}}, "required": ["file"]}]})";
+  Result<Grammar> g = compile_text(tagged);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"({"inmemory": {}})"), -1);
+  EXPECT_EQ(match_at(*g, R"({"file": {"path": "p"}})"), -1);
+  walks_validate(*g, Json::parse(tagged));
+  // Both require the same key with any value: {"a": 1} matches both.
+  EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"type": "object", "properties": {"a": {}}, "required": ["a"]},
+      {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a"]}]})").message(), "may match"));
+}
+
+// SchemaStore's install.json and now.json: {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}
+// beside properties listing both. Each branch stops generating the key the other requires.
+TEST(OneOfProofs, RequiredKeysToldApartByNotGeneratingTheOther) {
+  const std::string schema = R"({"type": "object", "properties": {"order": {"type": "integer"}, "title": {"type":
+      "string"}, "helpvalue": {"type": "string"}}, "required": ["order"], "oneOf": [{"required": ["title"]},
+      {"required": ["helpvalue"]}]})";
+  Result<Grammar> g = compile_text(schema);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"({"order": 1, "title": "t"})"), -1);
+  EXPECT_EQ(match_at(*g, R"({"order": 1, "helpvalue": "h"})"), -1);
+  const std::string both = R"({"order": 1, "title": "t", "helpvalue": "h"})";
+  EXPECT_EQ(match_at(*g, both), static_cast<int64_t>(both.find(',', 12)));
+  walks_validate(*g, Json::parse(schema));
+}
+
+}  // namespace
+}  // namespace dsv4::grammar::unique_one_of_test
