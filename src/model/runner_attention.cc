@@ -101,11 +101,14 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
   run_projections(lw, x, lc);
   if (T == 0) return run_out_proj(lw, lc, false, X);
   build_cache_views(lw, lc);
-  // The top-k merge and attn_select split rows alike: one run, unless decisions are forced
-  // or logged in between.
-  const bool merge_in_select = x.csa && !dec.forced && !dec.log;
-  if (x.csa) run_indexer(lw, mtp_block, dec, merge_in_select);
+  // The top-k merge and attn_select split rows alike: one run, unless forced picks replace the
+  // merged ones in between. Logged picks are read after that run (attn_select keeps them).
+  const bool merge_in_select = x.csa && !dec.forced;
+  if (x.csa) run_indexer(lw, mtp_block, DecisionIO{dec.forced, nullptr}, merge_in_select);
   run_sparse_attention(lw, x, merge_in_select);
+  if (x.csa && dec.log)
+    apply_pick_decisions(DecisionIO{nullptr, dec.log}, DecisionSite{mtp_block, mtp_block ? 0 : lw.layer}, step_meta_,
+                         scratch_->picks.data(), cfg_.index_topk, scratch_->n_picks.data());
   return run_out_proj(lw, lc, true, X);
 }
 
