@@ -8,9 +8,6 @@
 
 namespace dsv4::server {
 
-const std::set<std::string, std::less<>> kStructuredFields = {"structured_outputs", "guided_json", "guided_regex",
-                                                               "guided_choice", "guided_grammar"};
-
 // Named, not anonymous: the protocol sources build as one unity translation unit.
 namespace structured_fields {
 

@@ -7,16 +7,12 @@
 
 #include <functional>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "base/ordered_json.h"
 #include "protocol.h"
 
 namespace dsv4::server {
-
-// The top-level fields parse_structured_fields reads (both endpoints accept them).
-extern const std::set<std::string, std::less<>> kStructuredFields;
 
 // At most one constraint per request: two of these given, or one beside a constraint already in
 // `out` (response_format's JSON, a forced tool call), is an error naming both.

@@ -43,6 +43,14 @@ namespace dsv4 {
 
 namespace k = kernels;
 
+namespace {
+
+// Whether the experts' inputs on one rank are copies of StepScratch::fq (actq per token row,
+// run_block) rather than moe_experts_in's run: rows that actq can take.
+bool experts_read_fq(const ModelConfig& c) { return c.hidden_size % kActqBlock == 0; }
+
+}  // namespace
+
 
 
 // Bytes allocated (and touched) at start-up, dominant terms: per-row scratch (streams, q/o,
@@ -451,7 +459,7 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
   if (!out_proj_posts()) hc_post(s.attn_out.data());
   // MoE sub-block: hc_pre -> ffn_norm -> MoE -> hc_post
   hc_pre(lw.hc_ffn, lw.ffn_norm, moe_rows().a, [&](int tid, int n) {  // the experts' actq per token row
-    if (moe_posts() && D % kActqBlock == 0) k::actq_rows(s.a.data(), T, D, s.fq.data(), tid, n);
+    if (moe_posts() && experts_read_fq(cfg_)) k::actq_rows(s.a.data(), T, D, s.fq.data(), tid, n);
   });
   DSV4_RETURN_IF_ERROR(run_moe(lw, lc, mtp_block, dec, dspark_gamma, X));
   if (!moe_posts()) hc_post(s.m.data());
@@ -496,7 +504,7 @@ Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool 
   const k::MoeDispatchParams dp{K, 0, E, limits_.max_rows};
   k::moe_dispatch_build(s.ids.data(), T, dp, &s.moe_work);
   const k::MoeWork& mw = s.moe_work;
-  if (c.hidden_size % kActqBlock == 0)  // actq ran per token row with ffn_norm (run_block): copies only
+  if (experts_read_fq(c))  // actq ran per token row with ffn_norm (run_block): copies only
     k::moe_experts_gather(s.a.data(), s.fq.data(), lc.experts.data(), lc.shared, ep, dp, mw);
   else
     pool_.run([&](int tid, int n) { k::moe_experts_in(s.a.data(), lc.experts.data(), lc.shared, ep, dp, mw, tid, n); });

@@ -48,7 +48,7 @@ Result<grammar::Grammar> compile_constraint(const OutputConstraint& c) {
     if (!g.ok()) return g.status().with_context("tool_choice");
     return g;
   }
-  const std::string field = c.field.empty() ? "response_format" : c.field;
+  const std::string field = c.field_name();
   std::string why;
   Result<OrderedJson> schema = parse_json_bounded<OrderedJson>(c.json_schema, kMaxJsonDepth, &why);
   if (!schema.ok()) {

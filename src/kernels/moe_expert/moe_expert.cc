@@ -13,6 +13,19 @@
 namespace dsv4::kernels {
 namespace {
 
+// fn(weights, r0, n) on every local expert's entry rows [r0, r0 + n) (ascending), then on
+// the shared expert's rows.
+template <class Fn>
+void for_each_expert_rows(const ExpertWeights* experts, const ExpertWeights& shared, const MoeDispatchParams& d,
+                          const MoeWork& w, Fn&& fn) {
+  for (int64_t i = 0; i < d.n_local; ++i) {
+    const int64_t r0 = w.expert_begin[i], n = w.expert_begin[i + 1] - r0;
+    if (n > 0) fn(experts[i], r0, n);
+  }
+  if (w.shared_rows > 0) fn(shared, w.n_entries, w.shared_rows);
+}
+
+
 constexpr int64_t kAlign = 64;
 
 int64_t aligned(int64_t bytes) { return ceil_div(bytes, kAlign) * kAlign; }
@@ -147,11 +160,7 @@ void moe_experts_up(const ExpertWeights* experts, const ExpertWeights& shared,
     linear(e.w1, w.x + r0 * D, n, w.g + r0 * F, tid, nthreads);
     linear(e.w3, w.x + r0 * D, n, w.u + r0 * F, tid, nthreads);
   };
-  for (int64_t i = 0; i < d.n_local; ++i) {
-    const int64_t r0 = w.expert_begin[i], n = w.expert_begin[i + 1] - r0;
-    if (n > 0) up(experts[i], r0, n);
-  }
-  if (w.shared_rows > 0) up(shared, w.n_entries, w.shared_rows);
+  for_each_expert_rows(experts, shared, d, w, up);
 }
 
 namespace {
@@ -211,11 +220,7 @@ void moe_experts_up_act_cols(const float* route_weights, const ExpertWeights* ex
     linear_slice(e.w1, s, w.x + r0 * D, n, w.g + r0 * F + f0, 0, 1);
     linear_slice(e.w3, s, w.x + r0 * D, n, w.u + r0 * F + f0, 0, 1);
   };
-  for (int64_t i = 0; i < d.n_local; ++i) {
-    const int64_t r0 = w.expert_begin[i], n = w.expert_begin[i + 1] - r0;
-    if (n > 0) up(experts[i], r0, n);
-  }
-  if (w.shared_rows > 0) up(shared, w.n_entries, w.shared_rows);
+  for_each_expert_rows(experts, shared, d, w, up);
   for (int64_t row = 0; row < w.n_entries + w.shared_rows; ++row)
     act_row(route_weights, experts, shared, p, d, w, row, f0, f1);
 }
@@ -224,12 +229,9 @@ void moe_experts_down(const ExpertWeights* experts, const ExpertWeights& shared,
                       const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w,
                       int tid, int nthreads) {
   const int64_t D = p.hidden, F = p.moe_intermediate_size;
-  for (int64_t i = 0; i < d.n_local; ++i) {
-    const int64_t r0 = w.expert_begin[i], n = w.expert_begin[i + 1] - r0;
-    if (n > 0) linear(experts[i].w2, w.u + r0 * F, n, w.x + r0 * D, tid, nthreads);
-  }
-  if (w.shared_rows > 0)
-    linear(shared.w2, w.u + w.n_entries * F, w.shared_rows, w.x + w.n_entries * D, tid, nthreads);
+  for_each_expert_rows(experts, shared, d, w, [&](const ExpertWeights& e, int64_t r0, int64_t n) {
+    linear(e.w2, w.u + r0 * F, n, w.x + r0 * D, tid, nthreads);
+  });
 }
 
 void moe_experts_down_cols(const ExpertWeights* experts, const ExpertWeights& shared, const MoeExpertParams& p,
@@ -240,14 +242,9 @@ void moe_experts_down_cols(const ExpertWeights* experts, const ExpertWeights& sh
   s.o0 = o0;
   s.o1 = o1;
   s.y_stride = D;
-  auto down = [&](const LinearWeight& w2, int64_t r0, int64_t n) {
-    linear_slice(w2, s, w.u + r0 * F, n, w.x + r0 * D + o0, 0, 1);
-  };
-  for (int64_t i = 0; i < d.n_local; ++i) {
-    const int64_t r0 = w.expert_begin[i], n = w.expert_begin[i + 1] - r0;
-    if (n > 0) down(experts[i].w2, r0, n);
-  }
-  if (w.shared_rows > 0) down(shared.w2, w.n_entries, w.shared_rows);
+  for_each_expert_rows(experts, shared, d, w, [&](const ExpertWeights& e, int64_t r0, int64_t n) {
+    linear_slice(e.w2, s, w.u + r0 * F, n, w.x + r0 * D + o0, 0, 1);
+  });
 }
 
 }  // namespace dsv4::kernels
