@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "grammar/json_schema.h"
+#include "grammar/text_constraint.h"
 
 namespace dsv4::bench {
 namespace grammar_paths {  // named: dsv4_bench builds as unity translation units
@@ -29,8 +30,8 @@ double thread_us() {
 }
 
 // The issue's test schemas and a few of the shapes real clients send (kTool: the parameters
-// of a forced DSML tool call).
-enum class PathShape { kJson, kTool };
+// of a forced DSML tool call; kRegex / kChoice / kGbnf: vLLM's whole-output constraints).
+enum class PathShape { kJson, kTool, kRegex, kChoice, kGbnf };
 struct Schema {
   const char* name;
   PathShape shape;
@@ -79,10 +80,16 @@ const Schema kPathSchemas[] = {
         "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}}, "required": ["city"]}},
         {"name": "search", "parameters": {"type": "object", "properties": {"query": {"type": "string", "maxLength": 80},
         "lang": {"type": "string", "pattern": "^[a-z]{2}(-[A-Z]{2})?$"}}, "required": ["query"]}}])"},
+    {"regex", PathShape::kRegex, R"([A-Z][a-z]{2,12}( [A-Z][a-z]{2,12}){0,3}, [0-9]{5}(-[0-9]{4})?)"},
+    {"choice", PathShape::kChoice, R"(["positive", "negative", "neutral", "mixed feelings", "not applicable"])"},
+    {"gbnf", PathShape::kGbnf, "root ::= item (\", \" item){0,5}\nitem ::= [a-z]{1,8} \"=\" [0-9]{1,4}"},
 };
 
 Result<grammar::Grammar> compile(const Schema& s) {
+  if (s.shape == PathShape::kRegex) return grammar::compile_regex_output(s.text);
+  if (s.shape == PathShape::kGbnf) return grammar::compile_gbnf_output(s.text);
   const auto doc = OrderedJson::parse(s.text);
+  if (s.shape == PathShape::kChoice) return grammar::compile_choice_output(doc.get<std::vector<std::string>>());
   if (s.shape == PathShape::kJson) return grammar::compile_json_schema(doc);
   std::vector<grammar::ToolSpec> tools;
   for (const auto& t : doc) tools.push_back({t["name"].get<std::string>(), t["parameters"]});

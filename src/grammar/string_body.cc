@@ -109,6 +109,15 @@ bool string_body_of(const Grammar& g, const MatchStack& s, int32_t max_token_len
       if (f.more > 0) key->lo = f.lo, key->hi = f.hi;
       key->room = room_class(n.max_length, f.i, max_token_length);
     }
+  } else if (n.kind == Kind::kText) {  // the automaton state and UTF-8 payload (as kRawPattern)
+    body->kind = BodyKind::kText;
+    body->ends_by_byte = false;
+    body->regex = n.regex;
+    body->pattern = StringPattern{g.regexes[n.regex].get(), 0, -1};
+    set_escape_state(f, true, key);
+    key->phase = kSBody;  // kSOpen is the start state's body, as text_byte takes it
+    key->regex = body->pattern.re;
+    key->state = f.phase == kSOpen ? body->pattern.re->start() : f.j;
   } else {
     return false;
   }
@@ -117,7 +126,7 @@ bool string_body_of(const Grammar& g, const MatchStack& s, int32_t max_token_len
 }
 
 // The byte functions JsonMatcher's key_byte, string_value_byte, pattern_value_byte,
-// raw_string_byte and pattern_raw_string_byte apply to a byte other than the end byte.
+// raw_string_byte, pattern_raw_string_byte and text_byte apply to a byte other than the end byte.
 bool body_byte(const StringBody& body, Frame& f, uint8_t c) {
   switch (body.kind) {
     case BodyKind::kKey:  // the key's hash goes on (its closing quote checks it)
@@ -133,6 +142,7 @@ bool body_byte(const StringBody& body, Frame& f, uint8_t c) {
     case BodyKind::kPattern: return pattern_string_byte(f, c, body.pattern);
     case BodyKind::kRaw: return raw_text_byte(f, c, body.max_length);
     case BodyKind::kRawPattern:
+    case BodyKind::kText:
       if (f.phase == kSOpen) {
         f.phase = kSBody;
         f.j = body.pattern.re->start();

@@ -1,6 +1,6 @@
 // A string body on top of a matcher stack, as a token mask sees it: the tokens without the
-// body's end byte ('"' for JSON strings and open objects' keys, '<' for DSML raw strings) never
-// leave the body, so whether one is allowed depends only on the top frame's string state, never
+// body's end byte ('"' for JSON strings and open objects' keys, '<' for DSML raw strings; none
+// for a whole-output text, which only the end of sequence ends) never leave the body, so whether one is allowed depends only on the top frame's string state, never
 // on the frames below it. StringMaskKey names that state exactly (the regex and its state, the
 // escape/UTF-8 state, the length bounds left, as classes: beyond a class's edge the answer no
 // longer changes), so masks of those tokens can be cached (mask_cache.h) across steps, requests
@@ -17,11 +17,13 @@ namespace dsv4::grammar {
 
 // kHashed: a plain string item of a uniqueItems array of strings (no escapes, its hash kept).
 // kPatternKey: an open object's key under its KeyAutomaton (patternProperties/propertyNames).
-enum class BodyKind : uint8_t { kKey, kPlain, kPattern, kRaw, kRawPattern, kHashed, kPatternKey };
+// kText: the whole output of a regex / choice / GBNF constraint (Kind::kText): no end byte.
+enum class BodyKind : uint8_t { kKey, kPlain, kPattern, kRaw, kRawPattern, kHashed, kPatternKey, kText };
 
 struct StringBody {
   BodyKind kind = BodyKind::kPlain;
-  uint8_t end_byte = '"';   // the only byte that can end the body
+  uint8_t end_byte = '"';   // the only byte that can end the body (ends_by_byte)
+  bool ends_by_byte = true;  // false: kText, every byte stays in the body
   int32_t regex = -1;       // Grammar::regexes index (kPattern, kRawPattern)
   StringPattern pattern;    // regex and length bounds (kPattern, kRawPattern)
   int64_t max_length = -1;  // kPlain, kRaw
@@ -49,7 +51,7 @@ struct StringMaskKey {
 bool string_body_of(const Grammar& g, const MatchStack& s, int32_t max_token_length, StringBody* body,
                     StringMaskKey* key);
 
-// One byte c (never the end byte) of the body in f, as JsonMatcher takes it; false: refused.
+// One byte c (never an end byte) of the body in f, as JsonMatcher takes it; false: refused.
 bool body_byte(const StringBody& body, Frame& f, uint8_t c);
 
 }  // namespace dsv4::grammar

@@ -126,7 +126,7 @@ int64_t TokenMasker::fill(const JsonMatcher& m, const MatchState& st, uint64_t* 
   bool bodies = st.n > 0;
   for (int32_t k = 0; k < st.n && bodies; ++k)
     bodies = string_body_of(g, st.s[k], vocab_.all.max_length(), &bodies_[k], &keys_[k]) &&
-             bodies_[k].end_byte == bodies_[0].end_byte;
+             bodies_[k].end_byte == bodies_[0].end_byte && bodies_[k].ends_by_byte == bodies_[0].ends_by_byte;
   const std::vector<uint64_t>* text = nullptr;
   if (!bodies) {
   } else if (m.in_string_text(st, vocab_.all.max_length())) {
@@ -144,7 +144,7 @@ int64_t TokenMasker::fill(const JsonMatcher& m, const MatchState& st, uint64_t* 
   }
   if (text) std::memcpy(allowed, text->data(), sizeof(uint64_t) * words);
   else fill_body_text(g, st, allowed);
-  walk_ends(bodies_[0].end_byte == '"' ? vocab_.quoted : vocab_.angled, m, st, allowed);
+  if (bodies_[0].ends_by_byte) walk_ends(bodies_[0].end_byte == '"' ? vocab_.quoted : vocab_.angled, m, st, allowed);
   int64_t count = 0;
   for (size_t w = 0; w < words; ++w) count += __builtin_popcountll(allowed[w]);
   return count;
@@ -248,7 +248,7 @@ void TokenMasker::walk_body(const StringBody& body, const Frame& top, uint64_t* 
     const int32_t child = node.first_child + w.next_child++;
     ++visited_;
     const VocabTrie::Node& c = nodes[child];
-    if (c.byte == body.end_byte) continue;  // those tokens are the end byte's trie's
+    if (body.ends_by_byte && c.byte == body.end_byte) continue;  // those tokens are the end byte's trie's
     frames_[depth + 1] = frames_[depth];
     if (!body_byte(body, frames_[depth + 1], c.byte)) continue;
     for (int32_t t = 0; t < c.n_tokens; ++t) {
@@ -299,6 +299,16 @@ void apply_token_mask(const uint64_t* allowed, int64_t n_ids, float* row, int64_
     uint64_t refused = ~allowed[base >> 6] & valid;
     if (refused == valid) {
       std::fill(row + base, row + base + n, -INFINITY);
+      continue;
+    }
+    const uint64_t keep = ~refused & valid;
+    if (n == 64 && __builtin_popcountll(refused) > 8 + 2 * __builtin_popcountll(keep)) {
+      // A sparse word (digits, a format's few bytes): the whole word as one vector fill, the
+      // allowed logits saved around it, not one scalar store per refused id.
+      float saved[64];
+      for (uint64_t k = keep; k != 0; k &= k - 1) saved[__builtin_ctzll(k)] = row[base + __builtin_ctzll(k)];
+      std::fill(row + base, row + base + 64, -INFINITY);
+      for (uint64_t k = keep; k != 0; k &= k - 1) row[base + __builtin_ctzll(k)] = saved[__builtin_ctzll(k)];
       continue;
     }
     for (; refused != 0; refused &= refused - 1) row[base + __builtin_ctzll(refused)] = -INFINITY;

@@ -1,7 +1,8 @@
 // The string-body mask cache (mask_cache.h, string_body.h): masks filled through it equal a
 // per-token brute force on random states of several grammars (plain strings near maxLength,
 // patterns and formats with length bounds, open objects' keys, anyOf of patterned strings, DSML
-// raw strings, uniqueItems strings, keys under patternProperties), with a roomy cache and with one that evicts at every step; the LRU keeps the
+// raw strings, uniqueItems strings, keys under patternProperties, whole-output regex / choice /
+// GBNF texts), with a roomy cache and with one that evicts at every step; the LRU keeps the
 // recent keys; apply_token_mask equals the per-id rule.
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include "grammar/json_matcher.h"
 #include "grammar/json_schema.h"
 #include "grammar/mask_cache.h"
+#include "grammar/text_constraint.h"
 #include "grammar/token_mask.h"
 
 namespace dsv4::grammar {
@@ -151,6 +153,20 @@ TEST(MaskCache, PatternKeys) {
       "é|€+": {"type": "boolean"}}, "additionalProperties": false, "maxProperties": 4})"), 7);
 }
 
+// Whole-output texts (regex, choice, GBNF: Kind::kText) have no end byte: the body is the whole
+// vocabulary, keyed by the automaton's state and UTF-8 payload.
+TEST(MaskCache, WholeOutputTexts) {
+  Result<Grammar> re = compile_regex_output("[a-c]{1,4}(-[0-9]+)?(@[a-z]+\\.(z|é|€)+)?");
+  ASSERT_TRUE(re.ok()) << re.message();
+  expect_cache_equals_walk(*re, 8, 25, 30);
+  Result<Grammar> choice = compile_choice_output({"abc", "ab-12", "é€", "a\"b", "</｜DSML｜parameter>"});
+  ASSERT_TRUE(choice.ok()) << choice.message();
+  expect_cache_equals_walk(*choice, 9, 25, 30);
+  Result<Grammar> gbnf = compile_gbnf_output("root ::= word (\", \" word){0,3}\nword ::= [a-z]+ | [0-9]{1,2} \":\" [a-z]");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.message();
+  expect_cache_equals_walk(*gbnf, 10, 25, 30);
+}
+
 // Least recently used out first; keys probed past removed ones are still found.
 TEST(MaskCache, EvictsTheLeastRecent) {
   MaskCache cache(2, 4 * 2 * 8);  // four masks of two words
@@ -179,11 +195,17 @@ TEST(MaskCache, EvictsTheLeastRecent) {
 
 TEST(ApplyTokenMask, EqualsThePerIdRule) {
   std::mt19937 rng(3);
-  for (int64_t n_ids : {1, 63, 64, 65, 200}) {
+  for (int64_t n_ids : {1, 63, 64, 65, 200, 1000}) {
     const int64_t n_row = n_ids + static_cast<int64_t>(rng() % 70);
     std::vector<uint64_t> allowed(static_cast<size_t>((n_ids + 63) / 64));
-    for (uint64_t& w : allowed) w = rng() % 4 == 0 ? ~uint64_t{0} : rng() % 4 == 0 ? 0 : (uint64_t{rng()} << 32 | rng());
-    std::vector<float> row(static_cast<size_t>(n_row), 1.f), want = row;
+    for (uint64_t& w : allowed) {  // all, none, half the ids, or a sparse few (the saved-around-a-fill path)
+      const uint32_t kind = rng() % 4;
+      w = kind == 0 ? ~uint64_t{0} : kind == 1 ? 0 : kind == 2 ? (uint64_t{rng()} << 32 | rng())
+                                                               : uint64_t{1} << (rng() % 64) | uint64_t{1} << (rng() % 64);
+    }
+    std::vector<float> row(static_cast<size_t>(n_row)), want;
+    for (int64_t v = 0; v < n_row; ++v) row[v] = static_cast<float>(v) - 0.5f;  // each id its own logit
+    want = row;
     for (int64_t v = 0; v < n_row; ++v)
       if (v >= n_ids || !(allowed[v >> 6] >> (v & 63) & 1)) want[v] = -INFINITY;
     apply_token_mask(allowed.data(), n_ids, row.data(), n_row);
