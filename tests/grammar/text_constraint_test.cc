@@ -182,5 +182,28 @@ TEST(TextConstraint, RandomWalksNeverDeadEnd) {
   }
 }
 
+// Syntax built in code (GBNF rules, choice lists, key automata) meets the automaton's class
+// limit by name, before any table is made: 16,400 disjoint one-code-point sets are 16,401 classes
+// (the code points in none of them are one class).
+TEST(TextConstraint, ClassLimitIsNamed) {
+  RegexSyntax syntax;
+  RegexNode alt;
+  alt.kind = RegexNodeKind::kAlt;
+  for (uint32_t k = 0; k < 16400; ++k) {
+    syntax.sets.push_back({{0x100 + 2 * k, 0x100 + 2 * k}});
+    RegexNode leaf;
+    leaf.kind = RegexNodeKind::kSet;
+    leaf.set = static_cast<int32_t>(k);
+    syntax.nodes.push_back(leaf);
+    alt.kids.push_back(static_cast<int32_t>(k));
+  }
+  syntax.nodes.push_back(alt);
+  syntax.root = static_cast<int32_t>(syntax.nodes.size()) - 1;
+  Result<Regex> re = compile_regex_syntax(std::move(syntax), "built");
+  ASSERT_FALSE(re.ok());
+  EXPECT_NE(re.message().find("16401 distinct code point classes, above the limit 16384"), std::string::npos)
+      << re.message();
+}
+
 }  // namespace text_constraint_test
 }  // namespace dsv4::grammar

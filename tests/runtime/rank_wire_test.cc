@@ -4,6 +4,7 @@
 // source rank, on two ranks simulated in one process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -90,6 +91,26 @@ TEST(RankWire, SyncRefusesTruncatedAndOverlongMessages) {
   for (size_t n = 0; n < bytes.size(); ++n)
     EXPECT_FALSE(decode_sync(std::span<const uint8_t>(bytes.data(), n), got).ok()) << n << " bytes";
   bytes.push_back(0);
+  EXPECT_FALSE(decode_sync(bytes, got).ok());
+}
+
+// A constraint kind byte past the last kind is a malformed message, not a kind.
+TEST(RankWire, SyncRefusesAnUnknownTextKind) {
+  GenerationRequest g = filled(0);
+  g.constraint.text = "\x7f\x7e";  // a marker after the kind byte, found in the bytes below
+  g.constraint.field = "";
+  g.cache_salt = "";
+  std::vector<uint8_t> bytes;
+  encode_sync(false, std::vector<GenerationRequest>{g}, {}, bytes);
+  RankSync got;
+  ASSERT_TRUE(decode_sync(bytes, got).ok());
+  const std::string marker = "\x7f\x7e";
+  const auto at = std::search(bytes.begin(), bytes.end(), marker.begin(), marker.end());
+  ASSERT_NE(at, bytes.end());
+  // kind byte, then the text's count (4 bytes, Writer::put_count) before the marker
+  uint8_t& kind = *(at - 1 - static_cast<std::ptrdiff_t>(sizeof(uint32_t)));
+  ASSERT_EQ(kind, static_cast<uint8_t>(TextConstraint::kGbnf));
+  kind = static_cast<uint8_t>(TextConstraint::kGbnf) + 1;
   EXPECT_FALSE(decode_sync(bytes, got).ok());
 }
 

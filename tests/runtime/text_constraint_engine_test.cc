@@ -168,6 +168,8 @@ TEST(TextConstraintEngine, CompileErrorsNameTheField) {
   g.constraint.text = R"(["a", 1])";
   g.constraint.field = "guided_choice";
   EXPECT_NE((*e)->validate(g).message().find("guided_choice[1]: expected a string"), std::string::npos);
+  g.constraint.text = R"({"a": 1})";
+  EXPECT_NE((*e)->validate(g).message().find("guided_choice: expected an array of strings"), std::string::npos);
   g.constraint.text_kind = TextConstraint::kRegex;
   g.constraint.text = "(?<=a)b";
   g.constraint.field = "guided_regex";
