@@ -181,6 +181,54 @@ Result<BenchRecords> read_bench_json(const std::string& path) {
   return r;
 }
 
+namespace {
+
+// The batches to project: B 1 and 8 where both layer kinds were measured, else every B <= 8.
+std::set<int> projection_batches(const StepModel& model) {
+  std::set<int> batches;
+  for (int B : model.layer_batches("layer-csa"))
+    if (model.has_layer("layer-hca", B) && (B == 1 || B == 8)) batches.insert(B);
+  if (batches.empty())
+    for (int B : model.layer_batches("layer-csa"))
+      if (model.has_layer("layer-hca", B) && B <= 8) batches.insert(B);
+  return batches;
+}
+
+struct Profiles {
+  std::vector<Profile> mtp, dspark;
+  std::map<int, Profile> dspark_measured;  // γ -> profile
+};
+
+// Acceptance profiles: measured (spec-e2e, the lowest B per variant), published, hypothetical.
+Profiles acceptance_profiles(const std::vector<CaseResult>& cases, std::vector<std::string>& notes) {
+  Profiles out;
+  std::set<std::string> seen;
+  std::vector<const CaseResult*> e2e;
+  for (const CaseResult& c : cases)
+    if (c.name == "spec-e2e") e2e.push_back(&c);
+  std::stable_sort(e2e.begin(), e2e.end(), [](const CaseResult* a, const CaseResult* b) { return a->B < b->B; });
+  for (const CaseResult* c : e2e) {
+    if (!seen.insert(c->shape).second) continue;
+    for (const auto& [k, v] : c->extra_lists) {
+      if (k != "acceptance_at" || v.empty()) continue;
+      Profile p{fmt::format("built-in {} (measured, B {})", c->shape, c->B), v};
+      if (c->shape == "mtp") out.mtp.push_back(p);
+      else if (c->shape.rfind("dspark", 0) == 0) out.dspark_measured[static_cast<int>(v.size())] = p;
+    }
+  }
+  if (e2e.empty()) notes.push_back("spec-flash: no spec-e2e records: no measured acceptance profiles");
+  out.mtp.push_back(Profile{"DeepSeek-V3 MTP (published: 0.85-0.90)", {0.85}});
+  for (double p : {0.6, 0.8}) {
+    Profile q{fmt::format("i.i.d. p = {:.1f} (hypothetical)", p), {}};
+    for (int k = 1; k <= 7; ++k) q.at.push_back(std::pow(p, k));
+    out.mtp.push_back(q);
+    out.dspark.push_back(q);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<CaseResult> project_spec_flash(const std::vector<CaseResult>& cases, const Machine& m,
                                            const ModelConfig& full, int threads, std::vector<std::string>& notes) {
   const StepModel model(cases, m, threads);
@@ -194,43 +242,16 @@ std::vector<CaseResult> project_spec_flash(const std::vector<CaseResult>& cases,
     return Timed{ms, ms};
   };
 
-  std::set<int> batches;
-  for (int B : model.layer_batches("layer-csa"))
-    if (model.has_layer("layer-hca", B) && (B == 1 || B == 8)) batches.insert(B);
-  if (batches.empty())
-    for (int B : model.layer_batches("layer-csa"))
-      if (model.has_layer("layer-hca", B) && B <= 8) batches.insert(B);
+  const std::set<int> batches = projection_batches(model);
   if (batches.empty()) {
     notes.push_back("spec-flash: no layer-csa and layer-hca decode records at the same B (run those cases, or --from "
                     "a JSON that has them)");
     return {};
   }
-
-  // Profiles: measured (spec-e2e, the lowest B per variant), published, hypothetical.
-  std::vector<Profile> mtp_profiles, dspark_profiles;
-  std::map<int, Profile> dspark_measured;  // γ -> profile
-  std::set<std::string> seen;
-  std::vector<const CaseResult*> e2e;
-  for (const CaseResult& c : cases)
-    if (c.name == "spec-e2e") e2e.push_back(&c);
-  std::stable_sort(e2e.begin(), e2e.end(), [](const CaseResult* a, const CaseResult* b) { return a->B < b->B; });
-  for (const CaseResult* c : e2e) {
-    if (!seen.insert(c->shape).second) continue;
-    for (const auto& [k, v] : c->extra_lists) {
-      if (k != "acceptance_at" || v.empty()) continue;
-      Profile p{fmt::format("built-in {} (measured, B {})", c->shape, c->B), v};
-      if (c->shape == "mtp") mtp_profiles.push_back(p);
-      else if (c->shape.rfind("dspark", 0) == 0) dspark_measured[static_cast<int>(v.size())] = p;
-    }
-  }
-  if (e2e.empty()) notes.push_back("spec-flash: no spec-e2e records: no measured acceptance profiles");
-  mtp_profiles.push_back(Profile{"DeepSeek-V3 MTP (published: 0.85-0.90)", {0.85}});
-  for (double p : {0.6, 0.8}) {
-    Profile q{fmt::format("i.i.d. p = {:.1f} (hypothetical)", p), {}};
-    for (int k = 1; k <= 7; ++k) q.at.push_back(std::pow(p, k));
-    mtp_profiles.push_back(q);
-    dspark_profiles.push_back(q);
-  }
+  const Profiles profiles = acceptance_profiles(cases, notes);
+  const std::vector<Profile>& mtp_profiles = profiles.mtp;
+  const std::vector<Profile>& dspark_profiles = profiles.dspark;
+  const std::map<int, Profile>& dspark_measured = profiles.dspark_measured;
 
   std::vector<CaseResult> out;
   for (int B : batches) {
