@@ -1,8 +1,10 @@
 #include "text/bpe.h"
 
-#include <limits>
 #include <algorithm>
+#include <limits>
 #include <queue>
+#include <tuple>
+#include <utility>
 
 namespace dsv4 {
 namespace {
@@ -108,45 +110,6 @@ void BpeMerges::apply_scan(std::vector<int32_t>& sym) const {
   sym.resize(n);
 }
 
-void BpeMerges::apply_heap(std::vector<int32_t>& sym) const {
-  const size_t n = sym.size();
-  if (n < 2) return;
-  std::vector<int32_t> prev(n), next(n);
-  std::vector<uint8_t> alive(n, 1);
-  for (size_t i = 0; i < n; ++i) {
-    prev[i] = static_cast<int32_t>(i) - 1;
-    next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
-  }
-  // (rank, position of left symbol, left id, right id): stale entries are skipped on pop.
-  struct Cand {
-    int32_t rank, pos, left, right;
-    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-  };
-  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
-  auto push = [&](int32_t i) {
-    const int32_t j = next[i];
-    if (j < 0) return;
-    if (const Entry* e = find(sym[i], sym[j])) heap.push({e->rank, i, sym[i], sym[j]});
-  };
-  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
-  while (!heap.empty()) {
-    const Cand c = heap.top();
-    heap.pop();
-    const int32_t i = c.pos;
-    const int32_t j = next[i];
-    if (!alive[i] || j < 0 || sym[i] != c.left || sym[j] != c.right) continue;
-    sym[i] = find(c.left, c.right)->result;
-    alive[j] = 0;
-    next[i] = next[j];
-    if (next[j] >= 0) prev[next[j]] = i;
-    if (prev[i] >= 0) push(prev[i]);
-    push(i);
-  }
-  size_t w = 0;
-  for (int32_t i = 0; i >= 0; i = next[i]) sym[w++] = sym[i];
-  sym.resize(w);
-}
-
 }  // namespace dsv4
 
 namespace dsv4 {
@@ -230,12 +193,27 @@ class RankBuckets {
   std::priority_queue<int32_t, std::vector<int32_t>, std::greater<>> ranks_;  // may repeat a rank
 };
 
+// One heap of every (rank, position) candidate: apply_heap, the oracle.
+class CandidateHeap {
+ public:
+  void push(int32_t rank, int32_t pos) { heap_.push({rank, pos}); }
+  bool pop(int32_t& rank, int32_t& pos) {
+    if (heap_.empty()) return false;
+    std::tie(rank, pos) = heap_.top();
+    heap_.pop();
+    return true;
+  }
+
+ private:
+  std::priority_queue<std::pair<int32_t, int32_t>, std::vector<std::pair<int32_t, int32_t>>, std::greater<>> heap_;
+};
+
 }  // namespace
 
-// apply_heap's order with RankBuckets: a pass over one rank walks the symbols left to right (a
-// binary heap of every candidate of a multi-MiB piece misses the cache at most of its ~23 levels
-// per pop). prev[i] == -2: symbol i was merged into its left neighbour.
-void BpeMerges::apply_buckets(std::vector<int32_t>& sym, BpeWork* work) const {
+// A candidate is stale when its pair changed since it was queued (each pair has one rank).
+// prev[i] == -2: symbol i was merged into its left neighbour.
+template <class Queue>
+void BpeMerges::merge_linked(std::vector<int32_t>& sym, Queue& queue, BpeWork* work) const {
   const size_t n = sym.size();
   if (n < 2) return;
   std::vector<int32_t> prev(n), next(n);
@@ -243,7 +221,6 @@ void BpeMerges::apply_buckets(std::vector<int32_t>& sym, BpeWork* work) const {
     prev[i] = static_cast<int32_t>(i) - 1;
     next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
   }
-  RankBuckets queue(work);
   auto push = [&](int32_t i) {
     const int32_t j = next[i];
     if (j < 0) return;
@@ -255,7 +232,7 @@ void BpeMerges::apply_buckets(std::vector<int32_t>& sym, BpeWork* work) const {
     const int32_t j = next[i];
     if (j < 0 || prev[i] == -2) continue;
     const Entry* e = find(sym[i], sym[j]);
-    if (e == nullptr || e->rank != rank) continue;  // stale: the pair changed since
+    if (e == nullptr || e->rank != rank) continue;  // stale
     sym[i] = e->result;
     prev[j] = -2;
     next[i] = next[j];
@@ -267,6 +244,19 @@ void BpeMerges::apply_buckets(std::vector<int32_t>& sym, BpeWork* work) const {
   size_t w = 0;
   for (int32_t k = 0; k >= 0; k = next[k]) sym[w++] = sym[k];
   sym.resize(w);
+}
+
+// RankBuckets keep apply_heap's order: a pass over one rank walks the symbols left to right (a
+// binary heap of every candidate of a multi-MiB piece misses the cache at most of its ~23
+// levels per pop).
+void BpeMerges::apply_buckets(std::vector<int32_t>& sym, BpeWork* work) const {
+  RankBuckets queue(work);
+  merge_linked(sym, queue, work);
+}
+
+void BpeMerges::apply_heap(std::vector<int32_t>& sym) const {
+  CandidateHeap queue;
+  merge_linked(sym, queue, nullptr);
 }
 
 }  // namespace dsv4

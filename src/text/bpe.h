@@ -1,8 +1,8 @@
 // BPE merges over token ids (text.md §1.7): repeatedly merge the adjacent pair of
 // lowest rank, leftmost first among equal ranks. Short pieces use a linear scan, long ones
 // per-rank buckets of positions over a linked list (apply_buckets: linear passes, a heap of
-// the distinct pending ranks only); apply_heap, one (rank, position) heap of every candidate,
-// is their oracle. All three give the same ids.
+// the distinct pending ranks only); apply_heap, the same list with one (rank, position) heap of
+// every candidate, is their oracle. All three give the same ids.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +40,10 @@ class BpeMerges {
   };
   const Entry* find(int32_t left, int32_t right) const;
   void grow();
+  // The merges over a linked list of the symbols, candidates popped from queue (push(rank,
+  // position), pop(rank&, position&): lowest rank, then leftmost, first).
+  template <class Queue>
+  void merge_linked(std::vector<int32_t>& symbols, Queue& queue, BpeWork* work) const;
 
   std::vector<Entry> table_;  // open addressing, power-of-two size, load <= 1/2
   size_t n_merges_ = 0;
