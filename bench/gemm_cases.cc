@@ -80,10 +80,9 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
   for (const GemmShape& s : shapes) {
     WeightCopies wc = make_weight_copies(s.form, s.out, s.in, sets.span_bytes);
     const int64_t sb = scale_bytes(s.form, s.out, s.in);
-    // FP4 and FP8 in the layouts the loader gives the selected variant (LinearWeight::fp4_dot,
-    // fp8_dot).
-    const bool fp4_dot = s.form == StorageForm::kFP4 && dot_tiles_fit(s.out, s.in);  // packed on every variant
-    const bool fp8_dot = kernels::linear_reads_fp8_tiles() && s.form == StorageForm::kFP8 && dot_tiles_fit(s.out, s.in);
+    // FP4 and FP8 in the layouts the loader gives every variant (LinearWeight::fp4_dot, fp8_dot).
+    const bool fp4_dot = s.form == StorageForm::kFP4 && dot_tiles_fit(s.out, s.in);
+    const bool fp8_dot = s.form == StorageForm::kFP8 && dot_tiles_fit(s.out, s.in);
     if (fp4_dot || fp8_dot)  // all copies as one matrix of n·out rows (copy c's scales stay at c·sb)
       pack_tiles_in_place(LinearWeight{fp4_dot ? WeightFormat::kFP4 : WeightFormat::kFP8, wc.n * s.out, s.in,
                                        wc.data.data(), sb > 0 ? wc.scale.data() : nullptr});

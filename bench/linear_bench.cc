@@ -38,7 +38,6 @@ namespace {
 
 using kernels::actq_rows;
 using kernels::linear;
-using kernels::linear_reads_fp8_tiles;
 using kernels::set_linear_isa;
 
 constexpr int kThreads = 2;
@@ -83,7 +82,7 @@ int64_t scale_bytes(const Shape& s) {
 // Copies of one random weight of a shape (trained-like magnitudes: N(0, 1/in)
 // through the format's codes), laid out back to back.
 // `packed`: the same copies in the tile layouts (LinearWeight::fp4_dot, fp8_dot), which the
-// loader gives a variant that reads them (linear_reads_fp8_tiles), built on first use.
+// loader gives every variant, built on first use.
 struct WeightSet {
   const Shape* shape = nullptr;
   int n_copies = 0;
@@ -160,8 +159,8 @@ void bm_linear(benchmark::State& state, const Shape* shape, Isa isa) {
   if (shape->format == WeightFormat::kFP8 || shape->format == WeightFormat::kFP4)
     actq_rows(x.data(), T, shape->in, x.data(), 0, 1);
   set_linear_isa(isa);
-  // The layout the loader gives this variant: FP4 tiles on every variant, FP8 tiles where read fast.
-  const bool tiles = ws.packs() && (shape->format == WeightFormat::kFP4 || linear_reads_fp8_tiles());
+  // The layout the loader gives every variant: FP4 and FP8 tiles.
+  const bool tiles = ws.packs();
   if (tiles) pack_copies(ws);
   int c = 0;
   const auto t0 = std::chrono::steady_clock::now();

@@ -405,7 +405,6 @@ TEST(Runner, Tiny2PastSeveralHcaRatios) {
 // (LinearWeight::fp4_dot, fp8_dot; every variant reads them) give the stored
 // layouts' logits, bit for bit.
 TEST(Runner, DotLayoutsGiveTheStoredLayoutsLogits) {
-  if (!kernels::linear_reads_fp8_tiles()) GTEST_SKIP() << "the selected linear variant reads the stored layouts";
   const Loaded& m = model("tiny2", TinyQuant::kFp8);
   const LinearWeight& w1 = m.w->layers[0].ffn.experts[0].w1.w;
   ASSERT_EQ(w1.format, WeightFormat::kFP4);

@@ -178,16 +178,12 @@ TEST(Weights, LoadsReleasedLayout) {
   const auto* view = w.files.find("layers.2.attn.wq_b.weight");
   ASSERT_NE(view, nullptr);
   const LinearWeight& wq_b = w.layers[2].attn.wq_b.w;
-  EXPECT_EQ(wq_b.fp8_dot, kernels::linear_reads_fp8_tiles());
-  if (wq_b.fp8_dot) {
-    LinearWeight stored = wq_b;
-    stored.data = view->data;
-    stored.fp8_dot = false;
-    for (int64_t o = 0; o < wq_b.out; ++o)
-      for (int64_t i = 0; i < wq_b.in; ++i) ASSERT_EQ(fp8_code(wq_b, o, i), fp8_code(stored, o, i)) << o << ", " << i;
-  } else {
-    EXPECT_EQ(wq_b.data, view->data);
-  }
+  ASSERT_TRUE(wq_b.fp8_dot);
+  LinearWeight stored = wq_b;
+  stored.data = view->data;
+  stored.fp8_dot = false;
+  for (int64_t o = 0; o < wq_b.out; ++o)
+    for (int64_t i = 0; i < wq_b.in; ++i) ASSERT_EQ(fp8_code(wq_b, o, i), fp8_code(stored, o, i)) << o << ", " << i;
   const auto* wo_a_view = w.files.find("layers.3.attn.wo_a.weight");  // K = 80: no tiles
   ASSERT_NE(wo_a_view, nullptr);
   EXPECT_FALSE(w.layers[3].attn.wo_a.w.fp8_dot);

@@ -394,7 +394,6 @@ void set_linear_isa(Isa isa) {
   g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 Isa linear_isa() { return current_isa(); }
-bool linear_reads_fp8_tiles() { return true; }
 
 void actq_rows(const bf16* x, int64_t T, int64_t in, bf16* xq, int tid, int nthreads) {
   DSV4_CHECK(in % kActqBlock == 0, "actq row length {} is not a multiple of {}", in, kActqBlock);

@@ -62,11 +62,10 @@ void linear_f32_in_ref(const LinearWeight& w, const float* x, int64_t T, float* 
 void set_linear_isa(Isa isa);
 // The selected variant: detect_isa() until set_linear_isa is called.
 Isa linear_isa();
-// True: every variant reads FP8 (and FP4) weights in the tile layout (LinearWeight::fp8_dot,
-// fp4_dot) through its FP8 / FP4 tiles, and the loader packs them so. Weights in the stored
-// layout (or a slice whose o0 is not a multiple of 16, or fp32 x) run on the scalar tiles,
-// with the same bits.
-bool linear_reads_fp8_tiles();
+// Every variant reads FP8 and FP4 weights in the tile layout (LinearWeight::fp8_dot, fp4_dot)
+// through its FP8 / FP4 tiles, and the loader packs them so. Weights in the stored layout (or
+// a slice whose o0 is not a multiple of 16, or fp32 x) run on the scalar tiles, with the same
+// bits.
 
 // --- engine (call inside ThreadPool::run; any nthreads; no allocation) ---
 // xq[t] = actq_dequant(x[t]) for t in [0, T) (rows split over threads).
