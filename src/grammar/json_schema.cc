@@ -148,6 +148,9 @@ class Compiler {
   Status relax_ref(Json& r, const std::string& path);
   // An unenforceable keyword: an error when strict, else listed in grammar.relaxed.
   Status unenforced(const std::string& path, const std::string& keyword, const std::string& why = "");
+  // A keyword read as an annotation in both modes (an unknown format): listed in grammar.relaxed.
+  void annotation(const std::string& path, const std::string& keyword, const std::string& value);
+  void list_relaxed(std::string entry);
   Result<int32_t> schema_object(const Json& s, const std::string& path);
   Result<int64_t> count(const Json& s, const char* key, const std::string& path, int64_t fallback) const;
   Result<int32_t> literals(const Json& s, const std::string& path);
@@ -286,11 +289,18 @@ Result<int32_t> Compiler::compile_merged(Json merged, const std::string& path) {
 
 Status Compiler::unenforced(const std::string& path, const std::string& keyword, const std::string& why) {
   if (strict_) return fail(path, fmt::format("keyword '{}' is not supported{}", keyword, why));
-  std::string entry = fmt::format("{}: {}", path.empty() ? "/" : path, keyword);
+  list_relaxed(fmt::format("{}: {}", path.empty() ? "/" : path, keyword));
+  return Status();
+}
+
+void Compiler::annotation(const std::string& path, const std::string& keyword, const std::string& value) {
+  list_relaxed(fmt::format("{}: {} \"{}\" (unknown: an annotation)", path.empty() ? "/" : path, keyword, value));
+}
+
+void Compiler::list_relaxed(std::string entry) {
   if (grammar.relaxed.size() < static_cast<size_t>(kMaxRelaxed) &&
       std::find(grammar.relaxed.begin(), grammar.relaxed.end(), entry) == grammar.relaxed.end())
     grammar.relaxed.push_back(std::move(entry));
-  return Status();
 }
 
 // A $ref into another document (or an anchor) cannot be followed: relaxed to any value.
@@ -521,12 +531,19 @@ Result<int32_t> Compiler::typed(const Json& s, const std::string& type, const st
   return fail(path, fmt::format("type '{}' is not a JSON Schema type", type));
 }
 
+// Numeric bounds; format int32 / int64 make the value an integer (int32: in 32 bits).
 Result<int32_t> Compiler::number(const Json& s, Kind kind, const std::string& path) {
   Node n;
-  n.kind = kind;
-  Result<NumberRange> range = number_range(s, kind == Kind::kInteger, path);
+  int bits = 0;
+  if (const auto f = s.find("format"); f != s.end() && f->is_string()) {
+    if (format_use(f->get<std::string>()) == FormatUse::kUnknown) annotation(path, "format", f->get<std::string>());
+    if (format_use(f->get<std::string>()) == FormatUse::kNumber) bits = format_integer_bits(f->get<std::string>());
+  }
+  n.kind = bits > 0 ? Kind::kInteger : kind;
+  Result<NumberRange> range = number_range(s, n.kind == Kind::kInteger, path);
   if (!range.ok()) return range.status();
   n.range = *range;
+  if (bits == 32) DSV4_RETURN_IF_ERROR(narrow_to_int32(n.range, path));
   return add(std::move(n));
 }
 
@@ -536,20 +553,22 @@ Result<int32_t> Compiler::string_regex(const Json& s, const std::string& path, i
   if (p != s.end() && !p->is_string()) return fail(path, "pattern must be a string");
   if (f != s.end() && !f->is_string()) return fail(path, "format must be a string");
   const std::string pattern = p == s.end() ? "" : p->get<std::string>();
-  const std::string format = f == s.end() ? "" : f->get<std::string>();
-  if (f != s.end()) {
+  std::string format = f == s.end() ? "" : f->get<std::string>();
+  if (f != s.end() && format_use(format) == FormatUse::kUnknown) annotation(path, "format", format);
+  if (f != s.end() && format_use(format) != FormatUse::kString) format.clear();  // constrains no string
+  if (!format.empty()) {
     const int64_t bound = format_max_length(format);
     if (bound >= 0 && (max_length < 0 || bound < max_length)) max_length = bound;
   }
+  if (p == s.end() && format.empty()) return -1;
   if (auto it = regex_ids_.find({pattern, format}); it != regex_ids_.end()) return it->second;
-  // Not strict: a format outside the list, or a pattern outside the regex subset (lookaround,
-  // backreferences, \b), is relaxed (listed in grammar.relaxed): the string is generated without it.
+  // Not strict: a pattern outside the regex subset (lookaround, backreferences, \b) is relaxed
+  // (listed in grammar.relaxed): the string is generated without it.
   std::shared_ptr<const Regex> re;
-  if (f != s.end()) {
+  if (!format.empty()) {
     Result<const Regex*> fr = format_regex(format);
-    if (fr.ok()) re = std::shared_ptr<const Regex>(*fr, [](const Regex*) {});  // kept for the process
-    else if (strict_) return fail(path, fmt::format("keyword 'format': {}", fr.message()));
-    else DSV4_RETURN_IF_ERROR(unenforced(path, "format", ""));
+    if (!fr.ok()) return fail(path, fmt::format("keyword 'format': {}", fr.message()));
+    re = std::shared_ptr<const Regex>(*fr, [](const Regex*) {});  // kept for the process
   }
   if (p != s.end()) {
     Result<Regex> pr = compile_regex(pattern);
@@ -580,7 +599,8 @@ Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
   Result<int32_t> re = string_regex(s, path, n.max_length);
   if (!re.ok()) return re.status();
   n.regex = *re;
-  n.regex_exact = !s.contains("format");  // a format's automaton is a subset of it (formats.h)
+  const auto f = s.find("format");  // a format's automaton is a subset of it (formats.h)
+  n.regex_exact = f == s.end() || !f->is_string() || format_use(f->get<std::string>()) != FormatUse::kString;
   if (n.max_length >= 0 && n.max_length < n.min_length)
     return fail(path, "unsatisfiable: maxLength (or the format's bound) is below minLength");
   if (n.regex >= 0) {
