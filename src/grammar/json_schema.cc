@@ -182,6 +182,9 @@ class Compiler {
   Result<const Json*> conjunction(const Json& s, const Json* listed, uint64_t matching, const ObjectKeyRules& rules,
                                   const std::string& path);
   Result<int32_t> keyed_object(const Json& s, const ObjectKeyRules& rules, Node& n, const std::string& path);
+  // The values of the labels a key may take from the start (infinitely many keys on) as one
+  // anyOf: a keyed object with minProperties opens only where one of them fits (min_depth).
+  int32_t key_values(const KeyAutomaton& keys);
   Result<int32_t> open_object(const Json& s, Node& n, const std::string& path);
   Result<std::vector<Property>> properties(const Json& s, const std::string& path, bool dsml,
                                            const ObjectKeyRules& rules);
@@ -883,7 +886,7 @@ Status Compiler::dependencies(const ObjectKeyRules& rules, Node& n, const std::s
 }
 
 // minProperties/maxProperties: on listed objects both (at most kMaxProperties), on open ones
-// maxProperties (minProperties there is relaxed or refused).
+// maxProperties and minProperties up to kMaxOpenMinProperties (the matcher counts their keys).
 Status Compiler::property_counts(const Json& s, Node& n, const std::string& path) {
   Result<int64_t> lo = count(s, "minProperties", path, 0), hi = count(s, "maxProperties", path, -1);
   if (!lo.ok()) return lo.status();
@@ -891,7 +894,10 @@ Status Compiler::property_counts(const Json& s, Node& n, const std::string& path
   if (*hi >= 0 && *hi < *lo) return fail(path, "unsatisfiable: maxProperties is below minProperties");
   n.max_properties = *hi;
   if (n.open) {
-    if (*lo > 0) DSV4_RETURN_IF_ERROR(unenforced(path, "minProperties", " (only on objects with properties)"));
+    if (*lo > kMaxOpenMinProperties)
+      return unenforced(path, "minProperties", fmt::format(" (above {} on objects without listed properties)",
+                                                           kMaxOpenMinProperties));
+    n.min_properties = *lo;
     return Status();
   }
   int64_t required = 0;
@@ -974,10 +980,19 @@ Result<int32_t> Compiler::keyed_object(const Json& s, const ObjectKeyRules& rule
   }
   DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
   if (!n.open) return add(std::move(n));
-  n.values = any();  // unused: each key's label decides its value
+  n.values = n.min_properties > 0 ? key_values(*keys) : any();  // min_depth's; each key's label decides its value
   n.keys = static_cast<int32_t>(grammar.key_automata.size());
   grammar.key_automata.push_back(std::make_shared<const KeyAutomaton>(std::move(*keys)));
   return add(std::move(n));
+}
+
+int32_t Compiler::key_values(const KeyAutomaton& keys) {
+  Node values;
+  values.kind = Kind::kAnyOf;
+  for (size_t label = 0; label < keys.label_value.size(); ++label)
+    if ((keys.infinite[keys.start] >> label & 1) && keys.label_value[label] >= 0)
+      values.alternatives.push_back(keys.label_value[label]);
+  return values.alternatives.empty() ? any() : add(std::move(values));
 }
 
 // patternProperties, propertyNames and dependentRequired of s (propertyNames read in the draft,
