@@ -116,6 +116,9 @@ class Compiler {
   Result<int32_t> compile(const Json& s, const std::string& path);
   // A DSML invoke's parameters from the tool's parameters schema (its $refs resolve in it).
   Result<int32_t> dsml_params(const Json& schema, const std::string& path);
+  // Not strict: while a value may be read more than kMaxStacks ways at once, the anyOf/oneOf/type
+  // list read the fewest ways above the bound becomes any value (a superset), listed as relaxed.
+  Status relax_readings();
   // The oneOf branches recorded while compiling, checked once every $ref is filled.
   // Not strict: oneOf branches that may overlap are generated as anyOf (relaxed, listed).
   Status check_one_of();
@@ -217,6 +220,7 @@ class Compiler {
     std::vector<int32_t> branches;
   };
   std::vector<OneOf> one_of_;
+  std::map<int32_t, std::pair<std::string, std::string>> branch_sites_;  // anyOf node -> (path, keyword)
 };
 
 // Any JSON value: an open object or array of any values, a string, a number, true/false/null.
@@ -409,7 +413,9 @@ Result<int32_t> Compiler::schema_object(const Json& s, const std::string& path) 
     if (!alt.ok()) return alt.status();
     n.alternatives.push_back(*alt);
   }
-  return add(std::move(n));
+  const int32_t id = add(std::move(n));
+  branch_sites_[id] = {path, "type"};
+  return id;
 }
 
 // enum and/or const: the values that satisfy every sibling keyword (schema_literals.h).
@@ -476,7 +482,31 @@ Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std
     one_of.branches.insert(one_of.branches.end(), n.alternatives.begin(), n.alternatives.end());
     one_of_.push_back(std::move(one_of));
   }
-  return add(std::move(n));
+  const int32_t id = add(std::move(n));
+  branch_sites_[id] = {path, key};
+  return id;
+}
+
+Status Compiler::relax_readings() {
+  constexpr int kMaxRounds = 8;  // each a readings count over the grammar (bounded by kMaxReadingsWork)
+  for (int round = 0; round < kMaxRounds; ++round) {
+    Result<std::vector<int32_t>> r = node_readings(grammar, "schema /");
+    if (!r.ok() || (*r)[grammar.root] <= kMaxStacks) return Status();  // finish() names a failed count
+    int32_t fewest = kMaxCountedReadings + 1;  // the sites read the fewest ways above the bound, all at once
+    for (const auto& [node, site] : branch_sites_)
+      if ((*r)[node] > kMaxStacks) fewest = std::min(fewest, (*r)[node]);
+    if (fewest > kMaxCountedReadings) return Status();
+    for (auto it = branch_sites_.begin(); it != branch_sites_.end();) {
+      if ((*r)[it->first] != fewest) {
+        ++it;
+        continue;
+      }
+      grammar.nodes[it->first].alternatives = {any()};
+      DSV4_RETURN_IF_ERROR(unenforced(it->second.first, it->second.second));
+      it = branch_sites_.erase(it);
+    }
+  }
+  return Status();
 }
 
 // branches: the kept branch indices, then their nodes.
@@ -1160,6 +1190,7 @@ Result<Grammar> compile_json_schema(const OrderedJson& schema, const CompileOpti
   if (!root.ok()) return root.status();
   c.grammar.root = *root;
   DSV4_RETURN_IF_ERROR(c.check_one_of());
+  if (!options.strict) DSV4_RETURN_IF_ERROR(c.relax_readings());
   DSV4_RETURN_IF_ERROR(finish(c.grammar, "schema /"));
   return std::move(c.grammar);
 }
