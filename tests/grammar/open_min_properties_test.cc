@@ -2,9 +2,11 @@
 // patternProperties): the matcher counts their keys, closes only at minProperties, and keeps a
 // key slot for every key such an object still needs, so that no walk ends in a dead end however
 // many keys the objects around it took. Hand cases refused at the right byte, random walks that
-// end in valid values, the limit named when exceeded.
+// end in valid values, the limit named when exceeded, and the JSON Schema Test Suite's
+// minProperties / maxProperties cases (Debian json-schema-test-suite; skipped when absent).
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -122,6 +124,36 @@ TEST(OpenMinProperties, AboveTheLimitIsNamed) {
   ASSERT_TRUE(relaxed.ok()) << relaxed.message();
   EXPECT_EQ(relaxed->relaxed, std::vector<std::string>{"/: minProperties"});
   EXPECT_EQ(match_at(*relaxed, "{}"), -1);
+}
+
+// Every case the engine compiles: invalid instances refused, valid ones accepted (each is an
+// object of distinct keys or no object at all, which an untyped schema also allows).
+TEST(OpenMinProperties, JsonSchemaTestSuite) {
+  const std::string root = "/usr/share/json-schema-test-suite/tests/";
+  if (!std::ifstream(root + "draft7/minProperties.json"))
+    GTEST_SKIP() << root << " not installed (scripts/setup.sh installs json-schema-test-suite)";
+  CompileOptions options;
+  options.layout.item_separator = ",";
+  options.layout.key_separator = ":";
+  int compiled = 0, checked = 0;
+  for (const char* draft : {"draft2020-12", "draft7", "draft4"})
+    for (const char* k : {"minProperties", "maxProperties"}) {
+      std::ifstream in(root + draft + "/" + k + ".json");
+      if (!in) continue;
+      for (const auto& group : Json::parse(in)) {
+        Result<Grammar> g = compile_json_schema(group["schema"], options);
+        ASSERT_TRUE(g.ok()) << draft << "/" << k << ": " << group["description"] << ": " << g.message();
+        ++compiled;
+        for (const auto& test : group["tests"]) {
+          const std::string data = test["data"].dump();
+          EXPECT_EQ(match_at(*g, data) == -1, test["valid"].get<bool>())
+              << draft << "/" << k << ": " << group["description"] << " / " << test["description"] << ": " << data;
+          ++checked;
+        }
+      }
+    }
+  EXPECT_GE(compiled, 4);
+  EXPECT_GT(checked, 20);
 }
 
 }  // namespace open_min_properties_test

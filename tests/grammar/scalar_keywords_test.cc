@@ -72,6 +72,22 @@ TEST(ScalarKeywords, Format) {
   EXPECT_EQ(match_at(colour, R"("anything")"), -1);
   EXPECT_EQ(colour.relaxed, std::vector<std::string>{"/: format \"colour\" (unknown: an annotation)"});
   EXPECT_NE(refusal(R"({"type": "string", "format": 3})").find("format must be a string"), std::string::npos);
+  // Formats on numbers (ajv-formats v3): int32 an integer in 32 bits, int64 an integer, double any.
+  const Grammar int32 = compile(R"({"type": "number", "format": "int32"})");
+  for (const char* ok : {"0", "-2147483648", "2147483647"}) EXPECT_EQ(match_at(int32, ok), -1) << ok;
+  EXPECT_EQ(match_at(int32, "2147483648"), 9);
+  EXPECT_EQ(match_at(int32, "1.5"), 1);
+  EXPECT_EQ(match_at(compile(R"({"type": "number", "format": "int64"})"), "1.5"), 1);
+  EXPECT_EQ(match_at(compile(R"({"type": "number", "format": "double"})"), "1.5"), -1);
+  EXPECT_EQ(match_at(compile(R"({"type": "string", "format": "int32"})"), R"("x")"), -1);  // numbers only
+  EXPECT_EQ(match_at(compile(R"({"type": "string", "format": "password"})"), R"("x")"), -1);
+  EXPECT_NE(refusal(R"({"type": "integer", "format": "int32", "minimum": 3000000000})").find("unsatisfiable"),
+            std::string::npos);
+  const Grammar listed = compile(R"({"enum": [1, 2.5, 3000000000, "a"], "format": "int32"})");
+  EXPECT_EQ(match_at(listed, "1"), -1);
+  EXPECT_EQ(match_at(listed, "2.5"), 0);
+  EXPECT_EQ(match_at(listed, "3000000000"), 0);
+  EXPECT_EQ(match_at(listed, R"("a")"), -1);
 }
 
 TEST(ScalarKeywords, NumberBounds) {
