@@ -8,6 +8,7 @@
 
 #include "grammar/formats.h"
 #include "grammar/grammar_analysis.h"
+#include "grammar/grammar_relax.h"
 #include "grammar/schema_dialect.h"
 #include "grammar/schema_keys.h"
 #include "grammar/schema_literals.h"
@@ -117,7 +118,8 @@ class Compiler {
   // A DSML invoke's parameters from the tool's parameters schema (its $refs resolve in it).
   Result<int32_t> dsml_params(const Json& schema, const std::string& path);
   // Not strict: while a value may be read more than kMaxStacks ways at once, the anyOf/oneOf/type
-  // list read the fewest ways above the bound becomes any value (a superset), listed as relaxed.
+  // lists read the fewest ways above the bound are relaxed (listed): first their object branches
+  // are joined into one object (grammar_relax.h); read too many ways still, they become any value.
   Status relax_readings();
   // The oneOf branches recorded while compiling, checked once every $ref is filled.
   // Not strict: oneOf branches that may overlap are generated as anyOf (relaxed, listed).
@@ -221,6 +223,7 @@ class Compiler {
   };
   std::vector<OneOf> one_of_;
   std::map<int32_t, std::pair<std::string, std::string>> branch_sites_;  // anyOf node -> (path, keyword)
+  std::set<int32_t> joined_;  // sites whose object branches relax_readings joined
 };
 
 // Any JSON value: an open object or array of any values, a string, a number, true/false/null.
@@ -496,13 +499,21 @@ Status Compiler::relax_readings() {
     for (const auto& [node, site] : branch_sites_)
       if ((*r)[node] > kMaxStacks) fewest = std::min(fewest, (*r)[node]);
     if (fewest > kMaxCountedReadings) return Status();
+    std::vector<std::pair<int32_t, std::string>> joined_values;  // made by joins: sites of later rounds
     for (auto it = branch_sites_.begin(); it != branch_sites_.end();) {
       if ((*r)[it->first] != fewest) {
         ++it;
         continue;
       }
-      grammar.nodes[it->first].alternatives = {any()};
       DSV4_RETURN_IF_ERROR(unenforced(it->second.first, it->second.second));
+      const std::string path = it->second.first;
+      if (joined_.insert(it->first).second && join_object_branches(grammar, it->first, joined_values)) {
+        for (const auto& [node, key] : joined_values) branch_sites_[node] = {path + "/properties/" + key, "anyOf"};
+        joined_values.clear();
+        ++it;  // read once more: what still reads too many ways becomes any value next
+        continue;
+      }
+      grammar.nodes[it->first].alternatives = {any()};
       it = branch_sites_.erase(it);
     }
   }

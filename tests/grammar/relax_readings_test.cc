@@ -1,7 +1,7 @@
 // strict: false over a value read more ways at once than the matcher follows (kMaxStacks): the
-// anyOf / oneOf / type list read the fewest ways above the bound becomes any value (a superset),
-// named in the relaxed list; what is enforced elsewhere still holds. Under strict the schema is
-// refused as before.
+// anyOf / oneOf / type lists read the fewest ways above the bound are relaxed (named): their object
+// branches joined into one object, else (or still over-read) any value; what is enforced elsewhere
+// still holds. Under strict the schema is refused as before.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -59,6 +59,36 @@ TEST(RelaxReadings, OverReadAnyOfBecomesAnyValueOnlyWhereItIs) {
     const Json v = Json::parse(text, nullptr, false);
     ASSERT_FALSE(v.is_discarded()) << text;
     EXPECT_TRUE(v.contains("x") && v["y"].is_number_integer()) << text;
+  }
+}
+
+// Object branches that begin alike and nest the schema again (read ever more ways) are joined
+// into one object: their keys, each value the branches' values, required where all require it.
+TEST(RelaxReadings, ObjectBranchesAreJoinedIntoOneObject) {
+  const Json schema = Json::parse(R"({"$defs": {"o": {"anyOf": [
+      {"type": "object", "properties": {"a": {"$ref": "#"}}, "additionalProperties": false},
+      {"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"type": "integer"}}, "required": ["b"],
+       "additionalProperties": false},
+      {"type": "object", "properties": {"a": {"$ref": "#"}, "c": {"type": "string"}, "b": {"type": "string"}},
+       "additionalProperties": false}]}}, "$ref": "#/$defs/o"})");
+  Result<Grammar> strict = compile_json(schema, true);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_NE(strict.message().find("ways at once"), std::string::npos) << strict.message();
+  Result<Grammar> g = compile_json(schema, false);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(g->relaxed, std::vector<std::string>{"/$defs/o: anyOf"});
+  EXPECT_EQ(match_at(*g, R"({"a": {"b": 1, "c": "x"}})"), -1);  // a superset: b and c together
+  EXPECT_EQ(match_at(*g, R"({"b": "s"})"), -1);                 // b: an integer or a string
+  EXPECT_EQ(match_at(*g, R"({"b": true})"), 6);
+  EXPECT_EQ(match_at(*g, R"({"d": 1})"), 2);                    // still no other key
+  EXPECT_EQ(match_at(*g, "[]"), 0);                             // still an object
+  std::mt19937 rng(9);
+  for (int i = 0; i < 40; ++i) {
+    bool dead_end = false;
+    const std::string text = test::random_walk(*g, rng, &dead_end);
+    ASSERT_FALSE(dead_end) << text;
+    if (text.empty()) continue;
+    EXPECT_TRUE(Json::parse(text, nullptr, false).is_object()) << text;
   }
 }
 
