@@ -153,7 +153,8 @@ class Compiler {
   Status relax_ref(Json& r, const std::string& path);
   // An unenforceable keyword: an error when strict, else listed in grammar.relaxed.
   Status unenforced(const std::string& path, const std::string& keyword, const std::string& why = "");
-  // A keyword read as an annotation in both modes (an unknown format): listed in grammar.relaxed.
+  // A keyword read as an annotation in both modes (an unknown format, dropped by read()): listed
+  // in grammar.relaxed.
   void annotation(const std::string& path, const std::string& keyword, const std::string& value);
   void list_relaxed(std::string entry);
   Result<int32_t> schema_object(const Json& s, const std::string& path);
@@ -337,6 +338,8 @@ bool Compiler::needs_reading(const Json& s) const {
       return true;
     if (draft_ <= Draft::k07 && k == "$ref" && s.size() > 1) return true;
     if (draft_ == Draft::k04 && (k == "exclusiveMinimum" || k == "exclusiveMaximum") && it->is_boolean()) return true;
+    if (k == "format" && it->is_string() && format_use(it->get_ref<const std::string&>()) == FormatUse::kUnknown)
+      return true;
   }
   return false;
 }
@@ -360,6 +363,11 @@ Result<const Json*> Compiler::read(const Json& s, const std::string& path) {
   Result<Json> r = read_in_draft(s, draft_, path);
   if (!r.ok()) return r.status();
   DSV4_RETURN_IF_ERROR(relax_ref(*r, path));
+  if (const auto f = r->find("format");  // no validator's: an annotation (merges and keys never see it)
+      f != r->end() && f->is_string() && format_use(f->get_ref<const std::string&>()) == FormatUse::kUnknown) {
+    annotation(path, "format", f->get<std::string>());
+    r->erase(f);
+  }
   for (auto it = r->begin(); it != r->end();) {
     if (kKeywords.count(it.key())) {
       ++it;
@@ -579,10 +587,9 @@ Result<int32_t> Compiler::typed(const Json& s, const std::string& type, const st
 Result<int32_t> Compiler::number(const Json& s, Kind kind, const std::string& path) {
   Node n;
   int bits = 0;
-  if (const auto f = s.find("format"); f != s.end() && f->is_string()) {
-    if (format_use(f->get<std::string>()) == FormatUse::kUnknown) annotation(path, "format", f->get<std::string>());
-    if (format_use(f->get<std::string>()) == FormatUse::kNumber) bits = format_integer_bits(f->get<std::string>());
-  }
+  if (const auto f = s.find("format");
+      f != s.end() && f->is_string() && format_use(f->get<std::string>()) == FormatUse::kNumber)
+    bits = format_integer_bits(f->get<std::string>());
   n.kind = bits > 0 ? Kind::kInteger : kind;
   Result<NumberRange> range = number_range(s, n.kind == Kind::kInteger, path);
   if (!range.ok()) return range.status();
@@ -598,7 +605,6 @@ Result<int32_t> Compiler::string_regex(const Json& s, const std::string& path, i
   if (f != s.end() && !f->is_string()) return fail(path, "format must be a string");
   const std::string pattern = p == s.end() ? "" : p->get<std::string>();
   std::string format = f == s.end() ? "" : f->get<std::string>();
-  if (f != s.end() && format_use(format) == FormatUse::kUnknown) annotation(path, "format", format);
   if (f != s.end() && format_use(format) != FormatUse::kString) format.clear();  // constrains no string
   if (!format.empty()) {
     const int64_t bound = format_max_length(format);

@@ -71,6 +71,16 @@ TEST(ScalarKeywords, Format) {
   const Grammar colour = compile(R"({"type": "string", "format": "colour"})");  // unknown: an annotation
   EXPECT_EQ(match_at(colour, R"("anything")"), -1);
   EXPECT_EQ(colour.relaxed, std::vector<std::string>{"/: format \"colour\" (unknown: an annotation)"});
+  // Read out before merges and key rules: beside a known format in an allOf, in propertyNames.
+  const Grammar merged = compile(R"({"allOf": [{"type": "string", "format": "date"}, {"format": "colour"}]})");
+  EXPECT_EQ(match_at(merged, R"("2024-02-29")"), -1);
+  EXPECT_EQ(match_at(merged, R"("x")"), 1);
+  EXPECT_EQ(merged.relaxed, std::vector<std::string>{"/allOf/1: format \"colour\" (unknown: an annotation)"});
+  const Grammar names = compile(R"({"type": "object", "propertyNames": {"format": "colour", "pattern": "^a"},
+      "additionalProperties": {"type": "integer"}})");
+  EXPECT_EQ(match_at(names, R"({"ab": 1})"), -1);
+  EXPECT_EQ(match_at(names, R"({"b": 1})"), 2);
+  EXPECT_EQ(names.relaxed, std::vector<std::string>{"/propertyNames: format \"colour\" (unknown: an annotation)"});
   EXPECT_NE(refusal(R"({"type": "string", "format": 3})").find("format must be a string"), std::string::npos);
   // Formats on numbers (ajv-formats v3): int32 an integer in 32 bits, int64 an integer, double any.
   const Grammar int32 = compile(R"({"type": "number", "format": "int32"})");
