@@ -110,27 +110,129 @@ std::string uri_pattern() {
   return "[a-z][a-z0-9+\\-.]*:" + hier + tail;
 }
 
-struct FormatEntry {
-  std::string_view name;
-  std::string (*pattern)();
-  bool ignore_case;  // ajv-formats' /i
-  int64_t max_length;
-};
+// RFC 3986 relative-ref (the uri-reference without a scheme): "//" authority path-abempty, an
+// absolute path, a path whose first segment has no ':' (path-noscheme), or empty; then query and
+// fragment as uri. ajv-formats' uri-reference takes each (its pattern is a superset).
+std::string relative_ref_pattern() {
+  const std::string pct = "%[0-9a-f]{2}";
+  const std::string pchar = "(?:[a-z0-9\\-._~!$&'()*+,;=:@]|" + pct + ")";
+  const std::string pchar_nc = "(?:[a-z0-9\\-._~!$&'()*+,;=@]|" + pct + ")";
+  const std::string userinfo = "(?:(?:[a-z0-9\\-._~!$&'()*+,;=:]|" + pct + ")*@)?";
+  const std::string host = "(?:" + ip_literal_pattern() + "|(?:[a-z0-9\\-._~!$&'()*+,;=]|" + pct + ")*)";
+  const std::string abempty = "(?:/" + pchar + "*)*";
+  const std::string part = "(?://" + userinfo + host + "(?::\\d*)?" + abempty + "|/(?:" + pchar + "+" + abempty +
+                           ")?|" + pchar_nc + "+" + abempty + ")?";
+  const std::string tail =
+      "(?:\\?(?:[a-z0-9\\-._~!$&'()*+,;=:@/?]|" + pct + ")*)?(?:#(?:[a-z0-9\\-._~!$&'()*+,;=:@/?]|" + pct + ")*)?";
+  return part + tail;
+}
+
+// uri-reference (RFC 3986 URI-reference): a uri or a relative reference.
+std::string uri_reference_pattern() { return "(?:" + uri_pattern() + "|" + relative_ref_pattern() + ")"; }
+
+// url (ajv-formats, deprecated there): http, https or ftp, a host name of letter-digit labels
+// joined by single hyphens with a top-level label of 2+ letters (IP hosts, userinfo and
+// non-ASCII labels, which ajv also takes, left out), a port of 2-5 digits, a path of URI
+// characters.
+std::string url_pattern() {
+  const std::string label = "[a-z0-9]+(?:-[a-z0-9]+)*";
+  return "(?:https?|ftp)://" + label + "(?:\\." + label + ")*\\.[a-z]{2,}(?::[0-9]{2,5})?" +
+         "(?:/(?:[a-z0-9\\-._~!$&'()*+,;=:@/?#]|%[0-9a-f]{2})*)?";
+}
+
+// RFC 6570 URI template, level 4 without the reserved operators "=,!@|" and dotted variable
+// names: literals (RFC 6570's set, ASCII) and expressions {op var[:prefix|*],...}. Every such
+// string passes ajv-formats' uri-template.
+std::string uri_template_pattern() {
+  const std::string var = "(?:[a-z0-9_]|%[0-9a-f]{2})+(?::[1-9][0-9]{0,3}|\\*)?";
+  return "(?:[a-z0-9\\-._~!$&()*+,;=:@/?#\\[\\]]|%[0-9a-f]{2}|\\{[+#./;?&]?" + var + "(?:," + var + ")*\\})*";
+}
+
+// RFC 6901 JSON Pointer, exact: "/"-separated tokens, '~' only as ~0 or ~1.
+std::string json_pointer_pattern() { return "(?:/(?:[^~/]|~[01])*)*"; }
+
+// json-pointer-uri-fragment (ajv-formats), exact: a JSON Pointer as a URI fragment.
+std::string json_pointer_fragment_pattern() {
+  return "#(?:/(?:[a-z0-9_\\-.!$&'()*+,;:=@]|%[0-9a-f]{2}|~[01])*)*";
+}
+
+// Relative JSON Pointer (draft-bhutton-relative-json-pointer-00) without the index adjustment
+// ("0+1"), as ajv-formats: a non-negative integer, then '#' or a JSON Pointer.
+std::string relative_json_pointer_pattern() { return "(?:0|[1-9][0-9]*)(?:#|" + json_pointer_pattern() + ")"; }
+
+// regex: a subset that is a valid ECMA-262 pattern both with and without the u flag (ajv-formats
+// compiles it without; the JSON Schema suite reads ECMA-262), which ajv's \Z check never refuses:
+// literal letters, digits and non-syntax punctuation, identity escapes of the syntax characters,
+// \d \D \w \W \s \S \n \r \t, '.', classes of letters, digits, '_', ' ', the ranges a-z A-Z 0-9
+// and escapes; quantifiers * + ? {n} {n,} (n < 100; lazy too) on atoms and groups; ^ and $ unquantified;
+// '|'; groups ( ) and (?: ) one level deep. No backreferences, lookaround or \b.
+std::string regex_pattern() {
+  const std::string literal = "[a-zA-Z0-9 _,:;=!@#%&'<>/~\\-]";
+  const std::string escape = "\\\\[\\^$\\\\.*+?()\\[\\]{}|/dDwWsSnrt]";
+  const std::string klass = "\\[\\^?(?:[a-zA-Z0-9_ ]|a-z|A-Z|0-9|\\\\[dDwWsS\\\\\\].])+\\]";
+  const std::string atom = "(?:" + literal + "|" + escape + "|\\.|" + klass + ")";
+  const std::string quantifier = R"((?:(?:[*+?]|\{[0-9]{1,2},?\})\??))";
+  const std::string inner = "(?:" + atom + quantifier + "?|\\^|\\$)*";
+  const std::string group = "\\((?:\\?:)?" + inner + "(?:\\|" + inner + ")*\\)" + quantifier + "?";
+  const std::string outer = "(?:" + atom + quantifier + "?|" + group + "|\\^|\\$)*";
+  return outer + "(?:\\|" + outer + ")*";
+}
+
+// byte (ajv-formats, OpenAPI): base64 in groups of 4 with '=' padding, exact.
+std::string byte_pattern() { return "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"; }
 
 std::string date_time_pattern() { return date_pattern() + "[tT]" + time_pattern(); }
 
-// Every pattern is anchored whole: ^(...)$.
-constexpr std::array<FormatEntry, 10> kFormats = {{
-    {"date-time", date_time_pattern, false, -1},
-    {"time", time_pattern, false, -1},
-    {"date", date_pattern, false, -1},
-    {"duration", duration_pattern, false, -1},
-    {"email", email_pattern, true, -1},
-    {"hostname", hostname_pattern, true, 253},
-    {"ipv4", ipv4_pattern, false, -1},
-    {"ipv6", ipv6_pattern, true, -1},
-    {"uuid", uuid_pattern, true, -1},
-    {"uri", uri_pattern, true, -1},
+// iso-time / iso-date-time (ajv-formats v3): time with the offset optional; without one, a
+// time of day with no leap second.
+std::string iso_time_pattern() {
+  return "(?:" + time_pattern() + R"(|(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?))";
+}
+std::string iso_date_time_pattern() { return date_pattern() + "[tT]" + iso_time_pattern(); }
+
+struct FormatEntry {
+  std::string_view name;
+  std::string (*pattern)();  // nullptr: every string (FormatUse::kAnyString, kNumber)
+  bool ignore_case;  // ajv-formats' /i
+  int64_t max_length;
+  FormatUse use;
+};
+
+constexpr FormatUse kStr = FormatUse::kString;
+
+// Every pattern is anchored whole: ^(...)$. iri / iri-reference take the ASCII uri grammars (a
+// URI is an IRI); idn-email / idn-hostname the ASCII ones (RFC 6531 / 5890 extend them).
+constexpr std::array<FormatEntry, 30> kFormats = {{
+    {"date-time", date_time_pattern, false, -1, kStr},
+    {"time", time_pattern, false, -1, kStr},
+    {"date", date_pattern, false, -1, kStr},
+    {"duration", duration_pattern, false, -1, kStr},
+    {"email", email_pattern, true, -1, kStr},
+    {"hostname", hostname_pattern, true, 253, kStr},
+    {"ipv4", ipv4_pattern, false, -1, kStr},
+    {"ipv6", ipv6_pattern, true, -1, kStr},
+    {"uuid", uuid_pattern, true, -1, kStr},
+    {"uri", uri_pattern, true, -1, kStr},
+    {"uri-reference", uri_reference_pattern, true, -1, kStr},
+    {"iri", uri_pattern, true, -1, kStr},
+    {"iri-reference", uri_reference_pattern, true, -1, kStr},
+    {"uri-template", uri_template_pattern, true, -1, kStr},
+    {"url", url_pattern, true, -1, kStr},
+    {"idn-email", email_pattern, true, -1, kStr},
+    {"idn-hostname", hostname_pattern, true, 253, kStr},
+    {"json-pointer", json_pointer_pattern, false, -1, kStr},
+    {"json-pointer-uri-fragment", json_pointer_fragment_pattern, true, -1, kStr},
+    {"relative-json-pointer", relative_json_pointer_pattern, false, -1, kStr},
+    {"regex", regex_pattern, false, -1, kStr},
+    {"byte", byte_pattern, false, -1, kStr},
+    {"iso-time", iso_time_pattern, false, -1, kStr},
+    {"iso-date-time", iso_date_time_pattern, false, -1, kStr},
+    {"password", nullptr, false, -1, FormatUse::kAnyString},
+    {"binary", nullptr, false, -1, FormatUse::kAnyString},
+    {"int32", nullptr, false, -1, FormatUse::kNumber},
+    {"int64", nullptr, false, -1, FormatUse::kNumber},
+    {"float", nullptr, false, -1, FormatUse::kNumber},
+    {"double", nullptr, false, -1, FormatUse::kNumber},
 }};
 
 const FormatEntry* find_format(std::string_view name) {
@@ -156,6 +258,15 @@ const std::vector<std::string_view>& format_names() {
   return names;
 }
 
+FormatUse format_use(std::string_view name) {
+  const format_patterns::FormatEntry* entry = format_patterns::find_format(name);
+  return entry == nullptr ? FormatUse::kUnknown : entry->use;
+}
+
+int format_integer_bits(std::string_view name) {
+  return name == "int32" ? 32 : name == "int64" ? 64 : 0;
+}
+
 Result<const Regex*> format_regex(std::string_view name) {
   const format_patterns::FormatEntry* entry = format_patterns::find_format(name);
   if (entry == nullptr) {
@@ -163,6 +274,7 @@ Result<const Regex*> format_regex(std::string_view name) {
     for (std::string_view n : format_names()) known += (known.empty() ? "" : ", ") + std::string(n);
     return Status::errorf("format \"{}\" is not supported (supported: {})", name, known);
   }
+  if (entry->pattern == nullptr) return static_cast<const Regex*>(nullptr);
   static std::array<format_patterns::CompiledFormat, format_patterns::kFormats.size()> compiled;
   format_patterns::CompiledFormat& slot = compiled[static_cast<size_t>(entry - format_patterns::kFormats.data())];
   std::call_once(slot.once, [&] { slot.regex = compile_regex("^(?:" + entry->pattern() + ")$", entry->ignore_case); });

@@ -218,6 +218,17 @@ bool expand_alternatives(const Grammar& g, int32_t node, std::vector<int32_t>& c
 }
 
 Status check_readings(const Grammar& g, const std::string& what) {
+  Result<std::vector<int32_t>> r = node_readings(g, what);
+  if (!r.ok()) return r.status();
+  const int32_t root = (*r)[g.root];
+  if (root > kMaxStacks)
+    return Status::errorf("{}: a value may be read {}{} ways at once (anyOf branches, type lists and the tools of a "
+                          "forced call that begin alike, counted across nested values), more than the {} the matcher "
+                          "follows", what, root >= kMaxCountedReadings ? "at least " : "", root, kMaxStacks);
+  return Status();
+}
+
+Result<std::vector<int32_t>> node_readings(const Grammar& g, const std::string& what) {
   const auto n_nodes = static_cast<int32_t>(g.nodes.size());
   std::vector<std::vector<int32_t>> concrete(g.nodes.size());
   std::vector<ByteSet> first(g.nodes.size());
@@ -229,8 +240,8 @@ Status check_readings(const Grammar& g, const std::string& what) {
                             kMaxExpanded);
     }
   }
-  // Least fixed point from 0, capped at 8 x kMaxStacks (to name the count): monotone, so it ends.
-  constexpr int32_t kCap = 8 * kMaxStacks;
+  // Least fixed point from 0, capped (to name the count): monotone, so it ends.
+  constexpr int32_t kCap = kMaxCountedReadings;
   std::vector<int32_t> r(g.nodes.size(), 0);
   int64_t work = 0;
   for (bool changed = true; changed;) {
@@ -253,11 +264,7 @@ Status check_readings(const Grammar& g, const std::string& what) {
       return Status::errorf("{}: counting the readings the matcher follows takes more than {} steps", what,
                             kMaxReadingsWork);
   }
-  if (r[g.root] > kMaxStacks)
-    return Status::errorf("{}: a value may be read {}{} ways at once (anyOf branches, type lists and the tools of a "
-                          "forced call that begin alike, counted across nested values), more than the {} the matcher "
-                          "follows", what, r[g.root] >= kCap ? "at least " : "", r[g.root], kMaxStacks);
-  return Status();
+  return r;
 }
 
 namespace {

@@ -26,6 +26,9 @@ bool expand_alternatives(const Grammar& g, int32_t node, std::vector<int32_t>& c
 // the sum over its concrete branches that may begin with it. Errors name `what` and the limit.
 Status check_readings(const Grammar& g, const std::string& what);
 constexpr int64_t kMaxReadingsWork = int64_t{1} << 28;
+// Per node, the readings check_readings bounds (counted up to kMaxCountedReadings).
+Result<std::vector<int32_t>> node_readings(const Grammar& g, const std::string& what);
+constexpr int32_t kMaxCountedReadings = 8 * kMaxStacks;
 
 // Whether no JSON value matches both nodes, proven from: distinct types, string lengths that
 // cannot meet, distinct const/enum values, or a property required by two objects whose values

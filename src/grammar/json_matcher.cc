@@ -34,6 +34,11 @@ void copy_stack(MatchStack& dst, const MatchStack& src) {
   std::memcpy(dst.keys, src.keys, sizeof(uint32_t) * static_cast<size_t>(src.n_keys));
 }
 
+JsonMatcher::JsonMatcher(const Grammar& g) : g_(g) {
+  for (const Node& n : g.nodes)
+    if (n.kind == Kind::kObject && n.open) max_open_min_ = std::max(max_open_min_, static_cast<int32_t>(n.min_properties));
+}
+
 void JsonMatcher::start(MatchState& st) const {
   st.n = 1;
   st.s[0].n = 1;
@@ -44,7 +49,7 @@ void JsonMatcher::start(MatchState& st) const {
 }
 
 bool JsonMatcher::may_close(const Node& n, const Frame& f) {
-  if (n.open) return true;
+  if (n.open) return f.n_props >= n.min_properties;
   for (int32_t k = f.i; k < static_cast<int32_t>(n.properties.size()); ++k)
     if (n.properties[k].required) return false;
   return f.n_props >= n.min_properties && (n.needs.empty() || needed_keys(n, f.present) == 0);
@@ -82,8 +87,19 @@ bool JsonMatcher::key_in_range(const Node& n, TextRange r, int32_t f, int32_t n_
 }
 
 bool JsonMatcher::open_key_room(const MatchStack& s, const Node& n) const {
-  const int32_t present = s.n_keys - s.f[s.n - 1].i;  // the object is on top
-  return s.n_keys < kMaxOpenKeys && key_may_start(n, s.n) && (n.max_properties < 0 || present < n.max_properties);
+  const int32_t present = s.f[s.n - 1].n_props;  // the object is on top
+  if (!key_may_start(n, s.n) || (n.max_properties >= 0 && present >= n.max_properties)) return false;
+  if (present < n.min_properties) return true;  // needed: its slot is reserved
+  if (max_open_min_ == 0) return s.n_keys < kMaxOpenKeys;
+  int32_t reserved = (kMaxDepth + 1 - s.n) * max_open_min_;
+  for (int32_t k = 1; k < s.n; ++k) {
+    const Frame& f = s.f[k];
+    if (f.node < 0) continue;
+    const Node& o = g_.nodes[f.node];
+    if (o.kind == Kind::kObject && o.open && f.n_props < o.min_properties)
+      reserved += static_cast<int32_t>(o.min_properties) - f.n_props;
+  }
+  return s.n_keys + reserved < kMaxOpenKeys + kMaxReservedKeys;
 }
 
 bool JsonMatcher::gap_space(Frame& f, uint8_t c, const std::string* sep) const {
@@ -257,6 +273,7 @@ void JsonMatcher::key_byte(MatchStack& s, uint8_t c, MatchState& out) const {
       if (s.keys[k] == hash) return;
     s.keys[s.n_keys++] = hash;  // room: checked where the key began
     pop(s);
+    ++s.f[s.n - 1].n_props;
     emit(s, out);
     return;
   }

@@ -29,6 +29,9 @@
 namespace dsv4::grammar {
 
 constexpr int kMaxOpenKeys = 64;  // keys of the open objects on one stack
+// Key slots reserved for open objects with minProperties (at most kMaxOpenMinProperties): a key
+// they still need always has room (JsonMatcher::open_key_room).
+constexpr int kMaxReservedKeys = kMaxOpenMinProperties * kMaxDepth;
 constexpr int32_t kPatternKeyNode = -3;  // Frame::node of a key under its object's KeyAutomaton
 constexpr uint32_t kKeyHashBasis = 2166136261u, kKeyHashPrime = 16777619u;  // 32-bit FNV-1a of a key's bytes
 
@@ -43,7 +46,7 @@ struct Frame {
   uint8_t more = 0;    // string: \u hex digits or UTF-8 continuation bytes still to come
   uint8_t lo = 0, hi = 0;  // string: the next UTF-8 continuation byte's range
   uint8_t esc = 0;     // string: a surrogate pair's state (json_scalar.cc)
-  uint16_t n_props = 0;  // object: the listed properties present so far
+  uint16_t n_props = 0;  // object: the properties present so far (listed, or an open object's keys)
   uint64_t bits = 0;   // object: key candidates; literal: candidates (sorted_texts.h's range);
                        // open key: its hash; pattern key: hash, UTF-8 payload; uniqueItems array:
                        // its used values; hashed string item: its hash
@@ -56,7 +59,7 @@ struct MatchStack {
   Frame f[kMaxDepth + 1];  // f[0]: the root's frame (before the value, in it, done)
   // Hashes of the open objects' keys, outermost object first, then those of the open uniqueItems
   // array of strings (Node::unique_hashed; one at most: its items hold no container).
-  uint32_t keys[kMaxOpenKeys + kMaxUniqueStrings];
+  uint32_t keys[kMaxOpenKeys + kMaxReservedKeys + kMaxUniqueStrings];
 };
 
 // A byte c other than the closing quote of a pattern key (Frame::node kPatternKeyNode) in f, under
@@ -73,7 +76,7 @@ struct MatchState {
 
 class JsonMatcher {
  public:
-  explicit JsonMatcher(const Grammar& g) : g_(g) {}
+  explicit JsonMatcher(const Grammar& g);
   const Grammar& grammar() const { return g_; }
 
   // The state before the value's first byte.
@@ -144,9 +147,15 @@ class JsonMatcher {
   uint64_t dependent_keys(const Node& n, int32_t f, int32_t n_frames, uint64_t present) const;
   // The properties the present ones need that are not present yet.
   static uint64_t needed_keys(const Node& n, uint64_t present);
-  // Whether an open object on top of s may begin another key.
+  // Whether an open object on top of s may begin another key: its value fits, below
+  // maxProperties, and a slot in MatchStack::keys: a key the object needs for minProperties
+  // always has one (reserved); another only where the slots taken, those the open objects on s
+  // still need and those objects deeper could need (max_open_min_ per level) stay below the
+  // capacity. Each level adds at most max_open_min_ needed keys and frees its own share of the
+  // reserve, so the sum never grows past its start (kMaxDepth x max_open_min_ <= capacity).
   bool open_key_room(const MatchStack& s, const Node& n) const;
-  // Whether a listed object (or DSML params) whose next floor is f may close now.
+  // Whether a listed object (or DSML params) whose next floor is f may close now; an open
+  // object once it has minProperties keys.
   static bool may_close(const Node& n, const Frame& f);
   // Whether the top frame's value (a number, a literal, DSML params) may end here.
   bool completable(const MatchStack& s) const;
@@ -166,6 +175,7 @@ class JsonMatcher {
   void pop(MatchStack& s) const;
   void emit(const MatchStack& s, MatchState& out) const;
   const Grammar& g_;
+  int32_t max_open_min_ = 0;  // the largest minProperties of an open object in g_ (0: none)
 };
 
 }  // namespace dsv4::grammar

@@ -59,6 +59,7 @@ void JsonMatcher::pattern_key_byte(MatchStack& s, uint8_t c, MatchState& out) co
     s.keys[s.n_keys++] = hash;  // room: checked where the key began
     pop(s);
     s.f[s.n - 1].j = label;
+    ++s.f[s.n - 1].n_props;
     emit(s, out);
     return;
   }

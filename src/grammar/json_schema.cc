@@ -8,6 +8,7 @@
 
 #include "grammar/formats.h"
 #include "grammar/grammar_analysis.h"
+#include "grammar/grammar_relax.h"
 #include "grammar/schema_dialect.h"
 #include "grammar/schema_keys.h"
 #include "grammar/schema_literals.h"
@@ -116,6 +117,10 @@ class Compiler {
   Result<int32_t> compile(const Json& s, const std::string& path);
   // A DSML invoke's parameters from the tool's parameters schema (its $refs resolve in it).
   Result<int32_t> dsml_params(const Json& schema, const std::string& path);
+  // Not strict: while a value may be read more than kMaxStacks ways at once, the anyOf/oneOf/type
+  // lists read the fewest ways above the bound are relaxed (listed): first their object branches
+  // are joined into one object (grammar_relax.h); read too many ways still, they become any value.
+  Status relax_readings();
   // The oneOf branches recorded while compiling, checked once every $ref is filled.
   // Not strict: oneOf branches that may overlap are generated as anyOf (relaxed, listed).
   Status check_one_of();
@@ -148,6 +153,10 @@ class Compiler {
   Status relax_ref(Json& r, const std::string& path);
   // An unenforceable keyword: an error when strict, else listed in grammar.relaxed.
   Status unenforced(const std::string& path, const std::string& keyword, const std::string& why = "");
+  // A keyword read as an annotation in both modes (an unknown format, dropped by read()): listed
+  // in grammar.relaxed.
+  void annotation(const std::string& path, const std::string& keyword, const std::string& value);
+  void list_relaxed(std::string entry);
   Result<int32_t> schema_object(const Json& s, const std::string& path);
   Result<int64_t> count(const Json& s, const char* key, const std::string& path, int64_t fallback) const;
   Result<int32_t> literals(const Json& s, const std::string& path);
@@ -179,6 +188,9 @@ class Compiler {
   Result<const Json*> conjunction(const Json& s, const Json* listed, uint64_t matching, const ObjectKeyRules& rules,
                                   const std::string& path);
   Result<int32_t> keyed_object(const Json& s, const ObjectKeyRules& rules, Node& n, const std::string& path);
+  // The values of the labels a key may take from the start (infinitely many keys on) as one
+  // anyOf: a keyed object with minProperties opens only where one of them fits (min_depth).
+  int32_t key_values(const KeyAutomaton& keys);
   Result<int32_t> open_object(const Json& s, Node& n, const std::string& path);
   Result<std::vector<Property>> properties(const Json& s, const std::string& path, bool dsml,
                                            const ObjectKeyRules& rules);
@@ -211,6 +223,8 @@ class Compiler {
     std::vector<int32_t> branches;
   };
   std::vector<OneOf> one_of_;
+  std::map<int32_t, std::pair<std::string, std::string>> branch_sites_;  // anyOf node -> (path, keyword)
+  std::set<int32_t> joined_;  // sites whose object branches relax_readings joined
 };
 
 // Any JSON value: an open object or array of any values, a string, a number, true/false/null.
@@ -286,11 +300,18 @@ Result<int32_t> Compiler::compile_merged(Json merged, const std::string& path) {
 
 Status Compiler::unenforced(const std::string& path, const std::string& keyword, const std::string& why) {
   if (strict_) return fail(path, fmt::format("keyword '{}' is not supported{}", keyword, why));
-  std::string entry = fmt::format("{}: {}", path.empty() ? "/" : path, keyword);
+  list_relaxed(fmt::format("{}: {}", path.empty() ? "/" : path, keyword));
+  return Status();
+}
+
+void Compiler::annotation(const std::string& path, const std::string& keyword, const std::string& value) {
+  list_relaxed(fmt::format("{}: {} \"{}\" (unknown: an annotation)", path.empty() ? "/" : path, keyword, value));
+}
+
+void Compiler::list_relaxed(std::string entry) {
   if (grammar.relaxed.size() < static_cast<size_t>(kMaxRelaxed) &&
       std::find(grammar.relaxed.begin(), grammar.relaxed.end(), entry) == grammar.relaxed.end())
     grammar.relaxed.push_back(std::move(entry));
-  return Status();
 }
 
 // A $ref into another document (or an anchor) cannot be followed: relaxed to any value.
@@ -317,6 +338,8 @@ bool Compiler::needs_reading(const Json& s) const {
       return true;
     if (draft_ <= Draft::k07 && k == "$ref" && s.size() > 1) return true;
     if (draft_ == Draft::k04 && (k == "exclusiveMinimum" || k == "exclusiveMaximum") && it->is_boolean()) return true;
+    if (k == "format" && it->is_string() && format_use(it->get_ref<const std::string&>()) == FormatUse::kUnknown)
+      return true;
   }
   return false;
 }
@@ -340,6 +363,11 @@ Result<const Json*> Compiler::read(const Json& s, const std::string& path) {
   Result<Json> r = read_in_draft(s, draft_, path);
   if (!r.ok()) return r.status();
   DSV4_RETURN_IF_ERROR(relax_ref(*r, path));
+  if (const auto f = r->find("format");  // no validator's: an annotation (merges and keys never see it)
+      f != r->end() && f->is_string() && format_use(f->get_ref<const std::string&>()) == FormatUse::kUnknown) {
+    annotation(path, "format", f->get<std::string>());
+    r->erase(f);
+  }
   for (auto it = r->begin(); it != r->end();) {
     if (kKeywords.count(it.key())) {
       ++it;
@@ -396,7 +424,9 @@ Result<int32_t> Compiler::schema_object(const Json& s, const std::string& path) 
     if (!alt.ok()) return alt.status();
     n.alternatives.push_back(*alt);
   }
-  return add(std::move(n));
+  const int32_t id = add(std::move(n));
+  branch_sites_[id] = {path, "type"};
+  return id;
 }
 
 // enum and/or const: the values that satisfy every sibling keyword (schema_literals.h).
@@ -463,7 +493,39 @@ Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std
     one_of.branches.insert(one_of.branches.end(), n.alternatives.begin(), n.alternatives.end());
     one_of_.push_back(std::move(one_of));
   }
-  return add(std::move(n));
+  const int32_t id = add(std::move(n));
+  branch_sites_[id] = {path, key};
+  return id;
+}
+
+Status Compiler::relax_readings() {
+  constexpr int kMaxRounds = 8;  // each a readings count over the grammar (bounded by kMaxReadingsWork)
+  for (int round = 0; round < kMaxRounds; ++round) {
+    Result<std::vector<int32_t>> r = node_readings(grammar, "schema /");
+    if (!r.ok() || (*r)[grammar.root] <= kMaxStacks) return Status();  // finish() names a failed count
+    int32_t fewest = kMaxCountedReadings + 1;  // the sites read the fewest ways above the bound, all at once
+    for (const auto& [node, site] : branch_sites_)
+      if ((*r)[node] > kMaxStacks) fewest = std::min(fewest, (*r)[node]);
+    if (fewest > kMaxCountedReadings) return Status();
+    std::vector<std::pair<int32_t, std::string>> joined_values;  // made by joins: sites of later rounds
+    for (auto it = branch_sites_.begin(); it != branch_sites_.end();) {
+      if ((*r)[it->first] != fewest) {
+        ++it;
+        continue;
+      }
+      DSV4_RETURN_IF_ERROR(unenforced(it->second.first, it->second.second));
+      const std::string path = it->second.first;
+      if (joined_.insert(it->first).second && join_object_branches(grammar, it->first, joined_values)) {
+        for (const auto& [node, key] : joined_values) branch_sites_[node] = {path + "/properties/" + key, "anyOf"};
+        joined_values.clear();
+        ++it;  // read once more: what still reads too many ways becomes any value next
+        continue;
+      }
+      grammar.nodes[it->first].alternatives = {any()};
+      it = branch_sites_.erase(it);
+    }
+  }
+  return Status();
 }
 
 // branches: the kept branch indices, then their nodes.
@@ -521,12 +583,18 @@ Result<int32_t> Compiler::typed(const Json& s, const std::string& type, const st
   return fail(path, fmt::format("type '{}' is not a JSON Schema type", type));
 }
 
+// Numeric bounds; format int32 / int64 make the value an integer (int32: in 32 bits).
 Result<int32_t> Compiler::number(const Json& s, Kind kind, const std::string& path) {
   Node n;
-  n.kind = kind;
-  Result<NumberRange> range = number_range(s, kind == Kind::kInteger, path);
+  int bits = 0;
+  if (const auto f = s.find("format");
+      f != s.end() && f->is_string() && format_use(f->get<std::string>()) == FormatUse::kNumber)
+    bits = format_integer_bits(f->get<std::string>());
+  n.kind = bits > 0 ? Kind::kInteger : kind;
+  Result<NumberRange> range = number_range(s, n.kind == Kind::kInteger, path);
   if (!range.ok()) return range.status();
   n.range = *range;
+  if (bits == 32) DSV4_RETURN_IF_ERROR(narrow_to_int32(n.range, path));
   return add(std::move(n));
 }
 
@@ -536,20 +604,21 @@ Result<int32_t> Compiler::string_regex(const Json& s, const std::string& path, i
   if (p != s.end() && !p->is_string()) return fail(path, "pattern must be a string");
   if (f != s.end() && !f->is_string()) return fail(path, "format must be a string");
   const std::string pattern = p == s.end() ? "" : p->get<std::string>();
-  const std::string format = f == s.end() ? "" : f->get<std::string>();
-  if (f != s.end()) {
+  std::string format = f == s.end() ? "" : f->get<std::string>();
+  if (f != s.end() && format_use(format) != FormatUse::kString) format.clear();  // constrains no string
+  if (!format.empty()) {
     const int64_t bound = format_max_length(format);
     if (bound >= 0 && (max_length < 0 || bound < max_length)) max_length = bound;
   }
+  if (p == s.end() && format.empty()) return -1;
   if (auto it = regex_ids_.find({pattern, format}); it != regex_ids_.end()) return it->second;
-  // Not strict: a format outside the list, or a pattern outside the regex subset (lookaround,
-  // backreferences, \b), is relaxed (listed in grammar.relaxed): the string is generated without it.
+  // Not strict: a pattern outside the regex subset (lookaround, backreferences, \b) is relaxed
+  // (listed in grammar.relaxed): the string is generated without it.
   std::shared_ptr<const Regex> re;
-  if (f != s.end()) {
+  if (!format.empty()) {
     Result<const Regex*> fr = format_regex(format);
-    if (fr.ok()) re = std::shared_ptr<const Regex>(*fr, [](const Regex*) {});  // kept for the process
-    else if (strict_) return fail(path, fmt::format("keyword 'format': {}", fr.message()));
-    else DSV4_RETURN_IF_ERROR(unenforced(path, "format", ""));
+    if (!fr.ok()) return fail(path, fmt::format("keyword 'format': {}", fr.message()));
+    re = std::shared_ptr<const Regex>(*fr, [](const Regex*) {});  // kept for the process
   }
   if (p != s.end()) {
     Result<Regex> pr = compile_regex(pattern);
@@ -580,7 +649,8 @@ Result<int32_t> Compiler::string(const Json& s, const std::string& path) {
   Result<int32_t> re = string_regex(s, path, n.max_length);
   if (!re.ok()) return re.status();
   n.regex = *re;
-  n.regex_exact = !s.contains("format");  // a format's automaton is a subset of it (formats.h)
+  const auto f = s.find("format");  // a format's automaton is a subset of it (formats.h)
+  n.regex_exact = f == s.end() || !f->is_string() || format_use(f->get<std::string>()) != FormatUse::kString;
   if (n.max_length >= 0 && n.max_length < n.min_length)
     return fail(path, "unsatisfiable: maxLength (or the format's bound) is below minLength");
   if (n.regex >= 0) {
@@ -863,7 +933,7 @@ Status Compiler::dependencies(const ObjectKeyRules& rules, Node& n, const std::s
 }
 
 // minProperties/maxProperties: on listed objects both (at most kMaxProperties), on open ones
-// maxProperties (minProperties there is relaxed or refused).
+// maxProperties and minProperties up to kMaxOpenMinProperties (the matcher counts their keys).
 Status Compiler::property_counts(const Json& s, Node& n, const std::string& path) {
   Result<int64_t> lo = count(s, "minProperties", path, 0), hi = count(s, "maxProperties", path, -1);
   if (!lo.ok()) return lo.status();
@@ -871,7 +941,10 @@ Status Compiler::property_counts(const Json& s, Node& n, const std::string& path
   if (*hi >= 0 && *hi < *lo) return fail(path, "unsatisfiable: maxProperties is below minProperties");
   n.max_properties = *hi;
   if (n.open) {
-    if (*lo > 0) DSV4_RETURN_IF_ERROR(unenforced(path, "minProperties", " (only on objects with properties)"));
+    if (*lo > kMaxOpenMinProperties)
+      return unenforced(path, "minProperties", fmt::format(" (above {} on objects without listed properties)",
+                                                           kMaxOpenMinProperties));
+    n.min_properties = *lo;
     return Status();
   }
   int64_t required = 0;
@@ -954,10 +1027,19 @@ Result<int32_t> Compiler::keyed_object(const Json& s, const ObjectKeyRules& rule
   }
   DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
   if (!n.open) return add(std::move(n));
-  n.values = any();  // unused: each key's label decides its value
+  n.values = n.min_properties > 0 ? key_values(*keys) : any();  // min_depth's; each key's label decides its value
   n.keys = static_cast<int32_t>(grammar.key_automata.size());
   grammar.key_automata.push_back(std::make_shared<const KeyAutomaton>(std::move(*keys)));
   return add(std::move(n));
+}
+
+int32_t Compiler::key_values(const KeyAutomaton& keys) {
+  Node values;
+  values.kind = Kind::kAnyOf;
+  for (size_t label = 0; label < keys.label_value.size(); ++label)
+    if ((keys.infinite[keys.start] >> label & 1) && keys.label_value[label] >= 0)
+      values.alternatives.push_back(keys.label_value[label]);
+  return values.alternatives.empty() ? any() : add(std::move(values));
 }
 
 // patternProperties, propertyNames and dependentRequired of s (propertyNames read in the draft,
@@ -1125,6 +1207,7 @@ Result<Grammar> compile_json_schema(const OrderedJson& schema, const CompileOpti
   if (!root.ok()) return root.status();
   c.grammar.root = *root;
   DSV4_RETURN_IF_ERROR(c.check_one_of());
+  if (!options.strict) DSV4_RETURN_IF_ERROR(c.relax_readings());
   DSV4_RETURN_IF_ERROR(finish(c.grammar, "schema /"));
   return std::move(c.grammar);
 }

@@ -60,6 +60,7 @@ constexpr int kMaxAlternatives = 64; // branches of an anyOf two merged anyOfs m
 constexpr int kMaxNodes = 4096;      // nodes of one grammar, and schemas compiled into it
 constexpr int kMaxSchemaDepth = 128; // schema levels on one compile path, $ref hops included
 constexpr int kMaxDepth = 32;        // frames of the matcher: nested containers + the scalar in them
+constexpr int kMaxOpenMinProperties = 2;  // minProperties of an object without listed properties
 // Readings the matcher follows at once (json_matcher.h): a grammar where the readings may ever
 // exceed it is refused (grammar_analysis.h check_readings), so that no reading is ever dropped.
 constexpr int kMaxStacks = 32;

@@ -49,12 +49,15 @@ Status names_automaton(const Json& names, ObjectKeyRules& r, const std::string& 
   int64_t max_length = -1;
   if (const auto f = names.find("format"); f != names.end()) {
     if (!f->is_string()) return key_fail(at, "format must be a string");
-    Result<const Regex*> fr = format_regex(f->get<std::string>());
-    if (!fr.ok()) return key_fail(at, fmt::format("keyword 'format': {}", fr.message()));
-    Result<std::shared_ptr<const Regex>> re = both(r.names_re, Result<Regex>(**fr));
-    if (!re.ok()) return key_fail(at, fmt::format("keyword 'format': {}", re.message()));
-    r.names_re = std::move(*re);
-    max_length = format_max_length(f->get<std::string>());
+    // Only string formats constrain a key; an unknown format is an annotation.
+    if (format_use(f->get<std::string>()) == FormatUse::kString) {
+      Result<const Regex*> fr = format_regex(f->get<std::string>());
+      if (!fr.ok()) return key_fail(at, fmt::format("keyword 'format': {}", fr.message()));
+      Result<std::shared_ptr<const Regex>> re = both(r.names_re, Result<Regex>(**fr));
+      if (!re.ok()) return key_fail(at, fmt::format("keyword 'format': {}", re.message()));
+      r.names_re = std::move(*re);
+      max_length = format_max_length(f->get<std::string>());
+    }
   }
   Result<int64_t> lo = name_count(names, "minLength", at, 0), hi = name_count(names, "maxLength", at, -1);
   if (!lo.ok()) return lo.status();

@@ -64,6 +64,7 @@ bool same_json_value(const Json& a, const Json& b) {
 
 bool keyword_applies(const std::string& keyword, const Json& value) {
   if (kNoConstraint.count(keyword)) return false;
+  if (keyword == "format") return value.is_string() || value.is_number();  // int32 ... on numbers
   if (kObjectKeywords.count(keyword)) return value.is_object();
   if (kArrayKeywords.count(keyword)) return value.is_array();
   if (kStringKeywords.count(keyword)) return value.is_string();
@@ -107,6 +108,13 @@ Result<bool> literal_satisfies(const Json& value, const Json& schema, const std:
       if (!arg.is_number() || arg.get<double>() <= 0) return fail("multipleOf must be a number above 0");
       const double q = value.get<double>() / arg.get<double>();
       if (!std::isfinite(q) || std::floor(q) != q) return false;  // as ajv computes it
+    } else if (k == "format" && value.is_number()) {
+      if (!arg.is_string()) return fail("format must be a string");
+      const std::string& name = arg.get_ref<const std::string&>();
+      const int bits = format_use(name) == FormatUse::kNumber ? format_integer_bits(name) : 0;
+      const double v = value.get<double>();
+      if (bits > 0 && !is_integral(value)) return false;
+      if (bits == 32 && (v < -2147483648.0 || v > 2147483647.0)) return false;
     } else if (k == "pattern" || k == "format") {
       if (!arg.is_string()) return fail(fmt::format("{} must be a string", k));
       Result<Regex> compiled = Regex();
@@ -116,6 +124,7 @@ Result<bool> literal_satisfies(const Json& value, const Json& schema, const std:
         if (!compiled.ok()) return fail(fmt::format("keyword 'pattern': {}", compiled.message()));
         re = &*compiled;
       } else {
+        if (format_use(arg.get<std::string>()) != FormatUse::kString) continue;  // constrains no string
         Result<const Regex*> f = format_regex(arg.get<std::string>());
         if (!f.ok()) return fail(fmt::format("keyword 'format': {}", f.message()));
         re = *f;

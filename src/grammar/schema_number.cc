@@ -128,4 +128,18 @@ Result<NumberRange> number_range(const Json& s, bool integer, const std::string&
   return r;
 }
 
+Status narrow_to_int32(NumberRange& r, const std::string& path) {
+  constexpr int64_t kMin = -(int64_t{1} << 31), kMax = (int64_t{1} << 31) - 1;
+  if (!r.bounded) {
+    r = NumberRange{true, 0, kMin, kMax, 1};
+    return Status();
+  }
+  r.min = std::max(r.min, kMin);
+  r.max = std::min(r.max, kMax);
+  const int64_t first = r.min >= 0 ? (r.min + r.step - 1) / r.step * r.step : -(-r.min / r.step * r.step);
+  if (r.min > r.max || first > r.max)
+    return fail(path, "unsatisfiable: no integer of format int32 meets minimum/maximum/exclusive*/multipleOf");
+  return Status();
+}
+
 }  // namespace dsv4::grammar

@@ -24,4 +24,7 @@ constexpr int32_t kMaxFractionDigits = 6;
 // The range of s's numeric keywords (bounded false: none); errors name the keyword and path.
 Result<NumberRange> number_range(const OrderedJson& s, bool integer, const std::string& path);
 
+// An integer range r narrowed to [-2^31, 2^31 - 1] (format int32); errors when nothing is left.
+Status narrow_to_int32(NumberRange& r, const std::string& path);
+
 }  // namespace dsv4::grammar

@@ -68,8 +68,36 @@ TEST(ScalarKeywords, Format) {
   EXPECT_EQ(match_at(both, R"("2024-01-31")"), 4);
   const Grammar host = compile(R"({"type": "string", "format": "hostname"})");
   EXPECT_EQ(host.nodes[host.root].max_length, 253);
-  EXPECT_NE(refusal(R"({"type": "string", "format": "colour"})").find("keyword 'format'"), std::string::npos);
+  const Grammar colour = compile(R"({"type": "string", "format": "colour"})");  // unknown: an annotation
+  EXPECT_EQ(match_at(colour, R"("anything")"), -1);
+  EXPECT_EQ(colour.relaxed, std::vector<std::string>{"/: format \"colour\" (unknown: an annotation)"});
+  // Read out before merges and key rules: beside a known format in an allOf, in propertyNames.
+  const Grammar merged = compile(R"({"allOf": [{"type": "string", "format": "date"}, {"format": "colour"}]})");
+  EXPECT_EQ(match_at(merged, R"("2024-02-29")"), -1);
+  EXPECT_EQ(match_at(merged, R"("x")"), 1);
+  EXPECT_EQ(merged.relaxed, std::vector<std::string>{"/allOf/1: format \"colour\" (unknown: an annotation)"});
+  const Grammar names = compile(R"({"type": "object", "propertyNames": {"format": "colour", "pattern": "^a"},
+      "additionalProperties": {"type": "integer"}})");
+  EXPECT_EQ(match_at(names, R"({"ab": 1})"), -1);
+  EXPECT_EQ(match_at(names, R"({"b": 1})"), 2);
+  EXPECT_EQ(names.relaxed, std::vector<std::string>{"/propertyNames: format \"colour\" (unknown: an annotation)"});
   EXPECT_NE(refusal(R"({"type": "string", "format": 3})").find("format must be a string"), std::string::npos);
+  // Formats on numbers (ajv-formats v3): int32 an integer in 32 bits, int64 an integer, double any.
+  const Grammar int32 = compile(R"({"type": "number", "format": "int32"})");
+  for (const char* ok : {"0", "-2147483648", "2147483647"}) EXPECT_EQ(match_at(int32, ok), -1) << ok;
+  EXPECT_EQ(match_at(int32, "2147483648"), 9);
+  EXPECT_EQ(match_at(int32, "1.5"), 1);
+  EXPECT_EQ(match_at(compile(R"({"type": "number", "format": "int64"})"), "1.5"), 1);
+  EXPECT_EQ(match_at(compile(R"({"type": "number", "format": "double"})"), "1.5"), -1);
+  EXPECT_EQ(match_at(compile(R"({"type": "string", "format": "int32"})"), R"("x")"), -1);  // numbers only
+  EXPECT_EQ(match_at(compile(R"({"type": "string", "format": "password"})"), R"("x")"), -1);
+  EXPECT_NE(refusal(R"({"type": "integer", "format": "int32", "minimum": 3000000000})").find("unsatisfiable"),
+            std::string::npos);
+  const Grammar listed = compile(R"({"enum": [1, 2.5, 3000000000, "a"], "format": "int32"})");
+  EXPECT_EQ(match_at(listed, "1"), -1);
+  EXPECT_EQ(match_at(listed, "2.5"), 0);
+  EXPECT_EQ(match_at(listed, "3000000000"), 0);
+  EXPECT_EQ(match_at(listed, R"("a")"), -1);
 }
 
 TEST(ScalarKeywords, NumberBounds) {

@@ -70,6 +70,9 @@ inline bool number_valid(double x, const Json& s) {
     const double q = x / s["multipleOf"].get<double>();
     if (std::abs(q - std::round(q)) > 1e-9 * std::max(1.0, std::abs(q))) return false;
   }
+  const std::string format = s.contains("format") && s["format"].is_string() ? s["format"].get<std::string>() : "";
+  if ((format == "int32" || format == "int64") && std::floor(x) != x) return false;  // ajv-formats v3
+  if (format == "int32" && (x < -2147483648.0 || x > 2147483647.0)) return false;
   return true;
 }
 
@@ -127,8 +130,8 @@ inline bool shape_valid(const Json& v, const Json& s, const Json& root) {
       auto re = grammar::compile_regex(s["pattern"].get<std::string>());
       if (!re.ok() || !grammar::matches_utf8(*re, v.get<std::string>())) return false;
     }
-    if (s.contains("format")) {
-      auto re = grammar::format_regex(s["format"].get<std::string>());
+    if (s.contains("format") && grammar::format_use(s["format"].get<std::string>()) == grammar::FormatUse::kString) {
+      auto re = grammar::format_regex(s["format"].get<std::string>());  // others constrain no string
       if (!re.ok() || !grammar::matches_utf8(**re, v.get<std::string>())) return false;
     }
   }
