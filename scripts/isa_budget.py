@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 # path, ISA, object, T, and the parts a tile of T rows runs over the same 64 code bytes
-# (linear_fp4_avx512.cc run_rows: blocks of up to 6 rows x 12 / rows tiles; linear_fp4_avx2.cc:
+# (linear_fp4_avx512.cc run_rows: blocks of block_rows rows x block_regs / rows tiles; linear_fp4_avx2.cc:
 # see avx2()), each with the marker instruction of its hot loop and how many of it one 64-byte
 # code chunk takes there. The exact rows (x outside the dot's range, linear_fp4.h) are rare.
 STEP = "(dsv4::kernels::linear_tile::(anonymous namespace)::Step)"  # 0 dot, 1 FMA, 2 exact
@@ -63,11 +63,12 @@ def fp8_avx2(rows, fma):
     return [(f"run_rows_decoded<{f}>", "vpshufb", 2)] + [(f"rows_on_decoded<4, {f}>", mark, 8 * 4)] * (rows // 4)
 
 
-T16 = [(6, 2), (6, 2), (4, 3)]
+T16 = [(6, 2), (6, 2), (4, 3)]  # FP4 FMA / exact: blocks of up to 6 rows x 12 / rows tiles
+T16_DOT = [(8, 2), (8, 2)]  # FP4 dot: blocks of up to 8 rows x 16 / rows tiles
 T16_FP8 = [(8, 2), (8, 2)]  # linear_fp8_avx512.h: blocks of up to 8 rows x 16 / rows tiles
 PATHS = [
     ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 1, avx512([(1, 4)], 0)),
-    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 16, avx512(T16, 0)),
+    ("FP4 dot", "avx512bf16", "linear_fp4_avx512", 16, avx512(T16_DOT, 0)),
     ("FP4 FMA", "avx512", "linear_fp4_avx512", 1, avx512([(1, 4)], 1)),
     ("FP4 FMA", "avx512", "linear_fp4_avx512", 16, avx512(T16, 1)),
     ("FP4 FMA", "avx2", "linear_fp4_avx2", 1, avx2(1, True)),

@@ -13,6 +13,10 @@
 #include <limits>
 #include <type_traits>
 
+#if defined(__SSE4_1__)
+#include <smmintrin.h>
+#endif
+
 #include "base/check.h"
 #include "base/math.h"
 #include "kernels/linear/linear.h"
@@ -228,15 +232,31 @@ void tile_fp8_scalar(const linear_tile::Tile& tl) {
 }
 
 // Whether row x[0, n) may take the bf16 dot of an FP4 or FP8 tile (linear_fp4.h,
-// linear_fp8.h): every value zero or normal with biased exponent in [lo, hi].
+// linear_fp8.h): every value zero or normal with biased exponent in [lo, hi] (1 <= lo <= hi
+// <= 254). As one unsigned test per value: the magnitude bits minus lo·128 (0 for a zero)
+// below (hi - lo + 1)·128, so the largest of them decides; SSE4.1 takes 8 values a step
+// (every linear call scans all its rows: the plain loop cost 6-12 % of an FP4 GEMM).
 bool quant_dot_row(const bf16* x, int64_t n, int lo, int hi) {
   const uint16_t* b = reinterpret_cast<const uint16_t*>(x);
-  bool ok = true;
-  for (int64_t i = 0; i < n; ++i) {
-    const int m = b[i] & 0x7FFF, e = m >> 7;
-    ok &= (m == 0) | ((e >= lo) & (e <= hi));
+  const auto base = static_cast<uint16_t>(lo << 7), span = static_cast<uint16_t>((hi - lo + 1) << 7);
+  uint16_t worst = 0;
+  int64_t i = 0;
+#if defined(__SSE4_1__)
+  const __m128i mag = _mm_set1_epi16(0x7FFF), vbase = _mm_set1_epi16(static_cast<int16_t>(base));
+  __m128i w = _mm_setzero_si128();
+  for (; i + 8 <= n; i += 8) {
+    const __m128i m = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)), mag);
+    w = _mm_max_epu16(w, _mm_andnot_si128(_mm_cmpeq_epi16(m, _mm_setzero_si128()), _mm_sub_epi16(m, vbase)));
   }
-  return ok;
+  alignas(16) uint16_t lanes[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), w);
+  for (const uint16_t l : lanes) worst = std::max(worst, l);
+#endif
+  for (; i < n; ++i) {
+    const auto m = static_cast<uint16_t>(b[i] & 0x7FFF);
+    worst = std::max(worst, m == 0 ? uint16_t{0} : static_cast<uint16_t>(m - base));
+  }
+  return worst < span;
 }
 // The exponent window of quant_dot_row for w's format.
 struct DotExp {

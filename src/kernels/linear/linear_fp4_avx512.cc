@@ -46,6 +46,92 @@ inline __m512 scale_vec(const uint8_t* p) {
 // are exact normal numbers, so the FMA gives the multiply-then-add bits), or a multiply
 // and an add (every other row).
 enum class Step { kDot, kFma, kExact };
+// Dot blocks from this many rows decode per column pair (the tiles' weight vectors of one
+// pair, then its R·NT dots: fewer live registers, measured 5-14 % faster at T = 4..16 on
+// Zen 5); smaller blocks decode the whole chunk first (faster below 4 rows).
+constexpr int kPairOuterRows = 4;
+
+// The steps of one code chunk q (columns 8q .. 8q + 7 of the block; col: its first column
+// in the slice) of NT tiles into the R·NT group sums p.
+// The dot, the chunk decoded whole first, then per column pair each x pair broadcast once.
+template <int R, int NT>
+inline void chunk_dot_whole(__m512 (&p)[R][NT], const uint8_t* const* ct, int64_t ahead, int q,
+                            const uint16_t* const* xr, int64_t col) {
+  const __m512i lut = _mm512_load_si512(fp4::kE2m1Bf16);
+  __m512i w[NT][4];
+  DSV4_UNROLL(4)
+  for (int t = 0; t < NT; ++t) {
+    _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * q), _MM_HINT_T0);
+    const __m512i v = _mm512_loadu_si512(ct[t] + 64 * q);
+    w[t][0] = _mm512_permutexvar_epi16(v, lut);
+    w[t][1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 4), lut);
+    w[t][2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 8), lut);
+    w[t][3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 12), lut);
+  }
+  DSV4_UNROLL(4)
+  for (int m = 0; m < 4; ++m)
+    DSV4_UNROLL(16)
+    for (int r = 0; r < R; ++r) {
+      int32_t pair;
+      __builtin_memcpy(&pair, xr[r] + col + 2 * m, 4);
+      const __m512bh xp = (__m512bh)_mm512_set1_epi32(pair);
+      DSV4_UNROLL(4)
+      for (int t = 0; t < NT; ++t) p[r][t] = _mm512_dpbf16_ps(p[r][t], (__m512bh)w[t][m], xp);
+    }
+}
+// The dot, per column pair: the NT tiles' weight vectors of the pair, then its R·NT dots.
+template <int R, int NT>
+inline void chunk_dot_pairs(__m512 (&p)[R][NT], const uint8_t* const* ct, int64_t ahead, int q,
+                            const uint16_t* const* xr, int64_t col) {
+  const __m512i lut = _mm512_load_si512(fp4::kE2m1Bf16);
+  __m512i v[NT];
+  DSV4_UNROLL(4)
+  for (int t = 0; t < NT; ++t) {
+    _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * q), _MM_HINT_T0);
+    v[t] = _mm512_loadu_si512(ct[t] + 64 * q);
+  }
+  DSV4_UNROLL(4)
+  for (int m = 0; m < 4; ++m) {
+    __m512i w[NT];
+    DSV4_UNROLL(4)
+    for (int t = 0; t < NT; ++t) w[t] = _mm512_permutexvar_epi16(m == 0 ? v[t] : _mm512_srli_epi16(v[t], 4 * m), lut);
+    DSV4_UNROLL(16)
+    for (int r = 0; r < R; ++r) {
+      int32_t pair;
+      __builtin_memcpy(&pair, xr[r] + col + 2 * m, 4);
+      const __m512bh xp = (__m512bh)_mm512_set1_epi32(pair);
+      DSV4_UNROLL(4)
+      for (int t = 0; t < NT; ++t) p[r][t] = _mm512_dpbf16_ps(p[r][t], (__m512bh)w[t], xp);
+    }
+  }
+}
+// FMA or exact: per tile the fp32 decode, a multiply-add pair step per product.
+template <int R, int NT, Step kStep>
+inline void chunk_f32(__m512 (&p)[R][NT], const uint8_t* const* ct, int64_t ahead, int q, const uint16_t* const* xr,
+                      int64_t col) {
+  DSV4_UNROLL(4)
+  for (int t = 0; t < NT; ++t) {
+    _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * q), _MM_HINT_T0);
+    const __m512i v = _mm512_loadu_si512(ct[t] + 64 * q);
+    const __m512 lut = _mm512_load_ps(fp4::kE2m1F32);
+    DSV4_UNROLL(4)
+    for (int m = 0; m < 4; ++m) {
+      const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * m), lut);
+      const __m512 wo = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 16 + 4 * m), lut);
+      DSV4_UNROLL(16)
+      for (int r = 0; r < R; ++r) {
+        const __m512 xo = bcast_bf16(xr[r][col + 2 * m + 1]), xe = bcast_bf16(xr[r][col + 2 * m]);
+        if constexpr (kStep == Step::kFma) {
+          p[r][t] = _mm512_fmadd_ps(wo, xo, p[r][t]);
+          p[r][t] = _mm512_fmadd_ps(we, xe, p[r][t]);
+        } else {
+          p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(wo, xo));
+          p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(we, xe));
+        }
+      }
+    }
+  }
+}
 
 template <int R, int NT, Step kStep>
 void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* const* xr, float* const* yr,
@@ -71,52 +157,9 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
       for (int c = 0; c < kChunks; ++c) {
         const int q = kChunks * g + c;  // chunk: columns 8q .. 8q + 7 of the block
         const int64_t col = b * kBlock + 8 * q;
-        if constexpr (kStep == Step::kDot) {  // the NT tiles' weights decoded, then each x pair broadcast once
-          const __m512i lut = _mm512_load_si512(fp4::kE2m1Bf16);
-          __m512i w[NT][4];
-          DSV4_UNROLL(4)
-          for (int t = 0; t < NT; ++t) {
-            _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * q), _MM_HINT_T0);
-            const __m512i v = _mm512_loadu_si512(ct[t] + 64 * q);
-            w[t][0] = _mm512_permutexvar_epi16(v, lut);
-            w[t][1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 4), lut);
-            w[t][2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 8), lut);
-            w[t][3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 12), lut);
-          }
-          DSV4_UNROLL(4)
-          for (int m = 0; m < 4; ++m)
-            DSV4_UNROLL(16)
-            for (int r = 0; r < R; ++r) {
-              int32_t pair;
-              __builtin_memcpy(&pair, xr[r] + col + 2 * m, 4);
-              const __m512bh xp = (__m512bh)_mm512_set1_epi32(pair);
-              DSV4_UNROLL(4)
-              for (int t = 0; t < NT; ++t) p[r][t] = _mm512_dpbf16_ps(p[r][t], (__m512bh)w[t][m], xp);
-            }
-          continue;
-        }
-        DSV4_UNROLL(4)
-        for (int t = 0; t < NT; ++t) {
-          _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * q), _MM_HINT_T0);
-          const __m512i v = _mm512_loadu_si512(ct[t] + 64 * q);
-          const __m512 lut = _mm512_load_ps(fp4::kE2m1F32);
-          DSV4_UNROLL(4)
-          for (int m = 0; m < 4; ++m) {
-            const __m512 we = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * m), lut);
-            const __m512 wo = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 16 + 4 * m), lut);
-            DSV4_UNROLL(16)
-            for (int r = 0; r < R; ++r) {
-              const __m512 xo = bcast_bf16(xr[r][col + 2 * m + 1]), xe = bcast_bf16(xr[r][col + 2 * m]);
-              if constexpr (kStep == Step::kFma) {
-                p[r][t] = _mm512_fmadd_ps(wo, xo, p[r][t]);
-                p[r][t] = _mm512_fmadd_ps(we, xe, p[r][t]);
-              } else {
-                p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(wo, xo));
-                p[r][t] = _mm512_add_ps(p[r][t], _mm512_mul_ps(we, xe));
-              }
-            }
-          }
-        }
+        if constexpr (kStep != Step::kDot) chunk_f32<R, NT, kStep>(p, ct, ahead, q, xr, col);
+        else if constexpr (R < kPairOuterRows) chunk_dot_whole<R, NT>(p, ct, ahead, q, xr, col);
+        else chunk_dot_pairs<R, NT>(p, ct, ahead, q, xr, col);
       }
       for (int t = 0; t < NT; ++t) {
         const __m512 s = scale_vec(st[t] + 16 * g);
@@ -141,32 +184,38 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
 
 using BlockFn = void (*)(const Tile&, const fp4::Tiles&, int64_t, const uint16_t* const*, float* const*, float*);
 
-// Register blocks of R <= kBlockRows rows x NT <= 4 tiles with R·NT <= kBlockRegs group
-// sums, as many tiles as fit: each broadcast x pair feeds NT dots and each decoded chunk R
-// (measured on Zen 5, one thread: R·NT = 12 in 6 x 2 reads 76 % of the VDPBF16PS peak at
-// T = 64; 12 x 1 and 16 x 1 spill and read 40-65 %).
-constexpr int kBlockRegs = 12;
-constexpr int kBlockRows = 6;
+// Register blocks of R <= block_rows rows x NT <= 4 tiles with R·NT <= block_regs group
+// sums, as many tiles as fit: each broadcast x pair feeds NT dots and each decoded chunk R.
+// Dot: 8 x 2, the 16 sums, 8 broadcast pairs, 2 weight vectors and the LUT in the 32
+// registers (measured on Zen 5, one thread, against 6 x 2: T = 4 / 8 / 16 +5-14 %, T = 64
+// even). FMA and exact: 6 x 2 (R·NT = 12 reads 76 % of the VDPBF16PS peak at T = 64 in the
+// dot's former 6 x 2; 12 x 1 and 16 x 1 spill and read 40-65 %).
+// Folding the broadcast into VDPBF16PS's m32bcst operand measured slower on Zen 5 (a
+// register-only loop: 175 against 470 GFLOP/s with one broadcast per 2 dots).
+constexpr int kMaxBlockRows = 8;
+constexpr int block_regs(Step s) { return s == Step::kDot ? 16 : 12; }
+constexpr int block_rows(Step s) { return s == Step::kDot ? 8 : 6; }
 template <Step kStep>
 struct Blocks {
-  BlockFn fn[kBlockRows][kMaxTiles];  // [R - 1][NT - 1]; nullptr where R·NT > kBlockRegs
+  BlockFn fn[kMaxBlockRows][kMaxTiles];  // [R - 1][NT - 1]; nullptr where the block does not fit
 };
 template <Step kStep, int... I>
 constexpr Blocks<kStep> make_blocks(std::integer_sequence<int, I...>) {
   Blocks<kStep> b{};
   constexpr auto fn_of = []<int R, int NT>() -> BlockFn {
-    if constexpr (R * NT <= kBlockRegs) return run_block<R, NT, kStep>;
+    if constexpr (R * NT <= block_regs(kStep) && R <= block_rows(kStep)) return run_block<R, NT, kStep>;
     else return nullptr;
   };
   ((b.fn[I / kMaxTiles][I % kMaxTiles] = fn_of.template operator()<I / kMaxTiles + 1, I % kMaxTiles + 1>()), ...);
   return b;
 }
 template <Step kStep>
-constexpr Blocks<kStep> kBlocks = make_blocks<kStep>(std::make_integer_sequence<int, kBlockRows * kMaxTiles>{});
+constexpr Blocks<kStep> kBlocks = make_blocks<kStep>(std::make_integer_sequence<int, kMaxBlockRows * kMaxTiles>{});
 
 // Rows rows[0..n) of the call, all with one kind of step.
 template <Step kStep>
 void run_rows(const Tile& tl, const fp4::Tiles& W, const int* rows, int n) {
+  constexpr int kBlockRegs = block_regs(kStep), kBlockRows = block_rows(kStep);
   const int nt = (tl.no + kTileOut - 1) / kTileOut;
   const uint16_t* x = static_cast<const uint16_t*>(tl.x);
   const uint16_t* xr[kBlockRows];
