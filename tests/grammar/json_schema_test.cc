@@ -292,6 +292,20 @@ TEST(AllOf, MergedWhereTheMergeIsExact) {
   EXPECT_TRUE(has(loop, "levels") || has(loop, "merges")) << loop;
 }
 
+// Two patterns in one merge (claude-code-marketplace.json: "^\\./.*" and ".*\\.md$"): the string
+// matches both. A pattern that does not parse alone is refused, not joined into another meaning.
+TEST(AllOf, TwoPatternsMergeIntoTheirConjunction) {
+  const std::string schema = R"({"type": "string", "allOf": [{"pattern": "^\\./.*"}, {"pattern": ".*\\.md$"}]})";
+  const Grammar g = compile_ok(schema);
+  EXPECT_EQ(match_at(g, R"("./a.md")"), -1);
+  EXPECT_EQ(match_at(g, R"("a.md")"), 1);
+  EXPECT_EQ(match_at(g, R"("./a.json")"), 9);
+  const Grammar named = compile_ok(R"j({"allOf": [{"pattern": "^(?!x)"}, {"pattern": "\\bb"}], "type": "string"})j");
+  EXPECT_EQ(match_at(named, R"("a b")"), -1);
+  EXPECT_EQ(match_at(named, R"("xb")"), 1);
+  EXPECT_TRUE(has(refusal(R"({"allOf": [{"pattern": "a)|(b"}, {"pattern": "c"}]})"), "unmatched ')'"));
+}
+
 // Bug 4: keywords without `type` constrain their own type and leave the others free.
 TEST(Untyped, ConstraintsApplyToTheirType) {
   const Grammar max1 = compile_ok(R"({"maxLength": 1})");
