@@ -56,7 +56,7 @@ function rng(seed) {
   };
 }
 function randomSchema(r, depth = 0) {
-  const pick = Math.floor(r() * (depth > 2 ? 7 : 11));
+  const pick = Math.floor(r() * (depth > 2 ? 7 : 14));
   switch (pick) {
     case 0: return { type: "string", maxLength: 1 + Math.floor(r() * 8) };
     case 1: return { type: "integer" };
@@ -79,6 +79,13 @@ function randomSchema(r, depth = 0) {
     case 9: {
       const lo = Math.floor(r() * 2);
       return { type: "array", items: randomSchema(r, depth + 1), minItems: lo, maxItems: lo + Math.floor(r() * 3) };
+    }
+    case 10: return { type: "string", pattern: "^(?!ab|.*x$)[a-cx]{1,5}$" };  // lookahead at the start
+    case 11: return { type: "string", pattern: "\\bb", maxLength: 6 };  // word boundary
+    case 12: {  // closed objects {} matches both: each generates a key the other lacks
+      const side = (key) => ({ type: "object", properties: { [key]: randomSchema(r, depth + 1) },
+                               additionalProperties: false });
+      return { oneOf: [side("left"), side("top")] };
     }
     default: return { anyOf: [randomSchema(r, depth + 1), randomSchema(r, depth + 1)] };
   }
