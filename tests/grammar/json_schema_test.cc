@@ -306,6 +306,20 @@ TEST(AllOf, TwoPatternsMergeIntoTheirConjunction) {
   EXPECT_TRUE(has(refusal(R"({"allOf": [{"pattern": "a)|(b"}, {"pattern": "c"}]})"), "unmatched ')'"));
 }
 
+// Two oneOf in one merge (web-types.json): oneOf [a_i & oneOf B], each value in exactly one a_i
+// and exactly one b_j.
+TEST(AllOf, TwoOneOfMergeIntoNestedOneOf) {
+  const std::string schema = R"({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf":
+      [{"type": "string", "maxLength": 2}, {"type": "string", "minLength": 4}, {"type": "integer", "minimum": 5}]}]})";
+  const Grammar g = compile_ok(schema);
+  EXPECT_EQ(match_at(g, R"("ab")"), -1);
+  EXPECT_EQ(match_at(g, R"("abcd")"), -1);
+  EXPECT_EQ(match_at(g, R"("abc")"), 4);
+  EXPECT_EQ(match_at(g, "7"), -1);
+  EXPECT_EQ(match_at(g, "3"), 1);  // a prefix of 30 and more, not a value
+  EXPECT_EQ(match_at(g, "true"), 0);
+}
+
 // Bug 4: keywords without `type` constrain their own type and leave the others free.
 TEST(Untyped, ConstraintsApplyToTheirType) {
   const Grammar max1 = compile_ok(R"({"maxLength": 1})");
