@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -312,6 +313,7 @@ struct Proof {
   }
   bool disjoint(int32_t a, int32_t b, int depth);
   bool disjoint_objects(const Node& x, const Node& y, int depth);
+  bool excludes(const Node& x, const Node& y, int depth);
   bool disjoint_strings(const Node& x, const Node& y);
   bool disjoint_concrete(int32_t a, int32_t b, int depth);
 };
@@ -335,12 +337,14 @@ bool Proof::disjoint_strings(const Node& x, const Node& y) {
   return both->start() < 0 || !both->accepting_length_in(both->start(), lo, hi);
 }
 
+bool schema_requires(const Property& p) { return p.required && !p.generated_only; }
+
 // Whether gen, a listed object (it generates only its listed keys), never has a key that
 // `schema` requires: then no value of gen satisfies schema.
 bool lacks_required(const Node& gen, const Node& schema) {
   if (gen.open) return false;
   for (const Property& q : schema.properties) {
-    if (!q.required) continue;
+    if (!schema_requires(q)) continue;
     bool listed = false;
     for (const Property& p : gen.properties) listed |= p.key == q.key;
     if (!listed) return true;
@@ -348,17 +352,34 @@ bool lacks_required(const Node& gen, const Node& schema) {
   return false;
 }
 
+const Property* find_property(const Node& n, const std::string& key) {
+  for (const Property& p : n.properties)
+    if (p.key == key) return &p;
+  return nullptr;
+}
+
+// Whether no value x generates satisfies y's schema: y requires a key that x never generates
+// (x is listed) or generates only with values disjoint from y's; or x always writes a key that
+// y does not allow (y closed) or allows only with values disjoint from x's.
+bool Proof::excludes(const Node& x, const Node& y, int depth) {
+  const bool deeper = depth < kMaxDisjointDepth;
+  for (const Property& q : y.properties) {
+    if (!schema_requires(q)) continue;
+    const Property* p = find_property(x, q.key);
+    if (p == nullptr ? !x.open : deeper && disjoint(p->node, q.node, depth + 1)) return true;
+  }
+  for (const Property& p : x.properties) {
+    if (!p.required) continue;
+    const Property* q = find_property(y, p.key);
+    if (q == nullptr ? y.closed : deeper && disjoint(p.node, q->node, depth + 1)) return true;
+  }
+  return false;
+}
+
 bool Proof::disjoint_objects(const Node& x, const Node& y, int depth) {
   budget -= static_cast<int64_t>(x.properties.size() * y.properties.size());
   if (budget < 0) return false;
-  if (lacks_required(x, y) && lacks_required(y, x)) return true;
-  if (x.open || y.open || depth >= kMaxDisjointDepth) return false;
-  for (const Property& p : x.properties) {
-    if (!p.required) continue;
-    for (const Property& q : y.properties)
-      if (q.required && q.key == p.key && disjoint(p.node, q.node, depth + 1)) return true;
-  }
-  return false;
+  return excludes(x, y, depth) && excludes(y, x, depth);
 }
 
 bool Proof::disjoint_concrete(int32_t a, int32_t b, int depth) {
@@ -408,10 +429,24 @@ namespace {
 int32_t droppable_required_of(const Node& x, const Node& y) {
   if (x.open || x.min_properties >= static_cast<int64_t>(x.properties.size())) return -1;
   for (const Property& q : y.properties) {
-    if (!q.required) continue;
+    if (!schema_requires(q)) continue;
     for (size_t k = 0; k < x.properties.size(); ++k)
       if (x.properties[k].key == q.key && !x.properties[k].required) return static_cast<int32_t>(k);
   }
+  return -1;
+}
+
+// The optional property of x (listed) whose key y, closed, does not allow, where x's
+// maxProperties leaves room to require it; −1: none. Requiring it in x's generation leaves x
+// values y rejects ({"properties": {"except": ..}} beside {"properties": {"only": ..}}, both
+// closed: {} matches both).
+int32_t requirable_unlisted_of(const Node& x, const Node& y) {
+  if (x.open || !y.closed) return -1;
+  int64_t required = 0;
+  for (const Property& p : x.properties) required += p.required;
+  if (x.max_properties >= 0 && required >= x.max_properties) return -1;
+  for (size_t k = 0; k < x.properties.size(); ++k)
+    if (!x.properties[k].required && find_property(y, x.properties[k].key) == nullptr) return static_cast<int32_t>(k);
   return -1;
 }
 
@@ -434,8 +469,65 @@ bool separate_objects(Grammar& g, int32_t a, int32_t b, int64_t& budget) {
         from->properties.erase(from->properties.begin() + k);
         changed = true;
       }
+      for (auto [from, other] : {std::pair{&nx, &ny}, std::pair{&ny, &nx}}) {
+        Proof proof{g, budget, {}};
+        if (proof.excludes(*from, *other, 0)) continue;
+        const int32_t k = requirable_unlisted_of(*from, *other);
+        if (k < 0) continue;
+        from->properties[static_cast<size_t>(k)].required = true;
+        from->properties[static_cast<size_t>(k)].generated_only = true;
+        changed = true;
+      }
     }
   return changed;
+}
+
+namespace {
+
+// The node's one concrete kString whose regex is exactly its pattern; −1: not such a node.
+int32_t single_patterned_string(const Grammar& g, int32_t node) {
+  std::vector<int32_t> xs;
+  if (!concrete(g, node, xs) || xs.size() != 1) return -1;
+  const Node& n = g.nodes[xs[0]];
+  return n.kind == Kind::kString && n.regex >= 0 && n.regex_exact ? xs[0] : -1;
+}
+
+}  // namespace
+
+bool narrow_strings(Grammar& g, int32_t one_of, const std::vector<std::pair<size_t, size_t>>& overlapping,
+                    int64_t& budget) {
+  const std::vector<int32_t>& branches = g.nodes[one_of].alternatives;
+  std::map<size_t, std::vector<size_t>> against;  // branch -> the branches it overlaps
+  for (const auto& [i, j] : overlapping) {
+    const int32_t x = single_patterned_string(g, branches[i]), y = single_patterned_string(g, branches[j]);
+    if (x < 0 || y < 0 || x == y) return false;
+    against[i].push_back(j);
+    against[j].push_back(i);
+  }
+  if (g.nodes.size() + against.size() > static_cast<size_t>(kMaxNodes)) return false;
+  std::vector<std::pair<size_t, Regex>> narrowed;  // from the patterns as given, then assigned
+  for (const auto& [i, others] : against) {
+    const Node& n = g.nodes[single_patterned_string(g, branches[i])];
+    Result<Regex> re = *g.regexes[n.regex];
+    for (size_t j : others) {
+      budget -= kRegexProofCost;
+      if (budget < 0) return false;
+      const Regex& other = *g.regexes[g.nodes[single_patterned_string(g, branches[j])].regex];
+      re = combine_regex(*re, other, RegexOp::kAndNot, re->pattern() + " and not " + other.pattern());
+      if (!re.ok()) return false;  // beyond the automaton's bounds
+    }
+    if (re->start() < 0 || !re->accepting_length_in(re->start(), n.min_length, n.max_length)) return false;
+    narrowed.emplace_back(i, std::move(*re));
+  }
+  for (auto& [i, re] : narrowed) {  // a copy of the string node: elsewhere it keeps its pattern
+    Node copy = g.nodes[single_patterned_string(g, g.nodes[one_of].alternatives[i])];
+    g.regexes.push_back(std::make_shared<const Regex>(std::move(re)));
+    copy.regex = static_cast<int32_t>(g.regexes.size()) - 1;
+    copy.regex_exact = false;  // a subset of its pattern now
+    g.nodes.push_back(std::move(copy));
+    g.nodes[one_of].alternatives[i] = static_cast<int32_t>(g.nodes.size()) - 1;
+  }
+  return true;
 }
 
 Result<std::vector<int32_t>> min_depth(const Grammar& g) {

@@ -221,6 +221,7 @@ class Compiler {
   struct OneOf {
     std::string path;
     std::vector<int32_t> branches;
+    int32_t node = -1;  // the kAnyOf node generating it
   };
   std::vector<OneOf> one_of_;
   std::map<int32_t, std::pair<std::string, std::string>> branch_sites_;  // anyOf node -> (path, keyword)
@@ -465,7 +466,7 @@ Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std
   const Json beside = constraints_beside(s, key);
   Node n;
   n.kind = Kind::kAnyOf;
-  OneOf one_of{path + "/" + key, {}};
+  OneOf one_of{path + "/" + key, {}, -1};
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string branch_path = fmt::format("{}/{}/{}", path, key, i);
     const size_t n_one_of = one_of_.size();
@@ -491,6 +492,7 @@ Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std
   if (n.alternatives.empty()) return fail(path, fmt::format("unsatisfiable: every branch of {} matches nothing", key));
   if (std::string(key) == "oneOf") {
     one_of.branches.insert(one_of.branches.end(), n.alternatives.begin(), n.alternatives.end());
+    one_of.node = static_cast<int32_t>(grammar.nodes.size());  // add() below appends n
     one_of_.push_back(std::move(one_of));
   }
   const int32_t id = add(std::move(n));
@@ -528,28 +530,31 @@ Status Compiler::relax_readings() {
   return Status();
 }
 
-// branches: the kept branch indices, then their nodes.
+// branches: the kept branch indices, then their nodes. Each pair is proven disjoint, else
+// separated (objects: a key dropped or required; strings: patterns less each other's).
 Status Compiler::check_one_of() {
   int64_t budget = kDisjointBudget;
   for (const OneOf& o : one_of_) {
     const size_t n = o.branches.size() / 2;
+    const std::vector<int32_t> nodes(o.branches.begin() + static_cast<std::ptrdiff_t>(n), o.branches.end());
+    std::vector<std::pair<size_t, size_t>> overlapping;
     for (size_t i = 0; i < n; ++i)
       for (size_t j = i + 1; j < n; ++j)
-        if (!provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget) &&
-            !(separate_objects(grammar, o.branches[n + i], o.branches[n + j], budget) &&
-              provably_disjoint(grammar, o.branches[n + i], o.branches[n + j], budget))) {
-          if (!strict_) {
-            DSV4_RETURN_IF_ERROR(unenforced(o.path.substr(0, o.path.size() - 6), "oneOf"));
-            i = j = n;  // this oneOf is relaxed: on to the next
-            break;
-          }
-          return fail(o.path, fmt::format("branches {} and {} may match the same value (oneOf is generated only where "
-                                          "its branches are provably disjoint: distinct types, const/enum values, "
-                                          "patterns with no common string, a required property with distinct "
-                                          "constants or one the other object never lists){}",
-                                          o.branches[i], o.branches[j],
-                                          budget < 0 ? "; the proof ran out of its budget" : ""));
-        }
+        if (!provably_disjoint(grammar, nodes[i], nodes[j], budget) &&
+            !(separate_objects(grammar, nodes[i], nodes[j], budget) &&
+              provably_disjoint(grammar, nodes[i], nodes[j], budget)))
+          overlapping.emplace_back(i, j);
+    if (overlapping.empty() || narrow_strings(grammar, o.node, overlapping, budget)) continue;
+    if (!strict_) {
+      DSV4_RETURN_IF_ERROR(unenforced(o.path.substr(0, o.path.size() - 6), "oneOf"));
+      continue;
+    }
+    return fail(o.path, fmt::format("branches {} and {} may match the same value (oneOf is generated only where "
+                                    "its branches are provably disjoint: distinct types, const/enum values, "
+                                    "patterns with no common string, a required property with distinct "
+                                    "constants or one the other object never lists){}",
+                                    o.branches[overlapping[0].first], o.branches[overlapping[0].second],
+                                    budget < 0 ? "; the proof ran out of its budget" : ""));
   }
   return Status();
 }
@@ -1088,6 +1093,7 @@ Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
   Result<std::vector<Property>> keys = properties(s, path, false, *rules);
   if (!keys.ok()) return keys.status();
   n.properties = std::move(*keys);
+  n.closed = rules->none || (additional != s.end() && *additional == Json(false) && !s.contains("patternProperties"));
   DSV4_RETURN_IF_ERROR(dependencies(*rules, n, path));
   DSV4_RETURN_IF_ERROR(property_counts(s, n, path));
   if (!n.needs.empty() && (n.min_properties > 0 || n.max_properties >= 0)) {

@@ -90,6 +90,7 @@ struct Property {
                     // the parameter's whole opening tag
   int32_t node = -1;
   bool required = false;
+  bool generated_only = false;  // required in generation only (a oneOf branch's subset), not by the schema
 };
 
 // A number with bounds or multipleOf is generated as N / 10^fraction_digits for an integer N in
@@ -106,6 +107,7 @@ struct Node {
   Kind kind = Kind::kLiteral;
   // kObject
   bool open = false;                 // any keys, each value `values` (an object without properties)
+  bool closed = false;               // listed: the schema allows no key beyond `properties`
   int32_t values = -1;
   int32_t keys = -1;  // open: its keys' automaton (Grammar::key_automata; each label its value), −1: any key
   std::vector<Property> properties;  // in generation order

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "grammar/regex_lookahead.h"
 
 namespace dsv4::grammar {
 
@@ -14,7 +15,12 @@ namespace regex_automaton {
 
 // --- Thompson NFA ---------------------------------------------------------------------------
 
-enum class EdgeKind : uint8_t { kEpsilon, kSet, kLineStart, kLineEnd };
+// kPrevWord / kPrevNonWord: epsilon edges taken when the code point before is (is not) in \w
+// (none before: not); kPeekWord / kPeekNonWord: epsilon edges taken when the code point after
+// is (is not) in \w (none after: not), resolved when the DFA steps or tests acceptance.
+enum class EdgeKind : uint8_t { kEpsilon, kSet, kLineStart, kLineEnd, kPrevWord, kPrevNonWord, kPeekWord, kPeekNonWord };
+
+bool is_peek(EdgeKind kind) { return kind == EdgeKind::kPeekWord || kind == EdgeKind::kPeekNonWord; }
 
 // A state has one edge of its kind to `out` (kEpsilon: up to two, out and out2).
 struct NfaState {
@@ -42,6 +48,7 @@ class NfaBuilder {
   Fragment node(int32_t id);
   Fragment repeat(const RegexNode& n);
   Fragment alternation(const RegexNode& n);
+  Fragment boundary(bool word_boundary);
   int32_t add(EdgeKind kind, int32_t set = -1);
   Fragment single(EdgeKind kind, int32_t set = -1);
 
@@ -80,6 +87,22 @@ Fragment NfaBuilder::alternation(const RegexNode& n) {
       cur = split;
     }
   }
+  return {head, end};
+}
+
+// \b: (before \w, after not) or (before not, after \w); \B: (both \w) or (neither).
+Fragment NfaBuilder::boundary(bool word_boundary) {
+  const int32_t head = add(EdgeKind::kEpsilon), end = add(EdgeKind::kEpsilon);
+  const int32_t after_word = add(EdgeKind::kPrevWord), after_other = add(EdgeKind::kPrevNonWord);
+  const int32_t peek_other = add(EdgeKind::kPeekNonWord), peek_word = add(EdgeKind::kPeekWord);
+  if (overflow_) return {head, end};
+  auto& st = nfa_.states;
+  st[head].out = after_word;
+  st[head].out2 = after_other;
+  st[after_word].out = word_boundary ? peek_other : peek_word;
+  st[after_other].out = word_boundary ? peek_word : peek_other;
+  st[peek_other].out = end;
+  st[peek_word].out = end;
   return {head, end};
 }
 
@@ -126,6 +149,9 @@ Fragment NfaBuilder::node(int32_t id) {
     case RegexNodeKind::kSet: return single(EdgeKind::kSet, n.set);
     case RegexNodeKind::kLineStart: return single(EdgeKind::kLineStart);
     case RegexNodeKind::kLineEnd: return single(EdgeKind::kLineEnd);
+    case RegexNodeKind::kWordBoundary: return boundary(true);
+    case RegexNodeKind::kNotWordBoundary: return boundary(false);
+    case RegexNodeKind::kLookahead: DSV4_CHECK(false, "lookahead reaches the NFA"); return {};
     case RegexNodeKind::kAlt: return alternation(n);
     case RegexNodeKind::kRepeat: return repeat(n);
     case RegexNodeKind::kConcat: {
@@ -229,19 +255,32 @@ struct KeyHash {
   }
 };
 
+// A DFA state's key: its NFA states, sorted, then kAfterWord when the code point read last is in
+// \w (only patterns with \b or \B tell; their classes never straddle \w).
+constexpr int32_t kAfterWord = -2;
+
 class SubsetBuilder {
  public:
-  SubsetBuilder(const Nfa& nfa, const Partition& classes) : nfa_(nfa), classes_(classes), mark_(nfa.states.size(), 0) {}
+  // word_class[c]: class c lies in \w; empty when the pattern has no word boundary.
+  SubsetBuilder(const Nfa& nfa, const Partition& classes, std::vector<uint8_t> word_class)
+      : nfa_(nfa), classes_(classes), word_class_(std::move(word_class)), mark_(nfa.states.size(), 0) {}
   Result<Dfa> build();
 
  private:
-  std::vector<int32_t> closure(std::vector<int32_t> seeds, bool at_start);
+  std::vector<int32_t> closure(std::vector<int32_t> seeds, bool at_start, bool after_word_char);
   bool reaches_final(const std::vector<int32_t>& key, bool at_start);
+  void add_peek_targets(const std::vector<int32_t>& key, bool at_start, std::vector<std::vector<int32_t>>& targets);
   Status add_transitions(int32_t state, const std::vector<int32_t>& key);
   int32_t state_of(std::vector<int32_t> key);
+  static bool after_word(const std::vector<int32_t>& key) { return !key.empty() && key.back() == kAfterWord; }
+  bool takes(const NfaState& st, bool after_word_char, bool at_start) const {
+    return st.kind == EdgeKind::kEpsilon || (st.kind == EdgeKind::kLineStart && at_start) ||
+           (st.kind == EdgeKind::kPrevWord && after_word_char) || (st.kind == EdgeKind::kPrevNonWord && !after_word_char);
+  }
 
   const Nfa& nfa_;
   const Partition& classes_;
+  std::vector<uint8_t> word_class_;
   std::vector<uint32_t> mark_;
   uint32_t generation_ = 0;
   Dfa dfa_;
@@ -250,9 +289,10 @@ class SubsetBuilder {
   int64_t work_ = 0;  // NFA states visited by closures or hashed as keys
 };
 
-// The states reachable from seeds by epsilon edges (and ^ edges at position 0), keeping the
-// ones that matter to what follows: set edges, $ edges and the final state. Sorted.
-std::vector<int32_t> SubsetBuilder::closure(std::vector<int32_t> seeds, bool at_start) {
+// The states reachable from seeds by epsilon edges (^ edges at position 0, \b's edges on the code
+// point before), keeping the ones that matter to what follows: set edges, $ edges, peeks at the
+// code point after and the final state. Sorted.
+std::vector<int32_t> SubsetBuilder::closure(std::vector<int32_t> seeds, bool at_start, bool after_word_char) {
   ++generation_;
   std::vector<int32_t> out;
   std::vector<int32_t>& stack = seeds;
@@ -263,8 +303,9 @@ std::vector<int32_t> SubsetBuilder::closure(std::vector<int32_t> seeds, bool at_
     mark_[s] = generation_;
     ++work_;
     const NfaState& st = nfa_.states[s];
-    if (st.kind == EdgeKind::kSet || st.kind == EdgeKind::kLineEnd || s == nfa_.final) out.push_back(s);
-    if (st.kind == EdgeKind::kEpsilon || (st.kind == EdgeKind::kLineStart && at_start)) {
+    if (st.kind == EdgeKind::kSet || st.kind == EdgeKind::kLineEnd || is_peek(st.kind) || s == nfa_.final)
+      out.push_back(s);
+    if (takes(st, after_word_char, at_start)) {
       stack.push_back(st.out);
       if (st.kind == EdgeKind::kEpsilon) stack.push_back(st.out2);
     }
@@ -273,8 +314,10 @@ std::vector<int32_t> SubsetBuilder::closure(std::vector<int32_t> seeds, bool at_
   return out;
 }
 
-// Whether the input may end here: the final state is reachable without reading, $ edges allowed.
+// Whether the input may end here: the final state is reachable without reading, $ edges and
+// peeks at a non-word code point allowed.
 bool SubsetBuilder::reaches_final(const std::vector<int32_t>& key, bool at_start) {
+  const bool after_word_char = after_word(key);
   ++generation_;
   std::vector<int32_t> stack = key;
   while (!stack.empty()) {
@@ -285,7 +328,8 @@ bool SubsetBuilder::reaches_final(const std::vector<int32_t>& key, bool at_start
     ++work_;
     if (s == nfa_.final) return true;
     const NfaState& st = nfa_.states[s];
-    if (st.kind == EdgeKind::kSet || (st.kind == EdgeKind::kLineStart && !at_start)) continue;
+    if (!takes(st, after_word_char, at_start) && st.kind != EdgeKind::kLineEnd && st.kind != EdgeKind::kPeekNonWord)
+      continue;
     stack.push_back(st.out);
     if (st.kind == EdgeKind::kEpsilon) stack.push_back(st.out2);
   }
@@ -307,19 +351,58 @@ int32_t SubsetBuilder::state_of(std::vector<int32_t> key) {
   return id;
 }
 
+// Per class c: the set edges reached through the key's peeks that hold when c comes next (a
+// peek's closure may hold further peeks: a worklist).
+void SubsetBuilder::add_peek_targets(const std::vector<int32_t>& key, bool at_start,
+                                     std::vector<std::vector<int32_t>>& targets) {
+  const bool after_word_char = after_word(key);
+  for (int32_t c = 0; c < dfa_.n_classes; ++c) {
+    const bool word = word_class_[c] != 0;
+    std::vector<int32_t> work, seen;
+    for (int32_t s : key)
+      if (s >= 0 && is_peek(nfa_.states[s].kind)) work.push_back(s);
+    while (!work.empty()) {
+      const int32_t s = work.back();
+      work.pop_back();
+      if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+      seen.push_back(s);
+      ++work_;
+      if ((nfa_.states[s].kind == EdgeKind::kPeekWord) != word) continue;
+      for (int32_t t : closure({nfa_.states[s].out}, at_start, after_word_char)) {
+        const NfaState& st = nfa_.states[t];
+        if (is_peek(st.kind)) work.push_back(t);
+        if (st.kind != EdgeKind::kSet) continue;
+        const std::vector<int32_t>& in = classes_.set_classes[st.set];
+        if (std::binary_search(in.begin(), in.end(), c)) targets[c].push_back(st.out);
+      }
+    }
+  }
+}
+
 Status SubsetBuilder::add_transitions(int32_t state, const std::vector<int32_t>& key) {
   std::vector<std::vector<int32_t>> targets(dfa_.n_classes);
+  bool has_peek = false;
   for (int32_t s : key) {
+    if (s < 0) continue;
     const NfaState& st = nfa_.states[s];
+    has_peek = has_peek || is_peek(st.kind);
     if (st.kind != EdgeKind::kSet) continue;
     for (int32_t c : classes_.set_classes[st.set]) targets[c].push_back(st.out);
     work_ += static_cast<int64_t>(classes_.set_classes[st.set].size());
   }
-  std::map<std::vector<int32_t>, int32_t> seen;  // same targets, same state
+  if (has_peek) add_peek_targets(key, state == 0, targets);
+  std::map<std::vector<int32_t>, int32_t> seen;  // same targets (and \w-ness), same state
   for (int32_t c = 0; c < dfa_.n_classes; ++c) {
     if (targets[c].empty()) continue;
+    const bool word = !word_class_.empty() && word_class_[c] != 0;
+    if (word) targets[c].push_back(kAfterWord);
     auto [it, fresh] = seen.try_emplace(targets[c], -1);
-    if (fresh) it->second = state_of(closure(targets[c], false));
+    if (fresh) {
+      if (word) targets[c].pop_back();
+      std::vector<int32_t> next = closure(targets[c], false, word);
+      if (word) next.push_back(kAfterWord);
+      it->second = state_of(std::move(next));
+    }
     if (it->second == -2) {
       return Status::errorf("pattern: needs more than {} automaton states during construction (the limit)",
                             kMaxRegexBuildStates);
@@ -339,7 +422,7 @@ Status SubsetBuilder::add_transitions(int32_t state, const std::vector<int32_t>&
 Result<Dfa> SubsetBuilder::build() {
   dfa_.n_classes = classes_.n_classes;
   // The start state is never shared with a later one: only there may ^ hold.
-  std::vector<int32_t> start_key = closure({nfa_.start}, true);
+  std::vector<int32_t> start_key = closure({nfa_.start}, true, false);
   dfa_.accepting.push_back(reaches_final(start_key, true) ? 1 : 0);
   dfa_.next.resize(dfa_.n_classes, -1);
   keys_.push_back(std::move(start_key));
@@ -663,8 +746,9 @@ class RegexBuilder {
     return re;
   }
 
-  // The product automaton over the common refinement of both class partitions.
-  static Result<Regex> intersect(const Regex& a, const Regex& b) {
+  // The product automaton over the common refinement of both class partitions, accepting where
+  // op says; named `name`.
+  static Result<Regex> combine(const Regex& a, const Regex& b, RegexOp op, std::string name) {
     Partition classes;
     std::vector<std::pair<int32_t, int32_t>> class_pairs;
     std::map<std::pair<int32_t, int32_t>, int32_t> class_ids;
@@ -682,13 +766,26 @@ class RegexBuilder {
       }
     }
     classes.n_classes = static_cast<int32_t>(class_pairs.size());
-    Result<Dfa> dfa = product(a, b, class_pairs);
+    Result<Dfa> dfa = product(a, b, op, class_pairs);
     if (!dfa) return dfa.status();
-    return finish(a.pattern_ + " & " + b.pattern_, classes, std::move(*dfa));
+    return finish(std::move(name), classes, std::move(*dfa));
   }
 
  private:
-  static Result<Dfa> product(const Regex& a, const Regex& b,
+  // -1 stands for a dead state of either side: no string from it is accepted.
+  static bool accepts(RegexOp op, bool in_a, bool in_b) {
+    switch (op) {
+      case RegexOp::kAnd: return in_a && in_b;
+      case RegexOp::kOr: return in_a || in_b;
+      case RegexOp::kAndNot: return in_a && !in_b;
+    }
+    return false;
+  }
+  // Whether a pair can still accept something (else it is not explored).
+  static bool may_live(RegexOp op, int32_t sa, int32_t sb) {
+    return op == RegexOp::kOr ? sa >= 0 || sb >= 0 : op == RegexOp::kAnd ? sa >= 0 && sb >= 0 : sa >= 0;
+  }
+  static Result<Dfa> product(const Regex& a, const Regex& b, RegexOp op,
                              const std::vector<std::pair<int32_t, int32_t>>& class_pairs) {
     Dfa dfa;
     dfa.n_classes = static_cast<int32_t>(class_pairs.size());
@@ -698,23 +795,23 @@ class RegexBuilder {
       auto [it, fresh] = ids.try_emplace({sa, sb}, static_cast<int32_t>(states.size()));
       if (fresh) {
         states.emplace_back(sa, sb);
-        dfa.accepting.push_back(sa >= 0 && sb >= 0 && a.accepting(sa) && b.accepting(sb) ? 1 : 0);
+        dfa.accepting.push_back(accepts(op, sa >= 0 && a.accepting(sa), sb >= 0 && b.accepting(sb)) ? 1 : 0);
         dfa.next.resize(dfa.next.size() + class_pairs.size(), -1);
       }
       return it->second;
     };
-    state_of(a.start_, b.start_);  // (-1, -1) when either is empty: one dead state
+    state_of(a.start_, b.start_);  // a dead pair when nothing can be accepted: pruned by finish()
     for (size_t i = 0; i < states.size(); ++i) {
       const auto [sa, sb] = states[i];
-      if (sa < 0 || sb < 0) continue;
+      if (!may_live(op, sa, sb)) continue;
       for (int32_t k = 0; k < dfa.n_classes; ++k) {
-        const int32_t ta = a.next_[static_cast<size_t>(sa) * a.n_classes_ + class_pairs[k].first];
-        const int32_t tb = b.next_[static_cast<size_t>(sb) * b.n_classes_ + class_pairs[k].second];
-        if (ta < 0 || tb < 0) continue;
+        const int32_t ta = sa < 0 ? -1 : a.next_[static_cast<size_t>(sa) * a.n_classes_ + class_pairs[k].first];
+        const int32_t tb = sb < 0 ? -1 : b.next_[static_cast<size_t>(sb) * b.n_classes_ + class_pairs[k].second];
+        if (!may_live(op, ta, tb)) continue;
         if (states.size() >= static_cast<size_t>(kMaxRegexBuildStates) && !ids.count({ta, tb})) {
           return Status::errorf(
-              "pattern: the intersection needs more than {} automaton states during construction "
-              "(the limit)",
+              "pattern: the {} needs more than {} automaton states during construction (the limit)",
+              op == RegexOp::kAnd ? "intersection" : op == RegexOp::kOr ? "union" : "difference",
               kMaxRegexBuildStates);
         }
         dfa.next[i * class_pairs.size() + k] = state_of(ta, tb);
@@ -751,21 +848,38 @@ Result<Regex> compile_regex(std::string_view pattern, bool ascii_ignore_case) {
 }
 
 Result<Regex> compile_regex_syntax(RegexSyntax syntax, std::string name) {
+  Result<std::vector<int32_t>> lookaheads = find_lookaheads(syntax);
+  if (!lookaheads) return lookaheads.status();
+  if (!lookaheads->empty()) return compile_with_lookaheads(syntax, *lookaheads, name);
   const auto any_set = static_cast<int32_t>(syntax.sets.size());
   syntax.sets.push_back({{0, kMaxCodePoint}});
+  const bool has_boundary = std::any_of(syntax.nodes.begin(), syntax.nodes.end(), [](const RegexNode& n) {
+    return n.kind == RegexNodeKind::kWordBoundary || n.kind == RegexNodeKind::kNotWordBoundary;
+  });
+  const auto word_set_id = static_cast<int32_t>(syntax.sets.size());
+  if (has_boundary) syntax.sets.push_back(word_code_set());
   Result<regex_automaton::Nfa> nfa = regex_automaton::NfaBuilder(syntax).build(any_set);
   if (!nfa) return nfa.status();
   const regex_automaton::Partition classes = regex_automaton::partition_classes(syntax.sets);
   if (classes.n_classes > kMaxRegexClasses)
     return Status::errorf("pattern: {} distinct code point classes, above the limit {}", classes.n_classes,
                           kMaxRegexClasses);
-  Result<regex_automaton::Dfa> dfa = regex_automaton::SubsetBuilder(*nfa, classes).build();
+  std::vector<uint8_t> word_class;
+  if (has_boundary) {
+    word_class.assign(classes.n_classes, 0);
+    for (int32_t c : classes.set_classes[word_set_id]) word_class[c] = 1;
+  }
+  Result<regex_automaton::Dfa> dfa = regex_automaton::SubsetBuilder(*nfa, classes, std::move(word_class)).build();
   if (!dfa) return dfa.status();
   return regex_automaton::RegexBuilder::finish(std::move(name), classes, std::move(*dfa));
 }
 
 Result<Regex> intersect_regex(const Regex& a, const Regex& b) {
-  return regex_automaton::RegexBuilder::intersect(a, b);
+  return combine_regex(a, b, RegexOp::kAnd, a.pattern() + " & " + b.pattern());
+}
+
+Result<Regex> combine_regex(const Regex& a, const Regex& b, RegexOp op, std::string name) {
+  return regex_automaton::RegexBuilder::combine(a, b, op, std::move(name));
 }
 
 int32_t Regex::class_above_ascii(uint32_t cp) const {

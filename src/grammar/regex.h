@@ -7,9 +7,12 @@
 // hold only at the string's start / end, wherever they appear.
 //
 // Construction (regex.cc):
-//  1. parse (regex_parse.h) to a tree; lookaround, backreferences, \b and the rest are refused;
+//  1. parse (regex_parse.h) to a tree; lookbehind, backreferences and the rest are refused; a
+//     pattern with lookaheads at the string's start is a union of products (regex_lookahead.h);
 //  2. Thompson NFA: edges carry a set of code points; ^ and $ are edges that only the first
-//     closure (position 0) and the acceptance test (end of input) may take;
+//     closure (position 0) and the acceptance test (end of input) may take; \b and \B are edges
+//     on the \w-ness of the code point before (kept in the DFA state) and of the one after
+//     (resolved when stepping, or at the end: non-word);
 //  3. code point classes: the Unicode range cut at every set's bounds, and the pieces with the
 //     same membership in every set merged into one class (a class is what the DFA reads);
 //  4. subset construction over classes (at most kMaxRegexBuildStates states);
@@ -17,8 +20,8 @@
 //     minimisation (at most kMaxRegexStates states remain);
 //  6. the lengths of the accepting continuations from each state (eventually periodic, computed
 //     exactly; see accepting_length_at_least()).
-// intersect_regex() builds the product of two automata over their common class refinement, then
-// steps 5 and 6.
+// combine_regex() builds the product of two automata over their common class refinement (and,
+// or, and-not), then steps 5 and 6.
 // Lookup of a code point's class: a table for ASCII, binary search over the intervals above.
 #pragma once
 
@@ -129,6 +132,10 @@ Result<Regex> compile_regex_syntax(RegexSyntax syntax, std::string name);
 // The strings both match (a schema's pattern with its format, allOf's patterns), with the same
 // limits; its pattern() is both joined by " & ".
 Result<Regex> intersect_regex(const Regex& a, const Regex& b);
+
+// Boolean combinations of two languages by the product automaton, same limits; named `name`.
+enum class RegexOp : uint8_t { kAnd, kOr, kAndNot };
+Result<Regex> combine_regex(const Regex& a, const Regex& b, RegexOp op, std::string name);
 
 // Whole-string match (tests and tools): the string is in the pattern's language.
 bool matches(const Regex& re, std::u32string_view text);

@@ -224,6 +224,13 @@ int32_t Parser::parse_term(int depth) {
       break;
   }
   if (atom < 0) return -1;
+  const RegexNodeKind kind = syntax_.nodes[atom].kind;
+  if (kind == RegexNodeKind::kLookahead || kind == RegexNodeKind::kWordBoundary ||
+      kind == RegexNodeKind::kNotWordBoundary) {  // not quantifiable with the u flag
+    const uint32_t q = peek();
+    if (q == '*' || q == '+' || q == '?' || q == '{') return fail("quantifier after an assertion", offset());
+    return atom;
+  }
   return parse_quantifier(atom);
 }
 
@@ -236,7 +243,17 @@ int32_t Parser::parse_group(int depth) {
     if (k == ':') {
       pos_ += 2;
     } else if (k == '=' || k == '!') {
-      return fail(k == '=' ? "lookahead (?=" : "negative lookahead (?!", at);
+      pos_ += 2;
+      const int32_t inner = parse_disjunction(depth + 1);
+      if (inner < 0) return -1;
+      if (peek() != ')') return fail("unterminated group", at);
+      ++pos_;
+      RegexNode node;
+      node.kind = RegexNodeKind::kLookahead;
+      node.negated = k == '!';
+      node.offset = at;
+      node.kids = {inner};
+      return add(std::move(node));
     } else if (k == '<' && (k2 == '=' || k2 == '!')) {
       return fail(k2 == '=' ? "lookbehind (?<=" : "negative lookbehind (?<!", at);
     } else if (k == '<') {  // named group: the name is irrelevant to the language
@@ -288,7 +305,12 @@ int32_t Parser::parse_atom_escape() {
     ++pos_;
     return add_set(*set);
   }
-  if (c == 'b' || c == 'B') return fail(c == 'b' ? "word boundary \\b" : "non-word boundary \\B", at);
+  if (c == 'b' || c == 'B') {
+    ++pos_;
+    RegexNode node;
+    node.kind = c == 'b' ? RegexNodeKind::kWordBoundary : RegexNodeKind::kNotWordBoundary;
+    return add(std::move(node));
+  }
   if (c >= '1' && c <= '9') return fail("backreference \\" + std::string(1, static_cast<char>(c)), at);
   if (c == 'k') return fail("named backreference \\k", at);
   if (c == 'p' || c == 'P') return fail(std::string("Unicode property escape \\") + static_cast<char>(c), at);
@@ -473,6 +495,8 @@ int32_t Parser::parse_quantifier(int32_t atom) {
 }
 
 }  // namespace regex_syntax
+
+const CodeSet& word_code_set() { return regex_syntax::word_set(); }
 
 Result<RegexSyntax> parse_regex(std::string_view pattern) {
   if (pattern.size() > static_cast<size_t>(kMaxRegexPatternBytes)) {

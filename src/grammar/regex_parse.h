@@ -1,7 +1,8 @@
 // ECMA-262 pattern syntax (as with the u flag, no other flag) parsed to a syntax tree, for the
 // regular subset regex.h compiles: literals, escapes, classes, '.', quantifiers, alternation,
-// groups, ^ and $. Everything else (lookaround, backreferences, \b \B, \p{..}, modifiers, what
-// the u flag makes a syntax error) is refused with the construct and its byte offset.
+// groups, ^ and $, lookahead (?= (?! and word boundaries \b \B (regex.h says where a lookahead
+// may stand). Everything else (lookbehind, backreferences, \p{..}, modifiers, what the u flag
+// makes a syntax error) is refused with the construct and its byte offset.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,8 @@ struct CodeRange {
 using CodeSet = std::vector<CodeRange>;
 CodeSet normalize(CodeSet set);
 CodeSet complement(const CodeSet& set);  // within [0, kMaxCodePoint]
+// \w with the u flag and no i flag: [0-9A-Za-z_] (what \b tests).
+const CodeSet& word_code_set();
 
 enum class RegexNodeKind : uint8_t {
   kEmpty,      // matches the empty string
@@ -36,12 +39,17 @@ enum class RegexNodeKind : uint8_t {
   kRepeat,     // kids[0] min..max times (max -1: unbounded)
   kLineStart,  // ^: only at the string's start (no m flag)
   kLineEnd,    // $: only at its end
+  kLookahead,  // (?=kids[0]) or, negated, (?!kids[0]): matches the empty string where it holds
+  kWordBoundary,     // \b: the code points before and after differ in \w-ness (the ends count as non-word)
+  kNotWordBoundary,  // \B: they agree
 };
 
 struct RegexNode {
   RegexNodeKind kind = RegexNodeKind::kEmpty;
   int32_t set = -1;
   int32_t min = 0, max = 0;
+  bool negated = false;  // kLookahead: (?!
+  int32_t offset = -1;   // kLookahead: byte offset in the pattern, for errors
   std::vector<int32_t> kids;
 };
 

@@ -46,6 +46,12 @@ Json type_intersection(const Json& a, const Json& b) {
 
 constexpr size_t kMaxTypes = 7;  // JSON Schema's types
 
+// A pattern that matches (searching, as JSON Schema does) exactly where both a and b match: a
+// lookahead at the start tests a, the rest b.
+std::string conjunction_pattern(const std::string& a, const std::string& b) {
+  return "^(?=[\\s\\S]*?(?:" + a + "))[\\s\\S]*?(?:" + b + ")";
+}
+
 // a and b, merged when compiled (lazily: only what is generated is merged).
 Json both(const Json& a, const Json& b) {
   if (a == Json(false) || b == Json(false)) return false;
@@ -184,6 +190,13 @@ Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb
     va = std::move(common);
   } else if (k == "const") {
     if (!same_json_value(va, vb)) return fail("unsatisfiable: the merged schemas have different const values");
+  } else if (k == "pattern") {  // both: one pattern, exact (regex_lookahead.h)
+    if (!va.is_string() || !vb.is_string()) return fail("pattern must be a string");
+    for (const Json* p : {static_cast<const Json*>(&va), &vb}) {  // each whole on its own, so that joining keeps both intact
+      Result<RegexSyntax> syntax = parse_regex(p->get<std::string>());
+      if (!syntax) return fail(syntax.message());
+    }
+    va = conjunction_pattern(va.get<std::string>(), vb.get<std::string>());
   } else if (k == "uniqueItems") {
     if (!va.is_boolean() || !vb.is_boolean()) return fail("uniqueItems must be a boolean");
     va = va.get<bool>() || vb.get<bool>();
@@ -202,6 +215,14 @@ Status SchemaMerger::merge_keyword(Json& r, const std::string& k, const Json& vb
     for (const Json& x : va)
       for (const Json& y : vb) product.push_back(both(x, y));
     va = std::move(product);
+  } else if (k == "oneOf") {  // one a_i, and one b_j: exactly one a_i & (oneOf b), as oneOf b holds or not
+    if (!va.is_array() || !vb.is_array()) return fail("oneOf must be a non-empty array");
+    if (va.size() * vb.size() > static_cast<size_t>(kMaxAlternatives))
+      return fail(
+          fmt::format("merging two oneOf gives {} branches, at most {}", va.size() * vb.size(), kMaxAlternatives));
+    Json nested = Json::array();
+    for (const Json& x : va) nested.push_back(Json{{"allOf", Json::array({x, Json{{"oneOf", vb}}})}});
+    va = std::move(nested);
   } else if (!same_json_value(va, vb)) {
     return fail(
         fmt::format("keyword '{}' in both schemas of a merge (allOf, $ref beside keywords) is not supported", k));

@@ -292,6 +292,34 @@ TEST(AllOf, MergedWhereTheMergeIsExact) {
   EXPECT_TRUE(has(loop, "levels") || has(loop, "merges")) << loop;
 }
 
+// Two patterns in one merge (claude-code-marketplace.json: "^\\./.*" and ".*\\.md$"): the string
+// matches both. A pattern that does not parse alone is refused, not joined into another meaning.
+TEST(AllOf, TwoPatternsMergeIntoTheirConjunction) {
+  const std::string schema = R"({"type": "string", "allOf": [{"pattern": "^\\./.*"}, {"pattern": ".*\\.md$"}]})";
+  const Grammar g = compile_ok(schema);
+  EXPECT_EQ(match_at(g, R"("./a.md")"), -1);
+  EXPECT_EQ(match_at(g, R"("a.md")"), 1);
+  EXPECT_EQ(match_at(g, R"("./a.json")"), 9);
+  const Grammar named = compile_ok(R"j({"allOf": [{"pattern": "^(?!x)"}, {"pattern": "\\bb"}], "type": "string"})j");
+  EXPECT_EQ(match_at(named, R"("a b")"), -1);
+  EXPECT_EQ(match_at(named, R"("xb")"), 1);
+  EXPECT_TRUE(has(refusal(R"({"allOf": [{"pattern": "a)|(b"}, {"pattern": "c"}]})"), "unmatched ')'"));
+}
+
+// Two oneOf in one merge (web-types.json): oneOf [a_i & oneOf B], each value in exactly one a_i
+// and exactly one b_j.
+TEST(AllOf, TwoOneOfMergeIntoNestedOneOf) {
+  const std::string schema = R"({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf":
+      [{"type": "string", "maxLength": 2}, {"type": "string", "minLength": 4}, {"type": "integer", "minimum": 5}]}]})";
+  const Grammar g = compile_ok(schema);
+  EXPECT_EQ(match_at(g, R"("ab")"), -1);
+  EXPECT_EQ(match_at(g, R"("abcd")"), -1);
+  EXPECT_EQ(match_at(g, R"("abc")"), 4);
+  EXPECT_EQ(match_at(g, "7"), -1);
+  EXPECT_EQ(match_at(g, "3"), 1);  // a prefix of 30 and more, not a value
+  EXPECT_EQ(match_at(g, "true"), 0);
+}
+
 // Bug 4: keywords without `type` constrain their own type and leave the others free.
 TEST(Untyped, ConstraintsApplyToTheirType) {
   const Grammar max1 = compile_ok(R"({"maxLength": 1})");

@@ -122,8 +122,6 @@ TEST(Regex, RefusalsNameTheConstructAndOffset) {
       {"(?<!a)b", "negative lookbehind (?<! at offset 0"},
       {"(a)\\1", "backreference \\1 at offset 3"},
       {"(?<n>a)\\k<n>", "named backreference \\k at offset 7"},
-      {"a\\bc", "word boundary \\b at offset 1"},
-      {"a\\B", "non-word boundary \\B at offset 1"},
       {"\\p{L}", "Unicode property escape \\p at offset 0"},
       {"[\\P{L}]", "Unicode property escape \\P at offset 1"},
       {"(?i)a", "group modifier '(?' at offset 0"},

@@ -110,9 +110,10 @@ TEST(OneOfProofs, PatternsAndConstantsThatCannotMeet) {
   EXPECT_EQ(match_at(*g, R"("1m 30s")"), -1);
   EXPECT_EQ(match_at(*g, R"("1.5X")"), -1);
   walks_validate(*g, Json::parse(timeout));
-  // Overlapping patterns, and a format (its automaton is a subset of it) stay refused.
+  // A pattern within the other (nothing left of it less the other), and a format (its automaton
+  // is a subset of it) stay refused.
   EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern":
-      "b$"}]})").message(), "may match the same value"));
+      "^ab"}]})").message(), "may match the same value"));
   EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"const": "x"}, {"type": "string", "format": "email"}]})").message(),
                   "may match the same value"));
 }
@@ -144,6 +145,70 @@ TEST(OneOfProofs, RequiredKeysToldApartByNotGeneratingTheOther) {
   const std::string both = R"({"order": 1, "title": "t", "helpvalue": "h"})";
   EXPECT_EQ(match_at(*g, both), static_cast<int64_t>(both.find(',', 12)));
   walks_validate(*g, Json::parse(schema));
+}
+
+// dart-test.json's foldStackFrameOptions, warp-themes' gradients: closed objects with no
+// required key, so {} matches both. Each branch generates only values with one of its keys the
+// other never lists (a subset, documented in serving.md).
+TEST(OneOfProofs, ObjectsToldApartByRequiringAKeyTheOtherLacks) {
+  const std::string schema = R"({"oneOf": [{"type": "object", "additionalProperties": false, "properties":
+      {"except": {"type": "array", "items": {"type": "string"}}}}, {"type": "object", "additionalProperties": false,
+      "properties": {"only": {"type": "array", "items": {"type": "string"}}}}]})";
+  Result<Grammar> g = compile_text(schema);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, "{}"), 1);  // valid for both: never generated
+  EXPECT_EQ(match_at(*g, R"({"except": ["a"]})"), -1);
+  EXPECT_EQ(match_at(*g, R"({"only": []})"), -1);
+  walks_validate(*g, Json::parse(schema));
+  // warp-themes: left/right beside top/bottom, closed; and the same open, where {"left": ".."}
+  // matches both: refused.
+  const std::string sides = R"({"oneOf": [{"type": "object", "properties": {"left": {"type": "string"}, "right":
+      {"type": "string"}}, "additionalProperties": false}, {"type": "object", "properties": {"top": {"type":
+      "string"}, "bottom": {"type": "string"}}, "additionalProperties": false}]})";
+  g = compile_text(sides);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"({"top": "x", "bottom": "y"})"), -1);
+  EXPECT_EQ(match_at(*g, R"({"left": "x", "right": "y"})"), -1);
+  EXPECT_EQ(match_at(*g, R"({"right": "y"})"), 2);  // "left" comes first and is written
+  walks_validate(*g, Json::parse(sides));
+  EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"type": "object", "properties": {"left": {"type": "string"}}},
+      {"type": "object", "properties": {"top": {"type": "string"}}}]})").message(), "may match the same value"));
+  // Every key of one is listed by the other: nothing tells them apart.
+  EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"type": "object", "properties": {"a": {}}}, {"type": "object",
+      "properties": {"a": {}, "b": {}}}]})").message(), "may match the same value"));
+}
+
+// yamlfmt.json's formatter: one branch requires "type": "kyaml", the other lists "type" as
+// optional with the value "basic": a value of either never satisfies the other.
+TEST(OneOfProofs, AKeyOneRequiresWithAValueTheOtherRejects) {
+  const std::string schema = R"({"oneOf": [{"type": "object", "properties": {"type": {"enum": ["basic"]}, "indent":
+      {"type": "integer"}}}, {"type": "object", "properties": {"type": {"const": "kyaml"}}, "required": ["type"],
+      "additionalProperties": false}]})";
+  Result<Grammar> g = compile_text(schema);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"({"indent": 2})"), -1);
+  EXPECT_EQ(match_at(*g, R"({"type": "kyaml"})"), -1);
+  walks_validate(*g, Json::parse(schema));
+}
+
+// ti8m-cdk-environment-definition.json's cpu: "${1}" matches both patterns. Each branch
+// generates its pattern less the other's.
+TEST(OneOfProofs, OverlappingPatternsLessEachOther) {
+  const std::string schema = R"({"oneOf": [{"type": "string", "pattern": "\\$\\{\\{?.+\\}?\\}"}, {"type": "string",
+      "pattern": "\\d+m?"}]})";
+  Result<Grammar> g = compile_text(schema);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"("${x}")"), -1);
+  EXPECT_EQ(match_at(*g, R"("250m")"), -1);
+  EXPECT_EQ(match_at(*g, R"("${1")"), -1);  // a digit, no "}": the second only
+  EXPECT_EQ(match_at(*g, R"("${1}")"), 4);  // both: never generated
+  walks_validate(*g, Json::parse(schema));
+  // A format's automaton is a subset of it: nothing to take away exactly.
+  EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"type": "string", "format": "email"}, {"type": "string", "pattern":
+      "@"}]})").message(), "may match the same value"));
+  // One pattern within the other leaves it nothing.
+  EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"type": "string", "pattern": "^a+$"}, {"type": "string", "pattern":
+      "a"}]})").message(), "may match the same value"));
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ function rng(seed) {
 const FORMATS = ["date-time", "email", "ipv6", "uri", "uri-reference", "uri-template", "url", "json-pointer",
                  "relative-json-pointer", "regex", "byte", "iso-time", "language"];
 function randomSchema(r, depth = 0) {
-  const pick = Math.floor(r() * (depth > 2 ? 8 : 12));
+  const pick = Math.floor(r() * (depth > 2 ? 8 : 15));
   switch (pick) {
     case 7: return { type: "string", format: FORMATS[Math.floor(r() * FORMATS.length)] };
     case 0: return { type: "string", maxLength: 1 + Math.floor(r() * 8) };
@@ -85,6 +85,13 @@ function randomSchema(r, depth = 0) {
     case 10: {
       const lo = Math.floor(r() * 2);
       return { type: "array", items: randomSchema(r, depth + 1), minItems: lo, maxItems: lo + Math.floor(r() * 3) };
+    }
+    case 11: return { type: "string", pattern: "^(?!ab|.*x$)[a-cx]{1,5}$" };  // lookahead at the start
+    case 12: return { type: "string", pattern: "\\bb", maxLength: 6 };  // word boundary
+    case 13: {  // closed objects {} matches both: each generates a key the other lacks
+      const side = (key) => ({ type: "object", properties: { [key]: randomSchema(r, depth + 1) },
+                               additionalProperties: false });
+      return { oneOf: [side("left"), side("top")] };
     }
     default: return { anyOf: [randomSchema(r, depth + 1), randomSchema(r, depth + 1)] };
   }
