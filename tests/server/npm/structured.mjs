@@ -56,7 +56,7 @@ function rng(seed) {
   };
 }
 function randomSchema(r, depth = 0) {
-  const pick = Math.floor(r() * (depth > 2 ? 7 : 11));
+  const pick = Math.floor(r() * (depth > 2 ? 7 : 12));
   switch (pick) {
     case 0: return { type: "string", maxLength: 1 + Math.floor(r() * 8) };
     case 1: return { type: "integer" };
@@ -79,6 +79,13 @@ function randomSchema(r, depth = 0) {
     case 9: {
       const lo = Math.floor(r() * 2);
       return { type: "array", items: randomSchema(r, depth + 1), minItems: lo, maxItems: lo + Math.floor(r() * 3) };
+    }
+    case 10: {  // uniqueItems over items kept as hashes (docs/serving.md)
+      const items = [{ type: "integer" }, { type: "string", pattern: "^[a-c]{1,2}x$" },
+                     { enum: Array.from({ length: 70 }, (_, k) => `v${k}`) },
+                     { type: "object", properties: { id: { type: "string" }, n: { type: "integer" } }, required: ["id"],
+                       additionalProperties: false }][Math.floor(r() * 4)];
+      return { type: "array", items, uniqueItems: true, minItems: Math.floor(r() * 2), maxItems: 4 };
     }
     default: return { anyOf: [randomSchema(r, depth + 1), randomSchema(r, depth + 1)] };
   }
