@@ -56,8 +56,10 @@ struct MatchStack {
   int32_t n_keys = 0;
   Frame f[kMaxDepth + 1];  // f[0]: the root's frame (before the value, in it, done)
   // Hashes of the open objects' keys, outermost object first, then those of the open uniqueItems
-  // array of strings (Node::unique_hashed; one at most: its items hold no container).
-  uint32_t keys[kMaxOpenKeys + kMaxUniqueStrings];
+  // arrays kept as hashes (Node::unique_hashed, unique_items.h): two at most, an array of objects
+  // (opened with at most kMaxOpenKeys below it; its items add keys only below that bound) and one
+  // of scalars in such an item.
+  uint32_t keys[kMaxOpenKeys + 2 * kMaxUniqueStrings];
 };
 
 // A byte c other than the closing quote of a pattern key (Frame::node kPatternKeyNode) in f, under

@@ -734,16 +734,16 @@ int64_t Compiler::hashed_values(int32_t node, std::shared_ptr<UniqueStrings>* ta
   return std::min<int64_t>(t.count[static_cast<size_t>(re.start())], kMaxUniqueStrings);
 }
 
-// Listed objects holding no other hashed array (so that at most one is open on a stack: its
-// hashes fit MatchStack::keys): told apart by the first required property whose values can be
-// hashed.
+// Listed objects holding no other hashed array of objects (so that their hashes and those of
+// an array of scalars inside fit MatchStack::keys): told apart by the first required property
+// whose values can be hashed.
 Status Compiler::unique_objects(Node& n, const std::string& path) {
   const Node& item = grammar.nodes[n.items];
   int64_t available = 0;
   std::shared_ptr<UniqueStrings> table;
   for (const Property& p : item.properties)
     if (may_hold_hashed_array(grammar, p.node))
-      return unenforced(path, "uniqueItems", " (over objects holding another uniqueItems array kept as hashes)");
+      return unenforced(path, "uniqueItems", " (over objects holding another uniqueItems array of objects)");
   for (size_t k = 0; k < item.properties.size() && n.unique_key < 0; ++k) {
     if (!item.properties[k].required) continue;
     table.reset();

@@ -81,7 +81,7 @@ bool may_hold_hashed_array(const Grammar& g, int32_t node) {
     if (seen[static_cast<size_t>(k)]) continue;
     seen[static_cast<size_t>(k)] = 1;
     const Node& n = g.nodes[static_cast<size_t>(k)];
-    if ((n.kind == Kind::kArray && n.unique_hashed) || (n.kind == Kind::kAnyOf && n.alternatives.empty())) return true;
+    if ((n.kind == Kind::kArray && n.unique_key >= 0) || (n.kind == Kind::kAnyOf && n.alternatives.empty())) return true;
     todo.insert(todo.end(), n.alternatives.begin(), n.alternatives.end());
     todo.insert(todo.end(), n.prefix.begin(), n.prefix.end());
     for (const Property& p : n.properties) todo.push_back(p.node);

@@ -7,7 +7,7 @@
 //    and step too): canonical text (no leading zero, never -0, no fraction or exponent);
 //  - enum values (more than kMaxUniqueValues): their compact texts, whose hashes differ
 //    (checked at compile time);
-//  - objects (listed, holding no other hashed array): one required property's value of a kind
+//  - objects (listed, holding no other hashed array of objects): one required property's value of a kind
 //    above (Node::unique_key); objects whose values there differ are distinct (a subset).
 // Dead ends: a patterned item takes a character only where some accepting continuation from the
 // new regex state is not among the array's items: UniqueStrings counts each state's
@@ -49,8 +49,9 @@ UniqueStrings unique_strings(const Regex& re);
 // an item, or with Node::unique_key that property's value in an item); −1: none.
 int32_t hashed_array_frame(const Grammar& g, const MatchStack& s);
 
-// Whether a value of `node` may hold a uniqueItems array kept as hashes, or a node not yet
-// compiled (a $ref hop still empty): then an item holding it could overflow MatchStack::keys.
+// Whether a value of `node` may hold a uniqueItems array of objects kept as hashes
+// (Node::unique_key), or a node not yet compiled (a $ref hop still empty): then an item holding
+// it could overflow MatchStack::keys (arrays of scalars in it are fine).
 bool may_hold_hashed_array(const Grammar& g, int32_t node);
 
 // Whether the texts' hashes (from kUniqueHashBasis) differ pairwise.

@@ -207,7 +207,28 @@ TEST(UniqueHashed, ObjectsByARequiredProperty) {
       {"a": {"type": "string"}}}})").message(), "required property"));
   EXPECT_TRUE(has(compile_text(R"({"type": "array", "uniqueItems": true, "items": {"type": "object", "required": ["a"],
       "properties": {"a": {"type": "string"}, "b": {"type": "array", "uniqueItems": true, "items": {"type":
-      "string"}}}}})").message(), "another uniqueItems"));
+      "object", "required": ["c"], "properties": {"c": {"type": "string"}}}}}}})").message(), "another uniqueItems"));
+  // An array of strings inside (sarif-2.1.0's relationships' kinds), beside 63 keys of an open object outside.
+  const std::string inner = R"({"type": "array", "uniqueItems": true, "items": {"type": "object", "required": ["a"],
+      "properties": {"a": {"type": "string"}, "b": {"type": "array", "uniqueItems": true, "items": {"type":
+      "string"}}}}})";
+  g = compile_text(inner);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"([{"a": "x", "b": ["p", "q"]}, {"a": "y", "b": ["p", "q"]}])"), -1);
+  EXPECT_EQ(match_at(*g, R"([{"a": "x", "b": ["p", "p"]}])"), 25);
+  walks_validate(*g, Json::parse(inner));
+  std::string full = "{";
+  for (int k = 0; k + 1 < kMaxOpenKeys; ++k) full += "\"k" + std::to_string(k) + "\": 0, ";
+  full += "\"z\": [";
+  for (int k = 0; k < kMaxUniqueStrings; ++k) {
+    full += (k ? ", " : "") + std::string("{\"a\": \"") + std::to_string(k) + "\", \"b\": [";
+    for (int v = 0; v < kMaxUniqueStrings; ++v) full += (v ? ", \"" : "\"") + std::to_string(v) + "\"";
+    full += "]}";
+  }
+  full += "]}";
+  g = compile_text(R"({"type": "object", "additionalProperties": {"anyOf": [{"type": "integer"}, )" + inner + "]}}");
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, full), -1);
 }
 
 // JSON Schema Test Suite (draft4, 6, 7): every invalid instance is refused; a valid one is
