@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "grammar/json_scalar.h"
 #include "grammar/sorted_texts.h"
+#include "grammar/unique_items.h"
 
 namespace dsv4::grammar {
 namespace {
@@ -114,6 +115,7 @@ bool JsonMatcher::gap_space(Frame& f, uint8_t c, const std::string* sep) const {
 }
 
 bool JsonMatcher::unused_literal(const MatchStack& s, TextRange r) const {
+  if (hashed_item(s)) return unused_hashed_literal(s, g_.nodes[s.f[s.n - 1].node], r);
   const Frame& parent = s.f[s.n - 2];
   if (parent.node < 0 || g_.nodes[parent.node].kind != Kind::kArray || !g_.nodes[parent.node].unique) return true;
   return (range_mask(r) & ~parent.bits) != 0;
@@ -125,7 +127,12 @@ bool JsonMatcher::completable(const MatchStack& s) const {
   const Node& n = g_.nodes[f.node];
   switch (n.kind) {
     case Kind::kNumber:
-    case Kind::kInteger: return n.range.bounded ? ranged_number_complete(f, n.range) : number_complete(f);
+    case Kind::kInteger:
+      if (hashed_item(s))  // its hash is new to the array (json_matcher_unique.cc)
+        return n.range.bounded
+                   ? ranged_number_complete(f, n.range) && unique_hash_unused(s, static_cast<uint32_t>(f.present))
+                   : number_complete(f) && unique_hash_unused(s, static_cast<uint32_t>(f.bits));
+      return n.range.bounded ? ranged_number_complete(f, n.range) : number_complete(f);
     case Kind::kLiteral: {  // the text read so far is one of them (the first of the range), unused
       const TextRange r = unpack_range(f.bits);
       return !r.empty() && n.literals[r.lo].size() == static_cast<size_t>(f.i) &&
@@ -139,6 +146,7 @@ bool JsonMatcher::completable(const MatchStack& s) const {
 
 // The top frame ends; its parent takes note.
 void JsonMatcher::pop(MatchStack& s) const {
+  if (hashed_item(s)) push_item_hash(s);  // integers and literals (strings keep theirs at the quote)
   --s.n;
   Frame& p = s.f[s.n - 1];
   p.ws = 0;
@@ -234,6 +242,8 @@ void JsonMatcher::consume(const MatchStack& in, uint8_t c, MatchState& out) cons
     case Kind::kString: return string_value_byte(s, n, c, out);
     case Kind::kNumber:
     case Kind::kInteger:
+      if (hashed_item(s))
+        return n.range.bounded ? unique_ranged_byte(s, n, c, out) : unique_integer_byte(s, c, out);
       if (n.range.bounded ? ranged_number_byte(f, c, n.range) : number_byte(f, c, n.kind == Kind::kInteger))
         emit(s, out);
       return;
@@ -282,16 +292,13 @@ void JsonMatcher::key_byte(MatchStack& s, uint8_t c, MatchState& out) const {
   emit(s, out);
 }
 
-bool JsonMatcher::hashed_item(const MatchStack& s) const {
-  const Frame& parent = s.f[s.n - 2];
-  return parent.node >= 0 && g_.nodes[parent.node].kind == Kind::kArray && g_.nodes[parent.node].unique_hashed;
-}
+bool JsonMatcher::hashed_item(const MatchStack& s) const { return hashed_array_frame(g_, s) >= 0; }
 
 // A hashed item (hashed_item) takes no escape, and closes only where its hash is new to the
-// array (whose first hash is at the array frame's j).
+// array (whose first hash is at the array frame's j; unique_items.h).
 void JsonMatcher::string_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const {
   Frame& f = s.f[s.n - 1];
-  if (n.regex >= 0) return pattern_value_byte(s, n, c, out);
+  if (n.regex >= 0) return hashed_item(s) ? unique_pattern_byte(s, n, c, out) : pattern_value_byte(s, n, c, out);
   const bool hashed = hashed_item(s);
   if (f.phase == kSOpen) {
     if (c != '"') return;
@@ -301,8 +308,7 @@ void JsonMatcher::string_value_byte(MatchStack& s, const Node& n, uint8_t c, Mat
     if (f.i < n.min_length) return;
     if (hashed) {
       const auto hash = static_cast<uint32_t>(f.bits);
-      for (int32_t k = s.f[s.n - 2].j; k < s.n_keys; ++k)
-        if (s.keys[k] == hash) return;
+      if (!unique_hash_unused(s, hash)) return;
       s.keys[s.n_keys++] = hash;  // room: the array has at most kMaxUniqueStrings items
     }
     pop(s);

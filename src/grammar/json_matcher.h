@@ -15,9 +15,9 @@
 // KeyAutomaton (patternProperties/propertyNames) a key byte is taken only into a state with
 // infinitely many keys on, so the keys present never leave a dead end; the label at the closing
 // quote picks the value's node. Listed objects with dependentRequired (Node::needs, at most 64
-// properties) keep the properties present in Frame::present. The strings of a uniqueItems array
-// of strings are kept the same way as open keys: hashed, without escapes, one refused at its
-// closing quote where its hash is among the array's.
+// properties) keep the properties present in Frame::present. The items of a uniqueItems array
+// of strings, unbounded integers or many enum values are kept the same way as open keys: hashed
+// (unique_items.h; strings without escapes), one refused where its hash is among the array's.
 #pragma once
 
 #include <cstdint>
@@ -49,8 +49,9 @@ struct Frame {
   uint16_t n_props = 0;  // object: the properties present so far (listed, or an open object's keys)
   uint64_t bits = 0;   // object: key candidates; literal: candidates (sorted_texts.h's range);
                        // open key: its hash; pattern key: hash, UTF-8 payload; uniqueItems array:
-                       // its used values; hashed string item: its hash
-  uint64_t present = 0;  // listed object with dependentRequired (Node::needs): properties present
+                       // its used values; hashed string or integer item: its hash
+  uint64_t present = 0;  // listed object with dependentRequired (Node::needs): properties present;
+                         // hashed patterned string item: its hash
 };
 
 struct MatchStack {
@@ -58,8 +59,10 @@ struct MatchStack {
   int32_t n_keys = 0;
   Frame f[kMaxDepth + 1];  // f[0]: the root's frame (before the value, in it, done)
   // Hashes of the open objects' keys, outermost object first, then those of the open uniqueItems
-  // array of strings (Node::unique_hashed; one at most: its items hold no container).
-  uint32_t keys[kMaxOpenKeys + kMaxReservedKeys + kMaxUniqueStrings];
+  // arrays kept as hashes (Node::unique_hashed, unique_items.h): two at most, an array of objects
+  // (opened with at most kMaxOpenKeys + kMaxReservedKeys below it; its items add keys only below
+  // that bound, or into their reserved slots) and one of scalars in such an item.
+  uint32_t keys[kMaxOpenKeys + kMaxReservedKeys + 2 * kMaxUniqueStrings];
 };
 
 // A byte c other than the closing quote of a pattern key (Frame::node kPatternKeyNode) in f, under
@@ -111,9 +114,20 @@ class JsonMatcher {
   // One byte c on top of s (a copy the function may change) by the top frame's kind.
   void key_byte(MatchStack& s, uint8_t c, MatchState& out) const;
   void string_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
-  // Whether the string on top of s is an item of a uniqueItems array of strings (hashed).
+  // Whether the value on top of s joins a uniqueItems array's hashes (unique_items.h).
   bool hashed_item(const MatchStack& s) const;
   void pattern_value_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  // Hashed items beyond plain strings (json_matcher_unique.cc, unique_items.h): a patterned
+  // string, an integer (unbounded; a range); whether a literal in r is unused; the ended item's
+  // hash kept.
+  void unique_pattern_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  void unique_integer_byte(MatchStack& s, uint8_t c, MatchState& out) const;
+  void unique_ranged_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
+  bool unused_hashed_literal(const MatchStack& s, const Node& n, TextRange r) const;
+  bool unique_hash_unused(const MatchStack& s, uint32_t hash) const;
+  int32_t first_item_hash(const MatchStack& s) const;  // in MatchStack::keys
+  // The hash of the hashed item on top of s (an integer or literal ending) joins its array's.
+  void push_item_hash(MatchStack& s) const;
   void array_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void object_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;
   void listed_key_byte(MatchStack& s, const Node& n, uint8_t c, MatchState& out) const;

@@ -15,6 +15,7 @@
 #include "grammar/schema_merge.h"
 #include "grammar/schema_number.h"
 #include "grammar/schema_ref.h"
+#include "grammar/unique_items.h"
 
 namespace dsv4::grammar {
 namespace {
@@ -172,6 +173,13 @@ class Compiler {
   Result<int32_t> object(const Json& s, const std::string& path);
   Status property_counts(const Json& s, Node& n, const std::string& path);
   Status unique_items(Node& n, const std::string& path);
+  // uniqueItems kept as hashes (unique_items.h) over items of which `available` are distinct.
+  Status hashed_items(Node& n, const std::string& path, int64_t available);
+  Status unique_patterned(Node& n, const std::string& path);
+  Status unique_objects(Node& n, const std::string& path);
+  // The distinct values a hashed item of `node` may take (at most kMaxUniqueStrings; 0: it cannot
+  // be hashed); patterned strings: their table in *table.
+  int64_t hashed_values(int32_t node, std::shared_ptr<UniqueStrings>* table);
   // A name an object lists: from `properties` (schema), or required/dependentRequired/propertyNames
   // (schema nullptr).
   struct Listed {
@@ -701,38 +709,130 @@ bool distinct_values(const std::vector<std::string>& texts) {
 
 // items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`).
 // uniqueItems true with more than one item, without a tuple: enforced over literals of distinct
-// values (at most kMaxUniqueValues; integers in such a range become literals), and over plain
-// strings (at most kMaxUniqueStrings items).
+// values (a 64-bit set up to kMaxUniqueValues, hashes beyond; integers in such a range become
+// literals, an anyOf of literals one literal), and kept as hashes over strings and unbounded
+// integers (unique_items.h; at most kMaxUniqueStrings items). No items schema: distinct strings.
 Status Compiler::unique_items(Node& n, const std::string& path) {
-  const char* const kWhere = " (only over enum/const values, booleans, null, integers in a range of at most 64 values, "
-                             "and strings without maxLength/pattern/format)";
   if (!n.prefix.empty()) return unenforced(path, "uniqueItems", " (not with prefixItems or tuple items)");
   n.items = through_hops(n.items);
+  if (n.items == any_) {
+    Node text;
+    text.kind = Kind::kString;
+    n.items = add(std::move(text));
+  } else if (std::vector<std::string> texts = literal_alternatives(grammar, n.items); !texts.empty()) {
+    n.items = literal(std::move(texts));
+  }
   const Node& item = grammar.nodes[n.items];
   if (item.kind == Kind::kInteger) {
     const NumberRange range = item.range;  // integers_as_literal adds a node
     if (const int32_t lit = integers_as_literal(range); lit >= 0) n.items = lit;
+    else if (!range.bounded || (range.fraction_digits == 0 && range.step > 0))
+      return hashed_items(n, path, kMaxUniqueStrings);  // more than kMaxUniqueValues values
+  } else if (item.kind == Kind::kNumber && item.range.bounded && item.range.fraction_digits == 0 &&
+             item.range.step > 0) {
+    const NumberRange range = item.range;
+    if (const int32_t lit = integers_as_literal(range); lit >= 0) n.items = lit;
+    else return hashed_items(n, path, kMaxUniqueStrings);
   } else if (item.kind == Kind::kString && item.regex < 0 && item.max_length < 0) {
-    if (n.min_items > kMaxUniqueStrings)
-      return unenforced(path, "uniqueItems", fmt::format(" (minItems {} over strings, at most {})", n.min_items,
-                                                         kMaxUniqueStrings));
-    if (n.max_items < 0 || n.max_items > kMaxUniqueStrings) n.max_items = kMaxUniqueStrings;
-    n.unique_hashed = true;
-    return Status();
+    return hashed_items(n, path, kMaxUniqueStrings);
+  } else if (item.kind == Kind::kString && item.regex >= 0) {
+    return unique_patterned(n, path);
+  } else if (item.kind == Kind::kObject && !item.open) {
+    return unique_objects(n, path);
   }
   const Node& items = grammar.nodes[n.items];
-  if (items.kind != Kind::kLiteral) return unenforced(path, "uniqueItems", kWhere);
-  if (items.literals.size() > static_cast<size_t>(kMaxUniqueValues))
-    return unenforced(path, "uniqueItems", fmt::format(" (over {} values, at most {})", items.literals.size(),
-                                                       kMaxUniqueValues));
+  if (items.kind != Kind::kLiteral)
+    return unenforced(path, "uniqueItems", " (only over enum/const values, booleans, null, integers, strings "
+                                           "without maxLength unless a pattern bounds them, and listed objects)");
   if (!distinct_values(items.literals))
     return unenforced(path, "uniqueItems", " (over enum values of which two are equal, as 1 and 1.0)");
   const int64_t values = static_cast<int64_t>(items.literals.size());
   if (n.min_items > values)
     return fail(path, fmt::format("unsatisfiable: minItems {} with uniqueItems over {} values", n.min_items, values));
+  if (values > kMaxUniqueValues) {
+    if (!distinct_hashes(items.literals))
+      return unenforced(path, "uniqueItems", fmt::format(" (over {} values, two of whose hashes are equal)", values));
+    return hashed_items(n, path, values);
+  }
   if (n.max_items < 0 || n.max_items > values) n.max_items = values;
   n.unique = true;
   return Status();
+}
+
+Status Compiler::hashed_items(Node& n, const std::string& path, int64_t available) {
+  const int64_t most = std::min<int64_t>(available, kMaxUniqueStrings);
+  if (n.min_items > most)
+    return unenforced(path, "uniqueItems", fmt::format(" (minItems {}: at most {} distinct items are generated)",
+                                                       n.min_items, most));
+  if (n.max_items < 0 || n.max_items > most) n.max_items = most;
+  n.unique_hashed = true;
+  return Status();
+}
+
+// Patterned strings: in UniqueStrings' characters, where minLength/maxLength cut none of the
+// strings the pattern matches in them (the regex state alone then decides).
+Status Compiler::unique_patterned(Node& n, const std::string& path) {
+  const Node& item = grammar.nodes[n.items];
+  const Regex& re = *grammar.regexes[item.regex];
+  auto table = std::make_shared<UniqueStrings>(unique_strings(re));
+  if (table->shortest < 0)
+    return unenforced(path, "uniqueItems", " (no string of printable ASCII without '\"' and '\\' matches the pattern; "
+                                           "such items are generated in those characters)");
+  if (item.min_length > table->shortest ||
+      (item.max_length >= 0 && (table->longest < 0 || table->longest > item.max_length)))
+    return unenforced(path, "uniqueItems", " (over patterned strings that minLength/maxLength cut)");
+  const int64_t available = table->count[static_cast<size_t>(re.start())];
+  grammar.unique_tables.push_back(std::move(table));
+  n.unique_table = static_cast<int32_t>(grammar.unique_tables.size() - 1);
+  return hashed_items(n, path, available);
+}
+
+int64_t Compiler::hashed_values(int32_t node, std::shared_ptr<UniqueStrings>* table) {
+  const Node& v = grammar.nodes[node];
+  if (v.kind == Kind::kInteger && !v.range.bounded) return kMaxUniqueStrings;
+  if ((v.kind == Kind::kInteger || v.kind == Kind::kNumber) && v.range.bounded && v.range.fraction_digits == 0 &&
+      v.range.step > 0) {  // at least one value (else unsatisfiable when compiled)
+    const int64_t values = ranged_continuations(v.range, false, 0, 1, kMaxUniqueStrings, nullptr) +  // 0
+                           ranged_continuations(v.range, false, 0, 0, kMaxUniqueStrings, nullptr) +  // above
+                           ranged_continuations(v.range, true, 0, 0, kMaxUniqueStrings, nullptr);    // below
+    return std::min<int64_t>(values, kMaxUniqueStrings);
+  }
+  if (v.kind == Kind::kString && v.regex < 0 && v.max_length < 0) return kMaxUniqueStrings;
+  if (v.kind == Kind::kLiteral && distinct_values(v.literals) && distinct_hashes(v.literals))
+    return std::min<int64_t>(static_cast<int64_t>(v.literals.size()), kMaxUniqueStrings);
+  if (v.kind != Kind::kString || v.regex < 0) return 0;
+  const Regex& re = *grammar.regexes[v.regex];
+  *table = std::make_shared<UniqueStrings>(unique_strings(re));
+  const UniqueStrings& t = **table;
+  if (t.shortest < 0 || v.min_length > t.shortest || (v.max_length >= 0 && (t.longest < 0 || t.longest > v.max_length)))
+    return 0;
+  return std::min<int64_t>(t.count[static_cast<size_t>(re.start())], kMaxUniqueStrings);
+}
+
+// Listed objects holding no other hashed array of objects (so that their hashes and those of
+// an array of scalars inside fit MatchStack::keys): told apart by the first required property
+// whose values can be hashed.
+Status Compiler::unique_objects(Node& n, const std::string& path) {
+  const Node& item = grammar.nodes[n.items];
+  int64_t available = 0;
+  std::shared_ptr<UniqueStrings> table;
+  for (const Property& p : item.properties)
+    if (may_hold_hashed_array(grammar, p.node))
+      return unenforced(path, "uniqueItems", " (over objects holding another uniqueItems array of objects)");
+  for (size_t k = 0; k < item.properties.size() && n.unique_key < 0; ++k) {
+    if (!item.properties[k].required) continue;
+    table.reset();
+    if ((available = hashed_values(through_hops(item.properties[k].node), &table)) > 0)
+      n.unique_key = static_cast<int32_t>(k);
+  }
+  if (n.unique_key < 0)
+    return unenforced(path, "uniqueItems", " (over objects only with a required property of strings, integers or "
+                                           "enum values)");
+  if (table) {
+    grammar.unique_tables.push_back(std::move(table));
+    n.unique_table = static_cast<int32_t>(grammar.unique_tables.size() - 1);
+  }
+  return hashed_items(n, path, available);
 }
 
 Result<int32_t> Compiler::array(const Json& s, const std::string& path) {

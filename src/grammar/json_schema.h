@@ -7,8 +7,8 @@
 // properties (a property schema false: never generated), required, additionalProperties (false,
 // or absent/true: the listed properties only are generated, which still validates), items
 // (false: empty arrays), prefixItems (tuples), minItems/maxItems, minProperties/maxProperties
-// (listed objects; open ones: max), uniqueItems (over literals of distinct values, small integer
-// ranges and plain strings; or with maxItems <= 1), enum and const (the values that satisfy their
+// (listed objects; open ones: max), uniqueItems (over enum values, integers, strings; or with
+// maxItems <= 1; unique_items.h), enum and const (the values that satisfy their
 // siblings, schema_literals.h), anyOf (a branch that matches nothing is left out), oneOf (where its
 // branches are provably disjoint, grammar_analysis.h), $ref to any local JSON Pointer
 // (schema_ref.h) with $defs/definitions anywhere, minLength/maxLength (integral floats too),
@@ -47,6 +47,8 @@
 #include "grammar/regex.h"
 
 namespace dsv4::grammar {
+
+struct UniqueStrings;  // unique_items.h
 
 constexpr int kMaxWhitespace = 16;   // whitespace characters per gap
 constexpr int kMaxDigits = 15;       // digits of a number's integer and fraction parts
@@ -123,9 +125,12 @@ struct Node {
   std::vector<int32_t> prefix;
   int32_t items = -1;
   bool unique = false;  // uniqueItems: `items` is a kLiteral node of distinct values, each used once
-  // uniqueItems: `items` is a plain kString (no maxLength, pattern or format), generated without
-  // escapes (its bytes are the value) and kept as a hash (json_matcher.h); at most kMaxUniqueStrings
+  // uniqueItems: each item kept as a hash of its text (unique_items.h), at most kMaxUniqueStrings:
+  // `items` is a kString (plain: without escapes; patterned: unique_table's characters), an
+  // unbounded kInteger, or a kLiteral of more than kMaxUniqueValues values
   bool unique_hashed = false;
+  int32_t unique_table = -1;  // patterned string items: their Grammar::unique_tables index
+  int32_t unique_key = -1;    // object items: the property whose value is hashed (its index)
   int64_t min_items = 0, max_items = -1;  // −1: unbounded
   // kString
   int64_t min_length = 0, max_length = -1;  // Unicode code points; −1: unbounded
@@ -171,6 +176,7 @@ struct Grammar {
   std::vector<int32_t> min_depth;
   std::vector<std::shared_ptr<const Regex>> regexes;  // patterns and formats of string nodes
   std::vector<std::shared_ptr<const KeyAutomaton>> key_automata;  // keys of open objects (Node::keys)
+  std::vector<std::shared_ptr<const UniqueStrings>> unique_tables;  // patterned uniqueItems strings
 };
 
 // Errors name the keyword and its JSON pointer: "schema /properties/a: keyword 'pattern' is not

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "grammar/unique_items.h"
+
 namespace dsv4::grammar {
 namespace {
 
@@ -37,12 +39,9 @@ void set_pattern_lengths(const Frame& f, const StringPattern& p, int32_t max_tok
   key->room = room_class(p.max_length, f.i, far);
 }
 
-// Whether the string on top of s is an item of a uniqueItems array of strings (as
-// JsonMatcher::hashed_item): its bytes then go into a hash, without escapes.
-bool hashed_item(const Grammar& g, const MatchStack& s) {
-  const Frame& parent = s.f[s.n - 2];
-  return parent.node >= 0 && g.nodes[parent.node].kind == Kind::kArray && g.nodes[parent.node].unique_hashed;
-}
+// Whether the string on top of s joins a uniqueItems array's hashes (as JsonMatcher::hashed_item):
+// its bytes then go into a hash, without escapes.
+bool hashed_item(const Grammar& g, const MatchStack& s) { return hashed_array_frame(g, s) >= 0; }
 
 }  // namespace
 
@@ -79,6 +78,7 @@ bool string_body_of(const Grammar& g, const MatchStack& s, int32_t max_token_len
     return false;
   } else if (const Node& n = g.nodes[f.node]; n.kind == Kind::kString) {
     if (f.phase == kSOpen) return false;  // before the opening quote
+    if (n.regex >= 0 && hashed_item(g, s)) return false;  // its characters hang on the array's items
     set_escape_state(f, n.regex >= 0, key);
     if (n.regex >= 0) {
       body->kind = BodyKind::kPattern;

@@ -129,7 +129,7 @@ TEST(SchemaDialect, UnenforcedKeywordsRefusedWhenStrictRelaxedWhenNot) {
       {R"({"type": "object", "unevaluatedProperties": false})", "/: unevaluatedProperties", R"({"x": 1})"},
       {R"({"$ref": "https://example.com/other.json#/a"})", "/: $ref", "true"},
       {R"({"$dynamicRef": "#meta"})", "/: $dynamicRef", "1"},
-      {R"({"type": "array", "items": {"type": "integer"}, "uniqueItems": true})", "/: uniqueItems", "[1, 1]"},
+      {R"({"type": "array", "items": {"type": "number"}, "uniqueItems": true})", "/: uniqueItems", "[1, 1]"},
       {R"({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "dependencies": {"a":
           {"required": ["b"]}}})", "/: dependentSchemas", R"({"a": 1})"},
   };

@@ -61,7 +61,7 @@ function rng(seed) {
 const FORMATS = ["date-time", "email", "ipv6", "uri", "uri-reference", "uri-template", "url", "json-pointer",
                  "relative-json-pointer", "regex", "byte", "iso-time", "language"];
 function randomSchema(r, depth = 0) {
-  const pick = Math.floor(r() * (depth > 2 ? 8 : 15));
+  const pick = Math.floor(r() * (depth > 2 ? 8 : 16));
   switch (pick) {
     case 7: return { type: "string", format: FORMATS[Math.floor(r() * FORMATS.length)] };
     case 0: return { type: "string", maxLength: 1 + Math.floor(r() * 8) };
@@ -92,6 +92,13 @@ function randomSchema(r, depth = 0) {
       const side = (key) => ({ type: "object", properties: { [key]: randomSchema(r, depth + 1) },
                                additionalProperties: false });
       return { oneOf: [side("left"), side("top")] };
+    }
+    case 14: {  // uniqueItems over items kept as hashes (docs/serving.md)
+      const items = [{ type: "integer" }, { type: "string", pattern: "^[a-c]{1,2}x$" },
+                     { enum: Array.from({ length: 70 }, (_, k) => `v${k}`) },
+                     { type: "object", properties: { id: { type: "string" }, n: { type: "integer" } }, required: ["id"],
+                       additionalProperties: false }][Math.floor(r() * 4)];
+      return { type: "array", items, uniqueItems: true, minItems: Math.floor(r() * 2), maxItems: 4 };
     }
     default: return { anyOf: [randomSchema(r, depth + 1), randomSchema(r, depth + 1)] };
   }
