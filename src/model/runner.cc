@@ -514,7 +514,7 @@ Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool 
   k::moe_dispatch_build(s.ids.data(), T, dp, &s.moe_work);
   const k::MoeWork& mw = s.moe_work;
   if (experts_read_fq(c))  // actq ran per token row with ffn_norm (run_block): copies only
-    k::moe_experts_gather(s.a.data(), s.fq.data(), lc.experts.data(), lc.shared, ep, dp, mw);
+    k::moe_experts_gather(s.a.data(), s.fq.data(), lc.experts.data(), lc.shared, ep, dp, &s.moe_work);
   else
     pool_.run([&](int tid, int n) { k::moe_experts_in(s.a.data(), lc.experts.data(), lc.shared, ep, dp, mw, tid, n); },
               "moe.in");

@@ -4,10 +4,11 @@
 // Every ThreadPool::run ends in a barrier, so kernels share a run wherever each thread reads
 // only what earlier runs wrote or what it wrote itself (the same split of the same rows). The
 // runs of one layer (issue 38: barriers per step):
-//   A  actq(a) for wq_a and wkv                 rows      (in hc_pre's apply run: attention_actq)
+//   A  actq(a) for wq_a and wkv (one, q_path's)  rows      (in hc_pre's apply run: attention_actq)
 //      [context-parallel prefill: the cache rows' inputs all-gathered, then their actq: one run]
 //   B  wq_a, wkv, both compressors' projections  columns
-//   C  q_norm + actq(qr); kv norm, RoPE, fp8sim and the window row; compressor emits
+//   C  q_norm + actq(qr) (one, for wq_b and the indexer's wq_b); kv norm, RoPE, fp8sim and the
+//      window row; compressor emits
 //   D  wq_b, the indexer's projections; compressor commits
 //      (caller) emitted entries packed into the caches, the per-row cache views
 //   E  head_rms + RoPE on q; the indexer's finish (CSA)
@@ -56,6 +57,7 @@ struct ModelRunner::AttnArgs {
   bool cp = false;        // the cache rows are gathered (context-parallel prefill)
   bool csa = false;
   bool idx_actq = false;  // the indexer's wq_b takes actq(qr)
+  const bf16* qr_q = nullptr;  // q_path's actq(qr), when idx_actq and wq_b made one
 };
 
 ModelRunner::AttnArgs ModelRunner::attn_args(const LayerWeights& lw, const LayerCaches& lc) {
@@ -77,6 +79,11 @@ ModelRunner::AttnArgs ModelRunner::attn_args(const LayerWeights& lw, const Layer
   x.kp = {D, static_cast<int>(Dh), Dr, eps};
   x.kw = {aw.wkv.w, aw.kv_norm, lc.inv_freq};
   x.kio = {x.rows->T, a_kv, x.rows->pos.data(), s.kv.data(), s.kvpath.data()};
+  // wkv reads q_path's actq(a) of the same rows (run A makes it once); with context-parallel
+  // prefill the kv path's rows are the gathered ones, with their own actq.
+  if (!x.cp && aw.wkv.w.quantized()) x.kio.aq = k::q_path_a_quantized(x.qp, x.qw, x.qio);
+  // The indexer's wq_b reads q_path's actq(qr) when wq_b makes one; else run C makes it.
+  x.qr_q = x.idx_actq ? k::q_path_qr_quantized(x.qp, x.qw, x.qio) : nullptr;
   x.cmp_main = s.cmp.data();
   x.cmp_idx = x.cmp_main + (lc.main_cmp.present ? k::compressor_scratch_floats(lc.main_cmp.params, x.rows->T) : 0);
   return x;
@@ -133,7 +140,7 @@ void ModelRunner::run_projections(const LayerWeights& lw, const AttnArgs& x, Lay
   pool_.run([&](int tid, int n) {  // C
     if (T > 0) {
       k::q_path(2, x.qp, x.qw, x.qio, tid, n);
-      if (x.idx_actq) k::actq_rows(s.qr.data(), T, Rq, s.qr_q.data(), tid, n);
+      if (x.idx_actq && !x.qr_q) k::actq_rows(s.qr.data(), T, Rq, s.qr_q.data(), tid, n);
     }
     if (Tk == 0) return;
     k::kv_path(2, x.kp, x.kw, x.kio, tid, n);
@@ -147,7 +154,7 @@ void ModelRunner::run_projections(const LayerWeights& lw, const AttnArgs& x, Lay
       k::compressor_emit(ic.params, ic.weights, cstep, ic.states.data(), x.cmp_idx, s.idx_emits.data(),
                          s.idx_entries.data(), tid, n);
   }, "attn.C norms+emit");
-  const bf16* qr_in = x.idx_actq ? s.qr_q.data() : s.qr.data();
+  const bf16* qr_in = x.idx_actq ? (x.qr_q ? x.qr_q : s.qr_q.data()) : s.qr.data();
   pool_.run([&](int tid, int n) {  // D
     if (T > 0) {
       k::q_path(3, x.qp, x.qw, x.qio, tid, n);
