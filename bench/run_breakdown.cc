@@ -91,17 +91,18 @@ std::string RunBreakdown::table(const std::string& title, double read_gbps) cons
   std::vector<std::pair<std::string, Sum>> rows(sums_.begin(), sums_.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.order < b.second.order; });
   std::string out = fmt::format("{} (per step, mean of {} steps; probe {:.1f} GB/s)\n", title, steps_, read_gbps);
-  out += fmt::format("  {:<28} {:>5} {:>8} {:>6} {:>8} {:>7} {:>6} {:>9} {:>9} {:>8}\n", "run", "runs", "ms", "%",
-                     "MB", "GB/s", "% bw", "busy max", "busy min", "wake us");
+  out += fmt::format("  {:<28} {:>5} {:>8} {:>6} {:>8} {:>7} {:>6} {:>9} {:>9} {:>8} {:>9}\n", "run", "runs", "ms", "%",
+                     "MB", "GB/s", "% bw", "busy max", "busy min", "wake us", "busy GB/s");
   double in_runs = 0, bytes = 0;
   for (const auto& [name, s] : rows) {
     const double ms = s.wall_ms / n, mb = s.bytes / n * 1e-6, gbps = ms > 0 ? mb / ms : 0;
     in_runs += ms;
     bytes += mb;
-    out += fmt::format("  {:<28} {:>5.0f} {:>8.3f} {:>6.1f} {:>8.2f} {:>7.1f} {:>6.1f} {:>9.3f} {:>9.3f} {:>8.1f}\n",
+    const double busy_gbps = s.busy_max_ms > 0 ? s.bytes / s.busy_max_ms * 1e-6 : 0;
+    out += fmt::format("  {:<28} {:>5.0f} {:>8.3f} {:>6.1f} {:>8.2f} {:>7.1f} {:>6.1f} {:>9.3f} {:>9.3f} {:>8.1f} {:>9.1f}\n",
                        name, s.runs / n, ms, 100 * ms / (step_ms_ / n), mb, gbps,
                        read_gbps > 0 ? 100 * gbps / read_gbps : 0, s.busy_max_ms / n, s.busy_min_ms / n,
-                       s.wake_max_us / std::max(1.0, s.runs));
+                       s.wake_max_us / std::max(1.0, s.runs), busy_gbps);
   }
   const double caller = step_ms_ / n - in_runs;
   out += fmt::format("  {:<28} {:>5} {:>8.3f} {:>6.1f}\n", "caller (outside runs)", "", caller,

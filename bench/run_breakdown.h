@@ -6,7 +6,9 @@
 //   attn.wo_a, attn.wo_b+post  wo_a, wo_b;  *.hc_mix  hc_*_fn and the stream X;
 //   *.hc_pre  the stream X;  moe.gate  gate;  moe.up+act  w1 + w3, moe.down+post  w2 of the
 //   experts hit and the shared expert.  Other runs: no bytes counted (activations only).
-// "caller" is the step's time outside every run (serial work on the calling thread).
+// "caller" is the step's time outside every run (serial work on the calling thread). "busy GB/s"
+// divides the bytes by the longest thread's time inside the run: on a loaded machine, where a
+// worker waits for a core, it still shows what the run's kernels reach while they run.
 #pragma once
 
 #include <map>
