@@ -97,7 +97,9 @@ Status run_layer_kind(const BenchOptions& o, LayerKind kind, const Machine& m, b
   if (!layer.ok()) return layer.status();
   const size_t first = all.size();
   if (time_layer) {
-    const StepSets sets{o.batches, o.spec_rows, o.prefill, o.repeats, 2, o.context};
+    StepSets sets{o.batches, o.spec_rows, o.prefill, o.repeats, 2, o.context};
+    sets.run_profile = o.run_profile;
+    sets.read_gbps = m.read(o.threads);
     Result<std::vector<CaseResult>> cases = run_layer_cases(cfg.value(), (*layer)->weights(), name, sets, o.threads);
     if (!cases.ok()) return cases.status();
     add_cases(all, std::move(cases.value()), m);

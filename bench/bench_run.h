@@ -47,6 +47,7 @@ struct BenchOptions {
   int context = 128;                      // prompt positions of every decode sequence
   int64_t gemm_span_mib = 96;
   bool scaling = true;                    // also time the scaling subset at 1 thread
+  bool run_profile = false;               // layer decode cases: print the per-run breakdown
   std::string peer_ggml;                  // gemm: ggml peer executables here (ggml_peer.h); empty: none
   int peer_rounds = 5;                    // gemm with a peer: interleaved rounds
   std::vector<std::string> from;          // spec-flash: earlier bench JSON files to project from

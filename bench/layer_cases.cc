@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <set>
 #include <span>
+
+#include <fmt/format.h>
 
 #include "base/math.h"
 #include "base/thread_pool.h"
@@ -17,6 +20,7 @@
 #include "model/runner.h"
 
 #include "bench_util.h"
+#include "run_breakdown.h"
 
 namespace dsv4::bench {
 namespace {
@@ -55,6 +59,8 @@ class LayerStepper {
     std::vector<double> ms;
     Cost sum;
     double experts = 0, runs = 0;
+    RunBreakdown breakdown(cfg_);
+    runner_->pool().attach(sets_.run_profile ? &profile_ : nullptr);
     for (int it = 0; it < sets_.warmup + sets_.repeats; ++it) {
       std::vector<RequestRows> rows(static_cast<size_t>(B));
       for (int r = 0; r < B; ++r) {
@@ -63,6 +69,7 @@ class LayerStepper {
         rows[r] = RequestRows{pos_[r], S};
       }
       log_.clear();
+      profile_.clear();
       const uint64_t runs0 = runner_->pool().runs();
       const auto t0 = std::chrono::steady_clock::now();
       DSV4_RETURN_IF_ERROR(runner_->forward(std::span(reqs_.data(), B), nullptr, nullptr, DecisionIO{nullptr, &log_}));
@@ -74,7 +81,13 @@ class LayerStepper {
       const int64_t hit = experts_hit(log_);
       experts += static_cast<double>(hit);
       sum += layer_step_cost(cfg_, 0, rows, hit);
+      if (sets_.run_profile) breakdown.add_step(profile_.records(), rows, hit, t);
     }
+    runner_->pool().attach(nullptr);
+    if (sets_.run_profile)
+      std::printf("%s", breakdown.table(fmt::format("runs of a decode step, B = {}, S = {}, {} threads", B, S, threads()),
+                                        sets_.read_gbps)
+                            .c_str());
     CaseResult c = make_case("decode", B, S, ms, sum, experts);
     c.pool_runs = runs / static_cast<double>(std::max<size_t>(1, ms.size()));
     return c;
@@ -141,6 +154,7 @@ class LayerStepper {
   std::vector<StepRequest> reqs_;
   std::vector<int64_t> pos_;
   std::vector<Decision> log_;
+  RunProfile profile_{4096};  // runs of one step (a one-layer step makes about 30)
 };
 
 }  // namespace

@@ -29,6 +29,8 @@ struct StepSets {
   int repeats = 5;
   int warmup = 2;
   int context = 128;           // prompt positions before decode
+  bool run_profile = false;    // print each decode case's per-run breakdown (run_breakdown.h)
+  double read_gbps = 0;        // the breakdown's bandwidth denominator (the same-run probe)
 };
 
 // Decode and prefill cases of the layer (cfg has one main layer) with `threads` threads,

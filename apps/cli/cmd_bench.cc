@@ -1,7 +1,8 @@
 // dsv4 bench [--preset flash|tiny] [--cases G,...] [--batches B,...] [--spec-rows S,...]
 //            [--gammas G,...] [--spec-batches B,...] [--spec-tokens N]
 //            [--prefill N,...] [--gemm-rows T,...] [--bandwidth-mib M,...] [--repeats N]
-//            [--threads N] [--context N] [--quick] [--no-scaling] [--cache-dir DIR] [--json FILE]:
+//            [--threads N] [--context N] [--quick] [--no-scaling] [--run-profile] [--cache-dir DIR]
+//            [--json FILE]:
 // speed against the machine's own roofline (bench/bench_run.h). Layer checkpoints are
 // cached under <user cache>/bench unless --cache-dir; tiny-e2e runs the built-in model,
 // spec-e2e the built-in model and its DSpark form (models/kjv-9m, models/kjv-9m-dspark).
@@ -58,6 +59,8 @@ Command add_bench(CLI::App& app) {
   sub->add_flag("--quick", *quick,
                 "B 1,4,16; S 1,2; gamma 1,5; prefill 64; T 1,16; one 1 GiB probe; 3 repeats (explicit flags win)");
   sub->add_flag("--no-scaling", *no_scaling, "Skip the 1-thread runs");
+  sub->add_flag("--run-profile", opts->run_profile,
+                "Layer decode cases: print each thread-pool run's time, bytes and GB/s per step");
   sub->add_option("--peer-ggml", opts->peer_ggml,
                   "gemm: time ggml's mul_mat beside the engine, interleaved (DIR holds peer_plain and/or peer_lf "
                   "built from ../shared/tools/ggml_peer)")

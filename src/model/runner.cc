@@ -365,7 +365,8 @@ Status ModelRunner::forward(std::span<const StepRequest> reqs, float* logits, bf
   if (T == 0 && !ranks_) return Status();  // with ranks, an idle rank still joins every collective
   StepScratch& s = *scratch_;
   const k::EmbedParams ep{cfg_.vocab_size, cfg_.hidden_size, cfg_.hc_mult};
-  if (T > 0) pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, step_meta_.token.data(), T, s.X.data(), tid, n); });
+  if (T > 0)
+    pool_.run([&](int tid, int n) { k::embed(ep, w_.embed, step_meta_.token.data(), T, s.X.data(), tid, n); }, "embed");
   // DSpark target features (dspark.md §2): each target layer's slice of the feature rows.
   const std::vector<int>* lt = features_out ? &cfg_.dspark->target_layer_ids : nullptr;
   const int64_t F = lt ? static_cast<int64_t>(lt->size()) * cfg_.hidden_size : 0;
@@ -433,17 +434,20 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const int64_t D = cfg_.hidden_size;
   // a [T, D] out; then(tid, n): more work on the rows each thread normed (rows split alike).
-  auto hc_pre = [&](const HcParams& h, const bf16* norm_w, bf16* a, auto&& then) {
+  // names: the runs' names in a RunProfile (hc_mix, then apply).
+  auto hc_pre = [&](const HcParams& h, const bf16* norm_w, bf16* a, const char* const* names, auto&& then) {
     const k::HcPreWeights hw{h.fn, h.scale, h.base};
-    pool_.run([&](int tid, int n) { k::hc_mix(X, h.fn, hp.n_mix(), hp, T, s.mix.data(), tid, n); });
-    pool_.run([&](int tid, int n) {  // all split rows alike: each thread norms the rows it wrote
-      k::hc_pre_apply(X, hw, hp, T, s.mix.data(), a, s.post.data(), s.comb.data(), tid, n);
-      k::rmsnorm(a, norm_w, a, T, D, eps, tid, n);
-      then(tid, n);
-    });
+    pool_.run([&](int tid, int n) { k::hc_mix(X, h.fn, hp.n_mix(), hp, T, s.mix.data(), tid, n); }, names[0]);
+    pool_.run(
+        [&](int tid, int n) {  // all split rows alike: each thread norms the rows it wrote
+          k::hc_pre_apply(X, hw, hp, T, s.mix.data(), a, s.post.data(), s.comb.data(), tid, n);
+          k::rmsnorm(a, norm_w, a, T, D, eps, tid, n);
+          then(tid, n);
+        },
+        names[1]);
   };
   auto hc_post = [&](const bf16* f) {
-    pool_.run([&](int tid, int n) { k::hc_post(f, X, s.post.data(), s.comb.data(), hp, T, X, tid, n); });
+    pool_.run([&](int tid, int n) { k::hc_post(f, X, s.post.data(), s.comb.data(), hp, T, X, tid, n); }, "hc_post");
   };
   if (T == 0) {  // an idle rank (several ranks): the split chunks' cache rows, the seams' collectives
     DSV4_RETURN_IF_ERROR(run_attention(lw, lc, mtp_block, dec, X));
@@ -451,14 +455,16 @@ Status ModelRunner::run_block(const LayerWeights& lw, LayerCaches& lc, bool mtp_
   }
   // attention sub-block: hc_pre -> attn_norm -> attention -> hc_post (run A of the attention
   // in hc_pre's apply run, runner_attention.cc)
-  hc_pre(lw.hc_attn, lw.attn_norm, s.a.data(), [&](int tid, int n) {
+  static constexpr const char* kAttnPre[] = {"attn.hc_mix", "attn.hc_pre+A"};
+  hc_pre(lw.hc_attn, lw.attn_norm, s.a.data(), kAttnPre, [&](int tid, int n) {
     if (dspark_gamma == 0) attention_actq(lw, lc, tid, n);
   });
   DSV4_RETURN_IF_ERROR(dspark_gamma > 0 ? run_dspark_attention(lw, lc, dspark_gamma, X)
                                         : run_attention(lw, lc, mtp_block, dec, X));
   if (!out_proj_posts()) hc_post(s.attn_out.data());
   // MoE sub-block: hc_pre -> ffn_norm -> MoE -> hc_post
-  hc_pre(lw.hc_ffn, lw.ffn_norm, moe_rows().a, [&](int tid, int n) {  // the experts' actq per token row
+  static constexpr const char* kFfnPre[] = {"ffn.hc_mix", "ffn.hc_pre+actq"};
+  hc_pre(lw.hc_ffn, lw.ffn_norm, moe_rows().a, kFfnPre, [&](int tid, int n) {  // the experts' actq per token row
     if (moe_posts() && experts_read_fq(cfg_)) k::actq_rows(s.a.data(), T, D, s.fq.data(), tid, n);
   });
   DSV4_RETURN_IF_ERROR(run_moe(lw, lc, mtp_block, dec, dspark_gamma, X));
@@ -490,10 +496,13 @@ Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool 
   gw.bias = lw.ffn.bias;
   if (lw.hash) gw.tid2eid = k::Tid2Eid{lw.ffn.tid2eid.data(), false, c.vocab_size};
   const MoeRows io = moe_rows();
-  pool_.run([&](int tid, int n) { k::moe_gate_scores(io.a, gw, gp, T, s.gate_scores.data(), tid, n); });
-  pool_.run([&](int tid, int n) {
-    k::moe_gate_route(s.gate_scores.data(), gw, step_meta_.token.data(), gp, T, io.ids, io.route_w, tid, n);
-  });
+  pool_.run([&](int tid, int n) { k::moe_gate_scores(io.a, gw, gp, T, s.gate_scores.data(), tid, n); },
+            "moe.gate");
+  pool_.run(
+      [&](int tid, int n) {
+        k::moe_gate_route(s.gate_scores.data(), gw, step_meta_.token.data(), gp, T, io.ids, io.route_w, tid, n);
+      },
+      "moe.route");
   if (dec.forced || dec.log) {
     const int stage = dspark_gamma > 0 ? lw.layer - c.num_hidden_layers : 0;
     apply_route_decisions(dec, DecisionSite{mtp_block, mtp_block ? 0 : lw.layer, dspark_gamma, stage}, step_meta_, gp,
@@ -505,22 +514,27 @@ Status ModelRunner::run_moe(const LayerWeights& lw, const LayerCaches& lc, bool 
   k::moe_dispatch_build(s.ids.data(), T, dp, &s.moe_work);
   const k::MoeWork& mw = s.moe_work;
   if (experts_read_fq(c))  // actq ran per token row with ffn_norm (run_block): copies only
-    k::moe_experts_gather(s.a.data(), s.fq.data(), lc.experts.data(), lc.shared, ep, dp, mw);
+    k::moe_experts_gather(s.a.data(), s.fq.data(), lc.experts.data(), lc.shared, ep, dp, &s.moe_work);
   else
-    pool_.run([&](int tid, int n) { k::moe_experts_in(s.a.data(), lc.experts.data(), lc.shared, ep, dp, mw, tid, n); });
-  pool_.run([&](int tid, int n) {  // up and the activation on the whole 128-blocks of F of this thread
-    const Range cols = split_aligned(ep.moe_intermediate_size, kActqBlock, tid, n);
-    k::moe_experts_up_act_cols(s.route_w.data(), lc.experts.data(), lc.shared, ep, dp, mw, cols.begin, cols.end);
-  });
+    pool_.run([&](int tid, int n) { k::moe_experts_in(s.a.data(), lc.experts.data(), lc.shared, ep, dp, mw, tid, n); },
+              "moe.in");
+  pool_.run(
+      [&](int tid, int n) {  // up and the activation on the whole 128-blocks of F of this thread
+        const Range cols = split_aligned(ep.moe_intermediate_size, kActqBlock, tid, n);
+        k::moe_experts_up_act_cols(s.route_w.data(), lc.experts.data(), lc.shared, ep, dp, mw, cols.begin, cols.end);
+      },
+      "moe.up+act");
   const k::MoeCombineParams cp{c.hidden_size, K};
   const k::HcParams hp = hc_params();
-  pool_.run([&](int tid, int n) {  // down, combine and hc_post on the hidden columns of this thread
-    const Range cols = split_aligned(c.hidden_size, kColumnAlign, tid, n);
-    k::moe_experts_down_cols(lc.experts.data(), lc.shared, ep, dp, mw, cols.begin, cols.end);
-    k::moe_combine_cols(mw.x, mw.slot_entry, s.ids.data(), k::shared_out(mw, ep), cp, T, cols.begin, cols.end,
-                        s.m.data());
-    k::hc_post_cols(s.m.data(), X, s.post.data(), s.comb.data(), hp, T, cols.begin, cols.end, X);
-  });
+  pool_.run(
+      [&](int tid, int n) {  // down, combine and hc_post on the hidden columns of this thread
+        const Range cols = split_aligned(c.hidden_size, kColumnAlign, tid, n);
+        k::moe_experts_down_cols(lc.experts.data(), lc.shared, ep, dp, mw, cols.begin, cols.end);
+        k::moe_combine_cols(mw.x, mw.slot_entry, s.ids.data(), k::shared_out(mw, ep), cp, T, cols.begin, cols.end,
+                            s.m.data());
+        k::hc_post_cols(s.m.data(), X, s.post.data(), s.comb.data(), hp, T, cols.begin, cols.end, X);
+      },
+      "moe.down+post");
   return Status();
 }
 

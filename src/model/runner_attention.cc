@@ -4,10 +4,11 @@
 // Every ThreadPool::run ends in a barrier, so kernels share a run wherever each thread reads
 // only what earlier runs wrote or what it wrote itself (the same split of the same rows). The
 // runs of one layer (issue 38: barriers per step):
-//   A  actq(a) for wq_a and wkv                 rows      (in hc_pre's apply run: attention_actq)
+//   A  actq(a) for wq_a and wkv (one, q_path's)  rows      (in hc_pre's apply run: attention_actq)
 //      [context-parallel prefill: the cache rows' inputs all-gathered, then their actq: one run]
 //   B  wq_a, wkv, both compressors' projections  columns
-//   C  q_norm + actq(qr); kv norm, RoPE, fp8sim and the window row; compressor emits
+//   C  q_norm + actq(qr) (one, for wq_b and the indexer's wq_b); kv norm, RoPE, fp8sim and the
+//      window row; compressor emits
 //   D  wq_b, the indexer's projections; compressor commits
 //      (caller) emitted entries packed into the caches, the per-row cache views
 //   E  head_rms + RoPE on q; the indexer's finish (CSA)
@@ -56,6 +57,7 @@ struct ModelRunner::AttnArgs {
   bool cp = false;        // the cache rows are gathered (context-parallel prefill)
   bool csa = false;
   bool idx_actq = false;  // the indexer's wq_b takes actq(qr)
+  const bf16* qr_q = nullptr;  // q_path's actq(qr), when idx_actq and wq_b made one
 };
 
 ModelRunner::AttnArgs ModelRunner::attn_args(const LayerWeights& lw, const LayerCaches& lc) {
@@ -77,6 +79,11 @@ ModelRunner::AttnArgs ModelRunner::attn_args(const LayerWeights& lw, const Layer
   x.kp = {D, static_cast<int>(Dh), Dr, eps};
   x.kw = {aw.wkv.w, aw.kv_norm, lc.inv_freq};
   x.kio = {x.rows->T, a_kv, x.rows->pos.data(), s.kv.data(), s.kvpath.data()};
+  // wkv reads q_path's actq(a) of the same rows (run A makes it once); with context-parallel
+  // prefill the kv path's rows are the gathered ones, with their own actq.
+  if (!x.cp && aw.wkv.w.quantized()) x.kio.aq = k::q_path_a_quantized(x.qp, x.qw, x.qio);
+  // The indexer's wq_b reads q_path's actq(qr) when wq_b makes one; else run C makes it.
+  x.qr_q = x.idx_actq ? k::q_path_qr_quantized(x.qp, x.qw, x.qio) : nullptr;
   x.cmp_main = s.cmp.data();
   x.cmp_idx = x.cmp_main + (lc.main_cmp.present ? k::compressor_scratch_floats(lc.main_cmp.params, x.rows->T) : 0);
   return x;
@@ -96,7 +103,7 @@ Status ModelRunner::run_attention(const LayerWeights& lw, LayerCaches& lc, bool 
   if (T == 0 && !x.cp) return run_out_proj(lw, lc, false, X);  // an idle rank joins the seams only
   if (x.cp) {
     DSV4_RETURN_IF_ERROR(ranks_->gather_cp_rows(scratch_->a.data(), cfg_.hidden_size));
-    if (x.kio.T > 0) pool_.run([&](int tid, int n) { k::kv_path(0, x.kp, x.kw, x.kio, tid, n); });
+    if (x.kio.T > 0) pool_.run([&](int tid, int n) { k::kv_path(0, x.kp, x.kw, x.kio, tid, n); }, "attn.cp_actq");
   }
   run_projections(lw, x, lc);
   if (T == 0) return run_out_proj(lw, lc, false, X);
@@ -128,12 +135,12 @@ void ModelRunner::run_projections(const LayerWeights& lw, const AttnArgs& x, Lay
     k::kv_path(1, x.kp, x.kw, x.kio, tid, n);
     if (mc.present) k::compressor_project(mc.params, mc.weights, x.kio.a, Tk, x.cmp_main, tid, n);
     if (ic.present) k::compressor_project(ic.params, ic.weights, x.kio.a, Tk, x.cmp_idx, tid, n);
-  });
+  }, "attn.B wq_a+wkv+cmp");
   const int64_t kv_bytes = kv_format_.bytes(), Dh = x.kp.head_dim;
   pool_.run([&](int tid, int n) {  // C
     if (T > 0) {
       k::q_path(2, x.qp, x.qw, x.qio, tid, n);
-      if (x.idx_actq) k::actq_rows(s.qr.data(), T, Rq, s.qr_q.data(), tid, n);
+      if (x.idx_actq && !x.qr_q) k::actq_rows(s.qr.data(), T, Rq, s.qr_q.data(), tid, n);
     }
     if (Tk == 0) return;
     k::kv_path(2, x.kp, x.kw, x.kio, tid, n);
@@ -146,8 +153,8 @@ void ModelRunner::run_projections(const LayerWeights& lw, const AttnArgs& x, Lay
     if (ic.present)
       k::compressor_emit(ic.params, ic.weights, cstep, ic.states.data(), x.cmp_idx, s.idx_emits.data(),
                          s.idx_entries.data(), tid, n);
-  });
-  const bf16* qr_in = x.idx_actq ? s.qr_q.data() : s.qr.data();
+  }, "attn.C norms+emit");
+  const bf16* qr_in = x.idx_actq ? (x.qr_q ? x.qr_q : s.qr_q.data()) : s.qr.data();
   pool_.run([&](int tid, int n) {  // D
     if (T > 0) {
       k::q_path(3, x.qp, x.qw, x.qio, tid, n);
@@ -157,7 +164,7 @@ void ModelRunner::run_projections(const LayerWeights& lw, const AttnArgs& x, Lay
     if (Tk == 0) return;
     if (mc.present) k::compressor_commit(mc.params, mc.weights, cstep, mc.states.data(), x.cmp_main, tid, n);
     if (ic.present) k::compressor_commit(ic.params, ic.weights, cstep, ic.states.data(), x.cmp_idx, tid, n);
-  });
+  }, "attn.D wq_b+idx_proj");
   if (mc.present) pack_entries(mc, lc.cmp, lc.cmp_page_rows, Dh, s.emits.data(), s.entries.data(), *x.rows);
   if (ic.present)
     pack_entries(ic, lc.idx, idx_page_rows_, ip.head_dim, s.idx_emits.data(), s.idx_entries.data(), *x.rows);
@@ -165,7 +172,7 @@ void ModelRunner::run_projections(const LayerWeights& lw, const AttnArgs& x, Lay
     pool_.run([&](int tid, int n) {  // E
       k::q_path(4, x.qp, x.qw, x.qio, tid, n);
       k::indexer_finish(ip, lc.inv_freq, step_meta_.pos.data(), T, s.qi.data(), s.omega.data(), s.wgt.data(), tid, n);
-    });
+    }, "attn.E head_rms+idx_finish");
 }
 
 // One compressor's emitted entries packed into the slot's blocks (entries inside a shared
@@ -218,11 +225,11 @@ void ModelRunner::run_indexer(const LayerWeights& lw, bool mtp_block, const Deci
   pool_.run([&](int tid, int n) {
     k::indexer_select(ip, s.qi.data(), s.wgt.data(), idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base,
                       tid, n);
-  });
+  }, "attn.F idx_select");
   if (!merge_in_select)
     pool_.run([&](int tid, int n) {
       k::indexer_select_merge(ip, idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
-    });
+    }, "attn.F idx_merge");
   apply_pick_decisions(dec, DecisionSite{mtp_block, mtp_block ? 0 : lw.layer}, step_meta_, s.picks.data(),
                        ip.topk, s.n_picks.data());
 }
@@ -253,7 +260,7 @@ void ModelRunner::run_sparse_attention(const LayerWeights& lw, const AttnArgs& x
       k::indexer_select_merge(ip, idx_keys, T, s.picks.data(), s.n_picks.data(), s.select_base, tid, n);
     k::attn_select(sp, T, pos, step_meta_.window_len.data(), picks, picks_stride, n_picks, s.list.data(),
                    s.len.data(), tid, n);
-  });
+  }, "attn.G select");
   const k::AttnList list{s.list.data(), s.list_stride, s.len.data(), step_meta_.window_len.data(),
                          hca ? s.dense.data() : nullptr};
   const k::PackedAttnKeys keys{s.win_rows.data(), lw.ratio > 0 ? s.cmp_rows.data() : nullptr, kv_format_};
@@ -273,7 +280,7 @@ void ModelRunner::run_attention_kernel(const LayerWeights& lw, const AttnArgs& x
   pool_.run([&](int tid, int n) {
     k::sparse_attn(ap, s.q.data(), T, list, keys, lw.attn.attn_sink, s.o.data(), s.attn.data(), tid, n);
     k::out_proj(0, op, ow, oio, tid, n);
-  });
+  }, "attn.H sparse_attn");
 }
 
 k::OutProjParams ModelRunner::out_proj_params() const {
@@ -291,19 +298,19 @@ Status ModelRunner::run_out_proj(const LayerWeights& lw, LayerCaches& lc, bool d
   const k::OutProjParams op = out_proj_params();
   const k::OutProjWeights ow{lw.attn.wo_a.w, lw.attn.wo_b.w, lc.inv_freq};
   const k::OutProjIO oio{T, s.o.data(), step_meta_.pos.data(), s.attn_out.data(), s.oproj.data()};
-  if (T > 0 && !derotated) pool_.run([&](int tid, int n) { k::out_proj(0, op, ow, oio, tid, n); });
+  if (T > 0 && !derotated) pool_.run([&](int tid, int n) { k::out_proj(0, op, ow, oio, tid, n); }, "attn.derotate");
   if (out_proj_posts()) {
     if (T == 0) return Status();
     pool_.run([&](int tid, int n) {  // wo_a and actq(u) on the whole 128-blocks of u of this thread
       const Range cols = split_aligned(op.u_width(), kActqBlock, tid, n);
       k::out_proj_wo_a_cols(op, ow, oio, cols.begin, cols.end);
-    });
+    }, "attn.wo_a");
     const k::HcParams hp = hc_params();
     pool_.run([&](int tid, int n) {  // wo_b and hc_post on the hidden columns of this thread
       const Range cols = split_aligned(op.hidden, kColumnAlign, tid, n);
       k::out_proj_wo_b_cols(op, ow, oio, cols.begin, cols.end);
       k::hc_post_cols(s.attn_out.data(), X, s.post.data(), s.comb.data(), hp, T, cols.begin, cols.end, X);
-    });
+    }, "attn.wo_b+post");
     return Status();
   }
   return ranks_->attn->run(*ranks_->g->tp, pool_, ranks_->out_proj[lc.index], s.o.data(), ranks_->tp_rows,

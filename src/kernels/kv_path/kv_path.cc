@@ -14,15 +14,14 @@ int64_t kv_path_scratch_elems(const KvPathParams& p, int64_t capacity) { return 
 void kv_path(int phase, const KvPathParams& p, const KvPathWeights& w, const KvPathIO& io, int tid,
              int nthreads) {
   const int64_t T = io.T;
-  bf16* aq = io.scratch;
   switch (phase) {
     case 0:
       DSV4_CHECK(w.wkv.in == p.hidden && w.wkv.out == p.head_dim, "wkv [{}, {}]", w.wkv.out, w.wkv.in);
       DSV4_CHECK(p.nope_dim() % kFp8SimBlock == 0, "nope dims {} % {}", p.nope_dim(), kFp8SimBlock);
-      if (w.wkv.quantized()) actq_rows(io.a, T, p.hidden, aq, tid, nthreads);
+      if (w.wkv.quantized() && !io.aq) actq_rows(io.a, T, p.hidden, io.scratch, tid, nthreads);
       return;
     case 1:
-      linear(w.wkv, w.wkv.quantized() ? aq : io.a, T, io.kv, tid, nthreads);
+      linear(w.wkv, w.wkv.quantized() ? (io.aq ? io.aq : io.scratch) : io.a, T, io.kv, tid, nthreads);
       return;
     case 2: {
       const Range r = split_range(T, tid, nthreads);

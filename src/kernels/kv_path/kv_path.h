@@ -6,7 +6,7 @@
 // kv[t] is the key and the value of token t (written to the window cache by the caller).
 //
 // Engine: kKvPathPhases phases, each its own ThreadPool::run:
-//   0 actq(a) -> aq     rows split (skipped when wkv is BF16)
+//   0 actq(a) -> aq     rows split (skipped when wkv is BF16 or io.aq is given)
 //   1 wkv: aq -> kv     columns split
 //   2 kv_norm, RoPE, fp8sim_64 in place      rows split
 #pragma once
@@ -38,6 +38,9 @@ struct KvPathIO {
   const int64_t* pos = nullptr;  // [T]
   bf16* kv = nullptr;            // [T, Dh] out
   bf16* scratch = nullptr;       // kv_path_scratch_elems(p, capacity) bf16
+  // actq(a) [T, D] made elsewhere (q_path's phase 0 on the same rows): phase 0 leaves it and
+  // phase 1 reads it; nullptr: phase 0 makes it in scratch.
+  const bf16* aq = nullptr;
 };
 
 // bf16 elements of scratch for T <= capacity rows: aq [T, D].

@@ -55,6 +55,15 @@ int64_t source_row(int64_t r, const MoeDispatchParams& d, const MoeWork& w) {
   return r < w.n_entries ? w.entry_slot[r] / d.num_experts_per_tok : r - w.n_entries;
 }
 
+// Input rows [r0, r0 + n) of one expert's group: in place (moe_experts_gather) for the shared
+// expert and one-entry experts, else x.
+const bf16* group_input(const ExpertWeights& e, int64_t r0, int64_t n, int64_t D, const MoeDispatchParams& d,
+                        const MoeWork& w) {
+  const bf16* in_place = e.w1.quantized() ? w.in_q : w.in_f;
+  if (in_place && (r0 >= w.n_entries || n == 1)) return in_place + source_row(r0, d, w) * D;
+  return w.x + r0 * D;
+}
+
 }  // namespace
 
 int64_t moe_expert_scratch_bytes(const MoeExpertParams& p, const MoeDispatchParams& d) {
@@ -123,6 +132,8 @@ void moe_dispatch_build(const int32_t* ids, int64_t T, const MoeDispatchParams& 
       }
     }
   w->T = T;
+  w->in_q = nullptr;
+  w->in_f = nullptr;
   w->shared_rows = shared_rows < 0 ? T : std::min(shared_rows, T);
   w->n_entries = run;
 }
@@ -143,12 +154,16 @@ void moe_experts_in(const bf16* f, const ExpertWeights* experts, const ExpertWei
 }
 
 void moe_experts_gather(const bf16* f, const bf16* fq, const ExpertWeights* experts, const ExpertWeights& shared,
-                        const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w) {
+                        const MoeExpertParams& p, const MoeDispatchParams& d, MoeWork* w) {
   const int64_t D = p.hidden;
-  for (int64_t row = 0; row < w.n_entries + w.shared_rows; ++row) {
-    const bf16* src = (weights_of_row(row, experts, shared, d, w).w1.quantized() ? fq : f) + source_row(row, d, w) * D;
-    std::memcpy(w.x + row * D, src, D * sizeof(bf16));
-  }
+  w->in_q = fq;
+  w->in_f = f;
+  for_each_expert_rows(experts, shared, d, *w, [&](const ExpertWeights& e, int64_t r0, int64_t n) {
+    if (group_input(e, r0, n, D, d, *w) != w->x + r0 * D) return;  // read in place
+    const bf16* src = e.w1.quantized() ? fq : f;
+    for (int64_t row = r0; row < r0 + n; ++row)
+      std::memcpy(w->x + row * D, src + source_row(row, d, *w) * D, D * sizeof(bf16));
+  });
 }
 
 void moe_experts_up(const ExpertWeights* experts, const ExpertWeights& shared,
@@ -157,8 +172,9 @@ void moe_experts_up(const ExpertWeights* experts, const ExpertWeights& shared,
   const int64_t D = p.hidden, F = p.moe_intermediate_size;
   auto up = [&](const ExpertWeights& e, int64_t r0, int64_t n) {
     check_shapes(e, p);
-    linear(e.w1, w.x + r0 * D, n, w.g + r0 * F, tid, nthreads);
-    linear(e.w3, w.x + r0 * D, n, w.u + r0 * F, tid, nthreads);
+    const bf16* x = group_input(e, r0, n, D, d, w);
+    linear(e.w1, x, n, w.g + r0 * F, tid, nthreads);
+    linear(e.w3, x, n, w.u + r0 * F, tid, nthreads);
   };
   for_each_expert_rows(experts, shared, d, w, up);
 }
@@ -217,8 +233,9 @@ void moe_experts_up_act_cols(const float* route_weights, const ExpertWeights* ex
   s.y_stride = F;
   auto up = [&](const ExpertWeights& e, int64_t r0, int64_t n) {
     check_shapes(e, p);
-    linear_slice(e.w1, s, w.x + r0 * D, n, w.g + r0 * F + f0, 0, 1);
-    linear_slice(e.w3, s, w.x + r0 * D, n, w.u + r0 * F + f0, 0, 1);
+    const bf16* x = group_input(e, r0, n, D, d, w);
+    linear_slice(e.w1, s, x, n, w.g + r0 * F + f0, 0, 1);
+    linear_slice(e.w3, s, x, n, w.u + r0 * F + f0, 0, 1);
   };
   for_each_expert_rows(experts, shared, d, w, up);
   for (int64_t row = 0; row < w.n_entries + w.shared_rows; ++row)

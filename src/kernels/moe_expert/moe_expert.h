@@ -19,6 +19,7 @@
 // Phases, each its own ThreadPool::run except the first (serial, O(T·K + n_local)):
 //   moe_dispatch_build  ids → dispatch
 //   moe_experts_in      x[r] = actq(f[row of r]) (or a copy for BF16 weights); rows split
+//                       (or moe_experts_gather from a per-row actq: copies, some rows in place)
 //   moe_experts_up      g, u = w1·x, w3·x per expert over its entries (every expert's output
 //                       columns split over threads: each weight is read once per step)
 //   moe_experts_act     clamp, silu, route weight, bf16, actq of the w2 input; rows split
@@ -70,6 +71,11 @@ struct MoeWork {
   int64_t T = 0;                    // rows of the last dispatch
   int64_t shared_rows = 0;          // leading rows that also get the shared expert (≤ T)
   int64_t n_entries = 0;            // routed entries of the last dispatch
+  // Inputs read in place (set by moe_experts_gather, cleared by moe_dispatch_build): the shared
+  // expert's rows and every expert with one entry read their row of in_q (quantized w1) or in_f
+  // (BF16 w1) instead of a copy in x.
+  const bf16* in_q = nullptr;       // [T, D]
+  const bf16* in_f = nullptr;       // [T, D]
 };
 
 int64_t moe_expert_scratch_bytes(const MoeExpertParams& p, const MoeDispatchParams& d);
@@ -88,9 +94,11 @@ void moe_experts_in(const bf16* f, const ExpertWeights* experts, const ExpertWei
                     const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w, int tid,
                     int nthreads);
 // moe_experts_in's result from f and fq = actq_rows(f) (per token row, e.g. in the run that
-// normed f): the rows copied on the calling thread, O(entries · D), so that no run is needed.
+// normed f), on the calling thread so that no run is needed: the shared expert and the experts
+// with one entry read f / fq in place (w->in_f, w->in_q; f and fq stay unchanged until
+// moe_experts_up), the rows of the others are copied into x, O(entries · D).
 void moe_experts_gather(const bf16* f, const bf16* fq, const ExpertWeights* experts, const ExpertWeights& shared,
-                        const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w);
+                        const MoeExpertParams& p, const MoeDispatchParams& d, MoeWork* w);
 void moe_experts_up(const ExpertWeights* experts, const ExpertWeights& shared,
                     const MoeExpertParams& p, const MoeDispatchParams& d, const MoeWork& w, int tid,
                     int nthreads);

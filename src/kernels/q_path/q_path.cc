@@ -37,6 +37,14 @@ int64_t q_path_scratch_elems(const QPathParams& p, int64_t capacity) {
   return capacity * (p.hidden + 2 * p.q_lora_rank);
 }
 
+const bf16* q_path_a_quantized(const QPathParams&, const QPathWeights& w, const QPathIO& io) {
+  return w.wq_a.quantized() ? io.scratch : nullptr;
+}
+
+const bf16* q_path_qr_quantized(const QPathParams& p, const QPathWeights& w, const QPathIO& io) {
+  return w.wq_b.quantized() ? io.scratch + io.T * (p.hidden + p.q_lora_rank) : nullptr;
+}
+
 void q_path(int phase, const QPathParams& p, const QPathWeights& w, const QPathIO& io, int tid,
             int nthreads) {
   const int64_t T = io.T;

@@ -55,6 +55,11 @@ void head_rms(bf16* q, int64_t T, int n_heads, int head_dim, float eps, int tid,
 
 // bf16 elements of scratch for T <= capacity rows: aq [T, D], qa [T, Rq], qrq [T, Rq].
 int64_t q_path_scratch_elems(const QPathParams& p, int64_t capacity);
+// Where q_path keeps actq(a) [T, D] (after phase 0) and actq(qr) [T, Rq] (after phase 2) in
+// io.scratch, for other kernels on the same rows; nullptr when the weight is not quantized
+// (no actq made).
+const bf16* q_path_a_quantized(const QPathParams& p, const QPathWeights& w, const QPathIO& io);
+const bf16* q_path_qr_quantized(const QPathParams& p, const QPathWeights& w, const QPathIO& io);
 
 void q_path_ref(const QPathParams& p, const QPathWeights& w, const bf16* a, int64_t T,
                 const int64_t* pos, bf16* qr, bf16* q);

@@ -1,7 +1,7 @@
 // SwiGLU experts (model.md §9.2, §0.4.5 A12): the grouped engine (dispatch + in/up/act/down
 // phases over all experts and the shared expert) against moe_expert_ref per route slot, at
 // every T in [1, kCapacity] with 1 and 2 threads, released (routed FP4, shared FP8) and BF16
-// weights; row independence; dispatch layout by hand (repeated hash id, expert range);
+// weights, inputs by moe_experts_in or moe_experts_gather (some rows read in place); row independence; dispatch layout by hand (repeated hash id, expert range);
 // the clamp by hand (swiglu_limit 1.0 tiny, 2.0 tiny2) and actq on both GEMM inputs.
 #include <gtest/gtest.h>
 
@@ -56,10 +56,13 @@ struct Scratch {
   }
 };
 
-// Engine run of one MoE layer's experts on rows [0, T); returns the work view.
+// Engine run of one MoE layer's experts on rows [0, T); returns the work view. gather: the
+// inputs by moe_experts_gather from a per-row actq (the model's path: the shared expert and
+// one-entry experts read it in place), else by moe_experts_in's run.
 MoeWork run_engine(ThreadPool& pool, const bf16* f, const int32_t* ids, const float* rw, int64_t T,
                    const std::vector<ExpertWeights>& experts, const ExpertWeights& shared,
-                   const MoeExpertParams& p, const MoeDispatchParams& d, Scratch& s, bool poison) {
+                   const MoeExpertParams& p, const MoeDispatchParams& d, Scratch& s, bool poison,
+                   bool gather = false) {
   if (poison) std::memset(s.data(), 0xFF, s.bytes);  // NaN bf16, −1 int32
   MoeWork w = moe_expert_scratch_carve(p, d, s.data(), s.bytes);
   const int64_t D = p.hidden, F = p.moe_intermediate_size, K = d.num_experts_per_tok;
@@ -73,7 +76,13 @@ MoeWork run_engine(ThreadPool& pool, const bf16* f, const int32_t* ids, const fl
     std::fill(w.g + used * F, w.g + R * F, sent);
     std::fill(w.u + used * F, w.u + R * F, sent);
   }
-  pool.run([&](int tid, int n) { moe_experts_in(f, experts.data(), shared, p, d, w, tid, n); });
+  std::vector<bf16> fq(static_cast<size_t>(T * D));
+  if (gather) {
+    for (int64_t t = 0; t < T; ++t) actq_dequant_row(f + t * D, D, &fq[t * D]);
+    moe_experts_gather(f, fq.data(), experts.data(), shared, p, d, &w);
+  } else {
+    pool.run([&](int tid, int n) { moe_experts_in(f, experts.data(), shared, p, d, w, tid, n); });
+  }
   if (T % 3 != 1) {
     pool.run([&](int tid, int n) { moe_experts_up(experts.data(), shared, p, d, w, tid, n); });
     pool.run([&](int tid, int n) { moe_experts_act(rw, experts.data(), shared, p, d, w, tid, n); });
@@ -175,7 +184,7 @@ TEST_P(ExpertPreset, GroupedEngineMatchesReferenceAtEveryT) {
     ThreadPool pool(nthreads);
     for (int64_t T = 1; T <= kCapacity; ++T) {
       const MoeWork w = run_engine(pool, L.f.data(), L.ids.data(), L.rw.data(), T, L.experts,
-                                   L.shared, p, d, s, true);
+                                   L.shared, p, d, s, true, T % 4 >= 2);
       for (int64_t sl = 0; sl < T * K; ++sl)
         ASSERT_TRUE(
             test::all_close(w.x + w.slot_entry[sl] * D, &got[sl * D], D, test::kExact, "routed"))
@@ -189,7 +198,7 @@ TEST_P(ExpertPreset, GroupedEngineMatchesReferenceAtEveryT) {
   ThreadPool pool2(2);
   for (int64_t t = 0; t < kCapacity; ++t) {
     const MoeWork w = run_engine(pool2, L.f.row(t), &L.ids[t * K], &L.rw[t * K], 1, L.experts,
-                                 L.shared, p, d, s, true);
+                                 L.shared, p, d, s, true, t % 2 == 1);
     for (int64_t k = 0; k < K; ++k)
       ASSERT_TRUE(test::all_close(w.x + w.slot_entry[k] * D, &got[(t * K + k) * D], D, test::kExact,
                                   "alone"))
