@@ -519,7 +519,8 @@ Status Compiler::relax_readings() {
     if (fewest > kMaxCountedReadings) return Status();
     std::vector<std::pair<int32_t, std::string>> joined_values;  // made by joins: sites of later rounds
     for (auto it = branch_sites_.begin(); it != branch_sites_.end();) {
-      if ((*r)[it->first] != fewest) {
+      // Sites a join of this round made (nodes past the count) are read in the next round.
+      if (static_cast<size_t>(it->first) >= r->size() || (*r)[it->first] != fewest) {
         ++it;
         continue;
       }
