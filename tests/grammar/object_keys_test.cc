@@ -48,23 +48,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 // Walks of the schema's grammar end in values the independent validator accepts, never in a
 // dead end; returns the values.
 std::vector<Json> walks_validate(const std::string& schema, int n_walks = 80) {
-  const Grammar g = compile(schema);
-  const Json check = Json::parse(schema);
-  std::mt19937 rng(5);
-  std::vector<Json> values;
-  for (int i = 0; i < n_walks; ++i) {
-    bool dead_end = false;
-    const std::string text = test::random_walk(g, rng, &dead_end);
-    EXPECT_FALSE(dead_end) << schema;
-    if (text.empty()) continue;
-    const Json v = Json::parse(text, nullptr, false);
-    EXPECT_FALSE(v.is_discarded()) << text;
-    if (v.is_discarded()) continue;
-    EXPECT_TRUE(test::schema_valid(v, check)) << text << " for " << schema;
-    values.push_back(v);
-  }
-  EXPECT_GT(values.size(), static_cast<size_t>(n_walks / 2)) << schema;
-  return values;
+  return test::valid_walks(compile(schema), Json::parse(schema), n_walks, 5);
 }
 
 TEST(ObjectKeys, PatternPropertiesOnListedKeys) {

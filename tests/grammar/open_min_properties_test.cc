@@ -37,21 +37,7 @@ Grammar compile(const std::string& schema) {
 
 // Random walks end in values the independent validator accepts, never in a dead end.
 void walks_validate(const std::string& schema, int n_walks = 60) {
-  const Grammar g = compile(schema);
-  const Json check = Json::parse(schema);
-  std::mt19937 rng(11);
-  int valid = 0;
-  for (int i = 0; i < n_walks; ++i) {
-    bool dead_end = false;
-    const std::string text = test::random_walk(g, rng, &dead_end);
-    ASSERT_FALSE(dead_end) << schema << " after " << text;
-    if (text.empty()) continue;
-    const Json v = Json::parse(text, nullptr, false);
-    ASSERT_FALSE(v.is_discarded()) << text;
-    EXPECT_TRUE(test::schema_valid(v, check)) << text << " for " << schema;
-    ++valid;
-  }
-  EXPECT_GT(valid, n_walks / 2) << schema;
+  test::valid_walks(compile(schema), Json::parse(schema), n_walks, 11);
 }
 
 TEST(OpenMinProperties, ClosesOnlyWithEnoughKeys) {

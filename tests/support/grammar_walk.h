@@ -1,5 +1,6 @@
 // Test support for the grammar tests: random walks over the bytes a JsonMatcher allows, to a
-// complete value; a dead end (no byte allowed, value not complete) fails the test.
+// complete value; a dead end (no byte allowed, value not complete) fails the test. valid_walks:
+// the values of n walks, each checked against a schema by json_schema_check.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "grammar/json_matcher.h"
+#include "support/json_schema_check.h"
 
 namespace dsv4::test {
 
@@ -49,6 +51,26 @@ inline std::string random_walk(const grammar::Grammar& g, std::mt19937& rng, boo
     text.push_back(static_cast<char>(c));
   }
   return "";
+}
+
+// n_walks walks of g from seed: none dead-ends, each complete one is JSON that `check` accepts,
+// and more than half complete. Returns their values.
+inline std::vector<Json> valid_walks(const grammar::Grammar& g, const Json& check, int n_walks, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Json> values;
+  for (int i = 0; i < n_walks; ++i) {
+    bool dead_end = false;
+    const std::string text = random_walk(g, rng, &dead_end);
+    EXPECT_FALSE(dead_end) << check.dump() << " after " << text;
+    if (text.empty()) continue;
+    const Json v = Json::parse(text, nullptr, false);
+    EXPECT_FALSE(v.is_discarded()) << text;
+    if (v.is_discarded()) continue;
+    EXPECT_TRUE(schema_valid(v, check)) << text << " for " << check.dump();
+    values.push_back(v);
+  }
+  EXPECT_GT(values.size(), static_cast<size_t>(n_walks / 2)) << check.dump();
+  return values;
 }
 
 }  // namespace dsv4::test
