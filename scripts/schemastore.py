@@ -80,6 +80,8 @@ def unenforceable_used(root):
         for k, v in s.items():
             if k in UNENFORCEABLE or (k == "if" and isinstance(v, (dict, bool))):
                 found.add(k)
+            if k == "dependencies" and isinstance(v, dict) and any(isinstance(d, (dict, bool)) for d in v.values()):
+                found.add("dependentSchemas")  # draft-04..07's schema form of dependencies
             if k in ("$ref", "$recursiveRef") and isinstance(v, str):
                 target = resolve(root, v)
                 if target is None and not v.startswith("#"):
