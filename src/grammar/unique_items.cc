@@ -24,12 +24,12 @@ std::vector<std::vector<Edge>> live_edges(const Regex& re, std::vector<uint8_t>&
         preds[static_cast<size_t>(to)].push_back(q);
       }
   live.assign(static_cast<size_t>(n), 0);
-  std::deque<int32_t> todo;
+  std::deque<int32_t> pending;
   for (int32_t q = 0; q < n; ++q)
-    if (re.accepting(q)) live[static_cast<size_t>(q)] = 1, todo.push_back(q);
-  for (; !todo.empty(); todo.pop_front())
-    for (int32_t p : preds[static_cast<size_t>(todo.front())])
-      if (!live[static_cast<size_t>(p)]) live[static_cast<size_t>(p)] = 1, todo.push_back(p);
+    if (re.accepting(q)) live[static_cast<size_t>(q)] = 1, pending.push_back(q);
+  for (; !pending.empty(); pending.pop_front())
+    for (int32_t p : preds[static_cast<size_t>(pending.front())])
+      if (!live[static_cast<size_t>(p)]) live[static_cast<size_t>(p)] = 1, pending.push_back(p);
   for (auto& edges : out)
     edges.erase(std::remove_if(edges.begin(), edges.end(), [&](const Edge& e) { return !live[static_cast<size_t>(e.to)]; }),
                 edges.end());
@@ -74,23 +74,23 @@ uint32_t unique_hash_text(uint32_t h, const std::string& text) {
 
 bool may_hold_hashed_array(const Grammar& g, int32_t node) {
   std::vector<uint8_t> seen(g.nodes.size(), 0);
-  std::vector<int32_t> todo{node};
-  while (!todo.empty()) {
-    const int32_t k = todo.back();
-    todo.pop_back();
+  std::vector<int32_t> pending{node};
+  while (!pending.empty()) {
+    const int32_t k = pending.back();
+    pending.pop_back();
     if (seen[static_cast<size_t>(k)]) continue;
     seen[static_cast<size_t>(k)] = 1;
     const Node& n = g.nodes[static_cast<size_t>(k)];
     if ((n.kind == Kind::kArray && n.unique_key >= 0) || (n.kind == Kind::kAnyOf && n.alternatives.empty())) return true;
-    todo.insert(todo.end(), n.alternatives.begin(), n.alternatives.end());
-    todo.insert(todo.end(), n.prefix.begin(), n.prefix.end());
-    for (const Property& p : n.properties) todo.push_back(p.node);
+    pending.insert(pending.end(), n.alternatives.begin(), n.alternatives.end());
+    pending.insert(pending.end(), n.prefix.begin(), n.prefix.end());
+    for (const Property& p : n.properties) pending.push_back(p.node);
     for (int32_t v : {n.items, n.values})
-      if (v >= 0) todo.push_back(v);
+      if (v >= 0) pending.push_back(v);
     if (n.kind == Kind::kObject && n.keys >= 0)
       for (int32_t v : g.key_automata[static_cast<size_t>(n.keys)]->label_value) {
         if (v < 0) return true;  // not filled yet
-        todo.push_back(v);
+        pending.push_back(v);
       }
   }
   return false;
@@ -152,17 +152,17 @@ UniqueStrings unique_strings(const Regex& re) {
   if (start < 0 || !live[static_cast<size_t>(start)]) return t;
   t.longest = finite[static_cast<size_t>(start)] ? longest[static_cast<size_t>(start)] : -1;
   std::vector<int64_t> dist(n, -1);  // breadth first from the start to the nearest accepting state
-  std::deque<int32_t> todo{start};
+  std::deque<int32_t> pending{start};
   dist[static_cast<size_t>(start)] = 0;
-  for (; !todo.empty(); todo.pop_front()) {
-    const int32_t q = todo.front();
+  for (; !pending.empty(); pending.pop_front()) {
+    const int32_t q = pending.front();
     if (re.accepting(q)) {
       t.shortest = dist[static_cast<size_t>(q)];
       break;
     }
     for (const Edge& e : edges[static_cast<size_t>(q)])
       if (dist[static_cast<size_t>(e.to)] < 0)
-        dist[static_cast<size_t>(e.to)] = dist[static_cast<size_t>(q)] + 1, todo.push_back(e.to);
+        dist[static_cast<size_t>(e.to)] = dist[static_cast<size_t>(q)] + 1, pending.push_back(e.to);
   }
   return t;
 }

@@ -3,7 +3,7 @@
 // (linear_tile.h). The scalar variant here is the portable engine: weights
 // dequantized one 128-wide K block at a time into a stack buffer, reused across
 // the tile's rows. FP4 and FP8 weights take their own tiles (run_quant: the variant's
-// Kernels::fp4 / fp8 of linear_fp4.h / linear_fp8.h, or tile_fp4_scalar / tile_fp8_scalar
+// Kernels::fp4 / fp8 of linear_fp4.h / linear_fp8.h, or tile_quant_scalar
 // here).
 #include <algorithm>
 #include <atomic>
@@ -169,32 +169,6 @@ inline float fp4_block_dot(const float* x, const float* code, const float* scale
   return beta;
 }
 
-// Scalar FP4 tile on either layout and x type: up to kMaxRowTile rows x kMaxOutTile outputs.
-template <class XT>
-void tile_fp4_scalar(const linear_tile::Tile& tl) {
-  const LinearWeight& w = *tl.w;
-  const XT* x = static_cast<const XT*>(tl.x);
-  const int64_t n_blk = ceil_div<int64_t>(tl.k1 - tl.k0, kBlock);
-  alignas(64) float xb[linear_tile::kMaxRowTile][kBlock];
-  alignas(64) float code[kBlock];
-  float scale[kBlock / 32];
-  float part[linear_tile::kMaxRowTile][linear_tile::kMaxOutTile];
-  float* total = tl.y;  // (i, j) at i·kMaxOutTile + j
-  for (int64_t b = 0; b < n_blk; ++b) {
-    const int64_t k = tl.k0 + b * kBlock;
-    const int n = static_cast<int>(std::min<int64_t>(kBlock, tl.k1 - k));
-    for (int i = 0; i < tl.nt; ++i) load_block(x + i * tl.x_stride + k, n, xb[i]);
-    const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
-    for (int j = 0; j < tl.no; ++j) {
-      for (int c = 0; c < n; ++c) code[c] = kE2M1Signed[fp4_code(w, tl.o + j, k + c)];
-      for (int g = 0; g < n / 32; ++g) scale[g] = scale_value(fp4_scale(w, tl.o + j, k + 32 * g));
-      for (int i = 0; i < tl.nt; ++i)
-        chain_beta(chain, fp4_block_dot(xb[i], code, scale, n), part[i][j], total[i * linear_tile::kMaxOutTile + j],
-                   std::plus<float>());
-    }
-  }
-}
-
 // beta of one FP8 block of n columns in the FP8 K order (linear_fp8.h): code the e4m3
 // values, s the block's 2^(s-127).
 inline float fp8_block_dot(const float* x, const float* code, float s, int n) {
@@ -206,14 +180,36 @@ inline float fp8_block_dot(const float* x, const float* code, float s, int n) {
   return p * s;
 }
 
-// Scalar FP8 tile on either layout and x type: up to kMaxRowTile rows x kMaxOutTile outputs.
-template <class XT>
-void tile_fp8_scalar(const linear_tile::Tile& tl) {
+// One output's 128-column block of each format, decoded to fp32 (code) with its scales, and
+// its beta against a row's block (the formats' K orders above).
+struct Fp4Block {
+  alignas(64) float code[kBlock];
+  float scale[kBlock / 32];
+  void decode(const LinearWeight& w, int64_t o, int64_t k, int n) {
+    for (int c = 0; c < n; ++c) code[c] = kE2M1Signed[fp4_code(w, o, k + c)];
+    for (int g = 0; g < n / 32; ++g) scale[g] = scale_value(fp4_scale(w, o, k + 32 * g));
+  }
+  float beta(const float* x, int n) const { return fp4_block_dot(x, code, scale, n); }
+};
+struct Fp8Block {
+  alignas(64) float code[kBlock];
+  float scale = 0.0f;
+  void decode(const LinearWeight& w, int64_t o, int64_t k, int n) {
+    for (int c = 0; c < n; ++c) code[c] = e4m3_decode(fp8_code(w, o, k + c));
+    scale = scale_value(w.scale[(o / kBlock) * ceil_div<int64_t>(w.in, kBlock) + k / kBlock]);
+  }
+  float beta(const float* x, int n) const { return fp8_block_dot(x, code, scale, n); }
+};
+
+// Scalar FP4 / FP8 tile (Block: Fp4Block, Fp8Block) on either layout and x type: up to
+// kMaxRowTile rows x kMaxOutTile outputs.
+template <class Block, class XT>
+void tile_quant_scalar(const linear_tile::Tile& tl) {
   const LinearWeight& w = *tl.w;
   const XT* x = static_cast<const XT*>(tl.x);
-  const int64_t n_blk = ceil_div<int64_t>(tl.k1 - tl.k0, kBlock), nbk = ceil_div<int64_t>(w.in, kBlock);
+  const int64_t n_blk = ceil_div<int64_t>(tl.k1 - tl.k0, kBlock);
   alignas(64) float xb[linear_tile::kMaxRowTile][kBlock];
-  alignas(64) float code[kBlock];
+  Block blk;
   float part[linear_tile::kMaxRowTile][linear_tile::kMaxOutTile];
   float* total = tl.y;  // (i, j) at i·kMaxOutTile + j
   for (int64_t b = 0; b < n_blk; ++b) {
@@ -222,11 +218,9 @@ void tile_fp8_scalar(const linear_tile::Tile& tl) {
     for (int i = 0; i < tl.nt; ++i) load_block(x + i * tl.x_stride + k, n, xb[i]);
     const BlockChain chain = block_chain(b, n_blk, tl.g_blk);
     for (int j = 0; j < tl.no; ++j) {
-      for (int c = 0; c < n; ++c) code[c] = e4m3_decode(fp8_code(w, tl.o + j, k + c));
-      const float s = scale_value(w.scale[((tl.o + j) / kBlock) * nbk + k / kBlock]);
+      blk.decode(w, tl.o + j, k, n);
       for (int i = 0; i < tl.nt; ++i)
-        chain_beta(chain, fp8_block_dot(xb[i], code, s, n), part[i][j], total[i * linear_tile::kMaxOutTile + j],
-                   std::plus<float>());
+        chain_beta(chain, blk.beta(xb[i], n), part[i][j], total[i * linear_tile::kMaxOutTile + j], std::plus<float>());
     }
   }
 }
@@ -325,7 +319,7 @@ void run_quant(const LinearWeight& w, const LinearSlice& s, const XT* x, int64_t
   const bool packed = fp4 ? w.fp4_dot : w.fp8_dot;
   const linear_tile::TileFn kern_fn = fp4 ? kern.fp4 : kern.fp8;
   const bool tiles = packed && std::is_same_v<XT, bf16> && s.o0 % kDotTileRows == 0 && kern_fn != nullptr;
-  const linear_tile::TileFn fn = tiles ? kern_fn : fp4 ? tile_fp4_scalar<XT> : tile_fp8_scalar<XT>;
+  const linear_tile::TileFn fn = tiles ? kern_fn : fp4 ? tile_quant_scalar<Fp4Block, XT> : tile_quant_scalar<Fp8Block, XT>;
   const bool dot = tiles;  // Tile::dot_rows: read by every FP4 / FP8 tile
   const DotExp dot_exp = fp4 ? kFp4DotExp : kFp8DotExp;
   const int64_t unit = packed ? kDotTileRows : 1;  // threads split the outputs in whole tiles
