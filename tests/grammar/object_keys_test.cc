@@ -19,6 +19,7 @@
 #include "support/grammar_match.h"
 #include "support/grammar_walk.h"
 #include "support/json_schema_check.h"
+#include "support/schema_compile.h"
 
 namespace dsv4::grammar {
 namespace object_keys_test {  // named: the grammar tests build as one unity translation unit
@@ -26,17 +27,8 @@ namespace object_keys_test {  // named: the grammar tests build as one unity tra
 using Json = OrderedJson;
 using test::match_at;
 
-Result<Grammar> compile_text(const std::string& schema, bool strict = true) {
-  CompileOptions options;
-  options.strict = strict;
-  return compile_json_schema(Json::parse(schema), options);
-}
-
-Grammar compile(const std::string& schema) {
-  Result<Grammar> g = compile_text(schema);
-  EXPECT_TRUE(g.ok()) << schema << ": " << g.message();
-  return g.ok() ? std::move(*g) : Grammar{};
-}
+using test::compile;
+using test::compile_text;
 
 std::string refusal(const std::string& schema) {
   Result<Grammar> g = compile_text(schema);

@@ -16,6 +16,7 @@
 #include "support/grammar_match.h"
 #include "support/grammar_walk.h"
 #include "support/json_schema_check.h"
+#include "support/schema_compile.h"
 
 namespace dsv4::grammar {
 namespace open_min_properties_test {  // named: the grammar tests build as one unity translation unit
@@ -23,17 +24,8 @@ namespace open_min_properties_test {  // named: the grammar tests build as one u
 using Json = OrderedJson;
 using test::match_at;
 
-Result<Grammar> compile_text(const std::string& schema, bool strict = true) {
-  CompileOptions options;
-  options.strict = strict;
-  return compile_json_schema(Json::parse(schema), options);
-}
-
-Grammar compile(const std::string& schema) {
-  Result<Grammar> g = compile_text(schema);
-  EXPECT_TRUE(g.ok()) << schema << ": " << g.message();
-  return g.ok() ? std::move(*g) : Grammar{};
-}
+using test::compile;
+using test::compile_text;
 
 // Random walks end in values the independent validator accepts, never in a dead end.
 void walks_validate(const std::string& schema, int n_walks = 60) {

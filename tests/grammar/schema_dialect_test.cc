@@ -13,6 +13,7 @@
 #include "grammar/json_schema.h"
 #include "support/grammar_match.h"
 #include "support/json_schema_check.h"
+#include "support/schema_compile.h"
 
 namespace dsv4::grammar::dialect_test {
 namespace {
@@ -21,11 +22,7 @@ using Json = OrderedJson;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-Result<Grammar> compile_text(const std::string& schema, bool strict = true) {
-  CompileOptions options;
-  options.strict = strict;
-  return compile_json_schema(Json::parse(schema), options);
-}
+using test::compile_text;
 
 using test::match_at;
 

@@ -14,6 +14,7 @@
 #include "support/grammar_match.h"
 #include "support/grammar_walk.h"
 #include "support/json_schema_check.h"
+#include "support/schema_compile.h"
 
 namespace dsv4::grammar::unique_items_test {
 namespace {
@@ -23,11 +24,7 @@ using test::match_at;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-Result<Grammar> compile_text(const std::string& schema, bool strict = true) {
-  CompileOptions options;
-  options.strict = strict;
-  return compile_json_schema(Json::parse(schema), options);
-}
+using test::compile_text;
 
 // Walks of g end (no dead end) in values `check` accepts whose array items are distinct.
 void walks_validate(const Grammar& g, const Json& check, int n_walks = 120) { test::valid_walks(g, check, n_walks, 11); }

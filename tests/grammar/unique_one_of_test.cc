@@ -12,6 +12,7 @@
 #include "support/grammar_match.h"
 #include "support/grammar_walk.h"
 #include "support/json_schema_check.h"
+#include "support/schema_compile.h"
 
 namespace dsv4::grammar::unique_one_of_test {
 namespace {
@@ -21,11 +22,7 @@ using test::match_at;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-Result<Grammar> compile_text(const std::string& schema, bool strict = true) {
-  CompileOptions options;
-  options.strict = strict;
-  return compile_json_schema(Json::parse(schema), options);
-}
+using test::compile_text;
 
 // Walks of g end in values that `check` accepts (uniqueItems and oneOf included).
 void walks_validate(const Grammar& g, const Json& check, int n_walks = 80) { test::valid_walks(g, check, n_walks, 5); }
