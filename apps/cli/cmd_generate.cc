@@ -150,10 +150,13 @@ Result<OutputConstraint> output_constraint(const GenerateArgs& a) {
     if (!bytes.ok()) return bytes.status().with_context("--json-schema");
     c.json_schema.assign(bytes->begin(), bytes->end());
   }
-  if (!c.strict && !c.json_schema.empty()) {  // name what is relaxed (compiled once: the requests share it)
+  if (!c.json_schema.empty()) {  // name what is relaxed (compiled once: the requests share it)
     Result<grammar::Grammar> g = compile_constraint(c);
     if (!g.ok()) return g.status().with_context("--json-schema");
-    for (const std::string& r : g->relaxed) std::fprintf(stderr, "dsv4: --json-best-effort relaxes %s\n", r.c_str());
+    // Under strict only annotations are listed (formats no validator knows), as the server's
+    // X-Relaxed-Keywords does.
+    const char* verb = c.strict ? "--json-schema ignores" : "--json-best-effort relaxes";
+    for (const std::string& r : g->relaxed) std::fprintf(stderr, "dsv4: %s %s\n", verb, r.c_str());
     c.compiled = std::make_shared<const grammar::Grammar>(std::move(*g));
   }
   return c;

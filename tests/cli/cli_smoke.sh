@@ -111,6 +111,12 @@ grep -qxE '[a-z]{1,3}( [a-z]{1,3})?[.]' "$work/out.txt" || { echo "FAIL: --gramm
 printf 'root ::= "(" root ")"\n' >"$work/r.gbnf"
 bad "recursive grammar" "--grammar: line 1 column 14: rule 'root' is recursive" "$dsv4" generate --model "$work/t2" \
   --prompt hi --grammar "$work/r.gbnf"
+# A format no validator knows is an annotation under strict too: generate names it on stderr.
+printf '{"type":"string","format":"x-color","maxLength":4}' >"$work/fmt.json"
+ok "generate --json-schema, unknown format" "$dsv4" generate --model "$work/t2" --max-tokens 8 --prompt hi \
+  --json-schema "$work/fmt.json"
+grep -qF 'dsv4: --json-schema ignores /: format "x-color" (unknown: an annotation)' "$work/out.txt" ||
+  { echo "FAIL: strict generate did not name the unknown format"; cat "$work/out.txt"; fails=$((fails + 1)); }
 bad "two constraints" "give one of them" "$dsv4" generate --model "$work/t2" --prompt hi --regex a --json
 ok "generate inline" "$dsv4" generate --model "$work/t2" --max-tokens 4 --verbose --quiet-steps --prompt-ids 1,2,3 --prompt-ids 4
 grep '^request' "$work/out.txt" >"$work/gen_inline.txt"
