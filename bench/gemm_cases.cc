@@ -42,7 +42,8 @@ std::vector<GemmShape> gemm_shapes(const ModelConfig& cfg) {
   return {{"wq_a", dense, cfg.q_lora_rank, D},
           {"wo_b", dense, D, cfg.wo_b_in()},
           {"w1", ex, F, D},
-          {"w2", ex, D, F}};
+          {"w2", ex, D, F},
+          {"cmp_wkv", StorageForm::kBF16, 2 * cfg.head_dim, D}};  // the CSA compressor's wkv / wgate
 }
 
 WeightCopies make_weight_copies(StorageForm form, int64_t out, int64_t in, int64_t span_bytes) {

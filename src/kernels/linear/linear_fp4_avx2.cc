@@ -57,7 +57,8 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
   for (int64_t b = 0; b < n_blk; ++b) {
     const uint8_t* ct = W.code_tile(o, blk0 + b);
     const uint8_t* st = W.scale_tile(o, blk0 + b);
-    const int64_t ahead = b + kPrefetchBlocks < n_blk ? kPrefetchBlocks * fp4::kTileBytes : 0;  // branch-free
+    // kPrefetchBlocks ahead; near the end into the next tile (contiguous), the next block's.
+    const int64_t ahead = kPrefetchBlocks * fp4::kTileBytes;
     V2 beta[R];
     for (int g = 0; g < kGroups; ++g) {
       V2 p[R];

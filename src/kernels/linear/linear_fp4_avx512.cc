@@ -137,6 +137,7 @@ template <int R, int NT, Step kStep>
 void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* const* xr, float* const* yr,
                float* sums) {
   const int64_t n_blk = (tl.k1 - tl.k0) / kBlock, blk0 = tl.k0 / kBlock;
+  const int64_t tile_bytes = kTileOut * (W.in / 2);  // codes of one tile, every block
   float* beta = sums;                         // (r, t) at 16·(r·NT + t)
   float* part = sums + kTileOut * R * NT;     // likewise
   for (int64_t b = 0; b < n_blk; ++b) {
@@ -146,9 +147,13 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
       ct[t] = W.code_tile(o + kTileOut * t, blk0 + b);
       st[t] = W.scale_tile(o + kTileOut * t, blk0 + b);
     }
-    // Prefetch distance: kPrefetchBlocks ahead, none (the current block) near the end:
-    // branch-free, so the hot loop stays one straight run (scripts/isa_budget.py).
-    const int64_t ahead = b + kPrefetchBlocks < n_blk ? kPrefetchBlocks * fp4::kTileBytes : 0;
+    // Prefetch distance: kPrefetchBlocks ahead; near the end, the first blocks of the next
+    // register block's tile (NT tiles on: tiles are contiguous, tile_bytes apart), so a tile's
+    // stream runs on into the next one's. Prefetch never faults: past the matrix or the
+    // thread's slice it only reads ahead. Branch-free, so the hot loop stays one straight run
+    // (scripts/isa_budget.py).
+    const int64_t ahead = kPrefetchBlocks * fp4::kTileBytes +
+                          (b + kPrefetchBlocks < n_blk ? 0 : NT * tile_bytes - n_blk * fp4::kTileBytes);
     for (int g = 0; g < kGroups; ++g) {
       __m512 p[R][NT];
       for (int r = 0; r < R; ++r)

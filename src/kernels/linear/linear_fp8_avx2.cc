@@ -87,7 +87,8 @@ void run_block(const Tile& tl, const fp8::Tiles& W, int64_t o, const uint16_t* c
   V2 part[R], total[R];
   for (int64_t b = 0; b < n_blk; ++b) {
     const uint8_t* ct = W.code_tile(o, blk0 + b);
-    const int64_t ahead = b + kPrefetchBlocks < n_blk ? kPrefetchBlocks * fp8::kTileBytes : 0;  // branch-free
+    // kPrefetchBlocks ahead; near the end into the next tile (contiguous), the next block's.
+    const int64_t ahead = kPrefetchBlocks * fp8::kTileBytes;
     const bool nan = has_nan_code(ct);
     V2 p[R];
     for (int r = 0; r < R; ++r) p[r].h[0] = p[r].h[1] = _mm256_setzero_ps();

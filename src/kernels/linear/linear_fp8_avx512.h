@@ -101,12 +101,15 @@ template <int R, int NT, Step kStep>
 void run_block(const Tile& tl, const fp8::Tiles& W, int64_t o, const uint16_t* const* xr, float* const* yr,
                float* part) {
   const int64_t n_blk = (tl.k1 - tl.k0) / kBlock, blk0 = tl.k0 / kBlock;
+  const int64_t tile_bytes = kTileOut * W.in;  // codes of one tile, every block
   for (int64_t b = 0; b < n_blk; ++b) {
     const uint8_t* ct[NT];
     for (int t = 0; t < NT; ++t) ct[t] = W.code_tile(o + kTileOut * t, blk0 + b);
-    // Prefetch distance: kPrefetchBlocks ahead, none (the current block) near the end:
-    // branch-free, so the hot loop stays one straight run (scripts/isa_budget.py).
-    const int64_t ahead = b + kPrefetchBlocks < n_blk ? kPrefetchBlocks * fp8::kTileBytes : 0;
+    // Prefetch distance: kPrefetchBlocks ahead; near the end, the first blocks of the next
+    // register block's tile (as the FP4 tiles: linear_fp4_avx512.cc). Branch-free, so the hot
+    // loop stays one straight run (scripts/isa_budget.py).
+    const int64_t ahead = kPrefetchBlocks * fp8::kTileBytes +
+                          (b + kPrefetchBlocks < n_blk ? 0 : NT * tile_bytes - n_blk * fp8::kTileBytes);
     __m512 p[R][NT];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < NT; ++t) p[r][t] = _mm512_setzero_ps();
