@@ -29,4 +29,16 @@ constexpr Range split_aligned(int64_t n, int64_t align, int tid, int nthreads) {
   return {u.begin * align < n ? u.begin * align : n, u.end * align < n ? u.end * align : n};
 }
 
+// The items [r.begin, r.end) of a [rows, per_row] grid as runs within one row: fn(row, i0, i1)
+// for the row's items [i0, i1), rows ascending (e.g. a thread's (row, head) pairs, so that
+// per-row work such as RoPE angles is done once per run).
+template <class Fn>
+constexpr void for_row_runs(Range r, int64_t per_row, Fn&& fn) {
+  for (int64_t i = r.begin; i < r.end;) {
+    const int64_t row = i / per_row, end = (row + 1) * per_row < r.end ? (row + 1) * per_row : r.end;
+    fn(row, i - row * per_row, end - row * per_row);
+    i = end;
+  }
+}
+
 }  // namespace dsv4

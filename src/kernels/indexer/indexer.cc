@@ -142,18 +142,19 @@ void indexer_project(const IndexerParams& p, const LinearWeight& wq_b,
 void indexer_finish(const IndexerParams& p, const float* inv_freq, const int64_t* pos, int64_t T,
                     bf16* qi, const bf16* omega, bf16* wgt, int tid, int nthreads) {
   const int Hi = p.n_heads, Di = p.head_dim;
-  const Range rows = split_range(T, tid, nthreads);
-  if (rows.size() == 0) return;
-  bf16* q0 = qi + rows.begin * Hi * Di;
-  rope(inv_freq, p.rope_dim, q0, rows.size(), Hi, Di, pos + rows.begin, /*inverse=*/false, 0, 1);
-  for (int64_t v = 0; v < rows.size() * Hi; ++v) {
-    bf16* qh = q0 + v * Di;
-    hadamard_vec(qh, qh, Di);
-    fp4sim_row(qh, Di);
-  }
+  // (row, head) pairs split (one row has Hi of them: both threads work at T = 1); RoPE angles
+  // once per run of a row's heads.
+  const Range units = split_range(T * Hi, tid, nthreads);
+  for_row_runs(units, Hi, [&](int64_t t, int64_t h0, int64_t h1) {
+    bf16* q0 = qi + (t * Hi + h0) * Di;
+    rope(inv_freq, p.rope_dim, q0, 1, static_cast<int>(h1 - h0), Di, pos + t, /*inverse=*/false, 0, 1);
+    for (int64_t h = 0; h < h1 - h0; ++h) {
+      hadamard_vec(q0 + h * Di, q0 + h * Di, Di);
+      fp4sim_row(q0 + h * Di, Di);
+    }
+  });
   const float scale = indexer_weight_scale(p);
-  for (int64_t i = rows.begin * Hi; i < rows.end * Hi; ++i)
-    wgt[i] = bf16::from_float(omega[i].to_float() * scale);
+  for (int64_t i = units.begin; i < units.end; ++i) wgt[i] = bf16::from_float(omega[i].to_float() * scale);
 }
 
 void set_indexer_isa(Isa isa) { g_isa.set(isa); }

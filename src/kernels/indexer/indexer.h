@@ -29,7 +29,7 @@
 //                                                      quantized; the attention's wq_b
 //                                                      uses the same qr_q)
 //   2. indexer_project(wq_b, weights_proj, qr_q, a -> qi, ω)      output columns split
-//   3. indexer_finish(qi, ω -> qi, wgt)                            rows split
+//   3. indexer_finish(qi, ω -> qi, wgt)                            (row, head) pairs split
 //   4. indexer_select(qi, wgt, keys -> picks, partial lists)      (row, entry) pairs split
 //   5. indexer_select_merge(partial lists -> picks)                rows split
 // Streaming selection (runtime.md §7.2): no buffer grows with the context. Each thread

@@ -77,12 +77,12 @@ void q_path(int phase, const QPathParams& p, const QPathWeights& w, const QPathI
       return;
     case 4: {
       const float inv_n = static_cast<float>(1.0 / p.head_dim);
-      const Range r = split_range(T * p.n_heads, tid, nthreads);
-      for (int64_t i = r.begin; i < r.end; ++i) {
-        bf16* v = io.q + i * p.head_dim;
-        head_rms_one(v, p.head_dim, inv_n, p.eps);
-        rope(w.inv_freq, p.rope_dim, v, 1, 1, p.head_dim, io.pos + i / p.n_heads, false, 0, 1);
-      }
+      // (row, head) pairs split; RoPE angles once per run of a row's heads.
+      for_row_runs(split_range(T * p.n_heads, tid, nthreads), p.n_heads, [&](int64_t t, int64_t h0, int64_t h1) {
+        bf16* v = io.q + (t * p.n_heads + h0) * p.head_dim;
+        for (int64_t h = 0; h < h1 - h0; ++h) head_rms_one(v + h * p.head_dim, p.head_dim, inv_n, p.eps);
+        rope(w.inv_freq, p.rope_dim, v, 1, static_cast<int>(h1 - h0), p.head_dim, io.pos + t, false, 0, 1);
+      });
       return;
     }
   }
