@@ -81,7 +81,7 @@ class LayerStepper {
       const int64_t hit = experts_hit(log_);
       experts += static_cast<double>(hit);
       sum += layer_step_cost(cfg_, 0, rows, hit);
-      if (sets_.run_profile) breakdown.add_step(profile_.records(), rows, hit, t);
+      if (sets_.run_profile) breakdown.add_step(profile_.records(), rows, hit, t, profile_.dropped());
     }
     runner_->pool().attach(nullptr);
     if (sets_.run_profile)

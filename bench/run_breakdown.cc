@@ -69,9 +69,10 @@ double RunBreakdown::run_bytes(const std::string& name, std::span<const RequestR
 }
 
 void RunBreakdown::add_step(std::span<const RunRecord> records, std::span<const RequestRows> rows,
-                            int64_t experts_hit, double step_ms) {
+                            int64_t experts_hit, double step_ms, uint64_t dropped) {
   ++steps_;
   step_ms_ += step_ms;
+  dropped_ += dropped;
   for (const RunRecord& r : records) {
     const std::string key = key_of(r);
     auto [it, fresh] = sums_.try_emplace(key);
@@ -109,6 +110,9 @@ std::string RunBreakdown::table(const std::string& title, double read_gbps) cons
                      100 * caller / (step_ms_ / n));
   out += fmt::format("  {:<28} {:>5} {:>8.3f} {:>6.1f} {:>8.2f} {:>7.1f}\n", "step", "", step_ms_ / n, 100.0, bytes,
                      bytes / (step_ms_ / n));
+  if (dropped_ > 0)
+    out += fmt::format("  ({} runs past the profile's capacity are not listed: their time is in \"caller\")\n",
+                       dropped_);
   return out;
 }
 

@@ -26,9 +26,10 @@ class RunBreakdown {
  public:
   explicit RunBreakdown(const ModelConfig& cfg) : cfg_(cfg) {}
 
-  // One timed step: its records, rows, distinct experts hit and wall time.
+  // One timed step: its records, rows, distinct experts hit and wall time; `dropped` runs went past
+  // the profile's capacity (their time shows in "caller", and the table says how many).
   void add_step(std::span<const RunRecord> records, std::span<const RequestRows> rows, int64_t experts_hit,
-                double step_ms);
+                double step_ms, uint64_t dropped = 0);
   // The table, per step (means over the steps added), against the read bandwidth in GB/s.
   std::string table(const std::string& title, double read_gbps) const;
 
@@ -43,6 +44,7 @@ class RunBreakdown {
   std::map<std::string, Sum> sums_;
   int steps_ = 0;
   double step_ms_ = 0;
+  uint64_t dropped_ = 0;
 };
 
 }  // namespace dsv4::bench
