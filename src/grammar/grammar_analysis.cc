@@ -530,6 +530,29 @@ bool narrow_strings(Grammar& g, int32_t one_of, const std::vector<std::pair<size
   return true;
 }
 
+std::vector<bool> reachable(const Grammar& g, int32_t from) {
+  std::vector<bool> seen(g.nodes.size(), false);
+  std::vector<int32_t> pending = {from};
+  auto visit = [&](int32_t k) {
+    if (k >= 0 && !seen[static_cast<size_t>(k)]) pending.push_back(k);
+  };
+  while (!pending.empty()) {
+    const int32_t k = pending.back();
+    pending.pop_back();
+    if (seen[static_cast<size_t>(k)]) continue;
+    seen[static_cast<size_t>(k)] = true;
+    const Node& n = g.nodes[static_cast<size_t>(k)];
+    visit(n.values);
+    visit(n.items);
+    if (n.keys >= 0)
+      for (int32_t v : g.key_automata[static_cast<size_t>(n.keys)]->label_value) visit(v);
+    for (const Property& p : n.properties) visit(p.node);
+    for (const auto* list : {&n.prefix, &n.alternatives, &n.sequence})
+      for (int32_t c : *list) visit(c);
+  }
+  return seen;
+}
+
 Result<std::vector<int32_t>> min_depth(const Grammar& g) {
   constexpr int32_t kInf = INT32_MAX / 2;
   std::vector<int32_t> d(g.nodes.size(), kInf);

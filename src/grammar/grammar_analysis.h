@@ -17,6 +17,10 @@ namespace dsv4::grammar {
 // root has no finite value (a $ref cycle with no way out).
 Result<std::vector<int32_t>> min_depth(const Grammar& g);
 
+// Per node, whether a value of `from` may hold it (through properties, open objects' values and
+// key labels, items, alternatives and sequences).
+std::vector<bool> reachable(const Grammar& g, int32_t from);
+
 // The concrete (non-anyOf) nodes an anyOf stands for, in JsonMatcher::open_value's order;
 // false when the expansion visits more than kMaxExpanded nodes (the matcher's bound).
 bool expand_alternatives(const Grammar& g, int32_t node, std::vector<int32_t>& concrete);

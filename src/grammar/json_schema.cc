@@ -122,9 +122,11 @@ class Compiler {
   // lists read the fewest ways above the bound are relaxed (listed): first their object branches
   // are joined into one object (grammar_relax.h); read too many ways still, they become any value.
   Status relax_readings();
-  // The oneOf branches recorded while compiling, checked once every $ref is filled.
-  // Not strict: oneOf branches that may overlap are generated as anyOf (relaxed, listed).
-  Status check_one_of();
+  // The oneOf branches recorded while compiling that `from` reaches, checked once every $ref is
+  // filled (a oneOf only in a value left out is not generated; one in a $ref target compiled
+  // there may be reached from elsewhere). Not strict: oneOf branches that may overlap are
+  // generated as anyOf (relaxed, listed).
+  Status check_one_of(int32_t from);
   int32_t text(const std::string& bytes) { return literal({bytes}); }
   int32_t add(Node n) {
     grammar.nodes.push_back(std::move(n));
@@ -430,9 +432,11 @@ Result<int32_t> Compiler::schema_object(const Json& s, const std::string& path) 
   for (const Json& t : *type) {
     if (!t.is_string()) return fail(path, "type must be a string or a non-empty array of strings");
     Result<int32_t> alt = typed(s, t.get<std::string>(), path);
+    if (!alt.ok() && branch_unsatisfiable(alt.status(), path)) continue;  // no value of this type
     if (!alt.ok()) return alt.status();
     n.alternatives.push_back(*alt);
   }
+  if (n.alternatives.empty()) return fail(path, "unsatisfiable: no value of any type in the type list");
   const int32_t id = add(std::move(n));
   branch_sites_[id] = {path, "type"};
   return id;
@@ -477,7 +481,6 @@ Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std
   OneOf one_of{path + "/" + key, {}, -1};
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string branch_path = fmt::format("{}/{}/{}", path, key, i);
-    const size_t n_one_of = one_of_.size();
     Result<int32_t> alt = 0;
     if (beside.empty()) {
       if (list[i] == Json(false)) continue;  // matches nothing: no branch
@@ -489,10 +492,7 @@ Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std
       if (*merged == Json(false)) continue;
       alt = compile_merged(std::move(*merged), branch_path);
     }
-    if (!alt.ok() && branch_unsatisfiable(alt.status(), branch_path)) {
-      one_of_.resize(n_one_of);  // the branch's own oneOfs are not generated
-      continue;
-    }
+    if (!alt.ok() && branch_unsatisfiable(alt.status(), branch_path)) continue;  // its oneOfs: unreachable
     if (!alt.ok()) return alt.status();
     n.alternatives.push_back(*alt);
     one_of.branches.push_back(static_cast<int32_t>(i));
@@ -541,9 +541,11 @@ Status Compiler::relax_readings() {
 
 // branches: the kept branch indices, then their nodes. Each pair is proven disjoint, else
 // separated (objects: a key dropped or required; strings: patterns less each other's).
-Status Compiler::check_one_of() {
+Status Compiler::check_one_of(int32_t from) {
   int64_t budget = kDisjointBudget;
+  const std::vector<bool> reached = reachable(grammar, from);
   for (const OneOf& o : one_of_) {
+    if (!reached[static_cast<size_t>(o.node)]) continue;
     const size_t n = o.branches.size() / 2;
     const std::vector<int32_t> nodes(o.branches.begin() + static_cast<std::ptrdiff_t>(n), o.branches.end());
     std::vector<std::pair<size_t, size_t>> overlapping;
@@ -569,7 +571,8 @@ Status Compiler::check_one_of() {
 }
 
 // No `type`: every type is allowed, and keywords constrain values of their own type only
-// ({"maxLength": 1} allows any number, but strings of at most one code point).
+// ({"maxLength": 1} allows any number, but strings of at most one code point; {"minLength": 3,
+// "maxLength": 1} no string).
 Result<int32_t> Compiler::untyped(const Json& s, const std::string& path) {
   bool constrained = false;
   for (auto it = s.begin(); it != s.end(); ++it)
@@ -579,6 +582,7 @@ Result<int32_t> Compiler::untyped(const Json& s, const std::string& path) {
   n.kind = Kind::kAnyOf;
   for (const char* type : kTypeOfKeywords) {
     Result<int32_t> alt = typed(s, type, path);
+    if (!alt.ok() && branch_unsatisfiable(alt.status(), path)) continue;  // no value of this type
     if (!alt.ok()) return alt.status();
     n.alternatives.push_back(*alt);
   }
@@ -708,7 +712,8 @@ bool distinct_values(const std::vector<std::string>& texts) {
   return true;
 }
 
-// items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`).
+// items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`); an item
+// schema that matches nothing ends the array before its place, as false does.
 // uniqueItems true with more than one item, without a tuple: enforced over literals of distinct
 // values (a 64-bit set up to kMaxUniqueValues, hashes beyond; integers in such a range become
 // literals, an anyOf of literals one literal), and kept as hashes over strings and unbounded
@@ -854,7 +859,12 @@ Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
       n.max_items = i;
       break;
     }
-    Result<int32_t> node = compile(item, fmt::format("{}/prefixItems/{}", path, i));
+    const std::string item_path = fmt::format("{}/prefixItems/{}", path, i);
+    Result<int32_t> node = compile(item, item_path);
+    if (!node.ok() && branch_unsatisfiable(node.status(), item_path)) {  // no value: as false
+      n.max_items = i;
+      break;
+    }
     if (!node.ok()) return node.status();
     n.prefix.push_back(*node);
   }
@@ -868,8 +878,14 @@ Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
     n.items = any();
   } else {
     Result<int32_t> item = compile(*items, path + "/items");
-    if (!item.ok()) return item.status();
-    n.items = *item;
+    if (!item.ok() && !branch_unsatisfiable(item.status(), path + "/items")) return item.status();
+    n.items = item.ok() ? *item : any();
+    if (!item.ok()) {  // no value: no item past the tuple
+      n.max_items = n_listed;
+      if (n.min_items > n_listed)
+        return fail(path, fmt::format("unsatisfiable: minItems {} but only {} items can be present ({})", n.min_items,
+                                      n_listed, item.message()));
+    }
   }
   if (const auto u = s.find("uniqueItems"); u != s.end()) {
     if (!u->is_boolean()) return fail(path, "uniqueItems must be a boolean");
@@ -953,7 +969,7 @@ Result<const Json*> Compiler::conjunction(const Json& s, const Json* listed, uin
 }
 
 // The listed properties (listed_names) with their values' nodes; a key that can never be present
-// is left out (refused when required).
+// (its value schema matches nothing) is left out, and makes the object unsatisfiable when required.
 Result<std::vector<Property>> Compiler::properties(const Json& s, const std::string& path, bool dsml,
                                                    const ObjectKeyRules& rules) {
   Result<std::vector<Listed>> listed = listed_names(s, path, rules);
@@ -967,7 +983,12 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
       return fail(path, fmt::format("unsatisfiable: required '{}' can never be present (its schema is false, "
                                     "additionalProperties is false or propertyNames refuses it)", l.name));
     }
-    Result<int32_t> value = compile(**schema, path + "/properties/" + pointer_token(l.name));
+    const std::string value_path = path + "/properties/" + pointer_token(l.name);
+    Result<int32_t> value = compile(**schema, value_path);
+    if (!value.ok() && branch_unsatisfiable(value.status(), value_path)) {  // no value: the key is never written
+      if (!l.required) continue;
+      return fail(path, fmt::format("unsatisfiable: required '{}' has no value ({})", l.name, value.message()));
+    }
     if (!value.ok()) return value.status();
     int32_t node = *value;
     std::string key = escaped_key(l.name);
@@ -1313,7 +1334,7 @@ Result<Grammar> compile_json_schema(const OrderedJson& schema, const CompileOpti
   Result<int32_t> root = c.compile(schema, "");
   if (!root.ok()) return root.status();
   c.grammar.root = *root;
-  DSV4_RETURN_IF_ERROR(c.check_one_of());
+  DSV4_RETURN_IF_ERROR(c.check_one_of(c.grammar.root));
   if (!options.strict) DSV4_RETURN_IF_ERROR(c.relax_readings());
   DSV4_RETURN_IF_ERROR(finish(c.grammar, "schema /"));
   return std::move(c.grammar);
@@ -1335,7 +1356,7 @@ Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools, const Json
     tool.grammar = std::move(c.grammar);
     Result<int32_t> params = tool.dsml_params(t.parameters, "tools " + t.name + " parameters");
     if (!params.ok()) return params.status();
-    DSV4_RETURN_IF_ERROR(tool.check_one_of());
+    DSV4_RETURN_IF_ERROR(tool.check_one_of(*params));
     Node seq;
     seq.kind = Kind::kSequence;
     seq.sequence = {tool.text("\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"" + t.name + "\">\n"), *params,

@@ -341,7 +341,10 @@ TEST(Untyped, ConstraintsApplyToTheirType) {
 // Bug 5: enum/const keep only the values their siblings allow.
 TEST(Literals, FilteredByTheirSiblings) {
   EXPECT_TRUE(has(refusal(R"({"type": "integer", "const": 1.5})"), "unsatisfiable"));
-  EXPECT_TRUE(has(refusal(R"({"properties": {"p": {"type": "integer", "const": 1.5}}})"), "/properties/p"));
+  // Nested: an optional property that matches nothing is never written; a required one refuses.
+  EXPECT_EQ(match_at(compile_ok(R"({"properties": {"p": {"type": "integer", "const": 1.5}}})"), R"({"p")"), 1);
+  EXPECT_TRUE(has(refusal(R"({"type": "object", "properties": {"p": {"type": "integer", "const": 1.5}}, "required": ["p"]})"),
+                  "schema /: unsatisfiable: required 'p' has no value (schema /properties/p: unsatisfiable"));
   const Grammar mixed = compile_ok(R"({"type": "string", "enum": ["a", 1]})");
   EXPECT_EQ(match_at(mixed, "1"), 0);
   EXPECT_EQ(match_at(mixed, R"("a")"), -1);

@@ -80,6 +80,7 @@ function randomSchema(r, depth = 0) {
         properties[key] = randomSchema(r, depth + 1);
         if (r() < 0.6) required.push(key);
       }
+      if (r() < 0.25) properties.never = { allOf: [{ const: 1 }, { const: 2 }] };  // optional, no value: never written
       return { type: "object", properties, required, additionalProperties: false, title: "t" };
     }
     case 10: {
