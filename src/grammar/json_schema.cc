@@ -179,6 +179,12 @@ class Compiler {
   Status hashed_items(Node& n, const std::string& path, int64_t available);
   Status unique_patterned(Node& n, const std::string& path);
   Status unique_objects(Node& n, const std::string& path);
+  // Objects without a required hashable property: the optional property with the most hashable
+  // values (the first of those) becomes required in generation (Property::generated_only) in a
+  // copy of the item node, where one more key fits (maxProperties) and it needs no other
+  // (dependentRequired); an unbounded number there is written as an integer. Sets n.items,
+  // n.unique_key; returns its values (0: none, unchanged).
+  int64_t promote_unique_key(Node& n, std::shared_ptr<UniqueStrings>* table);
   // The distinct values a hashed item of `node` may take (at most kMaxUniqueStrings; 0: it cannot
   // be hashed); patterned strings: their table in *table.
   int64_t hashed_values(int32_t node, std::shared_ptr<UniqueStrings>* table);
@@ -817,7 +823,8 @@ int64_t Compiler::hashed_values(int32_t node, std::shared_ptr<UniqueStrings>* ta
 
 // Listed objects holding no other hashed array of objects (so that their hashes and those of
 // an array of scalars inside fit MatchStack::keys): told apart by the first required property
-// whose values can be hashed.
+// whose values can be hashed, else by an optional one the items then always write
+// (promote_unique_key).
 Status Compiler::unique_objects(Node& n, const std::string& path) {
   const Node& item = grammar.nodes[n.items];
   int64_t available = 0;
@@ -831,14 +838,50 @@ Status Compiler::unique_objects(Node& n, const std::string& path) {
     if ((available = hashed_values(through_hops(item.properties[k].node), &table)) > 0)
       n.unique_key = static_cast<int32_t>(k);
   }
+  if (n.unique_key < 0) available = promote_unique_key(n, &table);
   if (n.unique_key < 0)
-    return unenforced(path, "uniqueItems", " (over objects only with a required property of strings, integers or "
-                                           "enum values)");
+    return unenforced(path, "uniqueItems", " (over objects only with a property of strings, integers or enum "
+                                           "values that could be written in every item)");
   if (table) {
     grammar.unique_tables.push_back(std::move(table));
     n.unique_table = static_cast<int32_t>(grammar.unique_tables.size() - 1);
   }
   return hashed_items(n, path, available);
+}
+
+int64_t Compiler::promote_unique_key(Node& n, std::shared_ptr<UniqueStrings>* table) {
+  const Node& item = grammar.nodes[n.items];
+  int64_t required = 0, best = 0;
+  for (const Property& p : item.properties) required += p.required;
+  if (item.max_properties >= 0 && required >= item.max_properties) return 0;  // no room for one more key
+  int32_t key = -1;
+  bool as_integer = false;
+  for (size_t k = 0; k < item.properties.size(); ++k) {
+    if (item.properties[k].required || (!item.needs.empty() && item.needs[k] != 0)) continue;
+    std::shared_ptr<UniqueStrings> values_table;
+    const Node& v = grammar.nodes[through_hops(item.properties[k].node)];
+    const bool number = v.kind == Kind::kNumber && !v.range.bounded;  // written as canonical integers
+    const int64_t values = number ? kMaxUniqueStrings : hashed_values(through_hops(item.properties[k].node),
+                                                                      &values_table);
+    if (values <= best) continue;
+    best = values;
+    key = static_cast<int32_t>(k);
+    *table = std::move(values_table);
+    as_integer = number;
+  }
+  if (key < 0) return 0;
+  Node always = grammar.nodes[n.items];  // a copy: the item node may stand elsewhere too
+  Property& p = always.properties[static_cast<size_t>(key)];
+  p.required = true;
+  p.generated_only = true;
+  if (as_integer) {  // an unbounded number's integers: a subset whose canonical texts are distinct values
+    Node integer;
+    integer.kind = Kind::kInteger;
+    p.node = add(std::move(integer));
+  }
+  n.items = add(std::move(always));
+  n.unique_key = key;
+  return best;
 }
 
 Result<int32_t> Compiler::array(const Json& s, const std::string& path) {

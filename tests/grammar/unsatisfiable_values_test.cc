@@ -74,7 +74,8 @@ TEST(UnsatisfiableValues, ArrayEndsBeforeItsItems) {
   EXPECT_EQ(match_at(g, "[]"), -1);
   EXPECT_EQ(match_at(g, "[\"a\""), 1);
   walks_validate(items);
-  const std::string why = compile_text(with_nothing(R"({"type": "array", "items": NOTHING, "minItems": 1})")).message();
+  const std::string why =
+      compile_text(with_nothing(R"({"type": "array", "items": NOTHING, "minItems": 1})")).message();
   EXPECT_TRUE(has(why, "schema /: unsatisfiable: minItems 1 but only 0 items can be present (schema /items")) << why;
   const std::string tuple = with_nothing(R"({"type": "array", "prefixItems": [{"type": "integer"}, NOTHING,
       {"type": "string"}]})");
