@@ -315,8 +315,27 @@ struct Proof {
   bool disjoint_objects(const Node& x, const Node& y, int depth);
   bool excludes(const Node& x, const Node& y, int depth);
   bool disjoint_strings(const Node& x, const Node& y);
+  bool disjoint_arrays(const Node& x, const Node& y, int depth);
   bool disjoint_concrete(int32_t a, int32_t b, int depth);
 };
+
+// The most items an array's schema allows (−1: unbounded). A uniqueItems array's maxItems may be
+// the generation's bound (hashed items), not the schema's: unbounded.
+int64_t schema_max_items(const Node& n) { return n.unique || n.unique_hashed ? -1 : n.max_items; }
+
+// Whether no array has both item counts, or some position both must fill takes disjoint schemas
+// (prefixItems or items; not a uniqueItems array's items, which may be a generation subset).
+bool Proof::disjoint_arrays(const Node& x, const Node& y, int depth) {
+  const int64_t x_max = schema_max_items(x), y_max = schema_max_items(y);
+  if ((x_max >= 0 && x_max < y.min_items) || (y_max >= 0 && y_max < x.min_items)) return true;
+  if (x.unique || x.unique_hashed || y.unique || y.unique_hashed || depth >= kMaxDisjointDepth) return false;
+  constexpr int64_t kMaxPositions = 8;  // positions compared
+  const int64_t filled = std::min(std::max(x.min_items, y.min_items), kMaxPositions);
+  auto at = [](const Node& n, int64_t i) { return i < static_cast<int64_t>(n.prefix.size()) ? n.prefix[i] : n.items; };
+  for (int64_t i = 0; i < filled; ++i)
+    if (disjoint(at(x, i), at(y, i), depth + 1)) return true;
+  return false;
+}
 
 // Whether no string matches both: lengths that cannot meet, or patterns (not formats: their
 // automata are subsets) with no common string of a length both allow.
@@ -406,6 +425,7 @@ bool Proof::disjoint_concrete(int32_t a, int32_t b, int depth) {
   if (x.kind != y.kind) return true;
   if (x.kind == Kind::kString) return disjoint_strings(x, y);
   if (x.kind == Kind::kObject) return disjoint_objects(x, y, depth);
+  if (x.kind == Kind::kArray) return disjoint_arrays(x, y, depth);
   return false;
 }
 

@@ -36,8 +36,9 @@ Result<std::vector<int32_t>> node_readings(const Grammar& g, const std::string& 
 constexpr int32_t kMaxCountedReadings = 8 * kMaxStacks;
 
 // Whether no JSON value matches both nodes, proven from: distinct types, string lengths that
-// cannot meet, distinct const/enum values, or a property required by two objects whose values
-// are disjoint themselves (to a few levels). false: not proven (they may overlap).
+// cannot meet, distinct const/enum values, a property required by two objects whose values
+// are disjoint themselves (to a few levels), array item counts that cannot meet, or an array
+// position both must fill whose schemas are disjoint. false: not proven (they may overlap).
 // budget: the value comparisons and node pairs the proof may still spend (shared by every check
 // of a compile); when it runs out the proof fails.
 bool provably_disjoint(const Grammar& g, int32_t a, int32_t b, int64_t& budget);
