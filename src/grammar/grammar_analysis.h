@@ -50,11 +50,13 @@ bool provably_disjoint(const Grammar& g, int32_t a, int32_t b, int64_t& budget);
 bool separate_objects(Grammar& g, int32_t a, int32_t b, int64_t& budget);
 constexpr int64_t kDisjointBudget = int64_t{1} << 20;
 // For branches of the oneOf node `one_of` (its alternatives) that overlap (pairs of indices) and
-// are each one string with a pattern P: each generates P less the others' patterns (a subset of
-// its values, none of which the other branch accepts: ti8m-cdk's "\\d+m?" beside "\\$\\{.+\\}"),
-// as a copy of its node in the oneOf's alternatives. false (nothing changed): a pair is not of two
-// such strings, a product exceeds the automaton's bounds, or a branch would be left without a
-// string of a length it allows.
+// are each one string with a pattern P (no pattern: any string) or an enum of strings: each
+// generates its strings less the others' (a subset of its values, none of which the other branch
+// accepts: ti8m-cdk's "\\d+m?" beside "\\$\\{.+\\}"), as a copy of its node in the oneOf's
+// alternatives; a branch left with no string is dropped (each of its values matches another
+// branch too: dein's "^[nvxsomilct]+$" beside any string, jasonette's builtin names beside any
+// string). false (alternatives unchanged): a pair is not of two such branches, a product exceeds
+// the automaton's bounds, or no branch would be left.
 bool narrow_strings(Grammar& g, int32_t one_of, const std::vector<std::pair<size_t, size_t>>& overlapping,
                     int64_t& budget);
 
