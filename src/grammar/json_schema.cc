@@ -196,6 +196,10 @@ class Compiler {
     bool required = false;
   };
   Result<ObjectKeyRules> key_rules(const Json& s, const std::string& path);
+  // propertyNames {"anyOf": [...]} whose branches ($refs followed) are each enum/const (and type
+  // string): one enum of their strings (exact: a key is valid where it is one of them); else
+  // `names` itself (its anyOf then refused by name).
+  Result<const Json*> names_of_any_of(const Json& names, const std::string& path);
   Result<std::vector<Listed>> listed_names(const Json& s, const std::string& path, const ObjectKeyRules& rules);
   Result<const Json*> key_schema(const Json& s, const Listed& key, const ObjectKeyRules& rules,
                                  const std::string& path);
@@ -1229,8 +1233,54 @@ Result<ObjectKeyRules> Compiler::key_rules(const Json& s, const std::string& pat
       if (!target.ok()) return fail(path + "/propertyNames", target.message());
       names = *target;
     }
+    if (names->is_object() && names->contains("anyOf")) {
+      Result<const Json*> flat = names_of_any_of(*names, path + "/propertyNames");
+      if (!flat.ok()) return flat.status();
+      names = *flat;
+    }
   }
   return object_key_rules(s, names, path);
+}
+
+Result<const Json*> Compiler::names_of_any_of(const Json& names, const std::string& path) {
+  const Json& list = names["anyOf"];
+  const bool alone = std::all_of(names.items().begin(), names.items().end(), [](const auto& kv) {
+    return kv.key() == "anyOf" || inert(kv.key()) || (kv.key() == "type" && kv.value() == Json("string"));
+  });
+  if (!alone || !list.is_array() || list.empty() || list.size() >= static_cast<size_t>(kMaxExpanded))
+    return &names;  // refused by name where read
+  Json strings = Json::array();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Json* branch = &list[i];
+    for (int hop = 0; branch->is_object() && branch->contains("$ref") && hop < kMaxSchemaDepth; ++hop) {
+      if (!(*branch)["$ref"].is_string()) return &names;
+      Result<const Json*> target = resolve_local_ref(*root_, (*branch)["$ref"].get<std::string>());
+      if (!target.ok()) return fail(fmt::format("{}/anyOf/{}", path, i), target.message());
+      Result<const Json*> r = read(**target, fmt::format("{}/anyOf/{}", path, i));
+      if (!r.ok()) return r.status();
+      branch = *r;
+    }
+    if (!branch->is_object() || (branch->contains("enum") && branch->contains("const"))) return &names;
+    for (auto it = branch->begin(); it != branch->end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "enum" && it->is_array()) {
+        for (const Json& v : *it)
+          if (v.is_string()) strings.push_back(v);  // keys are strings: other values name none
+      } else if (k == "const") {
+        if (it->is_string()) strings.push_back(*it);
+      } else if (!inert(k) && !(k == "type" && *it == Json("string"))) {
+        return &names;  // refused by name where read
+      }
+    }
+    if (!branch->contains("enum") && !branch->contains("const")) return &names;
+  }
+  if (strings.empty()) {
+    merged_.push_back(Json(false));  // no key is allowed
+    return &merged_.back();
+  }
+  DSV4_RETURN_IF_ERROR(charge(strings, path));
+  merged_.push_back(Json{{"enum", std::move(strings)}});
+  return &merged_.back();
 }
 
 Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
