@@ -737,6 +737,8 @@ Status Compiler::unique_items(Node& n, const std::string& path) {
     n.items = add(std::move(text));
   } else if (std::vector<std::string> texts = literal_alternatives(grammar, n.items); !texts.empty()) {
     n.items = literal(std::move(texts));
+  } else if (const int32_t plain = subsuming_string(grammar, n.items); plain >= 0) {
+    n.items = plain;  // anyOf [string, enum of strings]: the strings
   }
   const Node& item = grammar.nodes[n.items];
   if (item.kind == Kind::kInteger) {

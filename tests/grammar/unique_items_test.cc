@@ -217,6 +217,29 @@ TEST(UniqueHashed, ObjectsByARequiredProperty) {
   EXPECT_EQ(match_at(*g, full), -1);
 }
 
+// vsix-publish.json's categories, jscsrc.json's allExcept: anyOf [string, enum of strings] is the
+// strings (the enum adds none), kept as hashes.
+TEST(UniqueHashed, StringsBesideAnEnumOfStrings) {
+  const std::string schema = R"({"type": "array", "minItems": 1, "maxItems": 3, "uniqueItems": true, "items":
+      {"anyOf": [{"type": "string", "minLength": 1}, {"enum": ["ajax", "build"]}]}})";
+  Result<Grammar> g = compile_text(schema);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"(["ajax", "x", "build"])"), -1);
+  EXPECT_EQ(match_at(*g, R"(["ajax", "ajax"])"), 14);
+  EXPECT_EQ(match_at(*g, R"([""])"), 2);
+  walks_validate(*g, Json::parse(schema));
+  const std::string multiline = R"({"type": "array", "uniqueItems": true, "items": {"anyOf": [{"type": "string"},
+      {"const": "multiline"}]}})";
+  g = compile_text(multiline);
+  ASSERT_TRUE(g.ok()) << g.message();
+  walks_validate(*g, Json::parse(multiline));
+  // An enum value the string branch refuses (too short), or another kind: not the strings alone.
+  EXPECT_TRUE(has(compile_text(R"({"type": "array", "uniqueItems": true, "items": {"anyOf": [{"type": "string",
+      "minLength": 2}, {"enum": ["a"]}]}})").message(), "uniqueItems"));
+  EXPECT_TRUE(has(compile_text(R"({"type": "array", "uniqueItems": true, "items": {"anyOf": [{"type": "string"},
+      {"enum": ["a", 1]}]}})").message(), "uniqueItems"));
+}
+
 // JSON Schema Test Suite (draft4, 6, 7): every invalid instance is refused; a valid one is
 // accepted where it lies in what is generated (strings only, without items schema).
 TEST(UniqueHashed, JsonSchemaTestSuite) {
