@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/text_constraint.h"
+
 namespace dsv4::grammar {
 namespace {
 
@@ -315,8 +317,27 @@ struct Proof {
   bool disjoint_objects(const Node& x, const Node& y, int depth);
   bool excludes(const Node& x, const Node& y, int depth);
   bool disjoint_strings(const Node& x, const Node& y);
+  bool disjoint_arrays(const Node& x, const Node& y, int depth);
   bool disjoint_concrete(int32_t a, int32_t b, int depth);
 };
+
+// The most items an array's schema allows (−1: unbounded). A uniqueItems array's maxItems may be
+// the generation's bound (hashed items), not the schema's: unbounded.
+int64_t schema_max_items(const Node& n) { return n.unique || n.unique_hashed ? -1 : n.max_items; }
+
+// Whether no array has both item counts, or some position both must fill takes disjoint schemas
+// (prefixItems or items; not a uniqueItems array's items, which may be a generation subset).
+bool Proof::disjoint_arrays(const Node& x, const Node& y, int depth) {
+  const int64_t x_max = schema_max_items(x), y_max = schema_max_items(y);
+  if ((x_max >= 0 && x_max < y.min_items) || (y_max >= 0 && y_max < x.min_items)) return true;
+  if (x.unique || x.unique_hashed || y.unique || y.unique_hashed || depth >= kMaxDisjointDepth) return false;
+  constexpr int64_t kMaxPositions = 8;  // positions compared
+  const int64_t filled = std::min(std::max(x.min_items, y.min_items), kMaxPositions);
+  auto at = [](const Node& n, int64_t i) { return i < static_cast<int64_t>(n.prefix.size()) ? n.prefix[i] : n.items; };
+  for (int64_t i = 0; i < filled; ++i)
+    if (disjoint(at(x, i), at(y, i), depth + 1)) return true;
+  return false;
+}
 
 // Whether no string matches both: lengths that cannot meet, or patterns (not formats: their
 // automata are subsets) with no common string of a length both allow.
@@ -406,6 +427,7 @@ bool Proof::disjoint_concrete(int32_t a, int32_t b, int depth) {
   if (x.kind != y.kind) return true;
   if (x.kind == Kind::kString) return disjoint_strings(x, y);
   if (x.kind == Kind::kObject) return disjoint_objects(x, y, depth);
+  if (x.kind == Kind::kArray) return disjoint_arrays(x, y, depth);
   return false;
 }
 
@@ -484,50 +506,119 @@ bool separate_objects(Grammar& g, int32_t a, int32_t b, int64_t& budget) {
 
 namespace {
 
-// The node's one concrete kString whose regex is exactly its pattern; −1: not such a node.
-int32_t single_patterned_string(const Grammar& g, int32_t node) {
+// A oneOf branch narrow_strings can narrow: one concrete kString whose regex is exactly its
+// pattern (or that has none: any string), or one kLiteral of strings only; `language` holds its
+// strings (a string's lengths aside).
+struct StringBranch {
+  int32_t node = -1;
+  std::shared_ptr<const Regex> language;
+};
+
+bool string_branch(const Grammar& g, int32_t node, StringBranch& out) {
   std::vector<int32_t> xs;
-  if (!concrete(g, node, xs) || xs.size() != 1) return -1;
+  if (!concrete(g, node, xs) || xs.size() != 1) return false;
   const Node& n = g.nodes[xs[0]];
-  return n.kind == Kind::kString && n.regex >= 0 && n.regex_exact ? xs[0] : -1;
+  out.node = xs[0];
+  if (n.kind == Kind::kString && n.regex >= 0 && n.regex_exact) {
+    out.language = g.regexes[n.regex];
+    return true;
+  }
+  if (n.kind == Kind::kString && n.regex < 0) {
+    Result<Regex> any = compile_regex("");  // unanchored: every string
+    if (!any.ok()) return false;
+    out.language = std::make_shared<const Regex>(std::move(*any));
+    return true;
+  }
+  if (n.kind != Kind::kLiteral) return false;
+  std::vector<std::string> strings;
+  for (const std::string& t : n.literals) {
+    const nlohmann::json v = nlohmann::json::parse(t);
+    if (!v.is_string()) return false;
+    strings.push_back(v.get<std::string>());
+  }
+  Result<Grammar> choice = compile_choice_output(strings);  // the literals, whole
+  if (!choice.ok()) return false;
+  out.language = choice->regexes[0];
+  return true;
+}
+
+// Branch i's node narrowed to `re` (its strings that no overlapping branch has): a copy of a
+// string node, or a literal node of the literals re matches; −1 when nothing is left.
+int32_t narrowed_node(Grammar& g, const StringBranch& b, Regex re) {
+  Node copy = g.nodes[b.node];  // a copy: elsewhere the node keeps its values
+  if (copy.kind == Kind::kString) {
+    if (re.start() < 0 || !re.accepting_length_in(re.start(), copy.min_length, copy.max_length)) return -1;
+    g.regexes.push_back(std::make_shared<const Regex>(std::move(re)));
+    copy.regex = static_cast<int32_t>(g.regexes.size()) - 1;
+    copy.regex_exact = false;  // a subset of its pattern now
+  } else {
+    std::vector<std::string> kept;  // sorted still (sorted_texts.h)
+    for (const std::string& t : copy.literals)
+      if (matches_utf8(re, nlohmann::json::parse(t).get<std::string>())) kept.push_back(t);
+    if (kept.empty()) return -1;
+    copy.literals = std::move(kept);
+  }
+  g.nodes.push_back(std::move(copy));
+  return static_cast<int32_t>(g.nodes.size()) - 1;
 }
 
 }  // namespace
 
 bool narrow_strings(Grammar& g, int32_t one_of, const std::vector<std::pair<size_t, size_t>>& overlapping,
                     int64_t& budget) {
-  const std::vector<int32_t>& branches = g.nodes[one_of].alternatives;
+  const std::vector<int32_t> branches = g.nodes[one_of].alternatives;
   std::map<size_t, std::vector<size_t>> against;  // branch -> the branches it overlaps
+  std::map<size_t, StringBranch> of;
   for (const auto& [i, j] : overlapping) {
-    const int32_t x = single_patterned_string(g, branches[i]), y = single_patterned_string(g, branches[j]);
-    if (x < 0 || y < 0 || x == y) return false;
+    for (size_t k : {i, j})
+      if (!of.count(k) && !string_branch(g, branches[k], of[k])) return false;
+    if (of[i].node == of[j].node) return false;
     against[i].push_back(j);
     against[j].push_back(i);
   }
   if (g.nodes.size() + against.size() > static_cast<size_t>(kMaxNodes)) return false;
-  std::vector<std::pair<size_t, Regex>> narrowed;  // from the patterns as given, then assigned
+  std::vector<std::pair<size_t, Regex>> narrowed;  // from the languages as given, then assigned
   for (const auto& [i, others] : against) {
-    const Node& n = g.nodes[single_patterned_string(g, branches[i])];
-    Result<Regex> re = *g.regexes[n.regex];
+    Result<Regex> re = *of[i].language;
     for (size_t j : others) {
       budget -= kRegexProofCost;
       if (budget < 0) return false;
-      const Regex& other = *g.regexes[g.nodes[single_patterned_string(g, branches[j])].regex];
+      const Regex& other = *of[j].language;
       re = combine_regex(*re, other, RegexOp::kAndNot, re->pattern() + " and not " + other.pattern());
       if (!re.ok()) return false;  // beyond the automaton's bounds
     }
-    if (re->start() < 0 || !re->accepting_length_in(re->start(), n.min_length, n.max_length)) return false;
     narrowed.emplace_back(i, std::move(*re));
   }
-  for (auto& [i, re] : narrowed) {  // a copy of the string node: elsewhere it keeps its pattern
-    Node copy = g.nodes[single_patterned_string(g, g.nodes[one_of].alternatives[i])];
-    g.regexes.push_back(std::make_shared<const Regex>(std::move(re)));
-    copy.regex = static_cast<int32_t>(g.regexes.size()) - 1;
-    copy.regex_exact = false;  // a subset of its pattern now
-    g.nodes.push_back(std::move(copy));
-    g.nodes[one_of].alternatives[i] = static_cast<int32_t>(g.nodes.size()) - 1;
-  }
+  // A branch left without a value is dropped: each of its values matches another branch too.
+  std::vector<int32_t> alternatives = branches;
+  for (auto& [i, re] : narrowed) alternatives[i] = narrowed_node(g, of[i], std::move(re));
+  alternatives.erase(std::remove(alternatives.begin(), alternatives.end(), -1), alternatives.end());
+  if (alternatives.empty()) return false;
+  g.nodes[one_of].alternatives = std::move(alternatives);
   return true;
+}
+
+std::vector<bool> reachable(const Grammar& g, int32_t from) {
+  std::vector<bool> seen(g.nodes.size(), false);
+  std::vector<int32_t> pending = {from};
+  auto visit = [&](int32_t k) {
+    if (k >= 0 && !seen[static_cast<size_t>(k)]) pending.push_back(k);
+  };
+  while (!pending.empty()) {
+    const int32_t k = pending.back();
+    pending.pop_back();
+    if (seen[static_cast<size_t>(k)]) continue;
+    seen[static_cast<size_t>(k)] = true;
+    const Node& n = g.nodes[static_cast<size_t>(k)];
+    visit(n.values);
+    visit(n.items);
+    if (n.keys >= 0)
+      for (int32_t v : g.key_automata[static_cast<size_t>(n.keys)]->label_value) visit(v);
+    for (const Property& p : n.properties) visit(p.node);
+    for (const auto* list : {&n.prefix, &n.alternatives, &n.sequence})
+      for (int32_t c : *list) visit(c);
+  }
+  return seen;
 }
 
 Result<std::vector<int32_t>> min_depth(const Grammar& g) {

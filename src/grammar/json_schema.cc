@@ -122,9 +122,11 @@ class Compiler {
   // lists read the fewest ways above the bound are relaxed (listed): first their object branches
   // are joined into one object (grammar_relax.h); read too many ways still, they become any value.
   Status relax_readings();
-  // The oneOf branches recorded while compiling, checked once every $ref is filled.
-  // Not strict: oneOf branches that may overlap are generated as anyOf (relaxed, listed).
-  Status check_one_of();
+  // The oneOf branches recorded while compiling that `from` reaches, checked once every $ref is
+  // filled (a oneOf only in a value left out is not generated; one in a $ref target compiled
+  // there may be reached from elsewhere). Not strict: oneOf branches that may overlap are
+  // generated as anyOf (relaxed, listed).
+  Status check_one_of(int32_t from);
   int32_t text(const std::string& bytes) { return literal({bytes}); }
   int32_t add(Node n) {
     grammar.nodes.push_back(std::move(n));
@@ -177,6 +179,12 @@ class Compiler {
   Status hashed_items(Node& n, const std::string& path, int64_t available);
   Status unique_patterned(Node& n, const std::string& path);
   Status unique_objects(Node& n, const std::string& path);
+  // Objects without a required hashable property: the optional property with the most hashable
+  // values (the first of those) becomes required in generation (Property::generated_only) in a
+  // copy of the item node, where one more key fits (maxProperties) and it needs no other
+  // (dependentRequired); an unbounded number there is written as an integer. Sets n.items,
+  // n.unique_key; returns its values (0: none, unchanged).
+  int64_t promote_unique_key(Node& n, std::shared_ptr<UniqueStrings>* table);
   // The distinct values a hashed item of `node` may take (at most kMaxUniqueStrings; 0: it cannot
   // be hashed); patterned strings: their table in *table.
   int64_t hashed_values(int32_t node, std::shared_ptr<UniqueStrings>* table);
@@ -188,6 +196,10 @@ class Compiler {
     bool required = false;
   };
   Result<ObjectKeyRules> key_rules(const Json& s, const std::string& path);
+  // propertyNames {"anyOf": [...]} whose branches ($refs followed) are each enum/const (and type
+  // string): one enum of their strings (exact: a key is valid where it is one of them); else
+  // `names` itself (its anyOf then refused by name).
+  Result<const Json*> names_of_any_of(const Json& names, const std::string& path);
   Result<std::vector<Listed>> listed_names(const Json& s, const std::string& path, const ObjectKeyRules& rules);
   Result<const Json*> key_schema(const Json& s, const Listed& key, const ObjectKeyRules& rules,
                                  const std::string& path);
@@ -430,9 +442,11 @@ Result<int32_t> Compiler::schema_object(const Json& s, const std::string& path) 
   for (const Json& t : *type) {
     if (!t.is_string()) return fail(path, "type must be a string or a non-empty array of strings");
     Result<int32_t> alt = typed(s, t.get<std::string>(), path);
+    if (!alt.ok() && branch_unsatisfiable(alt.status(), path)) continue;  // no value of this type
     if (!alt.ok()) return alt.status();
     n.alternatives.push_back(*alt);
   }
+  if (n.alternatives.empty()) return fail(path, "unsatisfiable: no value of any type in the type list");
   const int32_t id = add(std::move(n));
   branch_sites_[id] = {path, "type"};
   return id;
@@ -477,7 +491,6 @@ Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std
   OneOf one_of{path + "/" + key, {}, -1};
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string branch_path = fmt::format("{}/{}/{}", path, key, i);
-    const size_t n_one_of = one_of_.size();
     Result<int32_t> alt = 0;
     if (beside.empty()) {
       if (list[i] == Json(false)) continue;  // matches nothing: no branch
@@ -489,10 +502,7 @@ Result<int32_t> Compiler::alternatives(const Json& s, const char* key, const std
       if (*merged == Json(false)) continue;
       alt = compile_merged(std::move(*merged), branch_path);
     }
-    if (!alt.ok() && branch_unsatisfiable(alt.status(), branch_path)) {
-      one_of_.resize(n_one_of);  // the branch's own oneOfs are not generated
-      continue;
-    }
+    if (!alt.ok() && branch_unsatisfiable(alt.status(), branch_path)) continue;  // its oneOfs: unreachable
     if (!alt.ok()) return alt.status();
     n.alternatives.push_back(*alt);
     one_of.branches.push_back(static_cast<int32_t>(i));
@@ -541,9 +551,11 @@ Status Compiler::relax_readings() {
 
 // branches: the kept branch indices, then their nodes. Each pair is proven disjoint, else
 // separated (objects: a key dropped or required; strings: patterns less each other's).
-Status Compiler::check_one_of() {
+Status Compiler::check_one_of(int32_t from) {
   int64_t budget = kDisjointBudget;
+  const std::vector<bool> reached = reachable(grammar, from);
   for (const OneOf& o : one_of_) {
+    if (!reached[static_cast<size_t>(o.node)]) continue;
     const size_t n = o.branches.size() / 2;
     const std::vector<int32_t> nodes(o.branches.begin() + static_cast<std::ptrdiff_t>(n), o.branches.end());
     std::vector<std::pair<size_t, size_t>> overlapping;
@@ -569,7 +581,8 @@ Status Compiler::check_one_of() {
 }
 
 // No `type`: every type is allowed, and keywords constrain values of their own type only
-// ({"maxLength": 1} allows any number, but strings of at most one code point).
+// ({"maxLength": 1} allows any number, but strings of at most one code point; {"minLength": 3,
+// "maxLength": 1} no string).
 Result<int32_t> Compiler::untyped(const Json& s, const std::string& path) {
   bool constrained = false;
   for (auto it = s.begin(); it != s.end(); ++it)
@@ -579,6 +592,7 @@ Result<int32_t> Compiler::untyped(const Json& s, const std::string& path) {
   n.kind = Kind::kAnyOf;
   for (const char* type : kTypeOfKeywords) {
     Result<int32_t> alt = typed(s, type, path);
+    if (!alt.ok() && branch_unsatisfiable(alt.status(), path)) continue;  // no value of this type
     if (!alt.ok()) return alt.status();
     n.alternatives.push_back(*alt);
   }
@@ -708,7 +722,8 @@ bool distinct_values(const std::vector<std::string>& texts) {
   return true;
 }
 
-// items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`).
+// items and prefixItems (tuples: item i takes prefixItems[i], the ones after `items`); an item
+// schema that matches nothing ends the array before its place, as false does.
 // uniqueItems true with more than one item, without a tuple: enforced over literals of distinct
 // values (a 64-bit set up to kMaxUniqueValues, hashes beyond; integers in such a range become
 // literals, an anyOf of literals one literal), and kept as hashes over strings and unbounded
@@ -722,6 +737,8 @@ Status Compiler::unique_items(Node& n, const std::string& path) {
     n.items = add(std::move(text));
   } else if (std::vector<std::string> texts = literal_alternatives(grammar, n.items); !texts.empty()) {
     n.items = literal(std::move(texts));
+  } else if (const int32_t plain = subsuming_string(grammar, n.items); plain >= 0) {
+    n.items = plain;  // anyOf [string, enum of strings]: the strings
   }
   const Node& item = grammar.nodes[n.items];
   if (item.kind == Kind::kInteger) {
@@ -812,7 +829,8 @@ int64_t Compiler::hashed_values(int32_t node, std::shared_ptr<UniqueStrings>* ta
 
 // Listed objects holding no other hashed array of objects (so that their hashes and those of
 // an array of scalars inside fit MatchStack::keys): told apart by the first required property
-// whose values can be hashed.
+// whose values can be hashed, else by an optional one the items then always write
+// (promote_unique_key).
 Status Compiler::unique_objects(Node& n, const std::string& path) {
   const Node& item = grammar.nodes[n.items];
   int64_t available = 0;
@@ -826,14 +844,50 @@ Status Compiler::unique_objects(Node& n, const std::string& path) {
     if ((available = hashed_values(through_hops(item.properties[k].node), &table)) > 0)
       n.unique_key = static_cast<int32_t>(k);
   }
+  if (n.unique_key < 0) available = promote_unique_key(n, &table);
   if (n.unique_key < 0)
-    return unenforced(path, "uniqueItems", " (over objects only with a required property of strings, integers or "
-                                           "enum values)");
+    return unenforced(path, "uniqueItems", " (over objects only with a property of strings, integers or enum "
+                                           "values that could be written in every item)");
   if (table) {
     grammar.unique_tables.push_back(std::move(table));
     n.unique_table = static_cast<int32_t>(grammar.unique_tables.size() - 1);
   }
   return hashed_items(n, path, available);
+}
+
+int64_t Compiler::promote_unique_key(Node& n, std::shared_ptr<UniqueStrings>* table) {
+  const Node& item = grammar.nodes[n.items];
+  int64_t required = 0, best = 0;
+  for (const Property& p : item.properties) required += p.required;
+  if (item.max_properties >= 0 && required >= item.max_properties) return 0;  // no room for one more key
+  int32_t key = -1;
+  bool as_integer = false;
+  for (size_t k = 0; k < item.properties.size(); ++k) {
+    if (item.properties[k].required || (!item.needs.empty() && item.needs[k] != 0)) continue;
+    std::shared_ptr<UniqueStrings> values_table;
+    const Node& v = grammar.nodes[through_hops(item.properties[k].node)];
+    const bool number = v.kind == Kind::kNumber && !v.range.bounded;  // written as canonical integers
+    const int64_t values = number ? kMaxUniqueStrings : hashed_values(through_hops(item.properties[k].node),
+                                                                      &values_table);
+    if (values <= best) continue;
+    best = values;
+    key = static_cast<int32_t>(k);
+    *table = std::move(values_table);
+    as_integer = number;
+  }
+  if (key < 0) return 0;
+  Node always = grammar.nodes[n.items];  // a copy: the item node may stand elsewhere too
+  Property& p = always.properties[static_cast<size_t>(key)];
+  p.required = true;
+  p.generated_only = true;
+  if (as_integer) {  // an unbounded number's integers: a subset whose canonical texts are distinct values
+    Node integer;
+    integer.kind = Kind::kInteger;
+    p.node = add(std::move(integer));
+  }
+  n.items = add(std::move(always));
+  n.unique_key = key;
+  return best;
 }
 
 Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
@@ -854,7 +908,12 @@ Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
       n.max_items = i;
       break;
     }
-    Result<int32_t> node = compile(item, fmt::format("{}/prefixItems/{}", path, i));
+    const std::string item_path = fmt::format("{}/prefixItems/{}", path, i);
+    Result<int32_t> node = compile(item, item_path);
+    if (!node.ok() && branch_unsatisfiable(node.status(), item_path)) {  // no value: as false
+      n.max_items = i;
+      break;
+    }
     if (!node.ok()) return node.status();
     n.prefix.push_back(*node);
   }
@@ -868,8 +927,14 @@ Result<int32_t> Compiler::array(const Json& s, const std::string& path) {
     n.items = any();
   } else {
     Result<int32_t> item = compile(*items, path + "/items");
-    if (!item.ok()) return item.status();
-    n.items = *item;
+    if (!item.ok() && !branch_unsatisfiable(item.status(), path + "/items")) return item.status();
+    n.items = item.ok() ? *item : any();
+    if (!item.ok()) {  // no value: no item past the tuple
+      n.max_items = n_listed;
+      if (n.min_items > n_listed)
+        return fail(path, fmt::format("unsatisfiable: minItems {} but only {} items can be present ({})", n.min_items,
+                                      n_listed, item.message()));
+    }
   }
   if (const auto u = s.find("uniqueItems"); u != s.end()) {
     if (!u->is_boolean()) return fail(path, "uniqueItems must be a boolean");
@@ -953,7 +1018,7 @@ Result<const Json*> Compiler::conjunction(const Json& s, const Json* listed, uin
 }
 
 // The listed properties (listed_names) with their values' nodes; a key that can never be present
-// is left out (refused when required).
+// (its value schema matches nothing) is left out, and makes the object unsatisfiable when required.
 Result<std::vector<Property>> Compiler::properties(const Json& s, const std::string& path, bool dsml,
                                                    const ObjectKeyRules& rules) {
   Result<std::vector<Listed>> listed = listed_names(s, path, rules);
@@ -967,7 +1032,12 @@ Result<std::vector<Property>> Compiler::properties(const Json& s, const std::str
       return fail(path, fmt::format("unsatisfiable: required '{}' can never be present (its schema is false, "
                                     "additionalProperties is false or propertyNames refuses it)", l.name));
     }
-    Result<int32_t> value = compile(**schema, path + "/properties/" + pointer_token(l.name));
+    const std::string value_path = path + "/properties/" + pointer_token(l.name);
+    Result<int32_t> value = compile(**schema, value_path);
+    if (!value.ok() && branch_unsatisfiable(value.status(), value_path)) {  // no value: the key is never written
+      if (!l.required) continue;
+      return fail(path, fmt::format("unsatisfiable: required '{}' has no value ({})", l.name, value.message()));
+    }
     if (!value.ok()) return value.status();
     int32_t node = *value;
     std::string key = escaped_key(l.name);
@@ -1165,8 +1235,54 @@ Result<ObjectKeyRules> Compiler::key_rules(const Json& s, const std::string& pat
       if (!target.ok()) return fail(path + "/propertyNames", target.message());
       names = *target;
     }
+    if (names->is_object() && names->contains("anyOf")) {
+      Result<const Json*> flat = names_of_any_of(*names, path + "/propertyNames");
+      if (!flat.ok()) return flat.status();
+      names = *flat;
+    }
   }
   return object_key_rules(s, names, path);
+}
+
+Result<const Json*> Compiler::names_of_any_of(const Json& names, const std::string& path) {
+  const Json& list = names["anyOf"];
+  const bool alone = std::all_of(names.items().begin(), names.items().end(), [](const auto& kv) {
+    return kv.key() == "anyOf" || inert(kv.key()) || (kv.key() == "type" && kv.value() == Json("string"));
+  });
+  if (!alone || !list.is_array() || list.empty() || list.size() >= static_cast<size_t>(kMaxExpanded))
+    return &names;  // refused by name where read
+  Json strings = Json::array();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Json* branch = &list[i];
+    for (int hop = 0; branch->is_object() && branch->contains("$ref") && hop < kMaxSchemaDepth; ++hop) {
+      if (!(*branch)["$ref"].is_string()) return &names;
+      Result<const Json*> target = resolve_local_ref(*root_, (*branch)["$ref"].get<std::string>());
+      if (!target.ok()) return fail(fmt::format("{}/anyOf/{}", path, i), target.message());
+      Result<const Json*> r = read(**target, fmt::format("{}/anyOf/{}", path, i));
+      if (!r.ok()) return r.status();
+      branch = *r;
+    }
+    if (!branch->is_object() || (branch->contains("enum") && branch->contains("const"))) return &names;
+    for (auto it = branch->begin(); it != branch->end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "enum" && it->is_array()) {
+        for (const Json& v : *it)
+          if (v.is_string()) strings.push_back(v);  // keys are strings: other values name none
+      } else if (k == "const") {
+        if (it->is_string()) strings.push_back(*it);
+      } else if (!inert(k) && !(k == "type" && *it == Json("string"))) {
+        return &names;  // refused by name where read
+      }
+    }
+    if (!branch->contains("enum") && !branch->contains("const")) return &names;
+  }
+  if (strings.empty()) {
+    merged_.push_back(Json(false));  // no key is allowed
+    return &merged_.back();
+  }
+  DSV4_RETURN_IF_ERROR(charge(strings, path));
+  merged_.push_back(Json{{"enum", std::move(strings)}});
+  return &merged_.back();
 }
 
 Result<int32_t> Compiler::object(const Json& s, const std::string& path) {
@@ -1313,7 +1429,7 @@ Result<Grammar> compile_json_schema(const OrderedJson& schema, const CompileOpti
   Result<int32_t> root = c.compile(schema, "");
   if (!root.ok()) return root.status();
   c.grammar.root = *root;
-  DSV4_RETURN_IF_ERROR(c.check_one_of());
+  DSV4_RETURN_IF_ERROR(c.check_one_of(c.grammar.root));
   if (!options.strict) DSV4_RETURN_IF_ERROR(c.relax_readings());
   DSV4_RETURN_IF_ERROR(finish(c.grammar, "schema /"));
   return std::move(c.grammar);
@@ -1335,7 +1451,7 @@ Result<Grammar> compile_tool_call(const std::vector<ToolSpec>& tools, const Json
     tool.grammar = std::move(c.grammar);
     Result<int32_t> params = tool.dsml_params(t.parameters, "tools " + t.name + " parameters");
     if (!params.ok()) return params.status();
-    DSV4_RETURN_IF_ERROR(tool.check_one_of());
+    DSV4_RETURN_IF_ERROR(tool.check_one_of(*params));
     Node seq;
     seq.kind = Kind::kSequence;
     seq.sequence = {tool.text("\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"" + t.name + "\">\n"), *params,

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <deque>
 
+#include <nlohmann/json.hpp>
+
 namespace dsv4::grammar {
 namespace {
 
@@ -118,6 +120,42 @@ std::vector<std::string> literal_alternatives(const Grammar& g, int32_t node) {
     texts.insert(texts.end(), b.literals.begin(), b.literals.end());
   }
   return texts;
+}
+
+int32_t subsuming_string(const Grammar& g, int32_t node) {
+  const Node& a = g.nodes[static_cast<size_t>(node)];
+  if (a.kind != Kind::kAnyOf || a.alternatives.empty()) return -1;
+  std::vector<int32_t> branches;
+  for (int32_t alt : a.alternatives) {
+    for (int hop = 0; hop < kMaxSchemaDepth; ++hop) {  // through $ref hops (anyOf of one branch)
+      const Node& h = g.nodes[static_cast<size_t>(alt)];
+      if (h.kind != Kind::kAnyOf || h.alternatives.size() != 1) break;
+      alt = h.alternatives[0];
+    }
+    branches.push_back(alt);
+  }
+  int32_t plain = -1;  // the widest plain string branch: the least minLength
+  for (int32_t b : branches) {
+    const Node& n = g.nodes[static_cast<size_t>(b)];
+    if (n.kind == Kind::kString && n.regex < 0 && n.max_length < 0 &&
+        (plain < 0 || n.min_length < g.nodes[static_cast<size_t>(plain)].min_length))
+      plain = b;
+  }
+  if (plain < 0) return -1;
+  const int64_t min_length = g.nodes[static_cast<size_t>(plain)].min_length;
+  for (int32_t b : branches) {
+    const Node& n = g.nodes[static_cast<size_t>(b)];
+    if (n.kind == Kind::kString && n.min_length >= min_length) continue;  // its strings are plain's
+    if (n.kind != Kind::kLiteral) return -1;
+    for (const std::string& t : n.literals) {
+      const nlohmann::json v = nlohmann::json::parse(t);
+      if (!v.is_string()) return -1;
+      const std::string& bytes = v.get_ref<const std::string&>();
+      const auto code_points = std::count_if(bytes.begin(), bytes.end(), [](char c) { return (c & 0xC0) != 0x80; });
+      if (code_points < min_length) return -1;
+    }
+  }
+  return plain;
 }
 
 UniqueStrings unique_strings(const Regex& re) {

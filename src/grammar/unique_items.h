@@ -61,6 +61,11 @@ bool distinct_hashes(const std::vector<std::string>& texts);
 // consts): the texts of every branch; empty when node is no such anyOf.
 std::vector<std::string> literal_alternatives(const Grammar& g, int32_t node);
 
+// The plain string branch (no pattern, format or maxLength) of an anyOf whose every branch
+// ($ref hops followed) is a string it accepts (a string of no less minLength, an enum of strings
+// of at least its minLength): the anyOf's values are that branch's. −1: node is no such anyOf.
+int32_t subsuming_string(const Grammar& g, int32_t node);
+
 // The values of r (fraction_digits 0, step > 0) whose canonical text begins with a prefix: its
 // magnitude `mag` of `digits` digits (0: none yet, all of that sign but 0), negative or not
 // (never -0); at most `limit` of them, stored in out unless nullptr. Returns how many

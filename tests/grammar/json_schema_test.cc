@@ -202,7 +202,10 @@ TEST(SchemaRef, PointersAreUnescapedAndMayNameAnyPlace) {
 TEST(OneOf, GeneratedOnlyWhereBranchesAreProvablyDisjoint) {
   const std::string overlap = refusal(R"({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 1000}]})");
   EXPECT_TRUE(has(overlap, "/oneOf") && has(overlap, "branches 0 and 1")) << overlap;
-  EXPECT_TRUE(has(refusal(R"({"oneOf": [{"enum": ["linux"]}, {"type": "string"}]})"), "oneOf"));  // tldr.json
+  // tldr.json: "linux" matches both, so only the other strings are generated (narrow_strings).
+  const Grammar platform = compile_ok(R"({"oneOf": [{"enum": ["linux"]}, {"type": "string"}]})");
+  EXPECT_EQ(match_at(platform, R"("linux")"), 6);
+  EXPECT_EQ(match_at(platform, R"("linuxes")"), -1);
   EXPECT_TRUE(has(refusal(R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})"), "oneOf"));
   EXPECT_EQ(refusal(R"({"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]})"), "ok");
   EXPECT_EQ(refusal(R"({"oneOf": [{"const": "a"}, {"enum": ["b", 1]}, {"type": "string", "minLength": 2}]})"), "ok");
@@ -230,7 +233,10 @@ TEST(OneOf, GeneratedOnlyWhereBranchesAreProvablyDisjoint) {
   }
   EXPECT_TRUE(has(refusal_of(Json{{"oneOf", branches}}), "budget"));
   // A $ref branch is checked once the reference is compiled.
-  EXPECT_TRUE(has(refusal(R"({"$defs": {"s": {"type": "string"}}, "oneOf": [{"$ref": "#/$defs/s"}, {"const": "x"}]})"),
+  const Grammar referred = compile_ok(R"({"$defs": {"s": {"type": "string"}}, "oneOf": [{"$ref": "#/$defs/s"},
+      {"const": "x"}]})");
+  EXPECT_EQ(match_at(referred, R"("x")"), 2);
+  EXPECT_TRUE(has(refusal(R"({"$defs": {"s": {"type": "integer"}}, "oneOf": [{"$ref": "#/$defs/s"}, {"const": 1}]})"),
                   "oneOf"));
 }
 
@@ -341,7 +347,10 @@ TEST(Untyped, ConstraintsApplyToTheirType) {
 // Bug 5: enum/const keep only the values their siblings allow.
 TEST(Literals, FilteredByTheirSiblings) {
   EXPECT_TRUE(has(refusal(R"({"type": "integer", "const": 1.5})"), "unsatisfiable"));
-  EXPECT_TRUE(has(refusal(R"({"properties": {"p": {"type": "integer", "const": 1.5}}})"), "/properties/p"));
+  // Nested: an optional property that matches nothing is never written; a required one refuses.
+  EXPECT_EQ(match_at(compile_ok(R"({"properties": {"p": {"type": "integer", "const": 1.5}}})"), R"({"p")"), 1);
+  EXPECT_TRUE(has(refusal(R"({"type": "object", "properties": {"p": {"type": "integer", "const": 1.5}}, "required": ["p"]})"),
+                  "schema /: unsatisfiable: required 'p' has no value (schema /properties/p: unsatisfiable"));
   const Grammar mixed = compile_ok(R"({"type": "string", "enum": ["a", 1]})");
   EXPECT_EQ(match_at(mixed, "1"), 0);
   EXPECT_EQ(match_at(mixed, R"("a")"), -1);

@@ -58,8 +58,8 @@ TEST(ObjectKeys, PatternPropertiesOnListedKeys) {
       "additionalProperties": false})");
   EXPECT_EQ(match_at(required, R"({"n1": 4})"), -1);
   EXPECT_EQ(match_at(required, R"({"n1": "s"})"), 7);
-  EXPECT_TRUE(has(refusal(R"({"properties": {"p": {"required": ["q"], "additionalProperties": false,
-      "patternProperties": {"^r": {}}}}})"), "/properties/p: unsatisfiable: required 'q'"));
+  EXPECT_TRUE(has(refusal(R"({"type": "object", "properties": {"p": {"type": "object", "required": ["q"],
+      "additionalProperties": false, "patternProperties": {"^r": {}}}}, "required": ["p"]})"), "/properties/p: unsatisfiable: required 'q'"));
   EXPECT_TRUE(has(refusal(R"j({"patternProperties": {"(?=a)": {}}})j"), "schema /: patternProperties '(?=a)'"));
   // Bounds, checked before the work and named.
   Json many = Json::object(), seven = Json::object();
@@ -194,7 +194,7 @@ TEST(ObjectKeys, PropertyNames) {
   EXPECT_EQ(match_at(names, R"({"x": 1, "y": 2})"), -1);
   EXPECT_EQ(match_at(names, R"({"z": 1})"), 2);
   EXPECT_EQ(match_at(names, R"({"x": "s"})"), 6);
-  EXPECT_TRUE(has(refusal(R"({"properties": {"Q": {}}, "required": ["Q"], "propertyNames": {"maxLength": 0}})"),
+  EXPECT_TRUE(has(refusal(R"({"type": "object", "properties": {"Q": {}}, "required": ["Q"], "propertyNames": {"maxLength": 0}})"),
                   "schema /: unsatisfiable: required 'Q'"));
   EXPECT_TRUE(has(refusal(R"({"properties": {"a": {"propertyNames": {"minimum": 1}}}})"),
                   "schema /properties/a/propertyNames: keyword 'minimum' is not supported in propertyNames"));
@@ -245,7 +245,7 @@ TEST(ObjectKeys, DependentRequired) {
   const Grammar lost = compile(R"({"properties": {"a": {}}, "additionalProperties": false, "dependentRequired":
       {"a": ["q"]}})");
   EXPECT_EQ(match_at(lost, R"({"a)"), 1);  // no key left
-  EXPECT_TRUE(has(refusal(R"({"properties": {"a": {}}, "required": ["a"], "additionalProperties": false,
+  EXPECT_TRUE(has(refusal(R"({"type": "object", "properties": {"a": {}}, "required": ["a"], "additionalProperties": false,
       "dependentRequired": {"a": ["q"]}})"), "schema /: unsatisfiable: required 'a' needs 'q' (dependentRequired)"));
   EXPECT_TRUE(has(refusal(R"({"properties": {"a": {}}, "maxProperties": 1, "dependentRequired": {"a": ["b"]}})"),
                   "schema /: keyword 'dependentRequired' is not supported (beside minProperties/maxProperties)"));

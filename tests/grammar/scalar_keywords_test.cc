@@ -54,8 +54,8 @@ TEST(ScalarKeywords, Pattern) {
   EXPECT_EQ(match_at(min, R"("aba")"), -1);
   EXPECT_EQ(match_at(min, R"("abab")"), 4);
   EXPECT_NE(refusal(R"({"type": "string", "pattern": "(a)\\1"})").find("keyword 'pattern'"), std::string::npos);
-  EXPECT_NE(refusal(R"({"properties": {"p": {"type": "string", "pattern": "^a{5}$", "maxLength": 4}}})")
-                .find("/properties/p: unsatisfiable"),
+  EXPECT_NE(refusal(R"({"type": "object", "properties": {"p": {"type": "string", "pattern": "^a{5}$",
+      "maxLength": 4}}, "required": ["p"]})").find("/properties/p: unsatisfiable"),
             std::string::npos);
 }
 

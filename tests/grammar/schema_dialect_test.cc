@@ -184,7 +184,7 @@ TEST(SchemaDialect, TuplesInEveryDraft) {
   // additionalItems without an array `items` applies to nothing; prefixItems false ends the array.
   EXPECT_EQ(match_at(*compile_text(R"({"items": {"type": "integer"}, "additionalItems": false})"), "[1, 2]"), -1);
   EXPECT_EQ(match_at(*compile_text(R"({"prefixItems": [{}, false]})"), "[1, 2]"), 2);
-  EXPECT_TRUE(has(compile_text(R"({"prefixItems": [{}, false], "minItems": 2})").message(), "unsatisfiable"));
+  EXPECT_TRUE(has(compile_text(R"({"type": "array", "prefixItems": [{}, false], "minItems": 2})").message(), "unsatisfiable"));
 }
 
 TEST(JsonLayout, CompactByDefaultOthersOnRequest) {
@@ -287,9 +287,9 @@ TEST(PropertyCounts, MinAndMaxPropertiesHoldWithoutDeadEnds) {
   Result<Grammar> relaxed = compile_text(R"({"type": "object", "minProperties": 3})", false);
   ASSERT_TRUE(relaxed.ok());
   EXPECT_EQ(relaxed->relaxed, std::vector<std::string>{"/: minProperties"});
-  EXPECT_TRUE(has(compile_text(R"({"properties": {"a": {}, "b": {}}, "required": ["a", "b"], "maxProperties": 1})")
+  EXPECT_TRUE(has(compile_text(R"({"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a", "b"], "maxProperties": 1})")
                       .message(), "unsatisfiable: 2 required properties, maxProperties 1"));
-  EXPECT_TRUE(has(compile_text(R"({"minProperties": 3, "maxProperties": 2})").message(), "unsatisfiable"));
+  EXPECT_TRUE(has(compile_text(R"({"type": "object", "minProperties": 3, "maxProperties": 2})").message(), "unsatisfiable"));
 }
 
 TEST(UniqueItems, EnforcedOverEnumsOfStrings) {
@@ -303,7 +303,7 @@ TEST(UniqueItems, EnforcedOverEnumsOfStrings) {
   EXPECT_EQ(match_at(*g, R"(["a", "ab", null, "b", )"), 21);  // four values, four items at most
   walks_validate(*g, schema);
   EXPECT_TRUE(has(compile_text(R"({"items": {"enum": [1, 1.0]}, "uniqueItems": true})").message(), "'uniqueItems'"));
-  EXPECT_TRUE(has(compile_text(R"({"items": {"enum": ["x"]}, "uniqueItems": true, "minItems": 2})").message(),
+  EXPECT_TRUE(has(compile_text(R"({"type": "array", "items": {"enum": ["x"]}, "uniqueItems": true, "minItems": 2})").message(),
                   "unsatisfiable: minItems 2 with uniqueItems over 1 values"));
 }
 

@@ -187,9 +187,10 @@ TEST(UniqueHashed, ObjectsByARequiredProperty) {
   ASSERT_TRUE(g.ok()) << g.message();
   EXPECT_EQ(match_at(*g, R"([{"name": "a", "tags": [{"k": 1}]}, {"name": "b", "uniq": [2, 1]}])"), -1);
   walks_validate(*g, Json::parse(nested));
-  // No required property to tell them apart, or another hashed array inside: not enforced.
-  EXPECT_TRUE(has(compile_text(R"({"type": "array", "uniqueItems": true, "items": {"type": "object", "properties":
-      {"a": {"type": "string"}}}})").message(), "required property"));
+  // No property to tell them apart (unique_objects_test.cc: an optional one), or another hashed
+  // array inside: not enforced.
+  EXPECT_TRUE(has(compile_text(R"({"type": "array", "uniqueItems": true, "minItems": 2, "items": {"type": "object",
+      "properties": {"a": {"type": "object"}}}})").message(), "could be written in every item"));
   EXPECT_TRUE(has(compile_text(R"({"type": "array", "uniqueItems": true, "items": {"type": "object", "required": ["a"],
       "properties": {"a": {"type": "string"}, "b": {"type": "array", "uniqueItems": true, "items": {"type":
       "object", "required": ["c"], "properties": {"c": {"type": "string"}}}}}}})").message(), "another uniqueItems"));
@@ -214,6 +215,29 @@ TEST(UniqueHashed, ObjectsByARequiredProperty) {
   g = compile_text(R"({"type": "object", "additionalProperties": {"anyOf": [{"type": "integer"}, )" + inner + "]}}");
   ASSERT_TRUE(g.ok()) << g.message();
   EXPECT_EQ(match_at(*g, full), -1);
+}
+
+// vsix-publish.json's categories, jscsrc.json's allExcept: anyOf [string, enum of strings] is the
+// strings (the enum adds none), kept as hashes.
+TEST(UniqueHashed, StringsBesideAnEnumOfStrings) {
+  const std::string schema = R"({"type": "array", "minItems": 1, "maxItems": 3, "uniqueItems": true, "items":
+      {"anyOf": [{"type": "string", "minLength": 1}, {"enum": ["ajax", "build"]}]}})";
+  Result<Grammar> g = compile_text(schema);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"(["ajax", "x", "build"])"), -1);
+  EXPECT_EQ(match_at(*g, R"(["ajax", "ajax"])"), 14);
+  EXPECT_EQ(match_at(*g, R"([""])"), 2);
+  walks_validate(*g, Json::parse(schema));
+  const std::string multiline = R"({"type": "array", "uniqueItems": true, "items": {"anyOf": [{"type": "string"},
+      {"const": "multiline"}]}})";
+  g = compile_text(multiline);
+  ASSERT_TRUE(g.ok()) << g.message();
+  walks_validate(*g, Json::parse(multiline));
+  // An enum value the string branch refuses (too short), or another kind: not the strings alone.
+  EXPECT_TRUE(has(compile_text(R"({"type": "array", "uniqueItems": true, "items": {"anyOf": [{"type": "string",
+      "minLength": 2}, {"enum": ["a"]}]}})").message(), "uniqueItems"));
+  EXPECT_TRUE(has(compile_text(R"({"type": "array", "uniqueItems": true, "items": {"anyOf": [{"type": "string"},
+      {"enum": ["a", 1]}]}})").message(), "uniqueItems"));
 }
 
 // JSON Schema Test Suite (draft4, 6, 7): every invalid instance is refused; a valid one is

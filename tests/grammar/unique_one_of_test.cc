@@ -96,10 +96,14 @@ TEST(OneOfProofs, PatternsAndConstantsThatCannotMeet) {
   EXPECT_EQ(match_at(*g, R"("1m 30s")"), -1);
   EXPECT_EQ(match_at(*g, R"("1.5X")"), -1);
   walks_validate(*g, Json::parse(timeout));
-  // A pattern within the other (nothing left of it less the other), and a format (its automaton
-  // is a subset of it) stay refused.
-  EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern":
-      "^ab"}]})").message(), "may match the same value"));
+  // A pattern within the other: nothing is left of it, so only the other (less it) is generated;
+  // a format (its automaton is a subset of it) stays refused.
+  const std::string within = R"({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^ab"}]})";
+  g = compile_text(within);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"("ac")"), -1);
+  EXPECT_EQ(match_at(*g, R"("ab")"), 2);  // every string from "ab" on matches both
+  walks_validate(*g, Json::parse(within));
   EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"const": "x"}, {"type": "string", "format": "email"}]})").message(),
                   "may match the same value"));
 }
@@ -177,6 +181,31 @@ TEST(OneOfProofs, AKeyOneRequiresWithAValueTheOtherRejects) {
   walks_validate(*g, Json::parse(schema));
 }
 
+// Enums of strings and strings without a pattern take part too: each branch generates its
+// strings less the others'; a branch left with none is dropped (jasonette's builtin action names
+// beside any string; dein's key pattern beside any string).
+TEST(OneOfProofs, EnumsAndPlainStringsLessEachOther) {
+  const std::string names = R"({"oneOf": [{"type": "string"}, {"type": "string", "enum": ["$render", "$back"]}]})";
+  Result<Grammar> g = compile_text(names);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"("$back")"), 6);
+  EXPECT_EQ(match_at(*g, R"("$backs")"), -1);
+  walks_validate(*g, Json::parse(names));
+  const std::string keys = R"({"type": "string", "oneOf": [{"pattern": "^[nvx]+$"}, {"type": "string"}]})";
+  g = compile_text(keys);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"("nv")"), 3);
+  EXPECT_EQ(match_at(*g, R"("nva")"), -1);
+  walks_validate(*g, Json::parse(keys));
+  // Enums that share a value each drop it.
+  const std::string shared = R"({"oneOf": [{"enum": ["a", "b"]}, {"enum": ["b", "c"]}]})";
+  g = compile_text(shared);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"("b")"), 1);
+  EXPECT_EQ(match_at(*g, R"("c")"), -1);
+  walks_validate(*g, Json::parse(shared));
+}
+
 // ti8m-cdk-environment-definition.json's cpu: "${1}" matches both patterns. Each branch
 // generates its pattern less the other's.
 TEST(OneOfProofs, OverlappingPatternsLessEachOther) {
@@ -192,9 +221,17 @@ TEST(OneOfProofs, OverlappingPatternsLessEachOther) {
   // A format's automaton is a subset of it: nothing to take away exactly.
   EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"type": "string", "format": "email"}, {"type": "string", "pattern":
       "@"}]})").message(), "may match the same value"));
-  // One pattern within the other leaves it nothing.
-  EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"type": "string", "pattern": "^a+$"}, {"type": "string", "pattern":
-      "a"}]})").message(), "may match the same value"));
+  // One pattern within the other leaves it nothing: dropped (each of its values matches both).
+  const std::string within = R"({"oneOf": [{"type": "string", "pattern": "^a+$"}, {"type": "string", "pattern":
+      "a"}]})";
+  g = compile_text(within);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(match_at(*g, R"("ba")"), -1);
+  EXPECT_EQ(match_at(*g, R"("aa")"), 3);
+  walks_validate(*g, Json::parse(within));
+  // Equal languages leave neither.
+  EXPECT_TRUE(has(compile_text(R"({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 9}]})").message(),
+                  "may match the same value"));
 }
 
 }  // namespace

@@ -80,6 +80,7 @@ function randomSchema(r, depth = 0) {
         properties[key] = randomSchema(r, depth + 1);
         if (r() < 0.6) required.push(key);
       }
+      if (r() < 0.25) properties.never = { allOf: [{ const: 1 }, { const: 2 }] };  // optional, no value: never written
       return { type: "object", properties, required, additionalProperties: false, title: "t" };
     }
     case 10: {
@@ -97,7 +98,10 @@ function randomSchema(r, depth = 0) {
       const items = [{ type: "integer" }, { type: "string", pattern: "^[a-c]{1,2}x$" },
                      { enum: Array.from({ length: 70 }, (_, k) => `v${k}`) },
                      { type: "object", properties: { id: { type: "string" }, n: { type: "integer" } }, required: ["id"],
-                       additionalProperties: false }][Math.floor(r() * 4)];
+                       additionalProperties: false },
+                     // no required property: the one with the most values is written in every item
+                     { type: "object", properties: { on: { type: "boolean" }, at: { type: "number" } },
+                       additionalProperties: false }][Math.floor(r() * 5)];
       return { type: "array", items, uniqueItems: true, minItems: Math.floor(r() * 2), maxItems: 4 };
     }
     default: return { anyOf: [randomSchema(r, depth + 1), randomSchema(r, depth + 1)] };
