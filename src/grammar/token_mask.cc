@@ -169,7 +169,7 @@ void TokenMasker::fill_body_text(const Grammar& g, const MatchState& st, uint64_
         vocab_.raw_by_length.fill_up_to(key.room, fresh);
       } else {
         std::memset(fresh, 0, sizeof(uint64_t) * words);
-        walk_body(body, st.s[k].f[st.s[k].n - 1], fresh);
+        walk_body(body, body_frame(st.s[k]), fresh);
       }
       bits = fresh;
     }

@@ -83,6 +83,17 @@ class TokenMasker {
   int64_t nodes_visited() const { return visited_; }
   const MaskCache& cache() const { return cache_; }
 
+  // Masks ahead of the first token (mask_prepare.cc): the string-body masks of every state of g's
+  // small automata (patterned strings and formats far from a length bound, DSML raw patterns,
+  // whole-output regex / choice / GBNF texts), computed into the cache by walks of the trie that
+  // carry up to 64 states at once. At most max_masks masks (and half the cache); stops before
+  // more than budget (state, trie node) steps, the rest staying lazy. Each mask equals the one
+  // fill would walk for its key. Returns the masks added.
+  static constexpr int64_t kPrepareBudget = int64_t{1} << 24;
+  static constexpr int64_t kPrepareMaxMasks = 512;
+  int64_t prepare(const Grammar& g, int64_t budget = kPrepareBudget, int64_t max_masks = kPrepareMaxMasks);
+  int64_t prepare_steps() const { return prepare_steps_; }  // the last prepare's (state, node) steps
+
  private:
   // allowed = the union of the cached masks of the readings' bodies (bodies_, keys_).
   void fill_body_text(const Grammar& g, const MatchState& st, uint64_t* allowed);
@@ -104,7 +115,7 @@ class TokenMasker {
     int32_t node, next_child;
   };
   std::vector<Walk> walk_;
-  int64_t visited_ = 0;
+  int64_t visited_ = 0, prepare_steps_ = 0;
 };
 
 // The mask on a logits row: row[v] = −inf for each v < n_row whose bit in allowed is clear, and
