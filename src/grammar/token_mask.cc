@@ -116,6 +116,7 @@ TokenMasker::TokenMasker(const MaskVocab& vocab, int64_t cache_bytes)
   frames_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
   body_frames_.resize((static_cast<size_t>(vocab.all.max_length()) + 1) * kMaxStacks);
   alive_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
+  number_base_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
   walk_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
 }
 
@@ -140,7 +141,7 @@ int64_t TokenMasker::fill(const JsonMatcher& m, const MatchState& st, uint64_t* 
   }
   if (!bodies) {
     std::memset(allowed, 0, sizeof(uint64_t) * words);
-    return walk(vocab_.all, m, st, allowed);
+    return walk(m, st, allowed);
   }
   if (text) std::memcpy(allowed, text->data(), sizeof(uint64_t) * words);
   else fill_body_text(g, st, allowed);
@@ -257,38 +258,6 @@ void TokenMasker::walk_body(const StringBody& body, const Frame& top, uint64_t* 
     }
     walk_[++depth] = {child, 0};
   }
-}
-
-// Sets the bits of trie's tokens allowed after st; returns how many it set.
-int64_t TokenMasker::walk(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed) {
-  const std::vector<VocabTrie::Node>& nodes = trie.nodes();
-  const std::vector<int32_t>& ids = trie.token_ids();
-  int64_t count = 0;
-  // states_[d]: after the d bytes of the path to walk_[d].node (states_[0] = st).
-  states_[0].n = st.n;
-  for (int32_t k = 0; k < st.n; ++k) copy_stack(states_[0].s[k], st.s[k]);
-  int32_t depth = 0;
-  walk_[0] = {0, 0};
-  while (depth >= 0) {
-    Walk& w = walk_[depth];
-    const VocabTrie::Node& node = nodes[w.node];
-    if (w.next_child == node.n_children) {
-      --depth;
-      continue;
-    }
-    const int32_t child = node.first_child + w.next_child++;
-    ++visited_;
-    m.advance(states_[depth], nodes[child].byte, states_[depth + 1]);
-    if (states_[depth + 1].n == 0) continue;
-    const VocabTrie::Node& c = nodes[child];
-    for (int32_t t = 0; t < c.n_tokens; ++t) {
-      const int32_t id = ids[c.first_token + t];
-      allowed[id >> 6] |= uint64_t{1} << (id & 63);
-    }
-    count += c.n_tokens;
-    walk_[++depth] = {child, 0};
-  }
-  return count;
 }
 
 void apply_token_mask(const uint64_t* allowed, int64_t n_ids, float* row, int64_t n_row) {

@@ -93,6 +93,9 @@ class TokenMasker {
   static constexpr int64_t kPrepareMaxMasks = 512;
   int64_t prepare(const Grammar& g, int64_t budget = kPrepareBudget, int64_t max_masks = kPrepareMaxMasks);
   int64_t prepare_steps() const { return prepare_steps_; }  // the last prepare's (state, node) steps
+  // Whether st's lone reading has a JSON number on top whose parent is the root, an object or an
+  // array (mask_number.cc); then walk steps the number's frame alone along its bytes.
+  static bool number_on_top(const Grammar& g, const MatchState& st);
 
  private:
   // allowed = the union of the cached masks of the readings' bodies (bodies_, keys_).
@@ -102,7 +105,10 @@ class TokenMasker {
   void walk_ends(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   // Sets the bits of the tokens without body.end_byte that the body in frame `top` takes whole.
   void walk_body(const StringBody& body, const Frame& top, uint64_t* allowed);
-  int64_t walk(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
+  // Sets the bits of the whole trie's tokens allowed after st; returns how many (mask_number.cc:
+  // the matcher per byte, except below a state number_on_top accepts, where the number's frame
+  // alone steps until a byte it refuses).
+  int64_t walk(const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   const MaskVocab& vocab_;
   MaskCache cache_;
   std::vector<MatchState> states_;  // [max token length + 1]
@@ -111,6 +117,7 @@ class TokenMasker {
   StringMaskKey keys_[kMaxStacks];
   std::vector<Frame> body_frames_;  // [max token length + 1, kMaxStacks]: walk_ends' top frames
   std::vector<uint64_t> alive_;     // [max token length + 1]: walk_ends' live readings (bits)
+  std::vector<int32_t> number_base_;  // [max token length + 1]: walk's depth where the number began; −1: matcher
   struct Walk {
     int32_t node, next_child;
   };
