@@ -71,6 +71,20 @@ MaskVocab::MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32
     if (JsonMatcher::key_text(b.data(), static_cast<int64_t>(b.size()))) key_text[id >> 6] |= uint64_t{1} << (id & 63);
     if (JsonMatcher::raw_text(b.data(), static_cast<int64_t>(b.size()))) raw_text[id >> 6] |= uint64_t{1} << (id & 63);
   }
+  token_at.assign(static_cast<size_t>(n_vocab) + 1, 0);
+  bytes_end.assign(static_cast<size_t>(all.max_length()) + 1, 0);
+  for (int32_t id = 0; id < n_vocab; ++id) {
+    const std::string_view b = skip(id) ? std::string_view() : bytes(id);
+    token_bytes.insert(token_bytes.end(), b.begin(), b.end());
+    token_at[static_cast<size_t>(id) + 1] = static_cast<int64_t>(token_bytes.size());
+    ++bytes_end[std::min(b.size(), bytes_end.size() - 1)];
+  }
+  for (size_t k = 1; k < bytes_end.size(); ++k) bytes_end[k] += bytes_end[k - 1];
+  by_bytes.resize(static_cast<size_t>(n_vocab));
+  std::vector<int64_t> next(bytes_end.size(), 0);  // counting sort by length
+  for (size_t k = 1; k < next.size(); ++k) next[k] = bytes_end[k - 1];
+  for (int32_t id = 0; id < n_vocab; ++id)
+    by_bytes[static_cast<size_t>(next[static_cast<size_t>(token_at[id + 1] - token_at[id])]++)] = id;
   string_by_length = TextByLength(string_text, all.max_length(), [&](int32_t id) {
     Frame f;
     f.phase = kSBody;
@@ -163,6 +177,13 @@ void TokenMasker::fill_body_text(const Grammar& g, const MatchState& st, uint64_
       std::shared_ptr<const void> pin;  // what the key names by address
       if (body.regex >= 0) pin = g.regexes[body.regex];
       if (body.key_automaton >= 0) pin = g.key_automata[body.key_automaton];
+      const bool near = (body.kind == BodyKind::kPattern || body.kind == BodyKind::kRawPattern) && key.min_gap == 0 &&
+                        key.room >= 0 && cache_.capacity() >= 2;
+      if (near) {
+        bits = fill_near_bound(body, key, body_frame(st.s[k]), pin);
+        for (size_t w = 0; w < words; ++w) allowed[w] |= bits[w];
+        continue;
+      }
       uint64_t* fresh = cache_.insert(key, std::move(pin));
       if (body.kind == BodyKind::kPlain && key.phase == kSBody && key.esc == 0 && key.room >= 0) {
         vocab_.string_by_length.fill_up_to(key.room, fresh);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -65,6 +66,12 @@ struct MaskVocab {
   // The string_text / raw_text ids by code points, for bodies with fewer code points left than
   // a token may hold (no escape or UTF-8 sequence open).
   TextByLength string_by_length, raw_by_length;
+  // Every token's bytes (token_bytes[token_at[id] .. token_at[id + 1])), and the ids longer than
+  // L bytes: by_bytes[bytes_end[L] ..) (mask_room.cc checks only those near a maxLength).
+  std::vector<char> token_bytes;
+  std::vector<int64_t> token_at;   // [V + 1]
+  std::vector<int32_t> by_bytes;   // ids, shortest first
+  std::vector<int64_t> bytes_end;  // [longest token + 1]
 };
 
 // Fills masks for one vocabulary; its buffers are sized once (no allocation per mask; the mask
@@ -89,7 +96,7 @@ class TokenMasker {
   // carry up to 64 states at once. At most max_masks masks (and half the cache); stops before
   // more than budget (state, trie node) steps, the rest staying lazy. Each mask equals the one
   // fill would walk for its key. Returns the masks added.
-  static constexpr int64_t kPrepareBudget = int64_t{1} << 24;
+  static constexpr int64_t kPrepareBudget = int64_t{1} << 22;  // about 50 ms on the bench host
   static constexpr int64_t kPrepareMaxMasks = 512;
   int64_t prepare(const Grammar& g, int64_t budget = kPrepareBudget, int64_t max_masks = kPrepareMaxMasks);
   int64_t prepare_steps() const { return prepare_steps_; }  // the last prepare's (state, node) steps
@@ -105,6 +112,13 @@ class TokenMasker {
   void walk_ends(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   // Sets the bits of the tokens without body.end_byte that the body in frame `top` takes whole.
   void walk_body(const StringBody& body, const Frame& top, uint64_t* allowed);
+  // A patterned body's mask near its maxLength (mask_room.cc), stored in the cache under key:
+  // the far mask of its key (cached, or walked once without the bound), less the tokens that
+  // body_byte refuses from top, checked only where a token's bytes plus the automaton's longest
+  // shortest-accepting continuation exceed the room. pin: the key's regex. Needs room for two
+  // masks in the cache.
+  const uint64_t* fill_near_bound(const StringBody& body, const StringMaskKey& key, const Frame& top,
+                                  const std::shared_ptr<const void>& pin);
   // Sets the bits of the whole trie's tokens allowed after st; returns how many (mask_number.cc:
   // the matcher per byte, except below a state number_on_top accepts, where the number's frame
   // alone steps until a byte it refuses).
