@@ -2,7 +2,8 @@
 // automata, before the first token, so that a path through them finds its masks in the cache
 // instead of walking the trie at its first visit of each state. A lane is one key: the body of
 // one grammar node in one automaton state at a token boundary (phase kSBody, no escape or UTF-8
-// sequence open, lengths past every bound's edge). Lanes go through the trie up to 64 at a time,
+// sequence open, minLength met, maxLength far: for a maxLength within a token's reach that is the
+// key fill_near_bound derives each room's mask from). Lanes go through the trie up to 64 at a time,
 // each with its own frame per depth and a bit in the live set, as walk_body takes one; a subtree
 // is left when no lane is live in it. Keys that other states reach (escapes, open UTF-8
 // sequences, lengths near a bound) stay lazy, as do the lanes beyond the budget.
@@ -47,7 +48,12 @@ bool lane_of(const Grammar& g, int32_t node, int32_t state, int32_t max_token_le
   f.j = state;
   f.i = text ? 0 : static_cast<int32_t>(std::max<int64_t>(n.min_length, 0));  // minLength met
   if (!string_body_of(g, s, max_token_length, &lane->body, &lane->key)) return false;
-  if (lane->key.room >= 0 || lane->key.min_gap > 0) return false;  // maxLength near: lazy
+  if (lane->key.min_gap > 0) return false;
+  if (lane->key.room >= 0) {  // maxLength within a token's reach: the far key, walked without the bound
+    lane->key.room = -1;      // (TokenMasker::fill_near_bound derives each room's mask from it)
+    lane->body.pattern.min_length = 0;
+    lane->body.pattern.max_length = -1;
+  }
   lane->frame = f;
   lane->pin = g.regexes[static_cast<size_t>(n.regex)];
   return true;

@@ -87,7 +87,7 @@ TEST(MaskPrepare, AsciiTextNeverMisses) {
 }
 
 // Bounds: a budget too small keeps nothing (the walk's masks would be partial), max_masks caps
-// the masks; a partly prepared masker is still exact. Near a maxLength the keys stay lazy.
+// the masks; a partly prepared masker is still exact.
 TEST(MaskPrepare, BudgetAndBounds) {
   const Grammar g = text(compile_regex_output("[a-c]{1,4}(-[0-9]+)?"));
   const Prepared p(27);
@@ -100,8 +100,18 @@ TEST(MaskPrepare, BudgetAndBounds) {
   test::Walker{p.vocab, g, {&cut, &capped}}.run(27, 20, 30);
   TokenMasker none(p.mask_vocab, 0);  // no cache: nothing to prepare into
   EXPECT_EQ(none.prepare(g), 0);
-  TokenMasker near(p.mask_vocab);
-  EXPECT_EQ(near.prepare(schema(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 5})")), 0);
+}
+
+// A maxLength within a token's reach: the far masks are prepared, and each room's mask, derived
+// from them, equals the brute force; the walks then never walk the trie for the pattern.
+TEST(MaskPrepare, FarMasksOfBoundedPatterns) {
+  const Grammar g = schema(R"({"type": "string", "pattern": "^[a-z]+(-[a-z0-9]+)*$", "maxLength": 9})");
+  const Prepared p(28);
+  TokenMasker prepared(p.mask_vocab), lazy(p.mask_vocab);
+  EXPECT_GT(prepared.prepare(g), 0);
+  const int64_t stored = prepared.cache().size();
+  test::Walker{p.vocab, g, {&prepared, &lazy}}.run(28, 25, 30);
+  EXPECT_EQ(prepared.cache().size() - stored, prepared.cache().misses()) << "each miss derived, no far mask walked";
 }
 
 }  // namespace mask_prepare_test
