@@ -7,6 +7,10 @@
 // an object or an array, whose next bytes after a value are whitespace and the separators ',' /
 // '}' / ']' (JsonLayout's separators: ',' then whitespace). Otherwise a number in a digit-heavy
 // vocabulary costs one matcher step (stack copies) per digit token: about 1,500 for DeepSeek's.
+// The same for a DSML raw string without a pattern (raw_on_top), whose bytes the matcher never
+// lets its parent take (a raw string is never completable): its frame alone steps until a byte
+// it refuses or the last byte of its closing tag. Inside a possible closing tag (after a '<')
+// its mask is no string body, and its walk is the whole trie: 274,000 matcher steps before.
 #include "grammar/json_scalar.h"
 #include "grammar/token_mask.h"
 #include "grammar/unique_items.h"
@@ -18,6 +22,29 @@ constexpr int32_t kBottomNode = -2;  // Frame::node of the bottom frame (json_ma
 
 bool number_step(const Node& n, Frame& f, uint8_t c) {
   return n.range.bounded ? ranged_number_byte(f, c, n.range) : number_byte(f, c, n.kind == Kind::kInteger);
+}
+
+// JsonMatcher::raw_string_byte for a DSML raw string without a pattern, on its frame alone:
+// false where it refuses c or where c completes the closing tag (the matcher then pops the
+// string: the walk hands that byte to it).
+bool raw_step(const Node& n, Frame& f, uint8_t c) {
+  if (f.j > 0) {  // inside a possible closing tag
+    if (c == static_cast<uint8_t>(kDsmlParamClose[static_cast<size_t>(f.j)]))
+      return ++f.j != static_cast<int32_t>(kDsmlParamClose.size());
+    const int32_t k = f.j;  // not the tag: its bytes so far were text
+    f.j = 0;
+    for (int32_t t = 0; t < k; ++t)
+      if (!raw_text_byte(f, static_cast<uint8_t>(kDsmlParamClose[static_cast<size_t>(t)]), n.max_length)) return false;
+  }
+  if (c == '<' && f.more == 0) {
+    f.j = 1;
+    return true;
+  }
+  return raw_text_byte(f, c, n.max_length);
+}
+
+bool frame_step(const Node& n, Frame& f, uint8_t c) {
+  return n.kind == Kind::kRawString ? raw_step(n, f, c) : number_step(n, f, c);
 }
 
 }  // namespace mask_number
@@ -32,6 +59,12 @@ bool TokenMasker::number_on_top(const Grammar& g, const MatchState& st) {
   return parent >= 0 && (g.nodes[parent].kind == Kind::kObject || g.nodes[parent].kind == Kind::kArray);
 }
 
+bool TokenMasker::raw_on_top(const Grammar& g, const MatchState& st) {
+  if (st.n != 1) return false;
+  const int32_t top = st.s[0].f[st.s[0].n - 1].node;
+  return top >= 0 && g.nodes[top].kind == Kind::kRawString && g.nodes[top].regex < 0;
+}
+
 // Depth d of the walk is in the matcher (number_base_[d] < 0: states_[d] is the path's state) or
 // in a number begun at depth b = number_base_[d] (frames_[d] its frame; states_[b] the state
 // whose top it replaces). A number's exit builds that state once per depth, into states_[d].
@@ -42,7 +75,7 @@ int64_t TokenMasker::walk(const JsonMatcher& m, const MatchState& st, uint64_t* 
   states_[0].n = st.n;
   for (int32_t k = 0; k < st.n; ++k) copy_stack(states_[0].s[k], st.s[k]);
   auto enter = [&](int32_t d) {  // states_[d] just computed: a number on top walks apart
-    number_base_[d] = number_on_top(g, states_[d]) ? d : -1;
+    number_base_[d] = number_on_top(g, states_[d]) || raw_on_top(g, states_[d]) ? d : -1;
     if (number_base_[d] >= 0) frames_[d] = states_[d].s[0].f[states_[d].s[0].n - 1];
   };
   enter(0);
@@ -64,9 +97,9 @@ int64_t TokenMasker::walk(const JsonMatcher& m, const MatchState& st, uint64_t* 
     if (base >= 0) {
       frames_[depth + 1] = frames_[depth];
       const MatchStack& s = states_[base].s[0];
-      if (mask_number::number_step(g.nodes[s.f[s.n - 1].node], frames_[depth + 1], c.byte)) {
+      if (mask_number::frame_step(g.nodes[s.f[s.n - 1].node], frames_[depth + 1], c.byte)) {
         number_base_[depth + 1] = base;
-      } else {  // the number ends here, or nothing follows
+      } else {  // the number or raw string ends here, or nothing follows
         if (depth != base && exit_depth != depth) {
           MatchState& from = states_[depth];
           from.n = 1;

@@ -103,6 +103,9 @@ class TokenMasker {
   // Whether st's lone reading has a JSON number on top whose parent is the root, an object or an
   // array (mask_number.cc); then walk steps the number's frame alone along its bytes.
   static bool number_on_top(const Grammar& g, const MatchState& st);
+  // Whether st's lone reading has a DSML raw string without a pattern on top: walk steps its
+  // frame alone until a byte it refuses or the end of its closing tag.
+  static bool raw_on_top(const Grammar& g, const MatchState& st);
 
  private:
   // allowed = the union of the cached masks of the readings' bodies (bodies_, keys_).
@@ -120,8 +123,8 @@ class TokenMasker {
   const uint64_t* fill_near_bound(const StringBody& body, const StringMaskKey& key, const Frame& top,
                                   const std::shared_ptr<const void>& pin);
   // Sets the bits of the whole trie's tokens allowed after st; returns how many (mask_number.cc:
-  // the matcher per byte, except below a state number_on_top accepts, where the number's frame
-  // alone steps until a byte it refuses).
+  // the matcher per byte, except below a state number_on_top or raw_on_top accepts, where the
+  // top frame alone steps until a byte it refuses or that ends it).
   int64_t walk(const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   const MaskVocab& vocab_;
   MaskCache cache_;
@@ -131,7 +134,8 @@ class TokenMasker {
   StringMaskKey keys_[kMaxStacks];
   std::vector<Frame> body_frames_;  // [max token length + 1, kMaxStacks]: walk_ends' top frames
   std::vector<uint64_t> alive_;     // [max token length + 1]: walk_ends' live readings (bits)
-  std::vector<int32_t> number_base_;  // [max token length + 1]: walk's depth where the number began; −1: matcher
+  std::vector<int32_t> number_base_;  // [max token length + 1]: walk's depth where the number (or raw
+                                      // string) on top began; −1: matcher
   struct Walk {
     int32_t node, next_child;
   };

@@ -1,8 +1,8 @@
 // Masks from a number on top of the stack (mask_number.cc: the number's frame alone along its
 // bytes, then the matcher) equal the per-token brute force on random walks: numbers at the root,
 // in objects and arrays, integers, ranges and multipleOf, and the states that keep the whole
-// matcher walk (anyOf readings, uniqueItems integers, DSML parameters, a number inside a
-// sequence) next to them.
+// matcher walk (anyOf readings, uniqueItems integers, DSML parameters) next to them; DSML raw
+// strings, whose frame walks apart the same way.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -68,6 +68,20 @@ TEST(MaskNumber, StatesThatKeepTheMatcherWalk) {
   Result<Grammar> call = compile_tool_call(tools);
   ASSERT_TRUE(call.ok()) << call.message();
   expect_equals_walk(*call, 37, 12, 250);
+}
+
+// DSML raw strings without a pattern: inside a possible closing tag (after '<') the whole-trie
+// walk steps the raw frame alone; masks equal the brute force, the tag's end pops to the matcher.
+TEST(MaskNumber, DsmlRawStringsApart) {
+  std::vector<ToolSpec> tools = {{"note", Json::parse(R"({"type": "object", "properties": {"text": {"type": "string"},
+      "short": {"type": "string", "maxLength": 6}, "n": {"type": "integer"}}, "required": ["text", "short", "n"]})")}};
+  Result<Grammar> call = compile_tool_call(tools);
+  ASSERT_TRUE(call.ok()) << call.message();
+  expect_equals_walk(*call, 38, 16, 250);
+  const JsonMatcher m(*call);
+  auto st = std::make_unique<MatchState>();
+  m.start(*st);
+  EXPECT_FALSE(TokenMasker::raw_on_top(*call, *st));
 }
 
 }  // namespace mask_number_test
