@@ -100,6 +100,9 @@ struct Costs {
   std::vector<double> us;  // per token
   std::vector<double> mask_us, row_us, advance_us;  // its parts
   int64_t misses = 0, miss_tokens = 0, paths_done = 0, paths = 0;
+  double prepare_ms = 0;  // TokenMasker::prepare at the schema's start (thread CPU)
+  int64_t prepared = 0;   // the masks it added
+  int64_t prepare_steps = 0;  // its (state, trie node) steps (TokenMasker::kPrepareBudget bounds them)
 };
 
 double percentile(std::vector<double> v, double q) {
@@ -109,11 +112,12 @@ double percentile(std::vector<double> v, double q) {
 }
 
 void print_costs(const char* name, const Costs& c) {
-  std::printf("%-10s %6lld/%-4lld %7zu %10.1f %10.1f %10.1f %9lld %9lld %6.1f %6.1f %6.1f\n", name,
+  std::printf("%-10s %6lld/%-4lld %7zu %10.1f %10.1f %10.1f %9lld %9lld %6.1f %6.1f %6.1f %8.1f %6lld %9.2f\n", name,
               static_cast<long long>(c.paths_done), static_cast<long long>(c.paths), c.us.size(), percentile(c.us, 0.5),
               percentile(c.us, 0.99), c.us.empty() ? 0.0 : *std::max_element(c.us.begin(), c.us.end()),
               static_cast<long long>(c.miss_tokens), static_cast<long long>(c.misses), percentile(c.mask_us, 0.5),
-              percentile(c.row_us, 0.5), percentile(c.advance_us, 0.5));
+              percentile(c.row_us, 0.5), percentile(c.advance_us, 0.5), c.prepare_ms, static_cast<long long>(c.prepared),
+              static_cast<double>(c.prepare_steps) / 1e6);
 }
 
 // The allowed ids in mask; the pick prefers (one time in kCloseOdds) those holding a closing byte.
@@ -178,8 +182,8 @@ Costs run_schemas(const Tokenizer& tok, grammar::TokenMasker& masker, int paths)
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-8.f, 8.f);
   for (float& x : logits) x = uniform(rng);
-  std::printf("%-10s %11s %7s %10s %10s %10s %9s %9s %6s %6s %6s\n", "schema", "done/paths", "tokens", "median", "p99",
-              "worst", "miss tok", "misses", "mask", "row", "adv");
+  std::printf("%-10s %11s %7s %10s %10s %10s %9s %9s %6s %6s %6s %8s %6s %9s\n", "schema", "done/paths", "tokens", "median", "p99",
+              "worst", "miss tok", "misses", "mask", "row", "adv", "prep ms", "masks", "M steps");
   Costs all, warm;  // warm: each schema's paths after its first quarter
   for (size_t s = 0; s < std::size(kPathSchemas); ++s) {
     Result<grammar::Grammar> g = compile(kPathSchemas[s]);
@@ -189,6 +193,10 @@ Costs run_schemas(const Tokenizer& tok, grammar::TokenMasker& masker, int paths)
     }
     const grammar::JsonMatcher m(*g);
     Costs c;
+    const double p0 = thread_us();
+    c.prepared = masker.prepare(*g);
+    c.prepare_ms = (thread_us() - p0) / 1e3;
+    c.prepare_steps = masker.prepare_steps();
     for (int p = 0; p < paths; ++p) {
       const size_t before = c.us.size();
       run_path(tok, masker, m, 1000 * s + static_cast<uint64_t>(p), logits, c);
@@ -203,6 +211,9 @@ Costs run_schemas(const Tokenizer& tok, grammar::TokenMasker& masker, int paths)
     all.miss_tokens += c.miss_tokens;
     all.paths += c.paths;
     all.paths_done += c.paths_done;
+    all.prepare_ms += c.prepare_ms;
+    all.prepared += c.prepared;
+    all.prepare_steps += c.prepare_steps;
   }
   print_costs("overall", all);
   std::printf("%-10s %11s %7zu %10.1f %10.1f %10.1f  (each schema's paths after its first quarter)\n", "warm", "",
@@ -217,7 +228,8 @@ Status run_grammar_paths(const Tokenizer& tok, const grammar::MaskVocab& vocab, 
   std::printf("\ngrammar paths: per-token cost (mask + row of %d logits + EOS test + advance), thread CPU us, "
               "seeded sampled paths per schema\n", tok.n_vocab());
   grammar::TokenMasker masker(vocab);
-  std::printf("mask cache of %lld masks at most, shared by the schemas; %d paths per schema:\n",
+  std::printf("mask cache of %lld masks at most, shared by the schemas; %d paths per schema; prep ms: TokenMasker::prepare's\n"
+              "masks of the schema's small automata before its first token (thread CPU, not in the per-token figures):\n",
               static_cast<long long>(masker.cache().capacity()), paths);
   grammar_paths::run_schemas(tok, masker, paths);
   std::printf("mask cache: %lld masks, %.1f MiB, %lld hits, %lld misses\n", static_cast<long long>(masker.cache().size()),

@@ -22,6 +22,8 @@ class MaskCache {
   MaskCache(int64_t words, int64_t max_bytes = kDefaultBytes);
   // The mask stored for key (now the most recent), nullptr if none.
   const uint64_t* find(const StringMaskKey& key);
+  // Whether key is stored (not counted as a hit or miss; the order unchanged).
+  bool contains(const StringMaskKey& key) const { return capacity_ > 0 && table_[slot_of(key, key.hash())] >= 0; }
   // A mask for key, for the caller to fill (the least recent entry goes when full). pin: the
   // regex or key automaton the key names (nullptr for none).
   uint64_t* insert(const StringMaskKey& key, std::shared_ptr<const void> pin);

@@ -8,6 +8,7 @@ namespace dsv4::grammar {
 namespace {
 
 constexpr int32_t kOpenKeyNode = -1;         // Frame::node of an open object's key (json_matcher.h)
+constexpr int32_t kRootFrameNode = -2;       // Frame::node of the bottom frame (json_matcher.cc)
 
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
@@ -60,7 +61,17 @@ bool string_body_of(const Grammar& g, const MatchStack& s, int32_t max_token_len
   const Frame& f = s.f[s.n - 1];
   *body = StringBody{};
   *key = StringMaskKey{};
-  if (f.node == kOpenKeyNode) {  // unbounded, no escapes
+  if (f.node == kRootFrameNode) {  // before a whole-output text's first byte: its start state
+    const Node& root = g.nodes[static_cast<size_t>(g.root)];
+    if (s.n != 1 || f.phase != 0 || root.kind != Kind::kText) return false;  // 0: kRBefore
+    body->kind = BodyKind::kText;
+    body->ends_by_byte = false;
+    body->regex = root.regex;
+    body->pattern = StringPattern{g.regexes[root.regex].get(), 0, -1};
+    key->phase = kSBody;
+    key->regex = body->pattern.re;
+    key->state = body->pattern.re->start();
+  } else if (f.node == kOpenKeyNode) {  // unbounded, no escapes
     body->kind = BodyKind::kKey;
     set_escape_state(f, false, key);
   } else if (f.node == kPatternKeyNode) {  // the automaton state and UTF-8 payload, not the hash
@@ -123,6 +134,14 @@ bool string_body_of(const Grammar& g, const MatchStack& s, int32_t max_token_len
   }
   key->kind = static_cast<uint8_t>(body->kind);
   return true;
+}
+
+Frame body_frame(const MatchStack& s) {
+  const Frame& top = s.f[s.n - 1];
+  if (top.node != kRootFrameNode) return top;
+  Frame text;  // the frame JsonMatcher::open_value pushes for the text
+  text.phase = kSOpen;
+  return text;
 }
 
 // The byte functions JsonMatcher's key_byte, string_value_byte, pattern_value_byte,

@@ -51,6 +51,10 @@ struct StringMaskKey {
 bool string_body_of(const Grammar& g, const MatchStack& s, int32_t max_token_length, StringBody* body,
                     StringMaskKey* key);
 
+// The frame of the body on top of s, as body_byte takes it: the top frame, or before a
+// whole-output text's first byte (the bottom frame alone) the text's own frame at its start.
+Frame body_frame(const MatchStack& s);
+
 // One byte c (never an end byte) of the body in f, as JsonMatcher takes it; false: refused.
 bool body_byte(const StringBody& body, Frame& f, uint8_t c);
 

@@ -71,6 +71,20 @@ MaskVocab::MaskVocab(int32_t n_vocab, const std::function<std::string_view(int32
     if (JsonMatcher::key_text(b.data(), static_cast<int64_t>(b.size()))) key_text[id >> 6] |= uint64_t{1} << (id & 63);
     if (JsonMatcher::raw_text(b.data(), static_cast<int64_t>(b.size()))) raw_text[id >> 6] |= uint64_t{1} << (id & 63);
   }
+  token_at.assign(static_cast<size_t>(n_vocab) + 1, 0);
+  bytes_end.assign(static_cast<size_t>(all.max_length()) + 1, 0);
+  for (int32_t id = 0; id < n_vocab; ++id) {
+    const std::string_view b = skip(id) ? std::string_view() : bytes(id);
+    token_bytes.insert(token_bytes.end(), b.begin(), b.end());
+    token_at[static_cast<size_t>(id) + 1] = static_cast<int64_t>(token_bytes.size());
+    ++bytes_end[std::min(b.size(), bytes_end.size() - 1)];
+  }
+  for (size_t k = 1; k < bytes_end.size(); ++k) bytes_end[k] += bytes_end[k - 1];
+  by_bytes.resize(static_cast<size_t>(n_vocab));
+  std::vector<int64_t> next(bytes_end.size(), 0);  // counting sort by length
+  for (size_t k = 1; k < next.size(); ++k) next[k] = bytes_end[k - 1];
+  for (int32_t id = 0; id < n_vocab; ++id)
+    by_bytes[static_cast<size_t>(next[static_cast<size_t>(token_at[id + 1] - token_at[id])]++)] = id;
   string_by_length = TextByLength(string_text, all.max_length(), [&](int32_t id) {
     Frame f;
     f.phase = kSBody;
@@ -116,6 +130,7 @@ TokenMasker::TokenMasker(const MaskVocab& vocab, int64_t cache_bytes)
   frames_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
   body_frames_.resize((static_cast<size_t>(vocab.all.max_length()) + 1) * kMaxStacks);
   alive_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
+  number_base_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
   walk_.resize(static_cast<size_t>(vocab.all.max_length()) + 1);
 }
 
@@ -140,7 +155,7 @@ int64_t TokenMasker::fill(const JsonMatcher& m, const MatchState& st, uint64_t* 
   }
   if (!bodies) {
     std::memset(allowed, 0, sizeof(uint64_t) * words);
-    return walk(vocab_.all, m, st, allowed);
+    return walk(m, st, allowed);
   }
   if (text) std::memcpy(allowed, text->data(), sizeof(uint64_t) * words);
   else fill_body_text(g, st, allowed);
@@ -162,6 +177,13 @@ void TokenMasker::fill_body_text(const Grammar& g, const MatchState& st, uint64_
       std::shared_ptr<const void> pin;  // what the key names by address
       if (body.regex >= 0) pin = g.regexes[body.regex];
       if (body.key_automaton >= 0) pin = g.key_automata[body.key_automaton];
+      const bool near = (body.kind == BodyKind::kPattern || body.kind == BodyKind::kRawPattern) && key.min_gap == 0 &&
+                        key.room >= 0 && cache_.capacity() >= 2;
+      if (near) {
+        bits = fill_near_bound(body, key, body_frame(st.s[k]), pin);
+        for (size_t w = 0; w < words; ++w) allowed[w] |= bits[w];
+        continue;
+      }
       uint64_t* fresh = cache_.insert(key, std::move(pin));
       if (body.kind == BodyKind::kPlain && key.phase == kSBody && key.esc == 0 && key.room >= 0) {
         vocab_.string_by_length.fill_up_to(key.room, fresh);
@@ -169,7 +191,7 @@ void TokenMasker::fill_body_text(const Grammar& g, const MatchState& st, uint64_
         vocab_.raw_by_length.fill_up_to(key.room, fresh);
       } else {
         std::memset(fresh, 0, sizeof(uint64_t) * words);
-        walk_body(body, st.s[k].f[st.s[k].n - 1], fresh);
+        walk_body(body, body_frame(st.s[k]), fresh);
       }
       bits = fresh;
     }
@@ -257,38 +279,6 @@ void TokenMasker::walk_body(const StringBody& body, const Frame& top, uint64_t* 
     }
     walk_[++depth] = {child, 0};
   }
-}
-
-// Sets the bits of trie's tokens allowed after st; returns how many it set.
-int64_t TokenMasker::walk(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed) {
-  const std::vector<VocabTrie::Node>& nodes = trie.nodes();
-  const std::vector<int32_t>& ids = trie.token_ids();
-  int64_t count = 0;
-  // states_[d]: after the d bytes of the path to walk_[d].node (states_[0] = st).
-  states_[0].n = st.n;
-  for (int32_t k = 0; k < st.n; ++k) copy_stack(states_[0].s[k], st.s[k]);
-  int32_t depth = 0;
-  walk_[0] = {0, 0};
-  while (depth >= 0) {
-    Walk& w = walk_[depth];
-    const VocabTrie::Node& node = nodes[w.node];
-    if (w.next_child == node.n_children) {
-      --depth;
-      continue;
-    }
-    const int32_t child = node.first_child + w.next_child++;
-    ++visited_;
-    m.advance(states_[depth], nodes[child].byte, states_[depth + 1]);
-    if (states_[depth + 1].n == 0) continue;
-    const VocabTrie::Node& c = nodes[child];
-    for (int32_t t = 0; t < c.n_tokens; ++t) {
-      const int32_t id = ids[c.first_token + t];
-      allowed[id >> 6] |= uint64_t{1} << (id & 63);
-    }
-    count += c.n_tokens;
-    walk_[++depth] = {child, 0};
-  }
-  return count;
 }
 
 void apply_token_mask(const uint64_t* allowed, int64_t n_ids, float* row, int64_t n_row) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -65,6 +66,12 @@ struct MaskVocab {
   // The string_text / raw_text ids by code points, for bodies with fewer code points left than
   // a token may hold (no escape or UTF-8 sequence open).
   TextByLength string_by_length, raw_by_length;
+  // Every token's bytes (token_bytes[token_at[id] .. token_at[id + 1])), and the ids longer than
+  // L bytes: by_bytes[bytes_end[L] ..) (mask_room.cc checks only those near a maxLength).
+  std::vector<char> token_bytes;
+  std::vector<int64_t> token_at;   // [V + 1]
+  std::vector<int32_t> by_bytes;   // ids, shortest first
+  std::vector<int64_t> bytes_end;  // [longest token + 1]
 };
 
 // Fills masks for one vocabulary; its buffers are sized once (no allocation per mask; the mask
@@ -83,6 +90,23 @@ class TokenMasker {
   int64_t nodes_visited() const { return visited_; }
   const MaskCache& cache() const { return cache_; }
 
+  // Masks ahead of the first token (mask_prepare.cc): the string-body masks of every state of g's
+  // small automata (patterned strings and formats far from a length bound, DSML raw patterns,
+  // whole-output regex / choice / GBNF texts), computed into the cache by walks of the trie that
+  // carry up to 64 states at once. At most max_masks masks (and half the cache); stops before
+  // more than budget (state, trie node) steps, the rest staying lazy. Each mask equals the one
+  // fill would walk for its key. Returns the masks added.
+  static constexpr int64_t kPrepareBudget = int64_t{1} << 22;  // about 50 ms on the bench host
+  static constexpr int64_t kPrepareMaxMasks = 512;
+  int64_t prepare(const Grammar& g, int64_t budget = kPrepareBudget, int64_t max_masks = kPrepareMaxMasks);
+  int64_t prepare_steps() const { return prepare_steps_; }  // the last prepare's (state, node) steps
+  // Whether st's lone reading has a JSON number on top whose parent is the root, an object or an
+  // array (mask_number.cc); then walk steps the number's frame alone along its bytes.
+  static bool number_on_top(const Grammar& g, const MatchState& st);
+  // Whether st's lone reading has a DSML raw string without a pattern on top: walk steps its
+  // frame alone until a byte it refuses or the end of its closing tag.
+  static bool raw_on_top(const Grammar& g, const MatchState& st);
+
  private:
   // allowed = the union of the cached masks of the readings' bodies (bodies_, keys_).
   void fill_body_text(const Grammar& g, const MatchState& st, uint64_t* allowed);
@@ -91,7 +115,17 @@ class TokenMasker {
   void walk_ends(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   // Sets the bits of the tokens without body.end_byte that the body in frame `top` takes whole.
   void walk_body(const StringBody& body, const Frame& top, uint64_t* allowed);
-  int64_t walk(const VocabTrie& trie, const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
+  // A patterned body's mask near its maxLength (mask_room.cc), stored in the cache under key:
+  // the far mask of its key (cached, or walked once without the bound), less the tokens that
+  // body_byte refuses from top, checked only where a token's bytes plus the automaton's longest
+  // shortest-accepting continuation exceed the room. pin: the key's regex. Needs room for two
+  // masks in the cache.
+  const uint64_t* fill_near_bound(const StringBody& body, const StringMaskKey& key, const Frame& top,
+                                  const std::shared_ptr<const void>& pin);
+  // Sets the bits of the whole trie's tokens allowed after st; returns how many (mask_number.cc:
+  // the matcher per byte, except below a state number_on_top or raw_on_top accepts, where the
+  // top frame alone steps until a byte it refuses or that ends it).
+  int64_t walk(const JsonMatcher& m, const MatchState& st, uint64_t* allowed);
   const MaskVocab& vocab_;
   MaskCache cache_;
   std::vector<MatchState> states_;  // [max token length + 1]
@@ -100,11 +134,13 @@ class TokenMasker {
   StringMaskKey keys_[kMaxStacks];
   std::vector<Frame> body_frames_;  // [max token length + 1, kMaxStacks]: walk_ends' top frames
   std::vector<uint64_t> alive_;     // [max token length + 1]: walk_ends' live readings (bits)
+  std::vector<int32_t> number_base_;  // [max token length + 1]: walk's depth where the number (or raw
+                                      // string) on top began; −1: matcher
   struct Walk {
     int32_t node, next_child;
   };
   std::vector<Walk> walk_;
-  int64_t visited_ = 0;
+  int64_t visited_ = 0, prepare_steps_ = 0;
 };
 
 // The mask on a logits row: row[v] = −inf for each v < n_row whose bit in allowed is clear, and

@@ -185,6 +185,7 @@ Sampler::SlotGrammar* Sampler::grammar_for(const PlannedRows& p, const TokenSeq&
     slot.id = p.id;
     slot.grammar = c.compiled;
     slot.matcher = std::make_unique<grammar::JsonMatcher>(*c.compiled);
+    masker_->prepare(*c.compiled);  // its small automata's masks, once per grammar while cached
     if (!slot.state) slot.state = std::make_unique<grammar::MatchState>();
     slot.started = c.start_after < 0;
     if (slot.started) slot.matcher->start(*slot.state);
