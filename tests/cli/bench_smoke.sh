@@ -113,13 +113,13 @@ chmod +x "$work/peer/peer_plain"
   --peer-ggml "$work/peer" --peer-rounds 2 --json "$work/peer.json" >"$work/out4.txt" 2>&1 ||
   { echo "FAIL: --peer-ggml run exited $?"; cat "$work/out4.txt"; exit 1; }
 grep -q "engine vs ggml" "$work/out4.txt" || { echo "FAIL: no comparison table"; cat "$work/out4.txt"; exit 1; }
-[ "$(wc -l <"$work/peer/calls")" -eq 8 ] || { echo "FAIL: peer not called 2 rounds x 4 shapes"; exit 1; }
+[ "$(wc -l <"$work/peer/calls")" -eq 10 ] || { echo "FAIL: peer not called 2 rounds x 5 shapes"; exit 1; }
 /usr/bin/python3 - "$work/peer.json" <<'PY'
 import json, sys
 cases = json.load(open(sys.argv[1]))["cases"]
 peer = [c for c in cases if c["case"].startswith("ggml-")]
-assert {c["case"] for c in peer} == {"ggml-q8_0", "ggml-mxfp4"}, peer
-assert len(peer) == 8 and all(c["rounds"] == 2 and abs(c["step_ms"] - 0.1 * c["T"]) < 1e-9 for c in peer), peer
+assert {c["case"] for c in peer} == {"ggml-q8_0", "ggml-mxfp4", "ggml-bf16"}, peer  # bf16: the compressor's wkv
+assert len(peer) == 10 and all(c["rounds"] == 2 and abs(c["step_ms"] - 0.1 * c["T"]) < 1e-9 for c in peer), peer
 assert all(c["bytes"] == 1000 and c["engine_speedup"] > 0 for c in peer), peer
 PY
 if "$dsv4" bench --preset tiny --cases gemm --gemm-rows 1 --bandwidth-mib 8 --repeats 1 --no-scaling \

@@ -18,7 +18,7 @@ using test::compile;
 using test::compile_text;
 using test::match_at;
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::has;
 
 TEST(OneOfArrays, TuplesToldApartByLengthOrByAPosition) {
   const std::string rule = R"({"$schema": "http://json-schema.org/draft-07/schema#", "oneOf": [

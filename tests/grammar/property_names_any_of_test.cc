@@ -17,7 +17,7 @@ using test::compile;
 using test::compile_text;
 using test::match_at;
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::has;
 
 TEST(PropertyNamesAnyOf, EnumBranchesAreOneEnum) {
   const std::string schema = R"({"$defs": {"names": {"enum": ["State", "Weight", 3]}}, "type": "object",

@@ -20,7 +20,7 @@ using test::compile;
 using test::compile_text;
 using test::match_at;
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::has;
 
 // Walks validate, and each item writes `key` with a value no other item of its array has.
 void walks_write_distinct(const std::string& schema, const std::string& key) {

@@ -20,7 +20,7 @@ namespace {
 using Json = OrderedJson;
 using test::match_at;
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::has;
 
 using test::compile_text;
 

@@ -19,7 +19,7 @@ using test::compile;
 using test::compile_text;
 using test::match_at;
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::has;
 
 void walks_validate(const std::string& schema) {
   test::valid_walks(compile(schema), Json::parse(schema), 60, 23);

@@ -25,4 +25,7 @@ inline grammar::Grammar compile(const std::string& schema) {
   return g.ok() ? std::move(*g) : grammar::Grammar{};
 }
 
+// Whether an error message (or any text) holds part.
+inline bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 }  // namespace dsv4::test
