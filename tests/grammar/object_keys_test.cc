@@ -34,7 +34,6 @@ std::string refusal(const std::string& schema) {
   Result<Grammar> g = compile_text(schema);
   return g.ok() ? std::string("ok") : g.message();
 }
-
 using test::has;
 
 // Walks of the schema's grammar end in values the independent validator accepts, never in a

@@ -17,7 +17,6 @@ using Json = OrderedJson;
 using test::compile;
 using test::compile_text;
 using test::match_at;
-
 using test::has;
 
 TEST(OneOfArrays, TuplesToldApartByLengthOrByAPosition) {

@@ -16,7 +16,6 @@ using Json = OrderedJson;
 using test::compile;
 using test::compile_text;
 using test::match_at;
-
 using test::has;
 
 TEST(PropertyNamesAnyOf, EnumBranchesAreOneEnum) {

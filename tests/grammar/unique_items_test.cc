@@ -21,7 +21,6 @@ namespace {
 
 using Json = OrderedJson;
 using test::match_at;
-
 using test::has;
 
 using test::compile_text;

@@ -19,7 +19,6 @@ using Json = OrderedJson;
 using test::compile;
 using test::compile_text;
 using test::match_at;
-
 using test::has;
 
 // Walks validate, and each item writes `key` with a value no other item of its array has.

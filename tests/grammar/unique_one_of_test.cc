@@ -19,7 +19,6 @@ namespace {
 
 using Json = OrderedJson;
 using test::match_at;
-
 using test::has;
 
 using test::compile_text;

@@ -18,7 +18,6 @@ using Json = OrderedJson;
 using test::compile;
 using test::compile_text;
 using test::match_at;
-
 using test::has;
 
 void walks_validate(const std::string& schema) {
