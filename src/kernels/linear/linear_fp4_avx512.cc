@@ -3,11 +3,12 @@
 // multiply and an add for the others. A tile call is up to 4 tiles of 16 outputs x 64 rows; rows go
 // in register blocks of R rows x NT tiles, each block streaming its tiles' codes along K
 // once, decoding each 64-byte chunk in registers for all R rows.
-// Only intrinsics and linear_tile.h / linear_fp4.h here (see linear_tile.h).
+// Only intrinsics and linear_tile.h / linear_fp4.h / linear_avx512_pair.h here (see linear_tile.h).
 #include <cstdint>
 #include <utility>
 
 #include "kernels/linear/isa_intrinsics.h"
+#include "kernels/linear/linear_avx512_pair.h"
 #include "kernels/linear/linear_fp4.h"
 #include "kernels/linear/linear_tile.h"
 
@@ -58,26 +59,18 @@ template <int R, int NT>
 inline void chunk_dot_whole(__m512 (&p)[R][NT], const uint8_t* const* ct, int64_t ahead, int q,
                             const uint16_t* const* xr, int64_t col) {
   const __m512i lut = _mm512_load_si512(fp4::kE2m1Bf16);
-  __m512i w[NT][4];
+  __m512i w[4][NT];  // [column pair m][tile t]
   DSV4_UNROLL(4)
   for (int t = 0; t < NT; ++t) {
     _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * q), _MM_HINT_T0);
     const __m512i v = _mm512_loadu_si512(ct[t] + 64 * q);
-    w[t][0] = _mm512_permutexvar_epi16(v, lut);
-    w[t][1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 4), lut);
-    w[t][2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 8), lut);
-    w[t][3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 12), lut);
+    w[0][t] = _mm512_permutexvar_epi16(v, lut);
+    w[1][t] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 4), lut);
+    w[2][t] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 8), lut);
+    w[3][t] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 12), lut);
   }
   DSV4_UNROLL(4)
-  for (int m = 0; m < 4; ++m)
-    DSV4_UNROLL(16)
-    for (int r = 0; r < R; ++r) {
-      int32_t pair;
-      __builtin_memcpy(&pair, xr[r] + col + 2 * m, 4);
-      const __m512bh xp = (__m512bh)_mm512_set1_epi32(pair);
-      DSV4_UNROLL(4)
-      for (int t = 0; t < NT; ++t) p[r][t] = _mm512_dpbf16_ps(p[r][t], (__m512bh)w[t][m], xp);
-    }
+  for (int m = 0; m < 4; ++m) dot_column_pair<R, NT>(p, w[m], xr, col + 2 * m);
 }
 // The dot, per column pair: the NT tiles' weight vectors of the pair, then its R·NT dots.
 template <int R, int NT>
@@ -95,14 +88,7 @@ inline void chunk_dot_pairs(__m512 (&p)[R][NT], const uint8_t* const* ct, int64_
     __m512i w[NT];
     DSV4_UNROLL(4)
     for (int t = 0; t < NT; ++t) w[t] = _mm512_permutexvar_epi16(m == 0 ? v[t] : _mm512_srli_epi16(v[t], 4 * m), lut);
-    DSV4_UNROLL(16)
-    for (int r = 0; r < R; ++r) {
-      int32_t pair;
-      __builtin_memcpy(&pair, xr[r] + col + 2 * m, 4);
-      const __m512bh xp = (__m512bh)_mm512_set1_epi32(pair);
-      DSV4_UNROLL(4)
-      for (int t = 0; t < NT; ++t) p[r][t] = _mm512_dpbf16_ps(p[r][t], (__m512bh)w[t], xp);
-    }
+    dot_column_pair<R, NT>(p, w, xr, col + 2 * m);
   }
 }
 // FMA or exact: per tile the fp32 decode, a multiply-add pair step per product.

@@ -14,13 +14,14 @@
 // Included by linear_fp8_avx512.cc (AVX-512 F/BW: the FMA and exact steps) and
 // linear_fp8_avx512_bf16.cc (with BF16 and VBMI: the dot step, whose decode needs VBMI; kept
 // out of the F/BW unit so that no VBMI instruction can reach it). Everything is in an
-// unnamed namespace (linear_tile.h). Only intrinsics and linear_tile.h / linear_fp8.h here.
+// unnamed namespace (linear_tile.h). Only intrinsics and linear_tile.h / linear_fp8.h / linear_avx512_pair.h here.
 #pragma once
 
 #include <cstdint>
 #include <utility>
 
 #include "kernels/linear/isa_intrinsics.h"
+#include "kernels/linear/linear_avx512_pair.h"
 #include "kernels/linear/linear_fp8.h"
 #include "kernels/linear/linear_tile.h"
 
@@ -119,22 +120,17 @@ void run_block(const Tile& tl, const fp8::Tiles& W, int64_t o, const uint16_t* c
 #if DSV4_FP8_DOT
       if constexpr (kStep == Step::kDot) {  // the NT tiles' weights decoded, then each x pair broadcast once
         const Lut lut = load_lut();
-        __m512i w[NT][2];
+        __m512i w[2][NT];  // [column pair m][tile t]
         DSV4_UNROLL(4)
         for (int t = 0; t < NT; ++t) {
           _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * v), _MM_HINT_T0);
-          decode_dot(_mm512_loadu_si512(ct[t] + 64 * v), lut, w[t]);
+          __m512i pairs[2];
+          decode_dot(_mm512_loadu_si512(ct[t] + 64 * v), lut, pairs);
+          w[0][t] = pairs[0];
+          w[1][t] = pairs[1];
         }
         DSV4_UNROLL(2)
-        for (int m = 0; m < 2; ++m)
-          DSV4_UNROLL(16)
-          for (int r = 0; r < R; ++r) {
-            int32_t pair;
-            __builtin_memcpy(&pair, xr[r] + col + 2 * m, 4);
-            const __m512bh xp = (__m512bh)_mm512_set1_epi32(pair);
-            DSV4_UNROLL(4)
-            for (int t = 0; t < NT; ++t) p[r][t] = _mm512_dpbf16_ps(p[r][t], (__m512bh)w[t][m], xp);
-          }
+        for (int m = 0; m < 2; ++m) dot_column_pair<R, NT>(p, w[m], xr, col + 2 * m);
         continue;
       }
 #endif
