@@ -1,8 +1,9 @@
 // Engine Level-A sparse attention: (row, head) pairs split over threads; per
 // row, each 64-entry block of packed keys is decoded once into fp32 (row-major for
-// P·V, transposed for the logits) and reused by all of the thread's heads.
-// Loops vectorize across list entries (logits) and across dims (P·V) while
-// every output keeps the reference's per-element summation order.
+// P·V, transposed for the logits) and reused by all of the thread's heads, a pass of
+// up to attn_tile::Fns::heads heads at a time. Loops vectorize across list entries
+// (logits) and across dims (P·V) while every output keeps the reference's
+// per-element summation order.
 #include <cmath>
 #include <limits>
 
@@ -19,14 +20,36 @@ int64_t per_thread_floats(const SparseAttnParams& p) {
   return 2 * kAttnBlock * Dh  // kb [64, Dh], kt [Dh, 64]
          + H * Dh             // acc [H, Dh]
          + 2 * H              // m, S [H]
-         + kAttnBlock         // logits / probabilities of one head [64]
-         + Dh;                // q_h as fp32 [Dh]
+         + attn_tile::kMaxHeads * (kAttnBlock + Dh + 1);  // per head of a pass: logits /
+                                                          // probabilities [64], q_h fp32 [Dh], alpha
 }
 
 IsaChoice g_isa("sparse_attn");
 
+// One head's block step on its logits s[0, nr): scaled, the running max m and sum S updated,
+// s replaced by the bf16-rounded probabilities, *alpha the old state's factor.
+void block_softmax(float* s, int nr, float scale, float* m, float* S, float* alpha) {
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  float bmax = kNegInf;
+  for (int j = 0; j < nr; ++j) {
+    s[j] = s[j] * scale;
+    bmax = s[j] > bmax ? s[j] : bmax;
+  }
+  const float m_new = *m > bmax ? *m : bmax;
+  *alpha = *m == kNegInf ? 0.0f : std::exp(*m - m_new);
+  float psum = 0.0f;
+  for (int j = 0; j < nr; ++j) {
+    s[j] = std::exp(s[j] - m_new);
+    psum += s[j];
+  }
+  *S = *S * *alpha + psum;
+  *m = m_new;
+  for (int j = 0; j < nr; ++j) s[j] = round_bf16(s[j]);
+}
+
 const attn_tile::Fns& fns(Isa isa) {
-  static const attn_tile::Fns base{attn_tile::logits_impl, attn_tile::accumulate_pv_impl};
+  static const attn_tile::Fns base{1, attn_tile::logits_impl<1>, attn_tile::accumulate_pv_impl<1>,
+                                   attn_tile::transpose_impl};
   static const attn_tile::Fns avx2 = attn_tile::fns_avx2(), avx512 = attn_tile::fns_avx512();
   switch (isa) {
     case Isa::kAvx2: return avx2;
@@ -57,8 +80,9 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
   float* acc_all = kt + kAttnBlock * Dh;
   float* m_all = acc_all + static_cast<int64_t>(H) * Dh;
   float* s_all = m_all + H;
-  float* sj = s_all + H;
-  float* qf = sj + kAttnBlock;
+  float* sj = s_all + H;                           // [G, 64]
+  float* qf = sj + attn_tile::kMaxHeads * kAttnBlock;  // [G, Dh]
+  float* alpha = qf + attn_tile::kMaxHeads * Dh;       // [G]
 
   const Range units = split_range(T * H, tid, nthreads);
   for (int64_t t = units.begin / H; t * H < units.end; ++t) {
@@ -85,35 +109,16 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
         const uint8_t* k = j < n_win ? keys.win[t].row(e) : keys.cmp[t].row(e);
         float* kr = kb + static_cast<int64_t>(nr) * Dh;
         kv_unpack_row(keys.format, k, kr);
-        for (int d = 0; d < Dh; ++d) kt[d * kAttnBlock + nr] = kr[d];
         ++nr;
       }
       if (nr == 0) continue;  // all-empty block: state unchanged
-      for (int h = h0; h < h1; ++h) {
-        const bf16* qh = q + (t * H + h) * Dh;
-        for (int d = 0; d < Dh; ++d) qf[d] = qh[d].to_float();
-        for (int j = 0; j < nr; ++j) sj[j] = 0.0f;
-        f.logits(qf, kt, Dh, nr, sj);
-        float bmax = kNegInf;
-        for (int j = 0; j < nr; ++j) {
-          sj[j] = sj[j] * scale;
-          bmax = sj[j] > bmax ? sj[j] : bmax;
-        }
-        const float m = m_all[h];
-        const float m_new = m > bmax ? m : bmax;
-        const float alpha = m == kNegInf ? 0.0f : std::exp(m - m_new);
-        float psum = 0.0f;
-        for (int j = 0; j < nr; ++j) {
-          sj[j] = std::exp(sj[j] - m_new);
-          psum += sj[j];
-        }
-        const float s_scaled = s_all[h] * alpha;
-        s_all[h] = s_scaled + psum;
-        m_all[h] = m_new;
-        float* acc = acc_all + static_cast<int64_t>(h) * Dh;
-        for (int d = 0; d < Dh; ++d) acc[d] = acc[d] * alpha;
-        for (int j = 0; j < nr; ++j) sj[j] = round_bf16(sj[j]);
-        f.accumulate_pv(sj, kb, Dh, nr, acc);
+      f.transpose(kb, Dh, nr, kt);
+      for (int h = h0; h < h1; h += f.heads) {
+        const int G = h1 - h < f.heads ? h1 - h : f.heads;
+        for (int64_t i = 0; i < static_cast<int64_t>(G) * Dh; ++i) qf[i] = q[(t * H + h) * Dh + i].to_float();
+        f.logits(qf, G, kt, Dh, sj);
+        for (int g = 0; g < G; ++g) block_softmax(sj + g * kAttnBlock, nr, scale, &m_all[h + g], &s_all[h + g], &alpha[g]);
+        f.accumulate_pv(sj, alpha, G, kb, Dh, nr, acc_all + static_cast<int64_t>(h) * Dh);
       }
     }
     for (int h = h0; h < h1; ++h) {

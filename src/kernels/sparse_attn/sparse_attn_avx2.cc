@@ -1,6 +1,7 @@
-// sparse_attn_tile.h compiled for AVX2 (CMakeLists.txt: -mavx2, no contraction).
+// sparse_attn_tile.h compiled for AVX2 (CMakeLists.txt: -mavx2, no contraction); two heads a pass
+// (16 ymm registers: more would spill the logits' accumulators).
 #include "kernels/sparse_attn/sparse_attn_tile.h"
 
 namespace dsv4::kernels::attn_tile {
-Fns fns_avx2() { return Fns{logits_impl, accumulate_pv_impl}; }
+Fns fns_avx2() { return Fns{2, logits_impl<2>, accumulate_pv_impl<2>, transpose_impl}; }
 }  // namespace dsv4::kernels::attn_tile

@@ -30,6 +30,8 @@ struct Preset {
 };
 constexpr Preset kTiny{"tiny", 4, 80, 8, 16};      // model.md §14.1
 constexpr Preset kTiny2{"tiny2", 4, 192, 16, 64};  // model.md §14.1a
+// Heads that leave a partial pass at every thread split, dims that end off a 16-wide vector.
+constexpr Preset kOdd{"odd", 7, 72, 8, 8};
 
 // Packed copy (numeric/cache_rows.h) of bf16 KV rows [n, f.dim].
 std::vector<uint8_t> pack_rows(const KvRowFormat& f, const std::vector<bf16>& v) {
@@ -206,7 +208,7 @@ TEST_P(SparseAttnTest, DenseTailEqualsExplicitList) {
   EXPECT_EQ(std::memcmp(got.data(), want.data(), kCapacity * width * sizeof(bf16)), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, SparseAttnTest, ::testing::Values(kTiny, kTiny2),
+INSTANTIATE_TEST_SUITE_P(Presets, SparseAttnTest, ::testing::Values(kTiny, kTiny2, kOdd),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // --- hand-computed cases (one row, one head unless stated) ---
