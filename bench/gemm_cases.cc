@@ -81,12 +81,14 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
   for (const GemmShape& s : shapes) {
     WeightCopies wc = make_weight_copies(s.form, s.out, s.in, sets.span_bytes);
     const int64_t sb = scale_bytes(s.form, s.out, s.in);
-    // FP4 and FP8 in the layouts the loader gives every variant (LinearWeight::fp4_dot, fp8_dot).
-    const bool fp4_dot = s.form == StorageForm::kFP4 && dot_tiles_fit(s.out, s.in);
-    const bool fp8_dot = s.form == StorageForm::kFP8 && dot_tiles_fit(s.out, s.in);
-    if (fp4_dot || fp8_dot)  // all copies as one matrix of n·out rows (copy c's scales stay at c·sb)
-      pack_tiles_in_place(LinearWeight{fp4_dot ? WeightFormat::kFP4 : WeightFormat::kFP8, wc.n * s.out, s.in,
-                                       wc.data.data(), sb > 0 ? wc.scale.data() : nullptr});
+    // FP4, FP8 and BF16 (the compressors' projections) in the layouts the loader gives every
+    // variant (LinearWeight::fp4_dot, fp8_dot, bf16_tiles).
+    const bool tiles = dot_tiles_fit(s.out, s.in);
+    const bool fp4_dot = s.form == StorageForm::kFP4 && tiles, fp8_dot = s.form == StorageForm::kFP8 && tiles;
+    const bool bf16_tiles = s.form == StorageForm::kBF16 && tiles && kernels::linear_prefers_bf16_tiles();
+    if (fp4_dot || fp8_dot || bf16_tiles)  // all copies as one matrix of n·out rows (copy c's scales at c·sb)
+      pack_tiles_in_place(LinearWeight{weight_format(s.form), wc.n * s.out, s.in, wc.data.data(),
+                                       sb > 0 ? wc.scale.data() : nullptr});
     for (int T : sets.rows) {
       std::vector<bf16> x(static_cast<size_t>(T * s.in)), y(static_cast<size_t>(T * s.out));
       Rng rng{static_cast<uint64_t>(T)};
@@ -96,7 +98,7 @@ std::vector<CaseResult> run_gemm_cases(const std::vector<GemmShape>& shapes, con
       for (int it = 0; it < (sets.repeats + 1) * wc.n; ++it) {
         const int c = it % wc.n;
         const LinearWeight w{weight_format(s.form), s.out, s.in, wc.data.data() + c * wc.data_bytes,
-                             sb > 0 ? wc.scale.data() + c * sb : nullptr, fp4_dot, fp8_dot};
+                             sb > 0 ? wc.scale.data() + c * sb : nullptr, fp4_dot, fp8_dot, bf16_tiles};
         const auto t0 = std::chrono::steady_clock::now();
         pool.run([&](int tid, int n) { kernels::linear(w, x.data(), T, y.data(), tid, n); });
         const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -88,8 +88,7 @@ struct WeightSet {
   int n_copies = 0;
   std::vector<uint8_t> data, scale, packed, packed_scale;
   bool packs() const {
-    return (shape->format == WeightFormat::kFP4 || shape->format == WeightFormat::kFP8) &&
-           dot_tiles_fit(shape->out, shape->in);
+    return shape->format != WeightFormat::kF32 && dot_tiles_fit(shape->out, shape->in);
   }
   LinearWeight copy(int i, bool tiles) const {
     const std::vector<uint8_t>& sc = tiles && shape->format == WeightFormat::kFP4 ? packed_scale : scale;
@@ -97,6 +96,7 @@ struct WeightSet {
                    sc.empty() ? nullptr : sc.data() + i * scale_bytes(*shape)};
     w.fp4_dot = tiles && shape->format == WeightFormat::kFP4;
     w.fp8_dot = tiles && shape->format == WeightFormat::kFP8;
+    w.bf16_tiles = tiles && shape->format == WeightFormat::kBF16;
     return w;
   }
 };
@@ -159,8 +159,8 @@ void bm_linear(benchmark::State& state, const Shape* shape, Isa isa) {
   if (shape->format == WeightFormat::kFP8 || shape->format == WeightFormat::kFP4)
     actq_rows(x.data(), T, shape->in, x.data(), 0, 1);
   set_linear_isa(isa);
-  // The layout the loader gives every variant: FP4 and FP8 tiles.
-  const bool tiles = ws.packs();
+  // The layout the loader gives the variant: FP4 and FP8 tiles, BF16 tiles where it prefers them.
+  const bool tiles = ws.packs() && (shape->format != WeightFormat::kBF16 || kernels::linear_prefers_bf16_tiles());
   if (tiles) pack_copies(ws);
   int c = 0;
   const auto t0 = std::chrono::steady_clock::now();

@@ -345,6 +345,7 @@ class Loader {
     l.w = LinearWeight{WeightFormat::kBF16, v.shape[0], v.shape[1], aligned(w, v), nullptr};
     l.stored = StorageForm::kBF16;
     l.actq = false;
+    if (packs_bf16(name, v)) pack(w, name, l.w, v.n_bytes);
     return l;
   }
 
@@ -386,6 +387,18 @@ class Loader {
     if (m.form == StorageForm::kFP4) return dot_tiles_fit(m.weight->shape[0], 2 * m.weight->shape[1]);
     return m.form == StorageForm::kFP8 && dot_tiles_fit(m.weight->shape[0], m.weight->shape[1]);
   }
+  // Whether BF16 tensor `name` (read by bf16_linear) is rewritten into the BF16 tile layout
+  // (LinearWeight::bf16_tiles): the compressors' and the indexer's projections, which only the
+  // linear engine reads (the router and the LM head have kernels of their own), where the
+  // engine's variant reads that layout faster (kernels::linear_prefers_bf16_tiles).
+  bool packs_bf16(const std::string& name, const TensorView& v) const {
+    static constexpr std::string_view kSuffixes[] = {"compressor.wkv.weight", "compressor.wgate.weight",
+                                                     "indexer.weights_proj.weight"};
+    if (!options_.dot_layouts || !kernels::linear_prefers_bf16_tiles() || !reads(name) || v.shape.size() != 2 ||
+        !dot_tiles_fit(v.shape[0], v.shape[1]))
+      return false;
+    return std::any_of(std::begin(kSuffixes), std::end(kSuffixes), [&](std::string_view s) { return name.ends_with(s); });
+  }
   // Bytes of matrix m in its tile layout (FP4: codes and scales).
   static size_t tile_bytes(const FoundMatrix& m) {
     const int64_t out = m.weight->shape[0];
@@ -397,6 +410,8 @@ class Loader {
     size_t n = 0;
     for (const auto& [name, m] : matrices_)
       if (packs(name, m)) n += ceil_div<size_t>(tile_bytes(m), 64) * 64;
+    for (const auto& [name, v] : plain_)
+      if (packs_bf16(name, *v)) n += ceil_div<size_t>(v->n_bytes, 64) * 64;
     return n;
   }
 
@@ -413,7 +428,7 @@ class Loader {
     uint8_t* dst = w.packed.data() + packed_used_;
     packed_used_ += ceil_div<size_t>(size, 64) * 64;
     pack_jobs_.push_back(PackJob{lw, dst, n_bytes});
-    (lw.format == WeightFormat::kFP4 ? lw.fp4_dot : lw.fp8_dot) = true;
+    (lw.format == WeightFormat::kFP4 ? lw.fp4_dot : lw.format == WeightFormat::kBF16 ? lw.bf16_tiles : lw.fp8_dot) = true;
     lw.data = dst;
     if (lw.format == WeightFormat::kFP4) lw.scale = dst + lw.out * lw.in / 2;
     packed_[name] = lw;

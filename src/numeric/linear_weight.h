@@ -24,6 +24,10 @@
 //          rows 4L..4L+3, even column first (fp8_dot_offset), so vpunpck{l,h}bw of its decoded
 //          bytes give the VDPBF16PS weight vectors of the two pairs (dword j = row j, its odd
 //          column in the high word). Same codes, same scales: only their order changes.
+//   kBF16 with bf16_tiles (needs out % 16 == 0 and in % 128 == 0): the values stored tile
+//          by tile like fp8_dot's codes: tiles of 16 rows x 128 columns (4096 bytes) along
+//          K, then the next 16 rows; inside a tile row j's 128 values at j·128, in order. The
+//          linear kernels read a 16-output block as one contiguous stream (bf16_offset).
 // `actq` follows the *stored* form (model.md §0.4.4): FP8/FP4 get it, except
 // wo_a, which the model dequantizes to bf16 at load and runs without it.
 #pragma once
@@ -44,6 +48,7 @@ struct LinearWeight {
   const uint8_t* scale = nullptr;
   bool fp4_dot = false;  // kFP4 only: codes and scales in 16 x 128 tiles (above)
   bool fp8_dot = false;  // kFP8 only: codes in 16 x 128 tiles (above)
+  bool bf16_tiles = false;  // kBF16 only: values in 16 x 128 tiles (above)
 
   bool quantized() const { return format == WeightFormat::kFP8 || format == WeightFormat::kFP4; }
 };
@@ -100,6 +105,24 @@ inline int64_t fp8_code_offset(const LinearWeight& w, int64_t o, int64_t i) {
 inline uint8_t fp8_code(const LinearWeight& w, int64_t o, int64_t i) {
   return static_cast<const uint8_t*>(w.data)[fp8_code_offset(w, o, i)];
 }
+// Element offset of W[o, i] of a BF16 weight in either layout; inside a tile, rows o and o + 1
+// (same tile) are bf16_row_stride apart.
+inline int64_t bf16_offset(const LinearWeight& w, int64_t o, int64_t i) {
+  if (!w.bf16_tiles) return o * w.in + i;
+  return (o / kDotTileRows) * kDotTileRows * w.in + (i / kDotTileCols) * (kDotTileRows * kDotTileCols) +
+         (o % kDotTileRows) * kDotTileCols + i % kDotTileCols;
+}
+inline int64_t bf16_row_stride(const LinearWeight& w) { return w.bf16_tiles ? kDotTileCols : w.in; }
+// Writes a [rows, in] BF16 matrix (stored order at src) as tiles at dst (rows·in values, not
+// overlapping src); dot_tiles_fit(rows, in).
+inline void bf16_pack_tiles(const uint16_t* src, int64_t rows, int64_t in, uint16_t* dst) {
+  for (int64_t g = 0; g < rows; g += kDotTileRows)
+    for (int64_t t = 0; t < in / kDotTileCols; ++t)
+      for (int j = 0; j < kDotTileRows; ++j)
+        std::memcpy(dst + g * in + t * kDotTileRows * kDotTileCols + j * kDotTileCols, src + (g + j) * in + t * kDotTileCols,
+                    sizeof(uint16_t) * kDotTileCols);
+}
+
 // Writes the codes of a [rows, in] FP8 matrix (stored order at src) as tiles at dst
 // (rows·in bytes, not overlapping src); dot_tiles_fit(rows, in).
 struct Fp8TileOffsets {
@@ -142,11 +165,14 @@ inline void fp4_pack_dot(const uint8_t* src, const uint8_t* sc, int64_t rows, in
     }
 }
 
-// w (FP4 or FP8 as stored, dot_tiles_fit) written in its tile layout at dst (packed_bytes(w)
-// bytes, not overlapping w): the view of the copy, fp4_dot / fp8_dot set.
-// Bytes of w's copy in its tile layout (FP4: codes and scales; FP8: codes).
+// w (FP4, FP8 or BF16 as stored, dot_tiles_fit) written in its tile layout at dst
+// (packed_bytes(w) bytes, not overlapping w): the view of the copy, fp4_dot / fp8_dot /
+// bf16_tiles set.
+// Bytes of w's copy in its tile layout (FP4: codes and scales; FP8: codes; BF16: values).
 constexpr int64_t packed_bytes(const LinearWeight& w) {
-  return w.format == WeightFormat::kFP4 ? fp4_packed_bytes(w.out, w.in) : w.out * w.in;
+  return w.format == WeightFormat::kFP4 ? fp4_packed_bytes(w.out, w.in)
+         : w.format == WeightFormat::kBF16 ? 2 * w.out * w.in
+                                           : w.out * w.in;
 }
 inline LinearWeight pack_tiles(const LinearWeight& w, uint8_t* dst) {
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
@@ -156,6 +182,9 @@ inline LinearWeight pack_tiles(const LinearWeight& w, uint8_t* dst) {
     fp4_pack_dot(src, w.scale, w.out, w.in, dst);
     t.scale = dst + w.out * w.in / 2;
     t.fp4_dot = true;
+  } else if (w.format == WeightFormat::kBF16) {
+    bf16_pack_tiles(reinterpret_cast<const uint16_t*>(src), w.out, w.in, reinterpret_cast<uint16_t*>(dst));
+    t.bf16_tiles = true;
   } else {
     fp8_pack_dot(src, w.out, w.in, dst);
     t.fp8_dot = true;
@@ -164,11 +193,12 @@ inline LinearWeight pack_tiles(const LinearWeight& w, uint8_t* dst) {
 }
 
 // w (stored, dot_tiles_fit) rewritten in its tile layout in place: its codes at w.data (and,
-// FP4, its scales at w.scale) replaced by the tile layout's; the view with fp4_dot / fp8_dot set.
+// FP4, its scales at w.scale) replaced by the tile layout's; the view with fp4_dot / fp8_dot /
+// bf16_tiles set.
 inline LinearWeight pack_tiles_in_place(const LinearWeight& w) {
   std::vector<uint8_t> tiles(static_cast<size_t>(packed_bytes(w)));
   const LinearWeight t = pack_tiles(w, tiles.data());
-  const int64_t codes = w.format == WeightFormat::kFP4 ? w.out * w.in / 2 : w.out * w.in;
+  const int64_t codes = w.format == WeightFormat::kFP4 ? w.out * w.in / 2 : packed_bytes(w);
   LinearWeight r = t;
   r.data = w.data;
   r.scale = w.scale;

@@ -25,8 +25,8 @@ Result<LinearWeight> row_shard(const LinearWeight& w, int64_t o0, int64_t o1) {
     return Status::errorf("row shard [{}, {}) of a weight with {} rows", o0, o1, w.out);
   if (w.format == WeightFormat::kFP8 && o0 % 128 != 0)
     return Status::errorf("row shard at row {} splits an FP8 128-row scale block", o0);
-  if (w.fp4_dot && o0 % kDotTileRows != 0)
-    return Status::errorf("row shard at row {} splits a 16-row FP4 tile", o0);
+  if ((w.fp4_dot || w.bf16_tiles) && o0 % kDotTileRows != 0)
+    return Status::errorf("row shard at row {} splits a 16-row {} tile", o0, w.fp4_dot ? "FP4" : "BF16");
   LinearWeight s = w;
   s.out = o1 - o0;
   s.data = static_cast<const uint8_t*>(w.data) + row_bytes(w.format, w.in) * o0;
@@ -54,7 +54,7 @@ Result<LinearWeight> column_shard_copy(const LinearWeight& w, int64_t k0, int64_
   const int64_t data_bytes = data_row * w.out;
   storage.assign(static_cast<size_t>(data_bytes + scale_rows * scale_cols), 0);
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
-  if (w.fp8_dot || w.fp4_dot) {  // tiles of 16 rows x 128 columns: the shard's tiles are whole tiles of w
+  if (w.fp8_dot || w.fp4_dot || w.bf16_tiles) {  // tiles of 16 rows x 128 columns: the shard's are whole tiles of w
     for (int64_t o = 0; o < w.out; o += kDotTileRows)
       std::memcpy(storage.data() + o * data_row, src + o * row_bytes(w.format, w.in) + row_bytes(w.format, k0) * kDotTileRows,
                   static_cast<size_t>(data_row * kDotTileRows));

@@ -12,8 +12,8 @@
 
 namespace dsv4 {
 
-// Rows [o0, o1) of w. FP8 needs o0 on a 128-row scale block boundary, an FP4 weight in
-// tiles (LinearWeight::fp4_dot) o0 on a 16-row tile.
+// Rows [o0, o1) of w. FP8 needs o0 on a 128-row scale block boundary, an FP4 or BF16 weight in
+// tiles (LinearWeight::fp4_dot, bf16_tiles) o0 on a 16-row tile.
 Result<LinearWeight> row_shard(const LinearWeight& w, int64_t o0, int64_t o1);
 
 // Columns [k0, k1) of w copied into `storage` (resized; the view points into it). k0 and k1

@@ -401,9 +401,9 @@ TEST(Runner, Tiny2PastSeveralHcaRatios) {
   ASSERT_EQ(prompt_then_decode(**r, toks, 300, 64), prompt_then_decode(**r, toks, 1, 1));
 }
 
-// FP4 experts and FP8 matrices rewritten into the linear kernels' dot layouts at load
-// (LinearWeight::fp4_dot, fp8_dot; every variant reads them) give the stored
-// layouts' logits, bit for bit.
+// FP4 experts, FP8 matrices and the compressors' BF16 projections rewritten into the linear
+// kernels' tile layouts at load (LinearWeight::fp4_dot, fp8_dot, bf16_tiles; every variant
+// reads them) give the stored layouts' logits, bit for bit.
 TEST(Runner, DotLayoutsGiveTheStoredLayoutsLogits) {
   const Loaded& m = model("tiny2", TinyQuant::kFp8);
   const LinearWeight& w1 = m.w->layers[0].ffn.experts[0].w1.w;
@@ -420,6 +420,12 @@ TEST(Runner, DotLayoutsGiveTheStoredLayoutsLogits) {
   ASSERT_TRUE(stored.ok()) << stored.message();
   ASSERT_FALSE(stored->layers[0].ffn.experts[0].w1.w.fp4_dot);
   ASSERT_FALSE(stored->layers[0].attn.wq_a.w.fp8_dot);
+  // The compressors' BF16 projections in tiles where the variant reads them faster.
+  for (size_t l = 0; l < m.w->layers.size(); ++l) {
+    if (m.w->layers[l].ratio == 0) continue;
+    EXPECT_EQ(m.w->layers[l].attn.compressor.wkv.w.bf16_tiles, kernels::linear_prefers_bf16_tiles()) << l;
+    EXPECT_FALSE(stored->layers[l].attn.compressor.wkv.w.bf16_tiles) << l;
+  }
   const auto toks = tokens(24, 9, m.cfg.vocab_size);
   auto packed_runner = ModelRunner::create(m.cfg, *m.w, limits(24));
   auto stored_runner = ModelRunner::create(m.cfg, *stored, limits(24));

@@ -1,6 +1,6 @@
 // A rank's shards of a linear weight (parallel/weight_shard.h) hold the full weight's codes and
 // scales at their rows / columns, in the stored layout and in the kernels' tile layouts
-// (LinearWeight::fp4_dot, fp8_dot), and a row shard that would split a block or tile is an error.
+// (LinearWeight::fp4_dot, fp8_dot, bf16_tiles), and a row shard that would split a block or tile is an error.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -13,10 +13,13 @@
 namespace dsv4 {
 namespace {
 
-uint8_t code(const LinearWeight& w, int64_t o, int64_t i) {
+// The stored element's bits (BF16: the value's 16 bits).
+uint16_t code(const LinearWeight& w, int64_t o, int64_t i) {
+  if (w.format == WeightFormat::kBF16) return static_cast<const uint16_t*>(w.data)[bf16_offset(w, o, i)];
   return w.format == WeightFormat::kFP4 ? fp4_code(w, o, i) : fp8_code(w, o, i);
 }
 uint8_t scale_byte(const LinearWeight& w, int64_t o, int64_t i) {
+  if (w.format == WeightFormat::kBF16) return 0;
   if (w.format == WeightFormat::kFP4) return fp4_scale(w, o, i);
   return w.scale[(o / 128) * ((w.in + 127) / 128) + i / 128];
 }
@@ -31,7 +34,7 @@ void expect_same(const LinearWeight& s, const LinearWeight& w, int64_t o_at, int
 }
 
 TEST(WeightShard, ShardsHoldTheFullWeightsCodesInEveryLayout) {
-  for (WeightFormat f : {WeightFormat::kFP8, WeightFormat::kFP4})
+  for (WeightFormat f : {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16})
     for (bool tiles : {false, true}) {
       const test::OwnedWeight ow = test::random_weight(f, 256, 384, 5);
       std::vector<uint8_t> packed(static_cast<size_t>(packed_bytes(ow.view())));
@@ -45,8 +48,9 @@ TEST(WeightShard, ShardsHoldTheFullWeightsCodesInEveryLayout) {
       ASSERT_TRUE(cols.ok()) << cols.message();
       EXPECT_EQ(cols->fp4_dot, w.fp4_dot);
       EXPECT_EQ(cols->fp8_dot, w.fp8_dot);
+      EXPECT_EQ(cols->bf16_tiles, w.bf16_tiles);
       expect_same(*cols, w, 0, 128, what);
-      // Off a 128-row FP8 scale block, or inside a 16-row FP4 tile: refused.
+      // Off a 128-row FP8 scale block, or inside a 16-row FP4 / BF16 tile: refused.
       const bool splits = f == WeightFormat::kFP8 || tiles;
       EXPECT_EQ(row_shard(w, 8, 256).ok(), !splits) << what;
     }

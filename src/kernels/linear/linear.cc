@@ -61,7 +61,7 @@ inline float scale_value(uint8_t b) {
 void decode_block(const LinearWeight& w, int64_t o, int64_t k, int n, float* wb) {
   switch (w.format) {
     case WeightFormat::kBF16: {
-      const bf16* p = static_cast<const bf16*>(w.data) + o * w.in + k;
+      const bf16* p = static_cast<const bf16*>(w.data) + bf16_offset(w, o, k);
       for (int j = 0; j < n; ++j) wb[j] = p[j].to_float();
       return;
     }
@@ -374,9 +374,15 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
   DSV4_CHECK(w.format != WeightFormat::kFP4 || w.in % 32 == 0, "FP4 in {} % 32", w.in);
   DSV4_CHECK(s.x_stride >= s.k1 && s.y_stride >= s.o1 - s.o0, "strides");
   if (w.quantized()) return run_quant(w, s, x, T, y, tid, nthreads);
-  const Range r = split_range(s.o1 - s.o0, tid, nthreads);
+  // BF16 tiles (LinearWeight::bf16_tiles): threads split whole 16-row tiles, and a slice off a
+  // tile boundary runs on the scalar tile (the ISA tiles read 16 rows of a tile at a time).
+  const int64_t unit = w.bf16_tiles ? kDotTileRows : 1;
+  Range r = split_range(ceil_div<int64_t>(s.o1 - s.o0, unit), tid, nthreads);
+  r.begin *= unit;
+  r.end = std::min(r.end * unit, s.o1 - s.o0);
   if (r.size() == 0 || T <= 0) return;
-  const linear_tile::Kernels& kern = kernels(current_isa());
+  const bool off_tile = w.bf16_tiles && s.o0 % kDotTileRows != 0;
+  const linear_tile::Kernels& kern = kernels(off_tile ? Isa::kScalar : current_isa());
   const linear_tile::TileFn fn = tile_fn(kern, x);
   linear_tile::Tile tl = slice_tile(w, s);
   alignas(64) float res[linear_tile::kMaxRowTile * linear_tile::kMaxOutTile];
@@ -408,6 +414,7 @@ void set_linear_isa(Isa isa) {
   g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 Isa linear_isa() { return current_isa(); }
+bool linear_prefers_bf16_tiles() { return current_isa() == Isa::kAvx512Bf16 && cpu_has_vbmi(); }
 
 void actq_rows(const bf16* x, int64_t T, int64_t in, bf16* xq, int tid, int nthreads) {
   DSV4_CHECK(in % kActqBlock == 0, "actq row length {} is not a multiple of {}", in, kActqBlock);

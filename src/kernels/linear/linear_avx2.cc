@@ -92,15 +92,14 @@ inline void load_x(const float* x, int n, float* xb) {
 // gives its 16 weights [16c, 16c+16); full(o, k, out) the whole block exactly in
 // every case; part(o, k, n, out) the partial last block of width n, zero from n on.
 struct DecodeBf16 {
-  const uint16_t* data;
-  int64_t in;
-  explicit DecodeBf16(const LinearWeight& w) : data(static_cast<const uint16_t*>(w.data)), in(w.in) {}
-  void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, 2 * kBlock); }
+  Bf16Layout w;
+  explicit DecodeBf16(const LinearWeight& lw) : w(lw) {}
+  void prefetch(int64_t o, int64_t k) const { prefetch_lines(w.at(o, k), 2 * kBlock); }
   struct Prep {
     const uint16_t* p;
   };
   bool prep(int64_t o, int64_t k, Prep* pr) const {
-    pr->p = data + o * in + k;
+    pr->p = w.at(o, k);
     return true;
   }
   static V2 chunk(const Prep& pr, int c) { return V2{bf16x8_to_ps(pr.p + 16 * c), bf16x8_to_ps(pr.p + 16 * c + 8)}; }
@@ -110,7 +109,7 @@ struct DecodeBf16 {
     for (int c = 0; c < kChunks; ++c) out[c] = chunk(pr, c);
   }
   void part(int64_t o, int64_t k, int n, V2* out) const {
-    const uint16_t* p = data + o * in + k;
+    const uint16_t* p = w.at(o, k);
     for (int c = 0; c < kChunks; ++c) {
       uint16_t buf[16];
       copy_tail(p + 16 * c, n - 16 * c, buf);
@@ -328,7 +327,7 @@ inline void bf16_range(const uint16_t* p, int* lo, int* hi) {
 // NaN codes, extreme scales, subnormal weights).
 inline XWindow fma_window(const DecodeBf16& d, int64_t o, int64_t k) {
   int wl = 0, wh = 0;
-  bf16_range(d.data + o * d.in + k, &wl, &wh);
+  bf16_range(d.w.at(o, k), &wl, &wh);
   return bf16_window(wl, wh);
 }
 

@@ -315,7 +315,7 @@ void tile_rows(const Tile& tl) {
 // The x exponent window of outputs [o, o + ns) at full block k (empty: none).
 inline XWindow fma_window(const DecodeBf16& d, int64_t o, int ns, int64_t k) {
   int wl = 0, wh = 0;
-  bf16_range(d.data + o * d.in + k, &wl, &wh, ns, d.in);
+  bf16_range(d.w.at(o, k), &wl, &wh, ns, d.w.row_stride());
   return bf16_window(wl, wh);
 }
 
@@ -387,11 +387,14 @@ void tile_bf16_fma(const Tile& tl) {
   tile_rows<uint16_t, kDot>(tl);
 }
 
-// BF16 weights from kBf16GemmMinRows rows: the GEMM tile (one row: the span tile, which
-// streams without a range scan of the weights); F32 weights: span tiles.
+// BF16 weights from kBf16GemmMinRows rows, or in tiles (LinearWeight::bf16_tiles: a 16-output
+// block is one contiguous stream, range scan included): the GEMM tile; one row of stored
+// rows: the span tile, which streams without a range scan of the weights; F32 weights: span
+// tiles.
 constexpr int kBf16GemmMinRows = 2;
 void tile_bf16_gemm(const Tile& tl) {
-  if (tl.w->format == WeightFormat::kBF16 && tl.nt >= kBf16GemmMinRows) return avx512_bf16_gemm_tile(tl);
+  if (tl.w->format == WeightFormat::kBF16 && (tl.nt >= kBf16GemmMinRows || tl.w->bf16_tiles))
+    return avx512_bf16_gemm_tile(tl);
   tile_rows<uint16_t, true>(tl);
 }
 

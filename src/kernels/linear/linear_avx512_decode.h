@@ -94,15 +94,14 @@ inline void load_x(const float* x, int n, float* xb) {
 // the x exponent window the block's range check admits (linear_tile.h XWindow), and
 // dot_chunk2(pr, g), the chunk pair in dot layout.
 struct DecodeBf16 {
-  const uint16_t* data;
-  int64_t in;
-  explicit DecodeBf16(const LinearWeight& w) : data(static_cast<const uint16_t*>(w.data)), in(w.in) {}
-  void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, 2 * kBlock); }
+  Bf16Layout w;
+  explicit DecodeBf16(const LinearWeight& lw) : w(lw) {}
+  void prefetch(int64_t o, int64_t k) const { prefetch_lines(w.at(o, k), 2 * kBlock); }
   struct Prep {
     const uint16_t* p;
   };
   bool prep(int64_t o, int64_t k, Prep* pr) const {
-    pr->p = data + o * in + k;
+    pr->p = w.at(o, k);
     return true;
   }
   static void chunk2(const Prep& pr, int g, __m512* out) {
@@ -120,12 +119,12 @@ struct DecodeBf16 {
     return _mm512_permutexvar_epi16(dot_order(), _mm512_loadu_si512(pr.p + 32 * g));
   }
   void full(int64_t o, int64_t k, __m512* out) const {
-    const uint16_t* p = data + o * in + k;
+    const uint16_t* p = w.at(o, k);
     for (int c = 0; c < kChunks; ++c)
       out[c] = bf16_to_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * c)));
   }
   void part(int64_t o, int64_t k, int n, __m512* out) const {
-    const uint16_t* p = data + o * in + k;
+    const uint16_t* p = w.at(o, k);
     for (int c = 0; c < kChunks; ++c) {
       const int rem = n - 16 * c;
       out[c] = rem >= 16  ? bf16_to_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * c)))

@@ -33,17 +33,16 @@ inline __m512i load(const void* p) { return _mm512_loadu_si512(p); }
 // 128-column blocks together; dot_block permutes each 32-k chunk into dot layout.
 struct GemmBf16 {
   using General = DecodeBf16;
-  const uint16_t* data;
-  int64_t in;
-  explicit GemmBf16(const LinearWeight& w) : data(static_cast<const uint16_t*>(w.data)), in(w.in) {}
-  void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, 2 * kBlock); }
+  Bf16Layout w;
+  explicit GemmBf16(const LinearWeight& lw) : w(lw) {}
+  void prefetch(int64_t o, int64_t k) const { prefetch_lines(w.at(o, k), 2 * kBlock); }
   XWindow window(int64_t o, int ns, int64_t k) const {
     int wl = 0, wh = 0;
-    bf16_range(data + o * in + k, &wl, &wh, ns, in);
+    bf16_range(w.at(o, k), &wl, &wh, ns, w.row_stride());
     return bf16_window(wl, wh);
   }
   void dot_block(int64_t o, int64_t k, __m512i* out) const {
-    const uint16_t* p = data + o * in + k;
+    const uint16_t* p = w.at(o, k);
     for (int m = 0; m < kDotChunks; ++m) out[m] = _mm512_permutexvar_epi16(dot_order(), load(p + 32 * m));
   }
 };

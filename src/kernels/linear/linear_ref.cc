@@ -21,7 +21,7 @@ namespace dsv4::kernels {
 float weight_at(const LinearWeight& w, int64_t o, int64_t i) {
   switch (w.format) {
     case WeightFormat::kBF16:
-      return static_cast<const bf16*>(w.data)[o * w.in + i].to_float();
+      return static_cast<const bf16*>(w.data)[bf16_offset(w, o, i)].to_float();
     case WeightFormat::kF32:
       return static_cast<const float*>(w.data)[o * w.in + i];
     case WeightFormat::kFP8: {

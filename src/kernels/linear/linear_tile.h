@@ -82,6 +82,22 @@ inline void chain_beta(const BlockChain& c, V beta, V& pa, V& total, Add add) {
   if (c.last) total = c.first_group ? pa : add(total, pa);
 }
 
+// Element offset of W[o, k] of a BF16 weight, stored rows or LinearWeight::bf16_tiles (16 rows
+// x 128 columns a tile, tiles along K; rows o and o + 1 of a tile kBlock apart).
+struct Bf16Layout {
+  const uint16_t* data;
+  int64_t in;
+  bool tiles;
+  explicit Bf16Layout(const LinearWeight& w)
+      : data(static_cast<const uint16_t*>(w.data)), in(w.in), tiles(w.bf16_tiles) {}
+  const uint16_t* at(int64_t o, int64_t k) const {
+    return tiles ? data + (o / 16) * 16 * in + (k / kBlock) * 16 * kBlock + (o % 16) * kBlock + k % kBlock
+                 : data + o * in + k;
+  }
+  // Elements between rows o and o + 1 of one tile (of the same block).
+  int64_t row_stride() const { return tiles ? kBlock : in; }
+};
+
 // The range check that lets a lane step be one VDPBF16PS or FMA (linear_avx512.cc):
 // the window [lo, hi] of biased exponents of x (bf16_range of the row block) inside
 // which every product with the weight block is exact in fp32 (normal or zero, finite)

@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "base/cpu.h"
@@ -31,7 +32,7 @@ namespace {
 constexpr int kRows = 64;  // T runs over [1, kRows]
 
 dsv4_emu_bridge::Weight bridge(const LinearWeight& w) {
-  return {static_cast<int>(w.format), w.out, w.in, w.data, w.scale, w.fp4_dot, w.fp8_dot};
+  return {static_cast<int>(w.format), w.out, w.in, w.data, w.scale, w.fp4_dot, w.fp8_dot, w.bf16_tiles};
 }
 dsv4_emu_bridge::Slice bridge(const LinearSlice& s) { return {s.o0, s.o1, s.k0, s.k1, s.x_stride, s.y_stride, s.k_group}; }
 const uint16_t* bits(const bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
@@ -110,6 +111,7 @@ TEST_P(LinearEmulated, SameBitsAsNativeEveryT) {
                              {"fp8 tiles", WeightFormat::kFP8, 144, 384, true},
                              {"fp8.partial", WeightFormat::kFP8, 37, 200, false},
                              {"bf16", WeightFormat::kBF16, 160, 384, false},
+                             {"bf16 tiles", WeightFormat::kBF16, 160, 384, true},
                              {"bf16.partial", WeightFormat::kBF16, 45, 89, false},
                              {"f32", WeightFormat::kF32, 40, 300, false}};
   const Isa isa = GetParam();
@@ -138,15 +140,18 @@ TEST_P(LinearEmulated, SameBitsAsNativeEveryT) {
 
 // A slice at a tile (o0 = 16) with a K range and the grouped tree, into strided rows.
 TEST_P(LinearEmulated, SameBitsAsNativeOnSlices) {
-  for (WeightFormat f : {WeightFormat::kFP4, WeightFormat::kFP8, WeightFormat::kBF16}) {
+  const std::pair<WeightFormat, bool> kinds[] = {  // format, in the tile layout
+      {WeightFormat::kFP4, true}, {WeightFormat::kFP8, true}, {WeightFormat::kBF16, false}, {WeightFormat::kBF16, true}};
+  for (const auto& [f, tiles] : kinds) {
     const auto ow = test::random_weight(f, 96, 768, 61);
-    std::vector<uint8_t> packed(f == WeightFormat::kBF16 ? 0 : static_cast<size_t>(packed_bytes(ow.view())));
-    const LinearWeight w = f == WeightFormat::kBF16 ? ow.view() : pack_tiles(ow.view(), packed.data());
+    std::vector<uint8_t> packed(tiles ? static_cast<size_t>(packed_bytes(ow.view())) : 0);
+    const LinearWeight w = tiles ? pack_tiles(ow.view(), packed.data()) : ow.view();
     std::mt19937 rng(62);
     auto x = test::random_bf16(rng, kRows * 800, 1.0f);
     LinearSlice s;
     s.o0 = 16, s.o1 = 96, s.k0 = 128, s.k1 = 640, s.k_group = 256, s.x_stride = 800, s.y_stride = 90;
-    expect_same_bits<bf16, float>(GetParam(), w, s, x, "format " + std::to_string(static_cast<int>(f)) + " slice");
+    expect_same_bits<bf16, float>(GetParam(), w, s, x,
+                                  "format " + std::to_string(static_cast<int>(f)) + (tiles ? " tiles" : "") + " slice");
     if (HasFatalFailure()) return;
   }
 }

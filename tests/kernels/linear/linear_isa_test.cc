@@ -255,8 +255,8 @@ TEST(LinearTiles, OffsetsArePermutation) {
   EXPECT_EQ(std::count(nibbles.begin(), nibbles.end(), 1), out * in);
 }
 
-// FP4 and FP8 in the tile layouts (LinearWeight::fp4_dot, fp8_dot, packed at load on
-// every variant): every variant, at every T up to 64 (fused rows, the decoded
+// FP4, FP8 and BF16 in the tile layouts (LinearWeight::fp4_dot, fp8_dot, bf16_tiles, packed at
+// load on every variant): every variant, at every T up to 64 (fused rows, the decoded
 // tile, spans of K), bf16 and fp32 x, 1 and 2 threads, gives the scalar variant's bits on
 // the stored layout; weight_at reads both alike; a slice at a tile (o0 = 16: the fast
 // path) and off one (o0 = 8: the scalar variant), a K range and the grouped tree too.
@@ -269,7 +269,9 @@ TEST_P(LinearIsa, TileLayoutsSameBitsAsStored) {
                           {"fp8.spans", WeightFormat::kFP8, 32, 33 * 128},
                           {"fp4", WeightFormat::kFP4, 256, 256},
                           {"fp4.rows", WeightFormat::kFP4, 48, 384},
-                          {"fp4.spans", WeightFormat::kFP4, 32, 33 * 128}};
+                          {"fp4.spans", WeightFormat::kFP4, 32, 33 * 128},
+                          {"bf16", WeightFormat::kBF16, 256, 256},
+                          {"bf16.spans", WeightFormat::kBF16, 32, 33 * 128}};
   constexpr int kRows = 64;
   for (const Shape& sh : shapes)
     for (int kind = 0; kind < 3; ++kind) {  // realistic; wild weights; realistic weights, wild x

@@ -21,6 +21,7 @@ dsv4::LinearWeight weight(const Weight& w) {
   r.scale = w.scale;
   r.fp4_dot = w.fp4_dot;
   r.fp8_dot = w.fp8_dot;
+  r.bf16_tiles = w.bf16_tiles;
   return r;
 }
 dsv4::kernels::LinearSlice slice(const Slice& s) {

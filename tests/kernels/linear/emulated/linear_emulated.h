@@ -15,7 +15,7 @@ struct Weight {
   int64_t out, in;
   const void* data;
   const uint8_t* scale;
-  bool fp4_dot, fp8_dot;
+  bool fp4_dot, fp8_dot, bf16_tiles;
 };
 // LinearSlice's fields.
 struct Slice {
