@@ -8,6 +8,7 @@
 #include "kernels/indexer/indexer.h"
 #include "kernels/lane_dot/lane_dot.h"
 #include "kernels/linear/linear.h"
+#include "kernels/q_path/q_path.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 #include "numeric/cache_rows.h"
 #include "numeric/quant.h"
@@ -287,10 +288,21 @@ Status check_sparse_attn(Isa isa, std::mt19937& rng) {
   return Status();
 }
 
+// The query heads' bf16 RMS: a group of 16 heads and a short one, dims on the vector widths.
+Status check_head_rms(Isa isa, std::mt19937& rng) {
+  constexpr int kHeads = 21, kDim = 48;
+  const std::vector<bf16> x = random_bf16(rng, 2 * kHeads * kDim, 1.0f);
+  return compare<bf16>(isa, kernels::set_q_path_isa, "head_rms", [&](std::vector<bf16>& y) {
+    y = x;
+    kernels::head_rms(y.data(), 2, kHeads, kDim, 1e-6f, 0, 1);
+  });
+}
+
 }  // namespace
 
 KernelIsas kernel_isas() {
-  return KernelIsas{kernels::linear_isa(), kernels::lane_dot_isa(), kernels::indexer_isa(), kernels::sparse_attn_isa()};
+  return KernelIsas{kernels::linear_isa(), kernels::lane_dot_isa(), kernels::indexer_isa(), kernels::sparse_attn_isa(),
+                    kernels::q_path_isa()};
 }
 
 void set_kernel_isas(const KernelIsas& isas) {
@@ -298,9 +310,10 @@ void set_kernel_isas(const KernelIsas& isas) {
   kernels::set_lane_dot_isa(isas.lane_dot);
   kernels::set_indexer_isa(isas.indexer);
   kernels::set_sparse_attn_isa(isas.sparse_attn);
+  kernels::set_q_path_isa(isas.q_path);
 }
 
-void set_kernel_isa(Isa isa) { set_kernel_isas(KernelIsas{isa, isa, isa, isa}); }
+void set_kernel_isa(Isa isa) { set_kernel_isas(KernelIsas{isa, isa, isa, isa, isa}); }
 
 Status isa_self_test(Isa isa) {
   if (!isa_supported(isa)) return Status::errorf("ISA self-test: {} is not supported by this CPU", isa_name(isa));
@@ -310,6 +323,7 @@ Status isa_self_test(Isa isa) {
   if (st.ok()) st = check_lane_dot(isa, rng);
   if (st.ok()) st = check_indexer(isa, rng);
   if (st.ok()) st = check_sparse_attn(isa, rng);
+  if (st.ok()) st = check_head_rms(isa, rng);
   set_kernel_isas(caller);
   return st;
 }
