@@ -240,6 +240,25 @@ Status check_indexer(Isa isa, std::mt19937& rng) {
   return Status();
 }
 
+// The index queries' finish (RoPE, Hadamard, fp4sim_32): a head on the vector widths, the
+// tables of two positions.
+Status check_indexer_finish(Isa isa, std::mt19937& rng) {
+  kernels::IndexerParams p;
+  p.n_heads = 3;
+  p.head_dim = 128;
+  p.rope_dim = 64;
+  p.topk = 16;
+  const std::vector<float> inv_freq(p.rope_dim / 2, 0.01f);
+  const int64_t pos[2] = {5, 1000};
+  const std::vector<bf16> x = random_bf16(rng, 2 * p.n_heads * p.head_dim, 1.0f), omega = random_bf16(rng, 2 * p.n_heads, 1.0f);
+  return compare<bf16>(isa, kernels::set_indexer_isa, "indexer finish", [&](std::vector<bf16>& y) {
+    y = x;
+    std::vector<bf16> wgt(2 * p.n_heads);
+    kernels::indexer_finish(p, inv_freq.data(), pos, 2, y.data(), omega.data(), wgt.data(), 0, 1);
+    y.insert(y.end(), wgt.begin(), wgt.end());
+  });
+}
+
 Status check_sparse_attn(Isa isa, std::mt19937& rng) {
   kernels::SparseAttnParams p;
   p.n_heads = 4;
@@ -322,6 +341,7 @@ Status isa_self_test(Isa isa) {
   Status st = check_linear(isa, rng);
   if (st.ok()) st = check_lane_dot(isa, rng);
   if (st.ok()) st = check_indexer(isa, rng);
+  if (st.ok()) st = check_indexer_finish(isa, rng);
   if (st.ok()) st = check_sparse_attn(isa, rng);
   if (st.ok()) st = check_head_rms(isa, rng);
   set_kernel_isas(caller);

@@ -1,6 +1,6 @@
 // Start-up self-test of the kernels' SIMD variants (base/cpu.h). The kernels with ISA
 // variants (linear and actq, the lane dots of the router and hyper-connections, the
-// indexer's score tiles, sparse attention, the query heads' RMS) promise the same
+// indexer's score tiles and finish, sparse attention, the query heads' RMS) promise the same
 // bits on every variant; this checks the promise on the machine that serves: small seeded
 // problems covering each variant's code paths (FP8, FP4 stored and in the dot layout,
 // partial K blocks and scale grids, BF16, fp32 in and out, the grouped K tree; 1 to 17
