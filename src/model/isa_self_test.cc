@@ -179,7 +179,8 @@ PagedBytes one_page(const std::vector<uint8_t>& pool, const int32_t* table, int6
   return p;
 }
 
-// The router's and hyper-connections' lane dots: fp32 and bf16 weights, every row count, a tail.
+// The router's and hyper-connections' lane dots: fp32 and bf16 weights, every row count, a tail;
+// the router's blocks of weights.
 Status check_lane_dot(Isa isa, std::mt19937& rng) {
   constexpr int64_t kN = 1003;
   constexpr int kRows = kernels::kLaneDotMaxRows;
@@ -196,6 +197,13 @@ Status check_lane_dot(Isa isa, std::mt19937& rng) {
       kernels::lane_dot_rows(wf.data(), rows, R, kN, out.data() + at);
       kernels::lane_dot_rows(wb.data(), rows, R, kN, out.data() + kOuts + at);
     }
+    // lane_dot_block: every weight count (the rows as weights too) with 8 and 3 rows.
+    for (int n_w = 1; n_w <= kernels::kLaneDotMaxWeights; ++n_w)
+      for (int R : {kRows, 3}) {
+        float o[kernels::kLaneDotMaxWeights * kRows];
+        kernels::lane_dot_block(rows + kRows - n_w, n_w, rows, R, kN, o);
+        out.insert(out.end(), o, o + n_w * R);
+      }
   });
 }
 
