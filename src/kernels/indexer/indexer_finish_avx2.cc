@@ -1,25 +1,14 @@
 // indexer_finish_tile.h with AVX2 (CMakeLists.txt: no contraction): a head of Di dims in
 // Di/8 registers; RoPE on interleaved pairs (a partner swap and a blend), butterflies
 // h = 1..4 inside each register and h >= 8 between registers, each fp4 block four registers.
-#include "kernels/common/bf16_simd.h"
 #include "kernels/indexer/indexer_finish_tile.h"
+#include "kernels/rope/rope_simd.h"
 
 namespace dsv4::kernels::indexer_finish_tile {
 namespace {
 
 constexpr int kW = 8;
 constexpr int kMaxVecs = kHadamardMaxN / kW;
-
-// RoPE on registers [first, nv): cd, sd [Dr] hold each pair's cos / sin twice.
-// Even lanes a·c − b·s, odd lanes a·s + b·c (a, b the pair), then bf16.
-inline void rotate(__m256* v, int first, int nv, const float* cd, const float* sd) {
-  for (int j = first; j < nv; ++j) {
-    const __m256 x = v[j], partner = _mm256_permute_ps(x, 0xB1);
-    const __m256 p = _mm256_mul_ps(x, _mm256_loadu_ps(cd + (j - first) * kW));
-    const __m256 q = _mm256_mul_ps(partner, _mm256_loadu_ps(sd + (j - first) * kW));
-    v[j] = simd::round_bf16(_mm256_blend_ps(_mm256_sub_ps(p, q), _mm256_add_ps(q, p), 0xAA));
-  }
-}
 
 // A butterfly stage inside a register: lanes with the stage's bit clear take self + partner,
 // the others partner − self (hadamard_vec's lo = a + b, hi = a − b).
@@ -94,7 +83,10 @@ void head(bf16* q, int nv_any, int first_rope, const float* cd, const float* sd,
   const int nv = NV ? NV : nv_any;
   __m256 v[NV ? NV : kMaxVecs];
   for (int j = 0; j < nv; ++j) v[j] = simd::widen8(q + j * kW);
-  rotate(v, first_rope, nv, cd, sd);
+  for (int j = first_rope; j < nv; ++j) {
+    const int at = (j - first_rope) * kW;
+    v[j] = simd::rope_rotate8(v[j], cd + at, sd + at);
+  }
   butterflies(v, nv);
   const __m256 sc = _mm256_set1_ps(scale);
   for (int j = 0; j < nv; ++j) v[j] = simd::round_bf16(_mm256_mul_ps(v[j], sc));
@@ -105,10 +97,7 @@ void head(bf16* q, int nv_any, int first_rope, const float* cd, const float* sd,
 void heads(bf16* q, int64_t n_heads, int Di, int Dr, const float* cs, const float* sn, float scale) {
   if (!vector_shape_ok(Di, Dr, kW)) return heads_portable(q, n_heads, Di, Dr, cs, sn, scale);
   alignas(32) float cd[kRopeMaxDim], sd[kRopeMaxDim];
-  for (int i = 0; i < Dr; ++i) {
-    cd[i] = cs[i / 2];
-    sd[i] = sn[i / 2];
-  }
+  simd::rope_pair_tables(cs, sn, Dr, cd, sd);
   const int nv = Di / kW, first = (Di - Dr) / kW;
   for (int64_t h = 0; h < n_heads; ++h) {
     if (nv == 16)

@@ -1,8 +1,8 @@
 // indexer_finish_tile.h with AVX-512 F/BW (CMakeLists.txt: no contraction): a head of Di dims
 // in Di/16 registers; RoPE on interleaved pairs (a partner swap and a blend), butterflies
 // h = 1..8 inside each register and h >= 16 between registers, each fp4 block two registers.
-#include "kernels/common/bf16_simd.h"
 #include "kernels/indexer/indexer_finish_tile.h"
+#include "kernels/rope/rope_simd.h"
 
 namespace dsv4::kernels::indexer_finish_tile {
 namespace {
@@ -17,17 +17,6 @@ inline __m512 abs_of(__m512 x) {
 inline __m512 with_sign_of(__m512 magnitude, __m512 x) {
   const __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000u)));
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(magnitude), sign));
-}
-
-// RoPE on registers [first, nv): cd, sd [Dr] hold each pair's cos / sin twice.
-// Even lanes a·c − b·s, odd lanes a·s + b·c (a, b the pair), then bf16.
-inline void rotate(__m512* v, int first, int nv, const float* cd, const float* sd) {
-  for (int j = first; j < nv; ++j) {
-    const __m512 x = v[j], partner = _mm512_permute_ps(x, 0xB1);
-    const __m512 p = _mm512_mul_ps(x, _mm512_loadu_ps(cd + (j - first) * kW));
-    const __m512 q = _mm512_mul_ps(partner, _mm512_loadu_ps(sd + (j - first) * kW));
-    v[j] = simd::round_bf16(_mm512_mask_blend_ps(0xAAAA, _mm512_sub_ps(p, q), _mm512_add_ps(q, p)));
-  }
 }
 
 // A butterfly stage inside a register: lanes with the stage's bit clear take self + partner,
@@ -91,7 +80,10 @@ void head(bf16* q, int nv_any, int first_rope, const float* cd, const float* sd,
   const int nv = NV ? NV : nv_any;
   __m512 v[NV ? NV : kMaxVecs];
   for (int j = 0; j < nv; ++j) v[j] = simd::widen16(q + j * kW);
-  rotate(v, first_rope, nv, cd, sd);
+  for (int j = first_rope; j < nv; ++j) {
+    const int at = (j - first_rope) * kW;
+    v[j] = simd::rope_rotate16(v[j], cd + at, sd + at);
+  }
   butterflies(v, nv);
   const __m512 sc = _mm512_set1_ps(scale);
   for (int j = 0; j < nv; ++j) v[j] = simd::round_bf16(_mm512_mul_ps(v[j], sc));
@@ -102,10 +94,7 @@ void head(bf16* q, int nv_any, int first_rope, const float* cd, const float* sd,
 void heads(bf16* q, int64_t n_heads, int Di, int Dr, const float* cs, const float* sn, float scale) {
   if (!vector_shape_ok(Di, Dr, kW)) return heads_portable(q, n_heads, Di, Dr, cs, sn, scale);
   alignas(64) float cd[kRopeMaxDim], sd[kRopeMaxDim];
-  for (int i = 0; i < Dr; ++i) {
-    cd[i] = cs[i / 2];
-    sd[i] = sn[i / 2];
-  }
+  simd::rope_pair_tables(cs, sn, Dr, cd, sd);
   const int nv = Di / kW, first = (Di - Dr) / kW;
   for (int64_t h = 0; h < n_heads; ++h) {
     if (nv == 8)

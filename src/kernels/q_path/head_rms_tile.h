@@ -1,5 +1,6 @@
-// head_rms (q_path.h A4) on a run of contiguous heads, compiled once per ISA: q_path.cc
-// (x86-64-v2, one head at a time), q_path_avx2.cc (8 heads), q_path_avx512.cc (16 heads).
+// head_rms (q_path.h A4) and then RoPE on a run of contiguous heads, compiled once per ISA:
+// q_path.cc (x86-64-v2, one head at a time), q_path_avx2.cc (8 heads), q_path_avx512.cc
+// (16 heads; RoPE fused into the scaling pass, kernels/rope/rope_simd.h).
 // Each head's Σ sq_i stays one ascending fp32 chain; the vector forms interleave the heads'
 // independent chains in the lanes of a register (a transpose of each 8 or 16 dims), so
 // every variant gives the bits of head_rms_ref (no FMA contraction: CMakeLists.txt).
@@ -8,12 +9,19 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/rope/rope.h"
 #include "numeric/bf16.h"
 
 namespace dsv4::kernels::head_rms_tile {
 
-// q [n_heads, head_dim] in place; inv_n = fp32(1/Dh), eps = fp32(ε).
-using HeadsFn = void (*)(bf16* q, int64_t n_heads, int head_dim, float inv_n, float eps);
+// q [n_heads, head_dim] in place; inv_n = fp32(1/Dh), eps = fp32(ε); then, when rope_dim > 0,
+// rope_rotate of each head's last rope_dim dims with the row's tables cs, sn [rope_dim/2].
+struct HeadRope {
+  int rope_dim = 0;
+  const float* cs = nullptr;
+  const float* sn = nullptr;
+};
+using HeadsFn = void (*)(bf16* q, int64_t n_heads, int head_dim, float inv_n, float eps, HeadRope rope);
 HeadsFn heads_avx2();
 HeadsFn heads_avx512();
 
@@ -37,8 +45,12 @@ inline void head_one(bf16* v, int head_dim, float inv_n, float eps) {
   for (int i = 0; i < head_dim; ++i) v[i] = bf16::from_float(v[i].to_float() * r);
 }
 
-inline void heads_portable(bf16* q, int64_t n_heads, int head_dim, float inv_n, float eps) {
-  for (int64_t h = 0; h < n_heads; ++h) head_one(q + h * head_dim, head_dim, inv_n, eps);
+inline void heads_portable(bf16* q, int64_t n_heads, int head_dim, float inv_n, float eps, HeadRope rope) {
+  for (int64_t h = 0; h < n_heads; ++h) {
+    bf16* v = q + h * head_dim;
+    head_one(v, head_dim, inv_n, eps);
+    if (rope.rope_dim > 0) rope_rotate(v + (head_dim - rope.rope_dim), rope.rope_dim, rope.cs, rope.sn);
+  }
 }
 
 }  // namespace

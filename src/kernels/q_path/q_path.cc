@@ -33,7 +33,7 @@ Isa q_path_isa() { return g_isa.get(); }
 void head_rms(bf16* q, int64_t T, int n_heads, int head_dim, float eps, int tid, int nthreads) {
   const float inv_n = static_cast<float>(1.0 / head_dim);
   const Range r = split_range(T * n_heads, tid, nthreads);
-  heads_fn()(q + r.begin * head_dim, r.size(), head_dim, inv_n, eps);
+  heads_fn()(q + r.begin * head_dim, r.size(), head_dim, inv_n, eps, head_rms_tile::HeadRope{});
 }
 
 int64_t q_path_scratch_elems(const QPathParams& p, int64_t capacity) {
@@ -79,13 +79,16 @@ void q_path(int phase, const QPathParams& p, const QPathWeights& w, const QPathI
       linear(w.wq_b, qr_in, T, io.q, tid, nthreads);
       return;
     case 4: {
+      DSV4_CHECK(p.rope_dim % 2 == 0 && p.rope_dim <= kRopeMaxDim && p.rope_dim <= p.head_dim,
+                 "rope_dim {} (max {}, head {})", p.rope_dim, kRopeMaxDim, p.head_dim);
       const head_rms_tile::HeadsFn heads = heads_fn();
       const float inv_n = static_cast<float>(1.0 / p.head_dim);
-      // (row, head) pairs split; RoPE angles once per run of a row's heads.
+      // (row, head) pairs split; RoPE tables once per run of a row's heads.
       for_row_runs(split_range(T * p.n_heads, tid, nthreads), p.n_heads, [&](int64_t t, int64_t h0, int64_t h1) {
-        bf16* v = io.q + (t * p.n_heads + h0) * p.head_dim;
-        heads(v, h1 - h0, p.head_dim, inv_n, p.eps);
-        rope(w.inv_freq, p.rope_dim, v, 1, static_cast<int>(h1 - h0), p.head_dim, io.pos + t, false, 0, 1);
+        float cs[kRopeMaxDim / 2], sn[kRopeMaxDim / 2];
+        rope_tables(w.inv_freq, p.rope_dim, io.pos[t], /*inverse=*/false, cs, sn);
+        heads(io.q + (t * p.n_heads + h0) * p.head_dim, h1 - h0, p.head_dim, inv_n, p.eps,
+              head_rms_tile::HeadRope{p.rope_dim, cs, sn});
       });
       return;
     }

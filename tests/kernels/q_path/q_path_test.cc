@@ -162,6 +162,47 @@ TEST(HeadRms, EveryIsaKeepsTheAscendingOrder) {
   set_q_path_isa(detect_isa());
 }
 
+// Phase 4 (head_rms, then RoPE in the same pass on the vector variants) on every ISA equals
+// head_rms_ref then rope_ref bit for bit: RoPE dims fused (whole registers) or not, every T,
+// 1 and 2 threads (a row's heads split between them).
+TEST(QPath, Phase4EveryIsaMatchesHeadRmsThenRope) {
+  struct Case {
+    int H, dh, dr;
+  };
+  for (const Case c : {Case{64, 512, 64}, Case{5, 80, 16}, Case{3, 48, 8}, Case{17, 192, 64}, Case{2, 24, 8}}) {
+    QPathParams p{0, 0, c.H, c.dh, c.dr, kEps};
+    RopeParams rp;
+    rp.rope_dim = c.dr;
+    const auto inv = rope_inv_freq(rp);
+    QPathWeights w;
+    w.inv_freq = inv.data();
+    const int T_max = c.dh >= 512 ? 6 : kCapacity;
+    std::mt19937 rng(c.H * 31 + c.dh);
+    const auto x = wide_bf16(rng, int64_t{T_max} * c.H * c.dh);
+    std::vector<int64_t> pos(T_max);
+    for (int t = 0; t < T_max; ++t) pos[t] = 11 * t * t + 2;
+    std::vector<bf16> want(x);
+    head_rms_ref(want.data(), T_max, c.H, c.dh, kEps);
+    rope_ref(inv.data(), c.dr, want.data(), T_max, c.H, c.dh, pos.data(), false);
+    for (Isa isa : kAllIsas) {
+      if (!isa_supported(isa)) continue;
+      set_q_path_isa(isa);
+      for (int nthreads : {1, 2})
+        for (int T = 1; T <= T_max; ++T) {
+          RowBuffer<bf16> q(T_max, c.H * c.dh);
+          q.poison(T);
+          std::copy(x.begin(), x.begin() + int64_t{T} * c.H * c.dh, q.v.begin());
+          const QPathIO io{T, nullptr, pos.data(), nullptr, q.data(), nullptr};
+          run(nthreads, [&](int tid, int n) { q_path(4, p, w, io, tid, n); });
+          ASSERT_TRUE(q.sentinel_intact(T));
+          ASSERT_EQ(0, std::memcmp(q.data(), want.data(), sizeof(bf16) * T * c.H * c.dh))
+              << isa_name(isa) << " H=" << c.H << " dh=" << c.dh << " dr=" << c.dr << " T=" << T;
+        }
+    }
+    set_q_path_isa(detect_isa());
+  }
+}
+
 struct Dims {
   const char* name;
   QPathParams p;
