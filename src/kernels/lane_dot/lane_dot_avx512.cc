@@ -10,11 +10,24 @@ namespace {
 
 constexpr int kMaxPairs = 2;
 
-inline __m512 widen16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-inline __m128i load8(const bf16* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m512i load8(const bf16* p) { return _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// One VPERMW / VPERMT2W puts bf16 word j of the sources into the high half of fp32 lane j
+// (zeroing the low halves: the exact widening). kBoth: words 0..7 into lanes 0..7 and again
+// 8..15; kPair: words 0..7 of a into lanes 0..7, of b into 8..15.
+constexpr __mmask32 kHighWords = 0xAAAAAAAAu;
+inline __m512i word_index(bool pair) {
+  alignas(64) int16_t idx[32] = {};
+  for (int j = 0; j < 16; ++j) idx[2 * j + 1] = static_cast<int16_t>(j < 8 ? j : (pair ? 32 + j - 8 : j - 8));
+  return _mm512_load_si512(idx);
+}
+// Elements c..c+7 of x in both halves.
+inline __m512 widen_both(const bf16* x, __m512i idx) {
+  return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kHighWords, idx, load8(x)));
+}
 // Elements c..c+7 of a (low half) and of b (high half).
-inline __m512 widen_pair(const bf16* a, const bf16* b) {
-  return widen16(_mm256_inserti128_si256(_mm256_castsi128_si256(load8(a)), load8(b), 1));
+inline __m512 widen_pair(const bf16* a, const bf16* b, __m512i idx) {
+  return _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi16(kHighWords, load8(a), idx, load8(b)));
 }
 
 // w[0..2P) weight rows (a pair may repeat a row: read only), x[0..R) rows -> out[i·R + r].
@@ -23,12 +36,13 @@ void block(const bf16* const* w, const bf16* const* x, int64_t n, float* out) {
   __m512 acc[P][R];
   for (int p = 0; p < P; ++p)
     for (int r = 0; r < R; ++r) acc[p][r] = _mm512_setzero_ps();
+  const __m512i both = word_index(false), pair = word_index(true);
   int64_t c = 0;
   for (; c + kLaneDotLanes <= n; c += kLaneDotLanes) {
     __m512 wv[P];
-    for (int p = 0; p < P; ++p) wv[p] = widen_pair(w[2 * p] + c, w[2 * p + 1] + c);
+    for (int p = 0; p < P; ++p) wv[p] = widen_pair(w[2 * p] + c, w[2 * p + 1] + c, pair);
     for (int r = 0; r < R; ++r) {
-      const __m512 xv = widen16(_mm256_broadcastsi128_si256(load8(x[r] + c)));
+      const __m512 xv = widen_both(x[r] + c, both);
       for (int p = 0; p < P; ++p) acc[p][r] = _mm512_add_ps(acc[p][r], _mm512_mul_ps(wv[p], xv));
     }
   }
