@@ -10,11 +10,13 @@ namespace {
 
 constexpr int kMaxPairs = 2;
 
-inline __m512i load8(const bf16* p) { return _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m512i load8(const bf16* p) {
+  return _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 
 // One VPERMW / VPERMT2W puts bf16 word j of the sources into the high half of fp32 lane j
-// (zeroing the low halves: the exact widening). kBoth: words 0..7 into lanes 0..7 and again
-// 8..15; kPair: words 0..7 of a into lanes 0..7, of b into 8..15.
+// (zeroing the low halves: the exact widening). word_index(false): words 0..7 into lanes 0..7
+// and again 8..15; word_index(true): words 0..7 of a into lanes 0..7, of b into 8..15.
 constexpr __mmask32 kHighWords = 0xAAAAAAAAu;
 inline __m512i word_index(bool pair) {
   alignas(64) int16_t idx[32] = {};
