@@ -1,5 +1,6 @@
 // bf16 <-> fp32 on vector registers for the ISA translation units (the AVX-512 helpers
-// exist where __AVX512F__ and __AVX512BW__ are defined, the AVX2 ones where __AVX2__ is). Every helper gives the bits of numeric/bf16.h:
+// exist where __AVX512F__ and __AVX512BW__ are defined, the AVX2 ones where __AVX2__ is;
+// both in the emulated test build). Every helper gives the bits of numeric/bf16.h:
 //   widen: bf16 -> fp32 exactly (bits << 16)
 //   round: fp32 -> the nearest bf16 (ties to even), kept as fp32; NaN -> (bits | 0x400000)
 //          with the low 16 bits cleared, as bf16::from_float
@@ -15,7 +16,7 @@
 namespace dsv4::kernels::simd {
 namespace {  // one copy per translation unit: each is compiled for its own ISA
 
-#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if (defined(__AVX512F__) && defined(__AVX512BW__)) || defined(DSV4_ISA_EMULATED)
 
 inline __m512 widen16(const bf16* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -65,7 +66,7 @@ inline void transpose16(__m512* r) {
 
 #endif
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(DSV4_ISA_EMULATED)
 
 inline __m256 widen8(const bf16* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));

@@ -1,6 +1,6 @@
 // rope_rotate (rope.h) on vector registers, for the ISA translation units of kernels that
 // rotate inside a fused loop (the AVX-512 form where __AVX512F__ and __AVX512BW__ are
-// defined, the AVX2 form where __AVX2__ is). A register holds whole pairs (a, b) of the last
+// defined, the AVX2 form where __AVX2__ is; both in the emulated test build). A register holds whole pairs (a, b) of the last
 // Dr dims; with c, s each pair's table entries (duplicated per lane: rope_pair_tables):
 //   even lanes a·c − b·s, odd lanes a·s + b·c, each product and sum as rope_rotate, then bf16.
 #pragma once
@@ -18,7 +18,7 @@ inline void rope_pair_tables(const float* cs, const float* sn, int rope_dim, flo
   }
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if (defined(__AVX512F__) && defined(__AVX512BW__)) || defined(DSV4_ISA_EMULATED)
 inline __m512 rope_rotate16(__m512 x, const float* cd, const float* sd) {
   const __m512 partner = _mm512_permute_ps(x, 0xB1);
   const __m512 p = _mm512_mul_ps(x, _mm512_loadu_ps(cd));
@@ -27,7 +27,7 @@ inline __m512 rope_rotate16(__m512 x, const float* cd, const float* sd) {
 }
 #endif
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(DSV4_ISA_EMULATED)
 inline __m256 rope_rotate8(__m256 x, const float* cd, const float* sd) {
   const __m256 partner = _mm256_permute_ps(x, 0xB1);
   const __m256 p = _mm256_mul_ps(x, _mm256_loadu_ps(cd));

@@ -24,7 +24,7 @@ using test::kCapacity;
 using test::RowBuffer;
 using test::run;
 
-std::vector<bf16> wide_bf16(std::mt19937& rng, int64_t n) {
+std::vector<bf16> wide_queries(std::mt19937& rng, int64_t n) {
   std::normal_distribution<float> n01(0.0f, 1.0f);
   std::uniform_int_distribution<int> e(-8, 8), kind(0, 99);
   std::vector<bf16> v(n);
@@ -55,10 +55,10 @@ TEST(IndexerFinish, EveryIsaMatchesTheChainBitForBit) {
     const int Hi = p.n_heads, Di = p.head_dim;
     const int64_t T_max = Di >= 512 ? 5 : kCapacity;
     std::mt19937 rng(Hi * 977 + Di);
-    auto x = wide_bf16(rng, T_max * Hi * Di);
+    auto x = wide_queries(rng, T_max * Hi * Di);
     x[3] = bf16::from_bits(0x7fc1);                                       // NaN: row 0, head 0, block 0
     x[Di + 40] = bf16::from_float(std::numeric_limits<float>::infinity());  // Inf: row 0, head 1
-    const auto omega = wide_bf16(rng, T_max * Hi);
+    const auto omega = wide_queries(rng, T_max * Hi);
     RopeParams rp;
     rp.rope_dim = p.rope_dim;
     rp.theta = 160000.0;
