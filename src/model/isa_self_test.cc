@@ -8,6 +8,7 @@
 #include "kernels/indexer/indexer.h"
 #include "kernels/lane_dot/lane_dot.h"
 #include "kernels/linear/linear.h"
+#include "kernels/q_path/q_path.h"
 #include "kernels/sparse_attn/sparse_attn.h"
 #include "numeric/cache_rows.h"
 #include "numeric/quant.h"
@@ -178,7 +179,8 @@ PagedBytes one_page(const std::vector<uint8_t>& pool, const int32_t* table, int6
   return p;
 }
 
-// The router's and hyper-connections' lane dots: fp32 and bf16 weights, every row count, a tail.
+// The router's and hyper-connections' lane dots: fp32 and bf16 weights, every row count, a tail;
+// the router's blocks of weights.
 Status check_lane_dot(Isa isa, std::mt19937& rng) {
   constexpr int64_t kN = 1003;
   constexpr int kRows = kernels::kLaneDotMaxRows;
@@ -195,6 +197,13 @@ Status check_lane_dot(Isa isa, std::mt19937& rng) {
       kernels::lane_dot_rows(wf.data(), rows, R, kN, out.data() + at);
       kernels::lane_dot_rows(wb.data(), rows, R, kN, out.data() + kOuts + at);
     }
+    // lane_dot_block: every weight count (the rows as weights too) with 8 and 3 rows.
+    for (int n_w = 1; n_w <= kernels::kLaneDotMaxWeights; ++n_w)
+      for (int R : {kRows, 3}) {
+        float o[kernels::kLaneDotMaxWeights * kRows];
+        kernels::lane_dot_block(rows + kRows - n_w, n_w, rows, R, kN, o);
+        out.insert(out.end(), o, o + n_w * R);
+      }
   });
 }
 
@@ -237,6 +246,25 @@ Status check_indexer(Isa isa, std::mt19937& rng) {
         }));
   }
   return Status();
+}
+
+// The index queries' finish (RoPE, Hadamard, fp4sim_32): a head on the vector widths, the
+// tables of two positions.
+Status check_indexer_finish(Isa isa, std::mt19937& rng) {
+  kernels::IndexerParams p;
+  p.n_heads = 3;
+  p.head_dim = 128;
+  p.rope_dim = 64;
+  p.topk = 16;
+  const std::vector<float> inv_freq(p.rope_dim / 2, 0.01f);
+  const int64_t pos[2] = {5, 1000};
+  const std::vector<bf16> x = random_bf16(rng, 2 * p.n_heads * p.head_dim, 1.0f), omega = random_bf16(rng, 2 * p.n_heads, 1.0f);
+  return compare<bf16>(isa, kernels::set_indexer_isa, "indexer finish", [&](std::vector<bf16>& y) {
+    y = x;
+    std::vector<bf16> wgt(2 * p.n_heads);
+    kernels::indexer_finish(p, inv_freq.data(), pos, 2, y.data(), omega.data(), wgt.data(), 0, 1);
+    y.insert(y.end(), wgt.begin(), wgt.end());
+  });
 }
 
 Status check_sparse_attn(Isa isa, std::mt19937& rng) {
@@ -287,10 +315,21 @@ Status check_sparse_attn(Isa isa, std::mt19937& rng) {
   return Status();
 }
 
+// The query heads' bf16 RMS: a group of 16 heads and a short one, dims on the vector widths.
+Status check_head_rms(Isa isa, std::mt19937& rng) {
+  constexpr int kHeads = 21, kDim = 48;
+  const std::vector<bf16> x = random_bf16(rng, 2 * kHeads * kDim, 1.0f);
+  return compare<bf16>(isa, kernels::set_q_path_isa, "head_rms", [&](std::vector<bf16>& y) {
+    y = x;
+    kernels::head_rms(y.data(), 2, kHeads, kDim, 1e-6f, 0, 1);
+  });
+}
+
 }  // namespace
 
 KernelIsas kernel_isas() {
-  return KernelIsas{kernels::linear_isa(), kernels::lane_dot_isa(), kernels::indexer_isa(), kernels::sparse_attn_isa()};
+  return KernelIsas{kernels::linear_isa(), kernels::lane_dot_isa(), kernels::indexer_isa(), kernels::sparse_attn_isa(),
+                    kernels::q_path_isa()};
 }
 
 void set_kernel_isas(const KernelIsas& isas) {
@@ -298,9 +337,10 @@ void set_kernel_isas(const KernelIsas& isas) {
   kernels::set_lane_dot_isa(isas.lane_dot);
   kernels::set_indexer_isa(isas.indexer);
   kernels::set_sparse_attn_isa(isas.sparse_attn);
+  kernels::set_q_path_isa(isas.q_path);
 }
 
-void set_kernel_isa(Isa isa) { set_kernel_isas(KernelIsas{isa, isa, isa, isa}); }
+void set_kernel_isa(Isa isa) { set_kernel_isas(KernelIsas{isa, isa, isa, isa, isa}); }
 
 Status isa_self_test(Isa isa) {
   if (!isa_supported(isa)) return Status::errorf("ISA self-test: {} is not supported by this CPU", isa_name(isa));
@@ -309,7 +349,9 @@ Status isa_self_test(Isa isa) {
   Status st = check_linear(isa, rng);
   if (st.ok()) st = check_lane_dot(isa, rng);
   if (st.ok()) st = check_indexer(isa, rng);
+  if (st.ok()) st = check_indexer_finish(isa, rng);
   if (st.ok()) st = check_sparse_attn(isa, rng);
+  if (st.ok()) st = check_head_rms(isa, rng);
   set_kernel_isas(caller);
   return st;
 }

@@ -1,6 +1,6 @@
 // Start-up self-test of the kernels' SIMD variants (base/cpu.h). The kernels with ISA
 // variants (linear and actq, the lane dots of the router and hyper-connections, the
-// indexer's score tiles, sparse attention) promise the same
+// indexer's score tiles and finish, sparse attention, the query heads' RMS) promise the same
 // bits on every variant; this checks the promise on the machine that serves: small seeded
 // problems covering each variant's code paths (FP8, FP4 stored and in the dot layout,
 // partial K blocks and scale grids, BF16, fp32 in and out, the grouped K tree; 1 to 17
@@ -20,7 +20,7 @@ namespace dsv4 {
 // The variant of each kernel with several: the one list of them (set one by one only by
 // their own kernel tests).
 struct KernelIsas {
-  Isa linear, lane_dot, indexer, sparse_attn;
+  Isa linear, lane_dot, indexer, sparse_attn, q_path;
   bool operator==(const KernelIsas&) const = default;
 };
 KernelIsas kernel_isas();

@@ -25,10 +25,10 @@ TEST(IsaSelfTest, EverySupportedVariantReproducesScalar) {
 TEST(IsaSelfTest, RestoresTheSelection) {
   set_kernel_isa(Isa::kScalar);
   ASSERT_TRUE(isa_self_test(detect_isa()).ok());
-  EXPECT_EQ(kernel_isas(), (KernelIsas{Isa::kScalar, Isa::kScalar, Isa::kScalar, Isa::kScalar}));
+  EXPECT_EQ(kernel_isas(), (KernelIsas{Isa::kScalar, Isa::kScalar, Isa::kScalar, Isa::kScalar, Isa::kScalar}));
   const Isa best = detect_isa();
   set_kernel_isa(best);
-  EXPECT_EQ(kernel_isas(), (KernelIsas{best, best, best, best}));
+  EXPECT_EQ(kernel_isas(), (KernelIsas{best, best, best, best, best}));
 }
 
 }  // namespace

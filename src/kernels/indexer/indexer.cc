@@ -12,6 +12,7 @@
 #include "base/math.h"
 #include "kernels/hadamard/hadamard.h"
 #include "kernels/indexer/indexer.h"
+#include "kernels/indexer/indexer_finish_tile.h"
 #include "kernels/indexer/indexer_tile.h"
 #include "kernels/linear/linear.h"
 #include "kernels/rope/rope.h"
@@ -30,6 +31,15 @@ indexer_tile::ScoreTileFn tile_fn(Isa isa) {
     case Isa::kAvx512:
     case Isa::kAvx512Bf16: return indexer_tile::score_tile_avx512();
     default: return indexer_tile::score_tile_impl;
+  }
+}
+
+indexer_finish_tile::HeadsFn finish_fn(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx2: return indexer_finish_tile::heads_avx2();
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16: return indexer_finish_tile::heads_avx512();
+    default: return indexer_finish_tile::heads_portable;
   }
 }
 
@@ -142,19 +152,20 @@ void indexer_project(const IndexerParams& p, const LinearWeight& wq_b,
 void indexer_finish(const IndexerParams& p, const float* inv_freq, const int64_t* pos, int64_t T,
                     bf16* qi, const bf16* omega, bf16* wgt, int tid, int nthreads) {
   const int Hi = p.n_heads, Di = p.head_dim;
-  // (row, head) pairs split (one row has Hi of them: both threads work at T = 1); RoPE angles
+  DSV4_CHECK(p.rope_dim % 2 == 0 && p.rope_dim <= kRopeMaxDim && p.rope_dim <= Di, "rope_dim {} (max {}, head {})",
+             p.rope_dim, kRopeMaxDim, Di);
+  const indexer_finish_tile::HeadsFn finish = finish_fn(indexer_isa());
+  const float scale = hadamard_scale(Di);
+  // (row, head) pairs split (one row has Hi of them: both threads work at T = 1); RoPE tables
   // once per run of a row's heads.
   const Range units = split_range(T * Hi, tid, nthreads);
   for_row_runs(units, Hi, [&](int64_t t, int64_t h0, int64_t h1) {
-    bf16* q0 = qi + (t * Hi + h0) * Di;
-    rope(inv_freq, p.rope_dim, q0, 1, static_cast<int>(h1 - h0), Di, pos + t, /*inverse=*/false, 0, 1);
-    for (int64_t h = 0; h < h1 - h0; ++h) {
-      hadamard_vec(q0 + h * Di, q0 + h * Di, Di);
-      fp4sim_row(q0 + h * Di, Di);
-    }
+    float cs[kRopeMaxDim / 2], sn[kRopeMaxDim / 2];
+    rope_tables(inv_freq, p.rope_dim, pos[t], /*inverse=*/false, cs, sn);
+    finish(qi + (t * Hi + h0) * Di, h1 - h0, Di, p.rope_dim, cs, sn, scale);
   });
-  const float scale = indexer_weight_scale(p);
-  for (int64_t i = units.begin; i < units.end; ++i) wgt[i] = bf16::from_float(omega[i].to_float() * scale);
+  const float wscale = indexer_weight_scale(p);
+  for (int64_t i = units.begin; i < units.end; ++i) wgt[i] = bf16::from_float(omega[i].to_float() * wscale);
 }
 
 void set_indexer_isa(Isa isa) { g_isa.set(isa); }

@@ -102,8 +102,9 @@ void indexer_project(const IndexerParams& p, const LinearWeight& wq_b,
 // In place on qi: RoPE, Hadamard, fp4sim_32 per head; wgt [T, Hi] from omega.
 void indexer_finish(const IndexerParams& p, const float* inv_freq, const int64_t* pos, int64_t T,
                     bf16* qi, const bf16* omega, bf16* wgt, int tid, int nthreads);
-// ISA of the score tiles (indexer_tile.h; every variant gives the same bits): detect_isa()
-// unless set. Set it between steps, not while a call runs.
+// ISA of the score tiles and the queries' finish (indexer_tile.h, indexer_finish_tile.h; every
+// variant gives the same bits): detect_isa() unless set. Set it between steps, not while a
+// call runs.
 void set_indexer_isa(Isa isa);
 Isa indexer_isa();
 

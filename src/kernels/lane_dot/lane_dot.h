@@ -5,8 +5,9 @@
 //   dot    = ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
 // so a row's bits depend on n only. w is fp32 or bf16 (widened exactly), x bf16.
 // The engine form takes up to kLaneDotMaxRows rows in one pass over w (each row's arithmetic
-// unchanged) and runs on the selected ISA variant (lane_dot_tile.h: x86-64-v2 and AVX2; the
-// AVX-512 CPUs use the AVX2 one: 8 lanes are one ymm). Every variant gives the same bits.
+// unchanged) and runs on the selected ISA variant (lane_dot_tile.h: x86-64-v2, AVX2, and for
+// lane_dot_block AVX-512; AVX-512 CPUs run lane_dot_rows on the AVX2 one: 8 lanes are one
+// ymm). Every variant gives the same bits.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@ namespace dsv4::kernels {
 
 constexpr int kLaneDotLanes = 8;
 constexpr int kLaneDotMaxRows = 8;  // 8 independent accumulator chains per pass over w
+constexpr int kLaneDotMaxWeights = 4;  // weights per lane_dot_block pass
 
 // --- reference: one row, plain loops ---
 float lane_dot_ref(const float* w, const bf16* x, int64_t n);
@@ -27,7 +29,12 @@ float lane_dot_ref(const bf16* w, const bf16* x, int64_t n);
 void lane_dot_rows(const float* w, const bf16* const* x, int rows, int64_t n, float* out);
 void lane_dot_rows(const bf16* w, const bf16* const* x, int rows, int64_t n, float* out);
 
-// ISA of lane_dot_rows: detect_isa() unless set. Set it between steps, not while a call runs.
+// --- engine: out[i·rows + r] = the dot of w[i] with x[r], i < n_w, r < rows
+// (1 <= n_w <= kLaneDotMaxWeights, 1 <= rows <= kLaneDotMaxRows); bf16 weights. Each (weight,
+// row) pair's arithmetic is lane_dot_rows'; AVX-512 runs two weights per register. ---
+void lane_dot_block(const bf16* const* w, int n_w, const bf16* const* x, int rows, int64_t n, float* out);
+
+// ISA of lane_dot_rows and lane_dot_block: detect_isa() unless set. Set it between steps, not while a call runs.
 void set_lane_dot_isa(Isa isa);
 Isa lane_dot_isa();
 

@@ -1,8 +1,7 @@
 // Lane dots with AVX2 (CMakeLists.txt: -mavx2, no contraction): lane l of a row is element l
 // of one ymm accumulator; each step multiplies 8 weights by 8 elements of every row, then adds.
 // Only intrinsics and lane_dot_tile.h here (the tail and the combining tree come from it).
-#include <immintrin.h>
-
+#include "kernels/common/immintrin_quiet.h"
 #include "kernels/lane_dot/lane_dot_tile.h"
 
 namespace dsv4::kernels::lane_dot_tile {

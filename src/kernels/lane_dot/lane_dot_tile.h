@@ -1,5 +1,6 @@
-// lane_dot_rows per ISA: lane_dot.cc (x86-64-v2, the portable loops) and lane_dot_avx2.cc
-// (intrinsics: a row's 8 lanes are one ymm, up to 8 rows' chains in flight). Products and sums
+// lane_dot_rows / lane_dot_block per ISA: lane_dot.cc (x86-64-v2, the portable loops),
+// lane_dot_avx2.cc (intrinsics: a row's 8 lanes are one ymm, up to 8 rows' chains in flight)
+// and lane_dot_avx512.cc (lane_dot_block: two weights' lanes in one zmm). Products and sums
 // stay separate roundings (-ffp-contract=off), so every variant gives the reference's bits.
 #pragma once
 
@@ -10,11 +11,14 @@
 
 namespace dsv4::kernels::lane_dot_tile {
 
+using BlockFn = void (*)(const bf16* const* w, int n_w, const bf16* const* x, int rows, int64_t n, float* out);
 struct Fns {
   void (*f32)(const float* w, const bf16* const* x, int rows, int64_t n, float* out);
   void (*bf16w)(const bf16* w, const bf16* const* x, int rows, int64_t n, float* out);
+  BlockFn block;  // lane_dot_block
 };
 Fns fns_avx2();
+BlockFn block_avx512();  // the AVX-512 variant's lane_dot_block (its row dots are AVX2's)
 
 namespace {  // one copy per translation unit: each is compiled for its own ISA
 
@@ -58,9 +62,15 @@ void rows_impl(const W* w, const bf16* const* x, int rows, int64_t n, float* out
   }
 }
 
+// lane_dot_block as one row pass per weight.
+template <class Dot>
+void block_by_rows(const bf16* const* w, int n_w, const bf16* const* x, int rows, int64_t n, float* out) {
+  for (int i = 0; i < n_w; ++i) rows_impl<Dot, bf16>(w[i], x, rows, n, out + i * rows);
+}
+
 template <class Dot>
 Fns fns_of() {
-  return Fns{rows_impl<Dot, float>, rows_impl<Dot, bf16>};
+  return Fns{rows_impl<Dot, float>, rows_impl<Dot, bf16>, block_by_rows<Dot>};
 }
 
 struct PortableDot {

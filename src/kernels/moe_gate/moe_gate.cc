@@ -1,6 +1,7 @@
 // Engine router. Gate dots in the lane order of kernels/lane_dot (8 fp32 lanes, a fixed tree),
-// kRowTile rows per pass over a gate row with the same per-row arithmetic, so a row's scores
-// depend only on D.
+// kRowTile rows per pass over a gate row (BF16: over kLaneDotMaxWeights gate rows) with the
+// same per-row arithmetic, so a row's scores depend only on D.
+#include <algorithm>
 #include <cmath>
 
 #include "base/check.h"
@@ -41,6 +42,24 @@ void scores_for(const W* weight, const bf16* f, int64_t D, int64_t E, int64_t T,
   }
 }
 
+// BF16 gate: kLaneDotMaxWeights experts x kRowTile rows per lane_dot_block pass.
+void scores_bf16(const bf16* weight, const bf16* f, int64_t D, int64_t E, int64_t T, Range experts, float* scores) {
+  for (int64_t e0 = experts.begin; e0 < experts.end; e0 += kLaneDotMaxWeights) {
+    const int n_w = static_cast<int>(std::min<int64_t>(kLaneDotMaxWeights, experts.end - e0));
+    const bf16* w[kLaneDotMaxWeights];
+    for (int i = 0; i < n_w; ++i) w[i] = weight + (e0 + i) * D;
+    for (int64_t t = 0; t < T; t += kRowTile) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRowTile, T - t));
+      const bf16* x[kRowTile];
+      float l[kLaneDotMaxWeights * kRowTile];
+      for (int q = 0; q < rows; ++q) x[q] = f + (t + q) * D;
+      lane_dot_block(w, n_w, x, rows, D, l);
+      for (int i = 0; i < n_w; ++i)
+        for (int q = 0; q < rows; ++q) scores[(t + q) * E + e0 + i] = sqrt_softplus(l[i * rows + q]);
+    }
+  }
+}
+
 }  // namespace
 
 void moe_topk(const float* scores, const float* bias, int64_t E, int64_t K, int32_t* ids) {
@@ -68,7 +87,7 @@ void moe_gate_scores(const bf16* f, const MoeGateWeights& w, const MoeGateParams
              w.weight.out, w.weight.in, E, D);
   const Range r = split_range(E, tid, nthreads);
   if (w.weight.format == WeightFormat::kBF16)
-    scores_for(static_cast<const bf16*>(w.weight.data), f, D, E, T, r, scores);
+    scores_bf16(static_cast<const bf16*>(w.weight.data), f, D, E, T, r, scores);
   else if (w.weight.format == WeightFormat::kF32)
     scores_for(static_cast<const float*>(w.weight.data), f, D, E, T, r, scores);
   else

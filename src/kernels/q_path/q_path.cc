@@ -1,9 +1,11 @@
-// Engine query path: the phases of q_path.h over linear / rmsnorm / rope.
+// Engine query path: the phases of q_path.h over linear / rmsnorm / rope, and the ISA
+// dispatch of head_rms (head_rms_tile.h; this unit holds its x86-64-v2 copy).
 #include <cmath>
 
 #include "base/check.h"
 #include "base/math.h"
 #include "kernels/linear/linear.h"
+#include "kernels/q_path/head_rms_tile.h"
 #include "kernels/q_path/q_path.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rope/rope.h"
@@ -12,25 +14,26 @@
 namespace dsv4::kernels {
 namespace {
 
-// A4 on one head vector (ascending sum, as the reference).
-void head_rms_one(bf16* v, int head_dim, float inv_n, float eps) {
-  float sum = 0.0f;
-  for (int i = 0; i < head_dim; ++i) {
-    const float x = v[i].to_float();
-    sum += round_bf16(x * x);
+IsaChoice g_isa("q_path");
+
+head_rms_tile::HeadsFn heads_fn() {
+  static const head_rms_tile::HeadsFn avx2 = head_rms_tile::heads_avx2(), avx512 = head_rms_tile::heads_avx512();
+  switch (q_path_isa()) {
+    case Isa::kScalar: return head_rms_tile::heads_portable;
+    case Isa::kAvx2: return avx2;
+    default: return avx512;
   }
-  const float mu = round_bf16(sum * inv_n);
-  const float var = round_bf16(mu + eps);
-  const float r = round_bf16(1.0f / std::sqrt(var));
-  for (int i = 0; i < head_dim; ++i) v[i] = bf16::from_float(v[i].to_float() * r);
 }
 
 }  // namespace
 
+void set_q_path_isa(Isa isa) { g_isa.set(isa); }
+Isa q_path_isa() { return g_isa.get(); }
+
 void head_rms(bf16* q, int64_t T, int n_heads, int head_dim, float eps, int tid, int nthreads) {
   const float inv_n = static_cast<float>(1.0 / head_dim);
   const Range r = split_range(T * n_heads, tid, nthreads);
-  for (int64_t i = r.begin; i < r.end; ++i) head_rms_one(q + i * head_dim, head_dim, inv_n, eps);
+  heads_fn()(q + r.begin * head_dim, r.size(), head_dim, inv_n, eps, head_rms_tile::HeadRope{});
 }
 
 int64_t q_path_scratch_elems(const QPathParams& p, int64_t capacity) {
@@ -76,12 +79,16 @@ void q_path(int phase, const QPathParams& p, const QPathWeights& w, const QPathI
       linear(w.wq_b, qr_in, T, io.q, tid, nthreads);
       return;
     case 4: {
+      DSV4_CHECK(p.rope_dim % 2 == 0 && p.rope_dim <= kRopeMaxDim && p.rope_dim <= p.head_dim,
+                 "rope_dim {} (max {}, head {})", p.rope_dim, kRopeMaxDim, p.head_dim);
+      const head_rms_tile::HeadsFn heads = heads_fn();
       const float inv_n = static_cast<float>(1.0 / p.head_dim);
-      // (row, head) pairs split; RoPE angles once per run of a row's heads.
+      // (row, head) pairs split; RoPE tables once per run of a row's heads.
       for_row_runs(split_range(T * p.n_heads, tid, nthreads), p.n_heads, [&](int64_t t, int64_t h0, int64_t h1) {
-        bf16* v = io.q + (t * p.n_heads + h0) * p.head_dim;
-        for (int64_t h = 0; h < h1 - h0; ++h) head_rms_one(v + h * p.head_dim, p.head_dim, inv_n, p.eps);
-        rope(w.inv_freq, p.rope_dim, v, 1, static_cast<int>(h1 - h0), p.head_dim, io.pos + t, false, 0, 1);
+        float cs[kRopeMaxDim / 2], sn[kRopeMaxDim / 2];
+        rope_tables(w.inv_freq, p.rope_dim, io.pos[t], /*inverse=*/false, cs, sn);
+        heads(io.q + (t * p.n_heads + h0) * p.head_dim, h1 - h0, p.head_dim, inv_n, p.eps,
+              head_rms_tile::HeadRope{p.rope_dim, cs, sn});
       });
       return;
     }

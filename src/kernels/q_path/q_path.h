@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "base/cpu.h"
 #include "numeric/bf16.h"
 #include "numeric/linear_weight.h"
 
@@ -52,6 +53,10 @@ struct QPathIO {
 // Per-head RMS of A4 on q [T, H, Dh], in place.
 void head_rms_ref(bf16* q, int64_t T, int n_heads, int head_dim, float eps);
 void head_rms(bf16* q, int64_t T, int n_heads, int head_dim, float eps, int tid, int nthreads);
+// ISA of head_rms (phase 4 too; head_rms_tile.h: every variant gives the same bits):
+// detect_isa() unless set. Set it between steps, not while a call runs.
+void set_q_path_isa(Isa isa);
+Isa q_path_isa();
 
 // bf16 elements of scratch for T <= capacity rows: aq [T, D], qa [T, Rq], qrq [T, Rq].
 int64_t q_path_scratch_elems(const QPathParams& p, int64_t capacity);

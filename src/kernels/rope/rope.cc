@@ -8,11 +8,28 @@
 
 namespace dsv4::kernels {
 
+void rope_tables(const float* inv_freq, int rope_dim, int64_t pos, bool inverse, float* cs, float* sn) {
+  const float p = static_cast<float>(pos);
+  for (int i = 0; i < rope_dim / 2; ++i) {
+    const float angle = p * inv_freq[i];
+    cs[i] = std::cos(angle);
+    sn[i] = inverse ? -std::sin(angle) : std::sin(angle);
+  }
+}
+
+void rope_rotate(bf16* dims, int rope_dim, const float* cs, const float* sn) {
+  for (int i = 0; i < rope_dim / 2; ++i) {
+    const float a = dims[2 * i].to_float();
+    const float b = dims[2 * i + 1].to_float();
+    dims[2 * i] = bf16::from_float(a * cs[i] - b * sn[i]);
+    dims[2 * i + 1] = bf16::from_float(a * sn[i] + b * cs[i]);
+  }
+}
+
 void rope(const float* inv_freq, int rope_dim, bf16* x, int64_t T, int n_vec, int dim,
           const int64_t* pos, bool inverse, int tid, int nthreads) {
   DSV4_CHECK(rope_dim % 2 == 0 && rope_dim <= kRopeMaxDim && rope_dim <= dim,
              "rope_dim {} (max {}, vector {})", rope_dim, kRopeMaxDim, dim);
-  const int half = rope_dim / 2;
   float cs[kRopeMaxDim / 2], sn[kRopeMaxDim / 2];
   const Range r = split_range(T * n_vec, tid, nthreads);
   int64_t row = -1;
@@ -20,20 +37,9 @@ void rope(const float* inv_freq, int rope_dim, bf16* x, int64_t T, int n_vec, in
     const int64_t t = item / n_vec;
     if (t != row) {
       row = t;
-      const float p = static_cast<float>(pos[t]);
-      for (int i = 0; i < half; ++i) {
-        const float angle = p * inv_freq[i];
-        cs[i] = std::cos(angle);
-        sn[i] = inverse ? -std::sin(angle) : std::sin(angle);
-      }
+      rope_tables(inv_freq, rope_dim, pos[t], inverse, cs, sn);
     }
-    bf16* base = x + item * dim + (dim - rope_dim);
-    for (int i = 0; i < half; ++i) {
-      const float a = base[2 * i].to_float();
-      const float b = base[2 * i + 1].to_float();
-      base[2 * i] = bf16::from_float(a * cs[i] - b * sn[i]);
-      base[2 * i + 1] = bf16::from_float(a * sn[i] + b * cs[i]);
-    }
+    rope_rotate(x + item * dim + (dim - rope_dim), rope_dim, cs, sn);
   }
 }
 

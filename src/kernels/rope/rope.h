@@ -39,4 +39,10 @@ void rope_ref(const float* inv_freq, int rope_dim, bf16* x, int64_t T, int n_vec
 void rope(const float* inv_freq, int rope_dim, bf16* x, int64_t T, int n_vec, int dim,
           const int64_t* pos, bool inverse, int tid, int nthreads);
 
+// The engine's pieces, for kernels that rotate inside a fused loop (same bits as rope):
+// one row's tables cs[i] = cos(angle), sn[i] = ±sin(angle) [Dr/2] at position pos ...
+void rope_tables(const float* inv_freq, int rope_dim, int64_t pos, bool inverse, float* cs, float* sn);
+// ... and the rotation of one vector's last Dr dims (dims points at them) with them.
+void rope_rotate(bf16* dims, int rope_dim, const float* cs, const float* sn);
+
 }  // namespace dsv4::kernels

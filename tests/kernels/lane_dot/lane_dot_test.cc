@@ -4,6 +4,7 @@
 // result does not depend on the rows it shares a pass with.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -67,6 +68,45 @@ TEST(LaneDot, EveryVariantEqualsReference) {
     }
     check_every_isa(wf, rows, n);
     check_every_isa(wb, rows, n);
+  }
+}
+
+// lane_dot_block: every weight count and row count of a pass, every variant, each (weight, row)
+// dot equal to the reference's; outputs past n_w·rows untouched.
+TEST(LaneDot, BlockEqualsReferenceEveryVariant) {
+  std::mt19937 rng(11);
+  for (int64_t n : {1, 7, 8, 9, 23, 64, 129, 1000}) {
+    std::vector<std::vector<bf16>> w(kLaneDotMaxWeights, std::vector<bf16>(static_cast<size_t>(n)));
+    std::vector<std::vector<bf16>> rows(kLaneDotMaxRows, std::vector<bf16>(static_cast<size_t>(n)));
+    for (auto* set : {&w, &rows})
+      for (auto& v : *set)
+        for (bf16& e : v) e = bf16::from_float(spread(rng));
+    if (n > 3) {
+      rows[1][2] = bf16::from_float(std::numeric_limits<float>::quiet_NaN());
+      w[2][n - 1] = bf16::from_float(std::numeric_limits<float>::infinity());
+    }
+    for (Isa isa : kAllIsas) {
+      if (!isa_supported(isa)) continue;
+      set_lane_dot_isa(isa);
+      for (int n_w = 1; n_w <= kLaneDotMaxWeights; ++n_w)
+        for (int R = 1; R <= kLaneDotMaxRows; ++R) {
+          const bf16* wp[kLaneDotMaxWeights];
+          const bf16* xp[kLaneDotMaxRows];
+          for (int i = 0; i < n_w; ++i) wp[i] = w[(i + R) % kLaneDotMaxWeights].data();
+          for (int q = 0; q < R; ++q) xp[q] = rows[(q + n_w) % kLaneDotMaxRows].data();
+          float out[kLaneDotMaxWeights * kLaneDotMaxRows + 1];
+          std::fill(std::begin(out), std::end(out), -7.0f);
+          lane_dot_block(wp, n_w, xp, R, n, out);
+          for (int i = 0; i < n_w; ++i)
+            for (int q = 0; q < R; ++q) {
+              const float want = lane_dot_ref(wp[i], xp[q], n), got = out[i * R + q];
+              ASSERT_TRUE(same_bits(got, want) || (std::isnan(got) && std::isnan(want)))
+                  << isa_name(isa) << " n=" << n << " n_w=" << n_w << " R=" << R << " (" << i << ", " << q << ")";
+            }
+          ASSERT_EQ(out[n_w * R], -7.0f) << "wrote past the outputs";
+        }
+    }
+    set_lane_dot_isa(detect_isa());
   }
 }
 

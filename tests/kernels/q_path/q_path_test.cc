@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -83,6 +85,121 @@ TEST(HeadRms, EveryTMatchesRefAndDiffersFromFp32Factor) {
     for (size_t i = 0; i < b.size(); ++i) differ += b[i].bits != want[i].bits;
     // model.md §6.1: roughly 30 % of the elements differ.
     EXPECT_GT(differ, static_cast<int64_t>(b.size() / 10)) << differ << " of " << b.size();
+  }
+}
+
+// Values over many binades, zeros, subnormals (squares underflow) and large values (squares
+// round to Inf), so any change of a head's summation order or rounding shows in the bits.
+std::vector<bf16> wide_bf16(std::mt19937& rng, int64_t n) {
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  std::uniform_int_distribution<int> e(-12, 12), kind(0, 99);
+  std::vector<bf16> v(n);
+  for (auto& x : v) {
+    const int k = kind(rng);
+    const float f = k == 0 ? 0.0f : k == 1 ? std::ldexp(n01(rng), -130) : k == 2 ? std::ldexp(n01(rng), 70) : std::ldexp(n01(rng), e(rng));
+    x = bf16::from_float(f);
+  }
+  return v;
+}
+
+// Every ISA variant of head_rms gives head_rms_ref's bits: head counts around the 8- and
+// 16-head groups, dims on and off the vector width, every T with 1 and 2 threads, a NaN and
+// an Inf in a few heads.
+TEST(HeadRms, EveryIsaMatchesRefBitForBit) {
+  struct Case {
+    int H, dh, T;
+  };
+  for (const Case c : {Case{1, 512, 3}, Case{5, 80, kCapacity}, Case{16, 64, 9}, Case{17, 48, 7}, Case{64, 512, 4},
+                       Case{3, 24, 11}, Case{9, 20, 5}}) {
+    std::mt19937 rng(c.H * 1000 + c.dh);
+    auto x = wide_bf16(rng, int64_t{c.T} * c.H * c.dh);
+    if (x.size() > 3 * static_cast<size_t>(c.dh)) {
+      x[c.dh + 5] = bf16::from_bits(0x7fc1);  // NaN in head 1
+      x[2 * c.dh + 1] = bf16::from_float(std::numeric_limits<float>::infinity());
+    }
+    std::vector<bf16> want(x);
+    head_rms_ref(want.data(), c.T, c.H, c.dh, kEps);
+    for (Isa isa : kAllIsas) {
+      if (!isa_supported(isa)) continue;
+      set_q_path_isa(isa);
+      for (int nthreads : {1, 2})
+        for (int T = 1; T <= c.T; ++T) {
+          RowBuffer<bf16> y(c.T, c.H * c.dh);
+          y.poison(T);
+          std::copy(x.begin(), x.begin() + int64_t{T} * c.H * c.dh, y.v.begin());
+          run(nthreads, [&](int tid, int n) { head_rms(y.data(), T, c.H, c.dh, kEps, tid, n); });
+          ASSERT_TRUE(y.sentinel_intact(T));
+          ASSERT_EQ(0, std::memcmp(y.data(), want.data(), sizeof(bf16) * T * c.H * c.dh))
+              << isa_name(isa) << " H=" << c.H << " dh=" << c.dh << " T=" << T << " threads=" << nthreads;
+        }
+    }
+    set_q_path_isa(detect_isa());
+  }
+}
+
+// The summation order reaches the output: each head holds 128 and 8 at dims p, p + 1
+// (p = h mod 5) and 2^-6 elsewhere. In ascending order the smalls after the pair are absorbed
+// (Σ = 16448 + p·2^-12 rounds to 16448, μ = 32.125 a tie that rounds to 32); any order that
+// adds five or more smalls before the pair gives μ above the tie (32.25), so every output moves.
+TEST(HeadRms, EveryIsaKeepsTheAscendingOrder) {
+  const int H = 37, dh = 512;
+  std::vector<bf16> x(int64_t{H} * dh, bf16::from_float(0.015625f));
+  for (int h = 0; h < H; ++h) {
+    x[h * dh + h % 5] = bf16::from_float(128.0f);
+    x[h * dh + h % 5 + 1] = bf16::from_float(8.0f);
+  }
+  std::vector<bf16> want(x), reversed(x.rbegin(), x.rend());
+  head_rms_ref(want.data(), 1, H, dh, kEps);
+  head_rms_ref(reversed.data(), 1, H, dh, kEps);
+  ASSERT_NE(want[0].bits, reversed[H * dh - 1].bits) << "the case is not order-sensitive";
+  for (Isa isa : kAllIsas) {
+    if (!isa_supported(isa)) continue;
+    set_q_path_isa(isa);
+    std::vector<bf16> y(x);
+    head_rms(y.data(), 1, H, dh, kEps, 0, 1);
+    EXPECT_EQ(0, std::memcmp(y.data(), want.data(), sizeof(bf16) * y.size())) << isa_name(isa);
+  }
+  set_q_path_isa(detect_isa());
+}
+
+// Phase 4 (head_rms, then RoPE in the same pass on the vector variants) on every ISA equals
+// head_rms_ref then rope_ref bit for bit: RoPE dims fused (whole registers) or not, every T,
+// 1 and 2 threads (a row's heads split between them).
+TEST(QPath, Phase4EveryIsaMatchesHeadRmsThenRope) {
+  struct Case {
+    int H, dh, dr;
+  };
+  for (const Case c : {Case{64, 512, 64}, Case{5, 80, 16}, Case{3, 48, 8}, Case{17, 192, 64}, Case{2, 24, 8}}) {
+    QPathParams p{0, 0, c.H, c.dh, c.dr, kEps};
+    RopeParams rp;
+    rp.rope_dim = c.dr;
+    const auto inv = rope_inv_freq(rp);
+    QPathWeights w;
+    w.inv_freq = inv.data();
+    const int T_max = c.dh >= 512 ? 6 : kCapacity;
+    std::mt19937 rng(c.H * 31 + c.dh);
+    const auto x = wide_bf16(rng, int64_t{T_max} * c.H * c.dh);
+    std::vector<int64_t> pos(T_max);
+    for (int t = 0; t < T_max; ++t) pos[t] = 11 * t * t + 2;
+    std::vector<bf16> want(x);
+    head_rms_ref(want.data(), T_max, c.H, c.dh, kEps);
+    rope_ref(inv.data(), c.dr, want.data(), T_max, c.H, c.dh, pos.data(), false);
+    for (Isa isa : kAllIsas) {
+      if (!isa_supported(isa)) continue;
+      set_q_path_isa(isa);
+      for (int nthreads : {1, 2})
+        for (int T = 1; T <= T_max; ++T) {
+          RowBuffer<bf16> q(T_max, c.H * c.dh);
+          q.poison(T);
+          std::copy(x.begin(), x.begin() + int64_t{T} * c.H * c.dh, q.v.begin());
+          const QPathIO io{T, nullptr, pos.data(), nullptr, q.data(), nullptr};
+          run(nthreads, [&](int tid, int n) { q_path(4, p, w, io, tid, n); });
+          ASSERT_TRUE(q.sentinel_intact(T));
+          ASSERT_EQ(0, std::memcmp(q.data(), want.data(), sizeof(bf16) * T * c.H * c.dh))
+              << isa_name(isa) << " H=" << c.H << " dh=" << c.dh << " dr=" << c.dr << " T=" << T;
+        }
+    }
+    set_q_path_isa(detect_isa());
   }
 }
 
