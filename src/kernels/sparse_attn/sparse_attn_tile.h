@@ -11,11 +11,7 @@
 #include <cstdint>
 
 #if defined(__AVX512F__)
-// GCC 12 warns on its own _mm512_undefined_* inside the AVX-512 intrinsics (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/common/immintrin_quiet.h"
 #endif
 
 namespace dsv4::kernels::attn_tile {
