@@ -80,9 +80,9 @@ std::vector<int32_t> top_k(const std::vector<float>& score, int64_t k) {
 void dequant_row(const LinearWeight& w, int64_t o, float* out) {
   const int64_t in = w.in;
   switch (w.format) {
-    case WeightFormat::kBF16: {
-      const bf16* d = static_cast<const bf16*>(w.data) + o * in;
-      for (int64_t i = 0; i < in; ++i) out[i] = d[i].to_float();
+    case WeightFormat::kBF16: {  // stored rows or tiles (LinearWeight::bf16_tiles)
+      const bf16* d = static_cast<const bf16*>(w.data);
+      for (int64_t i = 0; i < in; ++i) out[i] = d[bf16_offset(w, o, i)].to_float();
       return;
     }
     case WeightFormat::kF32:

@@ -1,8 +1,7 @@
 // head_rms_tile.h with AVX-512 F/BW (CMakeLists.txt: no contraction): 16 heads per pass,
 // head h's chain in lane h; each 16 dims of the 16 heads are squared and rounded in place,
 // transposed, then added in ascending dim order; the scaling pass applies RoPE (rope_simd.h).
-#include "kernels/q_path/head_rms_tile.h"
-#include "kernels/rope/rope_simd.h"
+#include "kernels/q_path/head_rms_vector.h"
 
 namespace dsv4::kernels::head_rms_tile {
 namespace {
@@ -36,29 +35,15 @@ void scale(bf16* v, int head_dim, float r, int rope_from, const float* cd, const
   }
 }
 
-void heads(bf16* q, int64_t n_heads, int head_dim, float inv_n, float eps, HeadRope rope) {
-  if (head_dim % kLanes != 0) return heads_portable(q, n_heads, head_dim, inv_n, eps, rope);
-  // RoPE in the scaling pass when its dims are whole registers, else after it (scalar).
-  const bool fused = rope.rope_dim % kLanes == 0;
-  alignas(64) float cd[kRopeMaxDim], sd[kRopeMaxDim];
-  if (fused) simd::rope_pair_tables(rope.cs, rope.sn, rope.rope_dim, cd, sd);
-  const int rope_from = fused && rope.rope_dim > 0 ? head_dim - rope.rope_dim : head_dim;
-  for (int64_t h0 = 0; h0 < n_heads; h0 += kLanes) {
-    const int n = static_cast<int>(n_heads - h0 < kLanes ? n_heads - h0 : kLanes);
-    bf16* group[kLanes];
-    for (int h = 0; h < kLanes; ++h) group[h] = q + (h0 + (h < n ? h : n - 1)) * head_dim;
-    alignas(64) float r[kLanes];
-    sums16(group, head_dim, inv_n, eps, r);
-    for (int h = 0; h < n; ++h) {
-      scale(group[h], head_dim, r[h], rope_from, cd, sd);
-      if (!fused && rope.rope_dim > 0)
-        rope_rotate(group[h] + (head_dim - rope.rope_dim), rope.rope_dim, rope.cs, rope.sn);
-    }
-  }
-}
+// The vector driver's operations (head_rms_vector.h).
+struct Ops {
+  static constexpr int kLanes = 16;
+  static constexpr auto sums = &sums16;
+  static constexpr auto scale = &head_rms_tile::scale;
+};
 
 }  // namespace
 
-HeadsFn heads_avx512() { return heads; }
+HeadsFn heads_avx512() { return heads_vector<Ops>; }
 
 }  // namespace dsv4::kernels::head_rms_tile
