@@ -397,7 +397,8 @@ class Loader {
     if (!options_.dot_layouts || !kernels::linear_prefers_bf16_tiles() || !reads(name) || v.shape.size() != 2 ||
         !dot_tiles_fit(v.shape[0], v.shape[1]))
       return false;
-    return std::any_of(std::begin(kSuffixes), std::end(kSuffixes), [&](std::string_view s) { return name.ends_with(s); });
+    return std::any_of(std::begin(kSuffixes), std::end(kSuffixes),
+                       [&](std::string_view s) { return name.ends_with(s); });
   }
   // Bytes of matrix m in its tile layout (FP4: codes and scales).
   static size_t tile_bytes(const FoundMatrix& m) {
@@ -428,7 +429,10 @@ class Loader {
     uint8_t* dst = w.packed.data() + packed_used_;
     packed_used_ += ceil_div<size_t>(size, 64) * 64;
     pack_jobs_.push_back(PackJob{lw, dst, n_bytes});
-    (lw.format == WeightFormat::kFP4 ? lw.fp4_dot : lw.format == WeightFormat::kBF16 ? lw.bf16_tiles : lw.fp8_dot) = true;
+    bool& tiles = lw.format == WeightFormat::kFP4    ? lw.fp4_dot
+                  : lw.format == WeightFormat::kBF16 ? lw.bf16_tiles
+                                                     : lw.fp8_dot;
+    tiles = true;
     lw.data = dst;
     if (lw.format == WeightFormat::kFP4) lw.scale = dst + lw.out * lw.in / 2;
     packed_[name] = lw;

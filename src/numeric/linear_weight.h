@@ -119,7 +119,7 @@ inline void bf16_pack_tiles(const uint16_t* src, int64_t rows, int64_t in, uint1
   for (int64_t g = 0; g < rows; g += kDotTileRows)
     for (int64_t t = 0; t < in / kDotTileCols; ++t)
       for (int j = 0; j < kDotTileRows; ++j)
-        std::memcpy(dst + g * in + t * kDotTileRows * kDotTileCols + j * kDotTileCols, src + (g + j) * in + t * kDotTileCols,
+        std::memcpy(dst + g * in + (t * kDotTileRows + j) * kDotTileCols, src + (g + j) * in + t * kDotTileCols,
                     sizeof(uint16_t) * kDotTileCols);
 }
 

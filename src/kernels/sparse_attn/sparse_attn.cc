@@ -117,7 +117,8 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
         const int G = h1 - h < f.heads ? h1 - h : f.heads;
         for (int64_t i = 0; i < static_cast<int64_t>(G) * Dh; ++i) qf[i] = q[(t * H + h) * Dh + i].to_float();
         f.logits(qf, G, kt, Dh, sj);
-        for (int g = 0; g < G; ++g) block_softmax(sj + g * kAttnBlock, nr, scale, &m_all[h + g], &s_all[h + g], &alpha[g]);
+        for (int g = 0; g < G; ++g)
+          block_softmax(sj + g * kAttnBlock, nr, scale, &m_all[h + g], &s_all[h + g], &alpha[g]);
         f.accumulate_pv(sj, alpha, G, kb, Dh, nr, acc_all + static_cast<int64_t>(h) * Dh);
       }
     }

@@ -141,7 +141,8 @@ TEST_P(LinearEmulated, SameBitsAsNativeEveryT) {
 // A slice at a tile (o0 = 16) with a K range and the grouped tree, into strided rows.
 TEST_P(LinearEmulated, SameBitsAsNativeOnSlices) {
   const std::pair<WeightFormat, bool> kinds[] = {  // format, in the tile layout
-      {WeightFormat::kFP4, true}, {WeightFormat::kFP8, true}, {WeightFormat::kBF16, false}, {WeightFormat::kBF16, true}};
+      {WeightFormat::kFP4, true}, {WeightFormat::kFP8, true},
+      {WeightFormat::kBF16, false}, {WeightFormat::kBF16, true}};
   for (const auto& [f, tiles] : kinds) {
     const auto ow = test::random_weight(f, 96, 768, 61);
     std::vector<uint8_t> packed(tiles ? static_cast<size_t>(packed_bytes(ow.view())) : 0);
