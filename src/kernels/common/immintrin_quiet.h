@@ -5,13 +5,6 @@
 
 #if defined(DSV4_ISA_EMULATED)
 #include "kernels/common/isa_emulation_extra.h"
-#elif defined(__GNUC__) && !defined(__clang__)
-// GCC 12 warns on its own _mm512_undefined_* inside the AVX-512 intrinsics (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
 #else
-#include <immintrin.h>
+#include "kernels/linear/isa_intrinsics.h"  // <immintrin.h> behind GCC 12's warning guard
 #endif
