@@ -105,14 +105,13 @@ inline int64_t fp8_code_offset(const LinearWeight& w, int64_t o, int64_t i) {
 inline uint8_t fp8_code(const LinearWeight& w, int64_t o, int64_t i) {
   return static_cast<const uint8_t*>(w.data)[fp8_code_offset(w, o, i)];
 }
-// Element offset of W[o, i] of a BF16 weight in either layout; inside a tile, rows o and o + 1
-// (same tile) are bf16_row_stride apart.
+// Element offset of W[o, i] of a BF16 weight in either layout (the ISA tiles compute the same
+// in linear_tile.h's Bf16Layout: they may call no inline function with external linkage).
 inline int64_t bf16_offset(const LinearWeight& w, int64_t o, int64_t i) {
   if (!w.bf16_tiles) return o * w.in + i;
   return (o / kDotTileRows) * kDotTileRows * w.in + (i / kDotTileCols) * (kDotTileRows * kDotTileCols) +
          (o % kDotTileRows) * kDotTileCols + i % kDotTileCols;
 }
-inline int64_t bf16_row_stride(const LinearWeight& w) { return w.bf16_tiles ? kDotTileCols : w.in; }
 // Writes a [rows, in] BF16 matrix (stored order at src) as tiles at dst (rows·in values, not
 // overlapping src); dot_tiles_fit(rows, in).
 inline void bf16_pack_tiles(const uint16_t* src, int64_t rows, int64_t in, uint16_t* dst) {

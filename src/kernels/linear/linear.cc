@@ -298,6 +298,16 @@ const linear_tile::Kernels& kernels(Isa isa) {
 inline linear_tile::TileFn tile_fn(const linear_tile::Kernels& k, const bf16*) { return k.x_bf16; }
 inline linear_tile::TileFn tile_fn(const linear_tile::Kernels& k, const float*) { return k.x_f32; }
 
+// The slice's outputs of thread tid (offsets from s.o0); weights in a tile layout split in
+// whole 16-row tiles.
+Range split_outputs(const LinearSlice& s, bool tiles, int tid, int nthreads) {
+  const int64_t unit = tiles ? kDotTileRows : 1;
+  Range r = split_range(ceil_div<int64_t>(s.o1 - s.o0, unit), tid, nthreads);
+  r.begin *= unit;
+  r.end = std::min(r.end * unit, s.o1 - s.o0);
+  return r;
+}
+
 // The tile fields a slice fixes (weight, K range and tree, x stride); the caller sets the rest.
 linear_tile::Tile slice_tile(const LinearWeight& w, const LinearSlice& s) {
   linear_tile::Tile tl{};
@@ -322,10 +332,7 @@ void run_quant(const LinearWeight& w, const LinearSlice& s, const XT* x, int64_t
   const linear_tile::TileFn fn = tiles ? kern_fn : fp4 ? tile_quant_scalar<Fp4Block, XT> : tile_quant_scalar<Fp8Block, XT>;
   const bool dot = tiles;  // Tile::dot_rows: read by every FP4 / FP8 tile
   const DotExp dot_exp = fp4 ? kFp4DotExp : kFp8DotExp;
-  const int64_t unit = packed ? kDotTileRows : 1;  // threads split the outputs in whole tiles
-  Range r = split_range(ceil_div<int64_t>(s.o1 - s.o0, unit), tid, nthreads);
-  r.begin *= unit;
-  r.end = std::min(r.end * unit, s.o1 - s.o0);
+  const Range r = split_outputs(s, packed, tid, nthreads);
   if (r.size() == 0 || T <= 0) return;
   constexpr int kRows = linear_tile::kMaxRowTile, kOut = linear_tile::kMaxOutTile;
   // The rows' dot marks, once per call (up to kMaskTiles row tiles; beyond, per tile).
@@ -374,12 +381,9 @@ void run_slice(const LinearWeight& w, const LinearSlice& s_in, const XT* x, int6
   DSV4_CHECK(w.format != WeightFormat::kFP4 || w.in % 32 == 0, "FP4 in {} % 32", w.in);
   DSV4_CHECK(s.x_stride >= s.k1 && s.y_stride >= s.o1 - s.o0, "strides");
   if (w.quantized()) return run_quant(w, s, x, T, y, tid, nthreads);
-  // BF16 tiles (LinearWeight::bf16_tiles): threads split whole 16-row tiles, and a slice off a
-  // tile boundary runs on the scalar tile (the ISA tiles read 16 rows of a tile at a time).
-  const int64_t unit = w.bf16_tiles ? kDotTileRows : 1;
-  Range r = split_range(ceil_div<int64_t>(s.o1 - s.o0, unit), tid, nthreads);
-  r.begin *= unit;
-  r.end = std::min(r.end * unit, s.o1 - s.o0);
+  // BF16 tiles (LinearWeight::bf16_tiles): a slice off a tile boundary runs on the scalar tile
+  // (the ISA tiles read 16 rows of a tile at a time).
+  const Range r = split_outputs(s, w.bf16_tiles, tid, nthreads);
   if (r.size() == 0 || T <= 0) return;
   const bool off_tile = w.bf16_tiles && s.o0 % kDotTileRows != 0;
   const linear_tile::Kernels& kern = kernels(off_tile ? Isa::kScalar : current_isa());
