@@ -198,6 +198,7 @@ int main(int argc, char** argv) {
           ->ArgName("T")
           ->Arg(1)
           ->Arg(4)
+          ->Arg(8)
           ->Arg(16)
           ->Arg(64)
           ->UseRealTime()
