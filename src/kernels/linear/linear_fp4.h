@@ -37,6 +37,9 @@ constexpr int kGroups = 4;       // 32-column scale groups per 128-column block
 constexpr int kChunks = 4;       // 64-byte code chunks per group (8 columns x 16 outputs each)
 constexpr int kTileBytes = 1024; // codes of a tile's block
 constexpr int kScaleBytes = 64;  // scales of a tile's block: group g at 16g + output
+// A tile's code bytes per scale byte (every block, so for a whole tile too): a prefetch that
+// runs `ahead` bytes into the codes runs ahead / kCodesPerScaleByte into the scales.
+constexpr int kCodesPerScaleByte = kTileBytes / kScaleBytes;
 
 // Biased exponents of x admitted by the dot (above).
 constexpr int kDotExpLo = 9, kDotExpHi = 245;

@@ -58,9 +58,9 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
     const uint8_t* ct = W.code_tile(o, blk0 + b);
     const uint8_t* st = W.scale_tile(o, blk0 + b);
     // kPrefetchBlocks ahead; near the end into the next tile (contiguous), the next block's.
-    // The scales likewise (a tile's scales are its codes' size / 16, also contiguous).
+    // The scales likewise (also contiguous from tile to tile).
     const int64_t ahead = kPrefetchBlocks * fp4::kTileBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(st + ahead / 16), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(st + ahead / fp4::kCodesPerScaleByte), _MM_HINT_T0);
     V2 beta[R];
     for (int g = 0; g < kGroups; ++g) {
       V2 p[R];
@@ -146,7 +146,7 @@ struct DecodedBlock {
 
 inline void decode_block(const uint8_t* ct, const uint8_t* st, const uint8_t* pf, DecodedBlock& d) {
   const __m256 lut = _mm256_loadu_ps(fp4::kE2m1F32);
-  _mm_prefetch(reinterpret_cast<const char*>(st + (pf - ct) / 16), _MM_HINT_T0);  // the scales likewise
+  _mm_prefetch(reinterpret_cast<const char*>(st + (pf - ct) / fp4::kCodesPerScaleByte), _MM_HINT_T0);  // scales too
   for (int q = 0; q < kGroups * kChunks; ++q) {
     _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * q), _MM_HINT_T0);
     for (int h = 0; h < 2; ++h) {

@@ -140,11 +140,10 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
     // (scripts/isa_budget.py).
     const int64_t ahead = kPrefetchBlocks * fp4::kTileBytes +
                           (b + kPrefetchBlocks < n_blk ? 0 : NT * tile_bytes - n_blk * fp4::kTileBytes);
-    // The scales the same distance ahead (a tile's scales are its codes' size / 16): their
-    // stream is one line per block, which the hardware prefetcher left cold (Zen 5: T = 1 / 4
-    // +9-27 % / +9-23 % on w1 / w2).
-    static_assert(fp4::kTileBytes / fp4::kScaleBytes == 16);
-    for (int t = 0; t < NT; ++t) _mm_prefetch(reinterpret_cast<const char*>(st[t] + ahead / 16), _MM_HINT_T0);
+    // The scales the same distance ahead: their stream is one line per block, which the
+    // hardware prefetcher left cold (Zen 5: T = 1 / 4 +9-27 % / +9-23 % on w1 / w2).
+    for (int t = 0; t < NT; ++t)
+      _mm_prefetch(reinterpret_cast<const char*>(st[t] + ahead / fp4::kCodesPerScaleByte), _MM_HINT_T0);
     for (int g = 0; g < kGroups; ++g) {
       __m512 p[R][NT];
       for (int r = 0; r < R; ++r)
