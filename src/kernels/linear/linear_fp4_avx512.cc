@@ -10,6 +10,7 @@
 #include "kernels/linear/isa_intrinsics.h"
 #include "kernels/linear/linear_avx512_pair.h"
 #include "kernels/linear/linear_fp4.h"
+#include "kernels/linear/linear_prefetch.h"
 #include "kernels/linear/linear_tile.h"
 
 namespace dsv4::kernels::linear_tile {
@@ -19,7 +20,10 @@ using fp4::kChunks;
 using fp4::kGroups;
 using fp4::kTileOut;
 constexpr int kMaxTiles = kMaxOutTile / kTileOut;
-constexpr int kPrefetchBlocks = 4;  // code tiles prefetched this many blocks ahead
+// Prefetch distances of the tiles' streams (linear_prefetch.h), in blocks: near 2 / far 12
+// measured best of 2-4 / 12-24 (Zen 4, T = 1 / 2: +11-50 % / +18-40 % against the former L1
+// prefetch alone at 4 blocks; T >= 4 even).
+constexpr int kNearBlocks = 2, kFarBlocks = 12;
 
 inline __m512 add_ps(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
 // A bf16 value as fp32 in every lane.
@@ -56,13 +60,13 @@ constexpr int kPairOuterRows = 4;
 // in the slice) of NT tiles into the R·NT group sums p.
 // The dot, the chunk decoded whole first, then per column pair each x pair broadcast once.
 template <int R, int NT>
-inline void chunk_dot_whole(__m512 (&p)[R][NT], const uint8_t* const* ct, int64_t ahead, int q,
+inline void chunk_dot_whole(__m512 (&p)[R][NT], const uint8_t* const* ct, const Ahead& ahead, int q,
                             const uint16_t* const* xr, int64_t col) {
   const __m512i lut = _mm512_load_si512(fp4::kE2m1Bf16);
   __m512i w[4][NT];  // [column pair m][tile t]
   DSV4_UNROLL(4)
   for (int t = 0; t < NT; ++t) {
-    _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * q), _MM_HINT_T0);
+    prefetch_ahead(ct[t] + 64 * q, ahead);
     const __m512i v = _mm512_loadu_si512(ct[t] + 64 * q);
     w[0][t] = _mm512_permutexvar_epi16(v, lut);
     w[1][t] = _mm512_permutexvar_epi16(_mm512_srli_epi16(v, 4), lut);
@@ -74,13 +78,13 @@ inline void chunk_dot_whole(__m512 (&p)[R][NT], const uint8_t* const* ct, int64_
 }
 // The dot, per column pair: the NT tiles' weight vectors of the pair, then its R·NT dots.
 template <int R, int NT>
-inline void chunk_dot_pairs(__m512 (&p)[R][NT], const uint8_t* const* ct, int64_t ahead, int q,
+inline void chunk_dot_pairs(__m512 (&p)[R][NT], const uint8_t* const* ct, const Ahead& ahead, int q,
                             const uint16_t* const* xr, int64_t col) {
   const __m512i lut = _mm512_load_si512(fp4::kE2m1Bf16);
   __m512i v[NT];
   DSV4_UNROLL(4)
   for (int t = 0; t < NT; ++t) {
-    _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * q), _MM_HINT_T0);
+    prefetch_ahead(ct[t] + 64 * q, ahead);
     v[t] = _mm512_loadu_si512(ct[t] + 64 * q);
   }
   DSV4_UNROLL(4)
@@ -93,11 +97,11 @@ inline void chunk_dot_pairs(__m512 (&p)[R][NT], const uint8_t* const* ct, int64_
 }
 // FMA or exact: per tile the fp32 decode, a multiply-add pair step per product.
 template <int R, int NT, Step kStep>
-inline void chunk_f32(__m512 (&p)[R][NT], const uint8_t* const* ct, int64_t ahead, int q, const uint16_t* const* xr,
+inline void chunk_f32(__m512 (&p)[R][NT], const uint8_t* const* ct, const Ahead& ahead, int q, const uint16_t* const* xr,
                       int64_t col) {
   DSV4_UNROLL(4)
   for (int t = 0; t < NT; ++t) {
-    _mm_prefetch(reinterpret_cast<const char*>(ct[t] + ahead + 64 * q), _MM_HINT_T0);
+    prefetch_ahead(ct[t] + 64 * q, ahead);
     const __m512i v = _mm512_loadu_si512(ct[t] + 64 * q);
     const __m512 lut = _mm512_load_ps(fp4::kE2m1F32);
     DSV4_UNROLL(4)
@@ -133,17 +137,11 @@ void run_block(const Tile& tl, const fp4::Tiles& W, int64_t o, const uint16_t* c
       ct[t] = W.code_tile(o + kTileOut * t, blk0 + b);
       st[t] = W.scale_tile(o + kTileOut * t, blk0 + b);
     }
-    // Prefetch distance: kPrefetchBlocks ahead; near the end, the first blocks of the next
-    // register block's tile (NT tiles on: tiles are contiguous, tile_bytes apart), so a tile's
-    // stream runs on into the next one's. Prefetch never faults: past the matrix or the
-    // thread's slice it only reads ahead. Branch-free, so the hot loop stays one straight run
-    // (scripts/isa_budget.py).
-    const int64_t ahead = kPrefetchBlocks * fp4::kTileBytes +
-                          (b + kPrefetchBlocks < n_blk ? 0 : NT * tile_bytes - n_blk * fp4::kTileBytes);
-    // The scales the same distance ahead: their stream is one line per block, which the
+    // The next register block's tile starts NT tiles on.
+    const Ahead ahead = stream_ahead(kNearBlocks, kFarBlocks, b, n_blk, fp4::kTileBytes, NT * tile_bytes);
+    // The scales the same distances ahead: their stream is one line per block, which the
     // hardware prefetcher left cold (Zen 5: T = 1 / 4 +9-27 % / +9-23 % on w1 / w2).
-    for (int t = 0; t < NT; ++t)
-      _mm_prefetch(reinterpret_cast<const char*>(st[t] + ahead / fp4::kCodesPerScaleByte), _MM_HINT_T0);
+    for (int t = 0; t < NT; ++t) prefetch_ahead(st[t], ahead, fp4::kCodesPerScaleByte);
     for (int g = 0; g < kGroups; ++g) {
       __m512 p[R][NT];
       for (int r = 0; r < R; ++r)
