@@ -33,7 +33,8 @@ using fp8::kTileOut;
 using fp8::kVectors;
 constexpr int kMaxTiles = kMaxOutTile / kTileOut;
 // Prefetch distances of the tiles' streams (linear_prefetch.h), in blocks: far 4 measured best
-// of 0 / 4 / 6 / 8 / 12 (Zen 4, T = 1 / 2 / 4: +5-15 % against the L1 prefetch alone).
+// of 0 / 4 / 6 / 8 / 12 for the dot (Zen 4, T = 1 / 2 / 4: +5-15 % against the L1 prefetch
+// alone); the instruction-bound FMA and exact steps ran 1.5-3.5 % slower with it and skip it.
 constexpr int kNearBlocks = 2, kFarBlocks = 4;
 
 inline __m512 add_ps(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
@@ -136,7 +137,7 @@ void run_block(const Tile& tl, const fp8::Tiles& W, int64_t o, const uint16_t* c
 #endif
       DSV4_UNROLL(4)
       for (int t = 0; t < NT; ++t) {
-        prefetch_ahead(ct[t] + 64 * v, ahead);
+        prefetch_near(ct[t] + 64 * v, ahead);  // the FMA and exact steps: L1 only (2-3 % faster)
         __m512 w[4];
         decode_f32(_mm512_loadu_si512(ct[t] + 64 * v), w);
         DSV4_UNROLL(2)

@@ -36,6 +36,10 @@ inline void prefetch_ahead(const uint8_t* p, const Ahead& a, int64_t scale = 1) 
   _mm_prefetch(reinterpret_cast<const char*>(p + a.near / scale), _MM_HINT_T0);
   _mm_prefetch(reinterpret_cast<const char*>(p + a.far / scale), _MM_HINT_T1);
 }
+// Only the L1 line: for the instruction-bound paths the extra prefetch slows (docs/benchmarks.md).
+inline void prefetch_near(const uint8_t* p, const Ahead& a) {
+  _mm_prefetch(reinterpret_cast<const char*>(p + a.near), _MM_HINT_T0);
+}
 
 }  // namespace
 }  // namespace dsv4::kernels::linear_tile
