@@ -3,7 +3,8 @@
 // multiply and an add for the others. A tile call is up to 4 tiles of 16 outputs x 64 rows; rows go
 // in register blocks of R rows x NT tiles, each block streaming its tiles' codes along K
 // once, decoding each 64-byte chunk in registers for all R rows.
-// Only intrinsics and linear_tile.h / linear_fp4.h / linear_avx512_pair.h here (see linear_tile.h).
+// Only intrinsics and linear_tile.h / linear_fp4.h / linear_avx512_pair.h / linear_prefetch.h here (see
+// linear_tile.h).
 #include <cstdint>
 #include <utility>
 

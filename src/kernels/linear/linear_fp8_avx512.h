@@ -14,7 +14,8 @@
 // Included by linear_fp8_avx512.cc (AVX-512 F/BW: the FMA and exact steps) and
 // linear_fp8_avx512_bf16.cc (with BF16 and VBMI: the dot step, whose decode needs VBMI; kept
 // out of the F/BW unit so that no VBMI instruction can reach it). Everything is in an
-// unnamed namespace (linear_tile.h). Only intrinsics and linear_tile.h / linear_fp8.h / linear_avx512_pair.h here.
+// unnamed namespace (linear_tile.h). Only intrinsics and linear_tile.h / linear_fp8.h / linear_avx512_pair.h /
+// linear_prefetch.h here.
 #pragma once
 
 #include <cstdint>
