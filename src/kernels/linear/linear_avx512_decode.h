@@ -28,6 +28,9 @@ inline __m512 bf16_to_ps(__m256i v) {
 inline void prefetch_lines(const void* p, int bytes) {
   for (int i = 0; i < bytes; i += 64) _mm_prefetch(static_cast<const char*>(p) + i, _MM_HINT_T0);
 }
+inline void prefetch_lines_l2(const void* p, int bytes) {
+  for (int i = 0; i < bytes; i += 64) _mm_prefetch(static_cast<const char*>(p) + i, _MM_HINT_T1);
+}
 
 // Dot layout of 32 consecutive k (bf16 words): position 2l + 1 holds k = l,
 // position 2l holds k = 16 + l (VDPBF16PS adds the odd product first).
