@@ -98,8 +98,8 @@ inline void chunk_dot_pairs(__m512 (&p)[R][NT], const uint8_t* const* ct, const 
 }
 // FMA or exact: per tile the fp32 decode, a multiply-add pair step per product.
 template <int R, int NT, Step kStep>
-inline void chunk_f32(__m512 (&p)[R][NT], const uint8_t* const* ct, const Ahead& ahead, int q, const uint16_t* const* xr,
-                      int64_t col) {
+inline void chunk_f32(__m512 (&p)[R][NT], const uint8_t* const* ct, const Ahead& ahead, int q,
+                      const uint16_t* const* xr, int64_t col) {
   DSV4_UNROLL(4)
   for (int t = 0; t < NT; ++t) {
     prefetch_ahead(ct[t] + 64 * q, ahead);
