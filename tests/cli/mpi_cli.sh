@@ -272,8 +272,10 @@ faults() {
       [ "$np" = 4 ] && [ "$rank" = 0 ] && continue
       log="$work/fault_${np}_${rank}.log"
       start_serve "$log" "$np" DSV4_TEST_FAIL_STEP="$rank:3"
+      # ignore_eos: the request must live to step 3 (sampled at the default temperature, it once
+      # drew a stop token at its third token and finished before the fault).
       code=$(curl -s --max-time 60 -o "$work/fault.json" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" \
-        -H 'content-type: application/json' -d '{"prompt":"Once upon a time","max_tokens":20}')
+        -H 'content-type: application/json' -d '{"prompt":"Once upon a time","max_tokens":20,"ignore_eos":true}')
       [ "$code" = 500 ] && grep -q "injected at step 3 on rank $rank" "$work/fault.json" ||
         fail "serve on $np ranks, rank $rank failing: HTTP $code, not a 500 naming rank $rank: $(cat "$work/fault.json")"
       wait "$serve_pid"
