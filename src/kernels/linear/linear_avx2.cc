@@ -12,10 +12,11 @@
 // and chained in ascending blocks, so each result has the scalar variant's bits.
 // Decoding, exact and equal to the scalar decode_block bit for bit:
 //   BF16: bits << 16.   F32: as stored.
-// Only intrinsics (isa_intrinsics.h) and linear_tile.h here (see linear_tile.h).
+// Only intrinsics (isa_intrinsics.h), linear_prefetch.h and linear_tile.h here (see linear_tile.h).
 #include <cstdint>
 
 #include "kernels/linear/isa_intrinsics.h"
+#include "kernels/linear/linear_prefetch.h"
 #include "kernels/linear/linear_tile.h"
 
 namespace dsv4::kernels::linear_tile {
@@ -45,10 +46,6 @@ inline __m256 keep_below(__m256 v, int n) {
 inline __m256 bf16x8_to_ps(const uint16_t* p) {
   return _mm256_castsi256_ps(
       _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
-}
-
-inline void prefetch_lines(const void* p, int bytes) {
-  for (int i = 0; i < bytes; i += 64) _mm_prefetch(static_cast<const char*>(p) + i, _MM_HINT_T0);
 }
 
 // Up to 16 elements [0, n) of p into a zeroed buffer (partial blocks only).
@@ -94,7 +91,7 @@ inline void load_x(const float* x, int n, float* xb) {
 struct DecodeBf16 {
   Bf16Layout w;
   explicit DecodeBf16(const LinearWeight& lw) : w(lw) {}
-  void prefetch(int64_t o, int64_t k) const { prefetch_lines(w.at(o, k), 2 * kBlock); }
+  DSV4_PREFETCH_FN void prefetch(int64_t o, int64_t k) const { prefetch_lines(w.at(o, k), 2 * kBlock); }
   struct Prep {
     const uint16_t* p;
   };
@@ -122,7 +119,7 @@ struct DecodeF32 {
   const float* data;
   int64_t in;
   explicit DecodeF32(const LinearWeight& w) : data(static_cast<const float*>(w.data)), in(w.in) {}
-  void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, 4 * kBlock); }
+  DSV4_PREFETCH_FN void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, 4 * kBlock); }
   struct Prep {
     const float* p;
   };

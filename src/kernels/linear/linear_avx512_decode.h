@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/linear/isa_intrinsics.h"
+#include "kernels/linear/linear_prefetch.h"
 #include "kernels/linear/linear_tile.h"
 
 namespace dsv4::kernels::linear_tile {
@@ -23,13 +24,6 @@ inline __mmask16 lanes_below(int n) { return static_cast<__mmask16>((1u << n) - 
 
 inline __m512 bf16_to_ps(__m256i v) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-}
-
-inline void prefetch_lines(const void* p, int bytes) {
-  for (int i = 0; i < bytes; i += 64) _mm_prefetch(static_cast<const char*>(p) + i, _MM_HINT_T0);
-}
-inline void prefetch_lines_l2(const void* p, int bytes) {
-  for (int i = 0; i < bytes; i += 64) _mm_prefetch(static_cast<const char*>(p) + i, _MM_HINT_T1);
 }
 
 // Dot layout of 32 consecutive k (bf16 words): position 2l + 1 holds k = l,
@@ -99,7 +93,7 @@ inline void load_x(const float* x, int n, float* xb) {
 struct DecodeBf16 {
   Bf16Layout w;
   explicit DecodeBf16(const LinearWeight& lw) : w(lw) {}
-  void prefetch(int64_t o, int64_t k) const { prefetch_lines(w.at(o, k), 2 * kBlock); }
+  DSV4_PREFETCH_FN void prefetch(int64_t o, int64_t k) const { prefetch_lines(w.at(o, k), 2 * kBlock); }
   struct Prep {
     const uint16_t* p;
   };
@@ -143,7 +137,7 @@ struct DecodeF32 {
   const float* data;
   int64_t in;
   explicit DecodeF32(const LinearWeight& w) : data(static_cast<const float*>(w.data)), in(w.in) {}
-  void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, 4 * kBlock); }
+  DSV4_PREFETCH_FN void prefetch(int64_t o, int64_t k) const { prefetch_lines(data + o * in + k, 4 * kBlock); }
   struct Prep {
     const float* p;
   };

@@ -39,11 +39,11 @@ struct GemmBf16 {
   using General = DecodeBf16;
   Bf16Layout w;
   explicit GemmBf16(const LinearWeight& lw) : w(lw) {}
-  void prefetch(int64_t o, int64_t k) const { prefetch_lines(w.at(o, k), 2 * kBlock); }
+  DSV4_PREFETCH_FN void prefetch(int64_t o, int64_t k) const { prefetch_lines(w.at(o, k), 2 * kBlock); }
   // The ns outputs' block at column k into L2 (in tiles one contiguous run).
-  void prefetch_far(int64_t o, int ns, int64_t k) const {
-    if (w.tiles) return prefetch_lines_l2(w.at(o, k), ns * 2 * kBlock);
-    for (int q = 0; q < ns; ++q) prefetch_lines_l2(w.at(o + q, k), 2 * kBlock);
+  DSV4_PREFETCH_FN void prefetch_far(int64_t o, int ns, int64_t k) const {
+    if (w.tiles) return prefetch_lines<Cache::kL2>(w.at(o, k), ns * 2 * kBlock);
+    for (int q = 0; q < ns; ++q) prefetch_lines<Cache::kL2>(w.at(o + q, k), 2 * kBlock);
   }
   XWindow window(int64_t o, int ns, int64_t k) const {
     int wl = 0, wh = 0;
