@@ -17,44 +17,26 @@ namespace {
 
 int64_t per_thread_floats(const SparseAttnParams& p) {
   const int64_t H = p.n_heads, Dh = p.head_dim;
-  return 2 * kAttnBlock * Dh  // kb [64, Dh], kt [Dh, 64]
-         + H * Dh             // acc [H, Dh]
-         + 2 * H              // m, S [H]
-         + attn_tile::kMaxHeads * (kAttnBlock + Dh + 1);  // per head of a pass: logits /
-                                                          // probabilities [64], q_h fp32 [Dh], alpha
+  return kAttnBlock * Dh        // kb [64, Dh]: the block's key operands
+         + kAttnBlock * Dh      // kt: the logits' layout
+         + kAttnBlock / 2 * Dh  // kv: the P·V layout (pair variants)
+         + H * Dh               // acc [H, Dh]
+         + 2 * H                // m, S [H]
+         + attn_tile::kMaxHeads * (kAttnBlock + 1)  // per head of a pass: logits / probabilities
+                                                    // [64], alpha
+         + H * Dh;                                  // the row's query operands
 }
 
 IsaChoice g_isa("sparse_attn");
 
-// One head's block step on its logits s[0, nr): scaled, the running max m and sum S updated,
-// s replaced by the bf16-rounded probabilities, *alpha the old state's factor.
-void block_softmax(float* s, int nr, float scale, float* m, float* S, float* alpha) {
-  const float kNegInf = -std::numeric_limits<float>::infinity();
-  float bmax = kNegInf;
-  for (int j = 0; j < nr; ++j) {
-    s[j] = s[j] * scale;
-    bmax = s[j] > bmax ? s[j] : bmax;
-  }
-  const float m_new = *m > bmax ? *m : bmax;
-  *alpha = *m == kNegInf ? 0.0f : std::exp(*m - m_new);
-  float psum = 0.0f;
-  for (int j = 0; j < nr; ++j) {
-    s[j] = std::exp(s[j] - m_new);
-    psum += s[j];
-  }
-  *S = *S * *alpha + psum;
-  *m = m_new;
-  for (int j = 0; j < nr; ++j) s[j] = round_bf16(s[j]);
-}
-
 const attn_tile::Fns& fns(Isa isa) {
-  static const attn_tile::Fns base{1, attn_tile::logits_impl<1>, attn_tile::accumulate_pv_impl<1>,
-                                   attn_tile::transpose_impl};
-  static const attn_tile::Fns avx2 = attn_tile::fns_avx2(), avx512 = attn_tile::fns_avx512();
+  static const attn_tile::Fns base = attn_tile::fp32_fns<1>();
+  static const attn_tile::Fns avx2 = attn_tile::fns_avx2(), avx512 = attn_tile::fns_avx512(),
+                              avx512bf16 = attn_tile::fns_avx512bf16();
   switch (isa) {
     case Isa::kAvx2: return avx2;
-    case Isa::kAvx512:
-    case Isa::kAvx512Bf16: return avx512;
+    case Isa::kAvx512: return avx512;
+    case Isa::kAvx512Bf16: return avx512bf16;
     default: return base;
   }
 }
@@ -77,12 +59,14 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
   const attn_tile::Fns& f = fns(sparse_attn_isa());
   float* kb = scratch + per_thread_floats(p) * tid;
   float* kt = kb + kAttnBlock * Dh;
-  float* acc_all = kt + kAttnBlock * Dh;
+  float* kv = kt + kAttnBlock * Dh;
+  float* acc_all = kv + kAttnBlock / 2 * Dh;
   float* m_all = acc_all + static_cast<int64_t>(H) * Dh;
   float* s_all = m_all + H;
-  float* sj = s_all + H;                           // [G, 64]
-  float* qf = sj + attn_tile::kMaxHeads * kAttnBlock;  // [G, Dh]
-  float* alpha = qf + attn_tile::kMaxHeads * Dh;       // [G]
+  float* sj = s_all + H;                                  // [G, 64]
+  float* alpha = sj + attn_tile::kMaxHeads * kAttnBlock;  // [G]
+  float* qf = alpha + attn_tile::kMaxHeads;               // [H, Dh] the row's query operands
+  auto* qw = reinterpret_cast<uint32_t*>(qf);             // or [H, Dh/2] as pair words
 
   const Range units = split_range(T * H, tid, nthreads);
   for (int64_t t = units.begin / H; t * H < units.end; ++t) {
@@ -93,6 +77,8 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
     const int64_t n_list = list.len[t];
     const int64_t n = n_list + (list.n_dense ? list.n_dense[t] : 0);
     const int64_t n_win = list.n_win[t];
+    f.prep_q(q + (t * H + h0) * Dh, static_cast<int64_t>(h1 - h0) * Dh, qf + static_cast<int64_t>(h0) * Dh,
+             qw + static_cast<int64_t>(h0) * Dh / 2);
     for (int h = h0; h < h1; ++h) {
       m_all[h] = kNegInf;
       s_all[h] = 0.0f;
@@ -101,32 +87,25 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
     }
     for (int64_t b0 = 0; b0 < n; b0 += kAttnBlock) {
       const int64_t b1 = b0 + kAttnBlock < n ? b0 + kAttnBlock : n;
-      // Gather the block's real keys (compacted, list order kept).
-      int nr = 0;
+      // Gather the block's real keys (compacted, list order kept) as operands.
+      attn_tile::Block block{kb, kt, kv, 0, Dh};
       for (int64_t j = b0; j < b1; ++j) {
         const int32_t e = j < n_list ? entries[j] : static_cast<int32_t>(j - n_list);
         if (e < 0) continue;
-        const uint8_t* k = j < n_win ? keys.win[t].row(e) : keys.cmp[t].row(e);
-        float* kr = kb + static_cast<int64_t>(nr) * Dh;
-        kv_unpack_row(keys.format, k, kr);
-        ++nr;
+        f.unpack(keys.format, j < n_win ? keys.win[t].row(e) : keys.cmp[t].row(e), block, block.n++);
       }
-      if (nr == 0) continue;  // all-empty block: state unchanged
-      f.transpose(kb, Dh, nr, kt);
+      if (block.n == 0) continue;  // all-empty block: state unchanged
+      f.layout(block);
       for (int h = h0; h < h1; h += f.heads) {
         const int G = h1 - h < f.heads ? h1 - h : f.heads;
-        for (int64_t i = 0; i < static_cast<int64_t>(G) * Dh; ++i) qf[i] = q[(t * H + h) * Dh + i].to_float();
-        f.logits(qf, G, kt, Dh, sj);
-        for (int g = 0; g < G; ++g)
-          block_softmax(sj + g * kAttnBlock, nr, scale, &m_all[h + g], &s_all[h + g], &alpha[g]);
-        f.accumulate_pv(sj, alpha, G, kb, Dh, nr, acc_all + static_cast<int64_t>(h) * Dh);
+        f.logits(qf + static_cast<int64_t>(h) * Dh, qw + static_cast<int64_t>(h) * Dh / 2, G, block, sj);
+        f.softmax(sj, G, block.n, scale, m_all + h, s_all + h, alpha);
+        f.accumulate_pv(sj, alpha, G, block, acc_all + static_cast<int64_t>(h) * Dh);
       }
     }
     for (int h = h0; h < h1; ++h) {
       const float S = s_all[h] + std::exp(sink[h] - m_all[h]);
-      const float* acc = acc_all + static_cast<int64_t>(h) * Dh;
-      bf16* oh = o + (t * H + h) * Dh;
-      for (int d = 0; d < Dh; ++d) oh[d] = bf16::from_float(acc[d] / S);
+      f.finish(acc_all + static_cast<int64_t>(h) * Dh, S, o + (t * H + h) * Dh, Dh);
     }
   }
 }

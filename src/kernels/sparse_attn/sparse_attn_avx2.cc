@@ -3,5 +3,5 @@
 #include "kernels/sparse_attn/sparse_attn_tile.h"
 
 namespace dsv4::kernels::attn_tile {
-Fns fns_avx2() { return Fns{2, logits_impl<2>, accumulate_pv_impl<2>, transpose_impl}; }
+Fns fns_avx2() { return fp32_fns<2>(); }
 }  // namespace dsv4::kernels::attn_tile

@@ -3,5 +3,5 @@
 #include "kernels/sparse_attn/sparse_attn_tile.h"
 
 namespace dsv4::kernels::attn_tile {
-Fns fns_avx512() { return Fns{kMaxHeads, logits_impl<kMaxHeads>, accumulate_pv_impl<kMaxHeads>, transpose_impl}; }
+Fns fns_avx512() { return fp32_fns<kMaxHeads>(); }
 }  // namespace dsv4::kernels::attn_tile

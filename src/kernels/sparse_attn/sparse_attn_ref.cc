@@ -1,5 +1,6 @@
 // Reference Level-A sparse attention: one row, one head at a time, the block
-// recurrence of model.md §0.4.6 written one fp32 operation per line.
+// recurrence of model.md §0.4.6 written one fp32 operation per line, in the engine's
+// summation order (sparse_attn.h).
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -17,53 +18,60 @@ void sparse_attn_ref(const SparseAttnParams& p, const bf16* q, int64_t T, const 
   const int H = p.n_heads, Dh = p.head_dim;
   const float scale = attn_softmax_scale(Dh);
   const float kNegInf = -std::numeric_limits<float>::infinity();
-  std::vector<float> zero(Dh, 0.0f), key(Dh), s(kAttnBlock), pj(kAttnBlock), acc(Dh);
-  std::vector<const bf16*> kptr(kAttnBlock);
+  std::vector<float> qo(Dh), s(kAttnBlock), pj(kAttnBlock), acc(Dh), u(Dh);
+  std::vector<std::vector<float>> key(kAttnBlock, std::vector<float>(Dh));  // the block's real keys, operands
   for (int64_t t = 0; t < T; ++t) {
     const int32_t* entries = list.entries + t * list.stride;
     const int64_t n_list = list.len[t];
     const int64_t n = n_list + (list.n_dense ? list.n_dense[t] : 0);
     for (int h = 0; h < H; ++h) {
       const bf16* qh = q + (t * H + h) * Dh;
+      for (int d = 0; d < Dh; ++d) qo[d] = attn_operand(qh[d].to_float());
       float m = kNegInf, S = 0.0f;
       for (int d = 0; d < Dh; ++d) acc[d] = 0.0f;
       for (int64_t b0 = 0; b0 < n; b0 += kAttnBlock) {
-        const int nb = static_cast<int>(n - b0 < kAttnBlock ? n - b0 : kAttnBlock);
-        // Logits of the block.
-        for (int j = 0; j < nb; ++j) {
-          const int64_t pos_in_list = b0 + j;
-          const int32_t e = pos_in_list < n_list ? entries[pos_in_list] : static_cast<int32_t>(pos_in_list - n_list);
-          if (e < 0) {
-            kptr[j] = nullptr;
-            s[j] = kNegInf;
-            continue;
-          }
-          kptr[j] = pos_in_list < list.n_win[t] ? keys.win[t].row(e)
-                                                : keys.cmp[t].row(e);
+        const int64_t b1 = b0 + kAttnBlock < n ? b0 + kAttnBlock : n;
+        // The block's real entries c = 0 .. nr − 1, in list order, and their logits.
+        int nr = 0;
+        for (int64_t j = b0; j < b1; ++j) {
+          const int32_t e = j < n_list ? entries[j] : static_cast<int32_t>(j - n_list);
+          if (e < 0) continue;
+          const bf16* k = j < list.n_win[t] ? keys.win[t].row(e) : keys.cmp[t].row(e);
+          for (int d = 0; d < Dh; ++d) key[nr][d] = attn_operand(k[d].to_float());
+          // Dims in pairs (2i, 2i + 1), the odd one first: d = 1, 0, 3, 2, ... (one sum a
+          // statement: GCC 12.2 at -O2 miscompiles the same chain written as two sums an
+          // iteration, odd then even: it adds the even product twice).
           float dot = 0.0f;
-          for (int d = 0; d < Dh; ++d) dot += qh[d].to_float() * kptr[j][d].to_float();
-          s[j] = dot * scale;
+          for (int e = 0; e < Dh; ++e) {
+            const int d = e ^ 1;
+            dot = dot + qo[d] * key[nr][d];
+          }
+          s[nr] = dot * scale;
+          ++nr;
         }
+        if (nr == 0) continue;  // no real entry: state unchanged
         float bmax = kNegInf;
-        for (int j = 0; j < nb; ++j) bmax = s[j] > bmax ? s[j] : bmax;
+        for (int c = 0; c < nr; ++c) bmax = s[c] > bmax ? s[c] : bmax;
         const float m_new = m > bmax ? m : bmax;
-        if (m_new == kNegInf) continue;  // no real entry so far: state unchanged
-        const float alpha = m == kNegInf ? 0.0f : std::exp(m - m_new);
-        float psum = 0.0f;
-        for (int j = 0; j < nb; ++j) {
-          pj[j] = s[j] == kNegInf ? 0.0f : std::exp(s[j] - m_new);
-          psum += pj[j];
+        const float alpha = m == kNegInf ? 0.0f : attn_exp(m - m_new);
+        float lanes[16] = {};
+        for (int c = 0; c < nr; ++c) {
+          pj[c] = attn_exp(s[c] - m_new);
+          lanes[c % 16] = lanes[c % 16] + pj[c];
         }
+        const float psum = attn_sum16(lanes);
         const float s_scaled = S * alpha;
         S = s_scaled + psum;
-        for (int d = 0; d < Dh; ++d) acc[d] = acc[d] * alpha;
-        for (int j = 0; j < nb; ++j) {
-          const float pb = round_bf16(pj[j]);
-          for (int d = 0; d < Dh; ++d) key[d] = kptr[j] ? kptr[j][d].to_float() : zero[d];
-          for (int d = 0; d < Dh; ++d) {
-            const float prod = pb * key[d];
-            acc[d] = acc[d] + prod;
-          }
+        // u = Σ bf16(p_c)·K_c from zero, the entries in pairs (2i, 2i + 1), the odd one first.
+        for (int d = 0; d < Dh; ++d) u[d] = 0.0f;
+        for (int k = 0; k < nr; ++k) {
+          const int c = (k ^ 1) < nr ? k ^ 1 : k;
+          const float pb = attn_operand(round_bf16(pj[c]));
+          for (int d = 0; d < Dh; ++d) u[d] = u[d] + pb * key[c][d];
+        }
+        for (int d = 0; d < Dh; ++d) {
+          const float scaled = acc[d] * alpha;
+          acc[d] = scaled + u[d];
         }
         m = m_new;
       }

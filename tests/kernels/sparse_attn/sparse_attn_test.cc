@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -76,6 +77,16 @@ struct World {
     cmp.assign(kSeqs, std::vector<bf16>(static_cast<size_t>(kCmpRows) * pr.Dh));
     for (auto& s : win) for (auto& v : s) v = rand_bf16(rng, 1.0f);
     for (auto& s : cmp) for (auto& v : s) v = rand_bf16(rng, 1.0f);
+    // Operands around attn_operand's 2^-56 (read as 0 below it) and bf16 subnormals: in some
+    // query values, in whole key rows' first nope block (a tiny FP8 scale) and rope dims.
+    const float tiny[] = {0x1p-50f, 0x1p-56f, 0x1p-57f, 0x1p-70f, 0x1p-130f};
+    for (size_t i = 0; i < q.size(); i += 37) q[i] = bf16::from_float(tiny[i % 5] * (i % 2 ? -1.0f : 1.0f));
+    for (auto& s : cmp)
+      for (size_t r = 3; r < s.size() / pr.Dh; r += 7) {
+        bf16* row = s.data() + r * pr.Dh;
+        for (int d = 0; d < 64; ++d) row[d] = bf16::from_float(row[d].to_float() * tiny[r % 5]);
+        for (int d = pr.Dh - pr.Dr; d < pr.Dh; d += 3) row[d] = bf16::from_float(tiny[(r + d) % 5]);
+      }
     for (auto* set : {&win, &cmp})
       for (auto& s : *set) {
         for (size_t r = 0; r < s.size() / pr.Dh; ++r) fp8sim_row(s.data() + r * pr.Dh, format.nope());
@@ -213,7 +224,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, SparseAttnTest, ::testing::Values(kTiny, kTiny
 
 // --- hand-computed cases (one row, one head unless stated) ---
 
-// Runs ref and engine (2 threads) on one row; checks they agree bit for bit.
+// Runs ref and engine (2 threads, every ISA variant) on one row; checks they agree bit for bit.
 std::vector<bf16> attend_one(const SparseAttnParams& p, const std::vector<bf16>& q,
                              const std::vector<int32_t>& entries, int32_t n_win,
                              const std::vector<bf16>& win, int64_t ring,
@@ -235,8 +246,13 @@ std::vector<bf16> attend_one(const SparseAttnParams& p, const std::vector<bf16>&
   sparse_attn_ref(p, q.data(), 1, l, k, sink.data(), want.data());
   std::vector<float> scratch(sparse_attn_scratch_floats(p, 2));
   ThreadPool pool(2);
-  pool.run([&](int tid, int n) { sparse_attn(p, q.data(), 1, l, kp, sink.data(), got.data(), scratch.data(), tid, n); });
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), width * sizeof(bf16)), 0);
+  for (Isa isa : kAllIsas) {
+    if (!isa_supported(isa)) continue;
+    set_sparse_attn_isa(isa);
+    pool.run([&](int tid, int n) { sparse_attn(p, q.data(), 1, l, kp, sink.data(), got.data(), scratch.data(), tid, n); });
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), width * sizeof(bf16)), 0) << isa_name(isa);
+  }
+  set_sparse_attn_isa(detect_isa());
   return want;
 }
 
@@ -306,10 +322,10 @@ struct TwoBlock {
 TEST(SparseAttnHand, TwoBlocksStepByStep) {
   const TwoBlock c;
   constexpr int Dh = TwoBlock::Dh;
-  // Block 0: m = 0, p = 1, S = 64, acc = ΣK.
+  // Block 0: m = 0, p = 1, S = 64, acc = ΣK in pair order (1, 0, 3, 2, ...).
   std::vector<float> acc(Dh, 0.0f);
-  for (int j = 0; j < 64; ++j)
-    for (int d = 0; d < Dh; ++d) acc[d] = acc[d] + 1.0f * c.cmp[j * Dh + d].to_float();
+  for (int e = 0; e < 64; ++e)
+    for (int d = 0; d < Dh; ++d) acc[d] = acc[d] + 1.0f * c.cmp[(e ^ 1) * Dh + d].to_float();
   float S = 64.0f;
   // Block 1.
   float m1 = 0.0f;
@@ -322,12 +338,83 @@ TEST(SparseAttnHand, TwoBlocksStepByStep) {
     psum += pj.back();
   }
   S = S * alpha + psum;
-  for (int d = 0; d < Dh; ++d) acc[d] = acc[d] * alpha;
-  for (int j = 0; j < 9; ++j)
-    for (int d = 0; d < Dh; ++d) acc[d] = acc[d] + round_bf16(pj[j]) * c.cmp[(64 + j) * Dh + d].to_float();
+  // u from 0 over the entries in pairs, the odd one first (1, 0, 3, 2, ..., 7, 6, 8), then added.
+  for (int d = 0; d < Dh; ++d) {
+    float u = 0.0f;
+    for (int e = 0; e < 9; ++e) {
+      const int j = e == 8 ? 8 : e ^ 1;
+      u = u + round_bf16(pj[j]) * c.cmp[(64 + j) * Dh + d].to_float();
+    }
+    acc[d] = acc[d] * alpha + u;
+  }
   S = S + std::exp(c.sink - m1);
   const auto o = attend_one({1, Dh}, c.q, c.entries, 0, c.cmp, 1, c.cmp, {c.sink});
   for (int d = 0; d < Dh; ++d) ASSERT_EQ(o[d].bits, bf16::from_float(acc[d] / S).bits) << "d=" << d;
+}
+
+// The engine's summation order (sparse_attn.h), pinned where it decides the result: dims
+// (logits) and entries (P·V) in pairs, the odd one first. Values 2^24, 0, 1, −2^24 sum to 1
+// in that order ((0 + 2^24) + (−2^24 + 1)) and to 0 ascending ((2^24 + 1) rounds to 2^24).
+TEST(SparseAttnHand, PairOrder) {
+  const float big = 16777216.0f;
+  const float v[4] = {big, 0.0f, 1.0f, -big};
+  {  // Logits: one key K = v, q = 1: the dot is 1, s = 1·σa.
+    constexpr int Dh = 4;
+    std::vector<bf16> q(Dh, bf16::from_float(1.0f)), cmp(Dh);
+    for (int d = 0; d < Dh; ++d) cmp[d] = bf16::from_float(v[d]);
+    const auto o = attend_one({1, Dh}, q, {0}, 0, cmp, 1, cmp, {0.0f});
+    const float s = 1.0f * attn_softmax_scale(Dh);
+    const float S = 1.0f + std::exp(0.0f - s);
+    for (int d = 0; d < Dh; ++d) ASSERT_EQ(o[d].bits, bf16::from_float(v[d] / S).bits) << "d=" << d;
+  }
+  {  // P·V: q = 0, four keys whose dim 0 holds v: p = 1, u[0] = 1, S = 4 + e^0.
+    constexpr int Dh = 2;
+    std::vector<bf16> q(Dh, bf16::from_float(0.0f)), cmp(4 * Dh, bf16::from_float(0.0f));
+    for (int j = 0; j < 4; ++j) cmp[j * Dh] = bf16::from_float(v[j]);
+    const auto o = attend_one({1, Dh}, q, {0, 1, 2, 3}, 0, cmp, 1, cmp, {0.0f});
+    EXPECT_EQ(o[0].bits, bf16::from_float(1.0f / 5.0f).bits);
+    EXPECT_EQ(o[1].bits, bf16::from_float(0.0f).bits);
+  }
+}
+
+// Operands below 2^-56 read as 0 (attn_operand), on every variant: key dims of 2^-60 and 2^-130
+// (a bf16 subnormal, which VDPBF16PS would read as 0 and fp32 code would not) give the same
+// bits as key dims of 0.
+TEST(SparseAttnHand, TinyOperandsReadAsZero) {
+  constexpr int Dh = 4;
+  std::vector<bf16> q(Dh, bf16::from_float(3.0f));
+  std::vector<bf16> tiny = {bf16::from_float(1.0f), bf16::from_float(0x1p-60f), bf16::from_float(-2.0f),
+                            bf16::from_float(0x1p-130f)};
+  std::vector<bf16> zero = {tiny[0], bf16::from_float(0.0f), tiny[2], bf16::from_float(0.0f)};
+  const auto a = attend_one({1, Dh}, q, {0}, 0, tiny, 1, tiny, {0.5f});
+  const auto b = attend_one({1, Dh}, q, {0}, 0, zero, 1, zero, {0.5f});
+  EXPECT_EQ(a[0].bits, b[0].bits);
+  EXPECT_EQ(a[2].bits, b[2].bits);
+  EXPECT_EQ(a[1].bits, bf16::from_float(0.0f).bits);
+  EXPECT_EQ(a[3].bits, bf16::from_float(0.0f).bits);
+}
+
+// attn_exp: within 2 ulp of exp (correctly rounded from double) on [ln 2^-126, 0]; 0 below it.
+TEST(SparseAttnExp, WithinTwoUlp) {
+  const auto ulps = [](float a, float b) {
+    const int64_t ia = std::bit_cast<int32_t>(a), ib = std::bit_cast<int32_t>(b);
+    return ia > ib ? ia - ib : ib - ia;
+  };
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits(0x80000000u, std::bit_cast<uint32_t>(attn_exp_const::kMin));
+  int64_t worst = 0;
+  for (int i = 0; i < 2000000; ++i) {
+    const float x = std::bit_cast<float>(bits(rng));
+    const float want = static_cast<float>(std::exp(static_cast<double>(x)));
+    worst = std::max(worst, ulps(attn_exp(x), want));
+  }
+  for (float x : {0.0f, -0.0f, -1e-30f, -0.5f, -1.0f, -87.0f, attn_exp_const::kMin})
+    worst = std::max(worst, ulps(attn_exp(x), static_cast<float>(std::exp(static_cast<double>(x)))));
+  EXPECT_LE(worst, 2);
+  EXPECT_EQ(attn_exp(0.0f), 1.0f);
+  EXPECT_EQ(attn_exp(std::nextafter(attn_exp_const::kMin, -100.0f)), 0.0f);
+  EXPECT_EQ(attn_exp(-1000.0f), 0.0f);
+  EXPECT_EQ(attn_exp(-std::numeric_limits<float>::infinity()), 0.0f);
 }
 
 TEST(SparseAttnHand, GlobalMaxSingleBlockDiffers) {
