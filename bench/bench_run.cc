@@ -40,7 +40,7 @@ std::vector<int> thread_counts(const BenchOptions& o) {
 
 Machine probe_machine(const BenchOptions& o) {
   Machine m;
-  const Isa isa = detect_isa();
+  const Isa isa = o.isa;
   m.isa = isa_name(isa);
   m.read_probe = read_probe_name(isa);
   m.dot_probe = dot_probe_name(isa);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu.h"
 #include "base/status.h"
 
 namespace dsv4::bench {
@@ -53,6 +54,7 @@ struct BenchOptions {
   std::vector<std::string> from;          // spec-flash: earlier bench JSON files to project from
   std::string json;                       // empty: no JSON (and no PNG)
   std::string tokenizer;                  // grammar: the vocabulary's tokenizer.json
+  Isa isa = detect_isa();                 // the kernels' variant (set by the caller) and the probes'
 };
 
 // The --quick sets: B {1, 4, 16}, S {1, 2}, γ {1, 5}, prefill {64}, T {1, 16}, one 1 GiB

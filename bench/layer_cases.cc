@@ -55,42 +55,59 @@ class LayerStepper {
     return prefill_context(max_b, lim.max_rows);
   }
 
-  Result<CaseResult> decode(int B, int S) {
-    std::vector<double> ms;
-    Cost sum;
-    double experts = 0, runs = 0;
-    RunBreakdown breakdown(cfg_);
+  // The decode cases of one B, their steps interleaved (S1, S2, ..., S1, S2, ...) so that a noisy
+  // host's slow phases fall on every S alike: the verify overhead compares them.
+  Result<std::vector<CaseResult>> decode(int B, const std::vector<int>& spec_rows) {
+    struct Acc {
+      std::vector<double> ms;
+      Cost sum;
+      double experts = 0, runs = 0;
+      RunBreakdown breakdown;
+    };
+    std::vector<Acc> acc;
+    for (size_t i = 0; i < spec_rows.size(); ++i) acc.push_back(Acc{{}, {}, 0, 0, RunBreakdown(cfg_)});
     runner_->pool().attach(sets_.run_profile ? &profile_ : nullptr);
-    for (int it = 0; it < sets_.warmup + sets_.repeats; ++it) {
-      std::vector<RequestRows> rows(static_cast<size_t>(B));
-      for (int r = 0; r < B; ++r) {
-        for (int j = 0; j < S; ++j) tokens_[static_cast<size_t>(r * S + j)] = token();
-        reqs_[r] = StepRequest{r, pos_[r], S, sets_.context, &tokens_[static_cast<size_t>(r * S)]};
-        rows[r] = RequestRows{pos_[r], S};
+    for (int it = 0; it < sets_.warmup + sets_.repeats; ++it)
+      for (size_t i = 0; i < spec_rows.size(); ++i) {
+        const int S = spec_rows[i];
+        Acc& a = acc[i];
+        std::vector<RequestRows> rows(static_cast<size_t>(B));
+        for (int r = 0; r < B; ++r) {
+          for (int j = 0; j < S; ++j) tokens_[static_cast<size_t>(r * S + j)] = token();
+          reqs_[r] = StepRequest{r, pos_[r], S, sets_.context, &tokens_[static_cast<size_t>(r * S)]};
+          rows[r] = RequestRows{pos_[r], S};
+        }
+        log_.clear();
+        profile_.clear();
+        const uint64_t runs0 = runner_->pool().runs();
+        const auto t0 = std::chrono::steady_clock::now();
+        DSV4_RETURN_IF_ERROR(
+            runner_->forward(std::span(reqs_.data(), B), nullptr, nullptr, DecisionIO{nullptr, &log_}));
+        const double t = ms_since(t0);
+        for (int r = 0; r < B; ++r) pos_[r] += S;
+        if (it < sets_.warmup) continue;
+        a.ms.push_back(t);
+        a.runs += static_cast<double>(runner_->pool().runs() - runs0);
+        const int64_t hit = experts_hit(log_);
+        a.experts += static_cast<double>(hit);
+        a.sum += layer_step_cost(cfg_, 0, rows, hit);
+        if (sets_.run_profile) a.breakdown.add_step(profile_.records(), rows, hit, t, profile_.dropped());
       }
-      log_.clear();
-      profile_.clear();
-      const uint64_t runs0 = runner_->pool().runs();
-      const auto t0 = std::chrono::steady_clock::now();
-      DSV4_RETURN_IF_ERROR(runner_->forward(std::span(reqs_.data(), B), nullptr, nullptr, DecisionIO{nullptr, &log_}));
-      const double t = ms_since(t0);
-      for (int r = 0; r < B; ++r) pos_[r] += S;
-      if (it < sets_.warmup) continue;
-      ms.push_back(t);
-      runs += static_cast<double>(runner_->pool().runs() - runs0);
-      const int64_t hit = experts_hit(log_);
-      experts += static_cast<double>(hit);
-      sum += layer_step_cost(cfg_, 0, rows, hit);
-      if (sets_.run_profile) breakdown.add_step(profile_.records(), rows, hit, t, profile_.dropped());
-    }
     runner_->pool().attach(nullptr);
-    if (sets_.run_profile)
-      std::printf("%s", breakdown.table(fmt::format("runs of a decode step, B = {}, S = {}, {} threads", B, S, threads()),
-                                        sets_.read_gbps)
-                            .c_str());
-    CaseResult c = make_case("decode", B, S, ms, sum, experts);
-    c.pool_runs = runs / static_cast<double>(std::max<size_t>(1, ms.size()));
-    return c;
+    std::vector<CaseResult> out;
+    for (size_t i = 0; i < spec_rows.size(); ++i) {
+      const Acc& a = acc[i];
+      if (sets_.run_profile)
+        std::printf("%s", a.breakdown
+                              .table(fmt::format("runs of a decode step, B = {}, S = {}, {} threads", B, spec_rows[i],
+                                                 threads()),
+                                     sets_.read_gbps)
+                              .c_str());
+      CaseResult c = make_case("decode", B, spec_rows[i], a.ms, a.sum, a.experts);
+      c.pool_runs = a.runs / static_cast<double>(std::max<size_t>(1, a.ms.size()));
+      out.push_back(std::move(c));
+    }
+    return out;
   }
 
   Result<CaseResult> prefill(int n) {
@@ -179,12 +196,11 @@ Result<std::vector<CaseResult>> run_layer_cases(const ModelConfig& cfg, const We
   LayerStepper stepper(cfg, sets);
   DSV4_RETURN_IF_ERROR(stepper.init(w, threads));
   std::vector<CaseResult> out;
-  for (int B : sets.batches)
-    for (int S : sets.spec_rows) {
-      Result<CaseResult> c = stepper.decode(B, S);
-      if (!c.ok()) return c.status();
-      out.push_back(std::move(c.value()));
-    }
+  for (int B : sets.batches) {
+    Result<std::vector<CaseResult>> c = stepper.decode(B, sets.spec_rows);
+    if (!c.ok()) return c.status();
+    for (CaseResult& r : c.value()) out.push_back(std::move(r));
+  }
   for (int n : sets.prefill) {
     Result<CaseResult> c = stepper.prefill(n);
     if (!c.ok()) return c.status();

@@ -3,7 +3,8 @@
 //
 // Decode: every sequence 0 .. max(B) − 1 is first prefilled with `context` random
 // tokens; then per (B, S) `warmup` + `repeats` steps of S rows for each of the first B
-// sequences (all rows accepted: the positions advance by S). Prefill: per chunk size n,
+// sequences (all rows accepted: the positions advance by S), the steps of one B's cases
+// interleaved (S = 1, 2, 4, ..., then again), so host noise falls on every S alike. Prefill: per chunk size n,
 // `repeats` fresh one-request steps of n rows at positions 0 .. n − 1 (its own slot).
 // Each case: median step time; bytes and FLOPs per roofline.h with the experts the
 // step's routing hit (from the decision log), averaged over the timed steps.

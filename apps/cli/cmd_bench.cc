@@ -1,7 +1,7 @@
 // dsv4 bench [--preset flash|tiny] [--cases G,...] [--batches B,...] [--spec-rows S,...]
 //            [--gammas G,...] [--spec-batches B,...] [--spec-tokens N]
 //            [--prefill N,...] [--gemm-rows T,...] [--bandwidth-mib M,...] [--repeats N]
-//            [--threads N] [--context N] [--quick] [--no-scaling] [--run-profile] [--cache-dir DIR]
+//            [--threads N] [--context N] [--quick] [--no-scaling] [--run-profile] [--cache-dir DIR] [--isa I]
 //            [--json FILE]:
 // speed against the machine's own roofline (bench/bench_run.h). Layer checkpoints are
 // cached under <user cache>/bench unless --cache-dir; tiny-e2e runs the built-in model,
@@ -23,6 +23,7 @@ Command add_bench(CLI::App& app) {
   auto opts = std::make_shared<bench::BenchOptions>();
   auto quick = std::make_shared<bool>(false);
   auto no_scaling = std::make_shared<bool>(false);
+  auto isa = std::make_shared<std::string>("auto");
   CLI::App* sub = app.add_subcommand(
       "bench", "Measure bandwidth and compute peak, then time real-size layers, the LM head, the core "
                "GEMV/GEMM (beside oneDNN), tiny end-to-end decode, speculative decoding end to end and (--cases "
@@ -74,8 +75,9 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--tokenizer", opts->tokenizer,
                   "grammar: the tokenizer.json whose vocabulary the structured-output masks cover (request: the "
                   "tokenizer of its bodies, else the tiny one)");
+  sub->add_option("--isa", *isa, kIsaHelp)->capture_default_str();
   sub->add_option("--json", opts->json, "Write one record per case here, and the throughput PNG beside it");
-  return {sub, [opts, quick, no_scaling, sub]() {
+  return {sub, [opts, quick, no_scaling, isa, sub]() {
     bench::BenchOptions o = *opts;
     if (*quick) {
       bench::apply_quick(o);
@@ -89,6 +91,9 @@ Command add_bench(CLI::App& app) {
       if (sub->count("--repeats")) o.repeats = opts->repeats;
     }
     o.scaling = !*no_scaling;
+    // The kernels' variant (checked against the portable one first) and the probes'.
+    if (const Status st = select_isa(*isa); !st.ok()) return fail(st);
+    o.isa = parse_isa(*isa).value();
     Result<std::string> root = user_cache_root();
     if (o.cache_dir.empty()) {
       if (!root.ok()) return fail(root.status().with_context("--cache-dir not given"));
