@@ -5,7 +5,7 @@
 // loaded from the block's scratch feeds every head of the pass (one head per pass re-read the
 // block's 2 x 128 KiB of fp32 keys from L2 once per head: the loops were L2-bound).
 // Logits vectorize across the block's 64 entries, P·V across 64 dims at a time. Every element
-// keeps its operation order (separately rounded products and sums: no FMA contraction), so
+// keeps its operation order (no contraction; an explicit FMA only on the exact products), so
 // all variants give the same bits.
 #pragma once
 
@@ -86,6 +86,19 @@ inline Vec loadv(const float* p) { return *reinterpret_cast<const VecU*>(p); }
 inline void storev(float* p, Vec v) { *reinterpret_cast<VecU*>(p) = v; }
 inline Vec splat(float x) { return Vec{} + x; }
 
+// a·b + c for the logits' and P·V's products, which are exact (sparse_attn.h: operands of at
+// most 8 significant bits, none below 2^-56), so one FMA gives the bits of the multiply and the
+// add: FMA where the unit is compiled with it (AVX2, AVX-512), the two steps elsewhere.
+inline Vec product_add(Vec a, Vec b, Vec c) {
+#if defined(__AVX512F__)
+  return _mm512_fmadd_ps(a, b, c);
+#elif defined(__FMA__)
+  return _mm256_fmadd_ps(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 constexpr int kChunk = 4;  // vectors of keys (logits) or dims (P·V) per head in one pass
 
 // The logits of G heads for keys [j0, j0 + NV·kLanes): one product and one sum per element,
@@ -101,7 +114,7 @@ void logits_chunk(const float* __restrict q, const float* __restrict kt, int Dh,
     for (int c = 0; c < NV; ++c) k[c] = loadv(row + kLanes * c);
     for (int g = 0; g < G; ++g) {
       const Vec qd = splat(q[static_cast<int64_t>(g) * Dh + d]);
-      for (int c = 0; c < NV; ++c) acc[g][c] = acc[g][c] + qd * k[c];
+      for (int c = 0; c < NV; ++c) acc[g][c] = product_add(qd, k[c], acc[g][c]);
     }
   };
   for (int d = 0; d < Dh; d += 2) {  // Dh is even
@@ -136,7 +149,7 @@ void pv_chunk(const float* __restrict p, const float* __restrict alpha, const fl
     for (int c = 0; c < NV; ++c) k[c] = loadv(row + kLanes * c);
     for (int g = 0; g < G; ++g) {
       const Vec pj = splat(p[g * kBlock + j]);
-      for (int c = 0; c < NV; ++c) u[g][c] = u[g][c] + pj * k[c];
+      for (int c = 0; c < NV; ++c) u[g][c] = product_add(pj, k[c], u[g][c]);
     }
   };
   int j = 0;
