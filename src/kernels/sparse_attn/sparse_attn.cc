@@ -47,6 +47,8 @@ void set_sparse_attn_isa(Isa isa) { g_isa.set(isa); }
 Isa sparse_attn_isa() { return g_isa.get(); }
 
 int64_t sparse_attn_scratch_floats(const SparseAttnParams& p, int nthreads) {
+  DSV4_CHECK(p.head_dim > 0 && p.head_dim % 2 == 0, "sparse attention: head_dim {} is not even (dims go in pairs)",
+             p.head_dim);
   return per_thread_floats(p) * nthreads;
 }
 
@@ -92,7 +94,8 @@ void sparse_attn(const SparseAttnParams& p, const bf16* q, int64_t T, const Attn
       for (int64_t j = b0; j < b1; ++j) {
         const int32_t e = j < n_list ? entries[j] : static_cast<int32_t>(j - n_list);
         if (e < 0) continue;
-        f.unpack(keys.format, j < n_win ? keys.win[t].row(e) : keys.cmp[t].row(e), block, block.n++);
+        f.unpack(keys.format, j < n_win ? keys.win[t].row(e) : keys.cmp[t].row(e), block, block.n);
+        ++block.n;
       }
       if (block.n == 0) continue;  // all-empty block: state unchanged
       f.layout(block);

@@ -330,13 +330,14 @@ TEST(SparseAttnHand, TwoBlocksStepByStep) {
   // Block 1.
   float m1 = 0.0f;
   for (float s : c.s1) m1 = s > m1 ? s : m1;
-  const float alpha = std::exp(0.0f - m1);
-  float psum = 0.0f;
+  const float alpha = attn_exp(0.0f - m1);
   std::vector<float> pj;
+  float lanes[16] = {};  // Σp: entry j in lane j % 16 (9 entries: one each), then attn_sum16
   for (float s : c.s1) {
-    pj.push_back(std::exp(s - m1));
-    psum += pj.back();
+    pj.push_back(attn_exp(s - m1));
+    lanes[pj.size() - 1] = pj.back();
   }
+  const float psum = attn_sum16(lanes);
   S = S * alpha + psum;
   // u from 0 over the entries in pairs, the odd one first (1, 0, 3, 2, ..., 7, 6, 8), then added.
   for (int d = 0; d < Dh; ++d) {
