@@ -38,8 +38,8 @@ struct Fns {
   // Key c of the block = attn_operand of the packed row's values (numeric/cache_rows.h
   // kv_unpack_row), into b.kb.
   void (*unpack)(const KvRowFormat& f, const uint8_t* row, const Block& b, int c);
-  // The operands of n = G·Dh query values: qf [n] fp32 (fp32 variants) or qw [n/2] pair words
-  // (the pair variant); the other is left alone.
+  // The operands of n query values (a row's heads, once per row): qf [n] fp32 (fp32 variants)
+  // or qw [n/2] pair words (the pair variant); the other is left alone.
   void (*prep_q)(const bf16* q, int64_t n, float* qf, uint32_t* qw);
   void (*layout)(const Block& b);
   // s[g·kBlock + c] = the dot of head g's q with key c (sparse_attn.h order, before σa) for
