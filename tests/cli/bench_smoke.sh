@@ -15,11 +15,15 @@ export XDG_CACHE_HOME="$work/xdg"
   >"$work/out.txt" 2>&1 || { echo "FAIL: dsv4 bench exited $?"; cat "$work/out.txt"; exit 1; }
 grep -q "verify overhead" "$work/out.txt" || { echo "FAIL: no verify-overhead table"; exit 1; }
 grep -q "barriers (thread-pool runs) per tiny" "$work/out.txt" || { echo "FAIL: no barrier count"; exit 1; }
-# A second run reuses the cached layer checkpoints.
+# A second run reuses the cached layer checkpoints, on the portable kernels (--isa).
 "$dsv4" bench --preset tiny --cases layer-hca --batches 1 --spec-rows 1 --prefill 16 --bandwidth-mib 8 --repeats 1 \
-  --context 16 --no-scaling --cache-dir "$work/cache" >"$work/out2.txt" 2>&1 ||
+  --context 16 --no-scaling --cache-dir "$work/cache" --isa scalar >"$work/out2.txt" 2>&1 ||
   { echo "FAIL: second run exited $?"; cat "$work/out2.txt"; exit 1; }
 if grep -q "writing random layer checkpoint" "$work/out2.txt"; then echo "FAIL: checkpoint not reused"; exit 1; fi
+grep -q "machine: isa scalar" "$work/out2.txt" || { echo "FAIL: --isa scalar not used"; cat "$work/out2.txt"; exit 1; }
+if "$dsv4" bench --preset tiny --cases layer-hca --isa nope >"$work/out2b.txt" 2>&1; then
+  echo "FAIL: --isa nope accepted"; exit 1; fi
+grep -q "isa 'nope' unknown" "$work/out2b.txt" || { echo "FAIL: unclear --isa error"; cat "$work/out2b.txt"; exit 1; }
 /usr/bin/python3 - "$work/bench.json" <<'PY'
 import json, math, sys
 d = json.load(open(sys.argv[1]))

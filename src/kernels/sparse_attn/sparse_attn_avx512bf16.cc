@@ -165,20 +165,16 @@ void pv_heads_pairs(const uint32_t* pw, const float* p, const float* alpha, cons
   int d0 = 0;
   for (; d0 + 64 <= Dh; d0 += 64) pv_chunk_pairs<G, 4>(pw, alpha, b.kv, Dh, pairs, d0, acc);
   for (; d0 + 16 <= Dh; d0 += 16) pv_chunk_pairs<G, 1>(pw, alpha, b.kv, Dh, pairs, d0, acc);
-  // Dims past the last 16: the same steps in fp32 on kv's words (exact products; an odd n's pad
-  // adds 0·0 = +0, which leaves u unchanged).
+  // Dims past the last 16: the same steps in fp32, the keys read from kv's words (entry j in the
+  // low half of word j/2 when even, the high half when odd).
   const auto* kv = reinterpret_cast<const Word*>(b.kv);
-  for (int g = 0; g < G; ++g)
-    for (int d = d0; d < Dh; ++d) {
-      float u = 0.0f;
-      for (int i = 0; i < pairs; ++i) {
-        const uint32_t w = kv[static_cast<int64_t>(i) * Dh + d];
-        u = u + p[g * kBlock + 2 * i + 1] * std::bit_cast<float>(w & 0xFFFF0000u);
-        u = u + p[g * kBlock + 2 * i] * std::bit_cast<float>(w << 16);
-      }
-      float* a = acc + static_cast<int64_t>(g) * Dh + d;
-      *a = *a * alpha[g] + u;
-    }
+  pv_tail(
+      p, alpha, G,
+      [&](int j, int d) {
+        const uint32_t w = kv[static_cast<int64_t>(j / 2) * Dh + d];
+        return std::bit_cast<float>(j % 2 ? w & 0xFFFF0000u : w << 16);
+      },
+      Dh, b.n, d0, acc);
 }
 
 template <int G = kMaxHeads>

@@ -165,15 +165,16 @@ void pv_chunk(const float* __restrict p, const float* __restrict alpha, const fl
     }
 }
 
-// Dims [d0, Dh) one at a time in the same order (one sum a statement: see sparse_attn_ref.cc).
-inline void pv_tail(const float* p, const float* alpha, int G, const float* kb, int Dh, int n, int d0,
-                    float* acc) {
+// Dims [d0, Dh) one at a time in the same order (one sum a statement: see sparse_attn_ref.cc);
+// key(j, d) reads key j's operand in dim d from the variant's layout.
+template <class Key>
+inline void pv_tail(const float* p, const float* alpha, int G, Key&& key, int Dh, int n, int d0, float* acc) {
   for (int g = 0; g < G; ++g)
     for (int d = d0; d < Dh; ++d) {
       float u = 0.0f;
       for (int e = 0; e < n; ++e) {
         const int j = pair_order(e, n);
-        u = u + p[g * kBlock + j] * kb[static_cast<int64_t>(j) * Dh + d];
+        u = u + p[g * kBlock + j] * key(j, d);
       }
       float* a = acc + static_cast<int64_t>(g) * Dh + d;
       *a = *a * alpha[g] + u;
@@ -185,7 +186,7 @@ void pv_heads(const float* p, const float* alpha, const float* kb, int Dh, int n
   int d0 = 0;
   for (; d0 + kChunk * kLanes <= Dh; d0 += kChunk * kLanes) pv_chunk<G, kChunk>(p, alpha, kb, Dh, n, d0, acc);
   for (; d0 + kLanes <= Dh; d0 += kLanes) pv_chunk<G, 1>(p, alpha, kb, Dh, n, d0, acc);
-  pv_tail(p, alpha, G, kb, Dh, n, d0, acc);
+  pv_tail(p, alpha, G, [&](int j, int d) { return kb[static_cast<int64_t>(j) * Dh + d]; }, Dh, n, d0, acc);
 }
 
 using VecU32 = uint32_t __attribute__((vector_size(4 * kLanes)));
@@ -235,13 +236,14 @@ inline Vec operand_v(Vec x) {  // attn_operand lane by lane
 }
 
 // attn_operand(e4m3_decode(codes[0, kLanes))·scale), the nope dims of a packed KV row.
+// The code's 7 magnitude bits in the fp32 exponent and mantissa fields (sign | mag << 20) are the
+// value times 2^-120, an e4m3 subnormal an fp32 subnormal: one exact multiply by 2^120 decodes
+// both (the FP8 linear's decode_f32 does the same); NaN codes (magnitude 0x7F) give NaN.
 inline Vec decode_e4m3_v(const uint8_t* codes, Vec scale) {
   const VecU32 c = load_u32(codes);
-  const VecU32 e = (c >> 3) & 15u, m = c & 7u, sign = (c & 0x80u) << 24;
-  const VecU32 normal = sign | ((e + 120u) << 23) | (m << 20);
-  const VecU32 sub = sign | (VecU32)(__builtin_convertvector(m, Vec) * splat(0x1p-9f));
-  const VecU32 bits = (c & 0x7Fu) == 0x7Fu ? VecU32{} + 0x7fc00000u : (e == 0u ? sub : normal);
-  return operand_v((Vec)bits * scale);
+  const VecU32 bits = ((c & 0x80u) << 24) | ((c & 0x7Fu) << 20);
+  const Vec v = (c & 0x7Fu) == 0x7Fu ? (Vec)(VecU32{} + 0x7fc00000u) : (Vec)bits * splat(0x1p120f);
+  return operand_v(v * scale);
 }
 
 // The fp32 variants' unpack: kb row c [Dh] fp32.
@@ -279,13 +281,14 @@ inline Vec exp_v(Vec x) {
   return x < splat(kMin) ? Vec{} : v;
 }
 
-// attn_operand(round_bf16(p)) on a vector of finite p >= 0.
-inline Vec bf16_operand_v(Vec p) {
-  VecU32 b = (VecU32)p;
-  b = (b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u;
-  const Vec r = (Vec)b;
-  return r < splat(0x1p-56f) ? Vec{} : r;
+// bf16::from_float's bits (round to nearest even, NaN kept quiet) of each lane, in its low half.
+inline VecU32 bf16_bits_v(VecU32 u) {
+  const auto nan = (u & 0x7fffffffu) > 0x7f800000u;
+  return nan ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
+
+// attn_operand(round_bf16(p)) on a vector.
+inline Vec bf16_operand_v(Vec p) { return operand_v((Vec)(bf16_bits_v((VecU32)p) << 16)); }
 
 inline void softmax_impl(float* s_all, int G, int n, float scale, float* m, float* S, float* alpha) {
   const float kNegInf = -__builtin_inff();
@@ -324,9 +327,7 @@ inline void softmax_impl(float* s_all, int G, int n, float scale, float* m, floa
 inline void finish_impl(const float* acc, float S, bf16* o, int Dh) {
   int d = 0;
   for (; d + kLanes <= Dh; d += kLanes) {
-    const VecU32 u = (VecU32)(loadv(acc + d) / splat(S));
-    const auto nan = (u & 0x7fffffffu) > 0x7f800000u;
-    const VecU32 h = nan ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const VecU32 h = bf16_bits_v((VecU32)(loadv(acc + d) / splat(S)));
 #if defined(__AVX512F__)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + d), _mm512_cvtepi32_epi16(as_m(h)));
 #elif defined(__AVX2__)
